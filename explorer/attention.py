@@ -1,0 +1,130 @@
+"""The eager path: one layer's attention, step by step, returned as data.
+
+    q, k (before RoPE) -> q_rot, k_rot -> scores = q_rot·k_rotᵀ -> scaled = scores·scale
+      -> masked (−inf where the causal mask forbids) -> probs = softmax(masked) -> output
+
+It reuses the fast path's own modules (`Attention.project`, `Attention.merge_heads`), so the weights are
+the model's and nothing is duplicated. All internals are float32 whatever the model's dtype.
+
+Memory: only `probs` among the [H, N, N] stages is kept when the layer is computed; `scores`, `scaled`
+and `masked` are rebuilt from q_rot and k_rot the first time they are read (bit-identical to the values
+`probs` was computed from), and `head_stages(h)` gives one head's stages without touching the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from explorer import rope
+from explorer.model import Attention
+
+
+def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
+    """Which key/value head each query head reads: h // (H // H_kv).  # [H] int64
+
+    The one definition of GQA grouping; the maths and the plots both use it.
+    """
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
+    return torch.arange(n_heads) // (n_heads // n_kv_heads)
+
+
+def causal_mask(n_tokens: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """True where query i may attend to key j, i.e. j <= i.  # [N, N] bool"""
+    return torch.ones(n_tokens, n_tokens, dtype=torch.bool, device=device).tril()
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionInternals:
+    """Every stage of one layer's attention for one prompt (batch 1), float32."""
+
+    layer: int
+    scale: float  # 1/√d
+    angles: torch.Tensor  # [N, d/2] RoPE angle m·θ_i, radians
+    inv_freq: torch.Tensor  # [d/2] θ_i
+    q: torch.Tensor  # [H, N, d] before RoPE
+    k: torch.Tensor  # [H_kv, N, d] before RoPE
+    v: torch.Tensor  # [H_kv, N, d]
+    q_rot: torch.Tensor  # [H, N, d] after RoPE
+    k_rot: torch.Tensor  # [H_kv, N, d] after RoPE
+    mask: torch.Tensor  # [N, N] bool, True where a query may attend
+    probs: torch.Tensor  # [H, N, N] softmax; rows sum to 1, masked entries exactly 0
+    kv_head: torch.Tensor  # [H] int64, which key/value head each query head reads
+    output: torch.Tensor  # [N, hidden] the layer's attention output (after o_proj)
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_tokens(self) -> int:
+        return self.q.shape[1]
+
+    @cached_property
+    def scores(self) -> torch.Tensor:
+        """Raw Q·Kᵀ after RoPE, before scaling.  # [H, N, N]"""
+        return self.q_rot @ self.k_rot[self.kv_head].transpose(-1, -2)
+
+    @cached_property
+    def scaled(self) -> torch.Tensor:
+        """scores · scale.  # [H, N, N]"""
+        return self.scores * self.scale
+
+    @cached_property
+    def masked(self) -> torch.Tensor:
+        """scaled with −inf where the mask is False.  # [H, N, N]"""
+        return self.scaled.masked_fill(~self.mask, float("-inf"))
+
+    def head_stages(self, head: int) -> dict[str, torch.Tensor]:
+        """One head's scores, scaled, masked and probs, computed for that head alone.  # each [N, N]"""
+        if not 0 <= head < self.n_heads:
+            raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
+        scores = self.q_rot[head] @ self.k_rot[self.kv_head[head]].T
+        scaled = scores * self.scale
+        return {
+            "scores": scores,
+            "scaled": scaled,
+            "masked": scaled.masked_fill(~self.mask, float("-inf")),
+            "probs": self.probs[head],
+        }
+
+
+@torch.inference_mode()
+def eager_attention(
+    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
+) -> AttentionInternals:
+    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm"""
+    n_tokens = x.shape[0]
+    q, k, v = (t[0].float() for t in attn.project(x[None]))  # [H, N, d], [H_kv, N, d] ×2
+    angle = rope.angles(torch.arange(n_tokens, device=x.device), inv_freq)  # [N, d/2]
+    cos, sin = rope.cos_sin(angle)  # [N, d] ×2
+    q_rot, k_rot = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
+    kv_head = kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device)
+    mask = causal_mask(n_tokens, x.device)
+
+    # One [H, N, N] buffer goes scores -> scaled -> masked -> probs in place (peak memory: one map).
+    probs = q_rot @ k_rot[kv_head].transpose(-1, -2)
+    probs.mul_(attn.scale).masked_fill_(~mask, float("-inf"))
+    probs.sub_(probs.amax(dim=-1, keepdim=True)).exp_()
+    probs.div_(probs.sum(dim=-1, keepdim=True))
+
+    heads_out = probs @ v[kv_head]  # [H, N, d]
+    output = attn.merge_heads(heads_out[None].to(x.dtype))[0].float()  # [N, hidden]
+    return AttentionInternals(
+        layer=layer,
+        scale=attn.scale,
+        angles=angle,
+        inv_freq=inv_freq.float(),
+        q=q,
+        k=k,
+        v=v,
+        q_rot=q_rot,
+        k_rot=k_rot,
+        mask=mask,
+        probs=probs,
+        kv_head=kv_head,
+        output=output,
+    )

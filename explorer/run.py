@@ -1,0 +1,177 @@
+"""Explorer (a loaded model) and Run (one prompt through it).
+
+A Run costs one fast SDPA forward. It keeps each layer's input hidden state ([L, N, hidden], linear in
+N), so any layer's attention can be rerun through the eager path later without a second forward.
+Nothing N×N is computed until a layer is asked for, and logits only where they are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import OrderedDict
+from functools import cached_property
+from pathlib import Path
+
+import torch
+
+from explorer.attention import AttentionInternals, eager_attention
+from explorer.checkpoints import Checkpoint, load_checkpoint
+from explorer.config import ModelConfig
+from explorer.tokens import encode
+
+DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Explorer:
+    """A model and its tokenizer, ready to run prompts."""
+
+    def __init__(self, checkpoint: Checkpoint, device: torch.device | str | None = None):
+        self.name = checkpoint.name
+        self.path = checkpoint.path
+        self.config: ModelConfig = checkpoint.config
+        self.tokenizer = checkpoint.tokenizer
+        self.device = torch.device(device) if device else default_device()
+        self.model = checkpoint.model.to(self.device).eval()
+        self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.embed_tokens.weight.dtype
+
+    @torch.inference_mode()
+    def run(self, text: str, max_tokens: int | None = None) -> Run:
+        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer."""
+        limit = min(max_tokens or self.config.context_length, self.config.context_length)
+        encoded = encode(self.tokenizer, text, limit)
+        ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
+        n, hidden = ids.shape[1], self.config.hidden_size
+        layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)
+        start = time.perf_counter()
+        final_hidden = self.model.hidden_states(ids, layer_inputs)  # [1, N, hidden]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        self.forward_count += 1
+        return Run(
+            self, encoded.ids, encoded.tokens, encoded.n_dropped, layer_inputs[:, 0], final_hidden[0], seconds
+        )
+
+
+class Run:
+    """One prompt's fast forward, with lazy access to logits and to any layer's eager internals."""
+
+    def __init__(self, explorer, ids, tokens, n_dropped, layer_inputs, final_hidden, forward_seconds):
+        self.explorer = explorer
+        self.ids: list[int] = ids  # [N]
+        self.tokens: list[str] = tokens  # [N] display strings
+        self.n_dropped: int = n_dropped  # tokens cut to fit the context
+        self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
+        self.final_hidden = final_hidden  # [N, hidden] after the final norm
+        self.forward_seconds: float = forward_seconds
+        self.eager_seconds: dict[int, float] = {}
+        self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
+        self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.explorer.config
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_dropped > 0
+
+    @cached_property
+    def logits(self) -> torch.Tensor:
+        """Next-token logits at every position.  # [N, vocab] float32 CPU"""
+        with torch.inference_mode():
+            return self.explorer.model.lm_head(self.final_hidden).float().cpu()
+
+    def next_token_probs(self) -> torch.Tensor:
+        """The model's distribution for the token after the prompt (last position only).  # [vocab]"""
+        with torch.inference_mode():
+            return self.explorer.model.lm_head(self.final_hidden[-1]).float().softmax(-1).cpu()
+
+    def top_next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
+        probs, ids = self.next_token_probs().topk(k)
+        tokenizer = self.explorer.tokenizer
+        return [
+            (tokenizer.decode([i], skip_special_tokens=False), p)
+            for i, p in zip(ids.tolist(), probs.tolist(), strict=True)
+        ]
+
+    def _check_layer(self, layer: int) -> None:
+        n_layers = self.config.n_layers
+        if not isinstance(layer, int) or not 0 <= layer < n_layers:
+            raise ValueError(f"layer must be an integer in [0, {n_layers - 1}], got {layer!r}")
+
+    def _normed_input(self, layer: int) -> torch.Tensor:
+        return self.explorer.model.layers[layer].input_layernorm(self.layer_inputs[layer])
+
+    def attention(self, layer: int) -> AttentionInternals:
+        """Every stage of `layer`'s attention, from the cached input (no new forward).  float32 CPU"""
+        self._check_layer(layer)
+        if layer in self._eager:
+            self._eager.move_to_end(layer)
+            return self._eager[layer]
+        model = self.explorer.model
+        start = time.perf_counter()
+        with torch.inference_mode():
+            internals = eager_attention(
+                model.layers[layer].self_attn, self._normed_input(layer), model.inv_freq, layer
+            )
+        internals = _to_cpu(internals)
+        self.eager_seconds[layer] = time.perf_counter() - start
+        self._remember(layer, internals)
+        return internals
+
+    def _remember(self, layer: int, internals: AttentionInternals) -> None:
+        self._eager[layer] = internals
+        while len(self._eager) > 1 and self.cached_eager_bytes > self.eager_cache_bytes:
+            self._eager.popitem(last=False)
+
+    @property
+    def cached_eager_bytes(self) -> int:
+        return sum(_nbytes(internals) for internals in self._eager.values())
+
+    def sdpa_output(self, layer: int) -> torch.Tensor:
+        """The fast path's attention output for `layer`, recomputed from its cached input.  # [N, hidden]"""
+        self._check_layer(layer)
+        model = self.explorer.model
+        with torch.inference_mode():
+            cos, sin = model.rope_tables(self.n_tokens, self.layer_inputs.dtype)
+            out = model.layers[layer].self_attn(self._normed_input(layer)[None], cos, sin)
+        return out[0].float().cpu()
+
+    def cache_nbytes(self) -> int:
+        """Memory this run holds: cached layer inputs plus cached eager layers."""
+        own = self.layer_inputs.numel() * self.layer_inputs.element_size()
+        return own + self.final_hidden.numel() * self.final_hidden.element_size() + self.cached_eager_bytes
+
+
+def _to_cpu(internals: AttentionInternals) -> AttentionInternals:
+    if internals.q.device.type == "cpu":
+        return internals
+    tensors = {
+        f.name: getattr(internals, f.name).cpu()
+        for f in dataclasses.fields(internals)
+        if isinstance(getattr(internals, f.name), torch.Tensor)
+    }
+    return dataclasses.replace(internals, **tensors)
+
+
+def _nbytes(internals: AttentionInternals) -> int:
+    return sum(t.numel() * t.element_size() for t in vars(internals).values() if isinstance(t, torch.Tensor))
+
+
+def load(source: str | Path | None = None, device: torch.device | str | None = None) -> Explorer:
+    """The bundled model (no argument), a local HF-layout directory, or a hub id ("org/name")."""
+    return Explorer(load_checkpoint(source), device)

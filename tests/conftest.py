@@ -1,0 +1,98 @@
+"""Shared fixtures: a tiny byte-level BPE tokenizer and seeded random-init HF checkpoints on disk."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+TEXT = (
+    "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
+    "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles. "
+    "Now is the winter of our discontent made glorious summer by this sun of York. "
+)
+PROMPT = "To be, or not to be: that is the question. To be, or not to be, again — café ☕ 🙂!"
+
+
+def train_tiny_tokenizer(vocab_size: int = 320) -> Tokenizer:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator([TEXT] * 4, trainer)
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer() -> Tokenizer:
+    return train_tiny_tokenizer()
+
+
+# Small Llama-family configs with GQA (8 query heads, 2 kv heads). initializer_range is large so
+# attention maps are far from uniform and a wrong RoPE pairing or mask would show.
+BASE = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=256,
+    initializer_range=0.15,
+    rms_norm_eps=1e-6,
+)
+HF_CONFIGS = {
+    "llama-untied": ("llama", dict(tie_word_embeddings=False)),
+    "llama-tied-llama3-rope": (
+        "llama",
+        dict(
+            tie_word_embeddings=True,
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=500000.0,
+                factor=8.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=64,
+            ),
+        ),
+    ),
+    "llama-linear-rope-bias": (
+        "llama",
+        dict(attention_bias=True, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0)),
+    ),
+    "mistral": ("mistral", dict(tie_word_embeddings=False, sliding_window=128)),
+    "qwen2-bias": ("qwen2", dict(tie_word_embeddings=True)),
+}
+
+
+def make_hf_checkpoint(
+    directory, tokenizer: Tokenizer, model_type: str, seed: int = 0, max_shard_size="5GB", **overrides
+):
+    """Save a seeded random-init transformers model + tokenizer.json; return the HF model."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, vocab_size=tokenizer.get_vocab_size(), **{**BASE, **overrides})
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    if model_type == "qwen2":  # HF zero-initialises biases; give them values so they matter
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_(std=0.5)
+    model.save_pretrained(directory, max_shard_size=max_shard_size)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return model
+
+
+@pytest.fixture(scope="session")
+def gqa_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """A seeded llama checkpoint with GQA (8 query heads, 2 kv heads), on disk."""
+    directory = tmp_path_factory.mktemp("llama-gqa")
+    make_hf_checkpoint(directory, tiny_tokenizer, "llama", num_hidden_layers=4)
+    return directory
