@@ -116,8 +116,11 @@ class Run:
     def _normed_input(self, layer: int) -> torch.Tensor:
         return self.explorer.model.layers[layer].input_layernorm(self.layer_inputs[layer])
 
-    def attention(self, layer: int) -> AttentionInternals:
-        """Every stage of `layer`'s attention, from the cached input (no new forward).  float32 CPU"""
+    def attention(self, layer: int, remember: bool = True) -> AttentionInternals:
+        """Every stage of `layer`'s attention, from the cached input (no new forward).  float32 CPU
+
+        `remember=False` leaves the run's bounded cache alone (for sweeps over every layer).
+        """
         self._check_layer(layer)
         if layer in self._eager:
             self._eager.move_to_end(layer)
@@ -130,7 +133,8 @@ class Run:
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
-        self._remember(layer, internals)
+        if remember:
+            self._remember(layer, internals)
         return internals
 
     def _remember(self, layer: int, internals: AttentionInternals) -> None:

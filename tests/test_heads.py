@@ -1,0 +1,64 @@
+"""Head-type reductions score hand-made attention patterns as they should."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import explorer
+from explorer import heads
+from tests.conftest import PROMPT
+
+
+def pattern(n: int, kind: str) -> torch.Tensor:
+    """One head's [N, N] map that does exactly one thing."""
+    probs = torch.zeros(n, n)
+    for i in range(n):
+        if kind == "previous":
+            probs[i, max(i - 1, 0)] = 1
+        elif kind == "sink":
+            probs[i, 0] = 1
+        elif kind == "uniform":
+            probs[i, : i + 1] = 1 / (i + 1)
+        elif kind == "self":
+            probs[i, i] = 1
+    return probs
+
+
+def test_scores_recognise_the_pattern_they_name():
+    n = 12
+    probs = torch.stack([pattern(n, k) for k in ("previous", "sink", "uniform", "self")])
+    uniform_previous = sum(1 / (i + 1) for i in range(1, n)) / (n - 1)
+    expected_previous = torch.tensor([1.0, 1 / (n - 1), uniform_previous, 0.0])
+    torch.testing.assert_close(heads.previous_token_score(probs), expected_previous)
+    uniform_sink = sum(1 / (i + 1) for i in range(1, n)) / (n - 1)
+    torch.testing.assert_close(heads.sink_score(probs), torch.tensor([1 / (n - 1), 1.0, uniform_sink, 0.0]))
+    ent = heads.entropy(probs)
+    assert ent[0] == 0 and ent[3] == 0
+    assert ent[2].item() == pytest.approx(sum(math.log(i + 1) for i in range(n)) / n, rel=1e-5)
+    dist = heads.mean_distance(probs)
+    assert dist[3] == 0 and dist[0].item() == pytest.approx((n - 1) / n)
+
+
+def test_induction_score_reads_the_token_after_the_earlier_occurrence():
+    period, n = 5, 10
+    probs = torch.zeros(1, n, n)
+    for i in range(n):
+        probs[0, i, i - period + 1 if i >= period else 0] = 1
+    assert heads.induction_score(probs, period).item() == 1.0
+    assert heads.induction_score(pattern(n, "previous")[None], period).item() == 0.0
+    with pytest.raises(ValueError):
+        heads.induction_score(probs, n)
+
+
+def test_prompt_profile_sweeps_layers_without_filling_the_cache(gqa_checkpoint):
+    ex = explorer.load(gqa_checkpoint, device="cpu")
+    run = ex.run(PROMPT)
+    profile = heads.prompt_profile(run)
+    assert run.cached_eager_bytes == 0
+    assert set(profile) == set(heads.PROFILE_SCORES)
+    for scores in profile.values():
+        assert scores.shape == (ex.config.n_layers, ex.config.n_heads) and torch.isfinite(scores).all()
+    torch.testing.assert_close(profile["sink"][2], heads.sink_score(run.attention(2).probs))
