@@ -57,8 +57,8 @@ def test_rotate_half_pairs_coordinate_i_with_i_plus_half():
     changed = (rotated != x).nonzero().flatten().tolist()
     assert changed == [1, 1 + d // 2]
     c, s = math.cos(1.0), math.sin(1.0)
-    assert rotated[1].item() == pytest.approx(x[1] * c - x[5] * s, rel=1e-6)
-    assert rotated[5].item() == pytest.approx(x[5] * c + x[1] * s, rel=1e-6)
+    assert rotated[1].item() == pytest.approx((x[1] * c - x[5] * s).item(), rel=1e-6)
+    assert rotated[5].item() == pytest.approx((x[5] * c + x[1] * s).item(), rel=1e-6)
 
 
 def test_angles_are_position_times_frequency():
