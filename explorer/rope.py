@@ -70,6 +70,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotate_half(x) * sin
 
 
+def pairs(x: torch.Tensor) -> torch.Tensor:
+    """Each frequency pair's two coordinates (x₁[i], x₂[i]), side by side.  # [..., d] -> [..., d/2, 2]"""
+    half = x.shape[-1] // 2
+    return torch.stack((x[..., :half], x[..., half:]), dim=-1)
+
+
 def wavelengths(inv_freq: torch.Tensor) -> torch.Tensor:
     """Tokens per full turn of each frequency pair, 2π/θ_i.  # [d/2]"""
     return 2 * math.pi / inv_freq

@@ -59,3 +59,18 @@ def _byte_level_decoder() -> dict[str, int]:
     for offset, b in enumerate(shifted):
         chars[b] = chr(256 + offset)
     return {ch: b for b, ch in chars.items()}
+
+
+VISIBLE_WHITESPACE = {"\n": "↵", "\r": "␍", "\t": "⇥"}
+
+
+def printable(token: str) -> str:
+    """A display string as a label: newlines, tabs and control characters drawn visibly (↵, ⇥, \\x0b),
+    and a token of spaces alone as ␣, so no token shows as nothing."""
+    visible = "".join(
+        VISIBLE_WHITESPACE.get(
+            ch, ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode()
+        )
+        for ch in token
+    )
+    return (visible.replace(" ", "␣") if not visible.strip() else visible) or "∅"

@@ -1,0 +1,45 @@
+"""Does the eager rerun reproduce the fast path? The viewed layer's max |eager − SDPA|, and the time of
+each path."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorer.figures.common import house_template
+
+
+def faithfulness_figure(
+    layer: int,
+    max_abs_diff: float,
+    tolerance: float,
+    forward_seconds: float,
+    eager_seconds: float,
+    n_layers: int,
+) -> go.Figure:
+    """Two bars (fast forward, eager rerun) in milliseconds, the layer's max |Δ| in the title."""
+    verdict = "within" if max_abs_diff <= tolerance else "OUTSIDE"
+    names = [f"fast forward, SDPA (all {n_layers} layers)", f"eager rerun (layer {layer} alone)"]
+    millis = [forward_seconds * 1e3, eager_seconds * 1e3]
+    fig = go.Figure(
+        go.Bar(
+            x=millis,
+            y=names,
+            orientation="h",
+            marker_color=["#2563eb", "#d97706"],
+            text=[f"{m:.1f} ms" for m in millis],
+            textposition="auto",
+            hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        template=house_template(),
+        title=(
+            f"Layer {layer}: max |eager − SDPA| of the attention output = {max_abs_diff:.2e}"
+            f" ({verdict} the {tolerance:.0e} tolerance)"
+        ),
+        xaxis=dict(title="server time (ms)"),
+        yaxis=dict(autorange="reversed"),
+        height=240,
+        margin=dict(l=260, t=60, b=50),
+    )
+    return fig

@@ -1,0 +1,199 @@
+"""What the app shows, from a Run: the arrays each view needs, pulled from the engine and handed to the
+figure builders. The UI calls these and only wires; nothing here draws or knows Gradio.
+
+Looking at a layer costs one eager rerun of that layer (cached by the Run); a head's stages are
+computed for that head alone. Nothing here runs the model forward.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from explorer import figures, heads, rope
+from explorer.attention import kv_head_map
+from explorer.config import ModelConfig
+from explorer.run import Run
+from explorer.tokens import display_tokens
+
+EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
+KV_CACHE_CONTEXTS = (2048, 8192, 32768, 131072)
+TOP_NEXT_TOKENS = 10
+
+
+def head_name(config: ModelConfig, head: int) -> str:
+    """ "head 5 · kv 1": a query head with the key/value head it reads."""
+    return f"head {head} · kv {_kv_head(config)[head]}"
+
+
+def default_positions(run: Run) -> tuple[int, int]:
+    """The RoPE view's query and key at first: the last token and the one before it."""
+    return run.n_tokens - 1, max(run.n_tokens - 2, 0)
+
+
+def pipeline(run: Run, layer: int, head: int) -> go.Figure:
+    att = run.attention(layer)
+    stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
+    return figures.pipeline_figure(
+        run.tokens,
+        stages["scores"],
+        stages["scaled"],
+        att.mask.numpy(),
+        stages["masked"],
+        stages["probs"],
+        att.scale,
+        f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax",
+    )
+
+
+def all_heads(run: Run, layer: int) -> go.Figure:
+    att = run.attention(layer)
+    title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
+    return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title)
+
+
+def rope_angles(run: Run) -> go.Figure:
+    inv_freq = rope.config_inverse_frequencies(run.config)  # [d/2]
+    angles = rope.angles(torch.arange(run.n_tokens), inv_freq)  # [N, d/2]
+    return figures.rope_angles_figure(run.tokens, angles.numpy())
+
+
+def rope_wavelengths(run: Run) -> go.Figure:
+    wavelengths = rope.wavelengths(rope.config_inverse_frequencies(run.config))  # [d/2]
+    return figures.wavelengths_figure(wavelengths.numpy(), run.config.context_length, run.n_tokens)
+
+
+def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
+    """The head's q at `query` and its kv head's k at `key`, as pairs before and after RoPE.
+    # each [d/2, 2]"""
+    att = run.attention(layer)
+    kv = int(att.kv_head[head])
+    q, q_rot = rope.pairs(att.q[head, query]), rope.pairs(att.q_rot[head, query])
+    k, k_rot = rope.pairs(att.k[kv, key]), rope.pairs(att.k_rot[kv, key])
+    return q, q_rot, k, k_rot
+
+
+def rope_rotation(run: Run, layer: int, head: int, query: int, key: int) -> go.Figure:
+    query, key = clamp_position(run, query), clamp_position(run, key)
+    q, q_rot, k, k_rot = (t.numpy() for t in _query_and_key(run, layer, head, query, key))
+    return figures.rotation_figure(q, q_rot, k, k_rot, (query, run.tokens[query]), (key, run.tokens[key]))
+
+
+def rope_score_split(run: Run, layer: int, head: int, query: int, key: int) -> go.Figure:
+    query, key = clamp_position(run, query), clamp_position(run, key)
+    q, q_rot, k, k_rot = _query_and_key(run, layer, head, query, key)
+    with_rope = (q_rot * k_rot).sum(-1)  # [d/2], sums to scores[head, query, key]
+    without_rope = (q * k).sum(-1)  # [d/2]
+    wavelengths = rope.wavelengths(run.attention(layer).inv_freq)
+    return figures.score_split_figure(
+        with_rope.numpy(),
+        without_rope.numpy(),
+        wavelengths.numpy(),
+        (query, run.tokens[query]),
+        (key, run.tokens[key]),
+    )
+
+
+def clamp_position(run: Run, position: int | float | None) -> int:
+    return int(min(max(int(position or 0), 0), run.n_tokens - 1))
+
+
+def gqa_diagram(config: ModelConfig) -> go.Figure:
+    return figures.gqa_diagram_figure(_kv_head(config))
+
+
+def head_similarity(run: Run, layer: int) -> go.Figure:
+    att = run.attention(layer)
+    maps = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
+    similarity = maps @ maps.T  # [H, H] cosine of every pair of maps
+    title = f"Layer {layer}: how alike the heads' attention maps are (cosine), ordered by kv group"
+    return figures.head_similarity_figure(similarity.numpy(), att.kv_head.numpy(), title)
+
+
+def kv_cache_bytes_per_token(config: ModelConfig, n_kv_heads: int, bytes_per_value: int) -> int:
+    """K and V, every layer, one token."""
+    return 2 * config.n_layers * n_kv_heads * config.head_dim * bytes_per_value
+
+
+def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
+    layouts = {
+        f"this model (GQA, {config.n_kv_heads} kv heads)": config.n_kv_heads,
+        f"as MHA ({config.n_heads} kv heads)": config.n_heads,
+        "as MQA (1 kv head)": 1,
+    }
+    per_token = {name: kv_cache_bytes_per_token(config, n, bytes_per_value) for name, n in layouts.items()}
+    return figures.kv_cache_figure(per_token, KV_CACHE_CONTEXTS)
+
+
+def eager_max_abs_diff(run: Run, layer: int) -> float:
+    """max |eager − SDPA| of the layer's attention output."""
+    return float((run.attention(layer).output - run.sdpa_output(layer)).abs().max())
+
+
+def faithfulness(run: Run, layer: int) -> go.Figure:
+    diff = eager_max_abs_diff(run, layer)
+    return figures.faithfulness_figure(
+        layer, diff, EAGER_TOLERANCE, run.forward_seconds, run.eager_seconds[layer], run.config.n_layers
+    )
+
+
+def head_profile(run: Run) -> dict[str, np.ndarray]:
+    """The overview's scores, every layer and head, computed layer by layer.  # {name: [L, H]}"""
+    return {name: scores.numpy() for name, scores in heads.prompt_profile(run).items()}
+
+
+def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
+    return figures.profile_figure(profile, _kv_head(run.config))
+
+
+def next_tokens(run: Run) -> go.Figure:
+    probs, ids = run.next_token_probs().topk(TOP_NEXT_TOKENS)
+    tokens = display_tokens(run.explorer.tokenizer, ids.tolist())  # partial UTF-8 bytes as escapes
+    return figures.next_tokens_figure(list(zip(tokens, probs.tolist(), strict=True)))
+
+
+def _kv_head(config: ModelConfig) -> np.ndarray:
+    return kv_head_map(config.n_heads, config.n_kv_heads).numpy()
+
+
+@dataclass(frozen=True)
+class LayerViews:
+    """Everything that changes when the layer or head changes: one app update."""
+
+    pipeline: go.Figure
+    all_heads: go.Figure
+    rope_rotation: go.Figure
+    rope_score_split: go.Figure
+    head_similarity: go.Figure
+    faithfulness: go.Figure
+
+    def figures(self) -> list[go.Figure]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+def layer_views(run: Run, layer: int, head: int, query: int, key: int) -> LayerViews:
+    return LayerViews(
+        pipeline=pipeline(run, layer, head),
+        all_heads=all_heads(run, layer),
+        rope_rotation=rope_rotation(run, layer, head, query, key),
+        rope_score_split=rope_score_split(run, layer, head, query, key),
+        head_similarity=head_similarity(run, layer),
+        faithfulness=faithfulness(run, layer),
+    )
+
+
+def plot_payload(fig: go.Figure) -> dict[str, str]:
+    """A figure as the app sends it to the browser (Gradio's plot data)."""
+    return {"type": "plotly", "plot": figures.to_json(fig)}
+
+
+def update_payload_bytes(run: Run, layer: int, head: int) -> int:
+    """Bytes of the JSON one layer or head switch sends: every figure in `LayerViews` (pipeline, all
+    heads, RoPE rotation and score split, head similarity, faithfulness) as the app sends them."""
+    query, key = default_positions(run)
+    views = layer_views(run, layer, head, query, key)
+    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in views.figures())
