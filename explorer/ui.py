@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import dataclass
 
 import gradio as gr
 from gradio.components.plot import PlotData
@@ -17,8 +18,8 @@ from gradio.components.plot import PlotData
 from explorer import markup, views
 from explorer.cache import Workspace
 from explorer.checkpoints import CheckpointError
-from explorer.config import ModelConfig
 from explorer.examples import EXAMPLES, SHAKESPEARE_LINE
+from explorer.run import Explorer
 from explorer.tokens import PromptError
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,6 @@ def top(count: int) -> int:
     return max(count - 1, 1)
 
 
-def head_choices(config: ModelConfig) -> list[tuple[str, int]]:
-    return [(views.head_name(config, h), h) for h in range(config.n_heads)]
-
-
 def guarded(n_outputs: int):
     """Turn an error into a warning and a status message (the first output), leaving every other
     output as it is; a person never sees a stack trace and the app stays up."""
@@ -72,13 +69,34 @@ def guarded(n_outputs: int):
     return decorate
 
 
+@dataclass(frozen=True)
+class ModelPanel:
+    """What depends on the model alone: its card, layer and head choices, GQA diagram and KV cache."""
+
+    card: str = ""
+    n_layers: int = 1
+    heads: tuple[tuple[str, int], ...] = (("head 0 · kv 0", 0),)
+    gqa: PlotData | None = None
+    kv_cache: PlotData | None = None
+
+    @classmethod
+    def of(cls, explorer: Explorer) -> ModelPanel:
+        config = explorer.config
+        return cls(
+            card=markup.model_card(explorer.name, config),
+            n_layers=config.n_layers,
+            heads=tuple((views.head_name(config, h), h) for h in range(config.n_heads)),
+            gqa=plot(views.gqa_diagram(config)),
+            kv_cache=plot(views.kv_cache(config, explorer.dtype.itemsize)),
+        )
+
+
 def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     workspace = workspace or Workspace()
     try:
-        config = workspace.explorer("").config
-        startup = ""
+        startup, startup_message = ModelPanel.of(workspace.explorer("")), ""
     except CheckpointError as error:
-        config, startup = None, f"The default model could not be loaded: {error}"
+        startup, startup_message = ModelPanel(), f"The default model could not be loaded: {error}"
 
     with gr.Blocks(title="Attention Explorer") as demo:
         model = gr.State("")  # what the model field held when it last loaded
@@ -100,23 +118,15 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             with gr.Column(scale=2):
                 model_box = gr.Textbox(label="Model", placeholder=MODEL_PLACEHOLDER, elem_id="model-source")
                 load_button = gr.Button("Load model", elem_id="load-model")
-                model_card = gr.HTML(
-                    markup.model_card(workspace.explorer("").name, config) if config else "",
-                    elem_id="model-card",
-                )
-        status = gr.HTML(markup.status(startup, "warning"), elem_id="status")
+                model_card = gr.HTML(startup.card, elem_id="model-card")
+        status = gr.HTML(markup.status(startup_message, "warning"), elem_id="status")
         token_strip = gr.HTML(elem_id="token-strip")
         with gr.Row():
             layer = gr.Slider(
-                0,
-                top(config.n_layers if config else 1),
-                value=0,
-                step=1,
-                label="Layer",
-                elem_id="layer-slider",
+                0, top(startup.n_layers), value=0, step=1, label="Layer", elem_id="layer-slider"
             )
             head = gr.Dropdown(
-                head_choices(config) if config else [("head 0 · kv 0", 0)],
+                list(startup.heads),
                 value=0,
                 label="Head (and the kv head it reads)",
                 elem_id="head-picker",
@@ -139,17 +149,9 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 split_plot = gr.Plot(show_label=False, elem_id="rope-split-plot")
             with gr.Tab("GQA", elem_id="tab-gqa") as gqa_tab:
                 with gr.Row():
-                    gqa_plot = gr.Plot(
-                        plot(views.gqa_diagram(config)) if config else None,
-                        show_label=False,
-                        elem_id="gqa-plot",
-                    )
+                    gqa_plot = gr.Plot(startup.gqa, show_label=False, elem_id="gqa-plot")
                     similarity_plot = gr.Plot(show_label=False, elem_id="similarity-plot")
-                kv_plot = gr.Plot(
-                    plot(views.kv_cache(config, 4)) if config else None,
-                    show_label=False,
-                    elem_id="kv-cache-plot",
-                )
+                kv_plot = gr.Plot(startup.kv_cache, show_label=False, elem_id="kv-cache-plot")
             with gr.Tab("Faithfulness", elem_id="tab-faithfulness") as faithfulness_tab:
                 faithfulness_plot = gr.Plot(show_label=False, elem_id="faithfulness-plot")
             with gr.Tab("Overview", elem_id="tab-overview") as overview_tab:
@@ -236,15 +238,15 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         def load_model(source, progress=gr.Progress()):
             progress(0, desc=f"Loading {source.strip() or 'the bundled model'} …")
             explorer = workspace.explorer(source)
-            config = explorer.config
+            panel = ModelPanel.of(explorer)
             return (
                 markup.status(f"Loaded {explorer.name}.", "info"),
                 source.strip(),
-                markup.model_card(explorer.name, config),
-                gr.Slider(maximum=top(config.n_layers), value=0),
-                gr.Dropdown(choices=head_choices(config), value=0),
-                plot(views.gqa_diagram(config)),
-                plot(views.kv_cache(config, explorer.dtype.itemsize)),
+                panel.card,
+                gr.Slider(maximum=top(panel.n_layers), value=0),
+                gr.Dropdown(choices=list(panel.heads), value=0),
+                panel.gqa,
+                panel.kv_cache,
                 None,
             )
 

@@ -1,17 +1,13 @@
-"""What every figure shares: a compact template, token labels, integer-position token axes, and the
-encoding of big maps into typed arrays small enough to send.
+"""What every figure shares: the house style, one-step figure building, subplot grids, and token axes.
 
-Axes are numeric positions 0..N−1. Token text reaches the tick labels and the hover through Plotly's
-`labelalias` ("12" -> "␣the"), so repeated tokens never merge (as they would on a category axis), and
-a hovertemplate shows both: `%{x:d}` is the position, `%{x}` its token. In figures whose axes all run
-over tokens, the labels sit once in the figure's template (`template.layout.xaxis/yaxis` are defaults
-for every axis), not once per panel.
+Axes over tokens are numeric positions 0..N−1. Token text reaches the tick labels and the hover
+through Plotly's `labelalias` ("12" -> "␣the"), so repeated tokens never merge (as they would on a
+category axis), and a hovertemplate shows both: `%{x:d}` is the position, `%{x}` its token. In
+figures whose axes all run over tokens, the labels sit once in the figure's template
+(`template.layout.xaxis/yaxis` are defaults for every axis), not once per panel.
 
 Token text is escaped before it reaches a figure: Plotly renders labels as HTML-like markup, and a
 prompt is shown as the literal text it is.
-
-Maps are sent as base64 typed arrays (numpy float32 / uint8, which plotly serialises as `bdata`):
-exact float32 while it fits a byte budget, else one byte per cell, else pooled into blocks.
 """
 
 from __future__ import annotations
@@ -19,22 +15,14 @@ from __future__ import annotations
 import html
 import json
 import math
-from dataclasses import dataclass
-from typing import Literal
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.tokens import printable
 
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
-MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
-PROBS_COLORSCALE = "Blues"
-SIGNED_COLORSCALE = "RdBu_r"
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
-MASK_COLOURS = [[0, "#f3f4f6"], [1, "#e0f2fe"]]
-MASKED_FILL = dict(fillcolor="#f3f4f6", fillpattern=dict(shape="/", fgcolor="#6b7280", size=7, solidity=0.25))
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', sans-serif"
 
 HOUSE_LAYOUT = dict(
@@ -47,30 +35,79 @@ HOUSE_LAYOUT = dict(
 )
 
 
-def house_template(tokens: list[str] | None = None) -> go.layout.Template:
-    """The house style; with `tokens`, every axis of the figure defaults to a token axis."""
+def figure(data: list[dict], tokens: list[str] | None = None, **layout) -> go.Figure:
+    """A figure in the house style, built in one step from plain dicts: plotly validates it once
+    (building it trace by trace with make_subplots and update_* costs some twenty times more).
+    With `tokens`, every axis defaults to a token axis."""
     defaults = dict(HOUSE_LAYOUT)
     if tokens is not None:
         defaults.update(xaxis=token_axis(tokens), yaxis=token_axis(tokens))
-    return go.layout.Template(layout=defaults)
+    return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout))
 
 
-def figure(tokens: list[str] | None = None, **layout) -> go.Figure:
-    """An empty figure in the house style (see `house_template`)."""
-    return go.Figure(layout=dict(template=house_template(tokens), **layout))
+def to_json(fig: go.Figure) -> str:
+    """The figure as compact JSON, typed arrays as base64 `bdata`.
+
+    Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
+    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth."""
+    return json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def grid(
+    n_cells: int,
+    cols: int,
+    h_gap: float = 0.02,
+    v_gap: float = 0.08,
+    titles: list[str] | None = None,
+    linked: bool = True,
+) -> tuple[dict, list[tuple[str, str]]]:
+    """Axes for `n_cells` panels laid out row by row, `cols` to a row: the layout entries (xaxisN and
+    yaxisN with their domains, a title annotation above each panel) and each panel's (x, y) axis ids.
+    `linked`: zoom one panel, zoom them all."""
+    rows = math.ceil(n_cells / cols)
+    width, height = (1 - h_gap * (cols - 1)) / cols, (1 - v_gap * (rows - 1)) / rows
+    layout: dict = {"annotations": []}
+    cells = []
+    for i in range(n_cells):
+        row, col = divmod(i, cols)
+        x0, y1 = col * (width + h_gap), 1 - row * (height + v_gap)
+        n = "" if i == 0 else str(i + 1)
+        follow = linked and i > 0
+        layout[f"xaxis{n}"] = dict(
+            domain=[x0, x0 + width], anchor=f"y{n}", **({"matches": "x"} if follow else {})
+        )
+        layout[f"yaxis{n}"] = dict(
+            domain=[y1 - height, y1], anchor=f"x{n}", **({"matches": "y"} if follow else {})
+        )
+        cells.append((f"x{n}", f"y{n}"))
+        if titles:
+            layout["annotations"].append(
+                dict(
+                    text=titles[i],
+                    x=x0 + width / 2,
+                    y=y1,
+                    xref="paper",
+                    yref="paper",
+                    xanchor="center",
+                    yanchor="bottom",
+                    showarrow=False,
+                    font=dict(size=13),
+                )
+            )
+    return layout, cells
+
+
+def colorbar_below(layout: dict, x_axis: str, y: float) -> dict:
+    """A horizontal colour bar under the panel of `x_axis` ("x3"), as wide as the panel."""
+    start, end = layout[f"xaxis{x_axis[1:]}"]["domain"]
+    return dict(
+        orientation="h", x=(start + end) / 2, xanchor="center", len=0.9 * (end - start), y=y, thickness=10
+    )
 
 
 def group_colour(kv: int) -> str:
     """The colour of a kv group, the same in every figure."""
     return GROUP_COLOURS[kv % len(GROUP_COLOURS)]
-
-
-def link_axes(fig: go.Figure) -> None:
-    """Zoom one panel, zoom them all: every x axis follows the first x axis, every y axis the first y."""
-    fig.update_xaxes(matches="x")
-    fig.update_yaxes(matches="y")
-    fig.layout.xaxis.matches = None
-    fig.layout.yaxis.matches = None
 
 
 def token_label(token: str) -> str:
@@ -91,177 +128,3 @@ def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
         showgrid=False,
         zeroline=False,
     )
-
-
-@dataclass(frozen=True)
-class EncodedMap:
-    """A [N, N] map ready to send: its values, 8-bit codes, or 8-bit codes of pooled blocks."""
-
-    kind: Literal["probs", "signed"]
-    z: np.ndarray  # [cells, cells] float32 values (exact) or uint8 codes
-    block: int  # positions per cell along each axis (1: one cell per token)
-    exact: bool  # z holds the values themselves
-    limit: float  # probs: 1; signed: max |value|, the colour scale runs over ±limit
-
-    @property
-    def note(self) -> str:
-        """What a person should know about the precision, or '' when exact."""
-        if self.exact:
-            return ""
-        if self.block == 1:
-            return "colours in 8 bits; exact values in hover up to 256 tokens"
-        return f"pooled into {self.block}×{self.block} blocks, colours in 8 bits"
-
-
-def to_json(fig: go.Figure) -> str:
-    """The figure as compact JSON, typed arrays as base64 `bdata`.
-
-    Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
-    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth."""
-    return json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
-
-
-def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> EncodedMap:
-    """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent."""
-    if probs.size * 4 <= budget_bytes:
-        return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
-    block = _block_for(probs.shape[0], budget_bytes)
-    pooled = _pool(probs, block, np.nanmax)
-    percent = np.rint(np.nan_to_num(pooled) * 100).astype(np.uint8)
-    return EncodedMap("probs", percent, block=block, exact=False, limit=1.0)
-
-
-def encode_signed(
-    values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES
-) -> EncodedMap:
-    """Real values [N, N], −inf allowed: float32 (−inf as NaN, a gap); else codes 1..255 over ±limit
-    in uint8 (−inf as 0); else block means of the finite values, coded the same way.
-    `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
-    finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
-    if limit is None:
-        limit = float(np.nanmax(np.abs(finite))) if np.isfinite(finite).any() else 1.0
-    limit = max(limit, 1e-12)
-    if values.size * 4 <= budget_bytes:
-        return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
-    block = _block_for(values.shape[0], budget_bytes)
-    pooled = _pool(finite, block, np.nanmean)
-    codes = np.nan_to_num(np.rint(128 + 127 * np.clip(pooled / limit, -1, 1)), nan=0).astype(np.uint8)
-    return EncodedMap("signed", codes, block=block, exact=False, limit=limit)
-
-
-def _block_for(n_positions: int, budget_cells: int) -> int:
-    block = 1
-    while math.ceil(n_positions / block) ** 2 > budget_cells:
-        block += 1
-    return block
-
-
-def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
-    """[N, N] -> [ceil(N/b), ceil(N/b)] by `reduce` over each block's non-NaN values (NaN if none)."""
-    if block == 1:
-        return values
-    n = values.shape[0]
-    cells = math.ceil(n / block)
-    padded = np.full((cells * block, cells * block), np.nan, dtype=np.float32)
-    padded[:n, :n] = values
-    blocks = padded.reshape(cells, block, cells, block).transpose(0, 2, 1, 3).reshape(cells, cells, -1)
-    filled = ~np.isnan(blocks).all(-1)
-    pooled = np.full((cells, cells), np.nan, dtype=np.float32)
-    pooled[filled] = reduce(blocks[filled], axis=-1)
-    return pooled
-
-
-def map_heatmap(m: EncodedMap, value_name: str, colorbar: dict | None = None, **trace) -> go.Heatmap:
-    """A heatmap of an encoded map over token positions; hover names query, key and value."""
-    if m.block == 1:
-        where = "query %{y:d} %{y}<br>key %{x:d} %{x}"
-    else:
-        where = f"{m.block}×{m.block} block around<br>query %{{y:d}} %{{y}}, key %{{x:d}} %{{x}}"
-    colour = _colour(m, colorbar)
-    if m.exact:
-        value = f"{value_name} = %{{z:.4g}}"
-    elif m.kind == "probs":
-        value = f"{'max ' if m.block > 1 else ''}{value_name} ≈ %{{z}}%"
-    else:
-        value = f"{value_name}: 8-bit colour (see scale)"
-    return go.Heatmap(
-        z=m.z,
-        **_cells(m.block),
-        hoverongaps=False,
-        hovertemplate=f"{where}<br>{value}<extra></extra>",
-        **colour,
-        **trace,
-    )
-
-
-def mask_heatmap(codes: np.ndarray, block: int) -> go.Heatmap:
-    """The causal mask as `encode_mask` coded it: 1 where the query may attend."""
-    return go.Heatmap(
-        z=codes,
-        **_cells(block),
-        zmin=0,
-        zmax=1,
-        colorscale=MASK_COLOURS,
-        showscale=False,
-        hovertemplate="query %{y:d} %{y}<br>key %{x:d} %{x}<br>may attend: %{z} (0: score set to −∞)"
-        "<extra></extra>",
-    )
-
-
-def _cells(block: int) -> dict:
-    """Heatmap geometry placing each cell over the `block` positions it covers on both axes."""
-    centre = (block - 1) / 2
-    return dict(x0=centre, dx=block, y0=centre, dy=block)
-
-
-def _colour(m: EncodedMap, colorbar: dict | None) -> dict:
-    bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
-    if m.kind == "probs":
-        top = 1.0 if m.exact else 100.0
-        if not m.exact:
-            bar["ticksuffix"] = "%"
-        return dict(
-            colorscale=PROBS_COLORSCALE, zmin=0.0, zmax=top, colorbar=bar, showscale=colorbar is not None
-        )
-    if m.exact:
-        return dict(
-            colorscale=SIGNED_COLORSCALE,
-            zmin=-m.limit,
-            zmax=m.limit,
-            colorbar=bar,
-            showscale=colorbar is not None,
-        )
-    ticks = np.linspace(-m.limit, m.limit, 5)
-    bar.update(
-        tickmode="array",
-        tickvals=[128 + 127 * t / m.limit for t in ticks],
-        ticktext=[f"{t:.3g}" for t in ticks],
-    )
-    return dict(colorscale=SIGNED_COLORSCALE, zmin=1, zmax=255, colorbar=bar, showscale=colorbar is not None)
-
-
-def masked_region(n_tokens: int, hover: str, **trace) -> go.Scatter:
-    """The strict upper triangle (key after query) as one hatched polygon: a staircase of 2N points."""
-    steps = np.arange(n_tokens - 2, -1, -1, dtype=np.float32)  # rows N−2 .. 0
-    xs = np.concatenate([[0.5, n_tokens - 0.5, n_tokens - 0.5], np.repeat(steps + 0.5, 2)])
-    ys = np.concatenate([[-0.5, -0.5, n_tokens - 1.5], np.stack([steps + 0.5, steps - 0.5], 1).ravel()])
-    return go.Scatter(
-        x=xs.astype(np.float32),
-        y=ys.astype(np.float32),
-        fill="toself",
-        mode="lines",
-        line=dict(width=0),
-        hoveron="fills",
-        hoverinfo="text",
-        text=hover,
-        showlegend=False,
-        **MASKED_FILL,
-        **trace,
-    )
-
-
-def encode_mask(mask: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
-    """The causal mask [N, N] bool as uint8 (1: may attend), and its block size. A quarter of a map's
-    budget: beyond 256 tokens it is pooled, while the hatched region still draws its exact edge."""
-    block = _block_for(mask.shape[0], budget_bytes)
-    return np.nan_to_num(_pool(mask.astype(np.float32), block, np.nanmax)).astype(np.uint8), block

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.figures.common import house_template
+from explorer.figures.common import figure
 
 
 def faithfulness_figure(
@@ -18,21 +18,19 @@ def faithfulness_figure(
 ) -> go.Figure:
     """Two bars (fast forward, eager rerun) in milliseconds, the layer's max |Δ| in the title."""
     verdict = "within" if max_abs_diff <= tolerance else "OUTSIDE"
-    names = [f"fast forward, SDPA (all {n_layers} layers)", f"eager rerun (layer {layer} alone)"]
     millis = [forward_seconds * 1e3, eager_seconds * 1e3]
-    fig = go.Figure(
-        go.Bar(
-            x=millis,
-            y=names,
-            orientation="h",
-            marker_color=["#2563eb", "#d97706"],
-            text=[f"{m:.1f} ms" for m in millis],
-            textposition="auto",
-            hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>",
-        )
+    bars = dict(
+        type="bar",
+        x=millis,
+        y=[f"fast forward, SDPA (all {n_layers} layers)", f"eager rerun (layer {layer} alone)"],
+        orientation="h",
+        marker_color=["#2563eb", "#d97706"],
+        text=[f"{m:.1f} ms" for m in millis],
+        textposition="auto",
+        hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>",
     )
-    fig.update_layout(
-        template=house_template(),
+    return figure(
+        [bars],
         title=(
             f"Layer {layer}: max |eager − SDPA| of the attention output = {max_abs_diff:.2e}"
             f" ({verdict} the {tolerance:.0e} tolerance)"
@@ -42,4 +40,3 @@ def faithfulness_figure(
         height=240,
         margin=dict(l=260, t=60, b=50),
     )
-    return fig

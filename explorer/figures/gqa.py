@@ -6,59 +6,62 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.common import group_colour, house_template
+from explorer.figures.common import figure, group_colour
 
 SIMILARITY_COLORSCALE = "Viridis"
+LAYOUT_COLOURS = ("#2563eb", "#9ca3af", "#059669")  # this model, as MHA, as MQA
 
 
 def gqa_diagram_figure(kv_head: np.ndarray) -> go.Figure:
     """Query heads (left) joined to the key/value head each reads (right).  # kv_head [H]"""
     n_heads, n_kv = len(kv_head), int(kv_head.max()) + 1
-    kv_y = np.array([np.mean(np.flatnonzero(kv_head == g)) for g in range(n_kv)])  # [H_kv] group centres
-    fig = go.Figure()
+    data = []
     for g in range(n_kv):
         members = np.flatnonzero(kv_head == g)
-        xs = np.concatenate([[0, 1, np.nan] for _ in members]).astype(np.float32)
-        ys = np.concatenate([[h, kv_y[g], np.nan] for h in members]).astype(np.float32)
+        centre = float(members.mean())
         colour = group_colour(g)
-        fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=1.5), hoverinfo="skip")
-        )
-        fig.add_trace(
-            go.Scatter(
+        data += [
+            dict(
+                type="scatter",
+                x=np.tile(np.array([0, 1, np.nan], dtype=np.float32), len(members)),
+                y=np.stack([members, np.full(len(members), centre), np.full(len(members), np.nan)], 1)
+                .ravel()
+                .astype(np.float32),
+                mode="lines",
+                line=dict(color=colour, width=1.5),
+                hoverinfo="skip",
+            ),
+            dict(
+                type="scatter",
                 x=np.zeros(len(members), dtype=np.float32),
                 y=members.astype(np.float32),
                 mode="markers+text",
-                marker=dict(color=colour, size=14, symbol="circle"),
+                marker=dict(color=colour, size=14),
                 text=[f"head {h}" for h in members],
                 textposition="middle left",
                 hovertemplate=f"query head %{{y}} reads kv head {g}<extra></extra>",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
+            ),
+            dict(
+                type="scatter",
                 x=[1.0],
-                y=[float(kv_y[g])],
+                y=[centre],
                 mode="markers+text",
                 marker=dict(color=colour, size=20, symbol="square"),
                 text=[f"kv {g}"],
                 textposition="middle right",
-                hovertemplate=(
-                    f"kv head {g}: its K and V are read by query heads "
-                    f"{', '.join(str(h) for h in members)}<extra></extra>"
-                ),
-            )
-        )
+                hovertemplate=f"kv head {g}: its K and V are read by query heads "
+                f"{', '.join(str(h) for h in members)}<extra></extra>",
+            ),
+        ]
     kind = "multi-head" if n_kv == n_heads else "multi-query" if n_kv == 1 else "grouped-query"
-    fig.update_layout(
-        template=house_template(),
+    return figure(
+        data,
         title=f"{kind} attention: {n_heads} query heads share {n_kv} key/value heads",
         xaxis=dict(visible=False, range=[-0.6, 1.6]),
         yaxis=dict(visible=False, autorange="reversed"),
         showlegend=False,
-        height=max(260, 80 + 26 * n_heads),
+        height=max(300, 100 + 26 * n_heads),
     )
-    return fig
 
 
 def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: str) -> go.Figure:
@@ -66,39 +69,36 @@ def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: s
     n_heads = len(kv_head)
     order = np.argsort(kv_head, kind="stable")
     sim = similarity[np.ix_(order, order)].astype(np.float32)
-    labels = [f"head {h} · kv {kv_head[h]}" for h in order]
     same_group = kv_head[order][:, None] == kv_head[order][None, :]
-    off_diagonal = ~np.eye(n_heads, dtype=bool)
-    within = sim[same_group & off_diagonal].mean() if (same_group & off_diagonal).any() else np.nan
+    pairs_within = same_group & ~np.eye(n_heads, dtype=bool)
+    within = sim[pairs_within].mean() if pairs_within.any() else np.nan
     across = sim[~same_group].mean() if (~same_group).any() else np.nan
-    fig = go.Figure(
-        go.Heatmap(
-            z=sim,
-            zmin=0,
-            zmax=1,
-            colorscale=SIMILARITY_COLORSCALE,
-            colorbar=dict(thickness=10),
-            hovertemplate="%{y} vs %{x}<br>cosine similarity %{z:.3f}<extra></extra>",
-        )
-    )
+    shapes = []
     for boundary in np.flatnonzero(np.diff(kv_head[order])) + 0.5:
-        for line in (
-            dict(x0=boundary, x1=boundary, y0=-0.5, y1=n_heads - 0.5),
-            dict(y0=boundary, y1=boundary, x0=-0.5, x1=n_heads - 0.5),
-        ):
-            fig.add_shape(type="line", line=dict(color="white", width=2), **line)
-    axis = dict(
-        tickmode="array", tickvals=list(range(n_heads)), ticktext=labels, showgrid=False, labelalias=None
+        edge = dict(type="line", line=dict(color="white", width=2))
+        shapes += [
+            dict(edge, x0=boundary, x1=boundary, y0=-0.5, y1=n_heads - 0.5),
+            dict(edge, y0=boundary, y1=boundary, x0=-0.5, x1=n_heads - 0.5),
+        ]
+    heatmap = dict(
+        type="heatmap",
+        z=sim,
+        zmin=0,
+        zmax=1,
+        colorscale=SIMILARITY_COLORSCALE,
+        colorbar=dict(thickness=10),
+        hovertemplate="%{y} vs head %{x}<br>cosine similarity %{z:.3f}<extra></extra>",
     )
-    fig.update_layout(
-        template=house_template(),
+    ticks = dict(tickmode="array", tickvals=list(range(n_heads)), showgrid=False)
+    return figure(
+        [heatmap],
         title=f"{title}<br><sup>mean within a kv group {_fmt(within)}, across groups {_fmt(across)}</sup>",
-        xaxis=dict(axis, ticktext=[str(h) for h in order], title="head"),
-        yaxis=dict(axis, ticktext=labels, autorange="reversed"),
+        shapes=shapes,
+        xaxis=dict(ticks, ticktext=[str(h) for h in order], title="head"),
+        yaxis=dict(ticks, ticktext=[f"head {h} · kv {kv_head[h]}" for h in order], autorange="reversed"),
         height=max(360, 140 + 24 * n_heads),
         margin=dict(t=80, l=110),
     )
-    return fig
 
 
 def _fmt(value: float) -> str:
@@ -108,14 +108,14 @@ def _fmt(value: float) -> str:
 def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) -> go.Figure:
     """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA)."""
     labels = [f"{c // 1024}k" if c >= 1024 else str(c) for c in contexts]
-    colours = ("#2563eb", "#9ca3af", "#059669")
-    fig = go.Figure()
-    for (name, per_token), colour in zip(bytes_per_token.items(), colours, strict=False):
-        sizes = [per_token * c for c in contexts]
-        fig.add_trace(
-            go.Bar(
+    data = []
+    for (name, per_token), colour in zip(bytes_per_token.items(), LAYOUT_COLOURS, strict=True):
+        sizes = np.array([per_token * c for c in contexts], dtype=np.float64)
+        data.append(
+            dict(
+                type="bar",
                 x=labels,
-                y=np.array(sizes, dtype=np.float64),
+                y=sizes,
                 name=f"{name}: {human_bytes(per_token)} per token",
                 marker_color=colour,
                 text=[human_bytes(s) for s in sizes],
@@ -123,8 +123,8 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
                 hovertemplate=f"{name}<br>%{{x}} tokens: %{{text}}<extra></extra>",
             )
         )
-    fig.update_layout(
-        template=house_template(),
+    return figure(
+        data,
         title="KV cache of the loaded model (K and V, every layer) against the same model as MHA and MQA",
         barmode="group",
         xaxis=dict(title="context (tokens)", type="category"),
@@ -133,7 +133,6 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
         height=440,
         margin=dict(b=110),
     )
-    return fig
 
 
 def human_bytes(n: float) -> str:

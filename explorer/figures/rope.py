@@ -2,16 +2,15 @@
 the context, one q and one k rotated pair by pair, and a score q·k split over the pairs.
 
 Frequency pair i holds coordinates (x[i], x[i + d/2]) (rotate-half, as HF Llama) and turns by m·θ_i at
-position m. Pairs are given here as [d/2, 2] arrays, already split.
+position m. Pairs arrive here as [d/2, 2] arrays, already split.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from explorer.figures.common import house_template, token_axis, token_label
+from explorer.figures.common import figure, token_axis, token_label
 
 ANGLE_COLORSCALE = "Twilight"  # cyclic: −π and π meet
 PAIR_COLORSCALE = "Viridis"
@@ -26,47 +25,47 @@ def wrap_angle(angles: np.ndarray) -> np.ndarray:
 
 def rope_angles_figure(tokens: list[str], angles: np.ndarray) -> go.Figure:
     """Rotation angle m·θ_i wrapped to (−π, π], positions × frequency pairs.  # angles [N, d/2]"""
-    fig = go.Figure(
-        go.Heatmap(
-            z=wrap_angle(angles),
-            zmin=-np.pi,
-            zmax=np.pi,
-            colorscale=ANGLE_COLORSCALE,
-            colorbar=dict(
-                thickness=10,
-                tickvals=[-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
-                ticktext=["−π", "−π/2", "0", "π/2", "π"],
-            ),
-            hovertemplate="position %{y:d} %{y}<br>pair %{x}<br>m·θ = %{z:.3f} rad (wrapped)<extra></extra>",
-        )
+    heatmap = dict(
+        type="heatmap",
+        z=wrap_angle(angles),
+        zmin=-np.pi,
+        zmax=np.pi,
+        colorscale=ANGLE_COLORSCALE,
+        colorbar=dict(
+            thickness=10,
+            tickvals=[-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
+            ticktext=["−π", "−π/2", "0", "π/2", "π"],
+        ),
+        hovertemplate="position %{y:d} %{y}<br>pair %{x}<br>m·θ = %{z:.3f} rad (wrapped)<extra></extra>",
     )
-    fig.update_layout(
-        template=house_template(),
+    return figure(
+        [heatmap],
         title="RoPE angle m·θᵢ of every position and frequency pair, wrapped to (−π, π]",
         xaxis=dict(title="frequency pair i (fast → slow)", showgrid=False, zeroline=False),
         yaxis=dict(token_axis(tokens), title="position m", autorange="reversed"),
-        height=420,
+        height=440,
     )
-    return fig
 
 
 def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: int) -> go.Figure:
     """Each pair's wavelength 2π/θ_i in tokens, against the model's context and this prompt."""
-    pairs = np.arange(len(wavelengths))
-    fig = go.Figure(
-        go.Scatter(
+    pairs = np.arange(len(wavelengths), dtype=np.int32)
+    data = [
+        dict(
+            type="scatter",
             x=pairs,
             y=wavelengths.astype(np.float32),
             mode="markers+lines",
             marker=dict(color=pairs, colorscale=PAIR_COLORSCALE, size=7),
             line=dict(color="#9ca3af", width=1),
-            hovertemplate="pair %{x}<br>wavelength %{y:.4g} tokens<extra></extra>",
             name="wavelength of pair i",
+            hovertemplate="pair %{x}<br>wavelength %{y:.4g} tokens<extra></extra>",
         )
-    )
+    ]
     for length, label, dash in ((context_length, "context", "dash"), (n_tokens, "this prompt", "dot")):
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[-0.5, len(pairs) - 0.5],
                 y=[length, length],
                 mode="lines",
@@ -75,8 +74,8 @@ def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: i
                 hovertemplate=f"{label}: {length} tokens<extra></extra>",
             )
         )
-    fig.update_layout(
-        template=house_template(),
+    return figure(
+        data,
         title="Wavelength of each pair: below the line it turns within the context (position);"
         "<br>above, it barely turns (content)",
         xaxis=dict(title="frequency pair i", zeroline=False),
@@ -85,7 +84,6 @@ def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: i
         height=440,
         margin=dict(t=80, b=110),
     )
-    return fig
 
 
 def rotation_figure(
@@ -98,44 +96,56 @@ def rotation_figure(
 ) -> go.Figure:
     """Every pair of one q and one k before (hollow) and after (filled) rotation, in the plane: each
     point turns about the origin on its own circle, so every pair's norm, and the vector's, is kept."""
-    titles = [
-        f"q at m = {query[0]} ({token_label(query[1])}): ‖q‖ {_norm(q):.4g} → {_norm(q_rot):.4g}",
-        f"k at n = {key[0]} ({token_label(key[1])}): ‖k‖ {_norm(k):.4g} → {_norm(k_rot):.4g}",
-    ]
-    fig = make_subplots(rows=1, cols=2, specs=[[{"type": "polar"}] * 2], subplot_titles=titles)
-    for col, (before, after, name) in enumerate(((q, q_rot, "q"), (k, k_rot, "k")), start=1):
-        for trace in _rotation_traces(before, after, name):
-            fig.add_trace(trace, row=1, col=col)
-    fig.update_polars(
-        angularaxis=dict(direction="counterclockwise", rotation=0, tickfont=dict(size=10)),
-        radialaxis=dict(angle=90, tickangle=90, nticks=4, tickfont=dict(size=9, color="#6b7280")),
+    panels = (
+        ("polar", q, q_rot, "q", f"q at m = {query[0]} ({token_label(query[1])})", [0.0, 0.44]),
+        ("polar2", k, k_rot, "k", f"k at n = {key[0]} ({token_label(key[1])})", [0.56, 1.0]),
     )
-    for annotation in fig.layout.annotations:
-        annotation.yshift = 20
-    fig.update_layout(
-        template=house_template(),
+    data, layout, annotations = [], {}, []
+    for subplot, before, after, name, label, domain in panels:
+        data += _rotation_traces(before, after, name, subplot)
+        layout[subplot] = dict(
+            domain=dict(x=domain, y=[0, 0.9]),
+            angularaxis=dict(direction="counterclockwise", rotation=0, tickfont=dict(size=10)),
+            radialaxis=dict(angle=90, tickangle=90, nticks=4, tickfont=dict(size=9, color="#6b7280")),
+        )
+        text = f"{label}: ‖{name}‖ {_norm(before):.4g} → {_norm(after):.4g}"
+        annotations.append(
+            dict(
+                text=text,
+                x=sum(domain) / 2,
+                y=1.0,
+                xref="paper",
+                yref="paper",
+                showarrow=False,
+                font=dict(size=13),
+            )
+        )
+    return figure(
+        data,
         title="RoPE turns each pair on its own circle, so norms are kept (hollow: before, filled: after)",
-        height=440,
-        margin=dict(t=100, b=30),
+        annotations=annotations,
+        height=460,
+        margin=dict(t=90, b=30),
         showlegend=False,
+        **layout,
     )
-    return fig
 
 
 def _norm(pairs: np.ndarray) -> float:
     return float(np.linalg.norm(pairs))
 
 
-def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str) -> list[go.Scatterpolar]:
-    radius = np.linalg.norm(before, axis=1)  # [d/2], the same after
-    start = np.degrees(np.arctan2(before[:, 1], before[:, 0]))
+def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str, subplot: str) -> list[dict]:
+    radius = np.linalg.norm(before, axis=1).astype(np.float32)  # [d/2], the same after
+    start = np.degrees(np.arctan2(before[:, 1], before[:, 0]))  # [d/2]
     end = np.degrees(np.arctan2(after[:, 1], after[:, 0]))
     turn = (end - start + 180) % 360 - 180  # the short way round
-    pairs = np.arange(len(radius))
-    t = np.linspace(0, 1, ARC_POINTS)
-    arcs_theta = np.concatenate([np.append(start[i] + turn[i] * t, np.nan) for i in pairs])
-    arcs_r = np.concatenate([np.append(np.full(ARC_POINTS, radius[i]), np.nan) for i in pairs])
+    pairs = np.arange(len(radius), dtype=np.int32)
+    t = np.append(np.linspace(0, 1, ARC_POINTS), np.nan)  # one arc, then a break
+    arcs_theta = (start[:, None] + turn[:, None] * t[None]).ravel()
+    arcs_r = np.repeat(radius, len(t))
     marker = dict(color=pairs, colorscale=PAIR_COLORSCALE, size=8)
+    common = dict(type="scatterpolar", subplot=subplot, r=radius, customdata=pairs, mode="markers")
 
     def hover(stage: str) -> str:
         return (
@@ -143,29 +153,22 @@ def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str) -> list[g
         )
 
     return [
-        go.Scatterpolar(
+        dict(
+            type="scatterpolar",
+            subplot=subplot,
             r=arcs_r.astype(np.float32),
             theta=arcs_theta.astype(np.float32),
             mode="lines",
             line=dict(color="#d1d5db", width=1),
             hoverinfo="skip",
         ),
-        go.Scatterpolar(
-            r=radius.astype(np.float32),
+        dict(
+            common,
             theta=start.astype(np.float32),
-            mode="markers",
             marker=dict(marker, symbol="circle-open", line=dict(width=1.5)),
-            customdata=pairs,
             hovertemplate=hover("before RoPE"),
         ),
-        go.Scatterpolar(
-            r=radius.astype(np.float32),
-            theta=end.astype(np.float32),
-            mode="markers",
-            marker=marker,
-            customdata=pairs,
-            hovertemplate=hover("after RoPE"),
-        ),
+        dict(common, theta=end.astype(np.float32), marker=marker, hovertemplate=hover("after RoPE")),
     ]
 
 
@@ -181,28 +184,26 @@ def score_split_figure(
     Fast pairs (short wavelengths) turn a lot over the distance m − n, so their share depends on
     position; slow pairs barely turn, so with and without RoPE agree and their share is content."""
     distance = query[0] - key[0]
-    pairs = np.arange(len(with_rope))
+    pairs = np.arange(len(with_rope), dtype=np.int32)
     turns = (distance / wavelengths).astype(np.float32)  # [d/2] turns pair i makes over m − n
+    custom = np.stack([wavelengths.astype(np.float32), turns], axis=1)
     hover = (
         "pair %{x} (wavelength %{customdata[0]:.4g} tokens,"
         " %{customdata[1]:.3g} turns over m − n)<br>%{y:.4g}<extra>%{fullData.name}</extra>"
     )
-    custom = np.stack([wavelengths.astype(np.float32), turns], axis=1)
-    fig = go.Figure(
-        [
-            go.Bar(x=pairs, y=with_rope.astype(np.float32), name="with RoPE", marker_color="#2563eb"),
-            go.Bar(x=pairs, y=without_rope.astype(np.float32), name="without RoPE", marker_color="#d1d5db"),
-        ]
+    bars = [
+        dict(y=with_rope.astype(np.float32), name="with RoPE", marker_color="#2563eb"),
+        dict(y=without_rope.astype(np.float32), name="without RoPE", marker_color="#d1d5db"),
+    ]
+    title = (
+        f"q·k of query {query[0]} {token_label(query[1])} and key {key[0]} {token_label(key[1])}"
+        f" (m − n = {distance}) = {with_rope.sum():.4g}, split over the pairs"
+        f"<br><sup>without RoPE it would be {without_rope.sum():.4g}; fast pairs (left) carry"
+        " position, slow pairs (right) carry content</sup>"
     )
-    fig.update_traces(customdata=custom, hovertemplate=hover)
-    fig.update_layout(
-        template=house_template(),
-        title=(
-            f"q·k of query {query[0]} {token_label(query[1])} and key {key[0]} {token_label(key[1])}"
-            f" (m − n = {distance}) = {with_rope.sum():.4g}, split over the pairs"
-            f"<br><sup>without RoPE it would be {without_rope.sum():.4g}; fast pairs (left) carry"
-            " position, slow pairs (right) carry content</sup>"
-        ),
+    return figure(
+        [dict(type="bar", x=pairs, customdata=custom, hovertemplate=hover, **bar) for bar in bars],
+        title=title,
         barmode="group",
         bargap=0.15,
         xaxis=dict(title="frequency pair i (fast → slow)"),
@@ -211,4 +212,3 @@ def score_split_figure(
         height=420,
         margin=dict(t=90),
     )
-    return fig

@@ -1,0 +1,191 @@
+"""Big N×N maps, small enough to send: how a map is encoded, and drawn as a heatmap whose hover names
+query, key and value.
+
+Maps go out as base64 typed arrays (numpy float32 / uint8, which plotly serialises as `bdata`, never
+as nested lists): exact float32 while the map fits a byte budget, else one byte per cell, else pooled
+into blocks of positions, with a note saying so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
+PROBS_COLORSCALE = "Blues"
+SIGNED_COLORSCALE = "RdBu_r"
+MASK_COLOURS = [[0, "#f3f4f6"], [1, "#e0f2fe"]]
+MASKED_FILL = dict(fillcolor="#f3f4f6", fillpattern=dict(shape="/", fgcolor="#6b7280", size=7, solidity=0.25))
+
+
+@dataclass(frozen=True)
+class EncodedMap:
+    """A [N, N] map ready to send: its values, 8-bit codes, or 8-bit codes of pooled blocks."""
+
+    kind: Literal["probs", "signed"]
+    z: np.ndarray  # [cells, cells] float32 values (exact) or uint8 codes
+    block: int  # positions per cell along each axis (1: one cell per token)
+    exact: bool  # z holds the values themselves
+    limit: float  # probs: 1; signed: max |value|, the colour scale runs over ±limit
+
+    @property
+    def note(self) -> str:
+        """What a person should know about the precision, or '' when exact."""
+        if self.exact:
+            return ""
+        if self.block == 1:
+            return "colours in 8 bits; exact values in hover up to 256 tokens"
+        return f"pooled into {self.block}×{self.block} blocks, colours in 8 bits"
+
+
+def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> EncodedMap:
+    """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent."""
+    if probs.size * 4 <= budget_bytes:
+        return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
+    block = _block_for(probs.shape[0], budget_bytes)
+    pooled = _pool(probs, block, np.nanmax)
+    percent = np.rint(np.nan_to_num(pooled) * 100).astype(np.uint8)
+    return EncodedMap("probs", percent, block=block, exact=False, limit=1.0)
+
+
+def encode_signed(
+    values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES
+) -> EncodedMap:
+    """Real values [N, N], −inf allowed: float32 (−inf as NaN, a gap); else codes 1..255 over ±limit
+    in uint8 (−inf as 0); else block means of the finite values, coded the same way.
+    `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
+    finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
+    if limit is None:
+        limit = float(np.nanmax(np.abs(finite))) if np.isfinite(finite).any() else 1.0
+    limit = max(limit, 1e-12)
+    if values.size * 4 <= budget_bytes:
+        return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
+    block = _block_for(values.shape[0], budget_bytes)
+    pooled = _pool(finite, block, np.nanmean)
+    codes = np.nan_to_num(np.rint(128 + 127 * np.clip(pooled / limit, -1, 1)), nan=0).astype(np.uint8)
+    return EncodedMap("signed", codes, block=block, exact=False, limit=limit)
+
+
+def encode_mask(mask: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
+    """The causal mask [N, N] bool as uint8 (1: may attend), and its block size. A quarter of a map's
+    budget: beyond 256 tokens it is pooled, while the hatched region still draws its exact edge."""
+    block = _block_for(mask.shape[0], budget_bytes)
+    return np.nan_to_num(_pool(mask.astype(np.float32), block, np.nanmax)).astype(np.uint8), block
+
+
+def _block_for(n_positions: int, budget_cells: int) -> int:
+    block = 1
+    while math.ceil(n_positions / block) ** 2 > budget_cells:
+        block += 1
+    return block
+
+
+def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
+    """[N, N] -> [ceil(N/b), ceil(N/b)] by `reduce` over each block's non-NaN values (NaN if none)."""
+    if block == 1:
+        return values
+    n = values.shape[0]
+    cells = math.ceil(n / block)
+    padded = np.full((cells * block, cells * block), np.nan, dtype=np.float32)
+    padded[:n, :n] = values
+    blocks = padded.reshape(cells, block, cells, block).transpose(0, 2, 1, 3).reshape(cells, cells, -1)
+    filled = ~np.isnan(blocks).all(-1)
+    pooled = np.full((cells, cells), np.nan, dtype=np.float32)
+    pooled[filled] = reduce(blocks[filled], axis=-1)
+    return pooled
+
+
+def map_heatmap(m: EncodedMap, value_name: str, axes: tuple[str, str], colorbar: dict | None = None) -> dict:
+    """A heatmap trace of an encoded map over token positions; hover names query, key and value."""
+    if m.block == 1:
+        where = "query %{y:d} %{y}<br>key %{x:d} %{x}"
+    else:
+        where = f"{m.block}×{m.block} block around<br>query %{{y:d}} %{{y}}, key %{{x:d}} %{{x}}"
+    if m.exact:
+        value = f"{value_name} = %{{z:.4g}}"
+    elif m.kind == "probs":
+        value = f"{'max ' if m.block > 1 else ''}{value_name} ≈ %{{z}}%"
+    else:
+        value = f"{value_name}: 8-bit colour (see scale)"
+    return dict(
+        type="heatmap",
+        z=m.z,
+        **_cells(m.block),
+        xaxis=axes[0],
+        yaxis=axes[1],
+        hoverongaps=False,
+        hovertemplate=f"{where}<br>{value}<extra></extra>",
+        **_colour(m, colorbar),
+    )
+
+
+def mask_heatmap(codes: np.ndarray, block: int, axes: tuple[str, str]) -> dict:
+    """The causal mask as `encode_mask` coded it: 1 where the query may attend."""
+    return dict(
+        type="heatmap",
+        z=codes,
+        **_cells(block),
+        xaxis=axes[0],
+        yaxis=axes[1],
+        zmin=0,
+        zmax=1,
+        colorscale=MASK_COLOURS,
+        showscale=False,
+        hovertemplate="query %{y:d} %{y}<br>key %{x:d} %{x}<br>may attend: %{z} (0: score set to −∞)"
+        "<extra></extra>",
+    )
+
+
+def _cells(block: int) -> dict:
+    """Heatmap geometry placing each cell over the `block` positions it covers on both axes."""
+    centre = (block - 1) / 2
+    return dict(x0=centre, dx=block, y0=centre, dy=block)
+
+
+def _colour(m: EncodedMap, colorbar: dict | None) -> dict:
+    bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
+    shown = colorbar is not None
+    if m.kind == "probs":
+        if not m.exact:
+            bar["ticksuffix"] = "%"
+        return dict(
+            colorscale=PROBS_COLORSCALE,
+            zmin=0.0,
+            zmax=1.0 if m.exact else 100.0,
+            colorbar=bar,
+            showscale=shown,
+        )
+    if m.exact:
+        return dict(colorscale=SIGNED_COLORSCALE, zmin=-m.limit, zmax=m.limit, colorbar=bar, showscale=shown)
+    ticks = np.linspace(-m.limit, m.limit, 5)
+    bar.update(
+        tickmode="array",
+        tickvals=[128 + 127 * t / m.limit for t in ticks],
+        ticktext=[f"{t:.3g}" for t in ticks],
+    )
+    return dict(colorscale=SIGNED_COLORSCALE, zmin=1, zmax=255, colorbar=bar, showscale=shown)
+
+
+def masked_region(n_tokens: int, hover: str, axes: tuple[str, str]) -> dict:
+    """The strict upper triangle (key after query) as one hatched polygon: a staircase of 2N points."""
+    steps = np.arange(n_tokens - 2, -1, -1, dtype=np.float32)  # rows N−2 .. 0
+    xs = np.concatenate([[0.5, n_tokens - 0.5, n_tokens - 0.5], np.repeat(steps + 0.5, 2)])
+    ys = np.concatenate([[-0.5, -0.5, n_tokens - 1.5], np.stack([steps + 0.5, steps - 0.5], 1).ravel()])
+    return dict(
+        type="scatter",
+        x=xs.astype(np.float32),
+        y=ys.astype(np.float32),
+        xaxis=axes[0],
+        yaxis=axes[1],
+        fill="toself",
+        mode="lines",
+        line=dict(width=0),
+        hoveron="fills",
+        hoverinfo="text",
+        text=hover,
+        showlegend=False,
+        **MASKED_FILL,
+    )
