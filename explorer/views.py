@@ -26,7 +26,7 @@ TOP_NEXT_TOKENS = 10
 
 
 def head_name(config: ModelConfig, head: int) -> str:
-    """ "head 5 · kv 1": a query head with the key/value head it reads."""
+    """A query head with the key/value head it reads, as the app names it: "head 5 · kv 1"."""
     return f"head {head} · kv {_kv_head(config)[head]}"
 
 
@@ -121,7 +121,7 @@ def kv_cache_bytes_per_token(config: ModelConfig, n_kv_heads: int, bytes_per_val
 
 def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
     layouts = {
-        f"this model (GQA, {config.n_kv_heads} kv heads)": config.n_kv_heads,
+        f"this model ({config.n_kv_heads} kv heads)": config.n_kv_heads,
         f"as MHA ({config.n_heads} kv heads)": config.n_heads,
         "as MQA (1 kv head)": 1,
     }
@@ -195,5 +195,5 @@ def update_payload_bytes(run: Run, layer: int, head: int) -> int:
     """Bytes of the JSON one layer or head switch sends: every figure in `LayerViews` (pipeline, all
     heads, RoPE rotation and score split, head similarity, faithfulness) as the app sends them."""
     query, key = default_positions(run)
-    views = layer_views(run, layer, head, query, key)
-    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in views.figures())
+    update = layer_views(run, layer, head, query, key)
+    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update.figures())

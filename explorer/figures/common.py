@@ -112,8 +112,8 @@ def group_colour(kv: int) -> str:
 
 def token_label(token: str) -> str:
     """A token as a label: whitespace and control characters made visible, then escaped for Plotly's
-    HTML-like text."""
-    return html.escape(printable(token))
+    HTML-like text (<, > and &; Plotly decodes &lt; &gt; &amp; but shows &quot; as written)."""
+    return html.escape(printable(token), quote=False)
 
 
 def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:

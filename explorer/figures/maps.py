@@ -18,7 +18,10 @@ MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens,
 PROBS_COLORSCALE = "Blues"
 SIGNED_COLORSCALE = "RdBu_r"
 MASK_COLOURS = [[0, "#f3f4f6"], [1, "#e0f2fe"]]
-MASKED_FILL = dict(fillcolor="#f3f4f6", fillpattern=dict(shape="/", fgcolor="#6b7280", size=7, solidity=0.25))
+MASKED_FILL = dict(
+    fillcolor="#f3f4f6",
+    fillpattern=dict(shape="/", fgcolor="#6b7280", bgcolor="#f3f4f6", size=7, solidity=0.25),
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def encode_signed(
     values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES
 ) -> EncodedMap:
     """Real values [N, N], −inf allowed: float32 (−inf as NaN, a gap); else codes 1..255 over ±limit
-    in uint8 (−inf as 0); else block means of the finite values, coded the same way.
+    in uint8 (−inf as 0); else each block's most extreme finite value, coded the same way.
     `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
     finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
     if limit is None:
@@ -64,7 +67,7 @@ def encode_signed(
     if values.size * 4 <= budget_bytes:
         return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
     block = _block_for(values.shape[0], budget_bytes)
-    pooled = _pool(finite, block, np.nanmean)
+    pooled = _pool(finite, block, _most_extreme)
     codes = np.nan_to_num(np.rint(128 + 127 * np.clip(pooled / limit, -1, 1)), nan=0).astype(np.uint8)
     return EncodedMap("signed", codes, block=block, exact=False, limit=limit)
 
@@ -81,6 +84,13 @@ def _block_for(n_positions: int, budget_cells: int) -> int:
     while math.ceil(n_positions / block) ** 2 > budget_cells:
         block += 1
     return block
+
+
+def _most_extreme(blocks: np.ndarray, axis: int) -> np.ndarray:
+    """The value of largest magnitude along `axis`, sign kept, NaN ignored (a block mean would fade
+    a map of mixed signs to grey)."""
+    index = np.nanargmax(np.abs(blocks), axis=axis)
+    return np.take_along_axis(blocks, np.expand_dims(index, axis), axis).squeeze(axis)
 
 
 def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
