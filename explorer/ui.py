@@ -254,13 +254,21 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         view_inputs = [layer, head, query_pos, key_pos, shown]
         gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run")
         examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False)
-        gr.on([layer.release, head.input], switch_view, view_inputs, [status, *layer_plots], api_name="view")
         gr.on(
-            [query_pos.release, key_pos.release],
+            [layer.input, head.input],
+            switch_view,
+            view_inputs,
+            [status, *layer_plots],
+            api_name="view",
+            trigger_mode="always_last",  # dragging the slider: compute only where it stops
+        )
+        gr.on(
+            [query_pos.input, key_pos.input],
             move_positions,
             view_inputs,
             [status, rotation_plot, split_plot],
             api_name="positions",
+            trigger_mode="always_last",
         )
         overview_tab.select(
             open_overview, [shown], [status, overview_open, overview_plot, next_plot], api_name="overview"
