@@ -159,16 +159,10 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 next_plot = gr.Plot(show_label=False, elem_id="next-tokens-plot")
 
         other_tabs = [attention_tab, rope_tab, gqa_tab, faithfulness_tab]
-        layer_plots = [
-            pipeline_plot,
-            heads_plot,
-            rotation_plot,
-            split_plot,
-            similarity_plot,
-            faithfulness_plot,
-        ]
+        head_plots = [pipeline_plot, rotation_plot, split_plot]
+        layer_plots = [heads_plot, similarity_plot, faithfulness_plot]
         run_outputs = [status, token_strip, shown, query_pos, key_pos, angles_plot, wavelengths_plot]
-        run_outputs += [*layer_plots, overview_plot, next_plot]
+        run_outputs += [*head_plots, *layer_plots, overview_plot, next_plot]
         load_outputs = [status, model, model_card, layer, head, gqa_plot, kv_plot, shown]
 
         @gpu
@@ -185,8 +179,9 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                     f"{run.n_tokens} tokens ({run.n_dropped} left out)."
                 )
                 gr.Warning(message)
+            layer, head = int(layer), int(head)
             query, key = views.default_positions(run)
-            layer_views = views.layer_views(run, int(layer), int(head), query, key)
+            figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
             overview = _overview(cached) if overview_open else (None, None)
             return (
                 markup.status(message, "warning" if run.truncated else "info"),
@@ -196,18 +191,28 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 gr.Slider(maximum=top(run.n_tokens), value=key),
                 plot(views.rope_angles(run)),
                 plot(views.rope_wavelengths(run)),
-                *(plot(fig) for fig in layer_views.figures()),
+                *(plot(fig) for fig in figures),
                 *overview,
             )
 
         @gpu
-        @guarded(1 + len(layer_plots))
-        def switch_view(layer, head, query, key, shown):
+        @guarded(1 + len(head_plots) + len(layer_plots))
+        def switch_layer(layer, head, query, key, shown):
             if shown is None:
-                return (gr.skip(),) * (1 + len(layer_plots))
+                return (gr.skip(),) * (1 + len(head_plots) + len(layer_plots))
             run = workspace.run(*shown)
-            layer_views = views.layer_views(run, int(layer), int(head), int(query), int(key))
-            return gr.skip(), *(plot(fig) for fig in layer_views.figures())
+            layer, head, query, key = int(layer), int(head), int(query), int(key)
+            figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
+            return gr.skip(), *(plot(fig) for fig in figures)
+
+        @gpu
+        @guarded(1 + len(head_plots))
+        def switch_head(layer, head, query, key, shown):
+            if shown is None:
+                return (gr.skip(),) * (1 + len(head_plots))
+            run = workspace.run(*shown)
+            figures = views.head_figures(run, int(layer), int(head), int(query), int(key))
+            return gr.skip(), *(plot(fig) for fig in figures)
 
         @gpu
         @guarded(3)
@@ -254,13 +259,15 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         view_inputs = [layer, head, query_pos, key_pos, shown]
         gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run")
         examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False)
-        gr.on(
-            [layer.input, head.input],
-            switch_view,
+        layer.input(
+            switch_layer,
             view_inputs,
-            [status, *layer_plots],
-            api_name="view",
+            [status, *head_plots, *layer_plots],
+            api_name="layer",
             trigger_mode="always_last",  # dragging the slider: compute only where it stops
+        )
+        head.input(
+            switch_head, view_inputs, [status, *head_plots], api_name="head", trigger_mode="always_last"
         )
         gr.on(
             [query_pos.input, key_pos.input],

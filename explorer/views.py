@@ -8,7 +8,6 @@ computed for that head alone. Nothing here runs the model forward.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
 
 import numpy as np
 import plotly.graph_objects as go
@@ -160,30 +159,18 @@ def _kv_head(config: ModelConfig) -> np.ndarray:
     return kv_head_map(config.n_heads, config.n_kv_heads).numpy()
 
 
-@dataclass(frozen=True)
-class LayerViews:
-    """Everything that changes when the layer or head changes: one app update."""
-
-    pipeline: go.Figure
-    all_heads: go.Figure
-    rope_rotation: go.Figure
-    rope_score_split: go.Figure
-    head_similarity: go.Figure
-    faithfulness: go.Figure
-
-    def figures(self) -> list[go.Figure]:
-        return [getattr(self, f.name) for f in fields(self)]
+def head_figures(run: Run, layer: int, head: int, query: int, key: int) -> list[go.Figure]:
+    """What a head switch sends: the pipeline and the RoPE view of q and k."""
+    return [
+        pipeline(run, layer, head),
+        rope_rotation(run, layer, head, query, key),
+        rope_score_split(run, layer, head, query, key),
+    ]
 
 
-def layer_views(run: Run, layer: int, head: int, query: int, key: int) -> LayerViews:
-    return LayerViews(
-        pipeline=pipeline(run, layer, head),
-        all_heads=all_heads(run, layer),
-        rope_rotation=rope_rotation(run, layer, head, query, key),
-        rope_score_split=rope_score_split(run, layer, head, query, key),
-        head_similarity=head_similarity(run, layer),
-        faithfulness=faithfulness(run, layer),
-    )
+def layer_figures(run: Run, layer: int) -> list[go.Figure]:
+    """What depends on the layer alone: every head's map, their similarity, the faithfulness check."""
+    return [all_heads(run, layer), head_similarity(run, layer), faithfulness(run, layer)]
 
 
 def plot_payload(fig: go.Figure) -> dict[str, str]:
@@ -192,8 +179,9 @@ def plot_payload(fig: go.Figure) -> dict[str, str]:
 
 
 def update_payload_bytes(run: Run, layer: int, head: int) -> int:
-    """Bytes of the JSON one layer or head switch sends: every figure in `LayerViews` (pipeline, all
-    heads, RoPE rotation and score split, head similarity, faithfulness) as the app sends them."""
+    """Bytes of the JSON one layer switch sends, figures as the app sends them: `head_figures`
+    (pipeline, RoPE rotation and score split) and `layer_figures` (all heads, head similarity,
+    faithfulness). A head switch sends the first three alone."""
     query, key = default_positions(run)
-    update = layer_views(run, layer, head, query, key)
-    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update.figures())
+    update = head_figures(run, layer, head, query, key) + layer_figures(run, layer)
+    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update)
