@@ -1,0 +1,65 @@
+"""The benchmark runs end to end (`--quick`, on a tiny model) so it cannot rot. No time is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.bench_report import CONTENDERS, RATIOS, TARGETS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    command = [sys.executable, "-m", "explorer.bench", "--quick", "--shape", "tiny", f"--out={out}"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "results-cpu.json").read_text()), (out / "results-cpu.md").read_text()
+
+
+def test_quick_bench_measures_every_contender_in_its_own_process(quick_results):
+    results, _ = quick_results
+    rows = results["rows"]
+    assert [(row["n_tokens"], row["contender"]) for row in rows] == [(512, c) for c in CONTENDERS]
+    for row in rows:
+        if row["contender"] == "tl" and row["status"] == "unavailable":
+            assert "transformer-lens" in row["reason"]  # optional peer: says why it is missing
+            continue
+        assert row["status"] == "ok", row
+        assert len(row["all_seconds"]) == results["setup"]["repeats"] == 2
+        assert row["seconds"] > 0 and row["peak_extra_bytes"] >= 0
+
+
+def test_every_contender_predicts_the_same_next_token(quick_results):
+    results, _ = quick_results
+    predicted = {row["next_token"] for row in results["rows"] if row["status"] == "ok"}
+    assert len(predicted) == 1  # one checkpoint, loaded by every contender
+
+
+def test_ratios_and_targets_are_reported_for_the_lengths_run(quick_results):
+    results, markdown = quick_results
+    assert set(results["ratios"]) == {"512"}
+    assert set(results["ratios"]["512"]) == set(RATIOS)
+    assert results["ratios"]["512"]["a/d"] > 0
+    assert [t["ratio"] for t in results["targets"]] == [name for name, *_ in TARGETS]
+    assert {t["met"] for t in results["targets"][1:]} == {None}  # N = 1024, 2048 not run by --quick
+    assert results["machine"]["device"] == "cpu" and results["machine"]["torch_threads"] >= 1
+    for heading in [*(h for _, h in CONTENDERS.values()), *RATIOS]:
+        assert heading in markdown
+
+
+def test_app_update_bytes_are_reported_per_view_or_say_why_not(quick_results):
+    results, markdown = quick_results
+    app = results["app_update_bytes"]
+    if app["status"] != "ok":
+        assert app["reason"] in markdown
+        return
+    assert set(app["bytes"]) == {"512", "1024"}
+    for views in app["bytes"].values():
+        assert views["pipeline view"] > 0 and views["all-heads view"] > 0
