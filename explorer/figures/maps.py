@@ -111,9 +111,9 @@ def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
 def map_heatmap(m: EncodedMap, value_name: str, axes: tuple[str, str], colorbar: dict | None = None) -> dict:
     """A heatmap trace of an encoded map over token positions; hover names query, key and value."""
     if m.block == 1:
-        where = "query %{y:d} %{y}<br>key %{x:d} %{x}"
+        where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
-        where = f"{m.block}×{m.block} block around<br>query %{{y:d}} %{{y}}, key %{{x:d}} %{{x}}"
+        where = f"{m.block}×{m.block} block around<br>query %{{y:d}} “%{{y}}”, key %{{x:d}} “%{{x}}”"
     if m.exact:
         value = f"{value_name} = %{{z:.4g}}"
     elif m.kind == "probs":
@@ -144,7 +144,7 @@ def mask_heatmap(codes: np.ndarray, block: int, axes: tuple[str, str]) -> dict:
         zmax=1,
         colorscale=MASK_COLOURS,
         showscale=False,
-        hovertemplate="query %{y:d} %{y}<br>key %{x:d} %{x}<br>may attend: %{z} (0: score set to −∞)"
+        hovertemplate="query %{y:d} “%{y}”<br>key %{x:d} “%{x}”<br>may attend: %{z} (0: score set to −∞)"
         "<extra></extra>",
     )
 

@@ -36,7 +36,7 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray) -> go.Figure:
             tickvals=[-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
             ticktext=["−π", "−π/2", "0", "π/2", "π"],
         ),
-        hovertemplate="position %{y:d} %{y}<br>pair %{x}<br>m·θ = %{z:.3f} rad (wrapped)<extra></extra>",
+        hovertemplate="position %{y:d} “%{y}”<br>pair %{x}<br>m·θ = %{z:.3f} rad (wrapped)<extra></extra>",
     )
     return figure(
         [heatmap],
