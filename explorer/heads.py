@@ -1,12 +1,17 @@
 """What each head does, as numbers: reductions of one layer's softmax maps to one score per head.
 
-All functions take `probs` [H, N, N] (rows sum to 1, causal) and return [H]. `prompt_profile` sweeps
+All reductions take `probs` [H, N, N] (rows sum to 1, causal) and return [H]. `prompt_profile` sweeps
 every layer of a run one at a time and keeps only the [L, H] reductions, never every layer's maps.
+`head_type_scores` measures what kind each head is, on held-out text and on a repeated random sequence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
+
+from explorer.attention import eager_attention
 
 PROFILE_SCORES = ("previous_token", "sink", "entropy", "distance")
 
@@ -60,3 +65,67 @@ def prompt_profile(run) -> dict[str, torch.Tensor]:
     # -> {name: [L, H]}"""
     rows = [layer_profile(run.attention(layer, remember=False).probs) for layer in range(run.config.n_layers)]
     return {name: torch.stack([row[name] for row in rows]) for name in PROFILE_SCORES}
+
+
+HEAD_TYPES = ("previous_token", "induction", "sink")
+
+
+@torch.inference_mode()
+def layer_maps(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Each layer's softmax maps for one sequence, one layer at a time.  # [N] -> [H, N, N] per layer"""
+    config, embed = model.config, model.embed_tokens.weight
+    layer_inputs = torch.empty(
+        config.n_layers, 1, len(ids), config.hidden_size, dtype=embed.dtype, device=embed.device
+    )
+    model.hidden_states(ids[None].to(embed.device), layer_inputs)
+    for layer, block in enumerate(model.layers):
+        normed = block.input_layernorm(layer_inputs[layer, 0])  # [N, hidden]
+        yield eager_attention(block.self_attn, normed, model.inv_freq, layer).probs
+
+
+def token_windows(ids: torch.Tensor, length: int, count: int | None = None) -> torch.Tensor:
+    """Non-overlapping windows of `length` tokens; at most `count`, spread evenly.  # [T] -> [W, length]"""
+    n_windows = len(ids) // length
+    if n_windows == 0:
+        raise ValueError(f"{len(ids)} tokens are too few for one window of {length}")
+    picked = torch.linspace(0, n_windows - 1, min(count or n_windows, n_windows)).round().long()
+    return ids[: n_windows * length].view(n_windows, length)[picked]
+
+
+def repeated_random_tokens(tokenizer, period: int, count: int, seed: int = 0) -> torch.Tensor:
+    """`count` sequences of `period` uniformly random ordinary tokens, each written twice.  # [S, 2·period]"""
+    special = set(tokenizer.get_added_tokens_decoder())
+    ordinary = torch.tensor([i for i in range(tokenizer.get_vocab_size()) if i not in special])
+    generator = torch.Generator().manual_seed(seed)
+    first_copy = ordinary[torch.randint(len(ordinary), (count, period), generator=generator)]
+    return torch.cat([first_copy, first_copy], dim=1)
+
+
+def mean_layer_scores(model, sequences: torch.Tensor, reductions: dict) -> dict[str, torch.Tensor]:
+    """Each reduction of every layer's maps, averaged over the sequences.  # [S, N] -> {name: [L, H]}"""
+    shape = (model.config.n_layers, model.config.n_heads)
+    sums = {name: torch.zeros(shape) for name in reductions}
+    for ids in sequences:
+        for layer, probs in enumerate(layer_maps(model, ids)):
+            for name, reduce in reductions.items():
+                sums[name][layer] += reduce(probs).float().cpu()
+    return {name: total / len(sequences) for name, total in sums.items()}
+
+
+def head_type_scores(
+    explorer, heldout_text: str, length: int = 256, count: int = 8, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """What kind each head is, averaged over `count` sequences of `length` tokens (capped at the context):
+    previous-token and sink scores on windows of held-out text; the induction score on random tokens
+    written twice (period length // 2), which no corpus can have taught by heart.  # -> {name: [L, H]}"""
+    length = min(length, explorer.config.context_length)
+    period = length // 2
+    windows = token_windows(torch.tensor(explorer.tokenizer.encode(heldout_text).ids), length, count)
+    repeated = repeated_random_tokens(explorer.tokenizer, period, count, seed)
+    scores = mean_layer_scores(
+        explorer.model, windows, {"previous_token": previous_token_score, "sink": sink_score}
+    )
+    scores |= mean_layer_scores(
+        explorer.model, repeated, {"induction": lambda probs: induction_score(probs, period)}
+    )
+    return {name: scores[name] for name in HEAD_TYPES}
