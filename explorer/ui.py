@@ -1,9 +1,10 @@
 """Gradio layout and event wiring only: figures come from `explorer.views`, HTML from `explorer.markup`,
 runs from the shared `Workspace`.
 
-Events: Run (or an example) runs the prompt once; moving the layer or head re-sends the layer's
-views (one eager layer at most, no forward); the RoPE positions re-send two figures; the Overview
-is computed when its tab is opened. A rejected input warns and leaves what is on screen in place.
+Events: Run (or an example) runs the prompt: one fast forward per (model, prompt). A layer switch
+re-sends the head's and the layer's figures (one eager layer at most, never a forward), a head switch
+the head's alone, the RoPE positions two figures; the Overview is computed when its tab is opened.
+A rejected input warns and leaves what is on screen in place.
 """
 
 from __future__ import annotations
