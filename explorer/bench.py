@@ -124,6 +124,7 @@ def run_worker(python: str, contender: str, checkpoint: Path, n: int, args) -> d
     command += [f"--device={args.device}", f"--threads={args.threads}"]
     command += [f"--warmups={args.warmups}", f"--repeats={args.repeats}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(REPO)}
+    load = os.getloadavg()[0]  # other work on the machine skews times: kept beside them
     try:
         done = subprocess.run(
             command, cwd=REPO, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
@@ -132,7 +133,7 @@ def run_worker(python: str, contender: str, checkpoint: Path, n: int, args) -> d
         return {"status": "failed", "reason": f"no result within {WORKER_TIMEOUT_S} s"}
     if done.returncode != 0:
         return {"status": "failed", "reason": _failure(done)}
-    return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
+    return {"status": "ok", "load_average": load, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def _failure(done: subprocess.CompletedProcess) -> str:
@@ -191,6 +192,7 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
 def parse_args(argv: list[str] | None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N = 512 only, 1 warm-up, 2 timed calls")
+    parser.add_argument("--lengths", type=int, nargs="+", help="prompt lengths N (default 128 512 1024 2048)")
     parser.add_argument("--shape", choices=SHAPES, default="smollm2-135m")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -200,16 +202,17 @@ def parse_args(argv: list[str] | None):
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 5
+    if args.lengths is None:
+        args.lengths = QUICK_LENGTHS if args.quick else FULL_LENGTHS
     return args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    lengths = QUICK_LENGTHS if args.quick else FULL_LENGTHS
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         checkpoint = Path(tmp)
         build_checkpoint(checkpoint, args.shape)
-        rows, tl_version = measure_all(checkpoint, lengths, args)
+        rows, tl_version = measure_all(checkpoint, args.lengths, args)
         app_bytes = app_update_bytes(checkpoint, APP_UPDATE_LENGTHS)
     results = {
         "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},

@@ -87,7 +87,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"torch {m['torch']}, transformers {m['transformers']}, transformer-lens "
         f"{m['transformer_lens'] or 'not installed'}; {m['date']}.",
         f"Each cell: median of {setup['repeats']} timed calls after {setup['warmups']} warm-up, "
-        "each (contender, N) in a fresh process; then the peak extra memory.",
+        "each (contender, N) in a fresh process; then the peak extra memory. "
+        f"1-minute load average as each measurement started: {_load_range(rows)}.",
         "",
         _table(
             ["N", *(heading for _, heading in CONTENDERS.values())],
@@ -122,6 +123,11 @@ def _cell(rows, contender: str, n: int) -> str:
     if seconds is None:
         return "—"
     return f"{seconds:.3g} s · {_value(rows, contender, n, 'peak_extra_bytes') / 2**20:,.0f} MiB"
+
+
+def _load_range(rows) -> str:
+    loads = [row["load_average"] for row in rows if row["status"] == "ok"]
+    return f"{min(loads):.2f}–{max(loads):.2f}" if loads else "—"
 
 
 def _number(value: float | None) -> str:
