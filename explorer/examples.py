@@ -1,10 +1,8 @@
 """Example prompts for the app, each chosen to show something."""
 
-INDUCTION = (
-    "Speak, Horatio: the pale moon sings of iron bells and crooked wine. "
-    "Speak, Horatio: the pale moon sings of iron bells and crooked wine. "
-    "Speak, Horatio: the pale moon sings of iron bells and crooked wine."
-)
+# One line three times: each copy tokenizes alike (no space before it), so a head that attends from
+# a token to the one after its earlier occurrence draws a clean stripe.
+INDUCTION = "\n".join(["Speak, Horatio: the pale moon sings of iron bells and crooked wine."] * 3)
 
 SHAKESPEARE_LINE = "To be, or not to be, that is the question:"
 

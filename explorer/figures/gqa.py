@@ -120,6 +120,7 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
                 marker_color=colour,
                 text=[human_bytes(s) for s in sizes],
                 textposition="outside",
+                cliponaxis=False,
                 hovertemplate=f"{name}<br>%{{x}} tokens: %{{text}}<extra></extra>",
             )
         )
@@ -131,7 +132,7 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
         yaxis=dict(title="bytes", type="log"),
         legend=dict(orientation="h", x=0, y=-0.25),
         height=440,
-        margin=dict(b=110),
+        margin=dict(t=80, b=110),
     )
 
 

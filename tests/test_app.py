@@ -1,0 +1,197 @@
+"""The app over HTTP, as a browser would use it: launched on 127.0.0.1 and driven with gradio_client."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import socket
+import sys
+import types
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+import explorer.ui
+from explorer.cache import Workspace
+from explorer.ui import build_demo
+
+ROOT = Path(__file__).resolve().parent.parent
+N_LAYER_PLOTS = 6  # pipeline, all heads, RoPE rotation, RoPE score split, head similarity, faithfulness
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def workspace(gqa_checkpoint):
+    return Workspace(gqa_checkpoint, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def client(workspace):
+    demo = build_demo(workspace)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(demo.local_url, verbose=False)
+    finally:
+        demo.close()
+
+
+@pytest.fixture
+def forwards(workspace):
+    """Fast forwards run so far by the app's model."""
+    return lambda: workspace.explorer("").forward_count
+
+
+def run(client, text: str, layer: int = 0, head: int = 0):
+    return client.predict(text, layer, head, api_name="/run")
+
+
+def is_plot(value) -> bool:
+    return isinstance(value, dict) and value.get("type") == "plotly" and json.loads(value["plot"])["data"]
+
+
+def is_kept(value) -> bool:
+    """An output the handler left alone (gr.skip)."""
+    return isinstance(value, dict) and value.get("__type__") == "update" and "value" not in value
+
+
+def status_text(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def test_a_prompt_produces_every_view(client):
+    status, strip, _, _, *plots = run(client, "To be, or not to be, that is the question.", 1, 5)
+    assert "tokens" in status_text(status) and "token-strip-content" in strip
+    angles, wavelengths, *layer_plots, overview, next_tokens = plots
+    assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
+    assert overview is None and next_tokens is None  # the overview waits until its tab is opened
+
+    _, overview, next_tokens = client.predict(api_name="/overview")
+    _, _, _, _, gqa, kv_cache = client.predict("", api_name="/load_model")
+    assert all(is_plot(p) for p in (overview, next_tokens, gqa, kv_cache))
+
+
+def title(plot: dict) -> str:
+    return json.loads(plot["plot"])["layout"]["title"]["text"]
+
+
+def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forwards):
+    first = run(client, "Now is the winter of our discontent", 0, 0)
+    before = forwards()
+    titles = {title(first[6])}
+    for layer in (1, 3, 1):
+        _, pipeline, *rest = client.predict(layer, 0, 3, 1, api_name="/layer")
+        assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
+        titles.add(title(pipeline))
+    for head in (7, 2):
+        _, pipeline, rotation, split = client.predict(1, head, 3, 1, api_name="/head")
+        assert all(is_plot(p) for p in (pipeline, rotation, split))
+        titles.add(title(pipeline))
+    client.predict(1, 0, 4, 2, api_name="/positions")
+    client.predict(api_name="/overview")
+    assert forwards() == before
+    assert titles == {
+        "Layer 0 · head 0 · kv 0: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        "Layer 1 · head 0 · kv 0: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        "Layer 3 · head 0 · kv 0: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        "Layer 1 · head 7 · kv 1: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        "Layer 1 · head 2 · kv 0: Q·Kᵀ → ×1/√d → causal mask → softmax",
+    }
+
+
+def test_running_the_same_prompt_again_runs_no_forward(client, forwards):
+    run(client, "made glorious summer by this sun of York")
+    before = forwards()
+    again = run(client, "made glorious summer by this sun of York")
+    assert forwards() == before and all(is_kept(v) for v in again)
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n  "])
+def test_an_empty_prompt_is_refused_and_the_views_stay(client, prompt):
+    run(client, "Whether 'tis nobler in the mind")
+    status, *rest = run(client, prompt)
+    assert "The prompt is empty" in status_text(status)
+    assert all(is_kept(v) for v in rest)
+
+
+def test_a_prompt_longer_than_the_context_is_truncated_and_said_so(client, workspace):
+    context = workspace.explorer("").config.context_length
+    status, strip, *_ = run(client, "to be or not to be " * context)
+    assert "truncated to its first" in status_text(status)
+    assert f"{context} tokens" in strip and "Truncated" in strip
+
+
+def test_markup_in_a_prompt_shows_as_literal_text(client):
+    _, strip, _, _, _, _, pipeline, *_ = run(client, '<script>alert("x")</script><b>bold</b> & <i>')
+    assert "<script" not in strip and "<b>" not in strip and "&lt;" in strip
+    labels = json.loads(pipeline["plot"])["layout"]["template"]["layout"]["xaxis"]["labelalias"].values()
+    assert not any("<" in label for label in labels) and any("&lt;" in label for label in labels)
+
+
+@pytest.mark.parametrize("prompt", ["Café ☕ naïve 🙂👍🏽 日本語 «¿Qué?»", "a"])
+def test_unicode_emoji_and_a_single_token_run(client, prompt):
+    status, strip, *plots = run(client, prompt)
+    assert "one fast forward" in status_text(status) and "token-strip-content" in strip
+    assert all(is_plot(p) for p in plots[2 : 4 + N_LAYER_PLOTS])
+
+
+def test_a_model_that_cannot_load_leaves_the_previous_one_in_place(client, forwards):
+    run(client, "the slings and arrows")
+    before = forwards()
+    status, *rest = client.predict("/no/such/model", api_name="/load_model")
+    assert "No directory '/no/such/model'" in status_text(status).replace("&#x27;", "'")
+    assert all(is_kept(v) for v in rest)
+    _, pipeline, *_ = client.predict(1, 2, 0, 0, api_name="/layer")
+    assert is_plot(pipeline) and forwards() == before
+
+
+def test_the_default_app_serves_the_bundled_model():
+    demo = build_demo()
+    card = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "model-card")
+    assert isinstance(demo, gr.Blocks) and "shakespeare-gqa" in card.value
+
+
+def test_on_zerogpu_the_handlers_that_compute_run_inside_spaces_gpu(monkeypatch, workspace):
+    spaces = types.ModuleType("spaces")
+    spaces.GPU = lambda fn: setattr(fn, "on_gpu", True) or fn
+    monkeypatch.setitem(sys.modules, "spaces", spaces)
+    try:
+        demo = importlib.reload(explorer.ui).build_demo(workspace)
+        on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
+        assert {"run", "layer", "head", "positions", "overview"} <= on_gpu
+    finally:
+        monkeypatch.delitem(sys.modules, "spaces")
+        importlib.reload(explorer.ui)
+
+
+def test_readme_front_matter_pins_the_gradio_of_requirements():
+    readme = (ROOT / "README.md").read_text()
+    pinned = re.search(r"^gradio==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    front = readme.split("---")[1]
+    assert readme.startswith("---\n")
+    assert "sdk: gradio" in front and f"sdk_version: {pinned}" in front and "app_file: app.py" in front
+
+
+def test_the_run_cache_drops_the_least_recently_used_run_past_its_byte_budget(gqa_checkpoint):
+    workspace = Workspace(gqa_checkpoint, device="cpu")
+    prompts = ["To be, or not to be", "that is the question", "Whether 'tis nobler in the mind"]
+    size = {p: workspace.explorer("").run(p).cache_nbytes() for p in prompts}
+    workspace.runs.max_bytes = size[prompts[0]] + size[prompts[2]]  # room for those two, not all three
+    workspace.run("", prompts[0])
+    workspace.run("", prompts[1])
+    workspace.run("", prompts[0])  # the first is now the most recently used
+    workspace.run("", prompts[2])
+    assert [("", p) in workspace.runs for p in prompts] == [True, False, True]
+    assert workspace.runs.nbytes() <= workspace.runs.max_bytes
+
+    forwards = workspace.explorer("").forward_count
+    workspace.run("", prompts[1]).attention(1)  # dropped, so it runs again; its eager layer counts too
+    assert workspace.explorer("").forward_count == forwards + 1
+    assert workspace.runs.nbytes() <= workspace.runs.max_bytes + workspace.run("", prompts[1]).cache_nbytes()

@@ -1,0 +1,304 @@
+"""Every figure, for the bundled model and a fixed prompt: snapshots of their JSON (typed arrays
+decoded, floats rounded, the template left out), the arrays checked against the engine with
+tolerances, and the encoding that keeps an update small."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer import heads, rope, views
+from explorer.figures.common import to_json, token_label
+from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region
+from explorer.figures.rope import wrap_angle
+from tests.conftest import make_hf_checkpoint
+
+PROMPT = "To be, or not to be: that is the question."
+SIGNIFICANT_DIGITS = 4
+
+
+@pytest.fixture(scope="module")
+def run():
+    return explorer.load(device="cpu").run(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def where(run):
+    """The layer, head and RoPE positions the figures show: not the first of anything."""
+    config = run.config
+    return dict(layer=min(1, config.n_layers - 1), head=config.n_heads - 1, query=run.n_tokens - 1, key=2)
+
+
+@pytest.fixture(scope="module")
+def figures(run, where):
+    layer, head, query, key = where["layer"], where["head"], where["query"], where["key"]
+    return {
+        "pipeline": views.pipeline(run, layer, head),
+        "all_heads": views.all_heads(run, layer),
+        "rope_angles": views.rope_angles(run),
+        "rope_wavelengths": views.rope_wavelengths(run),
+        "rope_rotation": views.rope_rotation(run, layer, head, query, key),
+        "rope_score_split": views.rope_score_split(run, layer, head, query, key),
+        "gqa_diagram": views.gqa_diagram(run.config),
+        "head_similarity": views.head_similarity(run, layer),
+        "kv_cache": views.kv_cache(run.config, 4),
+        "overview": views.overview(run, views.head_profile(run)),
+        "next_tokens": views.next_tokens(run),
+    }
+
+
+def decoded(fig) -> dict:
+    """The figure as sent, base64 arrays decoded to numpy."""
+    return _decode(json.loads(to_json(fig)))
+
+
+def _decode(node):
+    if isinstance(node, dict) and "bdata" in node:
+        array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=np.dtype(node["dtype"]))
+        shape = [int(s) for s in str(node.get("shape", len(array))).split(",")]
+        return array.reshape(shape)
+    if isinstance(node, dict):
+        return {key: _decode(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_decode(value) for value in node]
+    return node
+
+
+def snapshot_view(node):
+    """Floats rounded, and each decoded array as its dtype, shape and one line of rounded values per
+    row, so a snapshot stays readable and stable."""
+    if isinstance(node, np.ndarray):
+        rows = node.reshape(-1, node.shape[-1]) if node.ndim > 1 else node[None]
+        lines = [" ".join(f"{v:.{SIGNIFICANT_DIGITS}g}" for v in row) for row in rows]
+        return {"dtype": str(node.dtype), "shape": list(node.shape), "rows": lines}
+    if isinstance(node, dict):
+        return {key: snapshot_view(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [snapshot_view(value) for value in node]
+    if isinstance(node, float):
+        return node if not math.isfinite(node) or node == 0 else float(f"{node:.{SIGNIFICANT_DIGITS}g}")
+    return node
+
+
+def traces(fig) -> list[dict]:
+    return decoded(fig)["data"]
+
+
+FIGURE_NAMES = [
+    "pipeline",
+    "all_heads",
+    "rope_angles",
+    "rope_wavelengths",
+    "rope_rotation",
+    "rope_score_split",
+    "gqa_diagram",
+    "head_similarity",
+    "kv_cache",
+    "overview",
+    "next_tokens",
+]
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_figure_matches_its_snapshot(figures, name, snapshot):
+    sent = decoded(figures[name])
+    sent["layout"].pop("template")
+    assert snapshot_view(sent) == snapshot
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_arrays_are_sent_as_typed_base64_not_lists_of_numbers(figures, name):
+    """Plotly writes numpy float32/uint8 arrays as base64 `bdata`; a list of numbers costs ~10× more.
+    Only a few fixed-size constants (a line's two ends) may be lists."""
+    for trace in json.loads(to_json(figures[name]))["data"]:
+        for field in ("z", "x", "y", "r", "theta", "customdata"):
+            value = trace.get(field)
+            if isinstance(value, list):
+                numbers = [v for v in np.ravel(np.array(value, dtype=object)) if isinstance(v, (int, float))]
+                assert len(numbers) <= 2, field
+
+
+def test_pipeline_panels_hold_the_heads_stages(run, where, figures):
+    att = run.attention(where["layer"])
+    stages = {name: t.numpy() for name, t in att.head_stages(where["head"]).items()}
+    maps = [t["z"] for t in traces(figures["pipeline"]) if t["type"] == "heatmap"]
+    scores, scaled, mask, masked, probs = maps
+    np.testing.assert_allclose(scores, stages["scores"], rtol=1e-6)
+    np.testing.assert_allclose(scaled, stages["scaled"], rtol=1e-6)
+    assert np.array_equal(mask.astype(bool), np.tril(np.ones_like(mask, dtype=bool)))
+    assert np.isnan(masked[~att.mask.numpy()]).all()
+    np.testing.assert_allclose(masked[att.mask.numpy()], stages["scaled"][att.mask.numpy()], rtol=1e-6)
+    np.testing.assert_allclose(probs, stages["probs"], atol=1e-7)
+    np.testing.assert_allclose(probs.sum(-1), 1, atol=1e-5)
+
+
+def test_axes_are_positions_labelled_with_escaped_tokens(run, figures):
+    template = decoded(figures["pipeline"])["layout"]["template"]["layout"]
+    for axis in (template["xaxis"], template["yaxis"]):
+        assert axis["tickmode"] == "linear" and axis.get("type") != "category"
+        assert axis["labelalias"] == {str(i): token_label(t) for i, t in enumerate(run.tokens)}
+    heatmap = traces(figures["pipeline"])[0]
+    assert "%{y:d} “%{y}”" in heatmap["hovertemplate"] and "%{x:d} “%{x}”" in heatmap["hovertemplate"]
+    assert "%{z" in heatmap["hovertemplate"]
+
+
+def test_all_heads_hold_every_heads_map_titled_by_kv_group(run, where, figures):
+    att = run.attention(where["layer"])
+    sent = decoded(figures["all_heads"])
+    maps = np.stack([t["z"] for t in sent["data"]])
+    np.testing.assert_allclose(maps, att.probs.numpy(), atol=1e-7)
+    titles = [a["text"] for a in sent["layout"]["annotations"]]
+    kv_head = explorer.kv_head_map(*_heads(run)).tolist()
+    assert titles == [f"head {h} · kv {kv}" for h, kv in enumerate(kv_head)]
+
+
+def _heads(run) -> tuple[int, int]:
+    return run.config.n_heads, run.config.n_kv_heads
+
+
+def test_rope_angles_are_positions_times_frequencies_wrapped(run, figures):
+    angles = traces(figures["rope_angles"])[0]["z"]
+    inv_freq = rope.config_inverse_frequencies(run.config)
+    expected = torch.arange(run.n_tokens)[:, None].float() * inv_freq[None]
+    assert angles.shape == (run.n_tokens, run.config.head_dim // 2)
+    assert (angles > -math.pi).all() and (angles <= math.pi).all()
+    np.testing.assert_allclose(np.cos(angles), np.cos(expected.numpy()), atol=1e-5)
+    np.testing.assert_allclose(np.sin(angles), np.sin(expected.numpy()), atol=1e-5)
+
+
+def test_wrap_angle_lands_in_the_half_open_interval():
+    wrapped = wrap_angle(np.array([-math.pi, math.pi, 3 * math.pi, 0.5, -7.0], dtype=np.float32))
+    np.testing.assert_allclose(wrapped, [math.pi, math.pi, math.pi, 0.5, -7.0 + 2 * math.pi], atol=1e-5)
+
+
+def test_wavelengths_are_two_pi_over_theta(run, figures):
+    wavelengths = traces(figures["rope_wavelengths"])[0]["y"]
+    expected = rope.wavelengths(rope.config_inverse_frequencies(run.config)).numpy()
+    np.testing.assert_allclose(wavelengths, expected, rtol=1e-6)
+
+
+def test_rotation_keeps_every_pairs_norm(figures):
+    _, before, after = traces(figures["rope_rotation"])[:3]
+    np.testing.assert_allclose(before["r"], after["r"])
+    turned = (after["theta"] - before["theta"]) % 360
+    assert (turned > 1e-3).any()  # a query past position 0 does turn
+
+
+def test_score_split_sums_to_the_score_of_that_query_and_key(run, where, figures):
+    with_rope, without_rope = (t["y"] for t in traces(figures["rope_score_split"]))
+    att = run.attention(where["layer"])
+    score = att.head_stages(where["head"])["scores"][where["query"], where["key"]]
+    assert with_rope.sum() == pytest.approx(float(score), rel=1e-4, abs=1e-4)
+    kv = att.kv_head[where["head"]]
+    plain = att.q[where["head"], where["query"]] @ att.k[kv, where["key"]]
+    assert without_rope.sum() == pytest.approx(float(plain), rel=1e-4, abs=1e-4)
+
+
+def test_gqa_diagram_joins_each_query_head_to_its_kv_head(run, figures):
+    kv_head = explorer.kv_head_map(*_heads(run)).tolist()
+    lines = [t for t in traces(figures["gqa_diagram"]) if t["mode"] == "lines"]
+    joined = {}
+    for kv, line in enumerate(lines):
+        for h in line["y"][0::3]:
+            joined[int(h)] = kv
+    assert [joined[h] for h in range(len(kv_head))] == kv_head
+
+
+def test_head_similarity_is_the_cosine_of_the_maps(run, where, figures):
+    similarity = traces(figures["head_similarity"])[0]["z"]
+    probs = run.attention(where["layer"]).probs.flatten(1)
+    expected = torch.nn.functional.cosine_similarity(probs[:, None], probs[None], dim=-1)
+    np.testing.assert_allclose(similarity, expected.numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.diag(similarity), 1, atol=1e-5)
+
+
+def test_kv_cache_is_two_layers_kv_heads_head_dim_bytes_per_token(run, figures):
+    c = run.config
+    this_model, mha, mqa = (t["y"] for t in traces(figures["kv_cache"]))
+    contexts = np.array(views.KV_CACHE_CONTEXTS)
+    per_token = 2 * c.n_layers * c.head_dim * 4
+    np.testing.assert_array_equal(this_model, per_token * c.n_kv_heads * contexts)
+    np.testing.assert_array_equal(mha, per_token * c.n_heads * contexts)
+    np.testing.assert_array_equal(mqa, per_token * contexts)
+
+
+def test_overview_is_the_prompt_profile(run, figures):
+    profile = heads.prompt_profile(run)
+    panels = [t["z"] for t in traces(figures["overview"])]
+    for panel, name in zip(panels, heads.PROFILE_SCORES, strict=True):
+        np.testing.assert_allclose(panel, profile[name].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_next_tokens_are_the_models_most_likely(run, figures):
+    bars = traces(figures["next_tokens"])[0]
+    expected = run.next_token_probs().topk(views.TOP_NEXT_TOKENS).values.numpy()
+    np.testing.assert_allclose(bars["x"], expected, rtol=1e-5)
+
+
+def test_eager_rerun_matches_sdpa_in_the_faithfulness_view(run, where):
+    assert views.eager_max_abs_diff(run, where["layer"]) <= views.EAGER_TOLERANCE
+    title = decoded(views.faithfulness(run, where["layer"]))["layout"]["title"]["text"]
+    assert "within the 1e-05 tolerance" in title
+
+
+def test_token_labels_show_markup_and_whitespace_literally():
+    assert token_label("<script>") == "&lt;script&gt;"
+    assert token_label(" & ") == " &amp; " and token_label('"') == '"'
+    assert token_label("\n") == "↵" and token_label("  ") == "␣␣" and token_label("") == "∅"
+    assert token_label("\x0b") == "\\x0b" and token_label("🙂") == "🙂"
+
+
+@pytest.mark.parametrize(
+    ("n", "exact", "block", "dtype"),
+    [
+        (256, True, 1, np.float32),
+        (257, False, 1, np.uint8),
+        (512, False, 1, np.uint8),
+        (700, False, 2, np.uint8),
+    ],
+)
+def test_maps_are_exact_to_256_tokens_8_bit_to_512_pooled_beyond(n, exact, block, dtype):
+    rng = np.random.default_rng(0)
+    probs = np.tril(rng.random((n, n), dtype=np.float32))
+    probs /= probs.sum(-1, keepdims=True)
+    scores = rng.normal(size=(n, n)).astype(np.float32)
+    for encoded in (encode_probs(probs), encode_signed(scores)):
+        assert (encoded.exact, encoded.block, encoded.z.dtype) == (exact, block, dtype)
+        assert encoded.z.nbytes <= MAP_BUDGET_BYTES and bool(encoded.note) != exact
+    coded = encode_probs(probs)
+    if not exact and block == 1:
+        np.testing.assert_allclose(coded.z / 100, probs, atol=0.005 + 1e-6)
+
+
+def test_signed_codes_put_zero_at_the_centre_and_minus_infinity_at_zero():
+    values = np.array([[-2.0, -np.inf], [0.0, 2.0]], dtype=np.float32)
+    encoded = encode_signed(values, budget_bytes=4)
+    assert encoded.z.tolist() == [[1, 0], [128, 255]] and encoded.limit == 2.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_the_hatched_region_is_exactly_the_upper_triangle(n):
+    polygon = masked_region(n, "−∞", ("x", "y"))
+    x, y = polygon["x"].astype(float), polygon["y"].astype(float)
+    area = 0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1)))  # shoelace
+    assert area == pytest.approx(n * (n - 1) / 2)
+
+
+@pytest.fixture(scope="module")
+def long_context_explorer(tmp_path_factory, tiny_tokenizer):
+    directory = tmp_path_factory.mktemp("llama-1k-context")
+    make_hf_checkpoint(directory, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    return explorer.load(directory, device="cpu")
+
+
+@pytest.mark.parametrize("n_tokens", [512, 1024])
+def test_one_update_stays_near_two_megabytes(long_context_explorer, n_tokens):
+    run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
+    assert run.n_tokens == n_tokens
+    assert views.update_payload_bytes(run, 1, 5) <= 2_000_000
