@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -36,9 +36,6 @@ class LruCache(Generic[K, V]):
         self._size = size
         self._entries: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def __contains__(self, key: K) -> bool:
         return key in self._entries
@@ -84,7 +81,7 @@ class CachedRun:
     """A run and what the app derived from it that is worth keeping (the overview's head profile)."""
 
     run: Run
-    profile: dict[str, np.ndarray] | None = field(default=None)
+    profile: dict[str, np.ndarray] | None = None  # {name: [L, H]}, filled when the Overview opens
 
     def nbytes(self) -> int:
         return self.run.cache_nbytes()
