@@ -1,0 +1,179 @@
+"""The app in a real browser (Debian's Chromium, driven by Playwright): what a person sees after
+typing a prompt, moving the layer and head, opening each view and hovering a cell, compared with
+baseline screenshots in tests/screenshots/ (`UPDATE_SCREENSHOTS=1` rewrites them)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from browser_support import CHROMIUM, CHROMIUM_ARGS, CONTEXT, TABS, AppPage, match_baseline
+from playwright.sync_api import sync_playwright
+
+from explorer.cache import Workspace
+from explorer.figures.common import MAX_TICK_LABELS
+from explorer.tokens import printable
+from explorer.ui import build_demo
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
+    )
+
+PROMPT = "To be, or not to be, that is the question"
+HOSTILE_PROMPTS = ["<img src=x onerror=alert(1)>", "<script>alert(document.domain)</script> & <b>bold</b>"]
+SOFTMAX_PANEL = 5  # of the pipeline's panels: Q·Kᵀ, scaled, mask, masked, softmax
+# What changes from run to run, hidden in the screenshots: the faithfulness view's timing bars.
+VARYING = {"Faithfulness": ["#faithfulness-plot .draglayer :is(.nsewdrag, .wdrag, .ewdrag, .edrag)"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def workspace():
+    return Workspace(device="cpu")  # the bundled model, as the app serves it
+
+
+@pytest.fixture(scope="session")
+def app_url(workspace):
+    demo = build_demo(workspace)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo.local_url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="session")
+def browser_context():
+    """One browser for the session; its pages share the HTTP cache, so the app's scripts load once."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(**CONTEXT)
+        yield context
+        context.close()
+        browser.close()
+
+
+@pytest.fixture
+def app(browser_context, app_url):
+    """A fresh tab on the app, opened and drawn."""
+    page = browser_context.new_page()
+    try:
+        yield AppPage(page, app_url).open()
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def shown(browser_context, app_url):
+    """One tab that has run PROMPT, shared by the screenshot tests (each opens its own view)."""
+    page = browser_context.new_page()
+    app = AppPage(page, app_url).open()
+    app.run(PROMPT)
+    yield app
+    page.close()
+
+
+def tokens_of(workspace, prompt: str) -> list[str]:
+    """The run's tokens as the app labels them (the app has already run this prompt: no forward)."""
+    return [printable(token) for token in workspace.run("", prompt).tokens]
+
+
+def by_position(tokens: list[str]) -> dict[int, str]:
+    return dict(enumerate(tokens))
+
+
+def names(hover_line: str, role: str, position: int, token: str) -> bool:
+    """Does a hover line name this query or key: its position, then its token (quoted or not)?"""
+    return re.fullmatch(f'{role} {position} [“"]?{re.escape(token)}[”"]?', hover_line) is not None
+
+
+def test_every_view_draws_its_plots_with_data(app):
+    app.run(PROMPT)
+    for tab, plots in TABS.items():
+        app.open_tab(tab)
+        empty = [plot for plot in plots if not app.points(plot)]
+        assert not empty, f"the {tab} view drew plots without data: {empty}"
+    assert not app.problems()
+
+
+def test_pipeline_tick_labels_are_the_runs_tokens(app, workspace):
+    app.run(PROMPT)
+    tokens = tokens_of(workspace, PROMPT)
+    assert len(tokens) <= MAX_TICK_LABELS, "a prompt short enough for every token to be labelled"
+    assert app.tick_labels("pipeline-plot", "x") == by_position(tokens)
+    assert app.tick_labels("pipeline-plot", "y") == by_position(tokens)
+    assert app.strip_tokens() == tokens
+
+
+def test_hovering_a_softmax_cell_names_its_query_and_key(app, workspace):
+    app.run(PROMPT)
+    tokens = tokens_of(workspace, PROMPT)
+    query, key = len(tokens) - 1, 2
+    lines = app.hover_cell("pipeline-plot", SOFTMAX_PANEL, query, key)
+    assert names(lines[0], "query", query, tokens[query]), lines
+    assert names(lines[1], "key", key, tokens[key]), lines
+
+
+def test_head_picker_lists_every_head_with_its_kv_head(app, workspace):
+    config = workspace.explorer("").config
+    group = config.n_heads // config.n_kv_heads
+    assert app.head_options() == [f"head {h} · kv {h // group}" for h in range(config.n_heads)]
+
+
+def test_switching_layer_and_head_redraws_the_views_for_them(app, workspace):
+    config = workspace.explorer("").config
+    layer, head = config.n_layers - 1, config.n_heads - 1
+    label = f"head {head} · kv {config.n_kv_heads - 1}"
+    app.run(PROMPT)
+    app.set_layer(layer)
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head 0 ")
+    assert app.title("all-heads-plot").startswith(f"Layer {layer}:")
+    app.pick_head(label)
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · {label}")
+    assert app.points("pipeline-plot") and app.points("all-heads-plot")
+    assert not app.problems()
+
+
+@pytest.mark.parametrize("prompt", HOSTILE_PROMPTS, ids=["img-onerror", "script"])
+def test_markup_in_a_prompt_shows_as_literal_text_and_runs_nothing(app, workspace, prompt):
+    app.run(prompt)
+    assert "".join(workspace.run("", prompt).tokens) == prompt
+    tokens = tokens_of(workspace, prompt)
+    assert app.strip_tokens() == tokens
+    ticks = app.tick_labels("pipeline-plot", "x")
+    assert ticks and all(label == tokens[position] for position, label in ticks.items())
+    last = len(tokens) - 1
+    hover = app.hover_cell("pipeline-plot", SOFTMAX_PANEL, last, 0)
+    assert names(hover[0], "query", last, tokens[last]), hover
+    assert not app.injected_elements()
+    assert not app.dialogs and not app.problems()
+
+
+def test_an_empty_prompt_shows_the_message_and_the_page_keeps_working(app, workspace):
+    app.type_prompt("")
+    app.press_run()
+    app.wait_for_toast("The prompt is empty")
+    assert "The prompt is empty" in app.status()
+    assert [toast for toast in app.toasts() if "The prompt is empty" in toast]
+    assert app.points("pipeline-plot"), "the views on screen stay"
+
+    app.run(PROMPT)
+    assert app.tick_labels("pipeline-plot", "x") == by_position(tokens_of(workspace, PROMPT))
+    assert "The prompt is empty" not in app.status()
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_view_matches_its_baseline_screenshot(shown, tab):
+    app = shown
+    app.open_tab(tab)
+    panel = app.page.locator(f"#tab-{tab.lower()}")
+    mask = [app.page.locator(selector) for selector in VARYING.get(tab, [])]
+    match_baseline(app.screenshot(panel, mask), f"view-{tab.lower()}")
