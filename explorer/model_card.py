@@ -20,6 +20,10 @@ KNOWN_CORPORA = {
         "for char-rnn. Shakespeare's text is in the public domain."
     ),
 }
+SPAN_SOURCES = {
+    "vocabulary": "of tokens drawn uniformly at random from those the training text uses",
+    "text": "of the training text",
+}
 HEAD_TYPE_TITLES = {"previous_token": "previous-token", "induction": "induction", "sink": "sink"}
 
 
@@ -37,11 +41,11 @@ class CardFacts:
 
 
 def write(folder: Path, facts: CardFacts, history: History, measurements: Measurements) -> None:
-    plot_losses(history, facts.train_config.tokens_per_step, folder / "loss_curve.png")
+    plot_losses(history, facts.train_config, folder / "loss_curve.png")
     (folder / "README.md").write_text(render(folder.name, facts, history, measurements), encoding="utf-8")
 
 
-def plot_losses(history: History, tokens_per_step: int, path: Path) -> None:
+def plot_losses(history: History, config: TrainConfig, path: Path) -> None:
     from matplotlib.figure import Figure
 
     window = max(1, min(50, len(history.train_loss) // 10))
@@ -49,12 +53,16 @@ def plot_losses(history: History, tokens_per_step: int, path: Path) -> None:
     smoothed = losses.cumsum(0)
     smoothed[window:] = smoothed[window:] - smoothed[:-window].clone()
     smoothed /= torch.arange(1, len(losses) + 1).clamp_max(window)  # trailing mean of `window` steps
-    millions = tokens_per_step / 1e6
+    millions = config.tokens_per_step / 1e6
     figure = Figure(figsize=(7, 4), dpi=110)
     axes = figure.subplots()
     axes.plot([millions * (i + 1) for i in range(len(losses))], smoothed, label=f"train ({window}-step mean)")
     eval_tokens = [millions * step for step in history.eval_steps]
     axes.plot(eval_tokens, history.heldout_loss, "o-", markersize=3, label="held-out")
+    if 0 < config.short_steps < len(losses):
+        axes.axvline(
+            millions * config.short_steps, color="gray", linestyle=":", label="full context from here"
+        )
     axes.set(xlabel="tokens seen (millions)", ylabel="loss (nats per token)")
     axes.grid(alpha=0.3)
     axes.legend()
@@ -94,10 +102,20 @@ def top_heads_lines(scores: dict[str, torch.Tensor]) -> str:
     )
 
 
+def heads_summary(scores: dict[str, torch.Tensor], clear: float = 0.4) -> str:
+    """One sentence on which head types the model has: those with a head scoring at least `clear`."""
+    found = [f"{HEAD_TYPE_TITLES[name]} heads" for name, values in scores.items() if values.max() >= clear]
+    missing = [f"{HEAD_TYPE_TITLES[name]} heads" for name, values in scores.items() if values.max() < clear]
+    said = f"Its heads do recognisable things: {' and '.join(found)} (table below)." if found else ""
+    lacks = f"It has no clear {' or '.join(missing)} (no head scores {clear} or more)." if missing else ""
+    return " ".join(part for part in (said, lacks) if part)
+
+
 def render(name: str, facts: CardFacts, history: History, m: Measurements) -> str:
     c, t = facts.config, facts.train_config
     corpus_note = KNOWN_CORPORA.get(facts.corpus, "See the corpus's own source for its licence.")
     minutes = history.seconds / 60
+    summary = heads_summary(m.head_scores)
     return f"""---
 license: mit
 language: en
@@ -109,8 +127,7 @@ tags: [llama, gqa, interpretability, attention-explorer]
 # {name}
 
 A {facts.n_parameters / 1e6:.3g}M-parameter Llama-architecture model trained from scratch by
-`explorer.train`, bundled with Attention Explorer so the app runs offline on a CPU. It is small, but its
-heads do recognisable things: previous-token heads, induction heads and attention sinks (table below).
+`explorer.train`, bundled with Attention Explorer so the app runs offline on a CPU. {summary}
 It loads in Hugging Face `transformers` (`AutoModelForCausalLM.from_pretrained`) as well as in
 `explorer.load()`.
 
@@ -134,19 +151,29 @@ It loads in Hugging Face `transformers` (`AutoModelForCausalLM.from_pretrained`)
 `{facts.corpus}`, {facts.corpus_chars:,} characters. {corpus_note} The first 90% trains the tokenizer
 and the model ({facts.train_tokens:,} tokens); the last 10% is held out and used only for measuring.
 
-To make induction heads form within a CPU budget, in {t.repeat_fraction:.0%} of the training sequences
-a random span of the text (4 to {(t.context + 1) // 2} tokens) is written twice in a row, so the second
-copy can be predicted by looking back at the first.
+Induction heads are slow to form from 1 MB of text, so training follows a curriculum that makes them
+form within a CPU budget. In {t.repeat_fraction:.0%} of the training windows one random span
+{SPAN_SOURCES[t.repeat_source]} (4 tokens to half the window, mostly short) is repeated to fill the
+window: after its first copy, every token can be predicted by looking back at the previous occurrence of
+the token before it, which is what an induction head does. The first {t.short_steps:,} steps train on
+windows of {t.short_context} tokens (the same tokens per step, more windows), where such heads form
+sooner; the rest on the full {t.context}-token context. Scores below are measured on held-out text and
+on fresh random sequences, never the ones trained on.
 
 ## Training
 
-{t.steps:,} steps of {t.batch_size} sequences × {t.context} tokens: {facts.tokens_seen:,} tokens seen
+{t.steps:,} steps of {t.tokens_per_step:,} tokens: {facts.tokens_seen:,} tokens seen
 ({facts.tokens_seen / facts.train_tokens:.1f} passes over the training split). AdamW (β = 0.9, 0.95,
 weight decay {t.weight_decay:g}), peak learning rate {t.lr:g} after {t.warmup} warm-up steps, cosine
 decay to a tenth, gradients clipped at 1. Seed {t.seed}; on the same CPU the command below reproduces the
 weights. Training took {minutes:.1f} minutes on {t.device} ({facts.machine}).
 
 ![loss curve](loss_curve.png)
+
+The train curve mixes plain text with repeated spans (its fall near the end of the short-window phase
+is induction heads forming); the held-out loss is always measured on {t.eval_windows} full
+{t.context}-token windows of plain held-out text, so it rises while training sees only
+{t.short_context}-token windows, whose positions end there.
 
 | | train | held-out |
 |---|---:|---:|

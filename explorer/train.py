@@ -8,8 +8,10 @@ seeded generator: the same command on the same CPU gives the same weights. The o
 in one rename at the end, holding config.json (Hugging Face Llama layout), model.safetensors,
 tokenizer.json and a model card (README.md with loss_curve.png), measured on the saved weights.
 
-Induction heads are slow to form from 1 MB of text, so in a fraction of the training sequences a
-random span of the corpus is written twice in a row: predicting the second copy is what they do.
+Induction heads are slow to form from 1 MB of text, so training follows a curriculum: half the windows
+repeat one span of random tokens to fill the window (predicting each repeat is what induction heads do),
+and the first steps use short windows, where attention has fewer keys to choose from and such heads form
+sooner.
 """
 
 from __future__ import annotations
@@ -49,19 +51,23 @@ SAMPLE_PROMPT = "ROMEO:\n"
 class TrainConfig:
     # model
     layers: int = 4
-    hidden: int = 256
+    hidden: int = 192
     heads: int = 8
     kv_heads: int = 2
-    intermediate: int = 768
+    intermediate: int = 512
     context: int = 256
     vocab: int = 4096
     # optimisation
-    steps: int = 1500
-    batch_size: int = 8
-    lr: float = 2e-3
+    steps: int = 5000
+    batch_size: int = 8  # sequences of `context` tokens; short-context steps take as many tokens
+    lr: float = 1e-3
     warmup: int = 100
     weight_decay: float = 0.1
-    repeat_fraction: float = 0.25  # share of sequences in which a random corpus span is written twice
+    # curriculum for induction heads
+    short_context: int = 64  # the first `short_steps` train on windows this long
+    short_steps: int = 1500
+    repeat_fraction: float = 0.5  # share of windows that are one random span repeated to fill them
+    repeat_source: str = "vocabulary"  # uniformly random tokens of the text's vocabulary, or "text"
     # bookkeeping
     eval_every: int = 100
     eval_windows: int = 32  # held-out windows scored at each evaluation during training
@@ -73,12 +79,16 @@ class TrainConfig:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.context
 
+    def window(self, step: int) -> int:
+        """Training window length at `step` (counted from 0)."""
+        return self.short_context if step < self.short_steps else self.context
+
 
 PRESETS = {
     "shakespeare": TrainConfig(),
     "tiny": TrainConfig(
         layers=2, hidden=32, intermediate=64, context=32, vocab=300, steps=6, batch_size=4, warmup=2,
-        eval_every=3, eval_windows=4,
+        short_context=16, short_steps=3, eval_every=3, eval_windows=4,
     ),
 }  # fmt: skip
 
@@ -114,17 +124,25 @@ def train_tokenizer(text: str, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def sample_batch(tokens: torch.Tensor, config: TrainConfig, generator: torch.Generator) -> torch.Tensor:
-    """Random windows of the token stream; in a `repeat_fraction` of them a random span is written
-    twice in a row, so its second copy can be predicted only by looking back.  # [T] -> [B, context+1]"""
-    length = config.context + 1
-    starts = torch.randint(len(tokens) - length + 1, (config.batch_size,), generator=generator)
+def sample_batch(
+    tokens: torch.Tensor, vocabulary: torch.Tensor, config: TrainConfig, step: int, generator: torch.Generator
+) -> torch.Tensor:
+    """Random windows of the token stream, `config.window(step)` long. In a `repeat_fraction` of them
+    one random span (4 tokens to half the window, log-uniform: short ones are common) is repeated to
+    fill the window, so all but its first copy can be predicted by looking back. The span is either
+    tokens drawn uniformly from `vocabulary` (the ids the text uses) or running text.
+    # [T], [V] -> [B, window+1]"""
+    length = config.window(step) + 1
+    n_windows = config.tokens_per_step // (length - 1)
+    starts = torch.randint(len(tokens) - length + 1, (n_windows,), generator=generator)
     batch = torch.stack([tokens[start : start + length] for start in starts.tolist()])
-    repeated = torch.rand(config.batch_size, generator=generator) < config.repeat_fraction
+    repeated = torch.rand(n_windows, generator=generator) < config.repeat_fraction
     for row in repeated.nonzero().flatten().tolist():
-        span = int(torch.randint(4, length // 2 + 1, (1,), generator=generator))
-        at = int(torch.randint(length - 2 * span + 1, (1,), generator=generator))
-        batch[row, at + span : at + 2 * span] = batch[row, at : at + span]
+        log_span = torch.empty(1).uniform_(math.log(4), math.log(length // 2), generator=generator)
+        span = int(log_span.exp().round())
+        if config.repeat_source == "vocabulary":
+            batch[row, :span] = vocabulary[torch.randint(len(vocabulary), (span,), generator=generator)]
+        batch[row] = batch[row, :span].repeat(length // span + 1)[:length]
     return batch
 
 
@@ -199,6 +217,7 @@ def train(
 ) -> History:
     """The training loop, with a progress bar (tokens/s, loss); `after_eval()` runs after each evaluation."""
     generator = torch.Generator().manual_seed(config.seed)
+    vocabulary = train_tokens.unique()  # [V] the token ids the training text uses
     optimizer = build_optimizer(model, config)
     history = History()
     bar = tqdm(total=config.steps * config.tokens_per_step, unit="tok", unit_scale=True, mininterval=2)
@@ -206,7 +225,7 @@ def train(
     for step in range(1, config.steps + 1):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step - 1, config)
-        batch = sample_batch(train_tokens, config, generator).to(config.device)
+        batch = sample_batch(train_tokens, vocabulary, config, step - 1, generator).to(config.device)
         loss = next_token_losses(model, batch).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -66,14 +66,24 @@ def test_heldout_split_is_the_last_tenth():
     assert abs(len(heldout_text) - len(text) / 10) <= 1
 
 
-def test_repeated_spans_are_copies_of_the_text_just_before():
-    tokens = torch.arange(5000)  # every token distinct, so a copy shows as duplicates
+def period(row: list[int]) -> int | None:
+    return next((p for p in range(1, len(row)) if row[p:] == row[:-p]), None)
+
+
+def test_repeated_windows_repeat_one_span_and_short_windows_come_first():
+    tokens = torch.arange(5000)  # every token distinct, so a repeated span shows as a period
+    vocabulary = torch.arange(5000, 5100)
     generator = torch.Generator().manual_seed(0)
-    config = dataclasses.replace(TINY, batch_size=64, repeat_fraction=1.0)
-    for row in train.sample_batch(tokens, config, generator).tolist():
-        assert len(row) - len(set(row)) >= 4
+    config = dataclasses.replace(TINY, batch_size=64, repeat_fraction=1.0, repeat_source="text")
+    short = train.sample_batch(tokens, vocabulary, config, 0, generator)
+    assert short.shape == (config.tokens_per_step // config.short_context, config.short_context + 1)
+    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
+        assert 4 <= period(row) <= len(row) // 2 and row[0] < 5000
+    config = dataclasses.replace(config, repeat_source="vocabulary")
+    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
+        assert period(row) <= len(row) // 2 and set(row) <= set(vocabulary.tolist())
     config = dataclasses.replace(config, repeat_fraction=0.0)
-    for row in train.sample_batch(tokens, config, generator).tolist():
+    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert row == list(range(row[0], row[0] + config.context + 1))
 
 
