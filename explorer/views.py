@@ -109,7 +109,7 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
     att = run.attention(layer)
     maps = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
     similarity = maps @ maps.T  # [H, H] cosine of every pair of maps
-    title = f"Layer {layer}: how alike the heads' attention maps are (cosine), ordered by kv group"
+    title = f"Layer {layer}: how alike the heads' attention maps are"
     return figures.head_similarity_figure(similarity.numpy(), att.kv_head.numpy(), title)
 
 

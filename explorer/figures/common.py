@@ -116,6 +116,11 @@ def token_label(token: str) -> str:
     return html.escape(printable(token), quote=False)
 
 
+def quoted_token(token: str) -> str:
+    """A token inside running text: its label in quotation marks, so a leading space shows."""
+    return f"“{token_label(token)}”"
+
+
 def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
     """A numeric axis over positions, labelled (ticks and hover) with the tokens' text."""
     return dict(

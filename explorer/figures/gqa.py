@@ -3,6 +3,8 @@ a group attend, and what sharing saves in the KV cache."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -56,7 +58,7 @@ def gqa_diagram_figure(kv_head: np.ndarray) -> go.Figure:
     kind = "multi-head" if n_kv == n_heads else "multi-query" if n_kv == 1 else "grouped-query"
     return figure(
         data,
-        title=f"{kind} attention: {n_heads} query heads share {n_kv} key/value heads",
+        title=f"{kind.capitalize()} attention: {n_heads} query heads share {n_kv} key/value heads",
         xaxis=dict(visible=False, range=[-0.6, 1.6]),
         yaxis=dict(visible=False, autorange="reversed"),
         showlegend=False,
@@ -92,12 +94,13 @@ def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: s
     ticks = dict(tickmode="array", tickvals=list(range(n_heads)), showgrid=False)
     return figure(
         [heatmap],
-        title=f"{title}<br><sup>mean within a kv group {_fmt(within)}, across groups {_fmt(across)}</sup>",
+        title=f"{title}<br><sup>cosine of every pair of maps, heads ordered by kv group;<br>mean within a"
+        f" kv group {_fmt(within)}, across groups {_fmt(across)}</sup>",
         shapes=shapes,
         xaxis=dict(ticks, ticktext=[str(h) for h in order], title="head"),
         yaxis=dict(ticks, ticktext=[f"head {h} · kv {kv_head[h]}" for h in order], autorange="reversed"),
         height=max(360, 140 + 24 * n_heads),
-        margin=dict(t=80, l=110),
+        margin=dict(t=95, l=110),
     )
 
 
@@ -109,6 +112,7 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
     """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA)."""
     labels = [f"{c // 1024}k" if c >= 1024 else str(c) for c in contexts]
     data = []
+    all_sizes = [per_token * c for per_token in bytes_per_token.values() for c in contexts]
     for (name, per_token), colour in zip(bytes_per_token.items(), LAYOUT_COLOURS, strict=True):
         sizes = np.array([per_token * c for c in contexts], dtype=np.float64)
         data.append(
@@ -126,14 +130,23 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
         )
     return figure(
         data,
-        title="KV cache of the loaded model (K and V, every layer) against the same model as MHA and MQA",
+        title="KV cache of the loaded model against the same model as MHA and MQA"
+        "<br><sup>K and V of every layer, at the model's dtype</sup>",
         barmode="group",
         xaxis=dict(title="context (tokens)", type="category"),
-        yaxis=dict(title="bytes", type="log"),
+        yaxis=dict(title="bytes", type="log", **binary_ticks(min(all_sizes), max(all_sizes))),
         legend=dict(orientation="h", x=0, y=-0.25),
         height=440,
         margin=dict(t=80, b=110),
     )
+
+
+def binary_ticks(low: float, high: float, max_ticks: int = 6) -> dict:
+    """Ticks of a log axis over bytes at powers of two, labelled in KiB, MiB, GiB."""
+    exponents = range(math.floor(math.log2(low)), math.ceil(math.log2(high)) + 1)
+    step = math.ceil(len(exponents) / max_ticks)
+    values = [2.0**e for e in exponents[::step]]
+    return dict(tickmode="array", tickvals=values, ticktext=[human_bytes(v) for v in values])
 
 
 def human_bytes(n: float) -> str:

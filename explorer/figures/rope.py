@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.common import figure, token_axis, token_label
+from explorer.figures.common import figure, quoted_token, token_axis
 
 ANGLE_COLORSCALE = "Twilight"  # cyclic: −π and π meet
 PAIR_COLORSCALE = "Viridis"
@@ -40,10 +40,12 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray) -> go.Figure:
     )
     return figure(
         [heatmap],
-        title="RoPE angle m·θᵢ of every position and frequency pair, wrapped to (−π, π]",
+        title="RoPE angle m·θᵢ at every position and frequency pair"
+        "<br><sup>wrapped to (−π, π]; fast pairs (left) turn every token, slow ones (right) barely</sup>",
         xaxis=dict(title="frequency pair i (fast → slow)", showgrid=False, zeroline=False),
         yaxis=dict(token_axis(tokens), title="position m", autorange="reversed"),
         height=440,
+        margin=dict(t=70),
     )
 
 
@@ -76,13 +78,13 @@ def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: i
         )
     return figure(
         data,
-        title="Wavelength of each pair: below the line it turns within the context (position);"
-        "<br>above, it barely turns (content)",
+        title="Wavelength 2π/θᵢ of each frequency pair<br><sup>below the context line a pair turns within"
+        " the context (position);<br>above it, it barely turns (content)</sup>",
         xaxis=dict(title="frequency pair i", zeroline=False),
-        yaxis=dict(title="wavelength 2π/θᵢ (tokens)", type="log"),
+        yaxis=dict(title="wavelength (tokens)", type="log", dtick=1),
         legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
         height=440,
-        margin=dict(t=80, b=110),
+        margin=dict(t=90, b=110),
     )
 
 
@@ -97,35 +99,37 @@ def rotation_figure(
     """Every pair of one q and one k before (hollow) and after (filled) rotation, in the plane: each
     point turns about the origin on its own circle, so every pair's norm, and the vector's, is kept."""
     panels = (
-        ("polar", q, q_rot, "q", f"q at m = {query[0]} ({token_label(query[1])})", [0.0, 0.44]),
-        ("polar2", k, k_rot, "k", f"k at n = {key[0]} ({token_label(key[1])})", [0.56, 1.0]),
+        ("polar", q, q_rot, "q", f"q of {quoted_token(query[1])} at m = {query[0]}", [0.0, 0.44]),
+        ("polar2", k, k_rot, "k", f"k of {quoted_token(key[1])} at n = {key[0]}", [0.56, 1.0]),
     )
     data, layout, annotations = [], {}, []
     for subplot, before, after, name, label, domain in panels:
         data += _rotation_traces(before, after, name, subplot)
         layout[subplot] = dict(
-            domain=dict(x=domain, y=[0, 0.9]),
+            domain=dict(x=domain, y=[0, 0.84]),
             angularaxis=dict(direction="counterclockwise", rotation=0, tickfont=dict(size=10)),
             radialaxis=dict(angle=90, tickangle=90, nticks=4, tickfont=dict(size=9, color="#6b7280")),
         )
-        text = f"{label}: ‖{name}‖ {_norm(before):.4g} → {_norm(after):.4g}"
+        text = f"{label}<br>‖{name}‖ {_norm(before):.4g} → {_norm(after):.4g}"
         annotations.append(
             dict(
                 text=text,
                 x=sum(domain) / 2,
-                y=1.0,
+                y=0.93,
                 xref="paper",
                 yref="paper",
+                yanchor="bottom",
                 showarrow=False,
                 font=dict(size=13),
             )
         )
     return figure(
         data,
-        title="RoPE turns each pair on its own circle, so norms are kept (hollow: before, filled: after)",
+        title="RoPE turns each pair on its own circle, so norms are kept"
+        "<br><sup>hollow: before RoPE, filled: after; grey arcs: the turn</sup>",
         annotations=annotations,
-        height=460,
-        margin=dict(t=90, b=30),
+        height=480,
+        margin=dict(t=110, b=30),
         showlegend=False,
         **layout,
     )
@@ -196,10 +200,10 @@ def score_split_figure(
         dict(y=without_rope.astype(np.float32), name="without RoPE", marker_color="#d1d5db"),
     ]
     title = (
-        f"q·k of query {query[0]} {token_label(query[1])} and key {key[0]} {token_label(key[1])}"
-        f" (m − n = {distance}) = {with_rope.sum():.4g}, split over the pairs"
-        f"<br><sup>without RoPE it would be {without_rope.sum():.4g}; fast pairs (left) carry"
-        " position, slow pairs (right) carry content</sup>"
+        f"q·k of query {quoted_token(query[1])} ({query[0]}) and key {quoted_token(key[1])} ({key[0]})"
+        f" = {with_rope.sum():.4g}, split over the pairs<br><sup>m − n = {distance}; without RoPE it"
+        f" would be {without_rope.sum():.4g}; fast pairs (left) carry position, slow pairs (right)"
+        " carry content</sup>"
     )
     return figure(
         [dict(type="bar", x=pairs, customdata=custom, hovertemplate=hover, **bar) for bar in bars],
