@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
+from huggingface_hub.hf_api import RepoSibling
 
 import explorer
-from explorer import ModelConfig, PromptError, UnsupportedConfigError
+from explorer import ModelConfig, PromptError, UnsupportedConfigError, checkpoints
 from explorer.checkpoints import CheckpointError
 from tests.conftest import PROMPT
 
@@ -201,3 +203,38 @@ def test_weights_that_do_not_fit_the_config_are_refused(tmp_path, gqa_checkpoint
     (tmp_path / "tokenizer.json").write_text((gqa_checkpoint / "tokenizer.json").read_text())
     with pytest.raises(CheckpointError, match="missing .*layers.4"):
         explorer.load(tmp_path)
+
+
+def hub_listing(**sizes: int) -> SimpleNamespace:
+    """What `HfApi.model_info(files_metadata=True)` answers: files and their sizes in bytes."""
+    return SimpleNamespace(siblings=[RepoSibling(name, size=size) for name, size in sizes.items()])
+
+
+def test_a_hub_model_too_big_to_serve_is_refused_before_any_download(monkeypatch):
+    import huggingface_hub
+
+    listing = hub_listing(**{"config.json": 700, "tokenizer.json": 2_000_000, "pytorch_model.bin": 9e9})
+    listing.siblings += [RepoSibling(f"model-0000{i}-of-00003.safetensors", size=2.5e9) for i in (1, 2, 3)]
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: listing)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", pytest.fail)
+    with pytest.raises(CheckpointError, match=r"^big-org/huge is 7\.5 GB to download, above .* of 5 GB"):
+        explorer.load("big-org/huge")  # the 9 GB pickle is not counted: it is never downloaded
+    monkeypatch.setenv(checkpoints.MAX_DOWNLOAD_GB_VARIABLE, "a lot")
+    with pytest.raises(CheckpointError, match="not a number"):
+        explorer.load("big-org/huge")
+
+
+def test_a_hub_model_within_the_limit_is_downloaded_and_loaded(monkeypatch, gqa_checkpoint):
+    import huggingface_hub
+
+    size = (gqa_checkpoint / "model.safetensors").stat().st_size
+    listing = hub_listing(**{"config.json": 700, "model.safetensors": size})
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: listing)
+    asked = []
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda repo_id, **kw: asked.append(kw) or str(gqa_checkpoint)
+    )
+    monkeypatch.setenv(checkpoints.MAX_DOWNLOAD_GB_VARIABLE, str(size * 1.01 / 1e9))
+    ex = explorer.load("small-org/tiny", device="cpu")
+    assert ex.config.n_kv_heads < ex.config.n_heads
+    assert asked == [{"allow_patterns": checkpoints.HUB_FILES}]
