@@ -23,6 +23,7 @@ KNOWN_CORPORA = {
 SPAN_SOURCES = {
     "vocabulary": "of tokens drawn uniformly at random from those the training text uses",
     "text": "of the training text",
+    "mixed": "(as often of the training text as of tokens drawn uniformly at random from those it uses)",
 }
 HEAD_TYPE_TITLES = {"previous_token": "previous-token", "induction": "induction", "sink": "sink"}
 

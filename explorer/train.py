@@ -9,9 +9,9 @@ in one rename at the end, holding config.json (Hugging Face Llama layout), model
 tokenizer.json and a model card (README.md with loss_curve.png), measured on the saved weights.
 
 Induction heads are slow to form from 1 MB of text, so training follows a curriculum: half the windows
-repeat one span of random tokens to fill the window (predicting each repeat is what induction heads do),
-and the first steps use short windows, where attention has fewer keys to choose from and such heads form
-sooner.
+repeat one span, of random tokens or of text, to fill the window (predicting each repeat is what
+induction heads do), and the first steps use short windows, where attention has fewer keys to choose
+from and such heads form sooner.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class TrainConfig:
     short_context: int = 64  # the first `short_steps` train on windows this long
     short_steps: int = 1500
     repeat_fraction: float = 0.5  # share of windows that are one random span repeated to fill them
-    repeat_source: str = "vocabulary"  # uniformly random tokens of the text's vocabulary, or "text"
+    repeat_source: str = "mixed"  # "vocabulary": random tokens the text uses; "text"; "mixed": either, evenly
     # bookkeeping
     eval_every: int = 100
     eval_windows: int = 32  # held-out windows scored at each evaluation during training
@@ -129,8 +129,9 @@ def sample_batch(
 ) -> torch.Tensor:
     """Random windows of the token stream, `config.window(step)` long. In a `repeat_fraction` of them
     one random span (4 tokens to half the window, log-uniform: short ones are common) is repeated to
-    fill the window, so all but its first copy can be predicted by looking back. The span is either
-    tokens drawn uniformly from `vocabulary` (the ids the text uses) or running text.
+    fill the window, so all but its first copy can be predicted by looking back. The span is tokens
+    drawn uniformly from `vocabulary` (the ids the text uses), running text, or ("mixed") either, as
+    often one as the other: random tokens make induction heads form fast, text makes them fire on text.
     # [T], [V] -> [B, window+1]"""
     length = config.window(step) + 1
     n_windows = config.tokens_per_step // (length - 1)
@@ -140,7 +141,10 @@ def sample_batch(
     for row in repeated.nonzero().flatten().tolist():
         log_span = torch.empty(1).uniform_(math.log(4), math.log(length // 2), generator=generator)
         span = int(log_span.exp().round())
-        if config.repeat_source == "vocabulary":
+        source = config.repeat_source
+        if source == "mixed":
+            source = "vocabulary" if torch.rand(1, generator=generator) < 0.5 else "text"
+        if source == "vocabulary":
             batch[row, :span] = vocabulary[torch.randint(len(vocabulary), (span,), generator=generator)]
         batch[row] = batch[row, :span].repeat(length // span + 1)[:length]
     return batch

@@ -71,6 +71,16 @@ def test_a_head_does_induction_on_random_tokens(head_scores):
     assert head_scores["induction"].max().item() >= 0.4
 
 
+def test_its_induction_heads_fire_on_text_written_twice_too(ex):
+    """Random tokens are where induction is measured, text is where people look for it (the app's
+    induction example): held-out text written twice must light the same heads up."""
+    heldout = (BUNDLED_MODEL / "heldout_sample.txt").read_text(encoding="utf-8")
+    windows = heads.token_windows(torch.tensor(ex.tokenizer.encode(heldout).ids), 64, count=8)  # [8, 64]
+    twice = torch.cat([windows, windows], dim=1)  # [8, 128]
+    scores = heads.mean_layer_scores(ex.model, twice, {"induction": lambda p: heads.induction_score(p, 64)})
+    assert scores["induction"].max().item() >= 0.3
+
+
 def test_the_second_copy_of_a_random_sequence_is_far_easier(ex):
     repeated = heads.repeated_random_tokens(ex.tokenizer, period=128, count=8, seed=1)  # [8, 256]
     with torch.no_grad():

@@ -82,6 +82,10 @@ def test_repeated_windows_repeat_one_span_and_short_windows_come_first():
     config = dataclasses.replace(config, repeat_source="vocabulary")
     for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert period(row) <= len(row) // 2 and set(row) <= set(vocabulary.tolist())
+    config = dataclasses.replace(config, repeat_source="mixed")
+    rows = train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist()
+    from_text = [row[0] < 5000 for row in rows]
+    assert all(period(row) <= len(row) // 2 for row in rows) and 0.25 < sum(from_text) / len(rows) < 0.75
     config = dataclasses.replace(config, repeat_fraction=0.0)
     for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert row == list(range(row[0], row[0] + config.context + 1))
