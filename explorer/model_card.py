@@ -23,7 +23,7 @@ KNOWN_CORPORA = {
 SPAN_SOURCES = {
     "vocabulary": "of tokens drawn uniformly at random from those the training text uses",
     "text": "of the training text",
-    "mixed": "(as often of the training text as of tokens drawn uniformly at random from those it uses)",
+    "mixed": "of the training text or, as often, of tokens drawn uniformly at random from those it uses",
 }
 HEAD_TYPE_TITLES = {"previous_token": "previous-token", "induction": "induction", "sink": "sink"}
 
@@ -171,10 +171,10 @@ weights. Training took {minutes:.1f} minutes on {t.device} ({facts.machine}).
 
 ![loss curve](loss_curve.png)
 
-The train curve mixes plain text with repeated spans (its fall near the end of the short-window phase
-is induction heads forming); the held-out loss is always measured on {t.eval_windows} full
-{t.context}-token windows of plain held-out text, so it rises while training sees only
-{t.short_context}-token windows, whose positions end there.
+The train curve mixes plain text with repeated spans: its steep fall is the repeats becoming
+predictable as induction heads form. The held-out loss is always measured on {t.eval_windows} full
+{t.context}-token windows of plain held-out text; while training sees only {t.short_context}-token windows,
+the positions beyond those are untrained.
 
 | | train | held-out |
 |---|---:|---:|
