@@ -117,6 +117,7 @@ def render(name: str, facts: CardFacts, history: History, m: Measurements) -> st
     corpus_note = KNOWN_CORPORA.get(facts.corpus, "See the corpus's own source for its licence.")
     minutes = history.seconds / 60
     summary = heads_summary(m.head_scores)
+    text_passes = facts.tokens_seen * (1 - t.repeat_fraction) / facts.train_tokens
     return f"""---
 license: mit
 language: en
@@ -164,7 +165,7 @@ on fresh random sequences, never the ones trained on.
 ## Training
 
 {t.steps:,} steps of {t.tokens_per_step:,} tokens: {facts.tokens_seen:,} tokens seen
-({facts.tokens_seen / facts.train_tokens:.1f} passes over the training split). AdamW (β = 0.9, 0.95,
+(its plain-text windows make about {text_passes:.1f} passes over the training split). AdamW (β = 0.9, 0.95,
 weight decay {t.weight_decay:g}), peak learning rate {t.lr:g} after {t.warmup} warm-up steps, cosine
 decay to a tenth, gradients clipped at 1. Seed {t.seed}; on the same CPU the command below reproduces the
 weights. Training took {minutes:.1f} minutes on {t.device} ({facts.machine}).
