@@ -71,11 +71,9 @@ def _download(repo_id: str) -> Path:
         RevisionNotFoundError,
     )
 
+    _refuse_if_too_big(repo_id)
     try:
-        _refuse_if_too_big(repo_id)
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES))
-    except CheckpointError:
-        raise
     except GatedRepoError:
         raise CheckpointError(
             f"{repo_id} is gated on the Hugging Face hub: accept its licence there and log in "

@@ -105,8 +105,9 @@ def top_heads_lines(scores: dict[str, torch.Tensor]) -> str:
 
 def heads_summary(scores: dict[str, torch.Tensor], clear: float = 0.4) -> str:
     """One sentence on which head types the model has: those with a head scoring at least `clear`."""
-    found = [f"{HEAD_TYPE_TITLES[name]} heads" for name, values in scores.items() if values.max() >= clear]
-    missing = [f"{HEAD_TYPE_TITLES[name]} heads" for name, values in scores.items() if values.max() < clear]
+    found, missing = [], []
+    for name, values in scores.items():
+        (found if values.max() >= clear else missing).append(f"{HEAD_TYPE_TITLES[name]} heads")
     said = f"Its heads do recognisable things: {' and '.join(found)} (table below)." if found else ""
     lacks = f"It has no clear {' or '.join(missing)} (no head scores {clear} or more)." if missing else ""
     return " ".join(part for part in (said, lacks) if part)

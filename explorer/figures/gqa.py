@@ -112,7 +112,6 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
     """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA)."""
     labels = [f"{c // 1024}k" if c >= 1024 else str(c) for c in contexts]
     data = []
-    all_sizes = [per_token * c for per_token in bytes_per_token.values() for c in contexts]
     for (name, per_token), colour in zip(bytes_per_token.items(), LAYOUT_COLOURS, strict=True):
         sizes = np.array([per_token * c for c in contexts], dtype=np.float64)
         data.append(
@@ -128,13 +127,15 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
                 hovertemplate=f"{name}<br>%{{x}} tokens: %{{text}}<extra></extra>",
             )
         )
+    rates = bytes_per_token.values()
+    smallest, largest = min(rates) * min(contexts), max(rates) * max(contexts)
     return figure(
         data,
         title="KV cache of the loaded model against the same model as MHA and MQA"
         "<br><sup>K and V of every layer, at the model's dtype</sup>",
         barmode="group",
         xaxis=dict(title="context (tokens)", type="category"),
-        yaxis=dict(title="bytes", type="log", **binary_ticks(min(all_sizes), max(all_sizes))),
+        yaxis=dict(title="bytes", type="log", **binary_ticks(smallest, largest)),
         legend=dict(orientation="h", x=0, y=-0.25),
         height=440,
         margin=dict(t=80, b=110),

@@ -46,8 +46,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
         )
         integers = dict(tickmode="linear", tick0=0, dtick=1, showgrid=False, zeroline=False)
         layout[f"xaxis{x[1:]}"].update(integers)
-        first = y == "y"
-        layout[f"yaxis{y[1:]}"].update(integers, autorange="reversed", title="layer" if first else None)
+        layout[f"yaxis{y[1:]}"].update(integers, autorange="reversed", title="layer" if y == "y" else None)
     return figure(
         data,
         title="What each head does on this prompt (layers × heads): pick a layer and head to look closer",
