@@ -18,9 +18,16 @@ from explorer.figures.common import to_json, token_label
 from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
+from tests.tolerant_snapshots import TolerantAmberExtension
 
 PROMPT = "To be, or not to be: that is the question."
 SIGNIFICANT_DIGITS = 4
+
+
+@pytest.fixture
+def snapshot(snapshot):
+    """Text and structure exact, numbers within float32's spread across CPUs (tests/tolerant_snapshots.py)."""
+    return snapshot.use_extension(TolerantAmberExtension)
 
 
 @pytest.fixture(scope="module")
