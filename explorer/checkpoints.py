@@ -52,10 +52,12 @@ def resolve(source: str | Path | None) -> Path:
         return BUNDLED_MODEL
     source = str(source).strip()
     path = Path(source).expanduser()
-    if path.is_dir():
+    if path.is_dir() or (path.is_file() and path.suffix.lower() == ".gguf"):
         return path
     if path.exists():
-        raise CheckpointError(f"{source} is a file; give the directory that holds config.json.")
+        raise CheckpointError(
+            f"{source} is a file; give a .gguf file or the directory that holds config.json."
+        )
     if source.startswith((".", "/", "~")) or not HUB_ID.match(source):
         raise CheckpointError(f"No directory {source!r}, and it is not a hub id of the form 'org/name'.")
     return _download(source)
@@ -187,7 +189,8 @@ def build_model(config: ModelConfig, hf_state: dict[str, torch.Tensor], dtype=to
     state = from_hf_state_dict(hf_state)
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
-    expected = {k for k in model.state_dict() if not (config.tie_word_embeddings and k == "lm_head.weight")}
+    shapes = {key: value.shape for key, value in model.state_dict().items()}
+    expected = {k for k in shapes if not (config.tie_word_embeddings and k == "lm_head.weight")}
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing or unexpected:
         raise CheckpointError(
@@ -196,10 +199,9 @@ def build_model(config: ModelConfig, hf_state: dict[str, torch.Tensor], dtype=to
             + (f"unexpected {unexpected[:5]}{' …' if len(unexpected) > 5 else ''}" if unexpected else "")
         )
     for key, value in state.items():
-        if value.shape != model.state_dict()[key].shape:
+        if value.shape != shapes[key]:
             raise CheckpointError(
-                f"{key} has shape {tuple(value.shape)}, the config implies "
-                f"{tuple(model.state_dict()[key].shape)}."
+                f"{key} has shape {tuple(value.shape)}, the config implies {tuple(shapes[key])}."
             )
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
     if config.tie_word_embeddings:
@@ -220,8 +222,13 @@ def read_tokenizer(path: Path) -> Tokenizer:
         raise CheckpointError(f"{file} could not be read: {error}") from None
 
 
-def load_checkpoint(source: str | Path | None = None, dtype=torch.float32) -> Checkpoint:
+def load_checkpoint(source: str | Path | None = None, dtype=torch.float32, progress=None) -> Checkpoint:
+    """The model `source` names, on the CPU. `progress(fraction, message)` hears what loading does."""
     path = resolve(source)
+    if path.is_file():
+        from explorer.gguf import load_gguf
+
+        return load_gguf(path, dtype, progress)
     config = read_config(path)
     model = build_model(config, read_state_dict(path), dtype)
     name = "bundled: " + path.name if path == BUNDLED_MODEL else str(source)

@@ -53,6 +53,7 @@ class ModelConfig:
     max_position_embeddings: int = 2048
     rope_theta: float = 10000.0
     rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    rope_freq_factors: tuple[float, ...] | None = None  # per-pair divisors of θ_i (GGUF `rope_freqs`)
     rms_norm_eps: float = 1e-5
     tie_word_embeddings: bool = False
     qkv_bias: bool = False  # llama `attention_bias`, always on in qwen2
@@ -88,6 +89,10 @@ class ModelConfig:
             raise ValueError(f"rope_theta must be positive, got {self.rope_theta}")
         if self.rms_norm_eps <= 0:
             raise ValueError(f"rms_norm_eps must be positive, got {self.rms_norm_eps}")
+        if self.rope_freq_factors is not None and (
+            len(self.rope_freq_factors) != self.head_dim // 2 or min(self.rope_freq_factors) <= 0
+        ):
+            raise ValueError(f"rope_freq_factors must be {self.head_dim // 2} positive numbers")
         if self.sliding_window is not None and self.sliding_window <= 0:
             raise ValueError(f"sliding_window must be positive, got {self.sliding_window}")
 
@@ -144,7 +149,12 @@ class ModelConfig:
 
     def to_hf_config(self) -> dict[str, Any]:
         """A `config.json` dict in Hugging Face Llama layout, loadable by `transformers`."""
-        if self.model_type != "llama" or self.o_bias != self.qkv_bias or self.sliding_window:
+        if (
+            self.model_type != "llama"
+            or self.o_bias != self.qkv_bias
+            or self.sliding_window
+            or self.rope_freq_factors
+        ):
             raise UnsupportedConfigError("only plain llama configs are written back to HF layout")
         scaling = None
         if self.rope_scaling.rope_type != "default":

@@ -44,8 +44,12 @@ def _llama3_rescale(inv_freq: torch.Tensor, s: RopeScaling) -> torch.Tensor:
 
 
 def config_inverse_frequencies(config: ModelConfig) -> torch.Tensor:
-    """The θ_i of a model.  # [d/2] float32"""
-    return inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
+    """The θ_i of a model, divided by its per-pair factors if it has them (llama.cpp's `rope_freqs`,
+    which GGUF files of Llama 3.1+ carry in place of llama3 scaling parameters).  # [d/2] float32"""
+    inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
+    if config.rope_freq_factors is not None:
+        return inv_freq / torch.tensor(config.rope_freq_factors, dtype=torch.float32)
+    return inv_freq
 
 
 def angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:

@@ -176,6 +176,12 @@ def _nbytes(internals: AttentionInternals) -> int:
     return sum(t.numel() * t.element_size() for t in vars(internals).values() if isinstance(t, torch.Tensor))
 
 
-def load(source: str | Path | None = None, device: torch.device | str | None = None) -> Explorer:
-    """The bundled model (no argument), a local HF-layout directory, or a hub id ("org/name")."""
-    return Explorer(load_checkpoint(source), device)
+def load(
+    source: str | Path | None = None, device: torch.device | str | None = None, progress=None
+) -> Explorer:
+    """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
+    ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading."""
+    explorer = Explorer(load_checkpoint(source, progress=progress), device)
+    if progress is not None:
+        progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
+    return explorer

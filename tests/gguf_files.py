@@ -1,0 +1,145 @@
+"""Small GGUF files written by the tests with gguf-py's writer, laid out as llama.cpp's converter
+lays them out: tensor names, Q/K rows permuted for llama, the vocabulary and merges as metadata.
+
+Weights come from a seeded transformers model. A tensor asked for in a quantized type is quantized by
+gguf-py where it can (Q8_0, Q4_0 …); gguf-py has no K-quant quantizer, so a K-quant tensor is written
+as random blocks with small scales: the file then holds different weights than the transformers
+model, and the tests compare two readers of the same file (ours and transformers'), never the file
+with the model it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+HF_TO_GGUF = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+LAYER_HF_TO_GGUF = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+
+
+def gguf_name(hf_name: str) -> str:
+    if hf_name in HF_TO_GGUF:
+        return HF_TO_GGUF[hf_name]
+    _, _, layer, *module, kind = hf_name.split(".")
+    return f"blk.{layer}.{LAYER_HF_TO_GGUF['.'.join(module)]}.{kind}"
+
+
+def permute(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's `LlamaModel.permute`: each head's halves interleaved, for its pairwise RoPE."""
+    return (
+        weight.reshape(n_heads, 2, weight.shape[0] // n_heads // 2, *weight.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weight.shape)
+    )
+
+
+def random_k_quant_blocks(shape: tuple[int, int], type_name: str, seed: int) -> np.ndarray:
+    """Valid K-quant bytes for a [rows, cols] tensor: random codes, scales of a few thousandths."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    qtype = GGMLQuantizationType[type_name]
+    block, block_bytes = GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(shape[0], shape[1] // block, block_bytes), dtype=np.uint8)
+    scales = np.array([2e-4, 1e-4], dtype=np.float16).view(np.uint8)  # d and dmin, little-endian f16
+    if type_name in ("Q4_K", "Q5_K", "Q2_K"):
+        blocks[..., 0:4] = scales  # d, dmin lead the block
+    else:  # Q3_K and Q6_K end with one f16 scale d
+        blocks[..., -2:] = scales[:2]
+    return blocks.reshape(shape[0], -1)
+
+
+def write_gguf(
+    path: Path,
+    hf_model,
+    tokenizer: Tokenizer,
+    architecture: str,
+    types: dict[str, str] | None = None,
+    rope_freqs: np.ndarray | None = None,
+    name: str = "explorer test model",
+) -> Path:
+    """Write `hf_model` (+ `tokenizer`) as llama.cpp would. `types` maps a substring of a GGUF tensor
+    name to its ggml type ("attn_q": "Q4_K"); the rest is F32 (1-D) or F16 (2-D)."""
+    from gguf import GGMLQuantizationType, GGUFWriter, quants
+
+    config = hf_model.config
+    writer = GGUFWriter(str(path), architecture)
+    writer.add_name(name)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    head_dim = config.head_dim
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_vocab_size(config.vocab_size)
+    _add_tokenizer(writer, tokenizer)
+
+    types = types or {}
+    permuted = architecture == "llama"
+    for seed, (hf_name, tensor) in enumerate(hf_model.state_dict().items()):
+        if hf_name == "lm_head.weight" and config.tie_word_embeddings:
+            continue
+        target = gguf_name(hf_name)
+        values = tensor.detach().float().numpy()
+        if permuted and ".attn_q." in target:
+            values = permute(values, config.num_attention_heads)
+        if permuted and ".attn_k." in target:
+            values = permute(values, config.num_key_value_heads)
+        type_name = next((t for part, t in types.items() if part in target), None)
+        if values.ndim == 1 or type_name is None:
+            data = values.astype(np.float32 if values.ndim == 1 else np.float16)
+            writer.add_tensor(target, data)
+        elif type_name.endswith("_K"):
+            blocks = random_k_quant_blocks(values.shape, type_name, seed)
+            writer.add_tensor(target, blocks, raw_shape=blocks.shape, raw_dtype=GGMLQuantizationType[type_name])
+        else:
+            qtype = GGMLQuantizationType[type_name]
+            writer.add_tensor(target, quants.quantize(values, qtype), raw_shape=None, raw_dtype=qtype)
+    if rope_freqs is not None:
+        writer.add_tensor("rope_freqs.weight", rope_freqs.astype(np.float32))
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _add_tokenizer(writer, tokenizer: Tokenizer) -> None:
+    """A byte-level BPE as llama.cpp writes one: tokens by id, merges "a b", special ones marked control."""
+    vocab = tokenizer.get_vocab()
+    tokens = sorted(vocab, key=vocab.get)
+    special = {token.content for token in tokenizer.get_added_tokens_decoder().values() if token.special}
+    merges = json.loads(tokenizer.to_str())["model"]["merges"]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if token in special else 1 for token in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in merges])
+    end = vocab.get("<|endoftext|>", 0)
+    writer.add_bos_token_id(end)
+    writer.add_eos_token_id(end)
+    writer.add_add_bos_token(False)
