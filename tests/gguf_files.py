@@ -50,8 +50,9 @@ def permute(weight: np.ndarray, n_heads: int) -> np.ndarray:
     )
 
 
-def random_k_quant_blocks(shape: tuple[int, int], type_name: str, seed: int) -> np.ndarray:
-    """Valid K-quant bytes for a [rows, cols] tensor: random codes, scales of a few thousandths."""
+def random_blocks(shape: tuple[int, int], type_name: str, seed: int) -> np.ndarray:
+    """Bytes for a [rows, cols] tensor of a type gguf-py cannot quantize: random codes, and for the
+    K-quants valid scales of a few ten-thousandths."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     qtype = GGMLQuantizationType[type_name]
@@ -61,7 +62,7 @@ def random_k_quant_blocks(shape: tuple[int, int], type_name: str, seed: int) -> 
     scales = np.array([2e-4, 1e-4], dtype=np.float16).view(np.uint8)  # d and dmin, little-endian f16
     if type_name in ("Q4_K", "Q5_K", "Q2_K"):
         blocks[..., 0:4] = scales  # d, dmin lead the block
-    else:  # Q3_K and Q6_K end with one f16 scale d
+    elif type_name in ("Q3_K", "Q6_K"):  # one f16 scale d ends the block
         blocks[..., -2:] = scales[:2]
     return blocks.reshape(shape[0], -1)
 
@@ -74,9 +75,12 @@ def write_gguf(
     types: dict[str, str] | None = None,
     rope_freqs: np.ndarray | None = None,
     name: str = "explorer test model",
+    drop: tuple[str, ...] = (),
+    dense=np.float16,
 ) -> Path:
     """Write `hf_model` (+ `tokenizer`) as llama.cpp would. `types` maps a substring of a GGUF tensor
-    name to its ggml type ("attn_q": "Q4_K"); the rest is F32 (1-D) or F16 (2-D)."""
+    name to its ggml type ("attn_q": "Q4_K"); the rest is F32 (1-D) or `dense` (2-D). Tensors named in
+    `drop` are left out (to write a broken file)."""
     from gguf import GGMLQuantizationType, GGUFWriter, quants
 
     config = hf_model.config
@@ -103,6 +107,8 @@ def write_gguf(
         if hf_name == "lm_head.weight" and config.tie_word_embeddings:
             continue
         target = gguf_name(hf_name)
+        if target in drop:
+            continue
         values = tensor.detach().float().numpy()
         if permuted and ".attn_q." in target:
             values = permute(values, config.num_attention_heads)
@@ -110,11 +116,12 @@ def write_gguf(
             values = permute(values, config.num_key_value_heads)
         type_name = next((t for part, t in types.items() if part in target), None)
         if values.ndim == 1 or type_name is None:
-            data = values.astype(np.float32 if values.ndim == 1 else np.float16)
+            data = values.astype(np.float32 if values.ndim == 1 else dense)
             writer.add_tensor(target, data)
-        elif type_name.endswith("_K"):
-            blocks = random_k_quant_blocks(values.shape, type_name, seed)
-            writer.add_tensor(target, blocks, raw_shape=blocks.shape, raw_dtype=GGMLQuantizationType[type_name])
+        elif type_name.endswith("_K") or type_name.startswith("IQ"):
+            blocks = random_blocks(values.shape, type_name, seed)
+            qtype = GGMLQuantizationType[type_name]
+            writer.add_tensor(target, blocks, raw_shape=blocks.shape, raw_dtype=qtype)
         else:
             qtype = GGMLQuantizationType[type_name]
             writer.add_tensor(target, quants.quantize(values, qtype), raw_shape=None, raw_dtype=qtype)
