@@ -107,10 +107,13 @@ class Workspace:
         self.models: LruCache[str, Explorer] = LruCache(max_model_bytes, model_nbytes)
         self.runs: LruCache[tuple[str, str], CachedRun] = LruCache(max_run_bytes, CachedRun.nbytes)
 
-    def explorer(self, model: str | None) -> Explorer:
-        """The loaded model (loading it first if needed; raises CheckpointError)."""
+    def explorer(self, model: str | None, progress=None) -> Explorer:
+        """The loaded model (loading it first if needed, telling `progress(fraction, message)` each
+        stage; raises CheckpointError)."""
         name = (model or "").strip()
-        return self.models.get_or_create(name, lambda: load(name or self.default_model, self.device))
+        return self.models.get_or_create(
+            name, lambda: load(name or self.default_model, self.device, progress=progress)
+        )
 
     def cached_run(self, model: str | None, text: str) -> CachedRun:
         """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError)."""

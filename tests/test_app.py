@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import socket
@@ -14,7 +13,6 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-import explorer.ui
 from explorer.cache import Workspace
 from explorer.ui import build_demo
 
@@ -162,13 +160,9 @@ def test_on_zerogpu_the_handlers_that_compute_run_inside_spaces_gpu(monkeypatch,
     spaces = types.ModuleType("spaces")
     spaces.GPU = lambda fn: setattr(fn, "on_gpu", True) or fn
     monkeypatch.setitem(sys.modules, "spaces", spaces)
-    try:
-        demo = importlib.reload(explorer.ui).build_demo(workspace)
-        on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
-        assert {"run", "layer", "head", "positions", "overview"} <= on_gpu
-    finally:
-        monkeypatch.delitem(sys.modules, "spaces")
-        importlib.reload(explorer.ui)
+    demo = build_demo(workspace)
+    on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
+    assert {"run", "layer", "head", "positions", "overview"} <= on_gpu
 
 
 def test_readme_front_matter_pins_the_gradio_of_requirements():

@@ -1,0 +1,69 @@
+"""What every part of the UI shares: the page's shared controls, turning figures into Gradio plot
+data, slider bounds, and the guard that turns any error into a warning while the views stay."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from explorer import markup, views
+from explorer.cache import Workspace
+from explorer.checkpoints import CheckpointError
+from explorer.tokens import PromptError
+
+log = logging.getLogger(__name__)
+
+
+def gpu(fn):
+    """On a ZeroGPU Space, GPU work runs inside functions wrapped by `spaces.GPU`; elsewhere as is."""
+    try:
+        import spaces
+    except ImportError:
+        return fn
+    return spaces.GPU(fn)
+
+
+def plot(fig) -> PlotData:
+    return PlotData(**views.plot_payload(fig))
+
+
+def top(count: int) -> int:
+    """A slider's maximum over `count` items (Gradio needs maximum > minimum, even for one item)."""
+    return max(count - 1, 1)
+
+
+def guarded(n_outputs: int):
+    """Turn an error into a warning and a status message (the first output), leaving every other
+    output as it is; a person never sees a stack trace and the app stays up."""
+
+    def decorate(handler):
+        @functools.wraps(handler)
+        def wrapper(*args, **kwargs):
+            try:
+                return handler(*args, **kwargs)
+            except (PromptError, CheckpointError, ValueError) as error:
+                message = str(error)
+            except Exception as error:
+                log.exception("handler %s failed", handler.__name__)
+                message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
+            gr.Warning(message)
+            return markup.status(message, "warning"), *(gr.skip() for _ in range(n_outputs - 1))
+
+        return wrapper
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The page's controls every tab may read or write."""
+
+    workspace: Workspace
+    status: gr.HTML
+    shown: gr.State  # (model source, prompt) of the views on screen, or None
+    layer: gr.Slider
+    head: gr.Dropdown
