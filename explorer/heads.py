@@ -13,7 +13,7 @@ import torch
 
 from explorer.attention import eager_attention
 
-PROFILE_SCORES = ("previous_token", "sink", "entropy", "distance")
+PROFILE_SCORES = ("previous_token", "sink", "induction", "entropy", "distance")
 
 
 def previous_token_score(probs: torch.Tensor) -> torch.Tensor:
@@ -50,11 +50,33 @@ def induction_score(probs: torch.Tensor, period: int) -> torch.Tensor:
     return probs.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)[:, period:].mean(-1)
 
 
-def layer_profile(probs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every profile score of one layer.  # [H, N, N] -> {name: [H]}"""
+def induction_targets(ids: torch.Tensor) -> torch.Tensor:
+    """Where an induction head looks on a prompt: from query i, the key right after each earlier
+    occurrence of token i (j + 1 for every j < i with ids[j] == ids[i]).  # [N] -> [N, N] bool"""
+    earlier = (ids[:, None] == ids[None, :]).tril(-1)  # [N, N] j < i, same token
+    targets = torch.zeros_like(earlier)
+    targets[:, 1:] = earlier[:, :-1]
+    return targets
+
+
+def prompt_induction_score(probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Induction measured on the prompt itself: for each token seen before, the attention it pays to
+    the tokens after its earlier occurrences, averaged over those tokens (NaN for every head if no
+    token repeats).  # [H, N, N], [N] -> [H]"""
+    targets = induction_targets(ids.to(probs.device))
+    repeated = targets.any(-1)  # [N] queries whose token occurred before
+    if not repeated.any():
+        return torch.full(probs.shape[:1], float("nan"), dtype=probs.dtype, device=probs.device)
+    mass = torch.einsum("hqk,qk->hq", probs, targets.to(probs.dtype))  # [H, N]
+    return mass[:, repeated].mean(-1)
+
+
+def layer_profile(probs: torch.Tensor, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every profile score of one layer.  # [H, N, N], [N] -> {name: [H]}"""
     return {
         "previous_token": previous_token_score(probs),
         "sink": sink_score(probs),
+        "induction": prompt_induction_score(probs, ids),
         "entropy": entropy(probs),
         "distance": mean_distance(probs),
     }
@@ -63,7 +85,9 @@ def layer_profile(probs: torch.Tensor) -> dict[str, torch.Tensor]:
 def prompt_profile(run) -> dict[str, torch.Tensor]:
     """Every profile score for every layer and head of a run, one layer in memory at a time.
     # -> {name: [L, H]}"""
-    rows = [layer_profile(run.attention(layer, remember=False).probs) for layer in range(run.config.n_layers)]
+    ids = torch.tensor(run.ids)
+    layers = range(run.config.n_layers)
+    rows = [layer_profile(run.attention(layer, remember=False).probs, ids) for layer in layers]
     return {name: torch.stack([row[name] for row in rows]) for name in PROFILE_SCORES}
 
 

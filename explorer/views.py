@@ -20,7 +20,6 @@ from explorer.run import Run
 from explorer.tokens import display_tokens
 
 EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
-KV_CACHE_CONTEXTS = (2048, 8192, 32768, 131072)
 TOP_NEXT_TOKENS = 10
 
 
@@ -118,6 +117,12 @@ def kv_cache_bytes_per_token(config: ModelConfig, n_kv_heads: int, bytes_per_val
     return 2 * config.n_layers * n_kv_heads * config.head_dim * bytes_per_value
 
 
+def kv_cache_contexts(config: ModelConfig, count: int = 6) -> tuple[int, ...]:
+    """The contexts the KV-cache chart shows: halving down from the model's own context."""
+    context = config.context_length
+    return tuple(sorted({max(context >> k, 1) for k in range(count)}))
+
+
 def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
     layouts = {
         f"this model ({config.n_kv_heads} kv heads)": config.n_kv_heads,
@@ -125,7 +130,7 @@ def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
         "as MQA (1 kv head)": 1,
     }
     per_token = {name: kv_cache_bytes_per_token(config, n, bytes_per_value) for name, n in layouts.items()}
-    return figures.kv_cache_figure(per_token, KV_CACHE_CONTEXTS)
+    return figures.kv_cache_figure(per_token, kv_cache_contexts(config))
 
 
 def eager_max_abs_diff(run: Run, layer: int) -> float:

@@ -228,7 +228,8 @@ def test_head_similarity_is_the_cosine_of_the_maps(run, where, figures):
 def test_kv_cache_is_two_layers_kv_heads_head_dim_bytes_per_token(run, figures):
     c = run.config
     this_model, mha, mqa = (t["y"] for t in traces(figures["kv_cache"]))
-    contexts = np.array(views.KV_CACHE_CONTEXTS)
+    contexts = np.array(views.kv_cache_contexts(c))
+    assert contexts[-1] == c.context_length and len(contexts) == 6  # up to the model's own context
     per_token = 2 * c.n_layers * c.head_dim * 4
     np.testing.assert_array_equal(this_model, per_token * c.n_kv_heads * contexts)
     np.testing.assert_array_equal(mha, per_token * c.n_heads * contexts)

@@ -62,3 +62,29 @@ def test_prompt_profile_sweeps_layers_without_filling_the_cache(gqa_checkpoint):
     for scores in profile.values():
         assert scores.shape == (ex.config.n_layers, ex.config.n_heads) and torch.isfinite(scores).all()
     torch.testing.assert_close(profile["sink"][2], heads.sink_score(run.attention(2).probs))
+
+
+def test_induction_on_the_prompt_scores_attention_to_what_followed_the_earlier_occurrence():
+    ids = torch.tensor([5, 6, 7, 8, 5, 6, 7, 9])  # "5 6 7" comes back at 4..6
+    n = len(ids)
+    induction, previous = torch.zeros(n, n), pattern(n, "previous")
+    for i in range(n):
+        induction[i, i] = 1  # nothing seen before: attend to yourself
+    for i, j in ((4, 1), (5, 2), (6, 3)):  # from the repeat to what followed its first occurrence
+        induction[i] = 0
+        induction[i, j] = 1
+    targets = heads.induction_targets(ids)
+    assert targets.nonzero().tolist() == [[4, 1], [5, 2], [6, 3]]
+    scores = heads.prompt_induction_score(torch.stack([induction, previous]), ids)
+    torch.testing.assert_close(scores, torch.tensor([1.0, 0.0]))
+    assert heads.prompt_induction_score(previous[None], torch.arange(n)).isnan().all()  # no repeats
+
+
+def test_the_bundled_models_induction_heads_score_high_on_a_line_written_twice():
+    ex = explorer.load(device="cpu")
+    line = "the pale moon sings of iron bells and crooked wine."
+    profile = heads.prompt_profile(ex.run(line + "\n" + line))
+    assert set(profile) == set(heads.PROFILE_SCORES)
+    induction = profile["induction"]  # [L, H]
+    assert induction.shape == (ex.config.n_layers, ex.config.n_heads) and not induction.isnan().any()
+    assert induction[3].max() > 0.3 and induction[0].max() < 0.2  # layer 3's induction heads, not layer 0

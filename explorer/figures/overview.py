@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -10,6 +12,7 @@ from explorer.figures.common import colorbar_below, figure, grid, token_label
 PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None for [0, max])
     "previous_token": ("previous-token score", "Blues", (0.0, 1.0)),
     "sink": ("sink score (to position 0)", "Purples", (0.0, 1.0)),
+    "induction": ("induction (on this prompt)", "Reds", (0.0, 1.0)),
     "entropy": ("entropy (nats)", "Greens", None),
     "distance": ("mean distance (tokens)", "Oranges", None),
 }
@@ -18,7 +21,10 @@ PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None fo
 def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Figure:
     """One layers × heads grid per score, side by side.  # profile {name: [L, H]}, kv_head [H]"""
     n_layers, n_heads = profile["previous_token"].shape
-    titles = [title for title, _, _ in PROFILE_PANELS.values()]
+    titles = [
+        title + ("<br>(no token repeats)" if np.isnan(profile[name]).all() else "")
+        for name, (title, _, _) in PROFILE_PANELS.items()
+    ]
     layout, cells = grid(
         len(PROFILE_PANELS), cols=len(PROFILE_PANELS), h_gap=0.06, titles=titles, linked=False
     )
@@ -28,7 +34,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
     data = []
     for (name, (title, colorscale, fixed)), (x, y) in zip(PROFILE_PANELS.items(), cells, strict=True):
         values = profile[name].astype(np.float32)
-        low, high = fixed or (0.0, float(values.max()) or 1.0)
+        low, high = fixed or (0.0, float(np.nanmax(values)) or 1.0)
         data.append(
             dict(
                 type="heatmap",
@@ -40,13 +46,16 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
                 colorscale=colorscale,
                 colorbar=colorbar_below(layout, x, y=-0.3),
                 customdata=kv_of_cell,
+                hoverongaps=False,
                 hovertemplate=f"layer %{{y}} · head %{{x}} · kv %{{customdata}}<br>{title}: %{{z:.3f}}"
                 "<extra></extra>",
             )
         )
-        integers = dict(tickmode="linear", tick0=0, dtick=1, showgrid=False, zeroline=False)
-        layout[f"xaxis{x[1:]}"].update(integers)
-        layout[f"yaxis{y[1:]}"].update(integers, autorange="reversed", title="layer" if y == "y" else None)
+        integers = dict(tickmode="linear", tick0=0, showgrid=False, zeroline=False)
+        layout[f"xaxis{x[1:]}"].update(integers, dtick=math.ceil(n_heads / 12))
+        layout[f"yaxis{y[1:]}"].update(
+            integers, dtick=1, autorange="reversed", title="layer" if y == "y" else None
+        )
     return figure(
         data,
         title="What each head does on this prompt (layers × heads): pick a layer and head to look closer",
