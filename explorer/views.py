@@ -48,6 +48,35 @@ def pipeline(run: Run, layer: int, head: int) -> go.Figure:
     )
 
 
+def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
+    """The zoom window at first: the last `size` queries over the last `size` keys.
+    # (first query, last query, first key, last key)"""
+    first = max(run.n_tokens - size, 0)
+    return first, run.n_tokens - 1, first, run.n_tokens - 1
+
+
+def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> go.Figure:
+    """Exact values of a window (first query, last query, first key, last key; inclusive, clamped to
+    the prompt and put in order) of one head's masked scores and softmax."""
+    q0, q1, k0, k1 = (clamp_position(run, p) for p in window)
+    (q0, q1), (k0, k1) = sorted((q0, q1)), sorted((k0, k1))
+    cells = (q1 - q0 + 1) * (k1 - k0 + 1)
+    if cells > figures.ZOOM_CELLS:
+        raise ValueError(
+            f"A zoom window holds at most {figures.ZOOM_CELLS:,} cells (256 × 256, or 64 × 1,024 …); "
+            f"queries {q0}–{q1} × keys {k0}–{k1} is {cells:,}. Narrow one of the ranges."
+        )
+    stages = run.attention(layer).head_stages(head)
+    window_of = (slice(q0, q1 + 1), slice(k0, k1 + 1))
+    return figures.zoom_figure(
+        run.tokens,
+        stages["masked"][window_of].numpy(),
+        stages["probs"][window_of].numpy(),
+        (q0, k0),
+        f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values",
+    )
+
+
 def all_heads(run: Run, layer: int) -> go.Figure:
     att = run.attention(layer)
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"

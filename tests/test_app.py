@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import socket
@@ -10,6 +11,7 @@ import types
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import pytest
 from gradio_client import Client
 
@@ -189,3 +191,65 @@ def test_the_run_cache_drops_the_least_recently_used_run_past_its_byte_budget(gq
     workspace.run("", prompts[1]).attention(1)  # dropped, so it runs again; its eager layer counts too
     assert workspace.explorer("").forward_count == forwards + 1
     assert workspace.runs.nbytes() <= workspace.runs.max_bytes + workspace.run("", prompts[1]).cache_nbytes()
+
+
+# --- a real model from the picker, and GGUF files that cannot load ---
+
+
+def test_the_picker_loads_smollm2_and_every_view_draws_a_1000_token_prompt(client, smollm2_path):
+    from explorer import models
+
+    session = Client(client.src, verbose=False)  # a session of its own: loading changes its model
+    status, *_ = session.predict(models.SMOLLM2_LABEL, api_name="/load_model")
+    assert "Loaded SmolLM2-135M-Instruct.Q4_1.gguf" in status_text(status)
+    text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(80))
+    status, strip, _, _, *plots = session.predict(text, 29, 8, api_name="/run")
+    assert "tokens, one fast forward" in status_text(status) and re.search(r"\b1\d{3} tokens", strip)
+    angles, wavelengths, *layer_plots, _, _ = plots
+    assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
+    assert "Layer 29 · head 8 · kv 2" in title(layer_plots[0])
+    _, overview, next_tokens = session.predict(api_name="/overview")
+    assert is_plot(overview) and is_plot(next_tokens)
+    _, zoom = session.predict(29, 8, 1000, 1063, 0, 1023, api_name="/zoom")
+    assert "queries 1000–1063 × keys 0–1023, exact values" in title(zoom)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "gemma", "text"])
+def test_a_gguf_that_cannot_load_leaves_the_previous_model(client, forwards, tmp_path, kind):
+    from gguf import GGUFWriter
+
+    path = tmp_path / f"{kind}.gguf"
+    if kind == "text":
+        path.write_text("not a model at all\n")
+    else:
+        writer = GGUFWriter(str(path), "gemma" if kind == "gemma" else "llama")
+        writer.add_block_count(2)
+        writer.add_tensor("token_embd.weight", np.ones((64, 32), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        if kind == "truncated":
+            path.write_bytes(path.read_bytes()[:-512])
+    run(client, "the slings and arrows")
+    before = forwards()
+    status, *rest = client.predict(str(path), api_name="/load_model")
+    expected = {"truncated": "is truncated", "gemma": "architecture 'gemma'", "text": "not a GGUF file"}[kind]
+    assert expected in status_text(status).replace("&#x27;", "'")
+    assert all(is_kept(v) for v in rest)
+    _, pipeline, *_ = client.predict(1, 2, 0, 0, api_name="/layer")
+    assert is_plot(pipeline) and forwards() == before
+
+
+def test_the_zoom_shows_exact_values_of_the_window(client, workspace):
+    text = "Now is the winter of our discontent made glorious summer by this sun of York"
+    run(client, text, 2, 3)
+    _, zoom = client.predict(2, 3, 3, 9, 1, 6, api_name="/zoom")
+    traces = json.loads(zoom["plot"])["data"]
+    stages = workspace.run("", text).attention(2).head_stages(3)
+    probs = np.frombuffer(base64.b64decode(traces[1]["z"]["bdata"]), dtype=np.float32).reshape(7, 6)
+    np.testing.assert_allclose(probs, stages["probs"][3:10, 1:7].numpy(), atol=1e-7)
+    assert (traces[1]["x0"], traces[1]["y0"]) == (1, 3)
+    _, zoom = client.predict(2, 3, 10_000, 5, 0, 10_000, api_name="/zoom")  # clamped, put in order
+    n = workspace.run("", text).n_tokens
+    assert f"queries 5–{n - 1} × keys 0–{n - 1}, exact values" in title(zoom)

@@ -310,3 +310,15 @@ def test_one_update_stays_near_two_megabytes(long_context_explorer, n_tokens):
     run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
     assert run.n_tokens == n_tokens
     assert views.update_payload_bytes(run, 1, 5) <= 2_000_000
+
+
+def test_a_zoom_window_is_exact_and_a_too_big_one_is_refused(long_context_explorer):
+    run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=1024)
+    fig = decoded(views.zoom(run, 1, 5, (900, 1000, 0, 600)))
+    masked, probs = (trace["z"] for trace in fig["data"])
+    stages = run.attention(1).head_stages(5)
+    np.testing.assert_allclose(probs, stages["probs"][900:1001, :601].numpy(), atol=1e-7)
+    finite = np.isfinite(stages["masked"][900:1001, :601].numpy())
+    np.testing.assert_allclose(masked[finite], stages["masked"][900:1001, :601].numpy()[finite], rtol=1e-6)
+    with pytest.raises(ValueError, match="at most 65,536 cells"):
+        views.zoom(run, 1, 5, (0, 300, 0, 300))

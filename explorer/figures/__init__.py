@@ -3,7 +3,7 @@
 No torch, no Gradio: each works in a notebook with `fig.show()`.
 """
 
-from explorer.figures.attention import all_heads_figure, pipeline_figure
+from explorer.figures.attention import ZOOM_CELLS, all_heads_figure, pipeline_figure, zoom_figure
 from explorer.figures.common import to_json, token_label
 from explorer.figures.faithfulness import faithfulness_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
@@ -11,6 +11,7 @@ from explorer.figures.overview import next_tokens_figure, profile_figure
 from explorer.figures.rope import rope_angles_figure, rotation_figure, score_split_figure, wavelengths_figure
 
 __all__ = [
+    "ZOOM_CELLS",
     "all_heads_figure",
     "faithfulness_figure",
     "gqa_diagram_figure",
@@ -25,4 +26,5 @@ __all__ = [
     "to_json",
     "token_label",
     "wavelengths_figure",
+    "zoom_figure",
 ]

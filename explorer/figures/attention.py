@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.common import colorbar_below, figure, grid, group_colour
+from explorer.figures.common import MAX_TICK_LABELS, colorbar_below, figure, grid, group_colour
 from explorer.figures.maps import (
+    MAP_BUDGET_BYTES,
     encode_mask,
     encode_probs,
     encode_signed,
@@ -108,5 +109,54 @@ def all_heads_figure(
         shapes=shapes,
         height=80 + 190 * rows,
         margin=dict(l=20, r=20, t=80, b=20),
+        **layout,
+    )
+
+
+ZOOM_CELLS = MAP_BUDGET_BYTES // 4  # exact float32 values of at most this many cells
+
+
+def zoom_figure(
+    tokens: list[str],
+    masked: np.ndarray,  # [q, k] scaled scores of the window, −inf where masked
+    probs: np.ndarray,  # [q, k] softmax values of the window
+    origin: tuple[int, int],  # (first query, first key) position of the window
+    title: str,
+) -> go.Figure:
+    """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
+    the softmax side by side, whatever the prompt's length (the full maps are pooled past 512)."""
+    if masked.size > ZOOM_CELLS:
+        raise ValueError(f"a zoom window holds at most {ZOOM_CELLS:,} cells, this one {masked.size:,}")
+    layout, (scores_at, probs_at) = grid(
+        2, cols=2, h_gap=0.08, titles=["masked scores (−∞ blank)", "softmax"]
+    )
+    data = [
+        map_heatmap(
+            encode_signed(masked), "masked", scores_at, colorbar_below(layout, scores_at[0], y=-0.3), origin
+        ),
+        map_heatmap(encode_probs(probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.3), origin),
+    ]
+    (q0, k0), (nq, nk) = origin, masked.shape
+    for i, (x, y) in enumerate((scores_at, probs_at)):
+        layout[f"xaxis{x[1:]}"].update(
+            range=[k0 - 0.5, k0 + nk - 0.5],
+            tick0=k0,
+            dtick=-(-nk // MAX_TICK_LABELS),
+            tickangle=-90,
+            title="key",
+        )
+        layout[f"yaxis{y[1:]}"].update(
+            range=[q0 + nq - 0.5, q0 - 0.5],
+            tick0=q0,
+            dtick=-(-nq // MAX_TICK_LABELS),
+            showticklabels=i == 0,
+            title="query" if i == 0 else None,
+        )
+    return figure(
+        data,
+        tokens,
+        title=title,
+        height=300 + 4 * min(nq, 60),
+        margin=dict(l=70, r=20, t=80, b=120),
         **layout,
     )

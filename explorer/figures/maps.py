@@ -108,8 +108,15 @@ def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
     return pooled
 
 
-def map_heatmap(m: EncodedMap, value_name: str, axes: tuple[str, str], colorbar: dict | None = None) -> dict:
-    """A heatmap trace of an encoded map over token positions; hover names query, key and value."""
+def map_heatmap(
+    m: EncodedMap,
+    value_name: str,
+    axes: tuple[str, str],
+    colorbar: dict | None = None,
+    origin: tuple[int, int] = (0, 0),
+) -> dict:
+    """A heatmap trace of an encoded map over token positions; hover names query, key and value.
+    `origin` is the (query, key) position of its first cell, for a window cut from a bigger map."""
     if m.block == 1:
         where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
@@ -123,7 +130,7 @@ def map_heatmap(m: EncodedMap, value_name: str, axes: tuple[str, str], colorbar:
     return dict(
         type="heatmap",
         z=m.z,
-        **_cells(m.block),
+        **_cells(m.block, origin),
         xaxis=axes[0],
         yaxis=axes[1],
         hoverongaps=False,
@@ -149,10 +156,10 @@ def mask_heatmap(codes: np.ndarray, block: int, axes: tuple[str, str]) -> dict:
     )
 
 
-def _cells(block: int) -> dict:
+def _cells(block: int, origin: tuple[int, int] = (0, 0)) -> dict:
     """Heatmap geometry placing each cell over the `block` positions it covers on both axes."""
     centre = (block - 1) / 2
-    return dict(x0=centre, dx=block, y0=centre, dy=block)
+    return dict(x0=origin[1] + centre, dx=block, y0=origin[0] + centre, dy=block)
 
 
 def _colour(m: EncodedMap, colorbar: dict | None) -> dict:

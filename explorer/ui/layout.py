@@ -97,7 +97,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         shared = Shared(workspace, status, shown, layer, head)
 
         with gr.Tabs(elem_id="views"):
-            attention_tab = attention.build()
+            attention_tab = attention.build(shared)
             rope_tab = rope.build(shared)
             gqa_tab = gqa.build(startup.gqa, startup.kv_cache)
             faithfulness_tab = faithfulness.build()
@@ -184,20 +184,28 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 
         run_inputs = [prompt, model, layer, head, overview_tab.is_open, shown]
         view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown]
-        gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run")
-        examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False)
-        layer.input(
-            switch_layer,
-            view_inputs,
-            [status, *head_plots, *layer_plots],
-            api_name="layer",
-            trigger_mode="always_last",  # dragging the slider: compute only where it stops
-        )
-        head.input(
-            switch_head, view_inputs, [status, *head_plots], api_name="head", trigger_mode="always_last"
-        )
-        load_button.click(load_model, [picker], load_outputs, api_name="load_model").then(
-            run_prompt, run_inputs, run_outputs, api_name=False
-        )
-        demo.load(run_prompt, run_inputs, run_outputs, api_name=False)
+        runs = [
+            gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run"),
+            examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False),
+            load_button.click(load_model, [picker], load_outputs, api_name="load_model").then(
+                run_prompt, run_inputs, run_outputs, api_name=False
+            ),
+            demo.load(run_prompt, run_inputs, run_outputs, api_name=False),
+        ]
+        switches = [
+            layer.input(
+                switch_layer,
+                view_inputs,
+                [status, *head_plots, *layer_plots],
+                api_name="layer",
+                trigger_mode="always_last",  # dragging the slider: compute only where it stops
+            ),
+            head.input(
+                switch_head, view_inputs, [status, *head_plots], api_name="head", trigger_mode="always_last"
+            ),
+        ]
+        for event in runs:
+            attention_tab.refresh_zoom_after(shared, event, new_run=True)
+        for event in switches:
+            attention_tab.refresh_zoom_after(shared, event, new_run=False)
     return demo
