@@ -12,6 +12,20 @@ from typing import Any
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 SUPPORTED_ACTIVATIONS = ("silu",)
+# Upper bounds on a config's sizes, far above every Llama-family model released (Llama 3.1 405B has
+# 126 layers, width 16,384, 128 heads, FFN 53,248; Gemma's vocabulary is 262,144), so a config that
+# claims a million layers is refused before anything is built for it.
+SIZE_LIMITS = {
+    "vocab_size": 1 << 20,
+    "hidden_size": 1 << 15,
+    "n_layers": 256,
+    "n_heads": 256,
+    "n_kv_heads": 256,
+    "intermediate_size": 1 << 18,
+    "head_dim": 1024,
+    "max_position_embeddings": 1 << 24,
+    "sliding_window": 1 << 24,
+}
 
 
 class UnsupportedConfigError(ValueError):
@@ -32,7 +46,7 @@ class RopeScaling:
     def __post_init__(self):
         if self.rope_type not in SUPPORTED_ROPE_TYPES:
             raise UnsupportedConfigError(
-                f"RoPE scaling type {self.rope_type!r} is not supported "
+                f"RoPE scaling type {brief(self.rope_type)} is not supported "
                 f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})."
             )
         if self.factor <= 0:
@@ -65,6 +79,7 @@ class ModelConfig:
     eos_token_id: int | None = None
 
     def __post_init__(self):
+        self._check_sizes()
         if self.head_dim == 0:
             if self.hidden_size % self.n_heads:
                 raise ValueError(
@@ -74,10 +89,6 @@ class ModelConfig:
             object.__setattr__(self, "head_dim", self.hidden_size // self.n_heads)
         if isinstance(self.rope_scaling, dict):
             object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
-        sizes = ("vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads", "intermediate_size")
-        for name in (*sizes, "head_dim", "max_position_embeddings"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads {self.n_heads} must be a multiple of n_kv_heads {self.n_kv_heads} "
@@ -93,8 +104,27 @@ class ModelConfig:
             len(self.rope_freq_factors) != self.head_dim // 2 or min(self.rope_freq_factors) <= 0
         ):
             raise ValueError(f"rope_freq_factors must be {self.head_dim // 2} positive numbers")
-        if self.sliding_window is not None and self.sliding_window <= 0:
-            raise ValueError(f"sliding_window must be positive, got {self.sliding_window}")
+
+    def _check_sizes(self) -> None:
+        """Every size a whole number within SIZE_LIMITS (head_dim 0: derived), before any is used."""
+        for name, limit in SIZE_LIMITS.items():
+            value = getattr(self, name)
+            if name == "sliding_window" and value is None:
+                continue
+            if not _is_integer(value):
+                raise ValueError(f"{name} must be a whole number, got {brief(value)}")
+            if value > limit:
+                raise ValueError(f"{name} is {value:,}; this engine reads at most {limit:,}")
+            if value <= 0 and not (name == "head_dim" and value == 0):
+                raise ValueError(f"{name} must be positive, got {value}")
+        for name in ("bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            if value is not None and not _is_integer(value):
+                raise ValueError(f"{name} must be a whole number or null, got {brief(value)}")
+        for name in ("rope_theta", "rms_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {brief(value)}")
 
     @property
     def group_size(self) -> int:
@@ -115,11 +145,12 @@ class ModelConfig:
         model_type = hf.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise UnsupportedConfigError(
-                f"model_type {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})."
+                f"model_type {brief(model_type)} is not supported "
+                f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})."
             )
         activation = hf.get("hidden_act", "silu")
         if activation not in SUPPORTED_ACTIVATIONS:
-            raise UnsupportedConfigError(f"hidden_act {activation!r} is not supported (only silu).")
+            raise UnsupportedConfigError(f"hidden_act {brief(activation)} is not supported (only silu).")
         if hf.get("pretraining_tp", 1) not in (1, None):
             raise UnsupportedConfigError("pretraining_tp > 1 is not supported.")
 
@@ -196,7 +227,7 @@ def _rope_scaling(hf: dict[str, Any]) -> RopeScaling:
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in SUPPORTED_ROPE_TYPES:
         raise UnsupportedConfigError(
-            f"RoPE scaling type {rope_type!r} is not supported "
+            f"RoPE scaling type {brief(rope_type)} is not supported "
             f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})."
         )
     if rope_type == "default":
@@ -216,6 +247,16 @@ def _sliding_window(hf: dict[str, Any]) -> int | None:
         return None
     window = hf.get("sliding_window")
     return int(window) if window else None
+
+
+def brief(value: Any, most: int = 40) -> str:
+    """A value from a checkpoint as a message quotes it: its repr, cut to `most` characters."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _single_id(token_id: int | list[int] | None) -> int | None:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer.checkpoints import Checkpoint, CheckpointError, build_model
+from explorer.checkpoints import Checkpoint, CheckpointError, build_model, check_fits
 from explorer.config import ModelConfig, RopeScaling, UnsupportedConfigError
 
 ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2"}  # GGUF name -> model_type
@@ -391,13 +391,20 @@ def read_tokenizer(path: Path, model_type: str):
     return tokenizer.backend_tokenizer
 
 
-def load_gguf(path: Path, dtype=torch.float32, progress: Progress | None = None) -> Checkpoint:
-    """A GGUF file as a Checkpoint: checked whole before a single tensor is dequantized."""
+def load_gguf(
+    path: Path, dtype=torch.float32, progress: Progress | None = None, max_bytes: float | None = None
+) -> Checkpoint:
+    """A GGUF file as a Checkpoint: checked whole (and, if `max_bytes` is given, its size once
+    dequantized to `dtype`) before a single tensor is dequantized."""
     progress = progress or (lambda fraction, message: None)
     progress(0.0, f"Reading the header of {path.name}")
     header = read_header(path)
     config = config_from_header(header, path.name)
     check_tensors(header, config, path.name)
+    try:
+        check_fits(config, dtype, max_bytes)
+    except CheckpointError as error:
+        raise CheckpointError(f"{path.name}: {error}") from None
     if ROPE_FREQS in header.tensors:
         factors = dequantize(path, header.tensors[ROPE_FREQS])
         config = _with_freq_factors(config, factors)

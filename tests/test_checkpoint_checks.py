@@ -1,0 +1,166 @@
+"""Hostile checkpoints are refused before anything is built or read, quickly, with a clear message:
+configs that claim absurd sizes, weights whose headers do not match the config, shard paths that
+leave the checkpoint, pickles renamed to .safetensors, and paths no file system accepts."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import HF_CONFIGS
+
+import explorer
+from explorer import checkpoints
+from explorer.checkpoints import CheckpointError
+from explorer.model import Transformer
+
+
+def copy_checkpoint(source, target, **config_changes):
+    """`source`'s files in `target`, config.json changed by `config_changes`."""
+    target.mkdir(parents=True, exist_ok=True)
+    for file in source.iterdir():
+        (target / file.name).write_bytes(file.read_bytes())
+    config = json.loads((source / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return target
+
+
+@pytest.fixture
+def nothing_is_built(monkeypatch):
+    """Fail the test if a model is built or a weight is read."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built or weights were read before the checkpoint was refused")
+
+    monkeypatch.setattr(checkpoints, "Transformer", refuse)
+    monkeypatch.setattr(checkpoints, "load_file", refuse)
+
+
+def refusal(source) -> tuple[str, float]:
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError) as error:
+        explorer.load(source, device="cpu")
+    return str(error.value), time.perf_counter() - start
+
+
+def test_a_million_layer_config_is_refused_in_under_a_second_with_nothing_built(
+    tmp_path, gqa_checkpoint, nothing_is_built
+):
+    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**6))
+    assert "n_layers is 1,000,000; this engine reads at most 256" in message and seconds < 1.0
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (dict(hidden_size=1 << 20), "hidden_size is 1,048,576"),
+        (dict(num_attention_heads=4096, num_key_value_heads=4096), "n_heads is 4,096"),
+        (dict(vocab_size=10**9), "vocab_size is 1,000,000,000"),
+        (dict(max_position_embeddings=10**12), "max_position_embeddings is 1,000,000,000,000"),
+        (dict(intermediate_size=10**7), "intermediate_size is 10,000,000"),
+        (dict(num_hidden_layers=4.5), "n_layers must be a whole number, got 4.5"),
+        (dict(num_hidden_layers="4"), "n_layers must be a whole number, got '4'"),
+        (dict(hidden_size=True), "hidden_size must be a whole number, got True"),
+        (dict(rms_norm_eps="tiny"), "rms_norm_eps must be a number"),
+    ],
+)
+def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
+    tmp_path, gqa_checkpoint, nothing_is_built, change, expected
+):
+    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "bad", **change))
+    assert expected in message and seconds < 1.0
+
+
+def test_a_config_that_disagrees_with_the_safetensors_headers_is_refused_before_any_weight_is_read(
+    tmp_path, gqa_checkpoint, nothing_is_built
+):
+    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deeper", num_hidden_layers=200))
+    assert "The weights do not fit the config: missing 'model.layers.1" in message and seconds < 1.0
+    message, _ = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "wider", intermediate_size=128))
+    assert "model.layers.0.mlp.gate_proj.weight has shape (96, 64), the config implies (128, 64)" in message
+
+
+def test_the_expected_shapes_are_those_of_the_model_the_config_builds():
+    for model_type, overrides in HF_CONFIGS.values():
+        for bias in (False, True):
+            hf = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+            hf |= dict(intermediate_size=48, head_dim=16, num_key_value_heads=2, model_type=model_type)
+            config = explorer.ModelConfig.from_hf_config({**hf, **overrides, "mlp_bias": bias})
+            with torch.device("meta"):
+                model = Transformer(config)
+            built = {
+                ("lm_head.weight" if k == "lm_head.weight" else f"model.{k}"): tuple(v.shape)
+                for k, v in model.state_dict().items()
+                if not (config.tie_word_embeddings and k == "lm_head.weight")
+            }
+            assert checkpoints.expected_shapes(config) == built
+
+
+@pytest.mark.parametrize(
+    "shard", ["../outside.safetensors", "/etc/passwd", "sub/../../x.safetensors", "x.bin"]
+)
+def test_a_shard_path_that_leaves_the_checkpoint_is_refused(
+    tmp_path, gqa_checkpoint, shard, nothing_is_built
+):
+    directory = copy_checkpoint(gqa_checkpoint, tmp_path / "sharded")
+    (tmp_path / "outside.safetensors").write_bytes((gqa_checkpoint / "model.safetensors").read_bytes())
+    (directory / "model.safetensors").unlink()
+    index = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": shard}}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index))
+    message, _ = refusal(directory)
+    assert "names a shard" in message and "that is not a .safetensors file inside the checkpoint" in message
+
+
+def test_sharded_checkpoints_inside_the_directory_still_load(tmp_path, tiny_tokenizer):
+    from conftest import make_hf_checkpoint
+
+    make_hf_checkpoint(tmp_path, tiny_tokenizer, "llama", max_shard_size="40KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    assert explorer.load(tmp_path, device="cpu").config.n_layers == 3
+
+
+def test_a_pickle_renamed_safetensors_is_refused_unread(tmp_path, gqa_checkpoint, nothing_is_built):
+    directory = copy_checkpoint(gqa_checkpoint, tmp_path / "pickled")
+    torch.save({"model.embed_tokens.weight": torch.zeros(2, 2)}, directory / "model.safetensors")
+    message, _ = refusal(directory)
+    assert "model.safetensors is not a safetensors file (a renamed pickle, or damaged)" in message
+
+
+def test_integer_weights_and_offsets_past_the_file_are_refused(tmp_path, gqa_checkpoint, nothing_is_built):
+    from safetensors.torch import save_file
+
+    directory = copy_checkpoint(gqa_checkpoint, tmp_path / "ints")
+    save_file(
+        {"model.embed_tokens.weight": torch.zeros(2, 2, dtype=torch.int64)}, directory / "model.safetensors"
+    )
+    assert "is 'I64'; weights are floats" in refusal(directory)[0]
+    (directory / "model.safetensors").write_bytes((gqa_checkpoint / "model.safetensors").read_bytes()[:-100])
+    assert "is not a safetensors file" in refusal(directory)[0]
+
+
+def test_a_path_too_long_for_the_file_system_gets_a_clear_message():
+    message, _ = refusal("/" + "a" * 5000)
+    assert "cannot be read as a path (File name too long)" in message
+
+
+def test_a_config_that_is_not_a_json_object_or_too_big_is_refused(tmp_path, gqa_checkpoint):
+    directory = copy_checkpoint(gqa_checkpoint, tmp_path / "odd")
+    (directory / "config.json").write_text("[1, 2, 3]")
+    assert "config.json does not hold a JSON object" in refusal(directory)[0]
+    (directory / "config.json").write_text(" " * (2 << 20))
+    assert "config.json is 2,097,152 bytes; at most 1,048,576 are read" in refusal(directory)[0]
+
+
+def test_a_hub_model_is_named_by_its_id_never_by_its_cache_path(tmp_path, gqa_checkpoint, monkeypatch):
+    import huggingface_hub
+
+    directory = copy_checkpoint(gqa_checkpoint, tmp_path / "cache" / "snapshots" / "abc123")
+    (directory / "tokenizer.json").unlink()
+    listing = SimpleNamespace(siblings=[])
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: listing)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(directory))
+    message, _ = refusal("small-org/tiny")
+    assert message.startswith("small-org/tiny: there is no tokenizer.json") and str(tmp_path) not in message
