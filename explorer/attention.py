@@ -92,28 +92,39 @@ class AttentionInternals:
         }
 
 
+@dataclass(frozen=True, eq=False)
+class Projections:
+    """What every stage of one layer's attention is computed from: linear in N, so it can be kept
+    when the [H, N, N] maps cannot (`explorer.blockwise` computes those a block of queries at a time)."""
+
+    layer: int
+    scale: float  # 1/√d
+    angles: torch.Tensor  # [N, d/2]
+    inv_freq: torch.Tensor  # [d/2]
+    q: torch.Tensor  # [H, N, d] before RoPE
+    k: torch.Tensor  # [H_kv, N, d]
+    v: torch.Tensor  # [H_kv, N, d]
+    q_rot: torch.Tensor  # [H, N, d] after RoPE
+    k_rot: torch.Tensor  # [H_kv, N, d]
+    kv_head: torch.Tensor  # [H] int64
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_tokens(self) -> int:
+        return self.q.shape[1]
+
+
 @torch.inference_mode()
-def eager_attention(
-    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
-) -> AttentionInternals:
-    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm"""
+def project(attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
+    """q, k, v of one layer before and after RoPE, float32.  # x [N, hidden]: the layer's normed input"""
     n_tokens = x.shape[0]
     q, k, v = (t[0].float() for t in attn.project(x[None]))  # [H, N, d], [H_kv, N, d] ×2
     angle = rope.angles(torch.arange(n_tokens, device=x.device), inv_freq)  # [N, d/2]
     cos, sin = rope.cos_sin(angle)  # [N, d] ×2
-    q_rot, k_rot = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
-    kv_head = kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device)
-    mask = causal_mask(n_tokens, x.device)
-
-    # One [H, N, N] buffer goes scores -> scaled -> masked -> probs in place (peak memory: one map).
-    probs = q_rot @ k_rot[kv_head].transpose(-1, -2)
-    probs.mul_(attn.scale).masked_fill_(~mask, float("-inf"))
-    probs.sub_(probs.amax(dim=-1, keepdim=True)).exp_()
-    probs.div_(probs.sum(dim=-1, keepdim=True))
-
-    heads_out = probs @ v[kv_head]  # [H, N, d]
-    output = attn.merge_heads(heads_out[None].to(x.dtype))[0].float()  # [N, hidden]
-    return AttentionInternals(
+    return Projections(
         layer=layer,
         scale=attn.scale,
         angles=angle,
@@ -121,10 +132,48 @@ def eager_attention(
         q=q,
         k=k,
         v=v,
-        q_rot=q_rot,
-        k_rot=k_rot,
-        mask=mask,
+        q_rot=rope.apply_rope(q, cos, sin),
+        k_rot=rope.apply_rope(k, cos, sin),
+        kv_head=kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device),
+    )
+
+
+@torch.inference_mode()
+def softmax_rows(
+    p: Projections, start: int, stop: int, heads: slice | list[int] = slice(None)
+) -> torch.Tensor:
+    """The softmax maps of queries start..stop−1 over every key.  # [h, stop − start, N]
+
+    One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
+    queries = torch.arange(start, stop, device=p.q.device)
+    allowed = torch.arange(p.n_tokens, device=p.q.device)[None, :] <= queries[:, None]  # [R, N]
+    probs = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads]].transpose(-1, -2)
+    probs.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
+    probs.sub_(probs.amax(dim=-1, keepdim=True)).exp_()
+    return probs.div_(probs.sum(dim=-1, keepdim=True))
+
+
+@torch.inference_mode()
+def eager_attention(
+    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
+) -> AttentionInternals:
+    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm"""
+    p = project(attn, x, inv_freq, layer)
+    probs = softmax_rows(p, 0, p.n_tokens)  # [H, N, N]
+    heads_out = probs @ p.v[p.kv_head]  # [H, N, d]
+    output = attn.merge_heads(heads_out[None].to(x.dtype))[0].float()  # [N, hidden]
+    return AttentionInternals(
+        layer=layer,
+        scale=p.scale,
+        angles=p.angles,
+        inv_freq=p.inv_freq,
+        q=p.q,
+        k=p.k,
+        v=p.v,
+        q_rot=p.q_rot,
+        k_rot=p.k_rot,
+        mask=causal_mask(p.n_tokens, x.device),
         probs=probs,
-        kv_head=kv_head,
+        kv_head=p.kv_head,
         output=output,
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from explorer.attention import AttentionInternals, eager_attention
+from explorer.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.checkpoints import Checkpoint, load_checkpoint
 from explorer.config import ModelConfig
 from explorer.tokens import encode
@@ -45,7 +45,8 @@ class Explorer:
 
     @torch.inference_mode()
     def run(self, text: str, max_tokens: int | None = None) -> Run:
-        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer."""
+        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer: cut to
+        `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens."""
         limit = min(max_tokens or self.config.context_length, self.config.context_length)
         encoded = encode(self.tokenizer, text, limit)
         ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
@@ -57,9 +58,11 @@ class Explorer:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         self.forward_count += 1
-        return Run(
+        run = Run(
             self, encoded.ids, encoded.tokens, encoded.n_dropped, layer_inputs[:, 0], final_hidden[0], seconds
         )
+        run.n_chars_dropped = encoded.n_chars_dropped
+        return run
 
 
 class Run:
@@ -70,12 +73,14 @@ class Run:
         self.ids: list[int] = ids  # [N]
         self.tokens: list[str] = tokens  # [N] display strings
         self.n_dropped: int = n_dropped  # tokens cut to fit the context
+        self.n_chars_dropped = 0  # characters cut before tokenizing (tokens.CHARS_PER_TOKEN)
         self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
         self.final_hidden = final_hidden  # [N, hidden] after the final norm
         self.forward_seconds: float = forward_seconds
         self.eager_seconds: dict[int, float] = {}
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
+        self._projections: OrderedDict[int, Projections] = OrderedDict()
 
     @property
     def config(self) -> ModelConfig:
@@ -87,7 +92,7 @@ class Run:
 
     @property
     def truncated(self) -> bool:
-        return self.n_dropped > 0
+        return self.n_dropped > 0 or self.n_chars_dropped > 0
 
     @cached_property
     def logits(self) -> torch.Tensor:
@@ -137,14 +142,41 @@ class Run:
             self._remember(layer, internals)
         return internals
 
+    def projections(self, layer: int) -> Projections | AttentionInternals:
+        """q, k, v of `layer` before and after RoPE (linear in N), from the cached input: what the
+        views read when a layer's maps are too big to hold (`explorer.blockwise`). The layer's full
+        internals when they are cached, which hold the same fields."""
+        self._check_layer(layer)
+        if layer in self._eager:
+            return self._eager[layer]
+        if layer in self._projections:
+            self._projections.move_to_end(layer)
+            return self._projections[layer]
+        model = self.explorer.model
+        with torch.inference_mode():
+            projections = project(
+                model.layers[layer].self_attn, self._normed_input(layer), model.inv_freq, layer
+            )
+        self._projections[layer] = projections = _to_cpu(projections)
+        self._trim()
+        return projections
+
     def _remember(self, layer: int, internals: AttentionInternals) -> None:
         self._eager[layer] = internals
-        while len(self._eager) > 1 and self.cached_eager_bytes > self.eager_cache_bytes:
-            self._eager.popitem(last=False)
+        self._projections.pop(layer, None)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Drop the oldest cached layers, projections first, while they pass `eager_cache_bytes`; a layer
+        bigger than the whole budget is not kept at all."""
+        for cache in (self._projections, self._eager):
+            while cache and self.cached_eager_bytes > self.eager_cache_bytes:
+                cache.popitem(last=False)
 
     @property
     def cached_eager_bytes(self) -> int:
-        return sum(_nbytes(internals) for internals in self._eager.values())
+        cached = (*self._eager.values(), *self._projections.values())
+        return sum(_nbytes(internals) for internals in cached)
 
     def sdpa_output(self, layer: int) -> torch.Tensor:
         """The fast path's attention output for `layer`, recomputed from its cached input.  # [N, hidden]"""
@@ -161,7 +193,7 @@ class Run:
         return own + self.final_hidden.numel() * self.final_hidden.element_size() + self.cached_eager_bytes
 
 
-def _to_cpu(internals: AttentionInternals) -> AttentionInternals:
+def _to_cpu(internals: AttentionInternals | Projections) -> AttentionInternals | Projections:
     if internals.q.device.type == "cpu":
         return internals
     tensors = {
@@ -172,16 +204,20 @@ def _to_cpu(internals: AttentionInternals) -> AttentionInternals:
     return dataclasses.replace(internals, **tensors)
 
 
-def _nbytes(internals: AttentionInternals) -> int:
+def _nbytes(internals: AttentionInternals | Projections) -> int:
     return sum(t.numel() * t.element_size() for t in vars(internals).values() if isinstance(t, torch.Tensor))
 
 
 def load(
-    source: str | Path | None = None, device: torch.device | str | None = None, progress=None
+    source: str | Path | None = None,
+    device: torch.device | str | None = None,
+    progress=None,
+    max_bytes: float | None = None,
 ) -> Explorer:
     """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
-    ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading."""
-    explorer = Explorer(load_checkpoint(source, progress=progress), device)
+    ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading; a model whose
+    float32 weights would pass `max_bytes` is refused before any is read."""
+    explorer = Explorer(load_checkpoint(source, progress=progress, max_bytes=max_bytes), device)
     if progress is not None:
         progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
     return explorer

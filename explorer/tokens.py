@@ -12,6 +12,11 @@ from functools import cache
 
 from tokenizers import Tokenizer
 
+# Characters kept per token allowed, cut before tokenizing (tokenizing is linear in the text, and a
+# 50 MB prompt must not hold the server for a minute). English runs about 4 characters per token, so
+# only a prompt that would lose tokens anyway loses characters.
+CHARS_PER_TOKEN = 16
+
 
 class PromptError(ValueError):
     """The prompt cannot be run; the message is meant for the person who typed it."""
@@ -22,16 +27,35 @@ class Encoded:
     ids: list[int]  # what the model sees
     tokens: list[str]  # display strings, one per id
     n_dropped: int  # tokens cut from the end to fit the context
+    n_chars_dropped: int = 0  # characters cut from the end before tokenizing
+
+
+def char_budget(max_tokens: int) -> int:
+    """The characters of a prompt that are tokenized when at most `max_tokens` tokens are kept."""
+    return max_tokens * CHARS_PER_TOKEN
 
 
 def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
     if not isinstance(text, str) or not text.strip():
         raise PromptError("The prompt is empty: type some text to see how the model attends to it.")
-    ids = tokenizer.encode(text).ids
+    kept_text = text[: char_budget(max_tokens)]
+    try:
+        kept_text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise PromptError(
+            f"The prompt holds a lone surrogate (U+{ord(kept_text[error.start]):04X}, character "
+            f"{error.start}): half of a UTF-16 pair, which is not a character. Remove it and run again."
+        ) from None
+    ids = tokenizer.encode(kept_text).ids
     if not ids:
         raise PromptError("The prompt encodes to no tokens.")
     kept = ids[:max_tokens]
-    return Encoded(ids=kept, tokens=display_tokens(tokenizer, kept), n_dropped=len(ids) - len(kept))
+    return Encoded(
+        ids=kept,
+        tokens=display_tokens(tokenizer, kept),
+        n_dropped=len(ids) - len(kept),
+        n_chars_dropped=len(text) - len(kept_text),
+    )
 
 
 def display_tokens(tokenizer: Tokenizer, ids: list[int]) -> list[str]:

@@ -2,25 +2,42 @@
 figure builders. The UI calls these and only wires; nothing here draws or knows Gradio.
 
 Looking at a layer costs one eager rerun of that layer (cached by the Run); a head's stages are
-computed for that head alone. Nothing here runs the model forward.
+computed for that head alone. Nothing here runs the model forward. A layer whose [H, N, N] maps pass
+VIEW_MAP_BYTES is never held whole: its views are computed from the layer's projections a block of
+queries at a time (`explorer.blockwise`), maps pooled block by block as the figures would pool them.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from explorer import figures, heads, rope
-from explorer.attention import kv_head_map
+from explorer import blockwise, figures, heads, rope
+from explorer.attention import kv_head_map, softmax_rows
 from explorer.config import ModelConfig
+from explorer.figures import maps
+from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
 from explorer.run import Run
 from explorer.tokens import display_tokens
 
 EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
 TOP_NEXT_TOKENS = 10
+# A layer's float32 [H, N, N] maps are held whole up to this (9 heads: 1,365 tokens); past it, block by block.
+VIEW_MAP_BYTES = 64 << 20
+
+
+def maps_fit(run: Run) -> bool:
+    """Whether the views hold the layer's whole maps (`run.attention`), or go block by block."""
+    return run.config.n_heads * run.n_tokens**2 * 4 <= VIEW_MAP_BYTES
+
+
+def _block_bytes() -> int:
+    """Bytes of one block of rows: a quarter of the budget, for the temporaries computed beside it."""
+    return VIEW_MAP_BYTES // 4
 
 
 def head_name(config: ModelConfig, head: int) -> str:
@@ -34,18 +51,41 @@ def default_positions(run: Run) -> tuple[int, int]:
 
 
 def pipeline(run: Run, layer: int, head: int) -> go.Figure:
-    att = run.attention(layer)
-    stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
+    title = f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax"
+    if maps_fit(run):
+        att = run.attention(layer)
+        stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
+        mask, scale = att.mask.numpy(), att.scale
+    else:
+        (stages, mask), scale = _pooled_stages(run, layer, head), run.projections(layer).scale
     return figures.pipeline_figure(
-        run.tokens,
-        stages["scores"],
-        stages["scaled"],
-        att.mask.numpy(),
-        stages["masked"],
-        stages["probs"],
-        att.scale,
-        f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        run.tokens, stages["scores"], stages["scaled"], mask, stages["masked"], stages["probs"], scale, title
     )
+
+
+def _pooled_stages(run: Run, layer: int, head: int):
+    """One head's four maps, encoded as `figures.pipeline_figure` would encode the whole maps, block
+    by block; and the mask's codes. Up to 512 tokens (a block of one) the maps themselves."""
+    p, n = run.projections(layer), run.n_tokens
+    block = maps.block_for(n, maps.MAP_BUDGET_BYTES)
+    if block == 1:  # at most 512 × 512: small enough whole
+        whole = blockwise.head_rows(p, head, 0, n)
+        return {name: t.numpy() for name, t in whole.items()}, maps.causal_mask_codes(n)
+    parts = {name: [] for name in ("scores", "scaled", "masked", "probs")}
+    for start, stop in blockwise.query_blocks(n, 4, _block_bytes(), block):  # 4 stages of one head
+        for name, rows in blockwise.head_rows(p, head, start, stop).items():
+            values = rows.numpy()
+            values = np.where(np.isfinite(values), values, np.nan)  # −∞ as a gap, as encode_signed
+            parts[name].append(maps.pool(values, block, np.nanmax if name == "probs" else maps.most_extreme))
+    pooled = {name: np.concatenate(blocks) for name, blocks in parts.items()}
+    scaled_limit = maps.signed_limit(pooled["scaled"])
+    encoded = {
+        "scores": maps.signed_codes(pooled["scores"], block, maps.signed_limit(pooled["scores"])),
+        "scaled": maps.signed_codes(pooled["scaled"], block, scaled_limit),
+        "masked": maps.signed_codes(pooled["masked"], block, scaled_limit),
+        "probs": maps.probs_codes(pooled["probs"], block),
+    }
+    return encoded, maps.causal_mask_codes(n)
 
 
 def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
@@ -66,21 +106,43 @@ def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> 
             f"A zoom window holds at most {figures.ZOOM_CELLS:,} cells (256 × 256, or 64 × 1,024 …); "
             f"queries {q0}–{q1} × keys {k0}–{k1} is {cells:,}. Narrow one of the ranges."
         )
-    stages = run.attention(layer).head_stages(head)
-    window_of = (slice(q0, q1 + 1), slice(k0, k1 + 1))
+    if maps_fit(run):
+        stages = run.attention(layer).head_stages(head)
+        masked, probs = (stages[name][q0 : q1 + 1, k0 : k1 + 1] for name in ("masked", "probs"))
+    else:
+        p, parts = run.projections(layer), {"masked": [], "probs": []}
+        for start, stop in blockwise.query_blocks(run.n_tokens, 4, _block_bytes()):
+            start, stop = max(start, q0), min(stop, q1 + 1)
+            if start < stop:
+                for name, rows in blockwise.head_rows(p, head, start, stop).items():
+                    if name in parts:
+                        parts[name].append(rows[:, k0 : k1 + 1])
+        masked, probs = (torch.cat(parts[name]) for name in ("masked", "probs"))
     return figures.zoom_figure(
         run.tokens,
-        stages["masked"][window_of].numpy(),
-        stages["probs"][window_of].numpy(),
+        masked.numpy(),
+        probs.numpy(),
         (q0, k0),
         f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values",
     )
 
 
 def all_heads(run: Run, layer: int) -> go.Figure:
-    att = run.attention(layer)
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
-    return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title)
+    if maps_fit(run):
+        att = run.attention(layer)
+        return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title)
+    p, n = run.projections(layer), run.n_tokens
+    block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)
+    if block == 1:  # a map of a handful of tokens per head
+        probs = softmax_rows(p, 0, n).numpy()
+        return figures.all_heads_figure(run.tokens, probs, p.kv_head.numpy(), title)
+    pooled = [[] for _ in range(p.n_heads)]
+    for start, stop in blockwise.query_blocks(n, p.n_heads, _block_bytes(), block):
+        for head, rows in enumerate(softmax_rows(p, start, stop).numpy()):
+            pooled[head].append(maps.pool(rows, block, np.nanmax))
+    encoded = [maps.probs_codes(np.concatenate(parts), block) for parts in pooled]
+    return figures.all_heads_figure(run.tokens, encoded, p.kv_head.numpy(), title)
 
 
 def rope_angles(run: Run) -> go.Figure:
@@ -97,10 +159,10 @@ def rope_wavelengths(run: Run) -> go.Figure:
 def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
     """The head's q at `query` and its kv head's k at `key`, as pairs before and after RoPE.
     # each [d/2, 2]"""
-    att = run.attention(layer)
-    kv = int(att.kv_head[head])
-    q, q_rot = rope.pairs(att.q[head, query]), rope.pairs(att.q_rot[head, query])
-    k, k_rot = rope.pairs(att.k[kv, key]), rope.pairs(att.k_rot[kv, key])
+    p = run.projections(layer)
+    kv = int(p.kv_head[head])
+    q, q_rot = rope.pairs(p.q[head, query]), rope.pairs(p.q_rot[head, query])
+    k, k_rot = rope.pairs(p.k[kv, key]), rope.pairs(p.k_rot[kv, key])
     return q, q_rot, k, k_rot
 
 
@@ -115,7 +177,7 @@ def rope_score_split(run: Run, layer: int, head: int, query: int, key: int) -> g
     q, q_rot, k, k_rot = _query_and_key(run, layer, head, query, key)
     with_rope = (q_rot * k_rot).sum(-1)  # [d/2], sums to scores[head, query, key]
     without_rope = (q * k).sum(-1)  # [d/2]
-    wavelengths = rope.wavelengths(run.attention(layer).inv_freq)
+    wavelengths = rope.wavelengths(run.projections(layer).inv_freq)
     return figures.score_split_figure(
         with_rope.numpy(),
         without_rope.numpy(),
@@ -134,11 +196,14 @@ def gqa_diagram(config: ModelConfig) -> go.Figure:
 
 
 def head_similarity(run: Run, layer: int) -> go.Figure:
-    att = run.attention(layer)
-    maps = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
-    similarity = maps @ maps.T  # [H, H] cosine of every pair of maps
+    if maps_fit(run):
+        att = run.attention(layer)
+        unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
+        similarity = unit @ unit.T  # [H, H] cosine of every pair of maps
+    else:
+        similarity = blockwise.similarity(run.projections(layer), _block_bytes())
     title = f"Layer {layer}: how alike the heads' attention maps are"
-    return figures.head_similarity_figure(similarity.numpy(), att.kv_head.numpy(), title)
+    return figures.head_similarity_figure(similarity.numpy(), _kv_head(run.config), title)
 
 
 def kv_cache_bytes_per_token(config: ModelConfig, n_kv_heads: int, bytes_per_value: int) -> int:
@@ -162,21 +227,41 @@ def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
     return figures.kv_cache_figure(per_token, kv_cache_contexts(config))
 
 
+def eager_output(run: Run, layer: int) -> tuple[torch.Tensor, float]:
+    """The eager path's attention output of the layer, and the seconds the eager path took: the
+    whole layer (`run.attention`), or block by block when its maps do not fit.  # [N, hidden]"""
+    if maps_fit(run):
+        output = run.attention(layer).output
+        return output, run.eager_seconds[layer]
+    start = time.perf_counter()
+    p = run.projections(layer)
+    output = blockwise.output(run.explorer.model.layers[layer].self_attn, p, _block_bytes())
+    return output, time.perf_counter() - start
+
+
 def eager_max_abs_diff(run: Run, layer: int) -> float:
     """max |eager − SDPA| of the layer's attention output."""
-    return float((run.attention(layer).output - run.sdpa_output(layer)).abs().max())
+    return float((eager_output(run, layer)[0] - run.sdpa_output(layer)).abs().max())
 
 
 def faithfulness(run: Run, layer: int) -> go.Figure:
-    diff = eager_max_abs_diff(run, layer)
+    output, eager_seconds = eager_output(run, layer)
+    diff = float((output - run.sdpa_output(layer)).abs().max())
     return figures.faithfulness_figure(
-        layer, diff, EAGER_TOLERANCE, run.forward_seconds, run.eager_seconds[layer], run.config.n_layers
+        layer, diff, EAGER_TOLERANCE, run.forward_seconds, eager_seconds, run.config.n_layers
     )
 
 
 def head_profile(run: Run) -> dict[str, np.ndarray]:
-    """The overview's scores, every layer and head, computed layer by layer.  # {name: [L, H]}"""
-    return {name: scores.numpy() for name, scores in heads.prompt_profile(run).items()}
+    """The overview's scores, every layer and head, computed layer by layer (block by block when a
+    layer's maps do not fit).  # {name: [L, H]}"""
+    if maps_fit(run):
+        return {name: scores.numpy() for name, scores in heads.prompt_profile(run).items()}
+    ids = torch.tensor(run.ids)
+    rows = [
+        blockwise.profile(run.projections(layer), ids, _block_bytes()) for layer in range(run.config.n_layers)
+    ]
+    return {name: torch.stack([row[name] for row in rows]).numpy() for name in heads.PROFILE_SCORES}
 
 
 def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -91,12 +92,17 @@ def test_layer_switch_does_not_run_the_model_again(ex):
     assert ex.forward_count == before + 1
 
 
-def test_eager_cache_is_bounded_by_bytes(ex):
+def test_eager_cache_is_bounded_by_bytes_even_for_its_first_layer(ex):
     fresh = ex.run(PROMPT)
-    fresh.eager_cache_bytes = 1
+    one_layer = fresh.cache_nbytes()
     fresh.attention(0)
+    one_layer = fresh.cache_nbytes() - one_layer
+    fresh.eager_cache_bytes = one_layer
     fresh.attention(1)
     assert list(fresh._eager) == [1]
+    fresh.eager_cache_bytes = one_layer - 1  # a layer bigger than the whole budget is not kept
+    assert fresh.attention(2).layer == 2 and list(fresh._eager) == []
+    assert fresh.cached_eager_bytes <= fresh.eager_cache_bytes
 
 
 @pytest.mark.parametrize("layer", [-1, 4, 100, 1.0])
@@ -116,6 +122,21 @@ def test_long_prompt_is_truncated_to_the_context(ex):
     assert run.n_tokens == ex.config.context_length == 256
     assert run.truncated and run.n_dropped > 0
     assert ex.run(PROMPT, max_tokens=5).n_tokens == 5
+
+
+def test_a_50_mb_prompt_is_cut_before_tokenizing_and_answered_in_under_a_second(ex):
+    text = "To be, or not to be, that is the question. " * (50_000_000 // 44)
+    start = time.perf_counter()
+    run = ex.run(text, max_tokens=64)
+    seconds = time.perf_counter() - start
+    assert seconds < 1.0 and run.n_tokens == 64 and run.truncated
+    assert run.n_chars_dropped == len(text) - 64 * 16  # 16 characters per token allowed were read
+    assert ex.run(text[:500], max_tokens=64).n_chars_dropped == 0  # a prompt within the budget is whole
+
+
+def test_a_lone_surrogate_in_a_prompt_is_a_clear_error(ex):
+    with pytest.raises(PromptError, match=r"lone surrogate \(U\+D83D, character 3\)"):
+        ex.run("abc\ud83d and the rest")
 
 
 def test_unicode_tokens_display_as_text_or_escaped_bytes(run):

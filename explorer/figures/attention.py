@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from explorer.figures.common import MAX_TICK_LABELS, colorbar_below, figure, grid, group_colour
 from explorer.figures.maps import (
     MAP_BUDGET_BYTES,
+    EncodedMap,
     encode_mask,
     encode_probs,
     encode_signed,
@@ -22,31 +23,35 @@ MASKED_HOVER = "−∞: the key comes after the query"
 
 def pipeline_figure(
     tokens: list[str],
-    scores: np.ndarray,  # [N, N] Q·Kᵀ after RoPE
-    scaled: np.ndarray,  # [N, N] scores · scale
-    mask: np.ndarray,  # [N, N] bool, True where the query may attend
-    masked: np.ndarray,  # [N, N] scaled, −inf where masked
-    probs: np.ndarray,  # [N, N] softmax of masked
+    scores: np.ndarray | EncodedMap,  # [N, N] Q·Kᵀ after RoPE
+    scaled: np.ndarray | EncodedMap,  # [N, N] scores · scale
+    mask: np.ndarray | tuple[np.ndarray, int],  # [N, N] bool, True where the query may attend
+    masked: np.ndarray | EncodedMap,  # [N, N] scaled, −inf where masked
+    probs: np.ndarray | EncodedMap,  # [N, N] softmax of masked
     scale: float,
     title: str,
 ) -> go.Figure:
-    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes."""
+    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes. Each map
+    comes as values, or already encoded (pooled a block of queries at a time for a long prompt: an
+    EncodedMap, the mask as `encode_mask`'s codes and block)."""
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)", "softmax"]
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
-    scaled_map = encode_signed(scaled)
-    scores_map = encode_signed(scores)
+    scaled_map = _encoded(scaled, encode_signed)
+    scores_map = _encoded(scores, encode_signed)
     data = [
         map_heatmap(scores_map, "q·k", raw, colorbar_below(layout, raw[0], y=-0.45)),
         map_heatmap(scaled_map, "scaled", scaled_at, colorbar_below(layout, scaled_at[0], y=-0.45)),
-        mask_heatmap(*encode_mask(mask), mask_at),
+        mask_heatmap(*(mask if isinstance(mask, tuple) else encode_mask(mask)), mask_at),
         map_heatmap(
-            encode_signed(masked, limit=scaled_map.limit),
+            _encoded(masked, lambda values: encode_signed(values, limit=scaled_map.limit)),
             "masked",
             masked_at,
             colorbar_below(layout, masked_at[0], y=-0.45),
         ),
-        map_heatmap(encode_probs(probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.45)),
+        map_heatmap(
+            _encoded(probs, encode_probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.45)
+        ),
     ]
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
@@ -66,6 +71,10 @@ def pipeline_figure(
     )
 
 
+def _encoded(values: np.ndarray | EncodedMap, encode) -> EncodedMap:
+    return values if isinstance(values, EncodedMap) else encode(values)
+
+
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
     """Columns for the small multiples: whole kv groups per row while a row holds at most `most`."""
     if group_size >= most:
@@ -75,17 +84,19 @@ def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
 
 def all_heads_figure(
     tokens: list[str],
-    probs: np.ndarray,  # [H, N, N] the layer's softmax maps
+    probs: np.ndarray | list[EncodedMap],  # [H, N, N] the layer's softmax maps, or each already encoded
     kv_head: np.ndarray,  # [H] which kv head each query head reads
     title: str,
 ) -> go.Figure:
     """Every head's softmax map as small multiples, framed and coloured by the kv head they share."""
-    n_heads, n = probs.shape[0], len(tokens)
+    n_heads, n = len(probs), len(tokens)
     cols = group_columns(n_heads, n_heads // (int(kv_head.max()) + 1))
     rows = -(-n_heads // cols)
     titles = [f"head {h} · kv {kv_head[h]}" for h in range(n_heads)]
     layout, cells = grid(n_heads, cols, h_gap=0.015, v_gap=0.1 / rows, titles=titles)
-    maps = [encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs]
+    maps = [
+        _encoded(p, lambda values: encode_probs(values, ALL_HEADS_BUDGET_BYTES // n_heads)) for p in probs
+    ]
     colorbar = dict(thickness=10, len=0.8)
     data = [
         map_heatmap(m, "p", at, colorbar if h == 0 else None)

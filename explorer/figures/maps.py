@@ -48,8 +48,12 @@ def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> Enc
     """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent."""
     if probs.size * 4 <= budget_bytes:
         return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
-    block = _block_for(probs.shape[0], budget_bytes)
-    pooled = _pool(probs, block, np.nanmax)
+    block = block_for(probs.shape[0], budget_bytes)
+    return probs_codes(pool(probs, block, np.nanmax), block)
+
+
+def probs_codes(pooled: np.ndarray, block: int) -> EncodedMap:
+    """Block maxima of probabilities (`pool` with np.nanmax) as whole percents in uint8."""
     percent = np.rint(np.nan_to_num(pooled) * 100).astype(np.uint8)
     return EncodedMap("probs", percent, block=block, exact=False, limit=1.0)
 
@@ -62,12 +66,22 @@ def encode_signed(
     `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
     finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
     if limit is None:
-        limit = float(np.nanmax(np.abs(finite))) if np.isfinite(finite).any() else 1.0
+        limit = signed_limit(finite)
     limit = max(limit, 1e-12)
     if values.size * 4 <= budget_bytes:
         return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
-    block = _block_for(values.shape[0], budget_bytes)
-    pooled = _pool(finite, block, _most_extreme)
+    block = block_for(values.shape[0], budget_bytes)
+    return signed_codes(pool(finite, block, most_extreme), block, limit)
+
+
+def signed_limit(values: np.ndarray) -> float:
+    """max |finite value| (NaN for −∞ or a pooled gap), 1 when there is none: the colour scale's reach."""
+    return float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+
+
+def signed_codes(pooled: np.ndarray, block: int, limit: float) -> EncodedMap:
+    """Values (NaN for a gap) as codes 1..255 over ±limit in uint8, 0 for a gap."""
+    limit = max(limit, 1e-12)
     codes = np.nan_to_num(np.rint(128 + 127 * np.clip(pooled / limit, -1, 1)), nan=0).astype(np.uint8)
     return EncodedMap("signed", codes, block=block, exact=False, limit=limit)
 
@@ -75,35 +89,47 @@ def encode_signed(
 def encode_mask(mask: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
     """The causal mask [N, N] bool as uint8 (1: may attend), and its block size. A quarter of a map's
     budget: beyond 256 tokens it is pooled, while the hatched region still draws its exact edge."""
-    block = _block_for(mask.shape[0], budget_bytes)
-    return np.nan_to_num(_pool(mask.astype(np.float32), block, np.nanmax)).astype(np.uint8), block
+    block = block_for(mask.shape[0], budget_bytes)
+    return np.nan_to_num(pool(mask.astype(np.float32), block, np.nanmax)).astype(np.uint8), block
 
 
-def _block_for(n_positions: int, budget_cells: int) -> int:
+def causal_mask_codes(n_tokens: int, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
+    """`encode_mask` of the causal mask of `n_tokens`, without the [N, N] mask: a block of queries
+    I and keys J may attend when its first key comes at or before its last query."""
+    block = block_for(n_tokens, budget_bytes)
+    cells = np.arange(math.ceil(n_tokens / block))
+    last_query = np.minimum((cells + 1) * block - 1, n_tokens - 1)
+    return (cells[None, :] * block <= last_query[:, None]).astype(np.uint8), block
+
+
+def block_for(n_positions: int, budget_cells: int) -> int:
+    """Positions per pooled cell along each axis so that a map of `n_positions` fits `budget_cells`."""
     block = 1
     while math.ceil(n_positions / block) ** 2 > budget_cells:
         block += 1
     return block
 
 
-def _most_extreme(blocks: np.ndarray, axis: int) -> np.ndarray:
+def most_extreme(blocks: np.ndarray, axis: int) -> np.ndarray:
     """The value of largest magnitude along `axis`, sign kept, NaN ignored (a block mean would fade
     a map of mixed signs to grey)."""
     index = np.nanargmax(np.abs(blocks), axis=axis)
     return np.take_along_axis(blocks, np.expand_dims(index, axis), axis).squeeze(axis)
 
 
-def _pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
-    """[N, N] -> [ceil(N/b), ceil(N/b)] by `reduce` over each block's non-NaN values (NaN if none)."""
+def pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
+    """[R, C] -> [ceil(R/b), ceil(C/b)] by `reduce` over each block's non-NaN values (NaN if none).
+    Rows pooled a block of queries at a time line up with the whole map's when each block of rows
+    starts at a multiple of b."""
     if block == 1:
         return values
-    n = values.shape[0]
-    cells = math.ceil(n / block)
-    padded = np.full((cells * block, cells * block), np.nan, dtype=np.float32)
-    padded[:n, :n] = values
-    blocks = padded.reshape(cells, block, cells, block).transpose(0, 2, 1, 3).reshape(cells, cells, -1)
+    (rows, cols), (row_cells, col_cells) = values.shape, (math.ceil(n / block) for n in values.shape)
+    padded = np.full((row_cells * block, col_cells * block), np.nan, dtype=np.float32)
+    padded[:rows, :cols] = values
+    blocks = padded.reshape(row_cells, block, col_cells, block).transpose(0, 2, 1, 3)
+    blocks = blocks.reshape(row_cells, col_cells, -1)
     filled = ~np.isnan(blocks).all(-1)
-    pooled = np.full((cells, cells), np.nan, dtype=np.float32)
+    pooled = np.full((row_cells, col_cells), np.nan, dtype=np.float32)
     pooled[filled] = reduce(blocks[filled], axis=-1)
     return pooled
 

@@ -1,0 +1,107 @@
+"""One layer's attention a block of queries at a time, for prompts whose [H, N, N] maps are too big to
+hold: each block's softmax rows are computed from the layer's projections (linear in N) as the eager
+path computes them (`attention.softmax_rows`), reduced to what a view shows, and dropped before the
+next block. Peak memory is one block of rows, whatever N.
+
+    query_blocks    the blocks of queries whose rows fit a byte budget
+    head_rows       one head's scores, scaled, masked and probs for a block of queries   # each [R, N]
+    similarity      cosine of every pair of heads' maps                                  # [H, H]
+    output          the layer's attention output                                         # [N, hidden]
+    profile         the overview's scores, as `explorer.heads.layer_profile` defines them # {name: [H]}
+"""
+
+from __future__ import annotations
+
+import torch
+
+from explorer.attention import Projections, softmax_rows
+from explorer.heads import PROFILE_SCORES
+from explorer.model import Attention
+
+
+def query_blocks(n_tokens: int, n_heads: int, budget_bytes: int, multiple: int = 1) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive blocks of queries whose float32 rows over all N keys, for `n_heads`
+    heads, take at most `budget_bytes`; each block a multiple of `multiple` rows (so pooled cells of
+    that size line up with the whole map's), and at least that many."""
+    rows = budget_bytes // (4 * n_heads * n_tokens) // multiple * multiple
+    rows = max(rows, multiple)
+    return [(start, min(start + rows, n_tokens)) for start in range(0, n_tokens, rows)]
+
+
+@torch.inference_mode()
+def head_rows(p: Projections, head: int, start: int, stop: int) -> dict[str, torch.Tensor]:
+    """One head's stages for queries start..stop−1, as `AttentionInternals.head_stages` gives them
+    for the whole map.  # each [stop − start, N]"""
+    if not 0 <= head < p.n_heads:
+        raise ValueError(f"head must be in [0, {p.n_heads - 1}], got {head}")
+    scores = p.q_rot[head, start:stop] @ p.k_rot[p.kv_head[head]].T
+    scaled = scores * p.scale
+    allowed = torch.arange(p.n_tokens)[None, :] <= torch.arange(start, stop)[:, None]  # [R, N]
+    return {
+        "scores": scores,
+        "scaled": scaled,
+        "masked": scaled.masked_fill(~allowed, float("-inf")),
+        "probs": softmax_rows(p, start, stop, [head])[0],
+    }
+
+
+@torch.inference_mode()
+def similarity(p: Projections, budget_bytes: int) -> torch.Tensor:
+    """Cosine similarity of every pair of heads' softmax maps, each map a vector of N·N values,
+    accumulated block by block.  # [H, H]"""
+    gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
+    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes):
+        rows = softmax_rows(p, start, stop).flatten(1)  # [H, R·N]
+        gram += (rows @ rows.T).double()
+    norms = gram.diagonal().sqrt()
+    return (gram / (norms[:, None] * norms[None, :])).float()
+
+
+@torch.inference_mode()
+def output(attn: Attention, p: Projections, budget_bytes: int) -> torch.Tensor:
+    """The layer's attention output (after o_proj), block by block.  # [N, hidden] float32 CPU"""
+    weight = attn.o_proj.weight
+    rows = []
+    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes):
+        heads_out = softmax_rows(p, start, stop) @ p.v[p.kv_head]  # [H, R, d]
+        merged = attn.merge_heads(heads_out[None].to(weight.device, weight.dtype))[0]  # [R, hidden]
+        rows.append(merged.float().cpu())
+    return torch.cat(rows)
+
+
+@torch.inference_mode()
+def profile(p: Projections, ids: torch.Tensor, budget_bytes: int) -> dict[str, torch.Tensor]:
+    """`heads.layer_profile` of the layer's maps, without them: each score is a mean over queries of
+    a per-query value, summed block by block.  # ids [N] -> {name: [H]}"""
+    n = p.n_tokens
+    keys = torch.arange(n)
+    sums = {name: torch.zeros(p.n_heads, dtype=torch.float64) for name in PROFILE_SCORES}
+    counts = dict.fromkeys(PROFILE_SCORES, 0)
+    for start, stop in query_blocks(n, p.n_heads, budget_bytes):
+        probs = softmax_rows(p, start, stop)  # [H, R, N]
+        queries, rows = torch.arange(start, stop), torch.arange(stop - start)
+        every, after_first = torch.ones(stop - start, dtype=torch.bool), queries >= 1
+        targets = _induction_targets(ids, start, stop)  # [R, N]
+        per_query = {  # each [H, R], and the queries it is averaged over
+            "previous_token": (probs[:, rows, (queries - 1).clamp_min(0)], after_first),
+            "sink": (probs[:, :, 0], after_first),
+            "induction": (torch.einsum("hqk,qk->hq", probs, targets.to(probs.dtype)), targets.any(-1)),
+            "entropy": (-(probs * probs.clamp_min(1e-30).log()).sum(-1), every),
+            "distance": ((probs * (queries[:, None] - keys[None, :]).clamp_min(0)).sum(-1), every),
+        }
+        for name, (values, counted) in per_query.items():
+            sums[name] += values[:, counted].double().sum(-1)
+            counts[name] += int(counted.sum())
+    return {name: (sums[name] / counts[name]).float() for name in PROFILE_SCORES}
+
+
+def _induction_targets(ids: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """Rows start..stop−1 of `heads.induction_targets(ids)`: from query i, the key right after each
+    earlier occurrence of token i.  # [stop − start, N] bool"""
+    n = len(ids)
+    earlier = (ids[start:stop, None] == ids[None, :]) & (
+        torch.arange(n)[None, :] < torch.arange(start, stop)[:, None]
+    )
+    targets = torch.zeros_like(earlier)
+    targets[:, 1:] = earlier[:, :-1]
+    return targets

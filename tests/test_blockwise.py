@@ -1,0 +1,111 @@
+"""Views of a layer whose [H, N, N] maps pass the view budget are computed a block of queries at a
+time, never holding the whole maps, and show what the whole maps would have shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import TEXT, make_hf_checkpoint
+
+import explorer
+from explorer import attention, views
+
+LAYER, HEAD = 1, 5
+
+
+@pytest.fixture(scope="module")
+def long_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """A seeded llama (8 query heads, 2 kv heads) with a 1,024-token context."""
+    directory = tmp_path_factory.mktemp("llama-long")
+    make_hf_checkpoint(directory, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def ex(long_checkpoint):
+    return explorer.load(long_checkpoint, device="cpu")
+
+
+PROMPT = TEXT * 6  # 702 tokens: past 512, so the pipeline's maps are pooled
+
+
+def every_view(run):
+    return [
+        views.pipeline(run, LAYER, HEAD),
+        views.all_heads(run, LAYER),
+        views.head_similarity(run, LAYER),
+        views.zoom(run, LAYER, HEAD, (500, 560, 0, 700)),
+        views.faithfulness(run, LAYER),
+    ]
+
+
+def heatmaps(figure) -> list[np.ndarray]:
+    return [
+        np.asarray(trace.z, dtype=float) for trace in figure.data if getattr(trace, "z", None) is not None
+    ]
+
+
+@pytest.fixture(scope="module")
+def whole(ex):
+    """Every view, and the overview's scores, from the whole maps."""
+    run = ex.run(PROMPT)
+    assert views.maps_fit(run) and run.n_tokens == 702
+    return every_view(run), views.head_profile(run)
+
+
+@pytest.fixture(scope="module")
+def blockwise_run(ex):
+    """A run whose views must go block by block: the budget holds a tenth of a layer's maps, and
+    `run.attention` (the whole maps) fails if called."""
+    budget = views.VIEW_MAP_BYTES
+    views.VIEW_MAP_BYTES = 8 * 702 * 702 * 4 // 10
+    run = ex.run(PROMPT)
+    run.attention = lambda *args, **kwargs: pytest.fail("the whole layer was computed")
+    yield run
+    views.VIEW_MAP_BYTES = budget
+
+
+def test_views_past_the_budget_show_what_the_whole_maps_show(whole, blockwise_run):
+    assert not views.maps_fit(blockwise_run)
+    for exact, blocked in zip(whole[0], every_view(blockwise_run), strict=True):
+        assert exact.layout.title.text == blocked.layout.title.text
+        for a, b in zip(heatmaps(exact), heatmaps(blocked), strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(b, a, atol=2e-4)  # pooled codes equal; similarity to float32 sums
+    for name, scores in whole[1].items():
+        np.testing.assert_allclose(views.head_profile(blockwise_run)[name], scores, atol=1e-4, rtol=1e-5)
+
+
+def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
+    sizes = []
+    rows = attention.softmax_rows
+
+    def counted(p, start, stop, heads=slice(None)):
+        probs = rows(p, start, stop, heads)
+        sizes.append(probs.numel() * 4)
+        return probs
+
+    for module in (attention, views, explorer.blockwise):
+        monkeypatch.setattr(module, "softmax_rows", counted)
+    every_view(blockwise_run)
+    views.head_profile(blockwise_run)
+    whole_layer = 8 * 702 * 702 * 4
+    assert sizes and max(sizes) <= views.VIEW_MAP_BYTES // 4 < whole_layer // 10
+
+
+def test_softmax_rows_by_blocks_are_the_eager_maps(ex):
+    run = ex.run(PROMPT)
+    p, whole = run.projections(LAYER), run.attention(LAYER).probs
+    blocks = explorer.blockwise.query_blocks(702, 8, 10**6)
+    blocks = torch.cat([attention.softmax_rows(p, a, b) for a, b in blocks], dim=1)  # [H, N, N]
+    torch.testing.assert_close(blocks, whole, atol=1e-7, rtol=0)
+    output = explorer.blockwise.output(ex.model.layers[LAYER].self_attn, p, 10**6)
+    torch.testing.assert_close(output, run.attention(LAYER).output, atol=1e-6, rtol=0)
+
+
+def test_query_blocks_fit_the_budget_and_line_up_with_pooled_cells():
+    blocks = explorer.blockwise.query_blocks(1000, 8, 8 * 1000 * 4 * 30, multiple=7)
+    assert blocks[0] == (0, 28) and blocks[-1][1] == 1000
+    assert all(a % 7 == 0 and b - a <= 28 for a, b in blocks)
+    assert explorer.blockwise.query_blocks(1000, 8, 1, multiple=3)[0] == (0, 3)  # at least one cell
