@@ -5,6 +5,7 @@ next block. Peak memory is one block of rows, whatever N.
 
     query_blocks    the blocks of queries whose rows fit a byte budget
     head_rows       one head's scores, scaled, masked and probs for a block of queries   # each [R, N]
+    layer_pass      in one pass: the heads' similarity, the output, each block to pool
     similarity      cosine of every pair of heads' maps                                  # [H, H]
     output          the layer's attention output                                         # [N, hidden]
     profile         the overview's scores, as `explorer.heads.layer_profile` defines them # {name: [H]}
@@ -46,27 +47,39 @@ def head_rows(p: Projections, head: int, start: int, stop: int) -> dict[str, tor
 
 
 @torch.inference_mode()
-def similarity(p: Projections, budget_bytes: int) -> torch.Tensor:
-    """Cosine similarity of every pair of heads' softmax maps, each map a vector of N·N values,
-    accumulated block by block.  # [H, H]"""
+def layer_pass(
+    p: Projections, budget_bytes: int, attn: Attention | None = None, multiple: int = 1, on_rows=None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One pass over the layer's softmax maps, a block of queries at a time: the cosine similarity of
+    every pair of heads' maps (each map a vector of N·N values), the attention output if `attn` is
+    given, and each block handed to `on_rows(start, probs)` (to pool it) before it is dropped.
+    # -> [H, H], [N, hidden] float32 CPU or None"""
     gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
-    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes):
-        rows = softmax_rows(p, start, stop).flatten(1)  # [H, R·N]
-        gram += (rows @ rows.T).double()
+    outputs = []
+    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, multiple):
+        probs = softmax_rows(p, start, stop)  # [H, R, N]
+        flat = probs.flatten(1)  # [H, R·N]
+        gram += (flat @ flat.T).double()
+        if attn is not None:
+            weight = attn.o_proj.weight
+            heads_out = probs @ p.v[p.kv_head]  # [H, R, d]
+            merged = attn.merge_heads(heads_out[None].to(weight.device, weight.dtype))[0]  # [R, hidden]
+            outputs.append(merged.float().cpu())
+        if on_rows is not None:
+            on_rows(start, probs)
     norms = gram.diagonal().sqrt()
-    return (gram / (norms[:, None] * norms[None, :])).float()
+    similarity = (gram / (norms[:, None] * norms[None, :])).float()
+    return similarity, torch.cat(outputs) if attn is not None else None
 
 
-@torch.inference_mode()
+def similarity(p: Projections, budget_bytes: int) -> torch.Tensor:
+    """Cosine similarity of every pair of heads' softmax maps.  # [H, H]"""
+    return layer_pass(p, budget_bytes)[0]
+
+
 def output(attn: Attention, p: Projections, budget_bytes: int) -> torch.Tensor:
-    """The layer's attention output (after o_proj), block by block.  # [N, hidden] float32 CPU"""
-    weight = attn.o_proj.weight
-    rows = []
-    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes):
-        heads_out = softmax_rows(p, start, stop) @ p.v[p.kv_head]  # [H, R, d]
-        merged = attn.merge_heads(heads_out[None].to(weight.device, weight.dtype))[0]  # [R, hidden]
-        rows.append(merged.float().cpu())
-    return torch.cat(rows)
+    """The layer's attention output (after o_proj).  # [N, hidden] float32 CPU"""
+    return layer_pass(p, budget_bytes, attn)[1]
 
 
 @torch.inference_mode()
@@ -74,7 +87,7 @@ def profile(p: Projections, ids: torch.Tensor, budget_bytes: int) -> dict[str, t
     """`heads.layer_profile` of the layer's maps, without them: each score is a mean over queries of
     a per-query value, summed block by block.  # ids [N] -> {name: [H]}"""
     n = p.n_tokens
-    keys = torch.arange(n)
+    keys = torch.arange(n)  # [N]
     sums = {name: torch.zeros(p.n_heads, dtype=torch.float64) for name in PROFILE_SCORES}
     counts = dict.fromkeys(PROFILE_SCORES, 0)
     for start, stop in query_blocks(n, p.n_heads, budget_bytes):
@@ -86,8 +99,9 @@ def profile(p: Projections, ids: torch.Tensor, budget_bytes: int) -> dict[str, t
             "previous_token": (probs[:, rows, (queries - 1).clamp_min(0)], after_first),
             "sink": (probs[:, :, 0], after_first),
             "induction": (torch.einsum("hqk,qk->hq", probs, targets.to(probs.dtype)), targets.any(-1)),
-            "entropy": (-(probs * probs.clamp_min(1e-30).log()).sum(-1), every),
-            "distance": ((probs * (queries[:, None] - keys[None, :]).clamp_min(0)).sum(-1), every),
+            "entropy": (torch.special.entr(probs).sum(-1), every),  # −Σ p log p, 0 log 0 = 0
+            # Σ_j p_ij (i − j) = i − Σ_j p_ij j: rows sum to 1 and keys after i have p = 0.
+            "distance": (queries - probs @ keys.to(probs.dtype), every),
         }
         for name, (values, counted) in per_query.items():
             sums[name] += values[:, counted].double().sum(-1)

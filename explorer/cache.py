@@ -1,131 +1,230 @@
-"""What the app keeps in memory, shared by every visitor and bounded: loaded models, and runs of
-(model, prompt), each dropped least-recently-used once their bytes pass a budget.
+"""What the app keeps in memory, shared by every visitor and bounded by one budget: loaded models and
+runs of (model, prompt), least recently used dropped first once everything together passes it.
 
-A run grows as its layers are looked at (each eager layer is cached inside the Run), so sizes are
-measured again whenever the cache is trimmed, not only when an entry arrives.
+- Keys are canonical: a local model by its resolved real path (`dir`, `dir/.` and a symlink to it are
+  one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
+  all the default model; a prompt by the text the run reads (cut before tokenizing), so a 50 MB paste
+  keeps 32 KB.
+- The budget counts models' weights, runs (layer inputs, cached eager layers, the overview's scores,
+  ids and tokens) and the prompt text held in keys. A run grows as its layers are looked at, so sizes
+  are measured again whenever the cache is trimmed.
+- Dropping a model drops its runs, which hold it: an evicted model is freed, not kept alive by them.
+- Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), after the policy allows the source
+  and (for a local model) before anything is read the model is checked to fit the budget.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
 
 import numpy as np
 import torch
 
+from explorer import memory, models
+from explorer.checkpoints import BUNDLED_MODEL, CheckpointError
+from explorer.policy import UNREADABLE, Policy, normalised
 from explorer.run import Explorer, Run, load
+from explorer.tokens import char_budget
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-DEFAULT_RUN_BYTES = 1 << 30  # every cached run together
-DEFAULT_MODEL_BYTES = 4 << 30  # every loaded model's weights together
-EAGER_BYTES_PER_RUN = 128 << 20  # eager layers one run keeps
-
-
-class LruCache(Generic[K, V]):
-    """Values by key; least recently used dropped first while the total size passes `max_bytes`.
-    The newest entry always stays, however large. Safe to share between threads."""
-
-    def __init__(self, max_bytes: int, size: Callable[[V], int]):
-        self.max_bytes = max_bytes
-        self._size = size
-        self._entries: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __contains__(self, key: K) -> bool:
-        return key in self._entries
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            if key not in self._entries:
-                return None
-            self._entries.move_to_end(key)
-            self._trim()
-            return self._entries[key]
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            self._trim()
-
-    def get_or_create(self, key: K, create: Callable[[], V]) -> V:
-        """The cached value, or a new one from `create` (called outside the lock)."""
-        value = self.get(key)
-        if value is None:
-            value = create()
-            self.put(key, value)
-        return value
-
-    def nbytes(self) -> int:
-        with self._lock:
-            return sum(self._size(v) for v in self._entries.values())
-
-    def _trim(self) -> None:
-        sizes = [self._size(v) for v in self._entries.values()]
-        total = sum(sizes)
-        for key, size in zip(list(self._entries), sizes[:-1], strict=False):
-            if total <= self.max_bytes:
-                break
-            del self._entries[key]
-            total -= size
+EAGER_BYTES_PER_RUN = 128 << 20  # eager layers one run keeps (a layer of 64 MiB maps, and its projections)
+LOAD_WAIT_SECONDS = 120.0  # how long a request waits for another model's load before it is told to retry
 
 
 @dataclass(eq=False)
 class CachedRun:
-    """A run and what the app derived from it that is worth keeping (the overview's head profile)."""
+    """A run, the prompt text it was keyed by, and what the app derived from it that is worth keeping
+    (the overview's head profile)."""
 
     run: Run
+    text: str  # the prompt as the run read it: cut to the characters tokenized
     profile: dict[str, np.ndarray] | None = None  # {name: [L, H]}, filled when the Overview opens
+    _fixed_bytes: int = field(init=False, default=0)
+
+    def __post_init__(self):
+        tokens = sys.getsizeof(self.run.tokens) + sum(sys.getsizeof(t) for t in self.run.tokens)
+        ids = sys.getsizeof(self.run.ids) + sum(sys.getsizeof(i) for i in self.run.ids)
+        self._fixed_bytes = sys.getsizeof(self.text) + tokens + ids
 
     def nbytes(self) -> int:
-        return self.run.cache_nbytes()
+        """Tensors the run holds now, its logits if they were read, the profile, and its Python text."""
+        logits = vars(self.run).get("logits")
+        profile = sum(a.nbytes for a in (self.profile or {}).values())
+        held = self.run.cache_nbytes() + (logits.numel() * logits.element_size() if logits is not None else 0)
+        return held + profile + self._fixed_bytes
 
 
 def model_nbytes(explorer: Explorer) -> int:
-    return sum(p.numel() * p.element_size() for p in explorer.model.parameters())
+    tensors = [*explorer.model.parameters(), *explorer.model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 class Workspace:
-    """The models and runs the app holds. A model is named by what a person typed: '' (or None) for
-    the default model, else a local directory or a hub id."""
+    """The models and runs the app holds. A model is named by what a person picked or typed: '' (or
+    None) for the default model, a choice's label, a local directory, a .gguf file or a hub id."""
 
     def __init__(
         self,
         default_model: str | Path | None = None,
         device: torch.device | str | None = None,
-        max_run_bytes: int = DEFAULT_RUN_BYTES,
-        max_model_bytes: int = DEFAULT_MODEL_BYTES,
+        policy: Policy | None = None,
+        max_bytes: int | None = None,
     ):
         self.default_model = default_model
         self.device = device
-        self.models: LruCache[str, Explorer] = LruCache(max_model_bytes, model_nbytes)
-        self.runs: LruCache[tuple[str, str], CachedRun] = LruCache(max_run_bytes, CachedRun.nbytes)
+        self.policy = policy or Policy.from_environment()
+        self.max_bytes = max_bytes or self.policy.memory_bytes
+        self._entries: OrderedDict[str | tuple[str, str], Explorer | CachedRun] = OrderedDict()
+        self._lock = threading.RLock()
+        self._loading = threading.Lock()  # one model load at a time
 
-    def explorer(self, model: str | None, progress=None) -> Explorer:
-        """The loaded model (loading it first if needed, telling `progress(fraction, message)` each
-        stage; raises CheckpointError)."""
-        name = (model or "").strip()
-        return self.models.get_or_create(
-            name, lambda: load(name or self.default_model, self.device, progress=progress)
-        )
+    # --- names ---
+
+    def source(self, model: str | None) -> str:
+        """What `explorer.load` reads for a picker value: a choice's source, or the text typed."""
+        return models.source_of(model)
+
+    def key(self, model: str | None) -> str:
+        """The canonical name of a model, the same however it is spelled (see the module's notes)."""
+        source = self.source(model)
+        if source == "":
+            default = self.default_model or BUNDLED_MODEL
+            return self._local_key(default) or str(default)
+        local = self._local_key(source)
+        return local if local is not None else normalised(source)
+
+    def _local_key(self, source: str | Path) -> str | None:
+        try:
+            path = Path(source).expanduser()
+            return os.path.realpath(path) if path.exists() else None
+        except (OSError, RuntimeError, ValueError):  # too long, unreadable, an unknown ~user, a NUL
+            return None
+
+    # --- models ---
+
+    def is_loaded(self, model: str | None) -> bool:
+        """Whether the model is in memory (so picking it costs no load); refused sources are not."""
+        source = self.source(model)
+        try:
+            self.policy.check(source)
+        except CheckpointError:
+            return False
+        with self._lock:
+            return self.key(source) in self._entries
+
+    def explorer(self, model: str | None, progress=None, load: bool = True) -> Explorer:
+        """The loaded model, loading it first if needed (telling `progress(fraction, message)` each
+        stage); raises CheckpointError, with the policy's message for a source it refuses. With
+        `load=False` only the default model is loaded if missing: another one must be loaded again
+        by whoever loads models (the app's Load button, which counts loads per visitor)."""
+        source = self.source(model)
+        self.policy.check(source)
+        key = self.key(source)
+        found = self._touch(key)
+        if found is not None:
+            return found
+        if not load and source != "":
+            raise CheckpointError(
+                "That model is no longer in memory (the app made room for others): load it again."
+            )
+        if not self._loading.acquire(timeout=LOAD_WAIT_SECONDS):
+            raise CheckpointError("Another model is loading and the wait ran long; try again in a minute.")
+        try:
+            found = self._touch(key)  # loaded by the request this one waited for
+            if found is not None:
+                return found
+            explorer = self._load(source, progress)
+            self._insert({key: explorer})
+            return explorer
+        finally:
+            self._loading.release()
+
+    def _load(self, source: str, progress) -> Explorer:
+        try:
+            return load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
+        except CheckpointError:
+            if self.policy.public and not self.policy.is_listed(source):
+                # One message whether the source names a file, a folder, nothing or a hub id: the
+                # reason would tell a visitor what is on the server.
+                raise CheckpointError(UNREADABLE) from None
+            raise
+
+    # --- runs ---
 
     def cached_run(self, model: str | None, text: str) -> CachedRun:
-        """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError)."""
-        name = (model or "").strip()
-        explorer = self.explorer(name)
-
-        def forward() -> CachedRun:
-            run = explorer.run(text)
-            run.eager_cache_bytes = EAGER_BYTES_PER_RUN
-            return CachedRun(run)
-
-        return self.runs.get_or_create((name, text), forward)
+        """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
+        The model must be in memory, unless it is the default one (see `explorer`)."""
+        explorer = self.explorer(model, load=False)
+        key = self.key(model)
+        limit = min(self.policy.max_tokens, explorer.config.context_length)
+        read = text[: char_budget(limit)] if isinstance(text, str) else text
+        found = self._touch(key, (key, read))
+        if found is not None:
+            return found
+        run = explorer.run(text, max_tokens=self.policy.max_tokens)
+        run.eager_cache_bytes = EAGER_BYTES_PER_RUN
+        return self._insert({key: explorer, (key, read): CachedRun(run, read)})
 
     def run(self, model: str | None, text: str) -> Run:
         return self.cached_run(model, text).run
+
+    # --- the budget ---
+
+    def nbytes(self) -> int:
+        """Everything held: models, runs and the text of their keys."""
+        with self._lock:
+            return sum(self._size(key, value) for key, value in self._entries.items())
+
+    def __contains__(self, key: str | tuple[str, str]) -> bool:
+        return key in self._entries
+
+    def _insert(self, entries: dict):
+        """Add entries not already held (a run's model first: it may have been dropped meanwhile, and
+        a run must not hold a model the budget no longer counts), mark them most recently used, trim
+        around them; the last entry's value as held."""
+        with self._lock:
+            for key, value in entries.items():
+                self._entries.setdefault(key, value)
+            held = self._touch(*entries)
+            dropped = self._trim(keep=set(entries))
+        if dropped:
+            memory.release()  # outside the lock: collecting and trimming the heap takes a moment
+        return held
+
+    def _touch(self, *keys):
+        """The last of `keys`' values, each marked most recently used (a run's model before it); None if
+        one is missing."""
+        with self._lock:
+            if not all(key in self._entries for key in keys):
+                return None
+            for key in keys:
+                self._entries.move_to_end(key)
+            return self._entries[keys[-1]]
+
+    def _size(self, key, value) -> int:
+        text = key[1] if isinstance(key, tuple) else key
+        held = model_nbytes(value) if isinstance(value, Explorer) else value.nbytes()
+        return held + sys.getsizeof(text)
+
+    def _trim(self, keep: set) -> bool:
+        """Drop least recently used entries while the total passes the budget; what the request in
+        hand uses (`keep`) stays. A model goes with its runs. Whether anything was dropped."""
+        sizes = {key: self._size(key, value) for key, value in self._entries.items()}
+        total, dropped = sum(sizes.values()), False
+        for key in list(self._entries):
+            if total <= self.max_bytes:
+                break
+            if key in keep or key not in self._entries:
+                continue
+            going = [key]
+            if isinstance(key, str):
+                going += [k for k in self._entries if isinstance(k, tuple) and k[0] == key]
+            for k in going:
+                total -= sizes[k]
+                del self._entries[k]
+            dropped = True
+        return dropped

@@ -36,7 +36,7 @@ def char_budget(max_tokens: int) -> int:
 
 
 def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not text or text.isspace():  # (strip would copy a 50 MB prompt)
         raise PromptError("The prompt is empty: type some text to see how the model attends to it.")
     kept_text = text[: char_budget(max_tokens)]
     try:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 
 from explorer import blockwise, figures, heads, rope
-from explorer.attention import kv_head_map, softmax_rows
+from explorer.attention import kv_head_map
 from explorer.config import ModelConfig
 from explorer.figures import maps
 from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
@@ -128,21 +129,45 @@ def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> 
 
 
 def all_heads(run: Run, layer: int) -> go.Figure:
-    title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
     if maps_fit(run):
         att = run.attention(layer)
-        return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title)
+        return _all_heads_figure(run, layer, att.probs.numpy())
+    return _all_heads_figure(run, layer, _layer_pass(run, layer).head_maps)
+
+
+def _all_heads_figure(run: Run, layer: int, maps_of_heads) -> go.Figure:
+    title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
+    return figures.all_heads_figure(run.tokens, maps_of_heads, _kv_head(run.config), title)
+
+
+@dataclass
+class _LayerPass:
+    """A layer's views computed block by block, in one pass over its maps."""
+
+    head_maps: (
+        np.ndarray | list[maps.EncodedMap]
+    )  # every head's map: whole (a few tokens) or pooled and coded
+    similarity: torch.Tensor  # [H, H]
+    output: torch.Tensor  # [N, hidden]
+    seconds: float  # the eager path's time: the projections and the pass
+
+
+def _layer_pass(run: Run, layer: int) -> _LayerPass:
+    start = time.perf_counter()
     p, n = run.projections(layer), run.n_tokens
-    block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)
-    if block == 1:  # a map of a handful of tokens per head
-        probs = softmax_rows(p, 0, n).numpy()
-        return figures.all_heads_figure(run.tokens, probs, p.kv_head.numpy(), title)
-    pooled = [[] for _ in range(p.n_heads)]
-    for start, stop in blockwise.query_blocks(n, p.n_heads, _block_bytes(), block):
-        for head, rows in enumerate(softmax_rows(p, start, stop).numpy()):
-            pooled[head].append(maps.pool(rows, block, np.nanmax))
-    encoded = [maps.probs_codes(np.concatenate(parts), block) for parts in pooled]
-    return figures.all_heads_figure(run.tokens, encoded, p.kv_head.numpy(), title)
+    block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
+    parts = [[] for _ in range(p.n_heads)]
+
+    def pool(first_query, probs):  # probs [H, R, N]
+        for head, rows in enumerate(probs.numpy()):
+            parts[head].append(maps.pool(rows, block, np.nanmax))
+
+    attn = run.explorer.model.layers[layer].self_attn
+    similarity, output = blockwise.layer_pass(p, _block_bytes(), attn, block, pool)
+    pooled = [np.concatenate(head_parts) for head_parts in parts]
+    # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
+    coded = np.stack(pooled) if block == 1 else [maps.probs_codes(m, block) for m in pooled]
+    return _LayerPass(coded, similarity, output, time.perf_counter() - start)
 
 
 def rope_angles(run: Run) -> go.Figure:
@@ -199,9 +224,11 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
     if maps_fit(run):
         att = run.attention(layer)
         unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
-        similarity = unit @ unit.T  # [H, H] cosine of every pair of maps
-    else:
-        similarity = blockwise.similarity(run.projections(layer), _block_bytes())
+        return _similarity_figure(run, layer, unit @ unit.T)  # [H, H] cosine of every pair of maps
+    return _similarity_figure(run, layer, _layer_pass(run, layer).similarity)
+
+
+def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Figure:
     title = f"Layer {layer}: how alike the heads' attention maps are"
     return figures.head_similarity_figure(similarity.numpy(), _kv_head(run.config), title)
 
@@ -231,12 +258,9 @@ def eager_output(run: Run, layer: int) -> tuple[torch.Tensor, float]:
     """The eager path's attention output of the layer, and the seconds the eager path took: the
     whole layer (`run.attention`), or block by block when its maps do not fit.  # [N, hidden]"""
     if maps_fit(run):
-        output = run.attention(layer).output
-        return output, run.eager_seconds[layer]
-    start = time.perf_counter()
-    p = run.projections(layer)
-    output = blockwise.output(run.explorer.model.layers[layer].self_attn, p, _block_bytes())
-    return output, time.perf_counter() - start
+        return run.attention(layer).output, run.eager_seconds[layer]
+    passed = _layer_pass(run, layer)
+    return passed.output, passed.seconds
 
 
 def eager_max_abs_diff(run: Run, layer: int) -> float:
@@ -245,7 +269,10 @@ def eager_max_abs_diff(run: Run, layer: int) -> float:
 
 
 def faithfulness(run: Run, layer: int) -> go.Figure:
-    output, eager_seconds = eager_output(run, layer)
+    return _faithfulness_figure(run, layer, *eager_output(run, layer))
+
+
+def _faithfulness_figure(run: Run, layer: int, output: torch.Tensor, eager_seconds: float) -> go.Figure:
     diff = float((output - run.sdpa_output(layer)).abs().max())
     return figures.faithfulness_figure(
         layer, diff, EAGER_TOLERANCE, run.forward_seconds, eager_seconds, run.config.n_layers
@@ -288,8 +315,16 @@ def head_figures(run: Run, layer: int, head: int, query: int, key: int) -> list[
 
 
 def layer_figures(run: Run, layer: int) -> list[go.Figure]:
-    """What depends on the layer alone: every head's map, their similarity, the faithfulness check."""
-    return [all_heads(run, layer), head_similarity(run, layer), faithfulness(run, layer)]
+    """What depends on the layer alone: every head's map, their similarity, the faithfulness check
+    (past the budget, all three from one pass over the layer's maps)."""
+    if maps_fit(run):
+        return [all_heads(run, layer), head_similarity(run, layer), faithfulness(run, layer)]
+    passed = _layer_pass(run, layer)
+    return [
+        _all_heads_figure(run, layer, passed.head_maps),
+        _similarity_figure(run, layer, passed.similarity),
+        _faithfulness_figure(run, layer, passed.output, passed.seconds),
+    ]
 
 
 def plot_payload(fig: go.Figure) -> dict[str, str]:

@@ -7,7 +7,9 @@ import json
 import re
 import socket
 import sys
+import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gradio as gr
@@ -16,6 +18,8 @@ import pytest
 from gradio_client import Client
 
 from explorer.cache import Workspace
+from explorer.policy import REFUSED, Policy
+from explorer.stress import App
 from explorer.ui import build_demo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,13 +34,18 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def workspace(gqa_checkpoint):
-    return Workspace(gqa_checkpoint, device="cpu")
+    return Workspace(gqa_checkpoint, device="cpu", policy=Policy(loads_per_minute=100))  # tests load often
+
+
+def serve(workspace):
+    demo = build_demo(workspace)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    return demo
 
 
 @pytest.fixture(scope="module")
 def client(workspace):
-    demo = build_demo(workspace)
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    demo = serve(workspace)
     try:
         yield Client(demo.local_url, verbose=False)
     finally:
@@ -176,21 +185,27 @@ def test_readme_front_matter_pins_the_gradio_of_requirements():
 
 
 def test_the_run_cache_drops_the_least_recently_used_run_past_its_byte_budget(gqa_checkpoint):
-    workspace = Workspace(gqa_checkpoint, device="cpu")
     prompts = ["To be, or not to be", "that is the question", "Whether 'tis nobler in the mind"]
-    size = {p: workspace.explorer("").run(p).cache_nbytes() for p in prompts}
-    workspace.runs.max_bytes = size[prompts[0]] + size[prompts[2]]  # room for those two, not all three
+    probe = Workspace(gqa_checkpoint, device="cpu", max_bytes=1 << 40)
+    probe.explorer("")
+    sizes = [probe.nbytes()]
+    for p in prompts:
+        probe.run("", p)
+        sizes.append(probe.nbytes())
+    model, (first, _, third) = sizes[0], np.diff(sizes)
+    workspace = Workspace(gqa_checkpoint, device="cpu", max_bytes=model + first + third)  # not all three
     workspace.run("", prompts[0])
     workspace.run("", prompts[1])
     workspace.run("", prompts[0])  # the first is now the most recently used
     workspace.run("", prompts[2])
-    assert [("", p) in workspace.runs for p in prompts] == [True, False, True]
-    assert workspace.runs.nbytes() <= workspace.runs.max_bytes
+    key = workspace.key("")
+    assert [(key, p) in workspace for p in prompts] == [True, False, True]
+    assert workspace.nbytes() <= workspace.max_bytes
 
     forwards = workspace.explorer("").forward_count
     workspace.run("", prompts[1]).attention(1)  # dropped, so it runs again; its eager layer counts too
     assert workspace.explorer("").forward_count == forwards + 1
-    assert workspace.runs.nbytes() <= workspace.runs.max_bytes + workspace.run("", prompts[1]).cache_nbytes()
+    assert workspace.nbytes() <= workspace.max_bytes + workspace.cached_run("", prompts[1]).nbytes()
 
 
 # --- a real model from the picker, and GGUF files that cannot load ---
@@ -253,3 +268,72 @@ def test_the_zoom_shows_exact_values_of_the_window(client, workspace):
     _, zoom = client.predict(2, 3, 10_000, 5, 0, 10_000, api_name="/zoom")  # clamped, put in order
     n = workspace.run("", text).n_tokens
     assert f"queries 5–{n - 1} × keys 0–{n - 1}, exact values" in title(zoom)
+
+
+# --- limits: what a public app refuses, each with a clear message ---
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((1, None, 0, 0), "head must be a whole number, got 'None'"),
+        ((1.5, 0, 0, 0), "layer must be a whole number, got '1.5'"),
+    ],
+)
+def test_a_bad_layer_head_or_position_from_the_api_is_a_clear_message(client, args, message):
+    run(client, "the slings and arrows")
+    status, *rest = client.predict(*args, api_name="/layer")
+    assert message in status_text(status).replace("&#x27;", "'") and all(is_kept(v) for v in rest)
+
+
+def test_a_lone_surrogate_and_a_path_too_long_are_clear_messages(client):
+    body = '{"data": ["to be \\ud800 or not", 0, 0]}'  # JSON may carry what Python cannot encode
+    ok, outputs = App(client.src, timeout=30).call("run", [], body=body)
+    assert ok and "lone surrogate (U+D800, character 6)" in status_text(outputs[0])
+    status, *_ = client.predict("/" + "a" * 5000, api_name="/load_model")
+    assert "at most 1,024 characters; this one has 5,001" in status_text(status)
+
+
+def test_loads_go_one_at_a_time_and_the_queue_is_bounded(workspace):
+    demo = build_demo(workspace)
+    load = next(f for f in demo.fns.values() if f.api_name == "load_model")
+    assert (load.concurrency_limit, load.concurrency_id) == (1, "load")
+    assert demo._queue.max_size == workspace.policy.queue_size == 64
+
+
+def timed(call, *args):
+    start = time.perf_counter()
+    return call(*args), time.perf_counter() - start
+
+
+def test_a_full_queue_answers_at_once_that_it_is_full(gqa_checkpoint, monkeypatch):
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy(queue_size=1))
+    slow = workspace.cached_run
+    monkeypatch.setattr(workspace, "cached_run", lambda *a: time.sleep(2) or slow(*a))
+    demo = serve(workspace)
+    app = App(demo.local_url, timeout=30)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda i: timed(app.call, "run", [f"To be {i}", 0, 0]), range(4)))
+    finally:
+        demo.close()
+    full = [seconds for (ok, text), seconds in answers if not ok and "Queue is full" in text]
+    assert len(full) >= 1 and all(ok for (ok, text), _ in answers if "Queue is full" not in text)
+    assert max(full) < 1.5  # told at once, not after waiting for the 2 s requests ahead
+
+
+def test_under_listed_a_typed_path_is_refused_and_loads_per_session_are_limited(gqa_checkpoint, tmp_path):
+    allowed = tuple(str(tmp_path / f"missing-{i}") for i in range(3))
+    policy = Policy(models="listed", allowed=allowed, loads_per_minute=2)
+    demo = serve(Workspace(gqa_checkpoint, device="cpu", policy=policy))
+    try:
+        client = Client(demo.local_url, verbose=False)
+        for source in (str(gqa_checkpoint), "/root/.ssh", "/no/such/dir"):
+            status, *rest = client.predict(source, api_name="/load_model")
+            assert status_text(status) == REFUSED["listed"] and all(is_kept(v) for v in rest)
+        messages = [status_text(client.predict(source, api_name="/load_model")[0]) for source in allowed]
+        assert "could not" not in messages[0] and "loads a minute per visitor" in messages[2]
+        other = Client(demo.local_url, verbose=False)  # another visitor has loads of their own
+        assert "loads a minute" not in status_text(other.predict(allowed[0], api_name="/load_model")[0])
+    finally:
+        demo.close()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.ui.common import Shared, gpu, guarded, plot
+from explorer.ui.common import Shared, gpu, guarded, index, plot
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,19 @@ class AttentionTab:
             if shown is None:
                 return (gr.skip(),) * 6
             run = shared.workspace.run(*shown)
-            window = views.default_zoom(run) if new_run else (q0, q1, k0, k1)
-            figure = plot(views.zoom(run, int(layer), int(head), window)) if is_open else gr.skip()
+            window = views.default_zoom(run) if new_run else _window(q0, q1, k0, k1)
+            layer, head = index(layer, "layer"), index(head, "head")
+            figure = plot(views.zoom(run, layer, head, window)) if is_open else gr.skip()
             return gr.skip(), *(window if new_run else (gr.skip(),) * 4), figure
 
         inputs = [shared.layer, shared.head, *self.window, self.zoom_open, shared.shown]
         event.then(refresh, inputs, [shared.status, *self.window, self.zoom], api_name=False)
+
+
+def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
+    """The window's four numbers as whole numbers (a cleared box counts as 0)."""
+    names = ("first query", "last query", "first key", "last key")
+    return tuple(index(value or 0, name) for value, name in zip((q0, q1, k0, k1), names, strict=True))
 
 
 def build(shared: Shared) -> AttentionTab:
@@ -60,7 +67,8 @@ def build(shared: Shared) -> AttentionTab:
         if shown is None:
             return gr.skip(), gr.skip()
         run = shared.workspace.run(*shown)
-        return gr.skip(), plot(views.zoom(run, int(layer), int(head), (q0, q1, k0, k1)))
+        window = _window(q0, q1, k0, k1)
+        return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window))
 
     inputs = [shared.layer, shared.head, *window, shared.shown]
     gr.on(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from dataclasses import dataclass
 
 import gradio as gr
@@ -29,6 +30,15 @@ def gpu(fn):
 
 def plot(fig) -> PlotData:
     return PlotData(**views.plot_payload(fig))
+
+
+def index(value, name: str) -> int:
+    """A layer, head or position as the handlers take it: a whole number, or a clear ValueError (an API
+    call may send None, text or 2.5 where the page sends 2)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{name} must be a whole number, got {str(value)[:40]!r}")
+    return int(value)
 
 
 def top(count: int) -> int:

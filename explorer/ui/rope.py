@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.ui.common import Shared, gpu, guarded, plot
+from explorer.ui.common import Shared, gpu, guarded, index, plot
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ def build(shared: Shared) -> RopeTab:
         if shown is None:
             return gr.skip(), gr.skip(), gr.skip()
         run = shared.workspace.run(*shown)
-        layer, head, query, key = int(layer), int(head), int(query), int(key)
+        layer, head = index(layer, "layer"), index(head, "head")
+        query, key = index(query, "query position"), index(key, "key position")
         return (
             gr.skip(),
             plot(views.rope_rotation(run, layer, head, query, key)),
