@@ -44,10 +44,7 @@ from explorer.config import ModelConfig
 from explorer.model import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVE = (
-    "import sys; from explorer.ui import build_demo; "
-    "build_demo().launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
-)
+SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
 
 
@@ -73,9 +70,12 @@ class App:
         # One client for every thread: an httpx client per request builds an SSL context each time
         # (0.4 s of CPU), which on two cores would starve the server being measured.
         self.http = httpx.Client(timeout=timeout, limits=httpx.Limits(max_connections=None))
+        self.timeout = timeout
 
     def call(self, api: str, data: list, session: str | None = None, body: str | None = None):
-        """(ok, outputs or error text) of one event; `body` sends raw JSON (a lone surrogate as \\ud800)."""
+        """(ok, outputs or error text) of one event within `timeout` seconds (checked as the server's
+        heartbeats arrive); `body` sends raw JSON (a lone surrogate as \\ud800)."""
+        deadline = time.monotonic() + self.timeout
         payload = body if body is not None else json.dumps({"data": data, "session_hash": session})
         headers = {"content-type": "application/json"}
         try:
@@ -86,6 +86,8 @@ class App:
             with self.http.stream("GET", f"{self.url}/gradio_api/call/{api}/{event}") as stream:
                 kind = None
                 for line in stream.iter_lines():
+                    if time.monotonic() > deadline:
+                        return False, f"no answer within {self.timeout:g} s"
                     if line.startswith("event:"):
                         kind = line.split(":", 1)[1].strip()
                     elif line.startswith("data:") and kind in ("complete", "error"):
@@ -144,9 +146,9 @@ def make_checkpoints(folder: Path, context: int, wide_mlp: int = 6144) -> dict[s
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(BUNDLED_MODEL / "tokenizer.json"))
-    shapes = {  # long: 8 heads at the app's token limit; wide: 206 MB of float32 weights each
+    shapes = {  # long: 8 heads at the app's token limit; wide: 412 MB of float32 weights each
         "long": dict(hidden_size=256, n_layers=4, n_heads=8, n_kv_heads=2, intermediate_size=768),
-        "wide": dict(hidden_size=1024, n_layers=2, n_heads=8, n_kv_heads=2, intermediate_size=wide_mlp),
+        "wide": dict(hidden_size=1024, n_layers=4, n_heads=8, n_kv_heads=2, intermediate_size=wide_mlp),
     }
     paths = {}
     for name, shape in shapes.items():
@@ -155,7 +157,7 @@ def make_checkpoints(folder: Path, context: int, wide_mlp: int = 6144) -> dict[s
         model.init_weights(generator=torch.Generator().manual_seed(0))
         save_checkpoint(model, tokenizer, folder / name)
         paths[name] = folder / name
-    for copy in range(1, 5):  # the same weights under other names: separate models, as far as the app knows
+    for copy in range(1, 6):  # the same weights under other names: separate models, as far as the app knows
         target = folder / f"wide-{copy}"
         target.mkdir()
         for file in paths["wide"].iterdir():
@@ -247,7 +249,7 @@ class Stress:
         for layer, head in ((1, 3), (2, 7), (3, 0)):  # positions within the sliders' first range
             self.request("memory", "layer switch at the limit", "layer", [layer, head, 1, 0], _kept, session)
         self.request("memory", "overview at the limit", "overview", [], _kept, session)
-        for name in ("wide", "wide-1", "wide-2", "wide-3", "wide-4"):  # together past the budget: evictions
+        for name in ("wide", *(f"wide-{i}" for i in range(1, 6))):  # together past the budget: evictions
             visitor = uuid.uuid4().hex
             self.request(
                 "memory", "load a wide model", "load_model", [str(self.paths[name])], _says("Loaded"), visitor
@@ -292,12 +294,13 @@ def table(results: list[Result], monitor: Monitor, budget: float, baseline: int,
     queue_full = sum("Queue is full" in r.detail for r in results)
     gib = 2**30
     lines = [
-        "| requests | failures | p50 | p95 | worst request | GET / while it ran (max) | peak RSS "
-        "| resting RSS | budget |",
-        "|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| requests | failures | p50 | p95 | worst request | GET / while it ran (max) | GET / (max) "
+        "| peak RSS | resting RSS | budget |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
         f"| {len(results)} ({queue_full} told the queue is full) | {sum(not r.ok for r in results)} "
         f"| {statistics.median(seconds):.2f} s | {_percentile(seconds, 95):.2f} s "
         f"| {worst.name} ({worst.category}), {worst.seconds:.1f} s | {max(during):.2f} s "
+        f"| {max(s for _, s in monitor.pages):.2f} s "
         f"| {peak / gib:.2f} GiB | {resting / gib:.2f} GiB ({resting / budget:.2f}× budget) "
         f"| {budget / gib:.2f} GiB (startup RSS {baseline / gib:.2f} GiB) |",
         "",
@@ -322,7 +325,7 @@ def _percentile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=6, help="concurrent visitors")
-    parser.add_argument("--budget-gb", type=float, default=1.0, help="EXPLORER_MEMORY_GB of the server")
+    parser.add_argument("--budget-gb", type=float, default=2.0, help="EXPLORER_MEMORY_GB of the server")
     parser.add_argument("--max-tokens", type=int, default=2048, help="EXPLORER_MAX_TOKENS of the server")
     parser.add_argument("--burst", type=int, default=80, help="requests sent at once (the queue holds 64)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take")

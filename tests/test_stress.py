@@ -10,7 +10,9 @@ from explorer import stress
 def test_a_quick_stress_run_has_no_failures_and_prints_its_table(capsys):
     assert stress.main(["--quick"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("| requests | failures | p50 | p95 | worst request | GET / while it ran (max) |")
+    assert out.startswith(
+        "| requests | failures | p50 | p95 | worst request | GET / while it ran (max) | GET / (max)"
+    )
     requests, failures = re.search(
         r"^\| (\d+) \(\d+ told the queue is full\) \| (\d+) \|", out, re.M
     ).groups()
