@@ -9,8 +9,8 @@ runs of (model, prompt), least recently used dropped first once everything toget
   ids and tokens) and the prompt text held in keys. A run grows as its layers are looked at, so sizes
   are measured again whenever the cache is trimmed.
 - Dropping a model drops its runs, which hold it: an evicted model is freed, not kept alive by them.
-- Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), after the policy allows the source
-  and (for a local model) before anything is read the model is checked to fit the budget.
+- Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), once the policy allows the source;
+  a model whose weights would not fit the budget is refused before a weight is read.
 """
 
 from __future__ import annotations
@@ -206,9 +206,9 @@ class Workspace:
             return self._entries[keys[-1]]
 
     def _size(self, key, value) -> int:
-        text = key[1] if isinstance(key, tuple) else key
-        held = model_nbytes(value) if isinstance(value, Explorer) else value.nbytes()
-        return held + sys.getsizeof(text)
+        if isinstance(value, Explorer):
+            return model_nbytes(value) + sys.getsizeof(key)
+        return value.nbytes()  # its text is the key's: one string, counted once
 
     def _trim(self, keep: set) -> bool:
         """Drop least recently used entries while the total passes the budget; what the request in

@@ -116,6 +116,7 @@ class Monitor(threading.Thread):
         self.http = httpx.Client(timeout=30)
         self.rss: list[tuple[float, int]] = []
         self.pages: list[tuple[float, float]] = []  # (start, seconds); a failed GET counts as 30 s
+        self.errors: list[tuple[float, str]] = []  # (start, what went wrong) of each failed GET
 
     def run(self):
         next_page = 0.0
@@ -129,10 +130,13 @@ class Monitor(threading.Thread):
 
     def _page(self, start: float):
         try:
-            ok = self.http.get(self.url).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        self.pages.append((start, time.monotonic() - start if ok else 30.0))
+            answer = self.http.get(self.url)
+            error = "" if answer.status_code == 200 else f"HTTP {answer.status_code}"
+        except httpx.HTTPError as failure:
+            error = f"{type(failure).__name__}: {failure}"[:120]
+        self.pages.append((start, 30.0 if error else time.monotonic() - start))
+        if error:
+            self.errors.append((start, error))
 
 
 def free_port() -> int:
@@ -390,6 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     print(table(stress.results, monitor, budget, baseline, resting))
     averages = " / ".join(f"{value:.2f}" for value in load)
     print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
+    for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:
+        if seconds > 1.0:
+            busy_with = sorted(
+                {f"{r.category} / {r.name}" for r in stress.results if r.start <= start <= r.end}
+            )
+            error = next((e for t, e in monitor.errors if t == start), "")
+            print(f"GET / took {seconds:.1f} s {error} while these ran: {', '.join(busy_with) or 'nothing'}")
     for result in stress.results:
         if not result.ok:
             print(f"FAILED {result.category} / {result.name} ({result.seconds:.1f} s): {result.detail}")

@@ -211,7 +211,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         runs = [
             gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run"),
             examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False),
-            load_button.click(  # one load at a time, whoever asks: loading holds a model's bytes twice
+            load_button.click(  # one load at a time, whoever asks: a load holds a model beside the cache
                 load_model,
                 [picker],
                 load_outputs,
