@@ -117,6 +117,7 @@ class Monitor(threading.Thread):
         self.rss: list[tuple[float, int]] = []
         self.pages: list[tuple[float, float]] = []  # (start, seconds); a failed GET counts as 30 s
         self.errors: list[tuple[float, str]] = []  # (start, what went wrong) of each failed GET
+        self._gets: list[threading.Thread] = []
 
     def run(self):
         next_page = 0.0
@@ -124,9 +125,18 @@ class Monitor(threading.Thread):
             now = time.monotonic()
             self.rss.append((now, memory.rss_bytes(self.pid)))
             if now >= next_page:
-                threading.Thread(target=self._page, args=(now,), daemon=True).start()
+                get = threading.Thread(target=self._page, args=(now,), daemon=True)
+                get.start()
+                self._gets.append(get)
                 next_page = now + 0.25
             time.sleep(0.1)
+
+    def finish(self) -> None:
+        """Stop sampling and wait for the GETs in flight, so that stopping the server fails none."""
+        self.stop.set()
+        self.join()
+        for get in self._gets:
+            get.join(timeout=30)
 
     def _page(self, start: float):
         try:
@@ -383,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             busy = time.monotonic() - started
             time.sleep(args.rest)
             resting = memory.rss_bytes(server.pid)
-            monitor.stop.set()
+            monitor.finish()
         finally:
             server.terminate()
             try:
