@@ -17,7 +17,7 @@ from explorer import figures, heads, rope
 from explorer.attention import kv_head_map
 from explorer.config import ModelConfig
 from explorer.run import Run
-from explorer.tokens import display_tokens
+from explorer.tokens import next_token_labels
 
 EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
 TOP_NEXT_TOKENS = 10
@@ -185,7 +185,7 @@ def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
 
 def next_tokens(run: Run) -> go.Figure:
     probs, ids = run.next_token_probs().topk(TOP_NEXT_TOKENS)
-    tokens = display_tokens(run.explorer.tokenizer, ids.tolist())  # partial UTF-8 bytes as escapes
+    tokens = next_token_labels(run.explorer.tokenizer, run.ids, ids.tolist())  # as read after the prompt
     return figures.next_tokens_figure(list(zip(tokens, probs.tolist(), strict=True)))
 
 

@@ -22,6 +22,7 @@ from plotly.utils import PlotlyJSONEncoder
 from explorer.tokens import printable
 
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
+SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', sans-serif"
 
@@ -116,6 +117,17 @@ def token_label(token: str) -> str:
     return html.escape(printable(token), quote=False)
 
 
+def hover_label(token: str) -> str:
+    """A token as an axis names it: its label, and for a token holding part of a character (see
+    `explorer.tokens`) what it holds, after SHORT_END. Hover shows it all; the page's script cuts tick
+    labels at SHORT_END, so ticks stay short ("é¹" on the axis, "é¹ (byte 1 of 2 of “é”)" in hover)."""
+    label = token_label(token)
+    hover = getattr(token, "hover", token)
+    if hover == token:
+        return label
+    return label + SHORT_END + token_label(hover[len(token) :])
+
+
 def quoted_token(token: str) -> str:
     """A token inside running text: its label in quotation marks, so a leading space shows."""
     return f"“{token_label(token)}”"
@@ -129,7 +141,7 @@ def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
         dtick=max(1, math.ceil(len(tokens) / max_labels)),
         tickformat="d",
         hoverformat="d",
-        labelalias={str(i): token_label(t) for i, t in enumerate(tokens)},
+        labelalias={str(i): hover_label(t) for i, t in enumerate(tokens)},
         showgrid=False,
         zeroline=False,
     )
