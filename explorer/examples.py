@@ -43,4 +43,12 @@ And lose the name of action."""
 
 UNICODE = "Café ☕ — naïve façade, «quoted» & <b>bold?</b> 🙂👍🏽 日本語! (¿Qué?) “Ay, there’s the rub…”"
 
-EXAMPLES = [SHAKESPEARE_LINE, INDUCTION, LONG_PASSAGE, UNICODE]
+# What each example shows, as the picker labels it.
+LABELLED = {
+    "a line of Hamlet: previous-token heads": SHAKESPEARE_LINE,
+    "induction: a line written three times": INDUCTION,
+    "a long passage: distance and sinks": LONG_PASSAGE,
+    "characters, not bytes: accents, emoji, markup": UNICODE,
+}
+EXAMPLES = list(LABELLED.values())
+EXAMPLE_LABELS = list(LABELLED)

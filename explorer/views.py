@@ -33,7 +33,7 @@ def default_positions(run: Run) -> tuple[int, int]:
     return run.n_tokens - 1, max(run.n_tokens - 2, 0)
 
 
-def pipeline(run: Run, layer: int, head: int) -> go.Figure:
+def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.Figure:
     att = run.attention(layer)
     stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
     return figures.pipeline_figure(
@@ -45,6 +45,7 @@ def pipeline(run: Run, layer: int, head: int) -> go.Figure:
         stages["probs"],
         att.scale,
         f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax",
+        log_colours,
     )
 
 
@@ -55,7 +56,9 @@ def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
     return first, run.n_tokens - 1, first, run.n_tokens - 1
 
 
-def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> go.Figure:
+def zoom(
+    run: Run, layer: int, head: int, window: tuple[int, int, int, int], log_colours: bool = False
+) -> go.Figure:
     """Exact values of a window (first query, last query, first key, last key; inclusive, clamped to
     the prompt and put in order) of one head's masked scores and softmax."""
     q0, q1, k0, k1 = (clamp_position(run, p) for p in window)
@@ -74,13 +77,14 @@ def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> 
         stages["probs"][window_of].numpy(),
         (q0, k0),
         f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values",
+        log_colours,
     )
 
 
-def all_heads(run: Run, layer: int) -> go.Figure:
+def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
     att = run.attention(layer)
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
-    return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title)
+    return figures.all_heads_figure(run.tokens, att.probs.numpy(), att.kv_head.numpy(), title, log_colours)
 
 
 def rope_angles(run: Run) -> go.Figure:
@@ -193,23 +197,25 @@ def _kv_head(config: ModelConfig) -> np.ndarray:
     return kv_head_map(config.n_heads, config.n_kv_heads).numpy()
 
 
-def head_figures(run: Run, layer: int, head: int, query: int, key: int) -> list[go.Figure]:
+def head_figures(
+    run: Run, layer: int, head: int, query: int, key: int, log_colours: bool = False
+) -> list[go.Figure]:
     """What a head switch sends: the pipeline and the RoPE view of q and k."""
     return [
-        pipeline(run, layer, head),
+        pipeline(run, layer, head, log_colours),
         rope_rotation(run, layer, head, query, key),
         rope_score_split(run, layer, head, query, key),
     ]
 
 
-def layer_figures(run: Run, layer: int) -> list[go.Figure]:
+def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Figure]:
     """What depends on the layer alone: every head's map, their similarity, the faithfulness check."""
-    return [all_heads(run, layer), head_similarity(run, layer), faithfulness(run, layer)]
+    return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
 
 
 def plot_payload(fig: go.Figure) -> dict[str, str]:
-    """A figure as the app sends it to the browser (Gradio's plot data)."""
-    return {"type": "plotly", "plot": figures.to_json(fig)}
+    """A figure as the app sends it to the browser (Gradio's plot data), with its export settings."""
+    return {"type": "plotly", "plot": figures.to_json(fig, figures.export_config(fig))}
 
 
 def update_payload_bytes(run: Run, layer: int, head: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import csv
 import json
 import re
 import socket
@@ -253,3 +254,33 @@ def test_the_zoom_shows_exact_values_of_the_window(client, workspace):
     _, zoom = client.predict(2, 3, 10_000, 5, 0, 10_000, api_name="/zoom")  # clamped, put in order
     n = workspace.run("", text).n_tokens
     assert f"queries 5–{n - 1} × keys 0–{n - 1}, exact values" in title(zoom)
+
+
+def test_the_csv_download_is_the_heads_map_with_named_rows_and_columns(client, workspace):
+    text = "Now is the winter of our discontent"
+    run(client, text, 1, 6)
+    _, update = client.predict(1, 6, api_name="/csv")
+    assert update["visible"] is True
+    with open(update["value"], encoding="utf-8") as file:
+        rows = list(csv.reader(file))
+    probs = workspace.run("", text).attention(1).head_stages(6)["probs"].numpy()
+    tokens = workspace.run("", text).tokens
+    assert rows[0][1:] == [f"{i}:{t}" for i, t in enumerate(tokens)]
+    np.testing.assert_allclose(np.array([r[1:] for r in rows[1:]], dtype=np.float64), probs, rtol=1e-7)
+
+
+def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
+    from urllib.parse import parse_qs
+
+    from explorer import models
+    from explorer.ui import share
+
+    query = share.query_string("Crème brûlée & <b>", 3, 7, str(smollm2_path), "overview")
+    assert parse_qs(query[1:]) == {
+        "prompt": ["Crème brûlée & <b>"],
+        "layer": ["3"],
+        "head": ["7"],
+        "tab": ["overview"],
+        "model": [models.SMOLLM2_LABEL],
+    }
+    assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied

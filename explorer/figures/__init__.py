@@ -4,7 +4,7 @@ No torch, no Gradio: each works in a notebook with `fig.show()`.
 """
 
 from explorer.figures.attention import ZOOM_CELLS, all_heads_figure, pipeline_figure, zoom_figure
-from explorer.figures.common import to_json, token_label
+from explorer.figures.common import export_config, to_json, token_label
 from explorer.figures.faithfulness import faithfulness_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
 from explorer.figures.overview import next_tokens_figure, profile_figure
@@ -13,6 +13,7 @@ from explorer.figures.rope import rope_angles_figure, rotation_figure, score_spl
 __all__ = [
     "ZOOM_CELLS",
     "all_heads_figure",
+    "export_config",
     "faithfulness_figure",
     "gqa_diagram_figure",
     "head_similarity_figure",

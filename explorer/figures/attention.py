@@ -29,8 +29,10 @@ def pipeline_figure(
     probs: np.ndarray,  # [N, N] softmax of masked
     scale: float,
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
-    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes."""
+    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes
+    (`log_colours`: the softmax coloured on a log scale)."""
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)", "softmax"]
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
@@ -46,7 +48,13 @@ def pipeline_figure(
             masked_at,
             colorbar_below(layout, masked_at[0], y=-0.45),
         ),
-        map_heatmap(encode_probs(probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.45)),
+        map_heatmap(
+            encode_probs(probs),
+            "p",
+            probs_at,
+            colorbar_below(layout, probs_at[0], y=-0.45),
+            log_colours=log_colours,
+        ),
     ]
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
@@ -78,6 +86,7 @@ def all_heads_figure(
     probs: np.ndarray,  # [H, N, N] the layer's softmax maps
     kv_head: np.ndarray,  # [H] which kv head each query head reads
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
     """Every head's softmax map as small multiples, framed and coloured by the kv head they share."""
     n_heads, n = probs.shape[0], len(tokens)
@@ -88,7 +97,7 @@ def all_heads_figure(
     maps = [encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs]
     colorbar = dict(thickness=10, len=0.8)
     data = [
-        map_heatmap(m, "p", at, colorbar if h == 0 else None)
+        map_heatmap(m, "p", at, colorbar if h == 0 else None, log_colours=log_colours)
         for h, (m, at) in enumerate(zip(maps, cells, strict=True))
     ]
     shapes = []
@@ -122,6 +131,7 @@ def zoom_figure(
     probs: np.ndarray,  # [q, k] softmax values of the window
     origin: tuple[int, int],  # (first query, first key) position of the window
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
     the softmax side by side, whatever the prompt's length (the full maps are pooled past 512)."""
@@ -134,7 +144,14 @@ def zoom_figure(
         map_heatmap(
             encode_signed(masked), "masked", scores_at, colorbar_below(layout, scores_at[0], y=-0.3), origin
         ),
-        map_heatmap(encode_probs(probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.3), origin),
+        map_heatmap(
+            encode_probs(probs),
+            "p",
+            probs_at,
+            colorbar_below(layout, probs_at[0], y=-0.3),
+            origin,
+            log_colours,
+        ),
     ]
     (q0, k0), (nq, nk) = origin, masked.shape
     for i, (x, y) in enumerate((scores_at, probs_at)):

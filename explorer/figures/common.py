@@ -46,12 +46,23 @@ def figure(data: list[dict], tokens: list[str] | None = None, **layout) -> go.Fi
     return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout))
 
 
-def to_json(fig: go.Figure) -> str:
-    """The figure as compact JSON, typed arrays as base64 `bdata`.
+def to_json(fig: go.Figure, config: dict | None = None) -> str:
+    """The figure as compact JSON, typed arrays as base64 `bdata` (with Plotly's `config`, if given).
 
     Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
     app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth."""
-    return json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+    plot = fig.to_plotly_json() | ({"config": config} if config else {})
+    return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:
+    """Plotly's config for a figure in the app: the modebar's download gives an SVG at publication
+    size, 1,600 px wide at the figure's height (the page adds a PNG button beside it)."""
+    height = int(fig.layout.height or 500)
+    return dict(
+        displaylogo=False,
+        toImageButtonOptions=dict(format="svg", filename=name, width=1600, height=height, scale=1),
+    )
 
 
 def grid(

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from plotly.colors import sample_colorscale
 
 MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
 PROBS_COLORSCALE = "Blues"
+LOG_FLOOR = 1e-4  # the faintest probability a log colour scale tells from zero
 SIGNED_COLORSCALE = "RdBu_r"
 MASK_COLOURS = [[0, "#f3f4f6"], [1, "#e0f2fe"]]
 MASKED_FILL = dict(
@@ -114,9 +116,11 @@ def map_heatmap(
     axes: tuple[str, str],
     colorbar: dict | None = None,
     origin: tuple[int, int] = (0, 0),
+    log_colours: bool = False,
 ) -> dict:
     """A heatmap trace of an encoded map over token positions; hover names query, key and value.
-    `origin` is the (query, key) position of its first cell, for a window cut from a bigger map."""
+    `origin` is the (query, key) position of its first cell, for a window cut from a bigger map.
+    `log_colours` colours probabilities on a log scale; the values (and so the hover) stay as they are."""
     if m.block == 1:
         where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
@@ -135,7 +139,7 @@ def map_heatmap(
         yaxis=axes[1],
         hoverongaps=False,
         hovertemplate=f"{where}<br>{value}<extra></extra>",
-        **_colour(m, colorbar),
+        **_colour(m, colorbar, log_colours),
     )
 
 
@@ -162,14 +166,27 @@ def _cells(block: int, origin: tuple[int, int] = (0, 0)) -> dict:
     return dict(x0=origin[1] + centre, dx=block, y0=origin[0] + centre, dy=block)
 
 
-def _colour(m: EncodedMap, colorbar: dict | None) -> dict:
+def log_colorscale(floor: float, steps: int = 16) -> list[list]:
+    """PROBS_COLORSCALE spread over decades: stops at floor^(1 − k/steps), so each decade from `floor`
+    (a fraction of the range) to 1 gets an equal share of the colours; below `floor`, the lightest."""
+    colours = sample_colorscale(PROBS_COLORSCALE, [k / steps for k in range(steps + 1)])
+    stops = [[0.0, colours[0]]]
+    stops += [[float(floor ** (1 - k / steps)), colour] for k, colour in enumerate(colours)]
+    return stops
+
+
+def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False) -> dict:
     bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
     shown = colorbar is not None
     if m.kind == "probs":
         if not m.exact:
             bar["ticksuffix"] = "%"
+        if log_colours:
+            bar["title"] = dict(text="log colours", side="top")
+        # Exact maps resolve 1e-4; 8-bit ones hold whole percents, so their scale starts at 1%.
+        floor = LOG_FLOOR if m.exact else 0.01
         return dict(
-            colorscale=PROBS_COLORSCALE,
+            colorscale=log_colorscale(floor) if log_colours else PROBS_COLORSCALE,
             zmin=0.0,
             zmax=1.0 if m.exact else 100.0,
             colorbar=bar,

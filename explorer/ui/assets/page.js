@@ -1,0 +1,128 @@
+// Attention Explorer: what the page does in the browser, loaded once by explorer/ui/page.py.
+//
+// - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
+//   hover shows it all, ticks are cut at the invisible separator U+2063. Then every axis hides the
+//   labels that would overlap the last one shown, measured as drawn, so no two ever collide.
+// - A PNG button beside the modebar's SVG download, at publication size.
+// - Clicking a cell of the Overview or a head's thumbnail picks that layer and head.
+// - In the prompt, Enter runs it and Shift+Enter starts a new line.
+
+if (!window.__attentionExplorerPage) {
+  window.__attentionExplorerPage = true;
+
+  const SHORT_END = "\u2063";
+  const hooked = new WeakSet();
+
+  function tidyTicks(gd) {
+    for (const axis of gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")) {
+      const texts = [...axis.querySelectorAll("text")];
+      for (const text of texts) {
+        const cut = text.textContent.indexOf(SHORT_END);
+        if (cut >= 0) text.textContent = text.textContent.slice(0, cut);
+        text.style.visibility = "";
+      }
+      const placed = texts
+        .map((text) => ({ text, box: text.getBoundingClientRect() }))
+        .filter(({ box }) => box.width > 0 && box.height > 0);
+      const spread = (key) => Math.max(...placed.map((p) => p.box[key])) - Math.min(...placed.map((p) => p.box[key]));
+      const along = spread("left") > spread("top") ? "left" : "top"; // ticks run across or down
+      placed.sort((a, b) => a.box[along] - b.box[along]);
+      let last = null;
+      for (const { text, box } of placed) {
+        const overlaps =
+          last &&
+          box.left < last.right + 1 &&
+          box.right > last.left - 1 &&
+          box.top < last.bottom + 1 &&
+          box.bottom > last.top - 1;
+        if (overlaps) text.style.visibility = "hidden";
+        else last = box;
+      }
+    }
+  }
+
+  function addPngButton(gd) {
+    const bar = gd.querySelector(".modebar");
+    if (!bar || bar.querySelector(".png-button") || !window.Plotly) return;
+    const group = document.createElement("div");
+    group.className = "modebar-group";
+    const button = document.createElement("a");
+    button.className = "modebar-btn png-button";
+    button.setAttribute("rel", "tooltip");
+    button.setAttribute("data-title", "Download as PNG (publication size)");
+    button.textContent = "PNG";
+    button.style.cssText = "font: 600 10px sans-serif; padding: 3px 4px; cursor: pointer;";
+    button.addEventListener("click", () => {
+      const options = gd._context?.toImageButtonOptions || {};
+      window.Plotly.downloadImage(gd, {
+        format: "png",
+        filename: options.filename || "attention-explorer",
+        width: options.width || 1600,
+        height: options.height || gd._fullLayout.height,
+        scale: 2,
+      });
+    });
+    group.appendChild(button);
+    bar.appendChild(group);
+  }
+
+  function pickHead(layer, head) {
+    const input = document.querySelector("#picked-head textarea, #picked-head input");
+    if (!input) return;
+    input.value = `${layer},${head},${Date.now()}`;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function currentLayer() {
+    return Number(document.querySelector("#layer-slider input[type=number]")?.value || 0);
+  }
+
+  function onClick(gd, data) {
+    const point = data.points && data.points[0];
+    if (!point) return;
+    if (gd.closest("#overview-plot")) {
+      pickHead(Math.round(point.y), Math.round(point.x));
+    } else if (gd.closest("#all-heads-plot")) {
+      const axis = point.data.xaxis || "x";
+      pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
+    }
+  }
+
+  function hook(gd) {
+    if (hooked.has(gd) || typeof gd.on !== "function") return;
+    hooked.add(gd);
+    gd.on("plotly_afterplot", () => {
+      tidyTicks(gd);
+      addPngButton(gd);
+    });
+    gd.on("plotly_click", (data) => onClick(gd, data));
+    tidyTicks(gd);
+    addPngButton(gd);
+  }
+
+  new MutationObserver(() => document.querySelectorAll(".js-plotly-plot").forEach(hook)).observe(document.body, {
+    childList: true,
+    subtree: true,
+    attributes: true,
+    attributeFilter: ["class"],
+  });
+  document.querySelectorAll(".js-plotly-plot").forEach(hook);
+
+  document.addEventListener(
+    "keydown",
+    (event) => {
+      const box = event.target;
+      if (event.key !== "Enter" || event.isComposing || !box.closest || !box.closest("#prompt")) return;
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      if (event.shiftKey) {
+        const at = box.selectionStart;
+        box.setRangeText("\n", at, box.selectionEnd, "end");
+        box.dispatchEvent(new Event("input", { bubbles: true }));
+      } else {
+        document.querySelector("#run-button")?.click();
+      }
+    },
+    true,
+  );
+}
