@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import explorer
-from explorer import PromptError, interventions
+from explorer import PromptError, examples, interventions
 from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
 
 ABLATED = [(0, 1), (0, 6), (1, 3), (2, 0), (2, 7)]  # several heads, several layers, both kv groups
@@ -236,3 +236,52 @@ def test_identical_prompts_and_identical_answer_and_distractor_are_refused(tiny)
         tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, ANSWER)
     with pytest.raises(PromptError, match="prompt is empty"):
         tiny.patch_heads("", CLEAN, ANSWER, DISTRACTOR)
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return explorer.load(device="cpu")
+
+
+def copy_probability(ex, ablate=(), mode="zero") -> tuple[float, str]:
+    """p(" silver") where the line's second copy should repeat it, and the top next token."""
+    run = ex.run(examples.COPY, ablate=ablate, ablate_mode=mode)
+    silver = ex.tokenizer.encode(" silver", add_special_tokens=False).ids[0]
+    return float(run.next_token_probs()[silver]), run.top_next_tokens(1)[0][0]
+
+
+def second_copy_loss(ex, ablate=()) -> float:
+    """Mean next-token loss (nats) over the second copy of the induction line written twice."""
+    line = examples.COPY.split("\n")[0]
+    run = ex.run(f"{line}\n{line}", ablate=ablate)
+    ids, half = torch.tensor(run.ids), run.n_tokens // 2  # each copy is the same 25 tokens (+ newline)
+    positions = torch.arange(half + 1, run.n_tokens - 1)  # predicting the second copy's tokens 2..25
+    return -run.logits.log_softmax(-1)[positions, ids[positions + 1]].mean().item()
+
+
+def test_ablating_the_bundled_models_induction_heads_stops_the_copy(bundled):
+    """Measured: p(" silver") 0.306 (top 1); 3.1 alone 0.153; 3.0–3.2 0.001 (top 1 becomes " death");
+    the other kv group's 3.3–3.5 0.320. Loss on the second copy: 1.32 nats; 5.39 with 3.0–3.2 ablated,
+    as hard as the first copy (5.92)."""
+    plain, top = copy_probability(bundled)
+    assert top == " silver" and plain > 0.25
+    alone, _ = copy_probability(bundled, [(3, 1)])
+    assert alone < 0.6 * plain
+    ablated, top = copy_probability(bundled, examples.INDUCTION_HEADS)
+    assert ablated < 0.01 and top != " silver"
+    mean_ablated, _ = copy_probability(bundled, examples.INDUCTION_HEADS, mode="mean")
+    assert mean_ablated < 0.01
+    control, top = copy_probability(bundled, [(3, 3), (3, 4), (3, 5)])  # heads that read kv head 1
+    assert top == " silver" and abs(control - plain) < 0.05
+    assert second_copy_loss(bundled, examples.INDUCTION_HEADS) > second_copy_loss(bundled) + 3
+
+
+def test_patching_the_copy_example_puts_the_induction_heads_on_top(bundled):
+    """Measured: clean 6.43, corrupted −6.47; recovered 3.2: 0.45, 3.0: 0.35, 0.6: 0.32, 3.1: 0.26."""
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    result = bundled.patch_heads(example.clean, example.corrupted, example.answer, example.distractor)
+    assert result.clean_logit_diff > 3 and result.corrupted_logit_diff < -3
+    top_four = {(layer, head) for layer, head, _ in result.top_heads(4)}
+    assert {(3, 0), (3, 2)} <= top_four
+    assert result.recovered[3, :3].sum() > 0.8  # the three induction heads together
+    assert result.recovered[3, 3:].abs().max() < 0.1  # the other kv group's heads do not copy here
