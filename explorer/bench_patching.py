@@ -101,6 +101,8 @@ def results_for(checkpoint: Path, device: str, threads: int, warmups: int, repea
     target = next(row for row in rows if row["pair"] == TARGET_ROW)
     return {
         "status": "ok",
+        "device": device,
+        "threads": threads,
         "layers": ex.config.n_layers,
         "heads": ex.config.n_heads,
         "warmups": warmups,
@@ -117,7 +119,8 @@ def markdown(patching: dict[str, Any]) -> str:
     layers, heads = patching["layers"], patching["heads"]
     lines = [
         f"Head-patching sweep, {layers} layers × {heads} heads = {layers * heads} patches, "
-        f"{patching['rows'][0]['n_tokens']}-token prompt pairs differing in one token; median of "
+        f"{patching['rows'][0]['n_tokens']}-token prompt pairs differing in one token, on "
+        f"{patching['device']} with {patching['threads']} torch thread(s); median of "
         f"{patching['repeats']} (forward, sweep) repeats after {patching['warmups']} warm-up.",
         "",
         "| pair | first difference | one forward `ex.run` | sweep `ex.patch_heads` | "
@@ -158,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         build_checkpoint(Path(tmp), args.shape)
         patching = results_for(Path(tmp), args.device, args.threads, args.warmups, repeats)
-    patching["setup"] = {"shape": args.shape, "device": args.device, "threads": args.threads}
+    patching["shape"] = args.shape
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"patching-{args.device}"
     stem.with_suffix(".json").write_text(json.dumps(patching, indent=2) + "\n")
