@@ -23,7 +23,7 @@ The sweep over all L × H heads costs far less than L · H forwards (`explorer.b
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 
@@ -38,6 +38,8 @@ from explorer.tokens import PromptError, display_tokens, encode
 
 ABLATE_MODES = ("zero", "mean")
 SWEEP_BUDGET_BYTES = 512 * 2**20  # activations one pass of the sweep may hold; more patches: more passes
+
+Progress = Callable[[float], object]  # told the fraction of a sweep done, e.g. a gr.Progress
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,11 @@ def _trace(model: Transformer, ids: list[int]) -> _Trace:
 
 
 @torch.inference_mode()
-def patch_heads(explorer, clean: str, corrupted: str, answer: str, distractor: str) -> PatchResult:
-    """Patch every head, one at a time, from the clean run into the corrupted one (see the module doc)."""
+def patch_heads(
+    explorer, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+) -> PatchResult:
+    """Patch every head, one at a time, from the clean run into the corrupted one (see the module doc).
+    `progress` is called with the fraction of the sweep done (0 to 1) as it goes, layer by layer."""
     start = time.perf_counter()
     model, tokenizer, limit = explorer.model, explorer.tokenizer, explorer.config.context_length
     clean_encoded, corrupted_encoded = encode(tokenizer, clean, limit), encode(tokenizer, corrupted, limit)
@@ -193,7 +198,7 @@ def patch_heads(explorer, clean: str, corrupted: str, answer: str, distractor: s
     explorer.forward_count += 2
     clean_diff = float(clean_trace.last_hidden.float() @ direction.float())
     corrupted_diff = float(corrupted_trace.last_hidden.float() @ direction.float())
-    patched = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], direction)  # [L, H]
+    patched = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], direction, progress)  # [L, H]
     return PatchResult(
         logit_diff=patched,
         recovered=(patched - corrupted_diff) / (clean_diff - corrupted_diff),
@@ -212,7 +217,12 @@ def patch_heads(explorer, clean: str, corrupted: str, answer: str, distractor: s
 
 
 def _sweep(
-    model: Transformer, corrupted: _Trace, clean_heads: torch.Tensor, start: int, direction: torch.Tensor
+    model: Transformer,
+    corrupted: _Trace,
+    clean_heads: torch.Tensor,
+    start: int,
+    direction: torch.Tensor,
+    progress: Progress | None,
 ) -> torch.Tensor:
     """The patched logit difference of every head.  # -> [L, H] float32 CPU
 
@@ -225,8 +235,10 @@ def _sweep(
     row_bytes = (n - start) * (4 * c.hidden_size + 3 * c.intermediate_size) * corrupted.heads.element_size()
     layers_per_pass = max(1, SWEEP_BUDGET_BYTES // (row_bytes * c.n_heads))
     cos, sin = model.rope_tables(n, corrupted.layer_inputs.dtype)  # [N, d] ×2
+    firsts = range(0, c.n_layers, layers_per_pass)
+    steps, done = sum(c.n_layers - first for first in firsts), 0  # (pass, layer) steps
     passes = []
-    for first in range(0, c.n_layers, layers_per_pass):
+    for first in firsts:
         patched_layers = range(first, min(first + layers_per_pass, c.n_layers))
         rows = None  # [R, M, hidden] residual stream of every patch so far, positions start..N−1
         for layer in range(first, c.n_layers):
@@ -238,6 +250,9 @@ def _sweep(
             if layer in patched_layers:
                 joining = _patched_at(block, corrupted, clean_heads, layer, start, last_only)
                 rows = joining if rows is None else torch.cat([rows, joining])
+            done += 1
+            if progress is not None:
+                progress(done / steps)
         final = model.norm(rows[:, -1])  # [R, hidden]
         passes.append((final.float() @ direction.float()).view(len(patched_layers), c.n_heads))
     return torch.cat(passes).cpu()

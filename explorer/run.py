@@ -19,7 +19,7 @@ import torch
 from explorer.attention import AttentionInternals, eager_attention
 from explorer.checkpoints import Checkpoint, load_checkpoint
 from explorer.config import ModelConfig
-from explorer.interventions import Ablation, PatchResult, patch_heads
+from explorer.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.tokens import encode
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
@@ -83,10 +83,13 @@ class Explorer:
             ablation,
         )
 
-    def patch_heads(self, clean: str, corrupted: str, answer: str, distractor: str) -> PatchResult:
+    def patch_heads(
+        self, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+    ) -> PatchResult:
         """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
-        time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`)."""
-        return patch_heads(self, clean, corrupted, answer, distractor)
+        time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`).
+        `progress(fraction)` is called as the sweep goes."""
+        return patch_heads(self, clean, corrupted, answer, distractor, progress)
 
 
 class Run:

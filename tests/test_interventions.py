@@ -167,12 +167,16 @@ def test_patched_logit_diffs_match_transformers_for_every_head(hf_pair, pair):
     assert (patched - corrupted).abs().max().item() > 1e-2  # some patch moves the logit difference
 
 
-def test_a_sweep_split_into_passes_gives_the_same_result(hf_pair, monkeypatch):
+def test_a_sweep_split_into_passes_gives_the_same_result_and_reports_progress(hf_pair, monkeypatch):
     _, ex = hf_pair
-    whole = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR)
+    fractions = []
+    whole = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR, fractions.append)
+    assert fractions == pytest.approx([1 / 3, 2 / 3, 1])  # one pass over 3 layers
     monkeypatch.setattr(interventions, "SWEEP_BUDGET_BYTES", 1)  # one layer's patches per pass
-    split = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR)
+    fractions.clear()
+    split = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR, fractions.append)
     torch.testing.assert_close(split.logit_diff, whole.logit_diff, rtol=0, atol=1e-5)
+    assert fractions == pytest.approx([step / 6 for step in range(1, 7)])  # passes of 3, 2 and 1 layers
 
 
 def test_top_heads_are_sorted_by_recovered_fraction(hf_pair):
