@@ -18,7 +18,8 @@ from explorer import rope
 from explorer.config import ModelConfig
 
 # An edit of one layer's per-head attention outputs `probs @ v`, before o_proj (TransformerLens's
-# hook_z): [B, H, N, d] -> [B, H, N, d]. `explorer.interventions` builds them (ablation).
+# hook_z): [B, H, N, d] -> [B, H, N, d]. `explorer.interventions` builds them (ablation; patching
+# records the heads' outputs through one that returns them unchanged).
 HeadEdit = Callable[[torch.Tensor], torch.Tensor]
 
 
