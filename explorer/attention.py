@@ -19,7 +19,7 @@ from functools import cached_property
 import torch
 
 from explorer import rope
-from explorer.model import Attention
+from explorer.model import Attention, HeadEdit
 
 
 def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
@@ -94,9 +94,12 @@ class AttentionInternals:
 
 @torch.inference_mode()
 def eager_attention(
-    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
+    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, head_edit: HeadEdit | None = None
 ) -> AttentionInternals:
-    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm"""
+    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm
+
+    `head_edit` edits the heads' outputs before o_proj as the fast path did (an ablated run's layer).
+    """
     n_tokens = x.shape[0]
     q, k, v = (t[0].float() for t in attn.project(x[None]))  # [H, N, d], [H_kv, N, d] ×2
     angle = rope.angles(torch.arange(n_tokens, device=x.device), inv_freq)  # [N, d/2]
@@ -112,6 +115,8 @@ def eager_attention(
     probs.div_(probs.sum(dim=-1, keepdim=True))
 
     heads_out = probs @ v[kv_head]  # [H, N, d]
+    if head_edit is not None:
+        heads_out = head_edit(heads_out[None])[0]
     output = attn.merge_heads(heads_out[None].to(x.dtype))[0].float()  # [N, hidden]
     return AttentionInternals(
         layer=layer,

@@ -5,7 +5,7 @@ into a temporary directory, and every contender loads those same weights. Each (
 a fresh process (`explorer.bench_worker`, which says what each contender does and how memory is
 measured), one after another, with warm-up and the median of several timed calls, float32, under
 `torch.inference_mode()`, with the same number of threads. The tables go to `bench/results-DEVICE.json`
-and `.md`.
+and `.md`, with the head-patching sweep's section (`explorer.bench_patching`) at the end.
 
     python -m explorer.bench            # N = 128, 512, 1024, 2048
     python -m explorer.bench --quick    # N = 512 only, fewer calls
@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from explorer import bench_patching
 from explorer.bench_report import CONTENDERS, markdown, ratios, targets
 from explorer.bench_worker import token_name
 
@@ -214,6 +215,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         build_checkpoint(checkpoint, args.shape)
         rows, tl_version = measure_all(checkpoint, args.lengths, args)
         app_bytes = app_update_bytes(checkpoint, APP_UPDATE_LENGTHS)
+        patching = bench_patching.results_for(
+            checkpoint, args.device, args.threads, args.warmups, args.repeats
+        )
     results = {
         "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},
         "setup": {
@@ -226,13 +230,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": rows,
         "ratios": ratios(rows),
         "app_update_bytes": app_bytes,
+        "patching": patching,
     }
     results["targets"] = targets(results["ratios"])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"results-{args.device}"
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    text = markdown(results) + "\n" + bench_patching.markdown(patching)
+    stem.with_suffix(".md").write_text(text)
+    print(text)
     return results
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import torch
 from explorer.attention import AttentionInternals, eager_attention
 from explorer.checkpoints import Checkpoint, load_checkpoint
 from explorer.config import ModelConfig
+from explorer.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.tokens import encode
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
@@ -44,28 +46,58 @@ class Explorer:
         return self.model.embed_tokens.weight.dtype
 
     @torch.inference_mode()
-    def run(self, text: str, max_tokens: int | None = None) -> Run:
-        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer."""
+    def run(
+        self,
+        text: str,
+        max_tokens: int | None = None,
+        ablate: Iterable[tuple[int, int]] = (),
+        ablate_mode: str = "zero",
+    ) -> Run:
+        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer.
+
+        `ablate`: (layer, head) pairs whose outputs are zeroed or mean-replaced (`ablate_mode`, see
+        `explorer.interventions`); the run remembers it, so its eager reruns apply the same edit.
+        """
+        ablation = Ablation.parse(self.config, ablate, ablate_mode)
         limit = min(max_tokens or self.config.context_length, self.config.context_length)
         encoded = encode(self.tokenizer, text, limit)
         ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
         n, hidden = ids.shape[1], self.config.hidden_size
         layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)
         start = time.perf_counter()
-        final_hidden = self.model.hidden_states(ids, layer_inputs)  # [1, N, hidden]
+        final_hidden = self.model.hidden_states(
+            ids, layer_inputs, ablation.edits() if ablation else None
+        )  # [1, N, hidden]
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         self.forward_count += 1
         return Run(
-            self, encoded.ids, encoded.tokens, encoded.n_dropped, layer_inputs[:, 0], final_hidden[0], seconds
+            self,
+            encoded.ids,
+            encoded.tokens,
+            encoded.n_dropped,
+            layer_inputs[:, 0],
+            final_hidden[0],
+            seconds,
+            ablation,
         )
+
+    def patch_heads(
+        self, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+    ) -> PatchResult:
+        """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
+        time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`).
+        `progress(fraction)` is called as the sweep goes."""
+        return patch_heads(self, clean, corrupted, answer, distractor, progress)
 
 
 class Run:
     """One prompt's fast forward, with lazy access to logits and to any layer's eager internals."""
 
-    def __init__(self, explorer, ids, tokens, n_dropped, layer_inputs, final_hidden, forward_seconds):
+    def __init__(
+        self, explorer, ids, tokens, n_dropped, layer_inputs, final_hidden, forward_seconds, ablation=None
+    ):
         self.explorer = explorer
         self.ids: list[int] = ids  # [N]
         self.tokens: list[str] = tokens  # [N] display strings
@@ -73,6 +105,7 @@ class Run:
         self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
         self.final_hidden = final_hidden  # [N, hidden] after the final norm
         self.forward_seconds: float = forward_seconds
+        self.ablation: Ablation | None = ablation  # heads this run's forward (and eager reruns) ablate
         self.eager_seconds: dict[int, float] = {}
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
@@ -88,6 +121,14 @@ class Run:
     @property
     def truncated(self) -> bool:
         return self.n_dropped > 0
+
+    @property
+    def ablated(self) -> tuple[tuple[int, int], ...]:
+        """The (layer, head) pairs this run ablates; empty for a plain run."""
+        return self.ablation.heads if self.ablation else ()
+
+    def _head_edit(self, layer: int):
+        return self.ablation.edit(layer) if self.ablation else None
 
     @cached_property
     def logits(self) -> torch.Tensor:
@@ -129,7 +170,11 @@ class Run:
         start = time.perf_counter()
         with torch.inference_mode():
             internals = eager_attention(
-                model.layers[layer].self_attn, self._normed_input(layer), model.inv_freq, layer
+                model.layers[layer].self_attn,
+                self._normed_input(layer),
+                model.inv_freq,
+                layer,
+                self._head_edit(layer),
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
@@ -152,7 +197,9 @@ class Run:
         model = self.explorer.model
         with torch.inference_mode():
             cos, sin = model.rope_tables(self.n_tokens, self.layer_inputs.dtype)
-            out = model.layers[layer].self_attn(self._normed_input(layer)[None], cos, sin)
+            out = model.layers[layer].self_attn(
+                self._normed_input(layer)[None], cos, sin, self._head_edit(layer)
+            )
         return out[0].float().cpu()
 
     def cache_nbytes(self) -> int:

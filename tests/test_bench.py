@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from explorer.bench_patching import PAIRS
 from explorer.bench_report import CONTENDERS, RATIOS, TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,3 +64,16 @@ def test_app_update_bytes_are_reported_per_view_or_say_why_not(quick_results):
     assert set(app["bytes"]) == {"512", "1024"}
     for views in app["bytes"].values():
         assert views["pipeline view"] > 0 and views["all-heads view"] > 0
+
+
+def test_patching_sweep_is_timed_against_one_forward_per_head(quick_results):
+    results, markdown = quick_results
+    patching = results["patching"]
+    assert patching["status"] == "ok" and (patching["layers"], patching["heads"]) == (3, 4)
+    assert [row["pair"] for row in patching["rows"]] == list(PAIRS)
+    for row in patching["rows"]:
+        assert len(row["all_sweep_seconds"]) == len(row["all_forward_seconds"]) == 2
+        per_head = patching["layers"] * patching["heads"] * row["forward_seconds"]
+        assert row["ratio"] == pytest.approx(row["sweep_seconds"] / per_head)
+    assert [row["differ_at"] for row in patching["rows"]] == [13, 10, 0]
+    assert "Head-patching sweep" in markdown and "sweep / (L·H × forward)" in markdown
