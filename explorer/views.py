@@ -245,7 +245,7 @@ def ablation_next_token_ids(plain: Run, ablated: Run, k: int = ABLATION_TOP_TOKE
 def ablation_next_tokens(plain: Run, ablated: Run) -> go.Figure:
     ids = ablation_next_token_ids(plain, ablated)
     before, after = plain.next_token_probs()[ids], ablated.next_token_probs()[ids]  # [K] each
-    tokens = display_tokens(plain.explorer.tokenizer, ids)
+    tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, ids)  # as read after the prompt
     label = str(ablated.ablation) if ablated.ablation else "ablation of no head"
     return figures.ablation_next_tokens_figure(tokens, before.numpy(), after.numpy(), label)
 
