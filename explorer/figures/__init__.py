@@ -6,13 +6,16 @@ No torch, no Gradio: each works in a notebook with `fig.show()`.
 from explorer.figures.attention import all_heads_figure, pipeline_figure
 from explorer.figures.common import to_json, token_label
 from explorer.figures.faithfulness import faithfulness_figure
+from explorer.figures.generation import candidates_figure, generation_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
 from explorer.figures.overview import next_tokens_figure, profile_figure
 from explorer.figures.rope import rope_angles_figure, rotation_figure, score_split_figure, wavelengths_figure
 
 __all__ = [
     "all_heads_figure",
+    "candidates_figure",
     "faithfulness_figure",
+    "generation_figure",
     "gqa_diagram_figure",
     "head_similarity_figure",
     "kv_cache_figure",
