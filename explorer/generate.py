@@ -83,17 +83,21 @@ class KVCache:
         return sum(t[:, :, : self.length].nbytes for t in (self.k, self.v))
 
 
-def attention_row(q: torch.Tensor, keys: torch.Tensor, scale: float) -> torch.Tensor:
-    """One query's softmax row in every head, from the kv heads' keys.  # [H, d], [H_kv, N, d] -> [H, N]
+def attention_rows(queries: torch.Tensor, keys: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query's softmax row in every layer and head, from the cached keys of the kv heads.
+    # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
 
-    Query head h reads kv head h // (H / H_kv), the grouping of `kv_head_map`: the heads of a group sit side
-    by side, so a view of q pairs them with their kv head's keys without copying any key.
+    Query head h reads kv head h // (H / H_kv), the grouping of `kv_head_map`: viewed as [L·H_kv, G, d],
+    each kv head's group of queries meets its keys in one batched product over every layer at once, and
+    no key is copied. One product and one softmax a step, not one per layer: at a step's sizes each
+    enters a parallel region, which on a busy machine costs a scheduler tick.
     """
-    n_heads, d = q.shape
-    n_kv = keys.shape[0]
-    grouped = q.float().view(n_kv, n_heads // n_kv, d)  # [H_kv, G, d]
-    scores = grouped @ keys.float().transpose(-1, -2)  # [H_kv, G, N]
-    return (scores * scale).softmax(-1).view(n_heads, -1)  # [H, N] float32
+    n_layers, n_heads, d = queries.shape
+    n_kv = keys.shape[1]
+    grouped = queries.float().reshape(n_layers * n_kv, n_heads // n_kv, d)  # [L·H_kv, G, d]
+    flat_keys = keys.float().flatten(0, 1)  # [L·H_kv, N, d]
+    scores = torch.bmm(grouped, flat_keys.transpose(1, 2))  # [L·H_kv, G, N]
+    return (scores * scale).softmax(-1).view(n_layers, n_heads, -1)
 
 
 def sampling_probs(
@@ -271,17 +275,19 @@ class Generation:
         start, end = self.cache.length, self.cache.length + len(new_ids)
         x = model.embed_tokens(torch.tensor([new_ids], device=self.explorer.device))  # [1, n, hidden]
         cos, sin = self._cos[start:end], self._sin[start:end]  # [n, d] each
-        rows = torch.empty(config.n_layers, config.n_heads, end, device=x.device)  # [L, H, end] float32
+        shape = (config.n_layers, config.n_heads, config.head_dim)
+        queries = torch.empty(shape, dtype=x.dtype, device=x.device)  # [L, H, d] last position, after RoPE
         for layer, block in enumerate(model.layers):
             self.layer_inputs[layer, start:end] = x[0]
             normed = block.input_layernorm(x)
-            x = x + self._attend(block.self_attn, normed, layer, start, cos, sin, rows[layer])
+            x = x + self._attend(block.self_attn, normed, layer, start, cos, sin, queries[layer])
             x = x + block.mlp(block.post_attention_layernorm(x))
         hidden = model.norm(x)[0]  # [n, hidden]
         self.final_hidden[start:end] = hidden
         self.cache.length = end
         self._logits = model.lm_head(hidden[-1]).float()  # [vocab]
-        self._rows = rows.cpu()
+        scale = model.layers[0].self_attn.scale
+        self._rows = attention_rows(queries, self.cache.k[:, :, :end], scale).cpu()  # [L, H, end]
 
     def _attend(
         self,
@@ -291,7 +297,7 @@ class Generation:
         start: int,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        row: torch.Tensor,  # [H, end] written: the last position's softmax row
+        query: torch.Tensor,  # [H, d] written: the last position's query after RoPE, for its rows
     ) -> torch.Tensor:
         q, k, v = attn.project(x)  # [1, H, n, d], [1, H_kv, n, d] ×2
         q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
@@ -303,7 +309,7 @@ class Generation:
         y = F.scaled_dot_product_attention(
             q, keys[None], values[None], is_causal=start == 0, enable_gqa=True, scale=attn.scale
         )  # [1, H, n, d]
-        row.copy_(attention_row(q[0, :, -1], keys, attn.scale))
+        query.copy_(q[0, :, -1])
         return attn.merge_heads(y)
 
     @property
