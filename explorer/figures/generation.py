@@ -55,11 +55,12 @@ def generation_figure(tokens: list[str], rows: np.ndarray, n_prompt: int, title:
     return figure(
         data,
         tokens,
-        title=f"{title}<br><sup>one row per new token, at its query position; the first hatched cell of a "
-        f"row is the token it chose{'; ' + note if note else ''}</sup>",
+        title=f"{title}<br><sup>one row per new token at its query position, over the keys before it; the "
+        f"first hatched cell of a row is the token it chose{'; ' + note if note else ''}</sup>",
         shapes=[prompt_end],
-        xaxis=dict(range=[-0.5, n - 0.5], title="key", tickangle=-90),
+        xaxis=dict(range=[-0.5, n - 0.5], tickangle=-90, automargin=True),
         yaxis=dict(
+            automargin=True,
             range=[first + n_steps - 0.5, first - 0.5],
             tick0=first,
             dtick=max(1, math.ceil(n_steps / MAX_TICK_LABELS)),
@@ -95,5 +96,5 @@ def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: s
             autorange="reversed", tickmode="linear", tick0=0, dtick=1, tickformat="d", labelalias=labels
         ),
         height=100 + 28 * len(candidates),
-        margin=dict(l=100),
+        margin=dict(l=100, r=120),  # room for the label of a bar that reaches 1
     )
