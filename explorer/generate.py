@@ -3,7 +3,8 @@
     prefill  the prompt's P positions through SDPA at once (causal); every layer's rotated keys and values
              go into the cache
     step k   query position q = P − 1 + k (step 0 is the prefill's last row): in every layer its row of the
-             attention map, softmax(q·Kᵀ·scale) over keys 0..q, from the cached keys (O(N·d) per head);
+             attention map, softmax(q·Kᵀ·scale) over keys 0..q, from the cached keys (O(N·d) per head,
+             every layer in one batched product);
              the final logits -> the next token, which then goes through the model alone, one position,
              through SDPA against the cache
 
@@ -180,18 +181,19 @@ class Generation:
         self.stop_reason: str | None = None
         self.max_new_tokens = max_new_tokens
         self.temperature, self.top_k, self.top_p = float(temperature), top_k, top_p
-        self.eos_token_id = (
-            (eos_token_id if eos_token_id is not None else config.eos_token_id) if stop_at_eos else None
-        )
+        if not stop_at_eos:
+            eos_token_id = None
+        elif eos_token_id is None:
+            eos_token_id = config.eos_token_id
+        self.eos_token_id = eos_token_id  # None: nothing stops it but the context and max_new_tokens
         self.seconds = 0.0  # time spent in the model so far
 
         device, dtype = explorer.device, explorer.dtype
         capacity = min(len(self.ids) + max_new_tokens, context)
         self.cache = KVCache(config, capacity, dtype, device)
-        self.layer_inputs = torch.empty(
-            config.n_layers, capacity, config.hidden_size, dtype=dtype, device=device
-        )
-        self.final_hidden = torch.empty(capacity, config.hidden_size, dtype=dtype, device=device)
+        inputs_shape = (config.n_layers, capacity, config.hidden_size)
+        self.layer_inputs = torch.empty(inputs_shape, dtype=dtype, device=device)  # [L, capacity, hidden]
+        self.final_hidden = torch.empty(capacity, config.hidden_size, dtype=dtype, device=device)  # normed
         self._cos, self._sin = explorer.model.rope_tables(capacity, dtype)  # [capacity, d] each
         self._generator = torch.Generator(device).manual_seed(seed)
         self._logits: torch.Tensor | None = None  # [vocab] float32 after the last position fed
