@@ -9,6 +9,7 @@ and `.md`, with the head-patching sweep's section (`explorer.bench_patching`) at
 
     python -m explorer.bench            # N = 128, 512, 1024, 2048
     python -m explorer.bench --quick    # N = 512 only, fewer calls
+    python -m explorer.bench --generate # tokens per second of generation (explorer.bench_generate)
 """
 
 from __future__ import annotations
@@ -120,8 +121,10 @@ def find_tl() -> tuple[str | None, str | None]:
     return None, None
 
 
-def run_worker(python: str, contender: str, checkpoint: Path, n: int, args) -> dict[str, Any]:
-    command = [python, "-m", "explorer.bench_worker", contender, str(checkpoint), str(n)]
+def run_worker(
+    python: str, contender: str, checkpoint: Path, n: int, args, module: str = "explorer.bench_worker"
+) -> dict[str, Any]:
+    command = [python, "-m", module, contender, str(checkpoint), str(n)]
     command += [f"--device={args.device}", f"--threads={args.threads}"]
     command += [f"--warmups={args.warmups}", f"--repeats={args.repeats}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(REPO)}
@@ -200,6 +203,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--warmups", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=None, help="timed calls (default 5; 2 with --quick)")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument(
+        "--generate", action="store_true", help="the generation benchmark instead (explorer.bench_generate)"
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 5
@@ -210,6 +216,10 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.generate:
+        from explorer import bench_generate  # it builds on this module
+
+        return bench_generate.main(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         checkpoint = Path(tmp)
         build_checkpoint(checkpoint, args.shape)

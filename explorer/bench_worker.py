@@ -185,9 +185,9 @@ def measure(contender: Contender, device: str, warmups: int, repeats: int) -> di
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, contenders: dict[str, Callable] = CONTENDERS) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("contender", choices=CONTENDERS)
+    parser.add_argument("contender", choices=contenders)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("n_tokens", type=int)
     parser.add_argument("--device", default="cpu")
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     vocab_size = json.loads((args.checkpoint / "config.json").read_text())["vocab_size"]
     ids = prompt_ids(vocab_size, args.n_tokens)
-    contender = CONTENDERS[args.contender](args.checkpoint, ids, args.device)
+    contender = contenders[args.contender](args.checkpoint, ids, args.device)
     print(json.dumps(measure(contender, args.device, args.warmups, args.repeats)))
 
 

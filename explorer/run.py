@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +22,9 @@ from explorer.checkpoints import Checkpoint, load_checkpoint
 from explorer.config import ModelConfig
 from explorer.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.tokens import encode
+
+if TYPE_CHECKING:
+    from explorer.generate import Generation
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
 
@@ -90,6 +94,26 @@ class Explorer:
         time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`).
         `progress(fraction)` is called as the sweep goes."""
         return patch_heads(self, clean, corrupted, answer, distractor, progress)
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int = 0,
+        stop_at_eos: bool = True,
+        eos_token_id: int | None = None,
+    ) -> Generation:
+        """New tokens after `prompt`, one step at a time from a KV cache: iterate the Generation for each
+        step's token, candidates and attention row [L, H, q+1]; its `run` is the sequence as a Run.
+        Temperature 0 is greedy; `eos_token_id` defaults to the config's (see explorer.generate)."""
+        from explorer.generate import Generation  # it builds Runs: imported here to keep imports one-way
+
+        return Generation(
+            self, prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos, eos_token_id
+        )
 
 
 class Run:
