@@ -11,6 +11,7 @@ and `.md`, with the head-patching sweep's section (`explorer.bench_patching`) at
     python -m explorer.bench --quick    # N = 512 only, fewer calls
     python -m explorer.bench --generate # tokens per second of generation (explorer.bench_generate)
     python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
+    python -m explorer.bench --browser  # what a person waits for in Chromium (explorer.bench_browser)
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ SHAPES = {
     ),
 }
 FULL_LENGTHS, QUICK_LENGTHS = (128, 512, 1024, 2048), (512,)
+BROWSER_LENGTHS = (64, 256, 1024, 2048)  # the bundled model up to its 256-token context; SmolLM2 from 256
 APP_UPDATE_LENGTHS = (512, 1024)
 WORKER_TIMEOUT_S = 900
 TL_MISSING = (
@@ -207,6 +209,11 @@ def parse_args(argv: list[str] | None):
     parser.add_argument(
         "--generate", action="store_true", help="the generation benchmark instead (explorer.bench_generate)"
     )
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="time what a person waits for in Chromium (explorer.bench_browser)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
@@ -219,7 +226,7 @@ def parse_args(argv: list[str] | None):
     if args.repeats is None:
         args.repeats = 2 if args.quick else 5
     if args.lengths is None:
-        args.lengths = QUICK_LENGTHS if args.quick else FULL_LENGTHS
+        args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
     return args
 
 
@@ -229,6 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from explorer import bench_generate  # it builds on this module
 
         return bench_generate.main(args)
+    if args.browser:
+        from explorer import bench_browser  # it builds on this module
+
+        return bench_browser.main(args)
     if args.model == "smollm2-gguf":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:

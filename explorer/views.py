@@ -218,7 +218,7 @@ def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Fi
 
 def plot_payload(fig: go.Figure) -> dict[str, str]:
     """A figure as the app sends it to the browser (Gradio's plot data), with its export settings."""
-    return {"type": "plotly", "plot": figures.to_json(fig, figures.export_config(fig))}
+    return {"type": "plotly", "plot": figures.to_json(fig, figures.export_config(fig), compact=True)}
 
 
 def update_payload_bytes(run: Run, layer: int, head: int) -> int:

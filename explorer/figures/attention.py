@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.common import MAX_TICK_LABELS, colorbar_below, figure, grid, group_colour
 from explorer.figures.maps import (
     MAP_BUDGET_BYTES,
+    EncodedMap,
     encode_mask,
     encode_probs,
     encode_signed,
@@ -36,18 +39,13 @@ def pipeline_figure(
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)", "softmax"]
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
-    scaled_map = encode_signed(scaled)
     scores_map = encode_signed(scores)
+    scaled_map, masked_map = scaled_maps(scores_map, scaled, masked, mask)
     data = [
         map_heatmap(scores_map, "q·k", raw, colorbar_below(layout, raw[0], y=-0.45)),
         map_heatmap(scaled_map, "scaled", scaled_at, colorbar_below(layout, scaled_at[0], y=-0.45)),
         mask_heatmap(*encode_mask(mask), mask_at),
-        map_heatmap(
-            encode_signed(masked, limit=scaled_map.limit),
-            "masked",
-            masked_at,
-            colorbar_below(layout, masked_at[0], y=-0.45),
-        ),
+        map_heatmap(masked_map, "masked", masked_at, colorbar_below(layout, masked_at[0], y=-0.45)),
         map_heatmap(
             encode_probs(probs),
             "p",
@@ -56,6 +54,14 @@ def pipeline_figure(
             log_colours=log_colours,
         ),
     ]
+    # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
+    # and the page's script); the figure itself keeps every value.
+    if scores_map.exact:  # scaled = float32(scores × float32(scale)), as torch multiplies
+        data[1]["meta"] = dict(derived=dict(op="scale", source=0, by=float(np.float32(scale))))
+    else:  # 8-bit codes relative to each panel's own limit: the same codes
+        data[1]["meta"] = dict(derived=dict(op="same", source=0))
+    if masked_map.block == 1:  # masked = scaled where the mask allows, −∞ elsewhere (NaN, or code 0)
+        data[3]["meta"] = dict(derived=dict(op="causal", source=1, fill=None if masked_map.exact else 0))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
@@ -72,6 +78,20 @@ def pipeline_figure(
         margin=dict(l=70, r=20, t=80, b=140),
         **layout,
     )
+
+
+def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, mask: np.ndarray):
+    """The scaled and masked panels' maps. Exact: float32 values. Coded in 8 bits: scaled × 1/√d is
+    the raw map × a constant, so its codes are the raw map's (each panel's colour bar runs over its
+    own limit), and unpooled, the masked codes are those where the mask allows (0, −∞, elsewhere)."""
+    scaled_map = encode_signed(scaled)
+    if scores_map.exact:
+        return scaled_map, encode_signed(masked, limit=scaled_map.limit)
+    scaled_map = dataclasses.replace(scores_map, limit=scaled_map.limit)
+    if scaled_map.block > 1:
+        return scaled_map, encode_signed(masked, limit=scaled_map.limit)
+    codes = np.where(mask, scaled_map.z, 0).astype(np.uint8)
+    return scaled_map, dataclasses.replace(scaled_map, z=codes)
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:

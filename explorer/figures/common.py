@@ -46,12 +46,21 @@ def figure(data: list[dict], tokens: list[str] | None = None, **layout) -> go.Fi
     return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout))
 
 
-def to_json(fig: go.Figure, config: dict | None = None) -> str:
+def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -> str:
     """The figure as compact JSON, typed arrays as base64 `bdata` (with Plotly's `config`, if given).
 
     Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
-    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth."""
+    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth.
+    `compact` leaves out the values of traces whose `meta.derived` says how to rebuild them from
+    another trace's (the app's page script rebuilds them before drawing, bit for bit)."""
     plot = fig.to_plotly_json() | ({"config": config} if config else {})
+    if compact:
+        plot["data"] = [
+            {key: value for key, value in trace.items() if key != "z"}
+            if (trace.get("meta") or {}).get("derived")
+            else trace
+            for trace in plot["data"]
+        ]
     return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
 
 

@@ -6,6 +6,10 @@
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview or a head's thumbnail picks that layer and head.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
+// - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
+//   a map the server left out because it follows from another (`meta.derived`: the scaled scores
+//   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows) is rebuilt here,
+//   bit for bit, before it is drawn.
 
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
@@ -98,6 +102,87 @@ if (!window.__attentionExplorerPage) {
     gd.on("plotly_click", (data) => onClick(gd, data));
     tidyTicks(gd);
     addPngButton(gd);
+  }
+
+  const ARRAYS = { f4: Float32Array, u1: Uint8Array };
+
+  function decode(z) {
+    // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape: "n,m"}) as rows of typed arrays.
+    const bytes = Uint8Array.from(atob(z.bdata), (c) => c.charCodeAt(0));
+    const values = new ARRAYS[z.dtype](bytes.buffer);
+    const [rows, cols] = String(z.shape).split(",").map(Number);
+    return Array.from({ length: rows }, (_, i) => values.subarray(i * cols, (i + 1) * cols));
+  }
+
+  function rows(z) {
+    return z && z.bdata ? decode(z) : z;
+  }
+
+  function rebuild(data) {
+    for (const trace of data || []) {
+      const derived = trace.meta && trace.meta.derived;
+      if (!derived || trace.z) continue;
+      const source = rows(data[derived.source].z);
+      data[derived.source].z = source;
+      if (derived.op === "scale") {
+        const by = Math.fround(derived.by);
+        trace.z = source.map((row) => row.map((v) => Math.fround(v * by)));
+      } else if (derived.op === "same") {
+        trace.z = source;
+      } else if (derived.op === "causal") {
+        const fill = derived.fill === null || derived.fill === undefined ? NaN : derived.fill;
+        trace.z = source.map((row, i) => row.map((v, j) => (j <= i ? v : fill)));
+      }
+    }
+  }
+
+  const pending = new Map(); // a hidden plot's latest arguments, drawn once it is shown
+  const shown = (gd) => gd.offsetParent !== null;
+
+  function wrap(plotly) {
+    // Plotly arrives with Gradio's plot component; wrap its drawing once, before it draws.
+    if (!plotly || plotly.__explorer) return;
+    plotly.__explorer = true;
+    const react = plotly.react;
+    const resize = plotly.Plots.resize;
+    plotly.react = function (target, data, layout, config) {
+      const gd = typeof target === "string" ? document.getElementById(target) : target;
+      rebuild(data);
+      if (gd && !shown(gd) && gd._fullLayout) {
+        pending.set(gd, [data, layout, config]); // drawn before: its tab is hidden now
+        return Promise.resolve(gd);
+      }
+      pending.delete(gd);
+      return react.call(this, gd, data, layout, config);
+    };
+    plotly.Plots.resize = (gd) => (shown(gd) ? resize(gd) : Promise.resolve(gd));
+    const flush = () => {
+      for (const [gd, args] of pending) {
+        if (!shown(gd)) continue;
+        pending.delete(gd);
+        plotly.react(gd, ...args).then(() => resize(gd));
+      }
+    };
+    document.addEventListener("click", (event) => {
+      if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
+    });
+    // Anything drawn before the wrap: draw it again, its derived maps rebuilt.
+    document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+      if ((gd.data || []).some((t) => t.meta && t.meta.derived && !t.z)) plotly.react(gd, gd.data, gd.layout);
+    });
+  }
+
+  if (window.Plotly) wrap(window.Plotly);
+  else {
+    let plotly;
+    Object.defineProperty(window, "Plotly", {
+      configurable: true,
+      get: () => plotly,
+      set: (value) => {
+        plotly = value;
+        wrap(value);
+      },
+    });
   }
 
   new MutationObserver(() => document.querySelectorAll(".js-plotly-plot").forEach(hook)).observe(document.body, {
