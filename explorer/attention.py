@@ -19,7 +19,7 @@ from functools import cached_property
 import torch
 
 from explorer import rope
-from explorer.model import Attention
+from explorer.model import Attention, HeadEdit
 
 
 def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
@@ -155,12 +155,17 @@ def softmax_rows(
 
 @torch.inference_mode()
 def eager_attention(
-    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
+    attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, head_edit: HeadEdit | None = None
 ) -> AttentionInternals:
-    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm"""
+    """Rerun one attention layer step by step.  # x [N, hidden]: the layer's input after its norm
+
+    `head_edit` edits the heads' outputs before o_proj as the fast path did (an ablated run's layer).
+    """
     p = project(attn, x, inv_freq, layer)
     probs = softmax_rows(p, 0, p.n_tokens)  # [H, N, N]
     heads_out = probs @ p.v[p.kv_head]  # [H, N, d]
+    if head_edit is not None:
+        heads_out = head_edit(heads_out[None])[0]
     output = attn.merge_heads(heads_out[None].to(x.dtype))[0].float()  # [N, hidden]
     return AttentionInternals(
         layer=layer,

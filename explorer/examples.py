@@ -1,5 +1,7 @@
 """Example prompts for the app, each chosen to show something."""
 
+from dataclasses import dataclass
+
 # One line three times: each copy tokenizes alike (no space before it), so a head that attends from
 # a token to the one after its earlier occurrence draws a clean stripe.
 INDUCTION = "\n".join(["Speak, Horatio: the pale moon sings of iron bells and crooked wine."] * 3)
@@ -43,4 +45,52 @@ And lose the name of action."""
 
 UNICODE = "Café ☕ — naïve façade, «quoted» & <b>bold?</b> 🙂👍🏽 日本語! (¿Qué?) “Ay, there’s the rub…”"
 
-EXAMPLES = [SHAKESPEARE_LINE, INDUCTION, LONG_PASSAGE, UNICODE]
+# What each example shows, as the picker labels it.
+LABELLED = {
+    "a line of Hamlet: previous-token heads": SHAKESPEARE_LINE,
+    "induction: a line written three times": INDUCTION,
+    "a long passage: distance and sinks": LONG_PASSAGE,
+    "characters, not bytes: accents, emoji, markup": UNICODE,
+}
+EXAMPLES = list(LABELLED.values())
+EXAMPLE_LABELS = list(LABELLED)
+# Interventions. The induction line written twice, cut where the second copy repeats " silver": the
+# bundled model's induction heads 3.0–3.2 (all reading kv head 0) carry that copy.
+COPY = (
+    "Speak, Horatio: the pale moon sings of silver bells and crooked wine.\n"
+    "Speak, Horatio: the pale moon sings of"
+)
+INDUCTION_HEADS = [(3, 0), (3, 1), (3, 2)]  # of the bundled model
+ABLATION_EXAMPLES = [(COPY, INDUCTION_HEADS)]  # (prompt, heads to ablate)
+
+
+@dataclass(frozen=True)
+class PatchingExample:
+    """Two prompts of the same number of tokens, and the answer each one's context points to."""
+
+    clean: str
+    corrupted: str
+    answer: str  # one token: what the clean prompt should predict next
+    distractor: str  # one token: what the corrupted prompt points to instead
+    model: str  # the model it is meant for
+
+
+PATCHING_EXAMPLES = {
+    # Indirect-object identification: the corrupted prompt swaps the second name, so the token count
+    # stays equal (14 tokens in SmolLM2's tokenizer, first difference at position 9).
+    "IOI (SmolLM2)": PatchingExample(
+        clean="When Mary and John went to the store, John gave a drink to",
+        corrupted="When Mary and John went to the store, Mary gave a drink to",
+        answer=" Mary",
+        distractor=" John",
+        model="HuggingFaceTB/SmolLM2-135M-Instruct",
+    ),
+    # Copying: the corrupted prompt changes the earlier occurrence, so the second copy should follow.
+    "induction (bundled model)": PatchingExample(
+        clean=COPY,
+        corrupted=COPY.replace(" silver", " golden"),
+        answer=" silver",
+        distractor=" golden",
+        model="bundled",
+    ),
+}

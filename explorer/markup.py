@@ -26,7 +26,7 @@ STATUS_STYLES = {
 def token_strip(tokens: list[str], n_dropped: int = 0) -> str:
     """Every token with its position above it; a note when the prompt was truncated."""
     cells = "".join(
-        f'<span style="{TOKEN_STYLE}" title="position {i}">'
+        f'<span style="{TOKEN_STYLE}" title="position {i}: {escape(printable(_hover(token)))}">'
         f'<span style="{POSITION_STYLE}">{i}</span>{escape(printable(token))}</span>'
         for i, token in enumerate(tokens)
     )
@@ -38,6 +38,11 @@ def token_strip(tokens: list[str], n_dropped: int = 0) -> str:
         )
     count = f'<div style="font-size:12px;color:#6b7280;margin-bottom:4px">{len(tokens)} tokens</div>'
     return f'<div id="token-strip-content">{count}<div style="{STRIP_STYLE}">{cells}</div>{note}</div>'
+
+
+def _hover(token: str) -> str:
+    """What a token holds, spelled out for a token that holds part of a character (see explorer.tokens)."""
+    return getattr(token, "hover", token)
 
 
 def status(message: str, kind: str = "info") -> str:

@@ -8,12 +8,19 @@ it reuses these modules' weights through `Attention.project`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from explorer import rope
 from explorer.config import ModelConfig
+
+# An edit of one layer's per-head attention outputs `probs @ v`, before o_proj (TransformerLens's
+# hook_z): [B, H, N, d] -> [B, H, N, d]. `explorer.interventions` builds them (ablation; patching
+# records the heads' outputs through one that returns them unchanged).
+HeadEdit = Callable[[torch.Tensor], torch.Tensor]
 
 
 class RMSNorm(nn.Module):
@@ -52,12 +59,16 @@ class Attention(nn.Module):
         B, _, N, _ = y.shape
         return self.o_proj(y.transpose(1, 2).reshape(B, N, self.n_heads * self.head_dim))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_edit: HeadEdit | None = None
+    ) -> torch.Tensor:
         q, k, v = self.project(x)
         q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, enable_gqa=True, scale=self.scale
         )  # [B, H, N, d]
+        if head_edit is not None:
+            y = head_edit(y)
         return self.merge_heads(y)
 
 
@@ -83,8 +94,10 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_edit: HeadEdit | None = None
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, head_edit)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -115,18 +128,25 @@ class Transformer(nn.Module):
         positions = torch.arange(n_tokens, device=self.inv_freq.device)
         return rope.cos_sin(rope.angles(positions, self.inv_freq), dtype)
 
-    def hidden_states(self, ids: torch.Tensor, layer_inputs: torch.Tensor | None = None):
+    def hidden_states(
+        self,
+        ids: torch.Tensor,
+        layer_inputs: torch.Tensor | None = None,
+        head_edits: Mapping[int, HeadEdit] | None = None,
+    ):
         """Final normed hidden state.  # ids [B, N] -> [B, N, hidden]
 
         If `layer_inputs` ([L, B, N, hidden]) is given, each block's input is written into it: that is
-        all the eager path needs to rerun any layer later, without a second forward.
+        all the eager path needs to rerun any layer later, without a second forward. `head_edits` maps a
+        layer to the edit of its heads' outputs (see `HeadEdit`); other layers run unedited.
         """
         x = self.embed_tokens(ids)  # [B, N, hidden]
         cos, sin = self.rope_tables(ids.shape[1], x.dtype)
+        edits = head_edits or {}
         for i, block in enumerate(self.layers):
             if layer_inputs is not None:
                 layer_inputs[i].copy_(x)
-            x = block(x, cos, sin)
+            x = block(x, cos, sin, edits.get(i))
         return self.norm(x)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

@@ -10,15 +10,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from explorer.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.checkpoints import Checkpoint, load_checkpoint
 from explorer.config import ModelConfig
+from explorer.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.tokens import encode
+
+if TYPE_CHECKING:
+    from explorer.generate import Generation
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
 
@@ -44,31 +50,81 @@ class Explorer:
         return self.model.embed_tokens.weight.dtype
 
     @torch.inference_mode()
-    def run(self, text: str, max_tokens: int | None = None) -> Run:
+    def run(
+        self,
+        text: str,
+        max_tokens: int | None = None,
+        ablate: Iterable[tuple[int, int]] = (),
+        ablate_mode: str = "zero",
+    ) -> Run:
         """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer: cut to
-        `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens."""
+        `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens.
+
+        `ablate`: (layer, head) pairs whose outputs are zeroed or mean-replaced (`ablate_mode`, see
+        `explorer.interventions`); the run remembers it, so its eager reruns apply the same edit.
+        """
+        ablation = Ablation.parse(self.config, ablate, ablate_mode)
         limit = min(max_tokens or self.config.context_length, self.config.context_length)
         encoded = encode(self.tokenizer, text, limit)
         ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
         n, hidden = ids.shape[1], self.config.hidden_size
         layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)
         start = time.perf_counter()
-        final_hidden = self.model.hidden_states(ids, layer_inputs)  # [1, N, hidden]
+        final_hidden = self.model.hidden_states(
+            ids, layer_inputs, ablation.edits() if ablation else None
+        )  # [1, N, hidden]
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         self.forward_count += 1
         run = Run(
-            self, encoded.ids, encoded.tokens, encoded.n_dropped, layer_inputs[:, 0], final_hidden[0], seconds
+            self,
+            encoded.ids,
+            encoded.tokens,
+            encoded.n_dropped,
+            layer_inputs[:, 0],
+            final_hidden[0],
+            seconds,
+            ablation,
         )
         run.n_chars_dropped = encoded.n_chars_dropped
         return run
+
+    def patch_heads(
+        self, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+    ) -> PatchResult:
+        """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
+        time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`).
+        `progress(fraction)` is called as the sweep goes."""
+        return patch_heads(self, clean, corrupted, answer, distractor, progress)
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int = 0,
+        stop_at_eos: bool = True,
+        eos_token_id: int | None = None,
+    ) -> Generation:
+        """New tokens after `prompt`, one step at a time from a KV cache: iterate the Generation for each
+        step's token, candidates and attention row [L, H, q+1]; its `run` is the sequence as a Run.
+        Temperature 0 is greedy; `eos_token_id` defaults to the config's (see explorer.generate)."""
+        from explorer.generate import Generation  # it builds Runs: imported here to keep imports one-way
+
+        return Generation(
+            self, prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos, eos_token_id
+        )
 
 
 class Run:
     """One prompt's fast forward, with lazy access to logits and to any layer's eager internals."""
 
-    def __init__(self, explorer, ids, tokens, n_dropped, layer_inputs, final_hidden, forward_seconds):
+    def __init__(
+        self, explorer, ids, tokens, n_dropped, layer_inputs, final_hidden, forward_seconds, ablation=None
+    ):
         self.explorer = explorer
         self.ids: list[int] = ids  # [N]
         self.tokens: list[str] = tokens  # [N] display strings
@@ -77,6 +133,7 @@ class Run:
         self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
         self.final_hidden = final_hidden  # [N, hidden] after the final norm
         self.forward_seconds: float = forward_seconds
+        self.ablation: Ablation | None = ablation  # heads this run's forward (and eager reruns) ablate
         self.eager_seconds: dict[int, float] = {}
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
@@ -93,6 +150,15 @@ class Run:
     @property
     def truncated(self) -> bool:
         return self.n_dropped > 0 or self.n_chars_dropped > 0
+
+    @property
+    def ablated(self) -> tuple[tuple[int, int], ...]:
+        """The (layer, head) pairs this run ablates; empty for a plain run."""
+        return self.ablation.heads if self.ablation else ()
+
+    def head_edit(self, layer: int):
+        """The edit this run makes to `layer`'s head outputs (an ablation), or None."""
+        return self.ablation.edit(layer) if self.ablation else None
 
     @cached_property
     def logits(self) -> torch.Tensor:
@@ -134,7 +200,11 @@ class Run:
         start = time.perf_counter()
         with torch.inference_mode():
             internals = eager_attention(
-                model.layers[layer].self_attn, self._normed_input(layer), model.inv_freq, layer
+                model.layers[layer].self_attn,
+                self._normed_input(layer),
+                model.inv_freq,
+                layer,
+                self.head_edit(layer),
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
@@ -184,7 +254,9 @@ class Run:
         model = self.explorer.model
         with torch.inference_mode():
             cos, sin = model.rope_tables(self.n_tokens, self.layer_inputs.dtype)
-            out = model.layers[layer].self_attn(self._normed_input(layer)[None], cos, sin)
+            out = model.layers[layer].self_attn(
+                self._normed_input(layer)[None], cos, sin, self.head_edit(layer)
+            )
         return out[0].float().cpu()
 
     def cache_nbytes(self) -> int:

@@ -1,12 +1,17 @@
 """Text in, token ids and their display strings out.
 
-Display strings are what a person should see for each token: the text it stands for, or, for a
-byte-level token that holds only part of a multi-byte character (an emoji split in two), its bytes
-written as escapes (`\\xf0\\x9f`) rather than a row of replacement characters.
+A display string is what a person should see for a token: the text it stands for. A byte-level
+tokenizer may split one character over several tokens (an emoji in two, an é in two); such a token is
+labelled with the character it is part of and which of its bytes it holds, counted 1-based in
+superscripts: "é¹" and "é²" for the two halves of é, "🌹¹⁻³" for the first three bytes of 🌹. Its
+`hover` spells that out ("byte 1 of 2 of “é”"). The number of tokens never changes, and no byte is
+ever shown as an escape (\\xc3). Labels are made for a sequence at once, since a character split over
+tokens can only be named from its neighbours; a next token is labelled after its prompt.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -58,19 +63,122 @@ def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
     )
 
 
-def display_tokens(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
-    return [_display(tokenizer, i) for i in ids]
+class TokenText(str):
+    """A token's display string, with `hover`: the same text, or for a token holding part of a
+    character, which bytes of which character it holds."""
 
+    hover: str
 
-def _display(tokenizer: Tokenizer, token_id: int) -> str:
-    text = tokenizer.decode([token_id], skip_special_tokens=False)
-    if "\ufffd" not in text:
+    def __new__(cls, label: str, hover: str | None = None):
+        text = super().__new__(cls, label)
+        text.hover = label if hover is None else hover
         return text
-    raw = tokenizer.id_to_token(token_id) or text
+
+
+SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+UNKNOWN = "◌"  # stands for a character whose remaining bytes are not in the sequence (yet)
+BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte-fallback pieces
+
+
+def display_tokens(tokenizer: Tokenizer, ids: list[int]) -> list[TokenText]:
+    """Display strings of a sequence of tokens, characters split over tokens labelled by part."""
+    texts, raw = [], []
+    for token_id in ids:
+        text = tokenizer.decode([token_id], skip_special_tokens=False)
+        piece = None if "\ufffd" not in text else _raw_bytes(tokenizer, token_id)
+        texts.append(text)
+        raw.append(piece if piece is not None else text.encode("utf-8"))
+    ends = _character_ends(b"".join(raw))
+    labels, position = [], 0
+    for text, piece in zip(texts, raw, strict=True):
+        start, position = position, position + len(piece)
+        labels.append(TokenText(text) if "\ufffd" not in text else _part_label(raw, ends, start, position))
+    return labels
+
+
+def next_token_labels(tokenizer: Tokenizer, context: list[int], candidates: list[int]) -> list[TokenText]:
+    """Each candidate next token labelled as it would read after `context` (it may finish a character
+    the context began, or begin one)."""
+    tail = context[-4:]  # a UTF-8 character spans at most 4 bytes, so at most 4 tokens
+    return [display_tokens(tokenizer, [*tail, c])[-1] for c in candidates]
+
+
+def _raw_bytes(tokenizer: Tokenizer, token_id: int) -> bytes | None:
+    """The bytes a token stands for, where its decoded text hides them: a byte-level BPE token or a
+    SentencePiece byte-fallback piece holding part of a character."""
+    raw = tokenizer.id_to_token(token_id) or ""
+    fallback = BYTE_FALLBACK.match(raw)
+    if fallback:
+        return bytes([int(fallback.group(1), 16)])
     byte_of = _byte_level_decoder()
-    if all(ch in byte_of for ch in raw):  # a byte-level BPE token holding a partial character
-        return bytes(byte_of[ch] for ch in raw).decode("utf-8", errors="backslashreplace")
-    return raw  # e.g. SentencePiece byte fallback, already spelled "<0xF0>"
+    if raw and all(ch in byte_of for ch in raw):
+        return bytes(byte_of[ch] for ch in raw)
+    return None
+
+
+def _character_ends(stream: bytes) -> dict[int, tuple[int, str]]:
+    """For each byte offset where a character ends: (where it started, the character). A byte that
+    is not valid UTF-8 stands alone as U+FFFD; an unfinished character at the end stands as ◌."""
+    ends, position = {}, 0
+    while position < len(stream):
+        length = _utf8_length(stream[position])
+        chunk = stream[position : position + length]
+        try:
+            character = chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            if len(chunk) < length and _continues(chunk):
+                character = UNKNOWN  # cut short by the end of the sequence
+            else:
+                character, length = "\ufffd", 1
+        position += min(length, len(chunk))
+        ends[position] = (position - min(length, len(chunk)), character)
+    return ends
+
+
+def _utf8_length(lead: int) -> int:
+    return (
+        1
+        if lead < 0x80
+        else 2
+        if lead >> 5 == 0b110
+        else 3
+        if lead >> 4 == 0b1110
+        else 4
+        if lead >> 3 == 0b11110
+        else 1
+    )
+
+
+def _continues(chunk: bytes) -> bool:
+    return all(b >> 6 == 0b10 for b in chunk[1:])
+
+
+def _part_label(raw: list[bytes], ends: dict[int, tuple[int, str]], start: int, stop: int) -> TokenText:
+    """The label of the token holding bytes [start, stop) of the stream: each character it touches,
+    whole ones as they are, parts with the 1-based numbers of the bytes it holds as superscripts."""
+    label, notes = "", []
+    for end in sorted(e for e in ends if e > start):
+        first, character = ends[end]
+        if first >= stop:
+            break
+        low, high = max(first, start), min(end, stop)
+        if (low, high) == (first, end) and character != UNKNOWN:
+            label += character
+            if character == "\ufffd":
+                notes.append("a lone byte of a character split over tokens")
+            continue
+        size = _utf8_length(_byte_at(raw, first)) if character == UNKNOWN else end - first
+        span = f"{low - first + 1}" if high - low == 1 else f"{low - first + 1}-{high - first}"
+        label += character + span.translate(SUPERSCRIPTS)
+        what = (
+            f"a {size}-byte character the next tokens complete" if character == UNKNOWN else f"“{character}”"
+        )
+        notes.append(f"byte{'s' if high - low > 1 else ''} {span.replace('-', '–')} of {size} of {what}")
+    return TokenText(label, f"{label} ({'; '.join(notes)})")
+
+
+def _byte_at(raw: list[bytes], offset: int) -> int:
+    return b"".join(raw)[offset]
 
 
 @cache

@@ -22,8 +22,10 @@ from explorer.attention import kv_head_map
 from explorer.config import ModelConfig
 from explorer.figures import maps
 from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
+from explorer.generate import Generation, Step
+from explorer.interventions import PatchResult
 from explorer.run import Run
-from explorer.tokens import display_tokens
+from explorer.tokens import next_token_labels
 
 EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
 TOP_NEXT_TOKENS = 10
@@ -51,7 +53,7 @@ def default_positions(run: Run) -> tuple[int, int]:
     return run.n_tokens - 1, max(run.n_tokens - 2, 0)
 
 
-def pipeline(run: Run, layer: int, head: int) -> go.Figure:
+def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.Figure:
     title = f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax"
     if maps_fit(run):
         att = run.attention(layer)
@@ -60,7 +62,15 @@ def pipeline(run: Run, layer: int, head: int) -> go.Figure:
     else:
         (stages, mask), scale = _pooled_stages(run, layer, head), run.projections(layer).scale
     return figures.pipeline_figure(
-        run.tokens, stages["scores"], stages["scaled"], mask, stages["masked"], stages["probs"], scale, title
+        run.tokens,
+        stages["scores"],
+        stages["scaled"],
+        mask,
+        stages["masked"],
+        stages["probs"],
+        scale,
+        title,
+        log_colours,
     )
 
 
@@ -71,7 +81,7 @@ def _pooled_stages(run: Run, layer: int, head: int):
     block = maps.block_for(n, maps.MAP_BUDGET_BYTES)
     if block == 1:  # at most 512 × 512: small enough whole
         whole = blockwise.head_rows(p, head, 0, n)
-        return {name: t.numpy() for name, t in whole.items()}, maps.causal_mask_codes(n)
+        return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
     parts = {name: [] for name in ("scores", "scaled", "masked", "probs")}
     for start, stop in blockwise.query_blocks(n, 4, _block_bytes(), block):  # 4 stages of one head
         for name, rows in blockwise.head_rows(p, head, start, stop).items():
@@ -96,7 +106,9 @@ def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
     return first, run.n_tokens - 1, first, run.n_tokens - 1
 
 
-def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> go.Figure:
+def zoom(
+    run: Run, layer: int, head: int, window: tuple[int, int, int, int], log_colours: bool = False
+) -> go.Figure:
     """Exact values of a window (first query, last query, first key, last key; inclusive, clamped to
     the prompt and put in order) of one head's masked scores and softmax."""
     q0, q1, k0, k1 = (clamp_position(run, p) for p in window)
@@ -125,19 +137,20 @@ def zoom(run: Run, layer: int, head: int, window: tuple[int, int, int, int]) -> 
         probs.numpy(),
         (q0, k0),
         f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values",
+        log_colours,
     )
 
 
-def all_heads(run: Run, layer: int) -> go.Figure:
+def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
     if maps_fit(run):
         att = run.attention(layer)
-        return _all_heads_figure(run, layer, att.probs.numpy())
-    return _all_heads_figure(run, layer, _layer_pass(run, layer).head_maps)
+        return _all_heads_figure(run, layer, att.probs.numpy(), log_colours)
+    return _all_heads_figure(run, layer, _layer_pass(run, layer).head_maps, log_colours)
 
 
-def _all_heads_figure(run: Run, layer: int, maps_of_heads) -> go.Figure:
+def _all_heads_figure(run: Run, layer: int, maps_of_heads, log_colours: bool = False) -> go.Figure:
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
-    return figures.all_heads_figure(run.tokens, maps_of_heads, _kv_head(run.config), title)
+    return figures.all_heads_figure(run.tokens, maps_of_heads, _kv_head(run.config), title, log_colours)
 
 
 @dataclass
@@ -163,7 +176,7 @@ def _layer_pass(run: Run, layer: int) -> _LayerPass:
             parts[head].append(maps.pool(rows, block, np.nanmax))
 
     attn = run.explorer.model.layers[layer].self_attn
-    similarity, output = blockwise.layer_pass(p, _block_bytes(), attn, block, pool)
+    similarity, output = blockwise.layer_pass(p, _block_bytes(), attn, block, pool, run.head_edit(layer))
     pooled = [np.concatenate(head_parts) for head_parts in parts]
     # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
     coded = np.stack(pooled) if block == 1 else [maps.probs_codes(m, block) for m in pooled]
@@ -244,14 +257,15 @@ def kv_cache_contexts(config: ModelConfig, count: int = 6) -> tuple[int, ...]:
     return tuple(sorted({max(context >> k, 1) for k in range(count)}))
 
 
-def kv_cache(config: ModelConfig, bytes_per_value: int) -> go.Figure:
+def kv_cache(config: ModelConfig, bytes_per_value: int, current: tuple[int, int] | None = None) -> go.Figure:
+    """`current`: (tokens in a live cache, its bytes), shown beside MHA and MQA at that length."""
     layouts = {
         f"this model ({config.n_kv_heads} kv heads)": config.n_kv_heads,
         f"as MHA ({config.n_heads} kv heads)": config.n_heads,
         "as MQA (1 kv head)": 1,
     }
     per_token = {name: kv_cache_bytes_per_token(config, n, bytes_per_value) for name, n in layouts.items()}
-    return figures.kv_cache_figure(per_token, kv_cache_contexts(config))
+    return figures.kv_cache_figure(per_token, kv_cache_contexts(config), current)
 
 
 def eager_output(run: Run, layer: int) -> tuple[torch.Tensor, float]:
@@ -297,7 +311,7 @@ def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
 
 def next_tokens(run: Run) -> go.Figure:
     probs, ids = run.next_token_probs().topk(TOP_NEXT_TOKENS)
-    tokens = display_tokens(run.explorer.tokenizer, ids.tolist())  # partial UTF-8 bytes as escapes
+    tokens = next_token_labels(run.explorer.tokenizer, run.ids, ids.tolist())  # as read after the prompt
     return figures.next_tokens_figure(list(zip(tokens, probs.tolist(), strict=True)))
 
 
@@ -305,31 +319,33 @@ def _kv_head(config: ModelConfig) -> np.ndarray:
     return kv_head_map(config.n_heads, config.n_kv_heads).numpy()
 
 
-def head_figures(run: Run, layer: int, head: int, query: int, key: int) -> list[go.Figure]:
+def head_figures(
+    run: Run, layer: int, head: int, query: int, key: int, log_colours: bool = False
+) -> list[go.Figure]:
     """What a head switch sends: the pipeline and the RoPE view of q and k."""
     return [
-        pipeline(run, layer, head),
+        pipeline(run, layer, head, log_colours),
         rope_rotation(run, layer, head, query, key),
         rope_score_split(run, layer, head, query, key),
     ]
 
 
-def layer_figures(run: Run, layer: int) -> list[go.Figure]:
+def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Figure]:
     """What depends on the layer alone: every head's map, their similarity, the faithfulness check
     (past the budget, all three from one pass over the layer's maps)."""
     if maps_fit(run):
-        return [all_heads(run, layer), head_similarity(run, layer), faithfulness(run, layer)]
+        return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
     passed = _layer_pass(run, layer)
     return [
-        _all_heads_figure(run, layer, passed.head_maps),
+        _all_heads_figure(run, layer, passed.head_maps, log_colours),
         _similarity_figure(run, layer, passed.similarity),
         _faithfulness_figure(run, layer, passed.output, passed.seconds),
     ]
 
 
 def plot_payload(fig: go.Figure) -> dict[str, str]:
-    """A figure as the app sends it to the browser (Gradio's plot data)."""
-    return {"type": "plotly", "plot": figures.to_json(fig)}
+    """A figure as the app sends it to the browser (Gradio's plot data), with its export settings."""
+    return {"type": "plotly", "plot": figures.to_json(fig, figures.export_config(fig), compact=True)}
 
 
 def update_payload_bytes(run: Run, layer: int, head: int) -> int:
@@ -339,3 +355,94 @@ def update_payload_bytes(run: Run, layer: int, head: int) -> int:
     query, key = default_positions(run)
     update = head_figures(run, layer, head, query, key) + layer_figures(run, layer)
     return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update)
+
+
+# Interventions (explorer.interventions): an ablated run beside the plain one, and a patching sweep.
+
+ABLATION_TOP_TOKENS = 8  # per run; the figure shows the union of both runs' top tokens
+
+
+def ablation_next_token_ids(plain: Run, ablated: Run, k: int = ABLATION_TOP_TOKENS) -> list[int]:
+    """The k most likely next tokens of either run, most likely (in either) first."""
+    if plain.ids != ablated.ids:
+        raise ValueError("the plain and the ablated run must be of the same prompt")
+    before, after = plain.next_token_probs(), ablated.next_token_probs()  # [vocab] each
+    ids = set(before.topk(k).indices.tolist()) | set(after.topk(k).indices.tolist())
+    return sorted(ids, key=lambda i: -max(float(before[i]), float(after[i])))
+
+
+def ablation_next_tokens(plain: Run, ablated: Run) -> go.Figure:
+    ids = ablation_next_token_ids(plain, ablated)
+    before, after = plain.next_token_probs()[ids], ablated.next_token_probs()[ids]  # [K] each
+    tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, ids)  # as read after the prompt
+    label = str(ablated.ablation) if ablated.ablation else "ablation of no head"
+    return figures.ablation_next_tokens_figure(tokens, before.numpy(), after.numpy(), label)
+
+
+def patching(result: PatchResult) -> go.Figure:
+    return figures.patching_figure(
+        result.recovered.numpy(),
+        result.logit_diff.numpy(),
+        result.kv_head.numpy(),
+        result.clean_logit_diff,
+        result.corrupted_logit_diff,
+        result.answer,
+        result.distractor,
+    )
+
+
+# Generation (explorer.generate): a Generation's steps as the Generate tab shows them. Each step already
+# holds its rows; nothing here runs the model.
+
+
+def _check_step_view(generation: Generation, layer: int, head: int) -> None:
+    config = generation.config
+    if not isinstance(layer, int) or not 0 <= layer < config.n_layers:
+        raise ValueError(f"layer must be an integer in [0, {config.n_layers - 1}], got {layer!r}")
+    if not isinstance(head, int) or not 0 <= head < config.n_heads:
+        raise ValueError(f"head must be an integer in [0, {config.n_heads - 1}], got {head!r}")
+    if not generation.steps:
+        raise ValueError("Nothing has been generated yet.")
+
+
+def clamp_steps(generation: Generation, n_steps: int | float | None) -> int:
+    """The step slider's value as a count of steps shown: 1..steps so far (None: all)."""
+    taken = len(generation.steps)
+    return taken if n_steps is None else int(min(max(int(n_steps), 1), taken))
+
+
+def generation_rows(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> np.ndarray:
+    """The head's row of each of the first `n_steps` steps over every position so far, NaN after each
+    row's query.  # [S, len(ids)] float32"""
+    _check_step_view(generation, layer, head)
+    steps = generation.steps[: clamp_steps(generation, n_steps)]
+    rows = np.full((len(steps), len(generation.ids)), np.nan, dtype=np.float32)
+    for k, step in enumerate(steps):
+        rows[k, : step.position + 1] = step.attention[layer, head].numpy()
+    return rows
+
+
+def generation_map(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> go.Figure:
+    """The heatmap of the new tokens' rows for one layer and head; `n_steps` looks back to an earlier step."""
+    rows = generation_rows(generation, layer, head, n_steps)
+    title = (
+        f"Layer {layer} · {head_name(generation.config, head)}: each new token's attention over the context"
+    )
+    return figures.generation_figure(generation.tokens, rows, generation.n_prompt, title)
+
+
+def step_candidates(step: Step) -> go.Figure:
+    """The step's candidates with the token it chose marked; a sampled token outside them is added last."""
+    top = [(c.token, c.probability) for c in step.candidates]
+    ids = [c.id for c in step.candidates]
+    if step.id not in ids:
+        top.append((step.token, step.probability))
+        ids.append(step.id)
+    title = f"Step {step.index}: the candidates after position {step.position}"
+    return figures.candidates_figure(top, ids.index(step.id), title)
+
+
+def generation_kv_cache(generation: Generation) -> go.Figure:
+    """The KV-cache figure with the generation's cache as it stands: its actual bytes at its length."""
+    cache = generation.cache
+    return kv_cache(generation.config, cache.k.element_size(), (cache.length, cache.used_nbytes()))

@@ -195,6 +195,14 @@ class AppPage:
         label.wait_for()
         return label.locator("text.nums tspan.line").all_text_contents() or [label.text_content()]
 
+    def click_cell(self, plot: str, panel: int, row: int, col: int) -> None:
+        """Click heatmap cell (row, col) of a panel (1 = the first subplot)."""
+        n = "" if panel == 1 else str(panel)
+        self.page.locator(f"#{plot}").scroll_into_view_if_needed()
+        x, y = self.page.evaluate(JS_CELL_CENTRE, [plot, f"xaxis{n}", f"yaxis{n}", row, col])
+        self.page.mouse.move(x, y, steps=2)
+        self.page.mouse.click(x, y)
+
     def move_mouse_away(self) -> None:
         self.page.mouse.move(0, 0)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -114,3 +116,64 @@ def gqa_checkpoint(tmp_path_factory, tiny_tokenizer):
     directory = tmp_path_factory.mktemp("llama-gqa")
     make_hf_checkpoint(directory, tiny_tokenizer, "llama", num_hidden_layers=4)
     return directory
+
+
+# --- the app in a browser (tests/test_browser*.py): one server and one Chromium per session ---
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def browser_workspace():
+    from explorer.cache import Workspace
+
+    return Workspace(device="cpu")  # the bundled model, as the app serves it
+
+
+@pytest.fixture(scope="session")
+def app_url(browser_workspace):
+    from explorer.ui import build_demo
+
+    demo = build_demo(browser_workspace)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo.local_url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from browser_support import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def browser_context(browser):
+    """One context for the session; its pages share the HTTP cache, so the app's scripts load once."""
+    from browser_support import CONTEXT
+
+    context = browser.new_context(**CONTEXT)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def app(browser_context, app_url):
+    """A fresh tab on the app, opened and drawn."""
+    from browser_support import AppPage
+
+    page = browser_context.new_page()
+    try:
+        yield AppPage(page, app_url).open()
+    finally:
+        page.close()

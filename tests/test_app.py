@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import csv
 import json
 import re
 import socket
@@ -337,3 +338,33 @@ def test_under_listed_a_typed_path_is_refused_and_loads_per_session_are_limited(
         assert "loads a minute" not in status_text(other.predict(allowed[0], api_name="/load_model")[0])
     finally:
         demo.close()
+
+
+def test_the_csv_download_is_the_heads_map_with_named_rows_and_columns(client, workspace):
+    text = "Now is the winter of our discontent"
+    run(client, text, 1, 6)
+    _, update = client.predict(1, 6, api_name="/csv")
+    assert update["visible"] is True
+    with open(update["value"], encoding="utf-8") as file:
+        rows = list(csv.reader(file))
+    probs = workspace.run("", text).attention(1).head_stages(6)["probs"].numpy()
+    tokens = workspace.run("", text).tokens
+    assert rows[0][1:] == [f"{i}:{t}" for i, t in enumerate(tokens)]
+    np.testing.assert_allclose(np.array([r[1:] for r in rows[1:]], dtype=np.float64), probs, rtol=1e-7)
+
+
+def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
+    from urllib.parse import parse_qs
+
+    from explorer import models
+    from explorer.ui import share
+
+    query = share.query_string("Crème brûlée & <b>", 3, 7, str(smollm2_path), "overview")
+    assert parse_qs(query[1:]) == {
+        "prompt": ["Crème brûlée & <b>"],
+        "layer": ["3"],
+        "head": ["7"],
+        "tab": ["overview"],
+        "model": [models.SMOLLM2_LABEL],
+    }
+    assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from explorer.bench_patching import PAIRS
 from explorer.bench_report import CONTENDERS, RATIOS, TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,3 +64,34 @@ def test_app_update_bytes_are_reported_per_view_or_say_why_not(quick_results):
     assert set(app["bytes"]) == {"512", "1024"}
     for views in app["bytes"].values():
         assert views["pipeline view"] > 0 and views["all-heads view"] > 0
+
+
+def test_patching_sweep_is_timed_against_one_forward_per_head(quick_results):
+    results, markdown = quick_results
+    patching = results["patching"]
+    assert patching["status"] == "ok" and (patching["layers"], patching["heads"]) == (3, 4)
+    assert [row["pair"] for row in patching["rows"]] == list(PAIRS)
+    for row in patching["rows"]:
+        assert len(row["all_sweep_seconds"]) == len(row["all_forward_seconds"]) == 2
+        per_head = patching["layers"] * patching["heads"] * row["forward_seconds"]
+        assert row["ratio"] == pytest.approx(row["sweep_seconds"] / per_head)
+    assert [row["differ_at"] for row in patching["rows"]] == [13, 10, 0]
+    assert "Head-patching sweep" in markdown and "sweep / (L·H × forward)" in markdown
+
+
+def test_the_real_smollm2_gguf_runs_every_contender_on_the_same_english_tokens(smollm2_path, tmp_path):
+    """`--model smollm2-gguf`: the contenders read the same GGUF file and predict the same token (ours
+    alone here; the full run adds transformers and TransformerLens, which take 40 s to load the file)."""
+    command = [sys.executable, "-m", "explorer.bench", "--model", "smollm2-gguf", "--lengths", "64"]
+    command += ["--contenders", "first_view", "switch", "--warmups", "0", "--repeats", "1"]
+    command += [f"--out={tmp_path}"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "results-cpu-smollm2-gguf.json").read_text())
+    ok = [row for row in results["rows"] if row["status"] == "ok"]
+    assert {row["contender"] for row in ok} == {"first_view", "switch"}  # transformers' GGUF load: 40 s
+    assert len({row["next_token"] for row in ok}) == 1
+    assert (
+        "SmolLM2-135M-Instruct.Q4_1.gguf (real weights"
+        in (tmp_path / "results-cpu-smollm2-gguf.md").read_text()
+    )

@@ -3,13 +3,15 @@ time, never holding the whole maps, and show what the whole maps would have show
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 import torch
 from conftest import TEXT, make_hf_checkpoint
 
 import explorer
-from explorer import attention, views
+from explorer import attention, export, views
 
 LAYER, HEAD = 1, 5
 
@@ -109,3 +111,35 @@ def test_query_blocks_fit_the_budget_and_line_up_with_pooled_cells():
     assert blocks[0] == (0, 28) and blocks[-1][1] == 1000
     assert all(a % 7 == 0 and b - a <= 28 for a, b in blocks)
     assert explorer.blockwise.query_blocks(1000, 8, 1, multiple=3)[0] == (0, 3)  # at least one cell
+
+
+def test_an_ablated_runs_output_block_by_block_is_its_eager_output(ex):
+    """The heads' outputs are edited as the ablated run's forward edited them (a mean over every
+    position, so not block by block): the output equals the eager layer's and the fast path's."""
+    run = ex.run(TEXT, ablate=[(LAYER, 2), (LAYER, HEAD)], ablate_mode="mean")
+    attn = ex.model.layers[LAYER].self_attn
+    p, budget = run.projections(LAYER), 8 * run.n_tokens * 4 * 16  # blocks of 16 queries
+    blocked = explorer.blockwise.layer_pass(p, budget, attn, head_edit=run.head_edit(LAYER))[1]
+    torch.testing.assert_close(blocked, run.attention(LAYER).output, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blocked, run.sdpa_output(LAYER), atol=1e-5, rtol=1e-5)
+    plain = explorer.blockwise.layer_pass(p, budget, attn)[1]
+    assert (plain - blocked).abs().max() > 1e-3  # the edit matters: without it the output differs
+
+
+def test_a_heads_csv_past_the_budget_is_written_block_by_block_and_equals_the_whole_map(
+    blockwise_run, tmp_path
+):
+    budget = views.VIEW_MAP_BYTES
+    path = export.write_head_csv(blockwise_run, LAYER, HEAD, tmp_path / "head.csv", budget)
+    with open(path, encoding="utf-8") as file:
+        rows = list(csv.reader(file))[1:]
+    probs = np.array([row[1:] for row in rows], dtype=np.float64)
+    expected = blockwise_run.explorer.run(PROMPT).attention(LAYER).probs[HEAD].numpy()
+    assert [row[0] for row in rows[:2]] == [f"0:{blockwise_run.tokens[0]}", f"1:{blockwise_run.tokens[1]}"]
+    np.testing.assert_allclose(probs, expected, atol=1e-6)
+
+
+def test_a_layers_export_size_is_known_before_it_is_computed(ex):
+    run = ex.run(TEXT)
+    att = run.attention(LAYER)
+    assert export.layer_bytes(run) == sum(getattr(att, name).numel() * 4 for name in export.LAYER_FIELDS)

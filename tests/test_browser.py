@@ -5,70 +5,30 @@ baseline screenshots in tests/screenshots/ (`UPDATE_SCREENSHOTS=1` rewrites them
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, CHROMIUM_ARGS, CONTEXT, TABS, AppPage, match_baseline
-from playwright.sync_api import sync_playwright
+from browser_support import CHROMIUM, TABS, AppPage, match_baseline
 
-from explorer.cache import Workspace
 from explorer.figures.common import MAX_TICK_LABELS
 from explorer.tokens import printable
-from explorer.ui import build_demo
 
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
     )
 
+
+@pytest.fixture(scope="module")
+def workspace(browser_workspace):
+    return browser_workspace
+
+
 PROMPT = "To be, or not to be, that is the question"
 HOSTILE_PROMPTS = ["<img src=x onerror=alert(1)>", "<script>alert(document.domain)</script> & <b>bold</b>"]
 SOFTMAX_PANEL = 5  # of the pipeline's panels: Q·Kᵀ, scaled, mask, masked, softmax
 # What changes from run to run, hidden in the screenshots: the faithfulness view's timing bars.
 VARYING = {"Faithfulness": ["#faithfulness-plot .draglayer :is(.nsewdrag, .wdrag, .ewdrag, .edrag)"]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def workspace():
-    return Workspace(device="cpu")  # the bundled model, as the app serves it
-
-
-@pytest.fixture(scope="session")
-def app_url(workspace):
-    demo = build_demo(workspace)
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        yield demo.local_url
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="session")
-def browser_context():
-    """One browser for the session; its pages share the HTTP cache, so the app's scripts load once."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(**CONTEXT)
-        yield context
-        context.close()
-        browser.close()
-
-
-@pytest.fixture
-def app(browser_context, app_url):
-    """A fresh tab on the app, opened and drawn."""
-    page = browser_context.new_page()
-    try:
-        yield AppPage(page, app_url).open()
-    finally:
-        page.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,20 +4,27 @@ No torch, no Gradio: each works in a notebook with `fig.show()`.
 """
 
 from explorer.figures.attention import ZOOM_CELLS, all_heads_figure, pipeline_figure, zoom_figure
-from explorer.figures.common import to_json, token_label
+from explorer.figures.common import export_config, to_json, token_label
 from explorer.figures.faithfulness import faithfulness_figure
+from explorer.figures.generation import candidates_figure, generation_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
+from explorer.figures.interventions import ablation_next_tokens_figure, patching_figure
 from explorer.figures.overview import next_tokens_figure, profile_figure
 from explorer.figures.rope import rope_angles_figure, rotation_figure, score_split_figure, wavelengths_figure
 
 __all__ = [
     "ZOOM_CELLS",
+    "ablation_next_tokens_figure",
     "all_heads_figure",
+    "candidates_figure",
+    "export_config",
     "faithfulness_figure",
+    "generation_figure",
     "gqa_diagram_figure",
     "head_similarity_figure",
     "kv_cache_figure",
     "next_tokens_figure",
+    "patching_figure",
     "pipeline_figure",
     "profile_figure",
     "rope_angles_figure",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -30,29 +32,42 @@ def pipeline_figure(
     probs: np.ndarray | EncodedMap,  # [N, N] softmax of masked
     scale: float,
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
-    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes. Each map
-    comes as values, or already encoded (pooled a block of queries at a time for a long prompt: an
-    EncodedMap, the mask as `encode_mask`'s codes and block)."""
+    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes
+    (`log_colours`: the softmax coloured on a log scale). Each map comes as values, or already pooled
+    and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
+    `encode_mask`'s codes and block)."""
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)", "softmax"]
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
-    scaled_map = _encoded(scaled, encode_signed)
-    scores_map = _encoded(scores, encode_signed)
+    if isinstance(scores, EncodedMap):  # pooled: the scaled codes are the raw ones, as in scaled_maps
+        scores_map, masked_map, mask_codes = scores, masked, mask
+        scaled_map = dataclasses.replace(scores_map, limit=scaled.limit)
+    else:
+        scores_map, mask_codes = encode_signed(scores), encode_mask(mask)
+        scaled_map, masked_map = scaled_maps(scores_map, scaled, masked, mask)
     data = [
         map_heatmap(scores_map, "q·k", raw, colorbar_below(layout, raw[0], y=-0.45)),
         map_heatmap(scaled_map, "scaled", scaled_at, colorbar_below(layout, scaled_at[0], y=-0.45)),
-        mask_heatmap(*(mask if isinstance(mask, tuple) else encode_mask(mask)), mask_at),
+        mask_heatmap(*mask_codes, mask_at),
+        map_heatmap(masked_map, "masked", masked_at, colorbar_below(layout, masked_at[0], y=-0.45)),
         map_heatmap(
-            _encoded(masked, lambda values: encode_signed(values, limit=scaled_map.limit)),
-            "masked",
-            masked_at,
-            colorbar_below(layout, masked_at[0], y=-0.45),
-        ),
-        map_heatmap(
-            _encoded(probs, encode_probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.45)
+            probs if isinstance(probs, EncodedMap) else encode_probs(probs),
+            "p",
+            probs_at,
+            colorbar_below(layout, probs_at[0], y=-0.45),
+            log_colours=log_colours,
         ),
     ]
+    # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
+    # and the page's script); the figure itself keeps every value.
+    if scores_map.exact:  # scaled = float32(scores × float32(scale)), as torch multiplies
+        data[1]["meta"] = dict(derived=dict(op="scale", source=0, by=float(np.float32(scale))))
+    else:  # 8-bit codes relative to each panel's own limit: the same codes
+        data[1]["meta"] = dict(derived=dict(op="same", source=0))
+    if masked_map.block == 1:  # masked = scaled where the mask allows, −∞ elsewhere (NaN, or code 0)
+        data[3]["meta"] = dict(derived=dict(op="causal", source=1, fill=None if masked_map.exact else 0))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
@@ -71,8 +86,18 @@ def pipeline_figure(
     )
 
 
-def _encoded(values: np.ndarray | EncodedMap, encode) -> EncodedMap:
-    return values if isinstance(values, EncodedMap) else encode(values)
+def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, mask: np.ndarray):
+    """The scaled and masked panels' maps. Exact: float32 values. Coded in 8 bits: scaled × 1/√d is
+    the raw map × a constant, so its codes are the raw map's (each panel's colour bar runs over its
+    own limit), and unpooled, the masked codes are those where the mask allows (0, −∞, elsewhere)."""
+    scaled_map = encode_signed(scaled)
+    if scores_map.exact:
+        return scaled_map, encode_signed(masked, limit=scaled_map.limit)
+    scaled_map = dataclasses.replace(scores_map, limit=scaled_map.limit)
+    if scaled_map.block > 1:
+        return scaled_map, encode_signed(masked, limit=scaled_map.limit)
+    codes = np.where(mask, scaled_map.z, 0).astype(np.uint8)
+    return scaled_map, dataclasses.replace(scaled_map, z=codes)
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
@@ -84,9 +109,10 @@ def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
 
 def all_heads_figure(
     tokens: list[str],
-    probs: np.ndarray | list[EncodedMap],  # [H, N, N] the layer's softmax maps, or each already encoded
+    probs: np.ndarray | list[EncodedMap],  # [H, N, N] the layer's softmax maps, or each already coded
     kv_head: np.ndarray,  # [H] which kv head each query head reads
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
     """Every head's softmax map as small multiples, framed and coloured by the kv head they share."""
     n_heads, n = len(probs), len(tokens)
@@ -95,11 +121,11 @@ def all_heads_figure(
     titles = [f"head {h} · kv {kv_head[h]}" for h in range(n_heads)]
     layout, cells = grid(n_heads, cols, h_gap=0.015, v_gap=0.1 / rows, titles=titles)
     maps = [
-        _encoded(p, lambda values: encode_probs(values, ALL_HEADS_BUDGET_BYTES // n_heads)) for p in probs
+        p if isinstance(p, EncodedMap) else encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs
     ]
     colorbar = dict(thickness=10, len=0.8)
     data = [
-        map_heatmap(m, "p", at, colorbar if h == 0 else None)
+        map_heatmap(m, "p", at, colorbar if h == 0 else None, log_colours=log_colours)
         for h, (m, at) in enumerate(zip(maps, cells, strict=True))
     ]
     shapes = []
@@ -133,6 +159,7 @@ def zoom_figure(
     probs: np.ndarray,  # [q, k] softmax values of the window
     origin: tuple[int, int],  # (first query, first key) position of the window
     title: str,
+    log_colours: bool = False,
 ) -> go.Figure:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
     the softmax side by side, whatever the prompt's length (the full maps are pooled past 512)."""
@@ -145,7 +172,14 @@ def zoom_figure(
         map_heatmap(
             encode_signed(masked), "masked", scores_at, colorbar_below(layout, scores_at[0], y=-0.3), origin
         ),
-        map_heatmap(encode_probs(probs), "p", probs_at, colorbar_below(layout, probs_at[0], y=-0.3), origin),
+        map_heatmap(
+            encode_probs(probs),
+            "p",
+            probs_at,
+            colorbar_below(layout, probs_at[0], y=-0.3),
+            origin,
+            log_colours,
+        ),
     ]
     (q0, k0), (nq, nk) = origin, masked.shape
     for i, (x, y) in enumerate((scores_at, probs_at)):

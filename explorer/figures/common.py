@@ -22,6 +22,7 @@ from plotly.utils import PlotlyJSONEncoder
 from explorer.tokens import printable
 
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
+SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', sans-serif"
 
@@ -45,12 +46,32 @@ def figure(data: list[dict], tokens: list[str] | None = None, **layout) -> go.Fi
     return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout))
 
 
-def to_json(fig: go.Figure) -> str:
-    """The figure as compact JSON, typed arrays as base64 `bdata`.
+def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -> str:
+    """The figure as compact JSON, typed arrays as base64 `bdata` (with Plotly's `config`, if given).
 
     Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
-    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth."""
-    return json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+    app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth.
+    `compact` leaves out the values of traces whose `meta.derived` says how to rebuild them from
+    another trace's (the app's page script rebuilds them before drawing, bit for bit)."""
+    plot = fig.to_plotly_json() | ({"config": config} if config else {})
+    if compact:
+        plot["data"] = [
+            {key: value for key, value in trace.items() if key != "z"}
+            if (trace.get("meta") or {}).get("derived")
+            else trace
+            for trace in plot["data"]
+        ]
+    return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:
+    """Plotly's config for a figure in the app: the modebar's download gives an SVG at publication
+    size, 1,600 px wide at the figure's height (the page adds a PNG button beside it)."""
+    height = int(fig.layout.height or 500)
+    return dict(
+        displaylogo=False,
+        toImageButtonOptions=dict(format="svg", filename=name, width=1600, height=height, scale=1),
+    )
 
 
 def grid(
@@ -116,6 +137,17 @@ def token_label(token: str) -> str:
     return html.escape(printable(token), quote=False)
 
 
+def hover_label(token: str) -> str:
+    """A token as an axis names it: its label, and for a token holding part of a character (see
+    `explorer.tokens`) what it holds, after SHORT_END. Hover shows it all; the page's script cuts tick
+    labels at SHORT_END, so ticks stay short ("é¹" on the axis, "é¹ (byte 1 of 2 of “é”)" in hover)."""
+    label = token_label(token)
+    hover = getattr(token, "hover", token)
+    if hover == token:
+        return label
+    return label + SHORT_END + token_label(hover[len(token) :])
+
+
 def quoted_token(token: str) -> str:
     """A token inside running text: its label in quotation marks, so a leading space shows."""
     return f"“{token_label(token)}”"
@@ -129,7 +161,7 @@ def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
         dtick=max(1, math.ceil(len(tokens) / max_labels)),
         tickformat="d",
         hoverformat="d",
-        labelalias={str(i): token_label(t) for i, t in enumerate(tokens)},
+        labelalias={str(i): hover_label(t) for i, t in enumerate(tokens)},
         showgrid=False,
         zeroline=False,
     )

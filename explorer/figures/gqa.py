@@ -108,12 +108,22 @@ def _fmt(value: float) -> str:
     return "—" if np.isnan(value) else f"{value:.3f}"
 
 
-def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) -> go.Figure:
-    """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA)."""
+def kv_cache_figure(
+    bytes_per_token: dict[str, int], contexts: tuple[int, ...], current: tuple[int, int] | None = None
+) -> go.Figure:
+    """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA).
+
+    With `current` (tokens in a live cache, the bytes it holds), a first group "now" sets that cache's
+    actual bytes beside the same length as MHA and MQA."""
+    lengths = [current[0], *contexts] if current else list(contexts)
     labels = [f"{c // 1024}k" if c >= 1024 else str(c) for c in contexts]
+    if current:
+        labels.insert(0, f"now: {current[0]}")
     data = []
     for (name, per_token), colour in zip(bytes_per_token.items(), LAYOUT_COLOURS, strict=True):
-        sizes = np.array([per_token * c for c in contexts], dtype=np.float64)
+        sizes = np.array([per_token * c for c in lengths], dtype=np.float64)
+        if current and not data:  # this model: the live cache's bytes, as measured
+            sizes[0] = current[1]
         data.append(
             dict(
                 type="bar",
@@ -128,11 +138,12 @@ def kv_cache_figure(bytes_per_token: dict[str, int], contexts: tuple[int, ...]) 
             )
         )
     rates = bytes_per_token.values()
-    smallest, largest = min(rates) * min(contexts), max(rates) * max(contexts)
+    smallest, largest = min(rates) * min(lengths), max(rates) * max(lengths)
+    now = f"; now: {current[0]} tokens in the cache, {human_bytes(current[1])} measured" if current else ""
     return figure(
         data,
         title="KV cache of the loaded model against the same model as MHA and MQA"
-        "<br><sup>K and V of every layer, at the model's dtype</sup>",
+        f"<br><sup>K and V of every layer, at the model's dtype{now}</sup>",
         barmode="group",
         xaxis=dict(title="context (tokens)", type="category"),
         yaxis=dict(title="bytes", type="log", **binary_ticks(smallest, largest)),

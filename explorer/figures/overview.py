@@ -7,7 +7,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.common import colorbar_below, figure, grid, token_label
+from explorer.figures.common import colorbar_below, figure, grid, hover_label
 
 PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None for [0, max])
     "previous_token": ("previous-token score", "Blues", (0.0, 1.0)),
@@ -78,7 +78,7 @@ def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
         textposition="outside",
         hovertemplate="next token %{y}<br>probability %{x:.4f}<extra></extra>",
     )
-    labels = {str(i): token_label(token) for i, (token, _) in enumerate(top)}
+    labels = {str(i): hover_label(token) for i, (token, _) in enumerate(top)}
     return figure(
         [bars],
         title="Most likely next tokens",

@@ -15,6 +15,13 @@ from explorer.figures.common import figure, quoted_token, token_axis
 ANGLE_COLORSCALE = "Twilight"  # cyclic: −π and π meet
 PAIR_COLORSCALE = "Viridis"
 ARC_POINTS = 12
+PAIR_COLORBAR = dict(
+    title=dict(text="frequency<br>pair i<br>(fast → slow)", side="top", font=dict(size=11)),
+    thickness=10,
+    len=0.75,
+    y=0.42,
+    outlinewidth=0,
+)
 
 
 def wrap_angle(angles: np.ndarray) -> np.ndarray:
@@ -104,7 +111,7 @@ def rotation_figure(
     )
     data, layout, annotations = [], {}, []
     for subplot, before, after, name, label, domain in panels:
-        data += _rotation_traces(before, after, name, subplot)
+        data += _rotation_traces(before, after, name, subplot, legend=subplot == "polar2")
         layout[subplot] = dict(
             domain=dict(x=domain, y=[0, 0.84]),
             angularaxis=dict(direction="counterclockwise", rotation=0, tickfont=dict(size=10)),
@@ -126,7 +133,7 @@ def rotation_figure(
     return figure(
         data,
         title="RoPE turns each pair on its own circle, so norms are kept"
-        "<br><sup>hollow: before RoPE, filled: after; grey arcs: the turn</sup>",
+        "<br><sup>hollow: before RoPE, filled: after, a grey arc between; colour: the frequency pair</sup>",
         annotations=annotations,
         height=480,
         margin=dict(t=110, b=30),
@@ -139,7 +146,11 @@ def _norm(pairs: np.ndarray) -> float:
     return float(np.linalg.norm(pairs))
 
 
-def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str, subplot: str) -> list[dict]:
+def _rotation_traces(
+    before: np.ndarray, after: np.ndarray, name: str, subplot: str, legend: bool = False
+) -> list[dict]:
+    """Each pair before (hollow) and after (filled) RoPE, joined by the arc it turns through; with
+    `legend`, a colour bar naming the pairs."""
     radius = np.linalg.norm(before, axis=1).astype(np.float32)  # [d/2], the same after
     start = np.degrees(np.arctan2(before[:, 1], before[:, 0]))  # [d/2]
     end = np.degrees(np.arctan2(after[:, 1], after[:, 0]))
@@ -148,7 +159,7 @@ def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str, subplot: 
     t = np.append(np.linspace(0, 1, ARC_POINTS), np.nan)  # one arc, then a break
     arcs_theta = (start[:, None] + turn[:, None] * t[None]).ravel()
     arcs_r = np.repeat(radius, len(t))
-    marker = dict(color=pairs, colorscale=PAIR_COLORSCALE, size=8)
+    marker = dict(color=pairs, colorscale=PAIR_COLORSCALE, size=8, cmin=0, cmax=max(len(pairs) - 1, 1))
     common = dict(type="scatterpolar", subplot=subplot, r=radius, customdata=pairs, mode="markers")
 
     def hover(stage: str) -> str:
@@ -163,7 +174,7 @@ def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str, subplot: 
             r=arcs_r.astype(np.float32),
             theta=arcs_theta.astype(np.float32),
             mode="lines",
-            line=dict(color="#d1d5db", width=1),
+            line=dict(color="#9ca3af", width=1.2),
             hoverinfo="skip",
         ),
         dict(
@@ -172,7 +183,12 @@ def _rotation_traces(before: np.ndarray, after: np.ndarray, name: str, subplot: 
             marker=dict(marker, symbol="circle-open", line=dict(width=1.5)),
             hovertemplate=hover("before RoPE"),
         ),
-        dict(common, theta=end.astype(np.float32), marker=marker, hovertemplate=hover("after RoPE")),
+        dict(
+            common,
+            theta=end.astype(np.float32),
+            marker=dict(marker, showscale=legend, colorbar=PAIR_COLORBAR) if legend else marker,
+            hovertemplate=hover("after RoPE"),
+        ),
     ]
 
 

@@ -77,3 +77,4 @@ class Shared:
     shown: gr.State  # (model source, prompt) of the views on screen, or None
     layer: gr.Slider
     head: gr.Dropdown
+    log_colours: gr.State  # whether softmax maps are coloured on a log scale

@@ -14,6 +14,6 @@ class FaithfulnessTab:
 
 
 def build() -> FaithfulnessTab:
-    with gr.Tab("Faithfulness", elem_id="tab-faithfulness") as tab:
-        check = gr.Plot(show_label=False, elem_id="faithfulness-plot")
+    with gr.Tab("Faithfulness", id="faithfulness", elem_id="tab-faithfulness") as tab:
+        check = gr.Plot(show_label=False, elem_id="faithfulness-plot", elem_classes="wide-plot")
     return FaithfulnessTab(tab, check)

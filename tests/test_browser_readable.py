@@ -1,0 +1,172 @@
+"""Readable everywhere, in Chromium: characters (not bytes) in the strip and on the axes, a phone's
+width with no overlapping labels and no sideways scroll, log colours, links that restore a view, the
+.npz download, clicks that pick a head, and Enter in the prompt."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_support import CHROMIUM, CONTEXT, TABS, AppPage, match_baseline
+
+from explorer.export import LAYER_FIELDS
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
+    )
+
+ACCENTS = "Crème brûlée 🌹 — naïve"
+PHONE = {"width": 390, "height": 844}
+LONG = " ".join(["To be, or not to be, that is the question: whether 'tis nobler in the mind"] * 3)
+# Every drawn text of a figure (ticks, titles, annotations, legend, colour bars), as shown, and each
+# pair whose boxes overlap by more than a pixel each way.
+JS_OVERLAPS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const shown = (t) => {
+    for (let e = t; e && e !== gd; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.visibility === "hidden" || s.display === "none" || s.opacity === "0") return false;
+    }
+    return true;
+  };
+  const items = [...gd.querySelectorAll("text")]
+    .filter((t) => t.textContent.trim() && !t.closest(".hoverlayer") && shown(t))
+    .map((t) => [t.textContent, t.getBoundingClientRect()])
+    .filter(([, b]) => b.width > 0 && b.height > 0);
+  const overlaps = [];
+  for (let i = 0; i < items.length; i++)
+    for (let j = i + 1; j < items.length; j++) {
+      const [a, p] = items[i], [b, q] = items[j];
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1) overlaps.push(`${a} ⨯ ${b}`);
+    }
+  return overlaps;
+}"""
+JS_SOFTMAX_IMAGE = """() => {
+  const images = document.querySelectorAll('#pipeline-plot .heatmaplayer image');
+  return images[images.length - 1].getAttribute('href');
+}"""
+
+
+@pytest.fixture
+def phone(browser, app_url):
+    context = browser.new_context(**{**CONTEXT, "viewport": PHONE})
+    page = context.new_page()
+    try:
+        yield AppPage(page, app_url).open()
+    finally:
+        context.close()
+
+
+def test_accented_and_emoji_prompts_show_characters_in_the_strip_and_on_the_axes(app):
+    app.run(ACCENTS)
+    strip = app.strip_tokens()
+    assert "è¹" in strip and "è²" in strip and any("🌹" in t for t in strip) and "—¹" in strip
+    ticks = list(app.tick_labels("pipeline-plot", "y").values())
+    assert "è¹" in ticks and all("\\x" not in t and "\u2063" not in t for t in ticks + strip)
+    position = strip.index("è¹")
+    hover = app.hover_cell("pipeline-plot", 5, position, position)
+    assert "byte 1 of 2 of “è”" in hover[0], hover
+
+
+def test_a_link_opens_exactly_that_view(browser_context, app_url):
+    prompt = "Now is the winter of our discontent"
+    query = urllib.parse.urlencode({"prompt": prompt, "layer": 2, "head": 5, "tab": "rope"})
+    page = browser_context.new_page()
+    try:
+        app = AppPage(page, app_url + "?" + query + "&")
+        page.goto(f"{app.url}__theme=light")
+        app.wait_drawn(["pipeline-plot", *TABS["RoPE"]])
+        assert page.locator("#prompt textarea").input_value() == prompt
+        assert app.title("pipeline-plot").startswith("Layer 2 · head 5 · kv 1:")
+        assert page.get_by_role("tab", name="RoPE", exact=True).get_attribute("aria-selected") == "true"
+        page.locator("#copy-link").click()
+        link = page.locator("#share-link textarea, #share-link input").first
+        page.wait_for_function(
+            "() => document.querySelector('#share-link textarea, #share-link input').value"
+        )
+        shared = urllib.parse.parse_qs(urllib.parse.urlsplit(link.input_value()).query)
+        assert shared == {"prompt": [prompt], "layer": ["2"], "head": ["5"], "tab": ["rope"]}
+    finally:
+        page.close()
+
+
+def test_the_npz_download_holds_the_layers_tensors_as_the_python_api_gives_them(
+    app, browser_workspace, tmp_path
+):
+    app.run(ACCENTS)
+    app.set_layer(1)
+    app.page.locator("#download-npz").click()
+    link = app.page.locator("#download-file a").first
+    link.wait_for()
+    with app.page.expect_download() as download:
+        link.click()
+    path = tmp_path / "layer.npz"
+    download.value.save_as(path)
+    saved = np.load(path)
+    run = browser_workspace.run("", ACCENTS)
+    att = run.attention(1)
+    for name in LAYER_FIELDS:
+        expected = getattr(att, name).numpy()
+        assert saved[name].dtype == (np.int64 if name == "kv_head" else np.float32), name
+        np.testing.assert_allclose(saved[name], expected, atol=1e-6, err_msg=name)
+    assert saved["ids"].tolist() == run.ids and saved["tokens"].tolist() == [str(t) for t in run.tokens]
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(phone, tab):
+    phone.run(LONG)
+    phone.open_tab(tab)
+    for plot in TABS[tab]:
+        assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
+    assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_log_colours_change_the_colours_and_not_the_hover(app):
+    app.run("To be, or not to be, that is the question")
+    last = len(app.strip_tokens()) - 1
+    before, image = app.hover_cell("pipeline-plot", 5, last, 3), app.page.evaluate(JS_SOFTMAX_IMAGE)
+    app.remember_plots()
+    app.page.locator("#log-colours input").check()
+    app.wait_redrawn(["pipeline-plot", "all-heads-plot"])
+    assert app.page.evaluate(JS_SOFTMAX_IMAGE) != image
+    app.move_mouse_away()
+    assert app.hover_cell("pipeline-plot", 5, last, 3) == before
+
+
+def test_clicking_an_overview_cell_or_a_thumbnail_picks_that_head(app, browser_workspace):
+    app.run(LONG)
+    app.open_tab("Overview")
+    app.remember_plots()
+    app.click_cell("overview-plot", 1, row=2, col=6)  # layer 2, head 6 on the first panel
+    app.wait_redrawn(["pipeline-plot"])
+    assert app.title("pipeline-plot").startswith("Layer 2 · head 6 ")
+    app.open_tab("Attention")
+    app.remember_plots()
+    app.click_cell("all-heads-plot", 4, row=5, col=1)  # the thumbnail of head 3
+    app.wait_redrawn(["pipeline-plot"])
+    assert app.title("pipeline-plot").startswith("Layer 2 · head 3 ")
+
+
+def test_enter_runs_the_prompt_and_shift_enter_starts_a_new_line(app):
+    box = app.page.locator("#prompt textarea")
+    box.fill("first line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    assert box.input_value() == "first line\nsecond line"
+    app.remember_plots()
+    box.press("Enter")
+    app.wait_redrawn(TABS["Attention"])
+    assert "".join(app.strip_tokens()) == "first line↵second line"
+
+
+@pytest.mark.parametrize("tab", ["Attention", "RoPE"])
+def test_phone_view_matches_its_baseline_screenshot(phone, tab):
+    phone.run("To be, or not to be, that is the question")
+    phone.open_tab(tab)
+    panel = phone.page.locator(f"#tab-{tab.lower()}")
+    match_baseline(phone.screenshot(panel, []), f"view-{tab.lower()}-390")

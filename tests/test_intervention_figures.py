@@ -1,0 +1,96 @@
+"""The interventions' figures, for the bundled model and its copy example: what they hold checked
+against the engine, labels escaped, arrays typed, and tolerant snapshots of their JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer import examples, figures, views
+from explorer.figures.common import to_json, token_label
+from tests.test_figures import decoded, snapshot_view, traces
+from tests.tolerant_snapshots import TolerantAmberExtension
+
+
+@pytest.fixture
+def snapshot(snapshot):
+    return snapshot.use_extension(TolerantAmberExtension)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return explorer.load(device="cpu")
+
+
+@pytest.fixture(scope="module")
+def runs(ex):
+    return ex.run(examples.COPY), ex.run(examples.COPY, ablate=examples.INDUCTION_HEADS)
+
+
+@pytest.fixture(scope="module")
+def patch(ex):
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    return ex.patch_heads(example.clean, example.corrupted, example.answer, example.distractor)
+
+
+@pytest.fixture(scope="module")
+def intervention_figures(runs, patch):
+    return {"ablation_next_tokens": views.ablation_next_tokens(*runs), "patching": views.patching(patch)}
+
+
+@pytest.mark.parametrize("name", ["ablation_next_tokens", "patching"])
+def test_intervention_figure_matches_its_snapshot(intervention_figures, name, snapshot):
+    sent = decoded(intervention_figures[name])
+    sent["layout"].pop("template")
+    assert snapshot_view(sent) == snapshot
+
+
+@pytest.mark.parametrize("name", ["ablation_next_tokens", "patching"])
+def test_intervention_arrays_are_typed_not_lists(intervention_figures, name):
+    for trace in json.loads(to_json(intervention_figures[name]))["data"]:
+        for field in ("z", "x", "y", "customdata"):
+            assert not isinstance(trace.get(field), list), field
+
+
+def test_paired_bars_are_both_runs_probabilities_of_either_runs_top_tokens(ex, runs, intervention_figures):
+    plain, ablated = runs
+    before_bars, after_bars = traces(intervention_figures["ablation_next_tokens"])
+    ids = views.ablation_next_token_ids(plain, ablated)
+    np.testing.assert_allclose(before_bars["x"], plain.next_token_probs()[ids].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(after_bars["x"], ablated.next_token_probs()[ids].numpy(), rtol=1e-6)
+    for run in runs:  # each run's top tokens are all there
+        assert set(run.next_token_probs().topk(views.ABLATION_TOP_TOKENS).indices.tolist()) <= set(ids)
+    assert len(ids) == len(set(ids)) and before_bars["name"] == "before" and after_bars["name"] == "after"
+    labels = decoded(intervention_figures["ablation_next_tokens"])["layout"]["yaxis"]["labelalias"]
+    assert labels["0"] == token_label(" silver")  # the plain run's favourite leads
+    title = decoded(intervention_figures["ablation_next_tokens"])["layout"]["title"]["text"]
+    assert title == "Next token before and after the zero ablation of 3.0, 3.1, 3.2"
+
+
+def test_bars_refuse_runs_of_different_prompts(ex, runs):
+    with pytest.raises(ValueError, match="same prompt"):
+        views.ablation_next_tokens(runs[0], ex.run("To be, or not to be", ablate=[(0, 0)]))
+
+
+def test_patching_heatmap_is_the_recovered_fraction_centred_at_zero(patch, intervention_figures):
+    heatmap = traces(intervention_figures["patching"])[0]
+    np.testing.assert_allclose(heatmap["z"], patch.recovered.numpy(), rtol=1e-6)
+    assert heatmap["zmid"] == 0 and heatmap["zmin"] == -heatmap["zmax"]
+    assert heatmap["zmax"] == pytest.approx(float(patch.recovered.abs().max()), rel=1e-6)
+    kv, patched = heatmap["customdata"][..., 0], heatmap["customdata"][..., 1]
+    np.testing.assert_array_equal(kv, np.broadcast_to(patch.kv_head.numpy(), kv.shape))
+    np.testing.assert_allclose(patched, patch.logit_diff.numpy(), rtol=1e-6)
+    assert "layer %{y} · head %{x} · kv %{customdata[0]:d}" in heatmap["hovertemplate"]
+    title = decoded(intervention_figures["patching"])["layout"]["title"]["text"]
+    assert f"clean {patch.clean_logit_diff:.3f}, corrupted {patch.corrupted_logit_diff:.3f}" in title
+
+
+def test_patching_title_escapes_the_answer_and_distractor():
+    zeros, ones, kv_head = np.zeros((2, 4), np.float32), np.ones((2, 4), np.float32), np.array([0, 0, 1, 1])
+    fig = figures.patching_figure(zeros, ones, kv_head, 1.0, 0.0, "<b>", " &")
+    title = fig.layout.title.text
+    assert "“&lt;b&gt;” − “ &amp;”" in title and "<b>" not in title
+    assert fig.data[0].zmax == 1.0  # an all-zero sweep still gets a scale
