@@ -1,5 +1,6 @@
 """What the app keeps in memory, shared by every visitor and bounded: loaded models, and runs of
-(model, prompt), each dropped least-recently-used once their bytes pass a budget.
+(model, prompt) or, with heads ablated, of (model, prompt, ablation), each dropped least-recently-used
+once their bytes pass a budget.
 
 A run grows as its layers are looked at (each eager layer is cached inside the Run), so sizes are
 measured again whenever the cache is trimmed, not only when an entry arrives.
@@ -17,6 +18,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from explorer.interventions import Ablation
 from explorer.run import Explorer, Run, load
 
 K = TypeVar("K", bound=Hashable)
@@ -105,7 +107,8 @@ class Workspace:
         self.default_model = default_model
         self.device = device
         self.models: LruCache[str, Explorer] = LruCache(max_model_bytes, model_nbytes)
-        self.runs: LruCache[tuple[str, str], CachedRun] = LruCache(max_run_bytes, CachedRun.nbytes)
+        # keyed (model, prompt), or (model, prompt, ablation) for a run with heads ablated
+        self.runs: LruCache[tuple, CachedRun] = LruCache(max_run_bytes, CachedRun.nbytes)
 
     def explorer(self, model: str | None, progress=None) -> Explorer:
         """The loaded model (loading it first if needed, telling `progress(fraction, message)` each
@@ -115,17 +118,22 @@ class Workspace:
             name, lambda: load(name or self.default_model, self.device, progress=progress)
         )
 
-    def cached_run(self, model: str | None, text: str) -> CachedRun:
-        """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError)."""
+    def cached_run(self, model: str | None, text: str, ablation: Ablation | None = None) -> CachedRun:
+        """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
+        With an `ablation` (heads zeroed or mean-replaced), a run of its own, kept beside the plain one."""
         name = (model or "").strip()
         explorer = self.explorer(name)
 
         def forward() -> CachedRun:
-            run = explorer.run(text)
+            if ablation is None:
+                run = explorer.run(text)
+            else:
+                run = explorer.run(text, ablate=ablation.heads, ablate_mode=ablation.mode)
             run.eager_cache_bytes = EAGER_BYTES_PER_RUN
             return CachedRun(run)
 
-        return self.runs.get_or_create((name, text), forward)
+        key = (name, text) if ablation is None else (name, text, ablation)
+        return self.runs.get_or_create(key, forward)
 
-    def run(self, model: str | None, text: str) -> Run:
-        return self.cached_run(model, text).run
+    def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
+        return self.cached_run(model, text, ablation).run
