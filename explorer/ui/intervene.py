@@ -97,14 +97,13 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             )
             mode = gr.Radio(list(ABLATE_MODES), value="zero", label="Ablation", elem_id="ablate-mode")
         with gr.Row():
-            add = gr.Button("Add the head on screen", size="sm", elem_id="ablate-add")
-            ablate = gr.Button("Ablate", variant="primary", size="sm", elem_id="ablate-button")
+            add = gr.Button("Add the head on screen", elem_id="ablate-add")
+            ablate = gr.Button("Ablate", variant="primary", elem_id="ablate-button")
         in_views = gr.Checkbox(
             False,
             label="Show the ablated run in the other views (the maps of the layers after the ablated heads)",
             elem_id="ablate-in-views",
         )
-        bars = gr.Plot(show_label=False, elem_id="ablation-plot", elem_classes="wide-plot")
         ablation_examples = gr.Examples(
             [
                 [text, [f"{layer}.{head}" for layer, head in pairs], "zero", models.BUNDLED_LABEL]
@@ -115,6 +114,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             label="Ablation examples",
             elem_id="ablation-examples",
         )
+        bars = gr.Plot(show_label=False, elem_id="ablation-plot", elem_classes="wide-plot")
 
         gr.Markdown(PATCHING_INTRO)
         with gr.Row():
@@ -126,7 +126,6 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             answer = gr.Textbox(label="Answer (one token)", elem_id="patch-answer", min_width=140)
             distractor = gr.Textbox(label="Distractor (one token)", elem_id="patch-distractor", min_width=140)
             patch = gr.Button("Patch every head", variant="primary", elem_id="patch-button", min_width=140)
-        heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot")
         patching_examples = gr.Examples(
             [[e.clean, e.corrupted, e.answer, e.distractor, e.model] for e in PATCHING_EXAMPLES.values()],
             inputs=[clean, corrupted, answer, distractor, picker],
@@ -134,6 +133,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             label="Patching examples",
             elem_id="patching-examples",
         )
+        heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot")
         picked = gr.Textbox(elem_id="patched-head", elem_classes="hidden-input", show_label=False)
         # inside the tab: a State among gr.Tabs' children would count as a tab
         listed_for, stale, patched = gr.State(None), gr.State(False), gr.State(None)
