@@ -1,6 +1,7 @@
 """The Intervene tab in Chromium: the ablation example's bars against the engine, the ablated run shown
-in the other views, a patching sweep drawn and a cell click opening that head on the clean prompt, at
-1,200 px (against a baseline screenshot) and at 390 px (no overlapping labels, no sideways scroll)."""
+in the other views, a patching sweep drawn and a cell click opening that head on the clean prompt, the
+IOI example loading SmolLM2 and sweeping it, at 1,200 px (against a baseline screenshot) and at 390 px
+(no overlapping labels, no sideways scroll)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline
+from browser_support import CHROMIUM, CONTEXT, JS_REDRAWN, AppPage, match_baseline
 from test_browser_readable import JS_OVERLAPS, PHONE
 
 from explorer import examples, views
@@ -33,6 +34,7 @@ JS_HEATMAP = """([id, trace]) => {
 }"""
 # Whether an event is still on its way: Gradio marks the outputs it is computing as pending.
 JS_BUSY = "() => document.querySelectorAll('.pending').length > 0"
+SMOLLM2_TIMEOUT_MS = 300_000
 QUIET_S = 1.0  # idle this long: the chain of events an action started has finished
 
 
@@ -149,6 +151,25 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert "".join(app.strip_tokens()) == COPY_PAIR.clean.replace("\n", "↵")
     assert not app.problems()
+
+
+def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
+    """The IOI example is meant for SmolLM2: picking it loads SmolLM2, then sweeps; 23.3 recovers most."""
+    from explorer import models
+
+    ioi = examples.PATCHING_EXAMPLES["IOI (SmolLM2)"]
+    app.open_tab("Intervene")
+    app.remember_plots()
+    click_example(app, "patching-examples", ioi.shows)
+    # loading SmolLM2, running the clean prompt and 270 patches take a while on a busy CPU
+    app.page.wait_for_function(JS_REDRAWN, arg="patching-plot", timeout=SMOLLM2_TIMEOUT_MS, polling=200)
+    settle(app)
+    assert app.page.locator("#model-source input").input_value() == models.SMOLLM2_LABEL
+    assert app.points("patching-plot") == 30 * 9 and "Patched each of 270 heads" in app.status()
+    name, recovered = app.hover_cell("patching-plot", 1, 23, 3)[:2]  # the head that recovers most (0.584)
+    assert name == "layer 23 · head 3 · kv 1" and recovered.startswith("recovered "), (name, recovered)
+    assert float(recovered.split()[1]) == pytest.approx(0.584, abs=0.01)
+    assert [t for t in app.toasts() if "Loaded SmolLM2" in t] and not app.script_errors
 
 
 def test_the_tab_with_an_ablation_and_a_sweep_matches_its_baseline_screenshot(app):
