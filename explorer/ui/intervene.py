@@ -182,8 +182,15 @@ def has_head(config: ModelConfig, value) -> bool:
     return layer < config.n_layers and head < config.n_heads
 
 
+def on_gpu(method, n_outputs: int):
+    """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
+    `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
+    return gpu(guarded(n_outputs)(method))
+
+
 class _Events:
-    """The tab's handlers, closed over the page they act on."""
+    """The tab's handlers, closed over the page they act on; those that compute are wrapped by `on_gpu`
+    where they are wired."""
 
     def __init__(self, tab: InterveneTab, shared: Shared, page: PageParts):
         self.tab, self.shared, self.page = tab, shared, page
@@ -193,12 +200,12 @@ class _Events:
         t, s, p = self.tab, self.shared, self.page
         ablation_inputs = [t.heads, t.mode, t.in_views, s.shown]
         ablation_outputs = [s.status, t.bars, s.shown, t.stale]
-        ablated = t.ablate.click(self.ablate, ablation_inputs, ablation_outputs, api_name="ablate")
-        toggled = t.in_views.input(self.toggle, ablation_inputs, ablation_outputs, api_name=False)
+        ablated = t.ablate.click(on_gpu(self.ablate, 4), ablation_inputs, ablation_outputs, api_name="ablate")
+        toggled = t.in_views.input(on_gpu(self.toggle, 4), ablation_inputs, ablation_outputs, api_name=False)
         t.add.click(self.add, [t.heads, s.layer, s.head], t.heads, api_name=False)
 
         patch_inputs = [*t.prompts, p.model]
-        t.patch.click(self.patch, patch_inputs, [s.status, t.heatmap, t.patched], api_name="patch")
+        t.patch.click(on_gpu(self.patch, 3), patch_inputs, [s.status, t.heatmap, t.patched], api_name="patch")
         clicked = t.picked.change(
             self.open_patched,
             [t.picked, t.patched, p.model],
@@ -216,12 +223,20 @@ class _Events:
             for examples in (t.ablation_examples, t.patching_examples)
         ]
         example_runs[1].then(
-            self.patch_example, [*patch_inputs, p.picker], [s.status, t.heatmap, t.patched], api_name=False
+            on_gpu(self.patch_example, 3),
+            [*patch_inputs, p.picker],
+            [s.status, t.heatmap, t.patched],
+            api_name=False,
         )
         runs += [*example_runs, p.run.after(clicked)]
         follow_outputs = [s.status, t.heads, t.listed_for, t.bars, s.shown, t.stale]
         followed = [
-            event.then(self.follow, [*ablation_inputs, p.model, t.listed_for], follow_outputs, api_name=False)
+            event.then(
+                on_gpu(self.follow, 6),
+                [*ablation_inputs, p.model, t.listed_for],
+                follow_outputs,
+                api_name=False,
+            )
             for event in runs
         ]
         switches += [self.redraw_if_stale(event) for event in (ablated, toggled, *followed)]
@@ -264,8 +279,6 @@ class _Events:
         bars = plot(views.ablation_next_tokens(plain, ablated))
         return markup.status(message, "info"), bars, on_screen, on_screen != tuple(shown)
 
-    @gpu
-    @guarded(4)
     def ablate(self, heads, mode, in_views, shown):
         """The Ablate button (and /ablate): the heads picked, ablated in the prompt on screen."""
         if shown is None:
@@ -277,8 +290,6 @@ class _Events:
             )
         return self.ablated(shown, ablation, in_views)
 
-    @gpu
-    @guarded(4)
     def toggle(self, heads, mode, in_views, shown):
         """Show the ablated run in the other views, or the plain one again."""
         if shown is None:
@@ -289,8 +300,6 @@ class _Events:
             return gr.skip(), gr.skip(), plain, plain != tuple(shown)
         return self.ablated(shown, ablation, in_views)
 
-    @gpu
-    @guarded(6)
     def follow(self, heads, mode, in_views, shown, model, listed_for):
         """After a run: the heads of the loaded model listed (those picked kept where it has them), and
         the heads picked ablated again in the run on screen."""
@@ -334,14 +343,10 @@ class _Events:
         )
         return markup.status(message, "info"), plot(views.patching(result)), (model, clean)
 
-    @gpu
-    @guarded(3)
     def patch(self, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
         return self.sweep(clean, corrupted, answer, distractor, model, progress)
 
-    @gpu
-    @guarded(3)
     def patch_example(self, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if models.source_of(choice) != (model or ""):
