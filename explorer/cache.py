@@ -1,5 +1,6 @@
 """What the app keeps in memory, shared by every visitor and bounded by one budget: loaded models and
-runs of (model, prompt), least recently used dropped first once everything together passes it.
+runs of (model, prompt) or, with heads ablated, of (model, prompt, ablation), least recently used
+dropped first once everything together passes it.
 
 - Keys are canonical: a local model by its resolved real path (`dir`, `dir/.` and a symlink to it are
   one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
@@ -27,6 +28,7 @@ import torch
 
 from explorer import memory, models
 from explorer.checkpoints import BUNDLED_MODEL, CheckpointError
+from explorer.interventions import Ablation
 from explorer.policy import UNREADABLE, Policy, normalised
 from explorer.run import Explorer, Run, load
 from explorer.tokens import char_budget
@@ -78,7 +80,8 @@ class Workspace:
         self.device = device
         self.policy = policy or Policy.from_environment()
         self.max_bytes = max_bytes or self.policy.memory_bytes
-        self._entries: OrderedDict[str | tuple[str, str], Explorer | CachedRun] = OrderedDict()
+        # models by key; runs by (model key, text) or (model key, text, ablation)
+        self._entries: OrderedDict[str | tuple, Explorer | CachedRun] = OrderedDict()
         self._lock = threading.RLock()
         self._loading = threading.Lock()  # one model load at a time
 
@@ -155,22 +158,29 @@ class Workspace:
 
     # --- runs ---
 
-    def cached_run(self, model: str | None, text: str) -> CachedRun:
+    def cached_run(self, model: str | None, text: str, ablation: Ablation | None = None) -> CachedRun:
         """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
-        The model must be in memory, unless it is the default one (see `explorer`)."""
+        The model must be in memory, unless it is the default one (see `explorer`). With an `ablation`
+        (heads zeroed or mean-replaced), a run of its own, kept beside the plain one."""
         explorer = self.explorer(model, load=False)
         key = self.key(model)
         limit = min(self.policy.max_tokens, explorer.config.context_length)
         read = text[: char_budget(limit)] if isinstance(text, str) else text
-        found = self._touch(key, (key, read))
+        run_key = (key, read) if ablation is None else (key, read, ablation)
+        found = self._touch(key, run_key)
         if found is not None:
             return found
-        run = explorer.run(text, max_tokens=self.policy.max_tokens)
+        if ablation is None:
+            run = explorer.run(text, max_tokens=self.policy.max_tokens)
+        else:
+            run = explorer.run(
+                text, max_tokens=self.policy.max_tokens, ablate=ablation.heads, ablate_mode=ablation.mode
+            )
         run.eager_cache_bytes = EAGER_BYTES_PER_RUN
-        return self._insert({key: explorer, (key, read): CachedRun(run, read)})
+        return self._insert({key: explorer, run_key: CachedRun(run, read)})
 
-    def run(self, model: str | None, text: str) -> Run:
-        return self.cached_run(model, text).run
+    def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
+        return self.cached_run(model, text, ablation).run
 
     # --- the budget ---
 
@@ -179,7 +189,7 @@ class Workspace:
         with self._lock:
             return sum(self._size(key, value) for key, value in self._entries.items())
 
-    def __contains__(self, key: str | tuple[str, str]) -> bool:
+    def __contains__(self, key: str | tuple) -> bool:
         return key in self._entries
 
     def _insert(self, entries: dict):

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from explorer.models import BUNDLED_LABEL, SMOLLM2_LABEL
+
 # One line three times: each copy tokenizes alike (no space before it), so a head that attends from
 # a token to the one after its earlier occurrence draws a clean stripe.
 INDUCTION = "\n".join(["Speak, Horatio: the pale moon sings of iron bells and crooked wine."] * 3)
@@ -62,6 +64,7 @@ COPY = (
 )
 INDUCTION_HEADS = [(3, 0), (3, 1), (3, 2)]  # of the bundled model
 ABLATION_EXAMPLES = [(COPY, INDUCTION_HEADS)]  # (prompt, heads to ablate)
+ABLATION_LABELS = ["induction heads 3.0–3.2 carry a copy (bundled model)"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class PatchingExample:
     corrupted: str
     answer: str  # one token: what the clean prompt should predict next
     distractor: str  # one token: what the corrupted prompt points to instead
-    model: str  # the model it is meant for
+    model: str  # the model it is meant for, as the app's model picker labels it
+    shows: str  # what it shows, as the app labels it
 
 
 PATCHING_EXAMPLES = {
@@ -83,7 +87,8 @@ PATCHING_EXAMPLES = {
         corrupted="When Mary and John went to the store, Mary gave a drink to",
         answer=" Mary",
         distractor=" John",
-        model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        model=SMOLLM2_LABEL,
+        shows="indirect object: Mary or John? (SmolLM2)",
     ),
     # Copying: the corrupted prompt changes the earlier occurrence, so the second copy should follow.
     "induction (bundled model)": PatchingExample(
@@ -91,6 +96,7 @@ PATCHING_EXAMPLES = {
         corrupted=COPY.replace(" silver", " golden"),
         answer=" silver",
         distractor=" golden",
-        model="bundled",
+        model=BUNDLED_LABEL,
+        shows="a copy: silver or golden? (bundled model)",
     ),
 }

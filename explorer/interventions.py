@@ -170,13 +170,28 @@ def _trace(model: Transformer, ids: list[int]) -> _Trace:
 
 @torch.inference_mode()
 def patch_heads(
-    explorer, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+    explorer,
+    clean: str,
+    corrupted: str,
+    answer: str,
+    distractor: str,
+    progress: Progress | None = None,
+    max_tokens: int | None = None,
 ) -> PatchResult:
     """Patch every head, one at a time, from the clean run into the corrupted one (see the module doc).
-    `progress` is called with the fraction of the sweep done (0 to 1) as it goes, layer by layer."""
+    `progress` is called with the fraction of the sweep done (0 to 1) as it goes, layer by layer.
+    Prompts longer than the context (or `max_tokens`) are refused, not cut: cutting would move the
+    position whose logits are read."""
     start = time.perf_counter()
-    model, tokenizer, limit = explorer.model, explorer.tokenizer, explorer.config.context_length
+    model, tokenizer = explorer.model, explorer.tokenizer
+    limit = min(explorer.config.context_length, max_tokens or explorer.config.context_length)
     clean_encoded, corrupted_encoded = encode(tokenizer, clean, limit), encode(tokenizer, corrupted, limit)
+    for name, encoded in (("clean", clean_encoded), ("corrupted", corrupted_encoded)):
+        if encoded.n_dropped or encoded.n_chars_dropped:
+            raise PromptError(
+                f"The {name} prompt is longer than the {limit:,} tokens a patching sweep takes here: "
+                "shorten it (the answer is read at its last position, so it is not cut)."
+            )
     if len(clean_encoded.ids) != len(corrupted_encoded.ids):
         raise PromptError(
             "The clean and corrupted prompts must have the same number of tokens, so that each position "

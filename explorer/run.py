@@ -91,12 +91,18 @@ class Explorer:
         return run
 
     def patch_heads(
-        self, clean: str, corrupted: str, answer: str, distractor: str, progress: Progress | None = None
+        self,
+        clean: str,
+        corrupted: str,
+        answer: str,
+        distractor: str,
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
     ) -> PatchResult:
         """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
         time, and read logit(answer) − logit(distractor) at the last position (`explorer.interventions`).
-        `progress(fraction)` is called as the sweep goes."""
-        return patch_heads(self, clean, corrupted, answer, distractor, progress)
+        `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
+        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens)
 
     def generate(
         self,

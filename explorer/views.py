@@ -48,6 +48,11 @@ def head_name(config: ModelConfig, head: int) -> str:
     return f"head {head} · kv {_kv_head(config)[head]}"
 
 
+def layer_head_name(config: ModelConfig, layer: int, head: int) -> str:
+    """A head among every layer's, as the Intervene tab lists it: "3.5 · kv 1"."""
+    return f"{layer}.{head} · kv {_kv_head(config)[head]}"
+
+
 def default_positions(run: Run) -> tuple[int, int]:
     """The RoPE view's query and key at first: the last token and the one before it."""
     return run.n_tokens - 1, max(run.n_tokens - 2, 0)

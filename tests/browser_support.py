@@ -57,6 +57,7 @@ TABS = {  # tab name: the elem_ids of its plots
     "GQA": ["gqa-plot", "similarity-plot", "kv-cache-plot"],
     "Faithfulness": ["faithfulness-plot"],
     "Overview": ["overview-plot", "next-tokens-plot"],
+    "Intervene": [],  # drawn on request (Ablate, Patch, an example): tests/test_browser_intervene.py
 }
 
 # Plotly's graph div inside a gr.Plot, and how many data points its traces hold once drawn

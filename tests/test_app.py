@@ -174,7 +174,7 @@ def test_on_zerogpu_the_handlers_that_compute_run_inside_spaces_gpu(monkeypatch,
     monkeypatch.setitem(sys.modules, "spaces", spaces)
     demo = build_demo(workspace)
     on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
-    assert {"run", "layer", "head", "positions", "overview"} <= on_gpu
+    assert {"run", "layer", "head", "positions", "overview", "ablate", "patch"} <= on_gpu
 
 
 def test_readme_front_matter_pins_the_gradio_of_requirements():
@@ -368,3 +368,116 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
         "model": [models.SMOLLM2_LABEL],
     }
     assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
+
+
+# --- the Intervene tab: /ablate and /patch ---
+
+INTERVENE_TEXT = "To be, or not to be, that is the question: whether the"
+CORRUPTED_TEXT = "To be, or not or be, that is the question: whether the"  # as many tokens
+
+
+def sent_arrays(plot: dict) -> dict:
+    """A plot as sent, its base64 arrays decoded."""
+
+    def decode(node):
+        if isinstance(node, dict) and "bdata" in node:
+            array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=np.dtype(node["dtype"]))
+            return array.reshape([int(s) for s in str(node.get("shape", len(array))).split(",")])
+        if isinstance(node, dict):
+            return {key: decode(value) for key, value in node.items()}
+        return [decode(value) for value in node] if isinstance(node, list) else node
+
+    return decode(json.loads(plot["plot"]))
+
+
+def test_ablate_draws_both_runs_next_token_probabilities_with_one_forward(client, workspace, forwards):
+    from explorer import views
+    from explorer.interventions import Ablation
+
+    session = Client(client.src, verbose=False)
+    session.predict(INTERVENE_TEXT, 0, 0, api_name="/run")
+    before = forwards()
+    status, bars = session.predict(["1.3", "2.0 · kv 0", "2, 7"], "mean", False, api_name="/ablate")
+    assert "Mean ablation of 1.3, 2.0, 2.7 in the prompt on screen" in status_text(status)
+    assert forwards() == before + 1  # the ablated run; the plain one is on screen already
+    session.predict(["1.3", "2.0", "2.7"], "mean", False, api_name="/ablate")
+    assert forwards() == before + 1, "the ablated run is cached"
+    ex = workspace.explorer("")
+    ablation = Ablation.parse(ex.config, [(1, 3), (2, 0), (2, 7)], "mean")
+    model = workspace.key("")
+    assert (model, INTERVENE_TEXT, ablation) in workspace and (model, INTERVENE_TEXT) in workspace
+
+    plain = ex.run(INTERVENE_TEXT)
+    ablated = ex.run(INTERVENE_TEXT, ablate=[(1, 3), (2, 0), (2, 7)], ablate_mode="mean")
+    ids = views.ablation_next_token_ids(plain, ablated)
+    before_bars, after_bars = sent_arrays(bars)["data"]
+    np.testing.assert_allclose(before_bars["x"], plain.next_token_probs()[ids].numpy(), atol=1e-6)
+    np.testing.assert_allclose(after_bars["x"], ablated.next_token_probs()[ids].numpy(), atol=1e-6)
+    assert np.abs(before_bars["x"] - after_bars["x"]).max() > 1e-3, "the ablation changes the bars"
+
+
+def test_the_ablated_run_shown_in_the_views_is_what_switches_and_the_zoom_read(client, workspace):
+    session = Client(client.src, verbose=False)
+    session.predict(INTERVENE_TEXT, 0, 0, api_name="/run")
+    ex, n = workspace.explorer(""), workspace.run("", INTERVENE_TEXT).n_tokens
+    plain = ex.run(INTERVENE_TEXT).attention(2).head_stages(5)["probs"].numpy()
+    ablated = ex.run(INTERVENE_TEXT, ablate=[(1, 1), (1, 6)]).attention(2).head_stages(5)["probs"].numpy()
+    assert np.abs(plain - ablated).max() > 1e-3, "ablating layer 1 changes the maps of layer 2"
+
+    def zoomed() -> np.ndarray:
+        _, pipeline, *_ = session.predict(2, 5, 0, 0, api_name="/layer")  # a switch reads the run shown
+        assert title(pipeline).startswith("Layer 2 · head 5 ")
+        _, zoom = session.predict(2, 5, 0, n - 1, 0, n - 1, api_name="/zoom")
+        return np.frombuffer(base64.b64decode(json.loads(zoom["plot"])["data"][1]["z"]["bdata"]), np.float32)
+
+    status, _ = session.predict(["1.1", "1.6"], "zero", True, api_name="/ablate")
+    assert "the other views show the ablated run" in status_text(status)
+    np.testing.assert_allclose(zoomed().reshape(n, n), ablated, atol=1e-7)
+    _, _, *plots = session.predict(INTERVENE_TEXT, 2, 5, api_name="/run")  # Run shows the plain run again
+    assert all(is_plot(p) for p in plots[2 : 2 + N_LAYER_PLOTS])
+    np.testing.assert_allclose(zoomed().reshape(n, n), plain, atol=1e-7)
+    session.predict(["1.1", "1.6"], "zero", True, api_name="/ablate")
+    status, _ = session.predict(["1.1", "1.6"], "zero", False, api_name="/ablate")
+    assert "the other views show the plain run" in status_text(status)
+    np.testing.assert_allclose(zoomed().reshape(n, n), plain, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("heads", "message"),
+    [
+        ([], "Pick at least one head to ablate"),
+        (["3.x"], "“3.x” is not a head: write layer.head"),
+        (["4.0"], "layer 4 of ablated head (4, 0) is out of range: this model has layers 0 to 3"),
+        (["0.8"], "head 8 of ablated head (0, 8) is out of range: this model has heads 0 to 7"),
+    ],
+)
+def test_ablating_no_head_or_a_head_not_in_the_model_is_refused_and_the_bars_stay(client, heads, message):
+    session = Client(client.src, verbose=False)
+    session.predict(INTERVENE_TEXT, 0, 0, api_name="/run")
+    status, bars = session.predict(heads, "zero", False, api_name="/ablate")
+    assert message in status_text(status) and is_kept(bars)
+
+
+def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes_it(client, workspace):
+    status, heatmap = client.predict(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be", api_name="/patch")
+    ex = workspace.explorer("")
+    expected = ex.patch_heads(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be")
+    (trace,) = sent_arrays(heatmap)["data"]
+    np.testing.assert_allclose(trace["z"], expected.recovered.numpy(), atol=1e-5)
+    assert trace["z"].shape == (ex.config.n_layers, ex.config.n_heads) and trace["zmid"] == 0
+    layer, head, value = expected.top_heads(1)[0]
+    assert "Patched each of 32 heads in" in status_text(status)
+    assert f"the most recovered: {layer}.{head} ({value:.2f})" in status_text(status)
+
+
+@pytest.mark.parametrize(
+    ("corrupted", "answer", "message"),
+    [
+        (CORRUPTED_TEXT + " again", " to", "must have the same number of tokens"),
+        (CORRUPTED_TEXT, " question", "The answer “ question” is 6 tokens"),
+        (INTERVENE_TEXT, " to", "The clean and corrupted prompts are the same tokens"),
+    ],
+)
+def test_a_patch_that_cannot_be_made_says_why_and_the_heatmap_stays(client, corrupted, answer, message):
+    status, heatmap = client.predict(INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch")
+    assert message in status_text(status).replace("&quot;", '"') and is_kept(heatmap)

@@ -233,6 +233,15 @@ def test_prompts_of_different_lengths_are_refused_showing_both_tokenizations(tin
     assert "Corrupted, 11 tokens: “To” | “ be”" in message and "“ again”" not in message
 
 
+def test_prompts_past_the_sweeps_limit_are_refused_not_cut(tiny):
+    """Cutting would read the answer at another position: a prompt past the limit is refused."""
+    with pytest.raises(PromptError, match="clean prompt is longer than the 4 tokens a patching sweep"):
+        tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR, max_tokens=4)
+    n = len(tiny.run(CLEAN).ids)
+    result = tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR, max_tokens=n)
+    assert result.recovered.shape == (tiny.config.n_layers, tiny.config.n_heads)
+
+
 def test_identical_prompts_and_identical_answer_and_distractor_are_refused(tiny):
     with pytest.raises(PromptError, match="same tokens: there is nothing to patch"):
         tiny.patch_heads(CLEAN, CLEAN, ANSWER, DISTRACTOR)

@@ -37,13 +37,13 @@ def ablation_next_tokens_figure(
         bars,
         title=f"Next token before and after the {ablation}",
         barmode="group",
-        legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),  # under the title
         xaxis=dict(title="probability", range=[0, min(1.0, top * 1.3 + 1e-3)]),
         yaxis=dict(
             autorange="reversed", tickmode="linear", tick0=0, dtick=1, tickformat="d", labelalias=labels
         ),
-        height=110 + 34 * len(tokens),
-        margin=dict(l=100),
+        height=130 + 34 * len(tokens),
+        margin=dict(l=100, t=84),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
@@ -74,7 +75,21 @@ class Shared:
 
     workspace: Workspace
     status: gr.HTML
-    shown: gr.State  # (model source, prompt) of the views on screen, or None
+    shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the
+    # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either
     layer: gr.Slider
     head: gr.Dropdown
     log_colours: gr.State  # whether softmax maps are coloured on a log scale
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A handler of the layout's (running the prompt, redrawing the views) that a tab's own events
+    chain after theirs: the function with its inputs and outputs."""
+
+    fn: Callable
+    inputs: list
+    outputs: list
+
+    def after(self, event):
+        return event.then(self.fn, self.inputs, self.outputs, api_name=False)

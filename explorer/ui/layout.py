@@ -4,8 +4,9 @@ Events: Run (or an example, or Enter in the prompt) runs the prompt: one fast fo
 prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most, never a
 forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does a
 switch too. A link (`?prompt=…&layer=…`) opens that view. A rejected input warns and leaves what is on
-screen in place. Each tab wires its own events (RoPE positions, the Overview, the zoom, downloads);
-loading a model is `explorer.ui.model_loading`.
+screen in place. Each tab wires its own events (RoPE positions, the Overview, the zoom, downloads; the
+Intervene tab chains the run and the redraw of the views after its own); loading a model is
+`explorer.ui.model_loading`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from explorer.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.policy import Policy
 from explorer.run import Run
 from explorer.tokens import CHARS_PER_TOKEN, char_budget
-from explorer.ui import attention, faithfulness, gqa, model_loading, overview, page, rope, share
-from explorer.ui.common import Shared, gpu, guarded, index, plot, top
+from explorer.ui import attention, faithfulness, gqa, intervene, model_loading, overview, page, rope, share
+from explorer.ui.common import Handler, Shared, gpu, guarded, index, plot, top
 from explorer.ui.model_loading import ModelPanel
 
 INTRO = (
@@ -57,7 +58,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     with gr.Blocks(title="Attention Explorer") as demo:
         page.assets()
         model = gr.State("")  # the source of the loaded model ('' is the bundled one)
-        shown = gr.State(None)  # (model, prompt) of the views on screen
+        shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
         log_colours = gr.State(False)
         current_tab = gr.State("attention")
 
@@ -118,8 +119,10 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             gqa_tab = gqa.build(startup.gqa, startup.kv_cache)
             faithfulness_tab = faithfulness.build()
             overview_tab = overview.build(shared)
+            intervene_tab = intervene.build(shared, prompt, picker)
         all_tabs = [attention_tab.tab, rope_tab.tab, gqa_tab.tab, faithfulness_tab.tab, overview_tab.tab]
-        overview_tab.close_when(all_tabs[:-1])
+        all_tabs.append(intervene_tab.tab)
+        overview_tab.close_when([tab for tab in all_tabs if tab is not overview_tab.tab])
         for tab, name in zip(all_tabs, share.TABS, strict=True):
             tab.select(lambda name=name: name, None, current_tab, api_name=False)
         with gr.Row():
@@ -251,6 +254,10 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 trigger_mode="always_last",
             ),
         ]
+        run_handler = Handler(run_prompt, run_inputs, run_outputs)
+        redraw = Handler(switch_layer, view_inputs, switch_outputs)
+        parts = intervene.PageParts(prompt, picker, model, loader, overview_tab, run_handler, redraw)
+        intervene_tab.wire(shared, parts, runs, switches)  # its runs and redraws join these lists
         for event in runs:
             attention_tab.refresh_zoom_after(shared, event, new_run=True)
         for event in switches:

@@ -4,7 +4,8 @@
 //   hover shows it all, ticks are cut at the invisible separator U+2063. Then every axis hides the
 //   labels that would overlap the last one shown, measured as drawn, so no two ever collide.
 // - A PNG button beside the modebar's SVG download, at publication size.
-// - Clicking a cell of the Overview or a head's thumbnail picks that layer and head.
+// - Clicking a cell of the Overview or a head's thumbnail picks that layer and head; clicking a cell of
+//   the patching heatmap opens that head on the clean prompt (written into #patched-head).
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a map the server left out because it follows from another (`meta.derived`: the scaled scores
@@ -70,8 +71,8 @@ if (!window.__attentionExplorerPage) {
     bar.appendChild(group);
   }
 
-  function pickHead(layer, head) {
-    const input = document.querySelector("#picked-head textarea, #picked-head input");
+  function pickHead(layer, head, box = "#picked-head") {
+    const input = document.querySelector(`${box} textarea, ${box} input`);
     if (!input) return;
     input.value = `${layer},${head},${Date.now()}`;
     input.dispatchEvent(new Event("input", { bubbles: true }));
@@ -89,6 +90,8 @@ if (!window.__attentionExplorerPage) {
     } else if (gd.closest("#all-heads-plot")) {
       const axis = point.data.xaxis || "x";
       pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
+    } else if (gd.closest("#patching-plot")) {
+      pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
     }
   }
 

@@ -1,0 +1,198 @@
+"""The Intervene tab in Chromium: the ablation example's bars against the engine, the ablated run shown
+in the other views, a patching sweep drawn and a cell click opening that head on the clean prompt, the
+IOI example loading SmolLM2 and sweeping it, at 1,200 px (against a baseline screenshot) and at 390 px
+(no overlapping labels, no sideways scroll)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_support import CHROMIUM, CONTEXT, JS_REDRAWN, AppPage, match_baseline
+from test_browser_readable import JS_OVERLAPS, PHONE
+
+from explorer import examples, views
+from explorer.interventions import Ablation
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
+    )
+
+PLOTS = ["ablation-plot", "patching-plot"]
+COPY_PAIR = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+# What a trace of a drawn plot holds: the bars' lengths, or a heatmap's rows, as Plotly computed them.
+JS_BARS = """([id, trace]) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    return gd.calcdata[trace].map((bar) => bar.s);
+}"""
+JS_HEATMAP = """([id, trace]) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    return gd.calcdata[trace][0].z.map((row) => Array.from(row));
+}"""
+# Whether an event is still on its way: Gradio marks the outputs it is computing as pending.
+JS_BUSY = "() => document.querySelectorAll('.pending').length > 0"
+SMOLLM2_TIMEOUT_MS = 300_000
+QUIET_S = 1.0  # idle this long: the chain of events an action started has finished
+
+
+def settle(app: AppPage, timeout_s: float = 60.0) -> None:
+    """Wait until no event has been pending for QUIET_S, so nothing moves the page before a click."""
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        if app.page.evaluate(JS_BUSY):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= QUIET_S:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
+
+
+def click_example(app: AppPage, examples_id: str, label: str) -> None:
+    app.page.locator(f"#{examples_id}").get_by_role("button", name=label, exact=True).click()
+
+
+def ablation_example(app: AppPage) -> None:
+    app.open_tab("Intervene")
+    app.remember_plots()
+    click_example(app, "ablation-examples", examples.ABLATION_LABELS[0])
+    app.wait_redrawn(["ablation-plot"])
+    settle(app)
+
+
+def patching_example(app: AppPage) -> None:
+    app.open_tab("Intervene")
+    app.remember_plots()
+    click_example(app, "patching-examples", COPY_PAIR.shows)
+    app.wait_redrawn(["patching-plot"])
+    settle(app)
+
+
+def thumbnail(app: AppPage, head: int) -> np.ndarray:
+    """Head `head`'s map in the Attention tab's thumbnails, as drawn.  # [N, N]"""
+    return np.array(app.page.evaluate(JS_HEATMAP, ["all-heads-plot", head]), dtype=np.float64)
+
+
+def test_ablating_the_induction_heads_on_the_copy_example_changes_the_bars(app, browser_workspace):
+    ablation_example(app)
+    (text, heads), ex = examples.ABLATION_EXAMPLES[0], browser_workspace.explorer("")
+    assert app.page.locator("#prompt textarea").input_value() == text
+    plain, ablated = ex.run(text), ex.run(text, ablate=heads)
+    ids = views.ablation_next_token_ids(plain, ablated)
+    before, after = (np.array(app.page.evaluate(JS_BARS, ["ablation-plot", t])) for t in (0, 1))
+    np.testing.assert_allclose(before, plain.next_token_probs()[ids].numpy(), atol=1e-6)
+    np.testing.assert_allclose(after, ablated.next_token_probs()[ids].numpy(), atol=1e-6)
+    silver = ids.index(ex.tokenizer.encode(" silver", add_special_tokens=False).ids[0])
+    assert silver == 0 and before[silver] > 0.25 and after[silver] < 0.01, (before, after)
+    assert app.title("ablation-plot") == "Next token before and after the zero ablation of 3.0, 3.1, 3.2"
+    assert not app.problems()
+
+
+def test_the_ablated_run_shown_in_the_other_views_redraws_the_maps_of_later_layers(app, browser_workspace):
+    text = examples.COPY
+    app.run(text)
+    app.set_layer(1)
+    app.pick_head("head 2 · kv 0")
+    app.open_tab("Intervene")
+    app.page.locator("#ablate-add").click()
+    app.page.locator("#ablate-heads").get_by_text("1.2 · kv 0").wait_for()
+    app.remember_plots()
+    app.page.locator("#ablate-button").click()
+    app.wait_redrawn(["ablation-plot"])
+    settle(app)
+    app.open_tab("Attention")
+    app.set_layer(2)
+    ex = browser_workspace.explorer("")
+    plain = ex.run(text).attention(2).probs.numpy()  # [H, N, N]
+    ablated = ex.run(text, ablate=[(1, 2)]).attention(2).probs.numpy()
+    assert np.abs(plain[0] - ablated[0]).max() > 1e-3, "ablating 1.2 changes head 2.0's map"
+    np.testing.assert_allclose(thumbnail(app, 0), plain[0], atol=1e-6)  # the toggle is off
+
+    app.open_tab("Intervene")
+    app.remember_plots()
+    app.page.locator("#ablate-in-views input").check()
+    app.wait_redrawn(["all-heads-plot"])
+    settle(app)
+    np.testing.assert_allclose(thumbnail(app, 0), ablated[0], atol=1e-6)
+    assert "the other views show the ablated run" in app.status()
+    model = browser_workspace.explorer("").config
+    assert (browser_workspace.key(""), text, Ablation.parse(model, [(1, 2)], "zero")) in browser_workspace
+
+    app.remember_plots()
+    app.page.locator("#ablate-in-views input").uncheck()
+    app.wait_redrawn(["all-heads-plot"])
+    settle(app)
+    np.testing.assert_allclose(thumbnail(app, 0), plain[0], atol=1e-6)
+    assert not app.problems()
+
+
+def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app, browser_workspace):
+    app.run("Now is the winter of our discontent")
+    patching_example(app)
+    ex = browser_workspace.explorer("")
+    expected = ex.patch_heads(COPY_PAIR.clean, COPY_PAIR.corrupted, COPY_PAIR.answer, COPY_PAIR.distractor)
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-plot", 0]))
+    np.testing.assert_allclose(drawn, expected.recovered.numpy(), atol=1e-5)
+    assert app.points("patching-plot") == ex.config.n_layers * ex.config.n_heads
+    assert "Patched each of 32 heads" in app.status()
+
+    hover = app.hover_cell("patching-plot", 1, 3, 2)  # the cell under the mouse is the one clicked
+    assert hover[0].startswith("layer 3 · head 2 · kv 0"), hover
+    app.remember_plots()
+    app.page.mouse.down()
+    app.page.mouse.up()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    assert app.title("pipeline-plot").startswith("Layer 3 · head 2 ")
+    assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
+    assert "".join(app.strip_tokens()) == COPY_PAIR.clean.replace("\n", "↵")
+    assert not app.problems()
+
+
+def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
+    """The IOI example is meant for SmolLM2: picking it loads SmolLM2, then sweeps; 23.3 recovers most."""
+    from explorer import models
+
+    ioi = examples.PATCHING_EXAMPLES["IOI (SmolLM2)"]
+    app.open_tab("Intervene")
+    app.remember_plots()
+    click_example(app, "patching-examples", ioi.shows)
+    # loading SmolLM2, running the clean prompt and 270 patches take a while on a busy CPU
+    app.page.wait_for_function(JS_REDRAWN, arg="patching-plot", timeout=SMOLLM2_TIMEOUT_MS, polling=200)
+    settle(app)
+    assert app.page.locator("#model-source input").input_value() == models.SMOLLM2_LABEL
+    assert app.points("patching-plot") == 30 * 9 and "Patched each of 270 heads" in app.status()
+    name, recovered = app.hover_cell("patching-plot", 1, 23, 3)[:2]  # the head that recovers most (0.584)
+    assert name == "layer 23 · head 3 · kv 1" and recovered.startswith("recovered "), (name, recovered)
+    assert float(recovered.split()[1]) == pytest.approx(0.584, abs=0.01)
+    assert [t for t in app.toasts() if "Loaded SmolLM2" in t] and not app.script_errors
+
+
+def test_the_tab_with_an_ablation_and_a_sweep_matches_its_baseline_screenshot(app):
+    ablation_example(app)
+    patching_example(app)
+    panel = app.page.locator("#tab-intervene")
+    match_baseline(app.screenshot(panel, []), "view-intervene-drawn")
+
+
+@pytest.fixture
+def phone(browser, app_url):
+    context = browser.new_context(**{**CONTEXT, "viewport": PHONE})
+    page = context.new_page()
+    try:
+        yield AppPage(page, app_url).open()
+    finally:
+        context.close()
+
+
+def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(phone):
+    ablation_example(phone)
+    patching_example(phone)
+    for plot in PLOTS:
+        assert phone.points(plot)
+        assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
+    assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
