@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import json
 import re
 import socket
@@ -17,6 +18,7 @@ import pytest
 from gradio_client import Client
 
 from explorer.cache import Workspace
+from explorer.tokens import printable
 from explorer.ui import build_demo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,7 +167,7 @@ def test_on_zerogpu_the_handlers_that_compute_run_inside_spaces_gpu(monkeypatch,
     monkeypatch.setitem(sys.modules, "spaces", spaces)
     demo = build_demo(workspace)
     on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
-    assert {"run", "layer", "head", "positions", "overview"} <= on_gpu
+    assert {"run", "layer", "head", "positions", "overview", "generate"} <= on_gpu
 
 
 def test_readme_front_matter_pins_the_gradio_of_requirements():
@@ -284,3 +286,123 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
         "model": [models.SMOLLM2_LABEL],
     }
     assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
+
+
+# --- the Generate tab: /generate streams each step, the step slider looks back, Show in every view ---
+
+GENERATE_PROMPT = "To be, or not to be, that is"
+
+
+def generate(session, prompt: str, layer: int = 0, head: int = 0, max_new_tokens: int = 8, **sampling):
+    """Every update /generate streamed, in order: (status, text, rows, candidates, KV cache, step)."""
+    settings = dict(temperature=0.0, top_k=0, top_p=1.0, seed=0) | sampling
+    job = session.submit(prompt, layer, head, max_new_tokens, *settings.values(), api_name="/generate")
+    job.result()
+    return job.outputs()
+
+
+def sent_arrays(plot: dict) -> list[dict]:
+    """The figure's traces as sent, typed arrays decoded to numpy."""
+
+    def decode(node):
+        if isinstance(node, dict) and "bdata" in node:
+            array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=np.dtype(node["dtype"]))
+            return array.reshape([int(n) for n in str(node.get("shape", array.size)).split(",")])
+        return node
+
+    return [
+        {key: decode(value) for key, value in trace.items()} for trace in json.loads(plot["plot"])["data"]
+    ]
+
+
+def plain_status(html_text: str) -> str:
+    return html.unescape(status_text(html_text))
+
+
+def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, workspace):
+    session = Client(client.src, verbose=False)
+    *streamed, last = generate(session, GENERATE_PROMPT, layer=2, head=5, max_new_tokens=8)
+    ex = workspace.explorer("")
+    expected = ex.generate(GENERATE_PROMPT, max_new_tokens=8)
+    steps = list(expected)
+    n_prompt = expected.n_prompt
+    assert len(streamed) == len(steps) and steps
+    for k, (status, text, rows, candidates, kv_cache, step) in enumerate(streamed):
+        assert plain_status(status).startswith(f"Step {k}: “{printable(steps[k].token)}”")
+        assert text == ex.tokenizer.decode(
+            expected.ids[n_prompt : n_prompt + k + 1], skip_special_tokens=False
+        )
+        z = sent_arrays(rows)[0]["z"]
+        assert z.shape == (k + 1, n_prompt + k + 1)  # one more row a step, over the sequence so far
+        for j in range(k + 1):  # every row so far is its step's row of layer 2, head 5
+            np.testing.assert_allclose(z[j, : steps[j].position + 1], steps[j].attention[2, 5], atol=1e-6)
+        assert title(candidates).startswith(f"Step {k}: the candidates after position {n_prompt - 1 + k}")
+        assert sent_arrays(kv_cache)[0]["x"][0] == f"now: {n_prompt + k}"  # cached: positions 0..q
+        assert step["value"] == k
+    reason = {"eos": "end-of-sequence", "max_new_tokens": "the most new tokens asked for"}[
+        expected.stop_reason
+    ]
+    assert plain_status(last[0]).startswith(f"{len(steps)} new token") and reason in plain_status(last[0])
+
+
+def test_the_step_slider_looks_back_without_running_the_model(client, workspace):
+    session = Client(client.src, verbose=False)
+    generate(session, GENERATE_PROMPT, layer=1, head=3, max_new_tokens=6)
+    ex = workspace.explorer("")
+    expected = ex.generate(GENERATE_PROMPT, max_new_tokens=6)
+    steps = list(expected)
+    assert len(steps) > 2, "the tiny model ends no earlier than step 2 on this prompt"
+    embeds = []
+    hook = ex.model.embed_tokens.register_forward_hook(lambda *_: embeds.append(1))
+    try:
+        _, rows, candidates, kv_cache = session.predict(2, 1, 3, api_name="/generation_step")
+    finally:
+        hook.remove()
+    assert not embeds, "looking back ran the model"
+    z = sent_arrays(rows)[0]["z"]
+    assert z.shape == (3, len(expected.ids))  # the first three steps' rows, over the whole sequence
+    np.testing.assert_allclose(z[2, : steps[2].position + 1], steps[2].attention[1, 3], atol=1e-6)
+    assert title(candidates).startswith("Step 2: ")
+    assert sent_arrays(kv_cache)[0]["x"][0] == f"now: {steps[2].position + 1}"  # as the cache stood then
+
+
+def test_show_puts_the_generated_sequence_in_every_view_under_a_key_of_its_own(client, workspace, forwards):
+    session = Client(client.src, verbose=False)
+    generate(session, GENERATE_PROMPT, max_new_tokens=6)
+    expected = workspace.explorer("").generate(GENERATE_PROMPT, max_new_tokens=6)
+    list(expected)
+    before = forwards()
+    _, strip, *plots = session.predict(1, 2, api_name="/show_generation")
+    assert f"{len(expected.ids)} tokens" in strip
+    assert all(is_plot(p) for p in plots[4 : 4 + N_LAYER_PLOTS])
+    _, pipeline, *_ = session.predict(3, 2, 0, 0, api_name="/layer")
+    _, overview, next_tokens = session.predict(api_name="/overview")
+    assert is_plot(pipeline) and is_plot(overview) and is_plot(next_tokens)
+    assert forwards() == before, "the generated Run came from the generation, not a forward"
+    text = GENERATE_PROMPT + workspace.explorer("").tokenizer.decode(expected.ids[expected.n_prompt :])
+    run(session, text)  # typed, the same text is a prompt of its own: one forward of its own
+    assert forwards() == before + 1
+
+
+def test_generate_refuses_a_prompt_it_cannot_continue_and_the_views_stay(client, workspace):
+    session = Client(client.src, verbose=False)
+    (status, *rest), *more = generate(session, "   ")
+    assert "The prompt is empty" in status_text(status) and not more and all(is_kept(v) for v in rest)
+    context = workspace.explorer("").config.context_length
+    (status, *rest), *more = generate(session, "to be or not to be " * context)
+    assert "leave room for at least one new token" in status_text(status) and all(is_kept(v) for v in rest)
+
+
+def test_the_workspace_keeps_generations_bounded_and_each_with_its_model(gqa_checkpoint):
+    workspace = Workspace(gqa_checkpoint, device="cpu", max_generation_bytes=1)
+    first = workspace.generate("", "To be", max_new_tokens=3)
+    assert len(list(workspace.steps(first))) == 3
+    second = workspace.generate("", "or not to be", max_new_tokens=3)  # the newest stays; the first goes
+    with pytest.raises(ValueError, match="no longer in memory"):
+        workspace.cached_run("", first)
+    with pytest.raises(ValueError, match="made with another model"):
+        workspace.cached_run("/another/model", second)
+    list(workspace.steps(second))
+    with workspace.generation(second) as generation:
+        ids = list(generation.ids)
+    assert workspace.cached_run("", second).run.ids == ids and len(ids) == generation.n_prompt + 3

@@ -16,7 +16,7 @@ from explorer import markup, models, views
 from explorer.cache import Workspace
 from explorer.checkpoints import CheckpointError
 from explorer.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
-from explorer.ui import attention, faithfulness, gqa, model_loading, overview, page, rope, share
+from explorer.ui import attention, faithfulness, generate, gqa, model_loading, overview, page, rope, share
 from explorer.ui.common import Shared, gpu, guarded, plot, top
 from explorer.ui.model_loading import ModelPanel
 
@@ -98,8 +98,10 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             gqa_tab = gqa.build(startup.gqa, startup.kv_cache)
             faithfulness_tab = faithfulness.build()
             overview_tab = overview.build(shared)
+            generate_tab = generate.build(shared, prompt, model)
         all_tabs = [attention_tab.tab, rope_tab.tab, gqa_tab.tab, faithfulness_tab.tab, overview_tab.tab]
-        overview_tab.close_when(all_tabs[:-1])
+        all_tabs.append(generate_tab.tab)
+        overview_tab.close_when([tab for tab in all_tabs if tab is not overview_tab.tab])
         for tab, name in zip(all_tabs, share.TABS, strict=True):
             tab.select(lambda name=name: name, None, current_tab, api_name=False)
         with gr.Row():
@@ -211,6 +213,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 api_name=False,
             )
             .then(run_prompt, run_inputs, run_outputs, api_name=False),
+            generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
         switches = [
             layer.input(
