@@ -20,6 +20,7 @@ from gradio_client import Client
 from explorer.cache import Workspace
 from explorer.tokens import printable
 from explorer.ui import build_demo
+from explorer.ui import generate as generate_tab
 
 ROOT = Path(__file__).resolve().parent.parent
 N_LAYER_PLOTS = 6  # pipeline, all heads, RoPE rotation, RoPE score split, head similarity, faithfulness
@@ -319,7 +320,20 @@ def plain_status(html_text: str) -> str:
     return html.unescape(status_text(html_text))
 
 
-def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, workspace):
+def check_step_figures(figures, steps: list, k: int, n_prompt: int, layer: int, head: int) -> None:
+    """(rows, candidates, KV cache) as sent after step k: the rows of steps 0..k of that layer and head
+    over the sequence so far, step k's candidates, the cache holding positions 0..q of step k."""
+    rows, candidates, kv_cache = figures
+    z = sent_arrays(rows)[0]["z"]
+    assert z.shape == (k + 1, n_prompt + k + 1)  # one row a step, over the sequence so far
+    for j in range(k + 1):
+        np.testing.assert_allclose(z[j, : steps[j].position + 1], steps[j].attention[layer, head], atol=1e-6)
+    assert title(candidates).startswith(f"Step {k}: the candidates after position {steps[k].position}")
+    assert sent_arrays(kv_cache)[0]["x"][0] == f"now: {steps[k].position + 1}"
+
+
+def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, workspace, monkeypatch):
+    monkeypatch.setattr(generate_tab, "FIGURE_INTERVAL_S", 0.0)  # figures with every step
     session = Client(client.src, verbose=False)
     *streamed, last = generate(session, GENERATE_PROMPT, layer=2, head=5, max_new_tokens=8)
     ex = workspace.explorer("")
@@ -327,22 +341,35 @@ def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, works
     steps = list(expected)
     n_prompt = expected.n_prompt
     assert len(streamed) == len(steps) and steps
-    for k, (status, text, rows, candidates, kv_cache, step) in enumerate(streamed):
+    for k, (status, text, *figures, step) in enumerate(streamed):
         assert plain_status(status).startswith(f"Step {k}: “{printable(steps[k].token)}”")
         assert text == ex.tokenizer.decode(
             expected.ids[n_prompt : n_prompt + k + 1], skip_special_tokens=False
         )
-        z = sent_arrays(rows)[0]["z"]
-        assert z.shape == (k + 1, n_prompt + k + 1)  # one more row a step, over the sequence so far
-        for j in range(k + 1):  # every row so far is its step's row of layer 2, head 5
-            np.testing.assert_allclose(z[j, : steps[j].position + 1], steps[j].attention[2, 5], atol=1e-6)
-        assert title(candidates).startswith(f"Step {k}: the candidates after position {n_prompt - 1 + k}")
-        assert sent_arrays(kv_cache)[0]["x"][0] == f"now: {n_prompt + k}"  # cached: positions 0..q
+        check_step_figures(figures, steps, k, n_prompt, 2, 5)
         assert step["value"] == k
     reason = {"eos": "end-of-sequence", "max_new_tokens": "the most new tokens asked for"}[
         expected.stop_reason
     ]
     assert plain_status(last[0]).startswith(f"{len(steps)} new token") and reason in plain_status(last[0])
+    assert all(is_kept(v) for v in last[1:])  # the last step's figures went with it
+
+
+def test_generate_sends_figures_at_most_every_interval_and_the_last_steps_at_the_end(
+    client, workspace, monkeypatch
+):
+    monkeypatch.setattr(generate_tab, "FIGURE_INTERVAL_S", 3600.0)
+    session = Client(client.src, verbose=False)
+    first, *middle, last = generate(session, GENERATE_PROMPT, layer=1, head=6, max_new_tokens=8)
+    expected = workspace.explorer("").generate(GENERATE_PROMPT, max_new_tokens=8)
+    steps = list(expected)
+    check_step_figures(first[2:5], steps, 0, expected.n_prompt, 1, 6)
+    assert len(middle) == len(steps) - 1 and all(is_kept(v) for update in middle for v in update[2:5])
+    new_ids = expected.ids[expected.n_prompt :]
+    decode = workspace.explorer("").tokenizer.decode
+    texts = [decode(new_ids[: k + 1], skip_special_tokens=False) for k in range(len(steps))]
+    assert [first[1]] + [update[1] for update in middle] == texts  # the text came with every step
+    check_step_figures(last[2:5], steps, len(steps) - 1, expected.n_prompt, 1, 6)
 
 
 def test_the_step_slider_looks_back_without_running_the_model(client, workspace):

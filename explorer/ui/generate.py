@@ -1,24 +1,36 @@
 """The Generate tab: new tokens after the prompt, streamed one step at a time from the KV cache.
 
 Generate streams each step as it comes (a Gradio generator, the API endpoint `/generate`): the text so
-far, the chosen layer and head's rows of the new tokens over the context (one more row a step), the
-step's candidates, and the KV cache at its current length beside the same model as MHA and MQA. Stop
-ends it after the step being taken. The generation stays in the workspace (bounded by bytes), so the
-step slider (look back at an earlier step) and a layer or head switch redraw from it without running the
-model; "Show in every view" hands its sequence, as a Run, to every other tab.
+far, the chosen layer and head's rows of the new tokens over the context (a row a step), the step's
+candidates, and the KV cache at its current length beside the same model as MHA and MQA; the figures at
+most every FIGURE_INTERVAL_S, the text every step. Stop ends it after the step being taken and draws
+every step taken. The generation stays in the workspace (bounded by bytes), so the step slider (look
+back at an earlier step) and a layer or head switch redraw from it without running the model; "Show in
+every view" hands its sequence, as a Run, to every other tab.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import gradio as gr
 
 from explorer import markup, views
+from explorer.cache import GenerationKey
+from explorer.generate import Generation
 from explorer.tokens import printable
 from explorer.ui.common import Shared, gpu, guarded, plot, top
 
 MAX_NEW_TOKENS = 256
+# A stream sends its figures at most this often (its text every step): a browser needs about this long to
+# draw them, and a model on a GPU takes a step far faster.
+FIGURE_INTERVAL_S = 0.25
+INTRO = (
+    "New tokens after the prompt above, one at a time from the KV cache: the rows of the layer and head "
+    "chosen above grow as they arrive."
+)
 STOP_REASONS = {
     "eos": "the model wrote its end-of-sequence token",
     "context": "the model's context is full",
@@ -28,11 +40,16 @@ STOP_REASONS = {
 
 @dataclass
 class Chosen:
-    """The layer and head a stream draws. A State reaches every handler of its session as the same
-    object, so a layer or head switch while tokens stream changes the rows drawn from the next step on."""
+    """The layer and head a stream draws, the generation it makes, and the one Stop ended. A State
+    reaches every handler of its session as the same object, so a layer or head switch while tokens
+    stream changes the rows drawn from the next step on, Stop finds the generation under way even before
+    its first step is sent, and a step the model was taking when Stop came is never sent after Stop's
+    figures (Gradio cannot interrupt a step under way, and would send it once taken)."""
 
     layer: int = 0
     head: int = 0
+    streaming: GenerationKey | None = None
+    stopped: GenerationKey | None = None
 
 
 @dataclass(frozen=True)
@@ -59,13 +76,9 @@ class GenerateTab:
             if generated is None or shown != (model, generated):
                 return gr.skip()
             with shared.workspace.generation(generated) as generation:
-                n_new = len(generation.steps)
-                n_tokens = len(generation.ids)
-            return markup.status(
-                f"Every view shows the prompt and its {n_new} new tokens ({n_tokens} tokens); "
-                "Run goes back to the prompt alone.",
-                "info",
-            )
+                n_tokens, n_new = len(generation.ids), len(generation.steps)
+            message = f"Every view shows the generated sequence ({n_tokens} tokens, {n_new} of them new)"
+            return markup.status(f"{message}; Run goes back to the prompt alone.", "info")
 
         inputs = [self.generated, *run_inputs[1:]]
         show = self.show.click(run_views, inputs, run_outputs, api_name="show_generation")
@@ -73,8 +86,19 @@ class GenerateTab:
 
 
 def new_tokens(n: int, seconds: float) -> str:
-    """ "3 new tokens, 41.2 tokens/s": how many, and how fast the model took them."""
+    """How many new tokens, and how fast the model took them: "3 new tokens, 41.2 tokens/s"."""
     return f"{n} new token{'' if n == 1 else 's'}, {n / max(seconds, 1e-9):.1f} tokens/s"
+
+
+def step_figures(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> tuple:
+    """The rows of the first `n_steps` steps (all: None), the last one's candidates, and the KV cache as
+    it stood then."""
+    n_steps = views.clamp_steps(generation, n_steps)
+    return (
+        plot(views.generation_map(generation, layer, head, n_steps)),
+        plot(views.step_candidates(generation.steps[n_steps - 1])),
+        plot(views.generation_kv_cache(generation, n_steps)),
+    )
 
 
 def settings_of(max_new_tokens, temperature, top_k, top_p, seed) -> dict:
@@ -94,6 +118,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
     with gr.Tab("Generate", id="generate", elem_id="tab-generate") as tab:
         chosen = gr.State(Chosen())  # inside the tab: a State among gr.Tabs' children would count as a tab
         generated = gr.State(None)
+        gr.Markdown(INTRO, elem_id="generate-intro")
         with gr.Row():
             settings = (
                 gr.Slider(
@@ -113,11 +138,11 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             0, 1, value=0, step=1, label="Step (look back at an earlier one)", elem_id="step-slider"
         )
         rows = gr.Plot(show_label=False, elem_id="generation-plot", elem_classes="wide-plot")
-        with gr.Row():
-            candidates = gr.Plot(show_label=False, elem_id="candidates-plot", elem_classes="wide-plot")
-            kv_cache = gr.Plot(show_label=False, elem_id="generation-kv-plot", elem_classes="wide-plot")
+        candidates = gr.Plot(show_label=False, elem_id="candidates-plot", elem_classes="wide-plot")
+        kv_cache = gr.Plot(show_label=False, elem_id="generation-kv-plot", elem_classes="wide-plot")
 
-    stream_outputs = [shared.status, text, rows, candidates, kv_cache, step, generated, show]
+    figures = [rows, candidates, kv_cache]
+    stream_outputs = [shared.status, text, *figures, step, generated, show]
 
     @gpu
     @guarded(len(stream_outputs))
@@ -126,51 +151,80 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         key = workspace.generate(
             model, prompt, **settings_of(max_new_tokens, temperature, top_k, top_p, seed)
         )
+        chosen.streaming = key
+        drawn_at, drawn = -math.inf, 0  # when the figures were last sent, and of how many steps
         for new in workspace.steps(key):
-            with workspace.generation(key) as generation:  # drawn before the next step is taken
+            with workspace.generation(key) as generation:  # read before the next step is taken
+                if chosen.stopped == key:
+                    return
                 taken = len(generation.steps)
                 message = (
                     f"Step {new.index}: “{printable(new.token)}” (probability {new.probability:.2f}); "
                     f"{new_tokens(taken, generation.seconds)}."
                 )
+                draw = time.monotonic() - drawn_at >= FIGURE_INTERVAL_S
                 update = (
                     markup.status(message, "info"),
                     views.generated_text(generation),
-                    plot(views.generation_map(generation, chosen.layer, chosen.head)),
-                    plot(views.step_candidates(new)),
-                    plot(views.generation_kv_cache(generation)),
+                    *(step_figures(generation, chosen.layer, chosen.head) if draw else (gr.skip(),) * 3),
                     gr.Slider(maximum=top(taken), value=new.index),
                     key,
                     gr.Button(interactive=False),
                 )
+            if draw:
+                drawn_at, drawn = time.monotonic(), taken
             yield update
         with workspace.generation(key) as generation:
             n, seconds, reason = len(generation.steps), generation.seconds, generation.stop_reason
+            last = step_figures(generation, chosen.layer, chosen.head) if drawn < n else (gr.skip(),) * 3
         message = (
             f"{new_tokens(n, seconds)} ({seconds:.2f} s in the model): "
             f"{STOP_REASONS[reason]}. The step slider looks back; Show in every view opens the sequence "
             "in the other tabs."
         )
-        yield markup.status(message, "info"), *(gr.skip(),) * 6, gr.Button(interactive=True)
+        yield (
+            markup.status(message, "info"),
+            gr.skip(),
+            *last,
+            gr.skip(),
+            gr.skip(),
+            gr.Button(interactive=True),
+        )
 
-    def stopped(generated):
-        message = "Stopped after the last step shown; the step slider looks back."
-        return markup.status(message, "info"), gr.Button(interactive=generated is not None)
+    stop_outputs = [shared.status, *figures, step, generated, show]
 
-    @guarded(4)
+    @guarded(len(stop_outputs))
+    def stopped(chosen):
+        """After Stop: every step taken, drawn (the stream sends figures at most every
+        FIGURE_INTERVAL_S, so its last update may have left some out), and the generation kept for the
+        step slider and Show."""
+        message = markup.status("Stopped after the last step shown; the step slider looks back.", "info")
+        key = chosen.streaming
+        if key is None:
+            return message, *(gr.skip(),) * (len(stop_outputs) - 1)
+        with workspace.generation(key) as generation:
+            chosen.stopped = key
+            if generation.stop_reason is not None:  # it had ended already
+                return (gr.skip(),) * (len(stop_outputs) - 1), gr.Button(interactive=True)
+            if not generation.steps:  # stopped before its first step
+                return message, *(gr.skip(),) * (len(stop_outputs) - 1)
+            taken = len(generation.steps)
+            return (
+                message,
+                *step_figures(generation, chosen.layer, chosen.head),
+                gr.Slider(maximum=top(taken), value=taken - 1),
+                key,
+                gr.Button(interactive=True),
+            )
+
+    @guarded(1 + len(figures))
     def look_back(index, layer, head, generated):
         if generated is None:
-            return (gr.skip(),) * 4
+            return (gr.skip(),) * (1 + len(figures))
         with workspace.generation(generated) as generation:
             if not generation.steps:
-                return (gr.skip(),) * 4
-            n_steps = views.clamp_steps(generation, int(index) + 1)
-            return (
-                gr.skip(),
-                plot(views.generation_map(generation, int(layer), int(head), n_steps)),
-                plot(views.step_candidates(generation.steps[n_steps - 1])),
-                plot(views.generation_kv_cache(generation, n_steps)),
-            )
+                return (gr.skip(),) * (1 + len(figures))
+            return gr.skip(), *step_figures(generation, int(layer), int(head), int(index) + 1)
 
     @guarded(2)
     def switch(layer, head, index, generated, model, chosen):
@@ -185,11 +239,11 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
     streaming = generate.click(stream, inputs, stream_outputs, api_name="generate")
-    stop.click(stopped, [generated], [shared.status, show], cancels=[streaming], api_name=False)
+    stop.click(stopped, [chosen], stop_outputs, cancels=[streaming], api_name=False)
     step.input(
         look_back,
         [step, shared.layer, shared.head, generated],
-        [shared.status, rows, candidates, kv_cache],
+        [shared.status, *figures],
         api_name="generation_step",
         trigger_mode="always_last",
     )
