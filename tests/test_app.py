@@ -352,7 +352,8 @@ def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, works
         expected.stop_reason
     ]
     assert plain_status(last[0]).startswith(f"{len(steps)} new token") and reason in plain_status(last[0])
-    assert all(is_kept(v) for v in last[1:])  # the last step's figures went with it
+    assert last[1] == text and all(is_kept(v) for v in last[2:5])  # the last step's figures went with it
+    assert last[5]["value"] == len(steps) - 1
 
 
 def test_generate_sends_figures_at_most_every_interval_and_the_last_steps_at_the_end(

@@ -132,7 +132,7 @@ def test_stop_stops_the_model_and_keeps_what_was_shown(app, browser_workspace, s
     app.page.locator("#generate-button").click()
     wait_rows(app, 2)
     app.page.locator("#stop-button").dispatch_event("click")  # a busy page still takes it between draws
-    app.page.locator("#status", has_text="Stopped after the last step shown").wait_for()
+    app.page.locator("#status", has_text="Stop ended it after the step under way").wait_for()
     app.page.wait_for_function(JS_SHOW_ENABLED, timeout=60_000)
     app.page.wait_for_function(JS_CAUGHT_UP, timeout=60_000)  # every step sent before Stop is drawn
     shown = rows(app)
@@ -147,6 +147,10 @@ def test_stop_stops_the_model_and_keeps_what_was_shown(app, browser_workspace, s
     assert rows(app) == shown < 100
     slider = app.page.locator("#step-slider input[type=number]")
     assert int(slider.input_value()) == shown - 1
+    expected = browser_workspace.explorer("").generate(SHAKESPEARE_LINE, max_new_tokens=shown)
+    list(expected)  # greedy: the steps taken before Stop
+    text = app.page.locator("#generated-text textarea").input_value()
+    assert text == browser_workspace.explorer("").tokenizer.decode(expected.ids[expected.n_prompt :])
 
 
 def test_show_puts_the_generated_sequence_in_every_view(app, browser_workspace):

@@ -35,6 +35,7 @@ STOP_REASONS = {
     "eos": "the model wrote its end-of-sequence token",
     "context": "the model's context is full",
     "max_new_tokens": "it reached the most new tokens asked for",
+    None: "Stop ended it after the step under way",
 }
 
 
@@ -42,9 +43,7 @@ STOP_REASONS = {
 class Chosen:
     """The layer and head a stream draws, the generation it makes, and the one Stop ended. A State
     reaches every handler of its session as the same object, so a layer or head switch while tokens
-    stream changes the rows drawn from the next step on, Stop finds the generation under way even before
-    its first step is sent, and a step the model was taking when Stop came is never sent after Stop's
-    figures (Gradio cannot interrupt a step under way, and would send it once taken)."""
+    stream changes the rows drawn from the next step on, and Stop reaches the stream under way."""
 
     layer: int = 0
     head: int = 0
@@ -156,7 +155,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         for new in workspace.steps(key):
             with workspace.generation(key) as generation:  # read before the next step is taken
                 if chosen.stopped == key:
-                    return
+                    break  # this step, taken while Stop came, goes with the last update
                 taken = len(generation.steps)
                 message = (
                     f"Step {new.index}: “{printable(new.token)}” (probability {new.probability:.2f}); "
@@ -176,6 +175,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             yield update
         with workspace.generation(key) as generation:
             n, seconds, reason = len(generation.steps), generation.seconds, generation.stop_reason
+            text = views.generated_text(generation)
             last = step_figures(generation, chosen.layer, chosen.head) if drawn < n else (gr.skip(),) * 3
         message = (
             f"{new_tokens(n, seconds)} ({seconds:.2f} s in the model): "
@@ -184,38 +184,18 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         )
         yield (
             markup.status(message, "info"),
-            gr.skip(),
+            text,
             *last,
-            gr.skip(),
-            gr.skip(),
-            gr.Button(interactive=True),
+            gr.Slider(maximum=top(n), value=n - 1),
+            key,
+            gr.Button(interactive=n > 0),
         )
 
-    stop_outputs = [shared.status, *figures, step, generated, show]
-
-    @guarded(len(stop_outputs))
     def stopped(chosen):
-        """After Stop: every step taken, drawn (the stream sends figures at most every
-        FIGURE_INTERVAL_S, so its last update may have left some out), and the generation kept for the
-        step slider and Show."""
-        message = markup.status("Stopped after the last step shown; the step slider looks back.", "info")
-        key = chosen.streaming
-        if key is None:
-            return message, *(gr.skip(),) * (len(stop_outputs) - 1)
-        with workspace.generation(key) as generation:
-            chosen.stopped = key
-            if generation.stop_reason is not None:  # it had ended already
-                return (gr.skip(),) * (len(stop_outputs) - 1), gr.Button(interactive=True)
-            if not generation.steps:  # stopped before its first step
-                return message, *(gr.skip(),) * (len(stop_outputs) - 1)
-            taken = len(generation.steps)
-            return (
-                message,
-                *step_figures(generation, chosen.layer, chosen.head),
-                gr.Slider(maximum=top(taken), value=taken - 1),
-                key,
-                gr.Button(interactive=True),
-            )
+        """Stop: the stream ends after the step under way and sends every step taken itself, so nothing
+        it sends can arrive after a Stop of its own (Gradio's `cancels=` drops the stream's last
+        update, and a step serialized while Stop ran could still land after Stop's figures)."""
+        chosen.stopped = chosen.streaming
 
     @guarded(1 + len(figures))
     def look_back(index, layer, head, generated):
@@ -238,8 +218,8 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             return gr.skip(), plot(views.generation_map(generation, chosen.layer, chosen.head, n_steps))
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
-    streaming = generate.click(stream, inputs, stream_outputs, api_name="generate")
-    stop.click(stopped, [chosen], stop_outputs, cancels=[streaming], api_name=False)
+    generate.click(stream, inputs, stream_outputs, api_name="generate")
+    stop.click(stopped, [chosen], None, api_name=False)
     step.input(
         look_back,
         [step, shared.layer, shared.head, generated],
