@@ -1,6 +1,6 @@
-"""What the app keeps in memory, shared by every visitor and bounded by one budget: loaded models and
-runs of (model, prompt) or, with heads ablated, of (model, prompt, ablation), least recently used
-dropped first once everything together passes it.
+"""What the app keeps in memory, shared by every visitor and bounded by one budget: loaded models,
+runs of (model, prompt) or, with heads ablated, of (model, prompt, ablation), and generations, least
+recently used dropped first once everything together passes it.
 
 - Keys are canonical: a local model by its resolved real path (`dir`, `dir/.` and a symlink to it are
   one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
@@ -9,17 +9,25 @@ dropped first once everything together passes it.
 - The budget counts models' weights, runs (layer inputs, cached eager layers, the overview's scores,
   ids and tokens) and the prompt text held in keys. A run grows as its layers are looked at, so sizes
   are measured again whenever the cache is trimmed.
-- Dropping a model drops its runs, which hold it: an evicted model is freed, not kept alive by them.
+- Dropping a model drops its runs and generations, which hold it: an evicted model is freed, not kept
+  alive by them.
+- A generation is kept under a `GenerationKey` of its own, and its sequence's Run under (model, that
+  key) beside the prompts' runs: no prompt is a GenerationKey, so a typed prompt never finds a
+  generated run (whose ids need not be the prompt's tokenization of its text), and every view reads
+  either alike. A generation grows as it steps, so the cache is trimmed after each step.
 - Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), once the policy allows the source;
   a model whose weights would not fit the budget is refused before a weight is read.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +36,7 @@ import torch
 
 from explorer import memory, models
 from explorer.checkpoints import BUNDLED_MODEL, CheckpointError
+from explorer.generate import Generation, Step
 from explorer.interventions import Ablation
 from explorer.policy import UNREADABLE, Policy, normalised
 from explorer.run import Explorer, Run, load
@@ -43,7 +52,8 @@ class CachedRun:
     (the overview's head profile)."""
 
     run: Run
-    text: str  # the prompt as the run read it: cut to the characters tokenized
+    text: str | GenerationKey  # the prompt as the run read it (cut to the characters tokenized), or
+    # the key of the generation whose sequence it is
     profile: dict[str, np.ndarray] | None = None  # {name: [L, H]}, filled when the Overview opens
     _fixed_bytes: int = field(init=False, default=0)
 
@@ -65,6 +75,27 @@ def model_nbytes(explorer: Explorer) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+@dataclass(frozen=True)
+class GenerationKey:
+    """Names one generation in the workspace: the model it ran on (its canonical key) and a serial number."""
+
+    model: str
+    serial: int
+
+
+@dataclass(eq=False)
+class KeptGeneration:
+    """A generation and the lock that makes its steps, its Run and every read of it take turns."""
+
+    generation: Generation
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def nbytes(self) -> int:
+        g = self.generation
+        tensors = (g.layer_inputs, g.final_hidden, *(step.attention for step in g.steps))
+        return g.cache.nbytes() + sum(t.numel() * t.element_size() for t in tensors)
+
+
 class Workspace:
     """The models and runs the app holds. A model is named by what a person picked or typed: '' (or
     None) for the default model, a choice's label, a local directory, a .gguf file or a hub id."""
@@ -80,8 +111,12 @@ class Workspace:
         self.device = device
         self.policy = policy or Policy.from_environment()
         self.max_bytes = max_bytes or self.policy.memory_bytes
-        # models by key; runs by (model key, text) or (model key, text, ablation)
-        self._entries: OrderedDict[str | tuple, Explorer | CachedRun] = OrderedDict()
+        # models by key; runs by (model key, text), (model key, text, ablation) or (model key, a
+        # GenerationKey); generations by GenerationKey
+        self._entries: OrderedDict[str | tuple | GenerationKey, Explorer | CachedRun | KeptGeneration] = (
+            OrderedDict()
+        )
+        self._serials = itertools.count()
         self._lock = threading.RLock()
         self._loading = threading.Lock()  # one model load at a time
 
@@ -158,12 +193,17 @@ class Workspace:
 
     # --- runs ---
 
-    def cached_run(self, model: str | None, text: str, ablation: Ablation | None = None) -> CachedRun:
+    def cached_run(
+        self, model: str | None, text: str | GenerationKey, ablation: Ablation | None = None
+    ) -> CachedRun:
         """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
         The model must be in memory, unless it is the default one (see `explorer`). With an `ablation`
-        (heads zeroed or mean-replaced), a run of its own, kept beside the plain one."""
+        (heads zeroed or mean-replaced), a run of its own, kept beside the plain one. For a
+        GenerationKey, the generated sequence's run, built from the kept generation (no forward)."""
         explorer = self.explorer(model, load=False)
         key = self.key(model)
+        if isinstance(text, GenerationKey):
+            return self._generated_run(explorer, key, text)
         limit = min(self.policy.max_tokens, explorer.config.context_length)
         read = text[: char_budget(limit)] if isinstance(text, str) else text
         run_key = (key, read) if ablation is None else (key, read, ablation)
@@ -181,6 +221,59 @@ class Workspace:
 
     def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
         return self.cached_run(model, text, ablation).run
+
+    def _generated_run(self, explorer: Explorer, key: str, generated: GenerationKey) -> CachedRun:
+        if generated.model != key:
+            raise ValueError("That generation was made with another model: generate again with this one.")
+        found = self._touch(key, (key, generated))
+        if found is not None:
+            return found
+        with self.generation(generated) as generation:
+            run = generation.run
+        run.eager_cache_bytes = EAGER_BYTES_PER_RUN
+        return self._insert({key: explorer, (key, generated): CachedRun(run, generated)})
+
+    # --- generations ---
+
+    def generate(self, model: str | None, prompt: str, **settings) -> GenerationKey:
+        """A new generation of `prompt` on `model` (`settings` as `Explorer.generate` takes them, checked
+        here: raises PromptError or ValueError), kept under a key of its own; `steps(key)` takes its
+        steps. Nothing runs the model until the first step. The prompt and the new tokens together
+        stay within the tokens a run may have (`Policy.max_tokens`)."""
+        explorer = self.explorer(model, load=False)
+        generation = explorer.generate(prompt, **settings, max_tokens=self.policy.max_tokens)
+        key = GenerationKey(self.key(model), next(self._serials))
+        self._insert({key.model: explorer, key: KeptGeneration(generation)})
+        return key
+
+    def steps(self, key: GenerationKey) -> Iterator[Step]:
+        """The generation's steps as it takes them, each taken holding its lock (not while the caller
+        holds the step), the cache trimmed after each (the generation grows): closing this iterator
+        stops the generation after the step being taken."""
+        kept = self._kept(key)
+        steps = iter(kept.generation)
+        while True:
+            with kept.lock:
+                step = next(steps, None)
+            if step is None:
+                return
+            self._insert({key.model: kept.generation.explorer, key: kept})  # it grew: trim around it
+            yield step
+
+    @contextmanager
+    def generation(self, key: GenerationKey) -> Iterator[Generation]:
+        """The kept generation, read while no step is being taken (raises ValueError once it is dropped)."""
+        kept = self._kept(key)
+        with kept.lock:
+            yield kept.generation
+
+    def _kept(self, key: GenerationKey) -> KeptGeneration:
+        kept = self._touch(key.model, key) if isinstance(key, GenerationKey) else None
+        if kept is None:
+            raise ValueError(
+                "That generation is no longer in memory (the app keeps the most recent ones): generate again."
+            )
+        return kept
 
     # --- the budget ---
 
@@ -215,6 +308,12 @@ class Workspace:
                 self._entries.move_to_end(key)
             return self._entries[keys[-1]]
 
+    @staticmethod
+    def _model_of(key) -> str:
+        if isinstance(key, GenerationKey):
+            return key.model
+        return key[0] if isinstance(key, tuple) else key
+
     def _size(self, key, value) -> int:
         if isinstance(value, Explorer):
             return model_nbytes(value) + sys.getsizeof(key)
@@ -231,8 +330,8 @@ class Workspace:
             if key in keep or key not in self._entries:
                 continue
             going = [key]
-            if isinstance(key, str):
-                going += [k for k in self._entries if isinstance(k, tuple) and k[0] == key]
+            if isinstance(key, str):  # a model: its runs and generations go with it
+                going += [k for k in self._entries if self._model_of(k) == key and k != key]
             for k in going:
                 total -= sizes[k]
                 del self._entries[k]

@@ -147,7 +147,8 @@ class Generation:
     """One prompt's generation. Iterate it (once) for its Steps; break out to stop early.
 
     `ids`, `tokens` and `steps` grow as steps are taken; `run` is the sequence so far as a Run.
-    `stop_reason` says why it ended: "eos", "context" (the model's context is full) or "max_new_tokens";
+    `stop_reason` says why it ended: "eos", "context" (the model's context is full), "max_tokens" (the
+    sequence reached the `max_tokens` it was allowed) or "max_new_tokens";
     None while it runs, or when the caller stopped it.
     """
 
@@ -162,17 +163,20 @@ class Generation:
         seed: int = 0,
         stop_at_eos: bool = True,
         eos_token_id: int | None = None,
+        max_tokens: int | None = None,
     ):
         check_settings(max_new_tokens, temperature, top_k, top_p, seed)
         config = explorer.config
-        context = config.context_length
+        context = min(config.context_length, max_tokens or config.context_length)  # prompt + new tokens
         encoded = encode(explorer.tokenizer, prompt, context)
         n_prompt = len(encoded.ids) + encoded.n_dropped
         if n_prompt >= context:
+            holds = "the model's context holds" if context == config.context_length else "a sequence may have"
             raise PromptError(
-                f"The prompt has {n_prompt} tokens and the model's context holds {context}: shorten it to "
-                "leave room for at least one new token."
+                f"The prompt has {n_prompt if not encoded.n_chars_dropped else f'over {n_prompt}'} tokens "
+                f"and {holds} {context}: shorten it to leave room for at least one new token."
             )
+        self.max_tokens = context
         self.explorer = explorer
         self.prompt_ids: list[int] = encoded.ids  # [P]
         self.ids: list[int] = list(encoded.ids)  # [P + steps so far]
@@ -230,8 +234,8 @@ class Generation:
     def _stop_reason(self, step: Step) -> str | None:
         if self.eos_token_id is not None and step.id == self.eos_token_id:
             return "eos"
-        if len(self.ids) >= self.config.context_length:
-            return "context"
+        if len(self.ids) >= self.max_tokens:
+            return "context" if self.max_tokens == self.config.context_length else "max_tokens"
         if step.index == self.max_new_tokens - 1:
             return "max_new_tokens"
         return None

@@ -114,14 +114,25 @@ class Explorer:
         seed: int = 0,
         stop_at_eos: bool = True,
         eos_token_id: int | None = None,
+        max_tokens: int | None = None,
     ) -> Generation:
         """New tokens after `prompt`, one step at a time from a KV cache: iterate the Generation for each
         step's token, candidates and attention row [L, H, q+1]; its `run` is the sequence as a Run.
-        Temperature 0 is greedy; `eos_token_id` defaults to the config's (see explorer.generate)."""
+        Temperature 0 is greedy; `eos_token_id` defaults to the config's (see explorer.generate); the
+        prompt and new tokens together stay within `max_tokens` (default: the model's context)."""
         from explorer.generate import Generation  # it builds Runs: imported here to keep imports one-way
 
         return Generation(
-            self, prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos, eos_token_id
+            self,
+            prompt,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            stop_at_eos,
+            eos_token_id,
+            max_tokens,
         )
 
 

@@ -447,7 +447,19 @@ def step_candidates(step: Step) -> go.Figure:
     return figures.candidates_figure(top, ids.index(step.id), title)
 
 
-def generation_kv_cache(generation: Generation) -> go.Figure:
-    """The KV-cache figure with the generation's cache as it stands: its actual bytes at its length."""
+def generation_kv_cache(generation: Generation, n_steps: int | None = None) -> go.Figure:
+    """The KV-cache figure with the generation's cache as it stands: its actual bytes at its length; with
+    `n_steps`, as it stood when the last of them was taken (its query's position the last cached)."""
     cache = generation.cache
-    return kv_cache(generation.config, cache.k.element_size(), (cache.length, cache.used_nbytes()))
+    length = cache.length
+    if n_steps is not None and generation.steps:
+        length = generation.steps[clamp_steps(generation, n_steps) - 1].position + 1
+    used = sum(t[:, :, :length].nbytes for t in (cache.k, cache.v))  # K and V, every layer, kv heads only
+    return kv_cache(generation.config, cache.k.element_size(), (length, used))
+
+
+def generated_text(generation: Generation) -> str:
+    """The new tokens as text, special tokens written out (a character still incomplete shows as �)."""
+    return generation.explorer.tokenizer.decode(
+        generation.ids[generation.n_prompt :], skip_special_tokens=False
+    )

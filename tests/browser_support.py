@@ -59,6 +59,8 @@ TABS = {  # tab name: the elem_ids of its plots
     "Overview": ["overview-plot", "next-tokens-plot"],
     "Intervene": [],  # drawn on request (Ablate, Patch, an example): tests/test_browser_intervene.py
 }
+# The Generate tab's plots, drawn once a generation streams (not by Run, so not among TABS' views).
+GENERATE_PLOTS = ["generation-plot", "candidates-plot", "generation-kv-plot"]
 
 # Plotly's graph div inside a gr.Plot, and how many data points its traces hold once drawn
 # (finite cells of a heatmap, points of a scatter, bars of a bar chart).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import json
 import re
 import socket
@@ -18,10 +19,12 @@ import numpy as np
 import pytest
 from gradio_client import Client
 
-from explorer.cache import Workspace
+from explorer.cache import GenerationKey, Workspace, model_nbytes
 from explorer.policy import REFUSED, Policy
 from explorer.stress import App
+from explorer.tokens import printable
 from explorer.ui import build_demo
+from explorer.ui import generate as generate_tab
 
 ROOT = Path(__file__).resolve().parent.parent
 N_LAYER_PLOTS = 6  # pipeline, all heads, RoPE rotation, RoPE score split, head similarity, faithfulness
@@ -174,7 +177,7 @@ def test_on_zerogpu_the_handlers_that_compute_run_inside_spaces_gpu(monkeypatch,
     monkeypatch.setitem(sys.modules, "spaces", spaces)
     demo = build_demo(workspace)
     on_gpu = {f.api_name for f in demo.fns.values() if getattr(f.fn, "on_gpu", False)}
-    assert {"run", "layer", "head", "positions", "overview", "ablate", "patch"} <= on_gpu
+    assert {"run", "layer", "head", "positions", "overview", "ablate", "patch", "generate"} <= on_gpu
 
 
 def test_readme_front_matter_pins_the_gradio_of_requirements():
@@ -481,3 +484,143 @@ def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes
 def test_a_patch_that_cannot_be_made_says_why_and_the_heatmap_stays(client, corrupted, answer, message):
     status, heatmap = client.predict(INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch")
     assert message in status_text(status).replace("&quot;", '"') and is_kept(heatmap)
+
+
+# --- the Generate tab: /generate streams each step, the step slider looks back, Show in every view ---
+
+GENERATE_PROMPT = "To be, or not to be, that is"
+
+
+def generate(session, prompt: str, layer: int = 0, head: int = 0, max_new_tokens: int = 8, **sampling):
+    """Every update /generate streamed, in order: (status, text, rows, candidates, KV cache, step)."""
+    settings = dict(temperature=0.0, top_k=0, top_p=1.0, seed=0) | sampling
+    job = session.submit(prompt, layer, head, max_new_tokens, *settings.values(), api_name="/generate")
+    job.result()
+    return job.outputs()
+
+
+def sent_traces(plot: dict) -> list[dict]:
+    """The figure's traces as sent, typed arrays decoded to numpy."""
+    return sent_arrays(plot)["data"]
+
+
+def plain_status(html_text: str) -> str:
+    return html.unescape(status_text(html_text))
+
+
+def check_step_figures(figures, steps: list, k: int, n_prompt: int, layer: int, head: int) -> None:
+    """(rows, candidates, KV cache) as sent after step k: the rows of steps 0..k of that layer and head
+    over the sequence so far, step k's candidates, the cache holding positions 0..q of step k."""
+    rows, candidates, kv_cache = figures
+    z = sent_traces(rows)[0]["z"]
+    assert z.shape == (k + 1, n_prompt + k + 1)  # one row a step, over the sequence so far
+    for j in range(k + 1):
+        np.testing.assert_allclose(z[j, : steps[j].position + 1], steps[j].attention[layer, head], atol=1e-6)
+    assert title(candidates).startswith(f"Step {k}: the candidates after position {steps[k].position}")
+    assert sent_traces(kv_cache)[0]["x"][0] == f"now: {steps[k].position + 1}"
+
+
+def test_generate_streams_each_greedy_step_as_ex_generate_takes_it(client, workspace, monkeypatch):
+    monkeypatch.setattr(generate_tab, "FIGURE_INTERVAL_S", 0.0)  # figures with every step
+    session = Client(client.src, verbose=False)
+    *streamed, last = generate(session, GENERATE_PROMPT, layer=2, head=5, max_new_tokens=8)
+    ex = workspace.explorer("")
+    expected = ex.generate(GENERATE_PROMPT, max_new_tokens=8)
+    steps = list(expected)
+    n_prompt = expected.n_prompt
+    assert len(streamed) == len(steps) and steps
+    for k, (status, text, *figures, step) in enumerate(streamed):
+        assert plain_status(status).startswith(f"Step {k}: “{printable(steps[k].token)}”")
+        assert text == ex.tokenizer.decode(
+            expected.ids[n_prompt : n_prompt + k + 1], skip_special_tokens=False
+        )
+        check_step_figures(figures, steps, k, n_prompt, 2, 5)
+        assert step["value"] == k
+    reason = {"eos": "end-of-sequence", "max_new_tokens": "the most new tokens asked for"}[
+        expected.stop_reason
+    ]
+    assert plain_status(last[0]).startswith(f"{len(steps)} new token") and reason in plain_status(last[0])
+    assert last[1] == text and all(is_kept(v) for v in last[2:5])  # the last step's figures went with it
+    assert last[5]["value"] == len(steps) - 1
+
+
+def test_generate_sends_figures_at_most_every_interval_and_the_last_steps_at_the_end(
+    client, workspace, monkeypatch
+):
+    monkeypatch.setattr(generate_tab, "FIGURE_INTERVAL_S", 3600.0)
+    session = Client(client.src, verbose=False)
+    first, *middle, last = generate(session, GENERATE_PROMPT, layer=1, head=6, max_new_tokens=8)
+    expected = workspace.explorer("").generate(GENERATE_PROMPT, max_new_tokens=8)
+    steps = list(expected)
+    check_step_figures(first[2:5], steps, 0, expected.n_prompt, 1, 6)
+    assert len(middle) == len(steps) - 1 and all(is_kept(v) for update in middle for v in update[2:5])
+    new_ids = expected.ids[expected.n_prompt :]
+    decode = workspace.explorer("").tokenizer.decode
+    texts = [decode(new_ids[: k + 1], skip_special_tokens=False) for k in range(len(steps))]
+    assert [first[1]] + [update[1] for update in middle] == texts  # the text came with every step
+    check_step_figures(last[2:5], steps, len(steps) - 1, expected.n_prompt, 1, 6)
+
+
+def test_the_step_slider_looks_back_without_running_the_model(client, workspace):
+    session = Client(client.src, verbose=False)
+    generate(session, GENERATE_PROMPT, layer=1, head=3, max_new_tokens=6)
+    ex = workspace.explorer("")
+    expected = ex.generate(GENERATE_PROMPT, max_new_tokens=6)
+    steps = list(expected)
+    assert len(steps) > 2, "the tiny model ends no earlier than step 2 on this prompt"
+    embeds = []
+    hook = ex.model.embed_tokens.register_forward_hook(lambda *_: embeds.append(1))
+    try:
+        _, rows, candidates, kv_cache = session.predict(2, 1, 3, api_name="/generation_step")
+    finally:
+        hook.remove()
+    assert not embeds, "looking back ran the model"
+    z = sent_traces(rows)[0]["z"]
+    assert z.shape == (3, len(expected.ids))  # the first three steps' rows, over the whole sequence
+    np.testing.assert_allclose(z[2, : steps[2].position + 1], steps[2].attention[1, 3], atol=1e-6)
+    assert title(candidates).startswith("Step 2: ")
+    assert sent_traces(kv_cache)[0]["x"][0] == f"now: {steps[2].position + 1}"  # as the cache stood then
+
+
+def test_show_puts_the_generated_sequence_in_every_view_under_a_key_of_its_own(client, workspace, forwards):
+    session = Client(client.src, verbose=False)
+    generate(session, GENERATE_PROMPT, max_new_tokens=6)
+    expected = workspace.explorer("").generate(GENERATE_PROMPT, max_new_tokens=6)
+    list(expected)
+    before = forwards()
+    _, strip, *plots = session.predict(1, 2, api_name="/show_generation")
+    assert f"{len(expected.ids)} tokens" in strip
+    assert all(is_plot(p) for p in plots[4 : 4 + N_LAYER_PLOTS])
+    _, pipeline, *_ = session.predict(3, 2, 0, 0, api_name="/layer")
+    _, overview, next_tokens = session.predict(api_name="/overview")
+    assert is_plot(pipeline) and is_plot(overview) and is_plot(next_tokens)
+    assert forwards() == before, "the generated Run came from the generation, not a forward"
+    text = GENERATE_PROMPT + workspace.explorer("").tokenizer.decode(expected.ids[expected.n_prompt :])
+    run(session, text)  # typed, the same text is a prompt of its own: one forward of its own
+    assert forwards() == before + 1
+
+
+def test_generate_refuses_a_prompt_it_cannot_continue_and_the_views_stay(client, workspace):
+    session = Client(client.src, verbose=False)
+    (status, *rest), *more = generate(session, "   ")
+    assert "The prompt is empty" in status_text(status) and not more and all(is_kept(v) for v in rest)
+    context = workspace.explorer("").config.context_length
+    (status, *rest), *more = generate(session, "to be or not to be " * context)
+    assert "leave room for at least one new token" in status_text(status) and all(is_kept(v) for v in rest)
+
+
+def test_the_workspace_keeps_generations_bounded_and_each_with_its_model(gqa_checkpoint):
+    model = model_nbytes(Workspace(gqa_checkpoint, device="cpu").explorer(""))
+    workspace = Workspace(gqa_checkpoint, device="cpu", max_bytes=model + 1024)  # what is in hand stays
+    first = workspace.generate("", "To be", max_new_tokens=3)
+    assert len(list(workspace.steps(first))) == 3
+    second = workspace.generate("", "or not to be", max_new_tokens=3)  # the newest stays; the first goes
+    assert first not in workspace and second in workspace and workspace.key("") in workspace
+    with pytest.raises(ValueError, match="no longer in memory"):
+        workspace.cached_run("", first)
+    with pytest.raises(ValueError, match="made with another model"):
+        workspace.cached_run("", GenerationKey("/another/model", second.serial))
+    list(workspace.steps(second))
+    with workspace.generation(second) as generation:
+        ids = list(generation.ids)
+    assert workspace.cached_run("", second).run.ids == ids and len(ids) == generation.n_prompt + 3

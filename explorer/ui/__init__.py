@@ -3,7 +3,7 @@ from the shared `explorer.cache.Workspace`.
 
 `layout` builds the page (prompt, model picker, layer and head, the tabs) and wires what every view
 shares: Run, a layer or head switch, a model load. Each tab is a module of its own (`attention`,
-`rope`, `gqa`, `faithfulness`, `overview`) that lays out its plots and wires its own events.
+`rope`, `gqa`, `faithfulness`, `overview`, `generate`) that lays out its plots and wires its own events.
 """
 
 from explorer.ui.layout import build_demo

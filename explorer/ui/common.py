@@ -4,6 +4,7 @@ data, slider bounds, and the guard that turns any error into a warning while the
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 from collections.abc import Callable
@@ -49,20 +50,36 @@ def top(count: int) -> int:
 
 def guarded(n_outputs: int):
     """Turn an error into a warning and a status message (the first output), leaving every other
-    output as it is; a person never sees a stack trace and the app stays up."""
+    output as it is; a person never sees a stack trace and the app stays up. A generator handler (one
+    that streams) yields the warning as its last update, after the ones it yielded before the error."""
 
     def decorate(handler):
-        @functools.wraps(handler)
-        def wrapper(*args, **kwargs):
-            try:
-                return handler(*args, **kwargs)
-            except (PromptError, CheckpointError, ValueError) as error:
+        def warning(error: Exception) -> tuple:
+            if isinstance(error, (PromptError, CheckpointError, ValueError)):
                 message = str(error)
-            except Exception as error:
+            else:
                 log.exception("handler %s failed", handler.__name__)
                 message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
             gr.Warning(message)
             return markup.status(message, "warning"), *(gr.skip() for _ in range(n_outputs - 1))
+
+        if inspect.isgeneratorfunction(handler):
+
+            @functools.wraps(handler)
+            def stream(*args, **kwargs):
+                try:
+                    yield from handler(*args, **kwargs)
+                except Exception as error:
+                    yield warning(error)
+
+            return stream
+
+        @functools.wraps(handler)
+        def wrapper(*args, **kwargs):
+            try:
+                return handler(*args, **kwargs)
+            except Exception as error:
+                return warning(error)
 
         return wrapper
 

@@ -20,7 +20,18 @@ from explorer.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.policy import Policy
 from explorer.run import Run
 from explorer.tokens import CHARS_PER_TOKEN, char_budget
-from explorer.ui import attention, faithfulness, gqa, intervene, model_loading, overview, page, rope, share
+from explorer.ui import (
+    attention,
+    faithfulness,
+    generate,
+    gqa,
+    intervene,
+    model_loading,
+    overview,
+    page,
+    rope,
+    share,
+)
 from explorer.ui.common import Handler, Shared, gpu, guarded, index, plot, top
 from explorer.ui.model_loading import ModelPanel
 
@@ -120,8 +131,9 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             faithfulness_tab = faithfulness.build()
             overview_tab = overview.build(shared)
             intervene_tab = intervene.build(shared, prompt, picker)
+            generate_tab = generate.build(shared, prompt, model)
         all_tabs = [attention_tab.tab, rope_tab.tab, gqa_tab.tab, faithfulness_tab.tab, overview_tab.tab]
-        all_tabs.append(intervene_tab.tab)
+        all_tabs += [intervene_tab.tab, generate_tab.tab]
         overview_tab.close_when([tab for tab in all_tabs if tab is not overview_tab.tab])
         for tab, name in zip(all_tabs, share.TABS, strict=True):
             tab.select(lambda name=name: name, None, current_tab, api_name=False)
@@ -234,6 +246,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 api_name=False,
             )
             .then(run_prompt, run_inputs, run_outputs, api_name=False),
+            generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
         switches = [
             layer.input(

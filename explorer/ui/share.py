@@ -10,7 +10,7 @@ import gradio as gr
 
 from explorer import models
 
-TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene")
+TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate")
 COPY_JS = """(query) => {
   const link = window.location.origin + window.location.pathname + query;
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});
