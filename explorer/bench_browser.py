@@ -117,18 +117,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def exact_prompt(explorer, n_tokens: int) -> str:
+def exact_prompt(explorer, n_tokens: int, k: int = 0) -> str:
     """English text that the model's tokenizer turns into exactly `n_tokens` tokens (or fewer only if
-    its context is shorter)."""
+    its context is shorter): the k-th such window, each starting 8 tokens or more after the one before,
+    so that every repeat is a new run (a prompt at the context's length cannot vary by a trailing space:
+    it would be cut away, the figures would be the same and the page would draw nothing new)."""
     from explorer.bench_worker import real_text
 
     n_tokens = min(n_tokens, explorer.config.context_length)
     ids = explorer.tokenizer.encode(real_text()).ids
-    for start in range(min(len(ids) - n_tokens, 500)):  # a window that splits no character
+    start = 0
+    while start + n_tokens <= len(ids):  # a window that splits no character
         text = explorer.tokenizer.decode(ids[start : start + n_tokens])
         if len(explorer.tokenizer.encode(text).ids) == n_tokens:
-            return text
-    raise ValueError(f"no window of the benchmark's text is {n_tokens} tokens long")
+            if k == 0:
+                return text
+            k, start = k - 1, start + 8
+        else:
+            start += 1
+    raise ValueError(f"the benchmark's text has too few windows of {n_tokens} tokens")
 
 
 class Session:
@@ -142,9 +149,12 @@ class Session:
         )
         page.evaluate(JS_INSTRUMENT)
 
-    def timed(self, act, plots: list[str]) -> dict[str, float]:
-        """Do `act` and wait until each of `plots` has redrawn; the time it took, split."""
+    def timed(self, act, plots: list[str], prepare=None) -> dict[str, float]:
+        """Do `act` and wait until each of `plots` has redrawn; the time it took, split. `prepare` (not
+        timed) does what comes before the action itself, such as opening a dropdown."""
         self.page.wait_for_timeout(300)  # let the previous action's chained events settle
+        if prepare is not None:
+            prepare()
         start = time.perf_counter()
         self.page.evaluate(JS_MARK)
         act()
@@ -183,11 +193,13 @@ class Session:
         return self.timed(act, plots)
 
     def pick_head(self, label: str, plots: list[str]) -> dict[str, float]:
-        def act():
-            self.page.locator("#head-picker input").click()
-            self.page.locator("#head-picker").get_by_role("option", name=label, exact=True).click()
+        option = self.page.locator("#head-picker").get_by_role("option", name=label, exact=True)
 
-        return self.timed(act, plots)
+        def prepare():
+            self.page.locator("#head-picker input").click()
+            option.wait_for()
+
+        return self.timed(option.click, plots, prepare)
 
 
 ATTENTION_PLOTS = ["pipeline-plot", "all-heads-plot"]
@@ -200,13 +212,10 @@ def measure_length(session: Session, explorer, n_tokens: int, repeats: int) -> d
 
     config = explorer.config
     samples: dict[str, list[dict[str, float]]] = {action: [] for action in ACTIONS}
-    prompt = exact_prompt(explorer, n_tokens)
     layers = [layer for layer in range(config.n_layers) if layer != 0] or [0]
     for k in range(repeats):
         session.open_tab("Attention")
-        samples["run"].append(
-            session.run(f"{prompt}{' ' * (k + 1)}", ATTENTION_PLOTS)
-        )  # a new prompt each time
+        samples["run"].append(session.run(exact_prompt(explorer, n_tokens, k + 1), ATTENTION_PLOTS))
         layer = layers[k % len(layers)]
         samples["layer switch"].append(session.set_number("#layer-slider", layer, ATTENTION_PLOTS))
         head = (k % (config.n_heads - 1)) + 1 if config.n_heads > 1 else 0

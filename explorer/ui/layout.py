@@ -11,6 +11,8 @@ Intervene tab chains the run and the redraw of the views after its own); loading
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
 from explorer import markup, models, views
@@ -69,6 +71,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     with gr.Blocks(title="Attention Explorer") as demo:
         page.assets()
         model = gr.State("")  # the source of the loaded model ('' is the bundled one)
+        head_drawn = gr.State(None)  # (inputs, when) of this session's last head switch
         shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
         log_colours = gr.State(False)
         current_tab = gr.State("attention")
@@ -194,15 +197,20 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             return gr.skip(), *layer_figures(layer, head, query, key, shown, log)
 
         @gpu
-        @guarded(1 + len(head_plots))
-        def switch_head(layer, head, query, key, shown, log):
-            if shown is None:
-                return (gr.skip(),) * (1 + len(head_plots))
+        @guarded(2 + len(head_plots))
+        def switch_head(layer, head, query, key, shown, log, drawn):
+            # One pick in the head dropdown fires its input event twice, a fraction of a second apart:
+            # the second asks for what the first just drew, so it sends nothing (at 256 tokens a head
+            # switch is 0.8 MB). Only within a second: later, another handler may have drawn a
+            # different head (a thumbnail's click) and the same ask must draw again.
+            asked = (layer, head, query, key, shown, log)
+            if shown is None or (drawn and drawn[0] == asked and time.monotonic() - drawn[1] < 1.0):
+                return (gr.skip(),) * (2 + len(head_plots))
             run = workspace.run(*shown)
             layer, head = index(layer, "layer"), index(head, "head")
             query, key = index(query, "query position"), index(key, "key position")
             figures = views.head_figures(run, layer, head, query, key, log)
-            return gr.skip(), *(plot(fig) for fig in figures)
+            return gr.skip(), *(plot(fig) for fig in figures), (asked, time.monotonic())
 
         @gpu
         @guarded(2 + len(switch_outputs))
@@ -257,7 +265,11 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 trigger_mode="always_last",  # dragging the slider: compute only where it stops
             ),
             head.input(
-                switch_head, view_inputs, [status, *head_plots], api_name="head", trigger_mode="always_last"
+                switch_head,
+                [*view_inputs, head_drawn],
+                [status, *head_plots, head_drawn],
+                api_name="head",
+                trigger_mode="always_last",
             ),
             picked.change(
                 pick,
