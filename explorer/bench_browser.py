@@ -258,7 +258,7 @@ def measure_model(source, lengths: list[int], repeats: int, browser) -> dict[str
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        f"Chromium {results['chromium']}, headless, {VIEWPORT['width']}×{VIEWPORT['height']}, on "
+        f"{results['chromium']}, headless, {VIEWPORT['width']}×{VIEWPORT['height']}, on "
         f"{results['cpu']}; {results['date']}; median of {results['repeats']} actions each, 1-minute "
         "load average beside each row.",
         "",
