@@ -278,11 +278,11 @@ class Workspace:
     # --- the budget ---
 
     def nbytes(self) -> int:
-        """Everything held: models, runs and the text of their keys."""
+        """Everything held: models, runs (and the text of their keys) and generations."""
         with self._lock:
             return sum(self._size(key, value) for key, value in self._entries.items())
 
-    def __contains__(self, key: str | tuple) -> bool:
+    def __contains__(self, key: str | tuple | GenerationKey) -> bool:
         return key in self._entries
 
     def _insert(self, entries: dict):
