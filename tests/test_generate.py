@@ -11,7 +11,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import explorer
-from explorer import views
+from explorer import generation_views, views
 from explorer.figures.common import token_label
 from explorer.figures.generation import CHOSEN_COLOUR, encode_rows
 from explorer.figures.maps import MAP_BUDGET_BYTES
@@ -297,10 +297,10 @@ def where(bundled):
 def generation_figures(bundled, where):
     layer, head = where["layer"], where["head"]
     return {
-        "generation_map": views.generation_map(bundled, layer, head),
-        "generation_map_3_steps": views.generation_map(bundled, layer, head, n_steps=3),
-        "step_candidates": views.step_candidates(bundled.steps[2]),
-        "generation_kv_cache": views.generation_kv_cache(bundled),
+        "generation_map": generation_views.generation_map(bundled, layer, head),
+        "generation_map_3_steps": generation_views.generation_map(bundled, layer, head, n_steps=3),
+        "step_candidates": generation_views.step_candidates(bundled.steps[2]),
+        "generation_kv_cache": generation_views.generation_kv_cache(bundled),
     }
 
 
@@ -354,7 +354,7 @@ def test_a_sampled_token_outside_the_candidates_is_added_and_marked():
         FIGURE_PROMPT, max_new_tokens=40, temperature=5.0, seed=0
     )
     outside = next(s for s in generation if s.id not in [c.id for c in s.candidates])
-    bars = traces(views.step_candidates(outside))[0]
+    bars = traces(generation_views.step_candidates(outside))[0]
     assert len(bars["x"]) == len(outside.candidates) + 1
     assert (
         bars["x"][-1] == pytest.approx(outside.probability) and bars["marker"]["color"][-1] == CHOSEN_COLOUR
@@ -386,10 +386,10 @@ def test_rows_past_the_budget_go_in_8_bits():
 )
 def test_views_refuse_a_layer_or_head_out_of_range(bundled, layer, head, message):
     with pytest.raises(ValueError, match=message):
-        views.generation_map(bundled, layer, head)
+        generation_views.generation_map(bundled, layer, head)
 
 
 def test_views_say_when_nothing_is_generated_yet():
     generation = explorer.load(device="cpu").generate(FIGURE_PROMPT, max_new_tokens=2)
     with pytest.raises(ValueError, match="Nothing has been generated yet"):
-        views.generation_map(generation, 0, 0)
+        generation_views.generation_map(generation, 0, 0)

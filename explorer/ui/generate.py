@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from explorer import markup, views
+from explorer import generation_views, markup
 from explorer.cache import GenerationKey
 from explorer.generate import Generation
 from explorer.tokens import printable
@@ -93,11 +93,11 @@ def new_tokens(n: int, seconds: float) -> str:
 def step_figures(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> tuple:
     """The rows of the first `n_steps` steps (all: None), the last one's candidates, and the KV cache as
     it stood then."""
-    n_steps = views.clamp_steps(generation, n_steps)
+    n_steps = generation_views.clamp_steps(generation, n_steps)
     return (
-        plot(views.generation_map(generation, layer, head, n_steps)),
-        plot(views.step_candidates(generation.steps[n_steps - 1])),
-        plot(views.generation_kv_cache(generation, n_steps)),
+        plot(generation_views.generation_map(generation, layer, head, n_steps)),
+        plot(generation_views.step_candidates(generation.steps[n_steps - 1])),
+        plot(generation_views.generation_kv_cache(generation, n_steps)),
     )
 
 
@@ -165,7 +165,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
                 draw = time.monotonic() - drawn_at >= FIGURE_INTERVAL_S
                 update = (
                     markup.status(message, "info"),
-                    views.generated_text(generation),
+                    generation_views.generated_text(generation),
                     *(step_figures(generation, chosen.layer, chosen.head) if draw else (gr.skip(),) * 3),
                     gr.Slider(maximum=top(taken), value=new.index),
                     key,
@@ -176,7 +176,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             yield update
         with workspace.generation(key) as generation:
             n, seconds, reason = len(generation.steps), generation.seconds, generation.stop_reason
-            text = views.generated_text(generation)
+            text = generation_views.generated_text(generation)
             last = step_figures(generation, chosen.layer, chosen.head) if drawn < n else (gr.skip(),) * 3
         message = (
             f"{new_tokens(n, seconds)} ({seconds:.2f} s in the model): "
@@ -215,8 +215,9 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         with workspace.generation(generated) as generation:
             if not generation.steps:
                 return gr.skip(), gr.skip()
-            n_steps = views.clamp_steps(generation, int(index) + 1)
-            return gr.skip(), plot(views.generation_map(generation, chosen.layer, chosen.head, n_steps))
+            n_steps = generation_views.clamp_steps(generation, int(index) + 1)
+            rows = generation_views.generation_map(generation, chosen.layer, chosen.head, n_steps)
+            return gr.skip(), plot(rows)
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
     generate.click(stream, inputs, stream_outputs, api_name="generate")
