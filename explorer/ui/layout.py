@@ -68,7 +68,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     except CheckpointError as error:
         startup, startup_message = ModelPanel(), f"The default model could not be loaded: {error}"
 
-    with gr.Blocks(title="Attention Explorer") as demo:
+    with page.Page(title="Attention Explorer") as demo:
         page.assets()
         model = gr.State("")  # the source of the loaded model ('' is the bundled one)
         head_drawn = gr.State(None)  # (inputs, when) of this session's last head switch

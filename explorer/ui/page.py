@@ -1,5 +1,6 @@
 """The page's own style and script (explorer/ui/assets), carried by an empty gr.HTML so they reach the
-page however the app is launched (`python app.py`, `gradio app.py`, a Space)."""
+page however the app is launched (`python app.py`, `gradio app.py`, a Space); and the page itself, a
+gr.Blocks that keeps no run history in the browser."""
 
 from __future__ import annotations
 
@@ -14,3 +15,13 @@ def assets() -> gr.HTML:
     css = (ASSETS / "page.css").read_text(encoding="utf-8")
     script = (ASSETS / "page.js").read_text(encoding="utf-8")
     return gr.HTML("", head=f"<style>{css}</style>", js_on_load=script, padding=False, elem_id="page-assets")
+
+
+class Page(gr.Blocks):
+    """The app's gr.Blocks, launched without Gradio's run history by default. That history keeps every
+    event's outputs in the browser's localStorage (up to 100 events): here a megabyte of figures per
+    event, parsed and written again at each message of each event, about a quarter of a second of the
+    page's time per layer switch, and a store of everything typed into the prompt."""
+
+    def launch(self, *args, run_history: bool = False, **kwargs):
+        return super().launch(*args, run_history=run_history, **kwargs)

@@ -111,7 +111,9 @@ if (!window.__attentionExplorerPage) {
 
   function decode(z) {
     // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape: "n,m"}) as rows of typed arrays.
-    const bytes = Uint8Array.from(atob(z.bdata), (c) => c.charCodeAt(0));
+    const text = atob(z.bdata);
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
     const values = new ARRAYS[z.dtype](bytes.buffer);
     const [rows, cols] = String(z.shape).split(",").map(Number);
     return Array.from({ length: rows }, (_, i) => values.subarray(i * cols, (i + 1) * cols));
@@ -148,15 +150,40 @@ if (!window.__attentionExplorerPage) {
     plotly.__explorer = true;
     const react = plotly.react;
     const resize = plotly.Plots.resize;
-    plotly.react = function (target, data, layout, config) {
-      const gd = typeof target === "string" ? document.getElementById(target) : target;
-      rebuild(data);
-      if (gd && !shown(gd) && gd._fullLayout) {
-        pending.set(gd, [data, layout, config]); // drawn before: its tab is hidden now
+    const draw = (gd, args) => {
+      if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
+      rebuild(args[0]);
+      if (!shown(gd) && gd._fullLayout) {
+        pending.set(gd, args); // drawn before: its tab is hidden now
         return Promise.resolve(gd);
       }
       pending.delete(gd);
-      return react.call(this, gd, data, layout, config);
+      return react.call(plotly, gd, ...args);
+    };
+    // Gradio's plot component is remounted for every new figure (a {#key} block): the figure is drawn
+    // into the component on its way out, then into the new one, twice the work. A draw waits for the
+    // task that asked for it to end, by when the old plot has left the page and is skipped; several
+    // asks for one plot in that time draw the last once.
+    const asked = new Map(); // plot -> { args, settle: [[resolve, reject]] }
+    plotly.react = function (target, data, layout, config) {
+      const gd = typeof target === "string" ? document.getElementById(target) : target;
+      if (!gd) return react.call(this, target, data, layout, config);
+      let ask = asked.get(gd);
+      if (!ask) {
+        ask = { settle: [] };
+        asked.set(gd, ask);
+        setTimeout(() => {
+          asked.delete(gd);
+          Promise.resolve()
+            .then(() => draw(gd, ask.args))
+            .then(
+              (value) => ask.settle.forEach(([resolve]) => resolve(value)),
+              (error) => ask.settle.forEach(([, reject]) => reject(error)),
+            );
+        }, 0);
+      }
+      ask.args = [data, layout, config];
+      return new Promise((resolve, reject) => ask.settle.push([resolve, reject]));
     };
     plotly.Plots.resize = (gd) => (shown(gd) ? resize(gd) : Promise.resolve(gd));
     const flush = () => {
