@@ -100,12 +100,13 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
     before = forwards()
     titles = {title(first[6])}
     for layer in (1, 3, 1):
-        _, pipeline, *rest = client.predict(layer, 0, 3, 1, api_name="/layer")
+        _, pipeline, *rest, zoom, rows = client.predict(layer, 0, 3, 1, api_name="/layer")
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
+        assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated
         titles.add(title(pipeline))
     for head in (7, 2):
-        _, pipeline, rotation, split = client.predict(1, head, 3, 1, api_name="/head")
-        assert all(is_plot(p) for p in (pipeline, rotation, split))
+        _, pipeline, rotation, split, zoom, rows = client.predict(1, head, 3, 1, api_name="/head")
+        assert all(is_plot(p) for p in (pipeline, rotation, split)) and is_kept(zoom) and is_kept(rows)
         titles.add(title(pipeline))
     client.predict(1, 0, 4, 2, api_name="/positions")
     client.predict(api_name="/overview")

@@ -164,4 +164,7 @@ def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
         labelalias={str(i): hover_label(t) for i, t in enumerate(tokens)},
         showgrid=False,
         zeroline=False,
+        # The page hides a label past the figure's edge itself, from the boxes it measures anyway to
+        # thin overlapping labels; Plotly's own check ("hide past div") measured each label again.
+        ticklabeloverflow="allow",
     )

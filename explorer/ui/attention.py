@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from explorer import export, views
-from explorer.ui.common import Shared, gpu, guarded, index, plot
+from explorer.ui.common import Follower, Shared, gpu, guarded, index, plot
 
 
 @dataclass(frozen=True)
@@ -24,23 +24,34 @@ class AttentionTab:
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
 
-    def refresh_zoom_after(self, shared: Shared, event, new_run: bool) -> None:
-        """After `event` (a run, or a layer or head switch), redraw the zoom if it is open; a new run
-        also moves the window to its default place."""
+    def reset_zoom_after(self, shared: Shared, event) -> None:
+        """After `event` (a run), move the zoom's window to its default place, and redraw it if open."""
 
         @gpu
         @guarded(6)
-        def refresh(layer, head, q0, q1, k0, k1, is_open, shown, log):
+        def reset(is_open, shown, log, layer, head):
             if shown is None:
                 return (gr.skip(),) * 6
             run = shared.workspace.run(*shown)
-            window = views.default_zoom(run) if new_run else _window(q0, q1, k0, k1)
+            window = views.default_zoom(run)
             layer, head = index(layer, "layer"), index(head, "head")
             figure = plot(views.zoom(run, layer, head, window, log)) if is_open else gr.skip()
-            return gr.skip(), *(window if new_run else (gr.skip(),) * 4), figure
+            return gr.skip(), *window, figure
 
-        inputs = [shared.layer, shared.head, *self.window, self.zoom_open, shared.shown, shared.log_colours]
-        event.then(refresh, inputs, [shared.status, *self.window, self.zoom], api_name=False)
+        inputs = [self.zoom_open, shared.shown, shared.log_colours, shared.layer, shared.head]
+        event.then(reset, inputs, [shared.status, *self.window, self.zoom], api_name=False)
+
+    def follower(self, shared: Shared) -> Follower:
+        """The zoom follows a layer or head switch when it is open, over the same window."""
+
+        def follow(layer, head, q0, q1, k0, k1, is_open, shown, log):
+            if not is_open or shown is None:
+                return (gr.skip(),)
+            run = shared.workspace.run(*shown)
+            return (plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), log)),)
+
+        inputs = [*self.window, self.zoom_open, shared.shown, shared.log_colours]
+        return Follower(inputs, [self.zoom], follow)
 
 
 def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:

@@ -21,7 +21,7 @@ from explorer import generation_views, markup
 from explorer.cache import GenerationKey
 from explorer.generate import Generation
 from explorer.tokens import printable
-from explorer.ui.common import Shared, gpu, guarded, plot, top
+from explorer.ui.common import Follower, Shared, gpu, guarded, plot, top
 
 MAX_NEW_TOKENS = 256
 # A stream sends its figures at most this often (its text every step): a browser needs about this long to
@@ -65,6 +65,7 @@ class GenerateTab:
     candidates: gr.Plot  # the step's most likely next tokens
     kv_cache: gr.Plot  # the live cache's bytes beside MHA and MQA
     generated: gr.State  # this session's GenerationKey, or None
+    follower: Follower  # the rows (and the head a stream draws) follow the layout's layer and head
 
     def show_with(self, shared: Shared, run_views, run_inputs: list, run_outputs: list):
         """Wire "Show in every view" to the page's run handler `run_views`, with the generation's key
@@ -207,17 +208,17 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
                 return (gr.skip(),) * (1 + len(figures))
             return gr.skip(), *step_figures(generation, int(layer), int(head), int(index) + 1)
 
-    @guarded(2)
-    def switch(layer, head, index, generated, model, chosen):
-        chosen.layer, chosen.head = int(layer), int(head)
-        if generated is None or generated.model != workspace.key(model):
-            return gr.skip(), gr.skip()  # nothing generated yet, or by a model no longer loaded
+    def follow(layer, head, index, generated, model, chosen):
+        """A layer or head switch: a generation streaming now draws that head from its next step on,
+        and the rows on screen are redrawn for it."""
+        chosen.layer, chosen.head = layer, head
+        if generated is None or generated.model != workspace.key(model) or generated not in workspace:
+            return (gr.skip(),)  # nothing generated yet, by a model no longer loaded, or dropped since
         with workspace.generation(generated) as generation:
             if not generation.steps:
-                return gr.skip(), gr.skip()
+                return (gr.skip(),)
             n_steps = generation_views.clamp_steps(generation, int(index) + 1)
-            rows = generation_views.generation_map(generation, chosen.layer, chosen.head, n_steps)
-            return gr.skip(), plot(rows)
+            return (plot(generation_views.generation_map(generation, layer, head, n_steps)),)
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
     generate.click(stream, inputs, stream_outputs, api_name="generate")
@@ -229,12 +230,15 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         api_name="generation_step",
         trigger_mode="always_last",
     )
-    gr.on(
-        [shared.layer.change, shared.head.change],
-        switch,
-        [shared.layer, shared.head, step, generated, model, chosen],
-        [shared.status, rows],
-        api_name=False,
-        trigger_mode="always_last",
+    follower = Follower([step, generated, model, chosen], [rows], follow)
+
+    @guarded(2)
+    def opened(layer, head, *values):
+        """The tab opened: its rows follow a layer or head set while it was closed (by a link, or a
+        head opened from the Intervene tab)."""
+        return gr.skip(), *follow(int(layer), int(head), *values)
+
+    tab.select(opened, [shared.layer, shared.head, *follower.inputs], [shared.status, rows], api_name=False)
+    return GenerateTab(
+        tab, settings, generate, stop, show, text, step, rows, candidates, kv_cache, generated, follower
     )
-    return GenerateTab(tab, settings, generate, stop, show, text, step, rows, candidates, kv_cache, generated)

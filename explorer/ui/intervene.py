@@ -77,11 +77,11 @@ class InterveneTab:
     stale: gr.State  # whether the last handler changed `shown`, so the views need redrawing
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
 
-    def wire(self, shared: Shared, page: PageParts, runs: list, switches: list) -> None:
-        """Wire the tab's events. The runs they start join `runs` and their redraws `switches`, so
-        what the layout chains after every run and switch (the zoom) follows them too; after every
-        run, the tab ablates the heads picked in the new one."""
-        _Events(self, shared, page).wire(runs, switches)
+    def wire(self, shared: Shared, page: PageParts, runs: list) -> None:
+        """Wire the tab's events. The runs they start join `runs`, so what the layout chains after
+        every run (the zoom's window) follows them too; after every run, the tab ablates the heads
+        picked in the new one."""
+        _Events(self, shared, page).wire(runs)
 
 
 def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneTab:
@@ -199,7 +199,7 @@ class _Events:
         self.tab, self.shared, self.page = tab, shared, page
         self.workspace = shared.workspace
 
-    def wire(self, runs: list, switches: list) -> None:
+    def wire(self, runs: list) -> None:
         t, s, p = self.tab, self.shared, self.page
         ablation_inputs = [t.heads, t.mode, t.in_views, s.shown]
         ablation_outputs = [s.status, t.bars, s.shown, t.stale]
@@ -242,7 +242,8 @@ class _Events:
             )
             for event in runs
         ]
-        switches += [self.redraw_if_stale(event) for event in (ablated, toggled, *followed)]
+        for event in (ablated, toggled, *followed):
+            self.redraw_if_stale(event)
 
     def redraw_if_stale(self, event):
         """After a handler that may have changed `shown`: the views (and the Overview, if open) again."""

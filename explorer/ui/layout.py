@@ -3,15 +3,14 @@
 Events: Run (or an example, or Enter in the prompt) runs the prompt: one fast forward per (model,
 prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most, never a
 forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does a
-switch too. A link (`?prompt=…&layer=…`) opens that view. A rejected input warns and leaves what is on
-screen in place. Each tab wires its own events (RoPE positions, the Overview, the zoom, downloads; the
-Intervene tab chains the run and the redraw of the views after its own); loading a model is
-`explorer.ui.model_loading`.
+switch too. Each switch is one event: the views of other tabs that follow the layer and head (the
+zoom, the generation's rows) are redrawn by the same handler. A link (`?prompt=…&layer=…`) opens that
+view. A rejected input warns and leaves what is on screen in place. Each tab wires its own events
+(RoPE positions, the Overview, the zoom, downloads; the Intervene tab chains the run and the redraw of
+the views after its own); loading a model is `explorer.ui.model_loading`.
 """
 
 from __future__ import annotations
-
-import time
 
 import gradio as gr
 
@@ -34,7 +33,7 @@ from explorer.ui import (
     rope,
     share,
 )
-from explorer.ui.common import Handler, Shared, gpu, guarded, index, plot, top
+from explorer.ui.common import Followers, Handler, Shared, gpu, guarded, index, plot, top
 from explorer.ui.model_loading import ModelPanel
 
 INTRO = (
@@ -71,7 +70,6 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     with page.Page(title="Attention Explorer") as demo:
         page.assets()
         model = gr.State("")  # the source of the loaded model ('' is the bundled one)
-        head_drawn = gr.State(None)  # (inputs, when) of this session's last head switch
         shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
         log_colours = gr.State(False)
         current_tab = gr.State("attention")
@@ -150,7 +148,9 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         run_outputs = [status, token_strip, shown, rope_tab.query, rope_tab.key, rope_tab.angles]
         run_outputs += [rope_tab.wavelengths, *head_plots, *layer_plots]
         run_outputs += [overview_tab.profile, overview_tab.next_tokens]
-        switch_outputs = [status, *head_plots, *layer_plots]
+        # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
+        followers = Followers((attention_tab.follower(shared), generate_tab.follower))
+        switch_outputs = [status, *head_plots, *layer_plots, *followers.outputs]
 
         @gpu
         @guarded(len(run_outputs))
@@ -191,30 +191,29 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 
         @gpu
         @guarded(len(switch_outputs))
-        def switch_layer(layer, head, query, key, shown, log):
+        def switch_layer(layer, head, query, key, shown, log, *followed):
             if shown is None:
                 return (gr.skip(),) * len(switch_outputs)
-            return gr.skip(), *layer_figures(layer, head, query, key, shown, log)
+            figures = layer_figures(layer, head, query, key, shown, log)
+            layer, head = index(layer, "layer"), index(head, "head")
+            return gr.skip(), *figures, *followers.update(layer, head, followed)
+
+        head_outputs = [status, *head_plots, *followers.outputs]
 
         @gpu
-        @guarded(2 + len(head_plots))
-        def switch_head(layer, head, query, key, shown, log, drawn):
-            # One pick in the head dropdown fires its input event twice, a fraction of a second apart:
-            # the second asks for what the first just drew, so it sends nothing (at 256 tokens a head
-            # switch is 0.8 MB). Only within a second: later, another handler may have drawn a
-            # different head (a thumbnail's click) and the same ask must draw again.
-            asked = (layer, head, query, key, shown, log)
-            if shown is None or (drawn and drawn[0] == asked and time.monotonic() - drawn[1] < 1.0):
-                return (gr.skip(),) * (2 + len(head_plots))
+        @guarded(len(head_outputs))
+        def switch_head(layer, head, query, key, shown, log, *followed):
+            if shown is None:
+                return (gr.skip(),) * len(head_outputs)
             run = workspace.run(*shown)
             layer, head = index(layer, "layer"), index(head, "head")
             query, key = index(query, "query position"), index(key, "key position")
             figures = views.head_figures(run, layer, head, query, key, log)
-            return gr.skip(), *(plot(fig) for fig in figures), (asked, time.monotonic())
+            return gr.skip(), *(plot(fig) for fig in figures), *followers.update(layer, head, followed)
 
         @gpu
         @guarded(2 + len(switch_outputs))
-        def pick(choice, query, key, shown, log):
+        def pick(choice, query, key, shown, log, *followed):
             """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
             if shown is None:
                 return (gr.skip(),) * (2 + len(switch_outputs))
@@ -222,7 +221,8 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             config = workspace.run(*shown).config
             if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
                 raise ValueError(f"There is no layer {layer}, head {head} in this model.")
-            return gr.skip(), layer, head, *layer_figures(layer, head, query, key, shown, log)
+            figures = layer_figures(layer, head, query, key, shown, log)
+            return gr.skip(), layer, head, *figures, *followers.update(layer, head, followed)
 
         @gpu
         @guarded(4)
@@ -240,6 +240,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 
         run_inputs = [prompt, model, layer, head, overview_tab.is_open, shown, log_colours]
         view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown, log_colours]
+        switch_inputs = [*view_inputs, *followers.inputs]
         loader = model_loading.Loader(workspace, picker, [status, model, model_card, layer, head])
         loader.outputs += [gqa_tab.diagram, gqa_tab.kv_cache, shown]
         runs = [
@@ -256,37 +257,35 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             .then(run_prompt, run_inputs, run_outputs, api_name=False),
             generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
-        switches = [
-            layer.input(
-                switch_layer,
-                view_inputs,
-                switch_outputs,
-                api_name="layer",
-                trigger_mode="always_last",  # dragging the slider: compute only where it stops
-            ),
-            head.input(
-                switch_head,
-                [*view_inputs, head_drawn],
-                [status, *head_plots, head_drawn],
-                api_name="head",
-                trigger_mode="always_last",
-            ),
-            picked.change(
-                pick,
-                [picked, rope_tab.query, rope_tab.key, shown, log_colours],
-                [status, layer, head, *head_plots, *layer_plots],
-                api_name=False,
-                trigger_mode="always_last",
-            ),
-        ]
+        layer.input(
+            switch_layer,
+            switch_inputs,
+            switch_outputs,
+            api_name="layer",
+            trigger_mode="always_last",  # dragging the slider: compute only where it stops
+        )
+        # A pick in the dropdown: `select`, fired once. Its `input` fires twice (on the pick, and
+        # again on the blur that follows it, value unchanged), and a second head switch of 0.8 MB.
+        head.select(
+            switch_head,
+            switch_inputs,
+            head_outputs,
+            api_name="head",
+            trigger_mode="always_last",
+        )
+        picked.change(
+            pick,
+            [picked, rope_tab.query, rope_tab.key, shown, log_colours, *followers.inputs],
+            [status, layer, head, *head_plots, *layer_plots, *followers.outputs],
+            api_name=False,
+            trigger_mode="always_last",
+        )
         run_handler = Handler(run_prompt, run_inputs, run_outputs)
-        redraw = Handler(switch_layer, view_inputs, switch_outputs)
+        redraw = Handler(switch_layer, switch_inputs, switch_outputs)
         parts = intervene.PageParts(prompt, picker, model, loader, overview_tab, run_handler, redraw)
-        intervene_tab.wire(shared, parts, runs, switches)  # its runs and redraws join these lists
+        intervene_tab.wire(shared, parts, runs)  # its runs join the list
         for event in runs:
-            attention_tab.refresh_zoom_after(shared, event, new_run=True)
-        for event in switches:
-            attention_tab.refresh_zoom_after(shared, event, new_run=False)
+            attention_tab.reset_zoom_after(shared, event)
         attention_tab.log_box.input(
             recolour,
             [attention_tab.log_box, layer, head, shown],

@@ -2,7 +2,8 @@
 //
 // - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
 //   hover shows it all, ticks are cut at the invisible separator U+2063. Then every axis hides the
-//   labels that would overlap the last one shown, measured as drawn, so no two ever collide.
+//   labels that would overlap the last one shown or pass the figure's edge, measured as drawn, so
+//   no two ever collide (token axes leave the edge to this: Plotly's own check measured them twice).
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview or a head's thumbnail picks that layer and head; clicking a cell of
 //   the patching heatmap opens that head on the clean prompt (written into #patched-head).
@@ -10,7 +11,8 @@
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a map the server left out because it follows from another (`meta.derived`: the scaled scores
 //   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows) is rebuilt here,
-//   bit for bit, before it is drawn.
+//   bit for bit, before it is drawn. Gradio's plot component is remounted for every new figure, and
+//   would draw it twice (into the plot on its way out, then the new one): it is drawn once.
 
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
@@ -19,6 +21,9 @@ if (!window.__attentionExplorerPage) {
   const hooked = new WeakSet();
 
   function tidyTicks(gd) {
+    const frame = gd.getBoundingClientRect();
+    const inside = (box) =>
+      box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
     for (const axis of gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")) {
       const texts = [...axis.querySelectorAll("text")];
       for (const text of texts) {
@@ -40,7 +45,7 @@ if (!window.__attentionExplorerPage) {
           box.right > last.left - 1 &&
           box.top < last.bottom + 1 &&
           box.bottom > last.top - 1;
-        if (overlaps) text.style.visibility = "hidden";
+        if (overlaps || !inside(box)) text.style.visibility = "hidden";
         else last = box;
       }
     }
@@ -103,8 +108,6 @@ if (!window.__attentionExplorerPage) {
       addPngButton(gd);
     });
     gd.on("plotly_click", (data) => onClick(gd, data));
-    tidyTicks(gd);
-    addPngButton(gd);
   }
 
   const ARRAYS = { f4: Float32Array, u1: Uint8Array };
@@ -215,13 +218,25 @@ if (!window.__attentionExplorerPage) {
     });
   }
 
-  new MutationObserver(() => document.querySelectorAll(".js-plotly-plot").forEach(hook)).observe(document.body, {
+  // A plot becomes one when Plotly gives its div the class: look at what changed, not the whole page.
+  const plotsIn = (node) =>
+    node.nodeType !== 1 ? [] : node.classList.contains("js-plotly-plot") ? [node] : node.querySelectorAll(".js-plotly-plot");
+  new MutationObserver((records) => {
+    for (const record of records) {
+      if (record.type === "attributes") record.target.classList.contains("js-plotly-plot") && hook(record.target);
+      else for (const node of record.addedNodes) for (const gd of plotsIn(node)) hook(gd);
+    }
+  }).observe(document.body, {
     childList: true,
     subtree: true,
     attributes: true,
     attributeFilter: ["class"],
   });
-  document.querySelectorAll(".js-plotly-plot").forEach(hook);
+  document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+    hook(gd); // drawn before this script: tidied now, later on each draw
+    tidyTicks(gd);
+    addPngButton(gd);
+  });
 
   document.addEventListener(
     "keydown",
