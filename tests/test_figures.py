@@ -14,7 +14,7 @@ import torch
 
 import explorer
 from explorer import heads, rope, views
-from explorer.figures.common import to_json, token_label
+from explorer.figures.common import lower_triangle_fill, to_json, token_label
 from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
@@ -328,6 +328,13 @@ def rebuilt_as_the_page_does(sent: list[dict], full: list[dict]) -> dict[int, np
     """The page script's rules (explorer/ui/assets/page.js, `rebuild`), in numpy: trace -> rebuilt z."""
     out = {}
     for i, trace in enumerate(sent):
+        packed = (trace.get("meta") or {}).get("packed")
+        if packed:  # the lower triangle, row by row; `fill` above the diagonal
+            lower = np.frombuffer(base64.b64decode(trace["z"]["bdata"]), dtype=np.dtype(trace["z"]["dtype"]))
+            n = round((np.sqrt(8 * len(lower) + 1) - 1) / 2)
+            out[i] = np.full((n, n), packed["fill"], dtype=lower.dtype)
+            out[i][np.tril_indices(n)] = lower
+    for i, trace in enumerate(sent):
         derived = (trace.get("meta") or {}).get("derived")
         if not derived:
             continue
@@ -349,12 +356,23 @@ def test_the_app_sends_scaled_and_masked_maps_as_a_rule_the_browser_rebuilds_bit
     full = traces(figures["pipeline"])
     sent = json.loads(views.plot_payload(figures["pipeline"])["plot"])["data"]
     rebuilt = rebuilt_as_the_page_does(sent, full)
-    assert set(rebuilt) == {1, 3}
+    assert set(rebuilt) == {1, 2, 3, 4}  # scaled and masked by rule; mask and softmax, lower triangles
     for i, z in rebuilt.items():
         assert np.array_equal(z, full[i]["z"], equal_nan=True)
+    n = len(full[0]["z"])
+    assert len(base64.b64decode(sent[4]["z"]["bdata"])) == 4 * n * (n + 1) // 2  # float32, nothing above
 
 
-@pytest.mark.parametrize(("n_tokens", "derived"), [(400, {1, 3}), (800, {1})])
+def test_a_map_with_anything_above_its_diagonal_is_sent_whole():
+    causal = np.tril(np.ones((4, 4), dtype=np.float32))
+    assert lower_triangle_fill(causal) == 0.0
+    causal[0, 3] = 1e-9
+    assert lower_triangle_fill(causal) is None
+    assert lower_triangle_fill(np.full((3, 3), np.nan)) is None
+    assert lower_triangle_fill(np.ones((2, 3))) is None
+
+
+@pytest.mark.parametrize(("n_tokens", "derived"), [(400, {1, 2, 3, 4}), (800, {1, 2, 4})])
 def test_coded_maps_are_rebuilt_bit_for_bit_too(long_context_explorer, n_tokens, derived):
     """8 bits (400 tokens): scaled shares the raw map's codes, masked is them where allowed; pooled
     (800 tokens): scaled shares the codes, masked (pooled over allowed keys only) is sent."""

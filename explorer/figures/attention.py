@@ -7,7 +7,14 @@ import dataclasses
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.common import MAX_TICK_LABELS, colorbar_below, figure, grid, group_colour
+from explorer.figures.common import (
+    MAX_TICK_LABELS,
+    colorbar_below,
+    figure,
+    grid,
+    group_colour,
+    lower_triangle_fill,
+)
 from explorer.figures.maps import (
     MAP_BUDGET_BYTES,
     EncodedMap,
@@ -68,6 +75,10 @@ def pipeline_figure(
         data[1]["meta"] = dict(derived=dict(op="same", source=0))
     if masked_map.block == 1:  # masked = scaled where the mask allows, −∞ elsewhere (NaN, or code 0)
         data[3]["meta"] = dict(derived=dict(op="causal", source=1, fill=None if masked_map.exact else 0))
+    for trace in (data[2], data[4]):  # the mask and the softmax, unpooled: nothing above the diagonal
+        fill = lower_triangle_fill(trace["z"])
+        if fill is not None:
+            trace["meta"] = dict(packed=dict(op="tril", fill=fill))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):

@@ -12,10 +12,12 @@ prompt is shown as the literal text it is.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.utils import PlotlyJSONEncoder
 
@@ -52,16 +54,46 @@ def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -
     Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
     app's JSON is read by JSON.parse, and escaping '/' alone grows base64 arrays by a tenth.
     `compact` leaves out the values of traces whose `meta.derived` says how to rebuild them from
-    another trace's (the app's page script rebuilds them before drawing, bit for bit)."""
+    another trace's, and sends a `meta.packed` map's lower triangle alone (the app's page script
+    rebuilds both before drawing, bit for bit)."""
     plot = fig.to_plotly_json() | ({"config": config} if config else {})
     if compact:
-        plot["data"] = [
-            {key: value for key, value in trace.items() if key != "z"}
-            if (trace.get("meta") or {}).get("derived")
-            else trace
-            for trace in plot["data"]
-        ]
+        plot["data"] = [compact_trace(trace) for trace in plot["data"]]
     return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def compact_trace(trace: dict) -> dict:
+    """A trace as the app sends it: a `meta.derived` map left out (the page rebuilds it from another),
+    a `meta.packed` one as its lower triangle, row by row (the page fills the rest with `fill`)."""
+    meta = trace.get("meta") or {}
+    if meta.get("derived"):
+        return {key: value for key, value in trace.items() if key != "z"}
+    if meta.get("packed"):
+        z = _array(trace["z"])  # [N, N]
+        rows, cols = np.tril_indices(len(z))
+        lower = np.ascontiguousarray(z[rows, cols])  # [N(N+1)/2]
+        return trace | {"z": {"dtype": lower.dtype.str[1:], "bdata": base64.b64encode(lower).decode()}}
+    return trace
+
+
+def lower_triangle_fill(z) -> float | None:
+    """The one value every cell above the diagonal of a square map holds (a causal map's 0), or None
+    when there is none: then the map cannot be sent as its lower triangle."""
+    z = np.asarray(z)
+    if z.ndim != 2 or z.shape[0] != z.shape[1] or len(z) < 2:
+        return None
+    above = z[np.triu_indices(len(z), 1)]
+    if not np.isfinite(above[0]) or not np.all(above == above[0]):
+        return None
+    return above[0].item()
+
+
+def _array(z) -> np.ndarray:
+    """A map as Plotly's JSON holds it (typed-array `bdata`, or nested lists) as a numpy array."""
+    if isinstance(z, dict) and "bdata" in z:
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        return flat.reshape([int(n) for n in str(z["shape"]).split(",")]) if "shape" in z else flat
+    return np.asarray(z)
 
 
 def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:

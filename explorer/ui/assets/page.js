@@ -10,8 +10,9 @@
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a map the server left out because it follows from another (`meta.derived`: the scaled scores
-//   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows) is rebuilt here,
-//   bit for bit, before it is drawn. Gradio's plot component is remounted for every new figure, and
+//   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows), or sent as its
+//   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
+//   it is drawn. Gradio's plot component is remounted for every new figure, and
 //   would draw it twice (into the plot on its way out, then the new one): it is drawn once.
 
 if (!window.__attentionExplorerPage) {
@@ -112,14 +113,33 @@ if (!window.__attentionExplorerPage) {
 
   const ARRAYS = { f4: Float32Array, u1: Uint8Array };
 
-  function decode(z) {
-    // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape: "n,m"}) as rows of typed arrays.
+  function typed(z) {
+    // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape}) as one flat typed array.
     const text = atob(z.bdata);
     const bytes = new Uint8Array(text.length);
     for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    const values = new ARRAYS[z.dtype](bytes.buffer);
+    return new ARRAYS[z.dtype](bytes.buffer);
+  }
+
+  function decode(z) {
+    // A map ("n,m") as rows of typed arrays.
+    const values = typed(z);
     const [rows, cols] = String(z.shape).split(",").map(Number);
     return Array.from({ length: rows }, (_, i) => values.subarray(i * cols, (i + 1) * cols));
+  }
+
+  function lowerTriangle(z, fill) {
+    // A map sent as its lower triangle, row by row (n(n+1)/2 values): rows of n, `fill` above.
+    const values = typed(z);
+    const n = Math.round((Math.sqrt(8 * values.length + 1) - 1) / 2);
+    const out = [];
+    for (let i = 0, at = 0; i < n; at += ++i) {
+      const row = new values.constructor(n);
+      row.set(values.subarray(at, at + i + 1));
+      if (fill !== 0) row.fill(fill, i + 1);
+      out.push(row);
+    }
+    return out;
   }
 
   function rows(z) {
@@ -127,6 +147,10 @@ if (!window.__attentionExplorerPage) {
   }
 
   function rebuild(data) {
+    for (const trace of data || []) {
+      const packed = trace.meta && trace.meta.packed;
+      if (packed && trace.z && trace.z.bdata) trace.z = lowerTriangle(trace.z, packed.fill);
+    }
     for (const trace of data || []) {
       const derived = trace.meta && trace.meta.derived;
       if (!derived || trace.z) continue;
