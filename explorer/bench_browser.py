@@ -1,9 +1,10 @@
 """`python -m explorer.bench --browser`: how long a person waits, measured in the browser.
 
 The app is served on 127.0.0.1 and Debian's Chromium, driven by Playwright, does what a person does:
-Run, a layer change, a head change, a RoPE position change. Each action is timed from the moment it is
-made until every plot it updates on screen has finished redrawing (Plotly's `plotly_afterplot`), and the
-time is split three ways:
+Run, a layer change, a head change, a RoPE position change. Each action is timed from the moment the
+page receives it (the click's pointerdown, the typed number's input event; not Playwright's own checks
+before it acts) until every plot it updates on screen has finished redrawing (Plotly's
+`plotly_afterplot`), and the time is split three ways:
 
 - server: the Python handlers the action triggered (wrapped here, for the benchmark only, to time them
   and to count the JSON of the figures and HTML they return: the bytes);
@@ -39,33 +40,50 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1000}
 ACTIONS = ("run", "layer switch", "head switch", "RoPE position")
 TIMEOUT_MS = 180_000
-# In the page: each plot's last draw, and when Plotly.react started drawing after a mark.
+# In the page: when the action reached it (the first pointer, key or input event after arming), each
+# plot's last draw, and when Plotly.react started drawing after the action.
 JS_INSTRUMENT = """() => {
   if (window.__bench) return;
-  window.__bench = { mark: 0, reacts: [] };
+  window.__bench = { armed: false, mark: Infinity, reacts: [] };
+  const act = () => {
+    if (!window.__bench.armed) return;
+    window.__bench.armed = false;
+    window.__bench.mark = performance.now();
+  };
+  for (const type of ["pointerdown", "keydown", "input"]) document.addEventListener(type, act, true);
   const react = window.Plotly.react;
   window.Plotly.react = function (gd, ...rest) {
     window.__bench.reacts.push(performance.now());
     return react.call(this, gd, ...rest);
   };
-  const hook = () => document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+  const hook = (gd) => {
     if (gd.__benchHooked || typeof gd.on !== "function") return;
     gd.__benchHooked = true;
     gd.on("plotly_afterplot", () => { gd.__drawnAt = performance.now(); });
-  });
-  new MutationObserver(hook).observe(document.body, { childList: true, subtree: true });
-  hook();
+  };
+  const isPlot = (node) => node.nodeType === 1 && node.classList.contains("js-plotly-plot");
+  new MutationObserver((records) => {
+    for (const record of records) {
+      if (record.type === "attributes") isPlot(record.target) && hook(record.target);
+      else for (const node of record.addedNodes) {
+        if (isPlot(node)) hook(node);
+        else if (node.nodeType === 1) node.querySelectorAll(".js-plotly-plot").forEach(hook);
+      }
+    }
+  }).observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ["class"] });
+  document.querySelectorAll(".js-plotly-plot").forEach(hook);
 }"""
 JS_MARK = """() => {
-  window.__bench.mark = performance.now();
+  window.__bench.armed = true;
+  window.__bench.mark = Infinity;
   window.__bench.reacts = [];
-  return window.__bench.mark;
 }"""
 JS_DRAWN = """(ids) => {
   const b = window.__bench;
   const times = ids.map((id) => document.querySelector(`#${id} .js-plotly-plot`)?.__drawnAt || 0);
   if (times.some((t) => t <= b.mark)) return null;
-  return { last: Math.max(...times) - b.mark, first_react: Math.min(...b.reacts) - b.mark };
+  const reacts = b.reacts.filter((t) => t >= b.mark);
+  return { last: Math.max(...times) - b.mark, first_react: Math.min(...reacts) - b.mark };
 }"""
 
 
@@ -177,11 +195,10 @@ class Session:
         self.page.wait_for_timeout(500)
 
     def run(self, prompt: str, plots: list[str]) -> dict[str, float]:
-        def act():
+        def prepare():
             self.page.locator("#prompt textarea").fill(prompt)
-            self.page.locator("#run-button").click()
 
-        return self.timed(act, plots)
+        return self.timed(self.page.locator("#run-button").click, plots, prepare)
 
     def set_number(self, selector: str, value: int, plots: list[str]) -> dict[str, float]:
         box = self.page.locator(f"{selector} input[type=number]")

@@ -82,9 +82,10 @@ def status_text(html: str) -> str:
 def test_a_prompt_produces_every_view(client):
     status, strip, _, _, *plots = run(client, "To be, or not to be, that is the question.", 1, 5)
     assert "tokens" in status_text(status) and "token-strip-content" in strip
-    angles, wavelengths, *layer_plots, overview, next_tokens = plots
+    angles, wavelengths, *layer_plots, overview, next_tokens, q0, q1, k0, k1, zoom = plots
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
     assert overview is None and next_tokens is None  # the overview waits until its tab is opened
+    assert (q0, k0) == (0, 0) and q1 > 0 and k1 > 0 and is_kept(zoom)  # the zoom's window, drawn once open
 
     _, overview, next_tokens = client.predict(api_name="/overview")
     _, _, _, _, gqa, kv_cache = client.predict("", api_name="/load_model")
@@ -225,7 +226,7 @@ def test_the_picker_loads_smollm2_and_every_view_draws_a_1000_token_prompt(clien
     text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(80))
     status, strip, _, _, *plots = session.predict(text, 29, 8, api_name="/run")
     assert "tokens, one fast forward" in status_text(status) and re.search(r"\b1\d{3} tokens", strip)
-    angles, wavelengths, *layer_plots, _, _ = plots
+    angles, wavelengths, *layer_plots = plots[: 2 + N_LAYER_PLOTS]
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
     assert "Layer 29 · head 8 · kv 2" in title(layer_plots[0])
     _, overview, next_tokens = session.predict(api_name="/overview")

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from explorer import export, views
+from explorer.run import Run
 from explorer.ui.common import Follower, Shared, gpu, guarded, index, plot
 
 
@@ -24,22 +25,11 @@ class AttentionTab:
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
 
-    def reset_zoom_after(self, shared: Shared, event) -> None:
-        """After `event` (a run), move the zoom's window to its default place, and redraw it if open."""
-
-        @gpu
-        @guarded(6)
-        def reset(is_open, shown, log, layer, head):
-            if shown is None:
-                return (gr.skip(),) * 6
-            run = shared.workspace.run(*shown)
-            window = views.default_zoom(run)
-            layer, head = index(layer, "layer"), index(head, "head")
-            figure = plot(views.zoom(run, layer, head, window, log)) if is_open else gr.skip()
-            return gr.skip(), *window, figure
-
-        inputs = [self.zoom_open, shared.shown, shared.log_colours, shared.layer, shared.head]
-        event.then(reset, inputs, [shared.status, *self.window, self.zoom], api_name=False)
+    def after_run(self, run: Run, layer: int, head: int, is_open: bool, log: bool) -> tuple:
+        """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
+        its window moved to its default place, and drawn if open."""
+        window = views.default_zoom(run)
+        return *window, plot(views.zoom(run, layer, head, window, log)) if is_open else gr.skip()
 
     def follower(self, shared: Shared) -> Follower:
         """The zoom follows a layer or head switch when it is open, over the same window."""

@@ -13,6 +13,7 @@ a corrupted one, an L × H heatmap of the recovered fraction whose cells open th
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -74,7 +75,7 @@ class InterveneTab:
     patching_examples: gr.Examples
     picked: gr.Textbox  # "layer,head,nonce" of a clicked heatmap cell, written by the page script
     listed_for: gr.State  # the model source whose heads `heads` lists
-    stale: gr.State  # whether the last handler changed `shown`, so the views need redrawing
+    stale: gr.State  # a new number each time a handler changed `shown`: its change redraws the views
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
 
     def wire(self, shared: Shared, page: PageParts, runs: list) -> None:
@@ -139,7 +140,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
         heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot")
         picked = gr.Textbox(elem_id="patched-head", elem_classes="hidden-input", show_label=False)
         # inside the tab: a State among gr.Tabs' children would count as a tab
-        listed_for, stale, patched = gr.State(None), gr.State(False), gr.State(None)
+        listed_for, stale, patched = gr.State(None), gr.State(0), gr.State(None)
     return InterveneTab(
         tab,
         heads,
@@ -185,6 +186,15 @@ def has_head(config: ModelConfig, value) -> bool:
     return layer < config.n_layers and head < config.n_heads
 
 
+_REDRAWS = itertools.count(1)
+
+
+def redraw_if(changed: bool):
+    """`stale`'s update: a number it never held when the views must be redrawn (its change event
+    redraws them), else left as it is (no event)."""
+    return next(_REDRAWS) if changed else gr.skip()
+
+
 def on_gpu(method, n_outputs: int):
     """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
     `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
@@ -203,8 +213,8 @@ class _Events:
         t, s, p = self.tab, self.shared, self.page
         ablation_inputs = [t.heads, t.mode, t.in_views, s.shown]
         ablation_outputs = [s.status, t.bars, s.shown, t.stale]
-        ablated = t.ablate.click(on_gpu(self.ablate, 4), ablation_inputs, ablation_outputs, api_name="ablate")
-        toggled = t.in_views.input(on_gpu(self.toggle, 4), ablation_inputs, ablation_outputs, api_name=False)
+        t.ablate.click(on_gpu(self.ablate, 4), ablation_inputs, ablation_outputs, api_name="ablate")
+        t.in_views.input(on_gpu(self.toggle, 4), ablation_inputs, ablation_outputs, api_name=False)
         t.add.click(self.add, [t.heads, s.layer, s.head], t.heads, api_name=False)
 
         patch_inputs = [*t.prompts, p.model]
@@ -232,39 +242,28 @@ class _Events:
             api_name=False,
         )
         runs += [*example_runs, p.run.after(clicked)]
+        follow_inputs = [*ablation_inputs, p.model, t.listed_for]
         follow_outputs = [s.status, t.heads, t.listed_for, t.bars, s.shown, t.stale]
-        followed = [
-            event.then(
-                on_gpu(self.follow, 6),
-                [*ablation_inputs, p.model, t.listed_for],
-                follow_outputs,
-                api_name=False,
-            )
-            for event in runs
-        ]
-        for event in (ablated, toggled, *followed):
-            self.redraw_if_stale(event)
+        for event in runs:
+            event.then(on_gpu(self.follow, 6), follow_inputs, follow_outputs, api_name=False)
+        self.redraw_when_stale()
 
-    def redraw_if_stale(self, event):
-        """After a handler that may have changed `shown`: the views (and the Overview, if open) again."""
+    def redraw_when_stale(self):
+        """When a handler changed `shown` (and so `stale`): the views (and the Overview, if open) again.
+        A change event of the State's, not a step chained after every run: most runs ablate nothing,
+        and then no event is sent at all."""
         s, p = self.shared, self.page
-        n_views = len(p.redraw.outputs)
-
-        def views_again(stale, *inputs):
-            return p.redraw.fn(*inputs) if stale else (gr.skip(),) * n_views
 
         @gpu
         @guarded(3)
-        def overview_again(stale, is_open, shown):
-            if not (stale and is_open and shown):
+        def overview_again(is_open, shown):
+            if not (is_open and shown):
                 return (gr.skip(),) * 3
             return gr.skip(), *overview.figures(self.workspace.cached_run(*shown))
 
         overview_outputs = [s.status, p.overview.profile, p.overview.next_tokens]
-        event.then(
-            overview_again, [self.tab.stale, p.overview.is_open, s.shown], overview_outputs, api_name=False
-        )
-        return event.then(views_again, [self.tab.stale, *p.redraw.inputs], p.redraw.outputs, api_name=False)
+        self.tab.stale.change(overview_again, [p.overview.is_open, s.shown], overview_outputs, api_name=False)
+        self.tab.stale.change(p.redraw.fn, p.redraw.inputs, p.redraw.outputs, api_name=False)
 
     # --- ablation ---------------------------------------------------------------------------------
 
@@ -281,7 +280,7 @@ class _Events:
         views_show = "the ablated run" if in_views else "the plain run"
         message = f"{str(ablation).capitalize()} in the prompt on screen; the other views show {views_show}."
         bars = plot(views.ablation_next_tokens(plain, ablated))
-        return markup.status(message, "info"), bars, on_screen, on_screen != tuple(shown)
+        return markup.status(message, "info"), bars, on_screen, redraw_if(on_screen != tuple(shown))
 
     def ablate(self, heads, mode, in_views, shown):
         """The Ablate button (and /ablate): the heads picked, ablated in the prompt on screen."""
@@ -301,7 +300,7 @@ class _Events:
         ablation = self.ablation(shown, heads, mode)
         if ablation is None:  # nothing ablated: the views show the plain run
             plain = tuple(shown[:2])
-            return gr.skip(), gr.skip(), plain, plain != tuple(shown)
+            return gr.skip(), gr.skip(), plain, redraw_if(plain != tuple(shown))
         return self.ablated(shown, ablation, in_views)
 
     def follow(self, heads, mode, in_views, shown, model, listed_for):
@@ -313,10 +312,10 @@ class _Events:
             picked = [value for value in picked if has_head(config, value)]
             choices = gr.Dropdown(choices=head_choices(config), value=picked)
         if shown is None:
-            return gr.skip(), choices, model, gr.skip(), gr.skip(), False
+            return gr.skip(), choices, model, gr.skip(), gr.skip(), gr.skip()
         ablation = self.ablation(shown, picked, mode)
         if ablation is None:
-            return gr.skip(), choices, model, None, gr.skip(), False
+            return gr.skip(), choices, model, None, gr.skip(), gr.skip()
         status, bars, on_screen, stale = self.ablated(shown, ablation, in_views)
         return status if in_views else gr.skip(), choices, model, bars, on_screen, stale
 

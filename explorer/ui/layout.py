@@ -148,13 +148,14 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         run_outputs = [status, token_strip, shown, rope_tab.query, rope_tab.key, rope_tab.angles]
         run_outputs += [rope_tab.wavelengths, *head_plots, *layer_plots]
         run_outputs += [overview_tab.profile, overview_tab.next_tokens]
+        run_outputs += [*attention_tab.window, attention_tab.zoom]  # the zoom's window moves to the new run
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
         followers = Followers((attention_tab.follower(shared), generate_tab.follower))
         switch_outputs = [status, *head_plots, *layer_plots, *followers.outputs]
 
         @gpu
         @guarded(len(run_outputs))
-        def run_prompt(text, model, layer, head, overview_open, shown, log):
+        def run_prompt(text, model, layer, head, overview_open, shown, log, zoom_open):
             if shown == (model, text):
                 return (gr.skip(),) * len(run_outputs)
             cached = workspace.cached_run(model, text)
@@ -178,6 +179,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 plot(views.rope_wavelengths(run)),
                 *(plot(fig) for fig in figures),
                 *(overview.figures(cached) if overview_open else (None, None)),
+                *attention_tab.after_run(run, layer, head, zoom_open, log),
             )
 
         def layer_figures(layer, head, query, key, shown, log):
@@ -239,6 +241,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             )
 
         run_inputs = [prompt, model, layer, head, overview_tab.is_open, shown, log_colours]
+        run_inputs += [attention_tab.zoom_open]
         view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown, log_colours]
         switch_inputs = [*view_inputs, *followers.inputs]
         loader = model_loading.Loader(workspace, picker, [status, model, model_card, layer, head])
@@ -283,9 +286,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         run_handler = Handler(run_prompt, run_inputs, run_outputs)
         redraw = Handler(switch_layer, switch_inputs, switch_outputs)
         parts = intervene.PageParts(prompt, picker, model, loader, overview_tab, run_handler, redraw)
-        intervene_tab.wire(shared, parts, runs)  # its runs join the list
-        for event in runs:
-            attention_tab.reset_zoom_after(shared, event)
+        intervene_tab.wire(shared, parts, runs)
         attention_tab.log_box.input(
             recolour,
             [attention_tab.log_box, layer, head, shown],
