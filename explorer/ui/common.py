@@ -109,7 +109,11 @@ class Handler:
     outputs: list
 
     def after(self, event):
-        return event.then(self.fn, self.inputs, self.outputs, api_name=False)
+        """Chained after `event`, its progress shown on the status line (every handler's first output)
+        alone, not as a timer on each of its plots."""
+        return event.then(
+            self.fn, self.inputs, self.outputs, api_name=False, show_progress_on=self.outputs[0]
+        )
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,9 @@ class GenerateTab:
             return markup.status(f"{message}; Run goes back to the prompt alone.", "info")
 
         inputs = [self.generated, *run_inputs[1:]]
-        show = self.show.click(run_views, inputs, run_outputs, api_name="show_generation")
+        show = self.show.click(
+            run_views, inputs, run_outputs, api_name="show_generation", show_progress_on=shared.status
+        )
         return show.then(say_shown, [self.generated, model, shared.shown], [shared.status], api_name=False)
 
 

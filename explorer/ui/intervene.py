@@ -263,7 +263,9 @@ class _Events:
 
         overview_outputs = [s.status, p.overview.profile, p.overview.next_tokens]
         self.tab.stale.change(overview_again, [p.overview.is_open, s.shown], overview_outputs, api_name=False)
-        self.tab.stale.change(p.redraw.fn, p.redraw.inputs, p.redraw.outputs, api_name=False)
+        self.tab.stale.change(
+            p.redraw.fn, p.redraw.inputs, p.redraw.outputs, api_name=False, show_progress_on=s.status
+        )
 
     # --- ablation ---------------------------------------------------------------------------------
 

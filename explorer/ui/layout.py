@@ -244,12 +244,23 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         run_inputs += [attention_tab.zoom_open]
         view_inputs = [layer, head, rope_tab.query, rope_tab.key, shown, log_colours]
         switch_inputs = [*view_inputs, *followers.inputs]
+        run_handler = Handler(run_prompt, run_inputs, run_outputs)
+        # Progress shows on the status line alone: on every plot, each would run a timer of its own,
+        # redrawn every frame while the plots are being drawn.
+        progress = dict(show_progress_on=status)
         loader = model_loading.Loader(workspace, picker, [status, model, model_card, layer, head])
         loader.outputs += [gqa_tab.diagram, gqa_tab.kv_cache, shown]
         runs = [
-            gr.on([run_button.click, prompt.submit], run_prompt, run_inputs, run_outputs, api_name="run"),
-            examples.load_input_event.then(run_prompt, run_inputs, run_outputs, api_name=False),
-            loader.on_click(load_button).then(run_prompt, run_inputs, run_outputs, api_name=False),
+            gr.on(
+                [run_button.click, prompt.submit],
+                run_prompt,
+                run_inputs,
+                run_outputs,
+                api_name="run",
+                **progress,
+            ),
+            run_handler.after(examples.load_input_event),
+            run_handler.after(loader.on_click(load_button)),
             demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False)
             .then(
                 restore_view,
@@ -257,7 +268,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 [prompt, layer, head, tabs, current_tab, overview_tab.is_open],
                 api_name=False,
             )
-            .then(run_prompt, run_inputs, run_outputs, api_name=False),
+            .then(run_prompt, run_inputs, run_outputs, api_name=False, **progress),
             generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
         layer.input(
@@ -266,6 +277,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             switch_outputs,
             api_name="layer",
             trigger_mode="always_last",  # dragging the slider: compute only where it stops
+            **progress,
         )
         # A pick in the dropdown: `select`, fired once. Its `input` fires twice (on the pick, and
         # again on the blur that follows it, value unchanged), and a second head switch of 0.8 MB.
@@ -275,6 +287,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             head_outputs,
             api_name="head",
             trigger_mode="always_last",
+            **progress,
         )
         picked.change(
             pick,
@@ -282,8 +295,8 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             [status, layer, head, *head_plots, *layer_plots, *followers.outputs],
             api_name=False,
             trigger_mode="always_last",
+            **progress,
         )
-        run_handler = Handler(run_prompt, run_inputs, run_outputs)
         redraw = Handler(switch_layer, switch_inputs, switch_outputs)
         parts = intervene.PageParts(prompt, picker, model, loader, overview_tab, run_handler, redraw)
         intervene_tab.wire(shared, parts, runs)
