@@ -45,6 +45,9 @@ from explorer.model import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
+# What a layer switch also reads, after its four positions: the zoom's window and the Generate tab's step
+# (views that follow the switch; gradio_client fills them in, a raw call sends them).
+FOLLOWED = [0, 0, 0, 0, 0]
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
 
 
@@ -224,7 +227,7 @@ class Stress:
             text = f"{LINE * (1 + (number + i) % 4)} Visitor {number}, prompt {i}."
             self.request("concurrent", "run", "run", [text, 0, 0], _ran, session)
             for layer, head in ((1 + i % 3, number % 8), (0, (number + 3) % 8)):
-                self.request("concurrent", "layer", "layer", [layer, head, 1, 0], _kept, session)
+                self.request("concurrent", "layer", "layer", [layer, head, 1, 0, *FOLLOWED], _kept, session)
 
     def hostile_prompts(self) -> None:
         cases = {
@@ -261,7 +264,8 @@ class Stress:
         text = LINE * (self.max_tokens // 16)  # past the app's token limit
         self.request("memory", "run at the token limit", "run", [text, 0, 0], _truncated, session)
         for layer, head in ((1, 3), (2, 7), (3, 0)):  # positions within the sliders' first range
-            self.request("memory", "layer switch at the limit", "layer", [layer, head, 1, 0], _kept, session)
+            switch = [layer, head, 1, 0, *FOLLOWED]
+            self.request("memory", "layer switch at the limit", "layer", switch, _kept, session)
         self.request("memory", "overview at the limit", "overview", [], _kept, session)
         for name in ("wide", *(f"wide-{i}" for i in range(1, 6))):  # together past the budget: evictions
             visitor = uuid.uuid4().hex
