@@ -130,7 +130,7 @@ if (!window.__attentionExplorerPage) {
 
   function lowerTriangle(z, fill) {
     // A map sent as its lower triangle, row by row (n(n+1)/2 values): rows of n, `fill` above.
-    const values = typed(z);
+    const values = z.bdata ? typed(z) : z; // Plotly's JSON, or already a typed array
     const n = Math.round((Math.sqrt(8 * values.length + 1) - 1) / 2);
     const out = [];
     for (let i = 0, at = 0; i < n; at += ++i) {
@@ -149,7 +149,7 @@ if (!window.__attentionExplorerPage) {
   function rebuild(data) {
     for (const trace of data || []) {
       const packed = trace.meta && trace.meta.packed;
-      if (packed && trace.z && trace.z.bdata) trace.z = lowerTriangle(trace.z, packed.fill);
+      if (packed && trace.z && !Array.isArray(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
     }
     for (const trace of data || []) {
       const derived = trace.meta && trace.meta.derived;
@@ -223,9 +223,10 @@ if (!window.__attentionExplorerPage) {
     document.addEventListener("click", (event) => {
       if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
     });
-    // Anything drawn before the wrap: draw it again, its derived maps rebuilt.
+    // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
+    const unbuilt = (t) => t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && t.z && !Array.isArray(t.z)));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
-      if ((gd.data || []).some((t) => t.meta && t.meta.derived && !t.z)) plotly.react(gd, gd.data, gd.layout);
+      if ((gd.data || []).some(unbuilt)) plotly.react(gd, gd.data, gd.layout);
     });
   }
 
