@@ -179,7 +179,7 @@ class Session:
         drawn = self.page.wait_for_function(
             f"() => ({JS_DRAWN})({json.dumps(plots)})", timeout=TIMEOUT_MS, polling=20
         ).json_value()
-        self.page.wait_for_timeout(200)  # handlers chained after the visible ones (the zoom refresh)
+        self.page.wait_for_timeout(200)  # handlers chained after the visible ones (Intervene's follow-up)
         server, nbytes = self.log.since(start)
         total, first = drawn["last"] / 1e3, drawn["first_react"] / 1e3
         return dict(

@@ -21,7 +21,7 @@ from gradio_client import Client
 
 from explorer.cache import GenerationKey, Workspace, model_nbytes
 from explorer.policy import REFUSED, Policy
-from explorer.stress import App
+from explorer.stress_client import App
 from explorer.tokens import printable
 from explorer.ui import build_demo
 from explorer.ui import generate as generate_tab

@@ -148,6 +148,3 @@ class Followers:
             updates += follower.update(layer, head, *values[at : at + len(follower.inputs)])
             at += len(follower.inputs)
         return tuple(updates)
-
-    def skip(self) -> tuple:
-        return (gr.skip(),) * len(self.outputs)
