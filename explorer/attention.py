@@ -140,14 +140,17 @@ def project(attn: Attention, x: torch.Tensor, inv_freq: torch.Tensor, layer: int
 
 @torch.inference_mode()
 def softmax_rows(
-    p: Projections, start: int, stop: int, heads: slice | list[int] = slice(None)
+    p: Projections, start: int, stop: int, heads: slice | list[int] = slice(None), causal: bool = False
 ) -> torch.Tensor:
-    """The softmax maps of queries start..stop−1 over every key.  # [h, stop − start, N]
+    """The softmax maps of queries start..stop−1 over every key, or with `causal` over the keys up to
+    the last of them (0..stop−1: the keys after it have probability 0; on average half the work).
+    # [h, stop − start, N], or [h, stop − start, stop] with `causal`
 
     One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
+    n_keys = stop if causal else p.n_tokens
     queries = torch.arange(start, stop, device=p.q.device)
-    allowed = torch.arange(p.n_tokens, device=p.q.device)[None, :] <= queries[:, None]  # [R, N]
-    probs = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads]].transpose(-1, -2)
+    allowed = torch.arange(n_keys, device=p.q.device)[None, :] <= queries[:, None]  # [R, n_keys]
+    probs = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
     probs.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
     probs.sub_(probs.amax(dim=-1, keepdim=True)).exp_()
     return probs.div_(probs.sum(dim=-1, keepdim=True))

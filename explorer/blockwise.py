@@ -58,16 +58,17 @@ def layer_pass(
     """One pass over the layer's softmax maps, a block of queries at a time: the cosine similarity of
     every pair of heads' maps (each map a vector of N·N values), the attention output if `attn` is
     given (the heads' outputs, linear in N, edited by `head_edit` as an ablated run's are), and each
-    block handed to `on_rows(start, probs)` (to pool it) before it is dropped.
-    # -> [H, H], [N, hidden] float32 CPU or None"""
+    block handed to `on_rows(start, probs)` (to pool it) before it is dropped. A block's rows stop at
+    its last query's key (`softmax_rows(causal=True)`): the keys after it, all 0, are left out.
+    # probs [H, R, stop] -> [H, H], [N, hidden] float32 CPU or None"""
     gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
     heads_out = []  # [H, R, d] per block
     for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, multiple):
-        probs = softmax_rows(p, start, stop)  # [H, R, N]
-        flat = probs.flatten(1)  # [H, R·N]
+        probs = softmax_rows(p, start, stop, causal=True)  # [H, R, stop]
+        flat = probs.flatten(1)  # [H, R·stop]
         gram += (flat @ flat.T).double()
         if attn is not None:
-            heads_out.append(probs @ p.v[p.kv_head])  # [H, R, d]
+            heads_out.append(probs @ p.v[p.kv_head, :stop])  # [H, R, d]
         if on_rows is not None:
             on_rows(start, probs)
     norms = gram.diagonal().sqrt()
@@ -101,17 +102,17 @@ def profile(p: Projections, ids: torch.Tensor, budget_bytes: int) -> dict[str, t
     sums = {name: torch.zeros(p.n_heads, dtype=torch.float64) for name in PROFILE_SCORES}
     counts = dict.fromkeys(PROFILE_SCORES, 0)
     for start, stop in query_blocks(n, p.n_heads, budget_bytes):
-        probs = softmax_rows(p, start, stop)  # [H, R, N]
+        probs = softmax_rows(p, start, stop, causal=True)  # [H, R, stop]: later keys have p = 0
         queries, rows = torch.arange(start, stop), torch.arange(stop - start)
         every, after_first = torch.ones(stop - start, dtype=torch.bool), queries >= 1
-        targets = _induction_targets(ids, start, stop)  # [R, N]
+        targets = _induction_targets(ids, start, stop)[:, :stop]  # [R, stop]
         per_query = {  # each [H, R], and the queries it is averaged over
             "previous_token": (probs[:, rows, (queries - 1).clamp_min(0)], after_first),
             "sink": (probs[:, :, 0], after_first),
             "induction": (torch.einsum("hqk,qk->hq", probs, targets.to(probs.dtype)), targets.any(-1)),
             "entropy": (torch.special.entr(probs).sum(-1), every),  # −Σ p log p, 0 log 0 = 0
             # Σ_j p_ij (i − j) = i − Σ_j p_ij j: rows sum to 1 and keys after i have p = 0.
-            "distance": (queries - probs @ keys.to(probs.dtype), every),
+            "distance": (queries - probs @ keys[:stop].to(probs.dtype), every),
         }
         for name, (values, counted) in per_query.items():
             sums[name] += values[:, counted].double().sum(-1)

@@ -10,6 +10,7 @@ queries at a time (`explorer.blockwise`), maps pooled block by block as the figu
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 
@@ -88,10 +89,8 @@ def _pooled_stages(run: Run, layer: int, head: int):
         return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
     parts = {name: [] for name in ("scores", "scaled", "masked", "probs")}
     for start, stop in blockwise.query_blocks(n, 4, _block_bytes(), block):  # 4 stages of one head
-        for name, rows in blockwise.head_rows(p, head, start, stop).items():
-            values = rows.numpy()
-            values = np.where(np.isfinite(values), values, np.nan)  # −∞ as a gap, as encode_signed
-            parts[name].append(maps.pool(values, block, np.nanmax if name == "probs" else maps.most_extreme))
+        for name, rows in blockwise.head_rows(p, head, start, stop).items():  # −∞: a gap, as encode_signed
+            parts[name].append(maps.pool(rows, block, "max" if name == "probs" else "extreme"))
     pooled = {name: np.concatenate(blocks) for name, blocks in parts.items()}
     scaled_limit = maps.signed_limit(pooled["scaled"])
     encoded = {
@@ -173,17 +172,17 @@ def _layer_pass(run: Run, layer: int) -> _LayerPass:
     start = time.perf_counter()
     p, n = run.projections(layer), run.n_tokens
     block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
-    parts = [[] for _ in range(p.n_heads)]
+    parts, cells = [], math.ceil(n / block)
 
-    def pool(first_query, probs):  # probs [H, R, N]
-        for head, rows in enumerate(probs.numpy()):
-            parts[head].append(maps.pool(rows, block, np.nanmax))
+    def pool(first_query, probs):  # probs [H, R, stop]: the keys after (cells of 0) are left out
+        pooled = maps.pool(probs, block, "max")  # [H, R/b, ceil(stop/b)]
+        parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
 
     attn = run.explorer.model.layers[layer].self_attn
     similarity, output = blockwise.layer_pass(p, _block_bytes(), attn, block, pool, run.head_edit(layer))
-    pooled = [np.concatenate(head_parts) for head_parts in parts]
+    pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
     # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
-    coded = np.stack(pooled) if block == 1 else [maps.probs_codes(m, block) for m in pooled]
+    coded = pooled if block == 1 else [maps.probs_codes(m, block) for m in pooled]
     return _LayerPass(coded, similarity, output, time.perf_counter() - start)
 
 

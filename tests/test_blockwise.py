@@ -83,8 +83,8 @@ def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
     sizes = []
     rows = attention.softmax_rows
 
-    def counted(p, start, stop, heads=slice(None)):
-        probs = rows(p, start, stop, heads)
+    def counted(p, start, stop, heads=slice(None), causal=False):
+        probs = rows(p, start, stop, heads, causal)
         sizes.append(probs.numel() * 4)
         return probs
 
@@ -102,8 +102,20 @@ def test_softmax_rows_by_blocks_are_the_eager_maps(ex):
     blocks = explorer.blockwise.query_blocks(702, 8, 10**6)
     blocks = torch.cat([attention.softmax_rows(p, a, b) for a, b in blocks], dim=1)  # [H, N, N]
     torch.testing.assert_close(blocks, whole, atol=1e-7, rtol=0)
+    # The block pass leaves out the keys after each block's last query: the output sums the same
+    # terms, of rows that stop there, in another order (a few float32 ulps).
     output = explorer.blockwise.output(ex.model.layers[LAYER].self_attn, p, 10**6)
-    torch.testing.assert_close(output, run.attention(LAYER).output, atol=1e-6, rtol=0)
+    torch.testing.assert_close(output, run.attention(LAYER).output, atol=1e-6, rtol=1e-6)
+
+
+def test_causal_rows_leave_out_only_keys_of_probability_zero(ex):
+    p = ex.run(PROMPT).projections(LAYER)
+    for start, stop in [(0, 1), (100, 180), (650, 702)]:
+        rows = attention.softmax_rows(p, start, stop)  # [H, R, N]
+        causal = attention.softmax_rows(p, start, stop, causal=True)  # [H, R, stop]
+        assert causal.shape == (8, stop - start, stop)
+        assert not rows[..., stop:].any()
+        torch.testing.assert_close(causal, rows[..., :stop], atol=1e-7, rtol=0)
 
 
 def test_query_blocks_fit_the_budget_and_line_up_with_pooled_cells():

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 from plotly.colors import sample_colorscale
 
 MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
@@ -51,11 +53,11 @@ def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> Enc
     if probs.size * 4 <= budget_bytes:
         return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
     block = block_for(probs.shape[0], budget_bytes)
-    return probs_codes(pool(probs, block, np.nanmax), block)
+    return probs_codes(pool(probs, block, "max"), block)
 
 
 def probs_codes(pooled: np.ndarray, block: int) -> EncodedMap:
-    """Block maxima of probabilities (`pool` with np.nanmax) as whole percents in uint8."""
+    """Block maxima of probabilities (`pool` with "max") as whole percents in uint8."""
     percent = np.rint(np.nan_to_num(pooled) * 100).astype(np.uint8)
     return EncodedMap("probs", percent, block=block, exact=False, limit=1.0)
 
@@ -73,7 +75,7 @@ def encode_signed(
     if values.size * 4 <= budget_bytes:
         return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
     block = block_for(values.shape[0], budget_bytes)
-    return signed_codes(pool(finite, block, most_extreme), block, limit)
+    return signed_codes(pool(finite, block, "extreme"), block, limit)
 
 
 def signed_limit(values: np.ndarray) -> float:
@@ -92,7 +94,7 @@ def encode_mask(mask: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> 
     """The causal mask [N, N] bool as uint8 (1: may attend), and its block size. A quarter of a map's
     budget: beyond 256 tokens it is pooled, while the hatched region still draws its exact edge."""
     block = block_for(mask.shape[0], budget_bytes)
-    return np.nan_to_num(pool(mask.astype(np.float32), block, np.nanmax)).astype(np.uint8), block
+    return np.nan_to_num(pool(mask.astype(np.float32), block, "max")).astype(np.uint8), block
 
 
 def causal_mask_codes(n_tokens: int, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
@@ -117,28 +119,37 @@ def block_for(n_positions: int, budget_cells: int) -> int:
     return block
 
 
-def most_extreme(blocks: np.ndarray, axis: int) -> np.ndarray:
-    """The value of largest magnitude along `axis`, sign kept, NaN ignored (a block mean would fade
-    a map of mixed signs to grey)."""
-    index = np.nanargmax(np.abs(blocks), axis=axis)
-    return np.take_along_axis(blocks, np.expand_dims(index, axis), axis).squeeze(axis)
-
-
-def pool(values: np.ndarray, block: int, reduce) -> np.ndarray:
-    """[R, C] -> [ceil(R/b), ceil(C/b)] by `reduce` over each block's non-NaN values (NaN if none).
-    Rows pooled a block of queries at a time line up with the whole map's when each block of rows
-    starts at a multiple of b."""
+def pool(values: np.ndarray | torch.Tensor, block: int, reduce: Literal["max", "extreme"]) -> np.ndarray:
+    """[..., R, C] -> [..., ceil(R/b), ceil(C/b)] float32: each b×b block's largest value ("max"), or
+    its value of largest magnitude, sign kept ("extreme": a block mean would fade a map of mixed signs
+    to grey; of two of equal magnitude, the positive one), over its finite values; NaN and −∞ are
+    gaps, and a block of gaps alone pools to NaN. Rows pooled a block of queries at a time line up
+    with the whole map's when each block of rows starts at a multiple of b."""
+    x = torch.as_tensor(values, dtype=torch.float32)
     if block == 1:
-        return values
-    (rows, cols), (row_cells, col_cells) = values.shape, (math.ceil(n / block) for n in values.shape)
-    padded = np.full((row_cells * block, col_cells * block), np.nan, dtype=np.float32)
-    padded[:rows, :cols] = values
-    blocks = padded.reshape(row_cells, block, col_cells, block).transpose(0, 2, 1, 3)
-    blocks = blocks.reshape(row_cells, col_cells, -1)
-    filled = ~np.isnan(blocks).all(-1)
-    pooled = np.full((row_cells, col_cells), np.nan, dtype=np.float32)
-    pooled[filled] = reduce(blocks[filled], axis=-1)
-    return pooled
+        return x.numpy()
+    high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
+    if high.isnan().any():
+        high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
+    pooled = high
+    if reduce == "extreme":
+        low = _pool_reduce(x, block, torch.amin, math.inf)
+        if not low.isfinite().all():  # gaps won a min: leave them out (checked pooled, redone if so)
+            low = _pool_reduce(x.masked_fill(~x.isfinite(), math.inf), block, torch.amin, math.inf)
+        pooled = torch.where(-low > high, low, high)
+    return pooled.masked_fill(high == -math.inf, math.nan).numpy()
+
+
+def _pool_reduce(x: torch.Tensor, block: int, reduce, pad: float) -> torch.Tensor:
+    """`reduce` (torch.amax or torch.amin) over each b×b block of the last two dims, padded with
+    `pad` where the last blocks reach past them: along the rows of each row first (contiguous),
+    then down the columns.  # [..., R, C] -> [..., ceil(R/b), ceil(C/b)]"""
+    *lead, rows, cols = x.shape
+    row_cells, col_cells = math.ceil(rows / block), math.ceil(cols / block)
+    if (rows, cols) != (row_cells * block, col_cells * block):
+        x = F.pad(x, (0, col_cells * block - cols, 0, row_cells * block - rows), value=pad)
+    across = reduce(x.reshape(*lead, row_cells * block, col_cells, block), dim=-1)
+    return reduce(across.reshape(*lead, row_cells, block, col_cells), dim=-2)
 
 
 def map_heatmap(
