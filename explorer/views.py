@@ -148,7 +148,7 @@ def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
     if maps_fit(run):
         att = run.attention(layer)
         return _all_heads_figure(run, layer, att.probs.numpy(), log_colours)
-    return _all_heads_figure(run, layer, _layer_pass(run, layer).head_maps, log_colours)
+    return _all_heads_figure(run, layer, _layer_pass(run, layer, output=False).head_maps, log_colours)
 
 
 def _all_heads_figure(run: Run, layer: int, maps_of_heads, log_colours: bool = False) -> go.Figure:
@@ -164,11 +164,11 @@ class _LayerPass:
         np.ndarray | list[maps.EncodedMap]
     )  # every head's map: whole (a few tokens) or pooled and coded
     similarity: torch.Tensor  # [H, H]
-    output: torch.Tensor  # [N, hidden]
+    output: torch.Tensor | None  # [N, hidden], if asked for
     seconds: float  # the eager path's time: the projections and the pass
 
 
-def _layer_pass(run: Run, layer: int) -> _LayerPass:
+def _layer_pass(run: Run, layer: int, output: bool = True) -> _LayerPass:
     start = time.perf_counter()
     p, n = run.projections(layer), run.n_tokens
     block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
@@ -178,12 +178,12 @@ def _layer_pass(run: Run, layer: int) -> _LayerPass:
         pooled = maps.pool(probs, block, "max")  # [H, R/b, ceil(stop/b)]
         parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
 
-    attn = run.explorer.model.layers[layer].self_attn
-    similarity, output = blockwise.layer_pass(p, _block_bytes(), attn, block, pool, run.head_edit(layer))
+    attn = run.explorer.model.layers[layer].self_attn if output else None
+    similarity, out = blockwise.layer_pass(p, _block_bytes(), attn, block, pool, run.head_edit(layer))
     pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
     # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
     coded = pooled if block == 1 else [maps.probs_codes(m, block) for m in pooled]
-    return _LayerPass(coded, similarity, output, time.perf_counter() - start)
+    return _LayerPass(coded, similarity, out, time.perf_counter() - start)
 
 
 def rope_angles(run: Run) -> go.Figure:
@@ -241,7 +241,7 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
         att = run.attention(layer)
         unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
         return _similarity_figure(run, layer, unit @ unit.T)  # [H, H] cosine of every pair of maps
-    return _similarity_figure(run, layer, _layer_pass(run, layer).similarity)
+    return _similarity_figure(run, layer, _layer_pass(run, layer, output=False).similarity)
 
 
 def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Figure:
