@@ -189,7 +189,7 @@ def _layer_pass(run: Run, layer: int, output: bool = True) -> _LayerPass:
 def rope_angles(run: Run) -> go.Figure:
     inv_freq = rope.config_inverse_frequencies(run.config)  # [d/2]
     angles = rope.angles(torch.arange(run.n_tokens), inv_freq)  # [N, d/2]
-    return figures.rope_angles_figure(run.tokens, angles.numpy())
+    return figures.rope_angles_figure(run.tokens, angles.numpy(), inv_freq.float().numpy())
 
 
 def rope_wavelengths(run: Run) -> go.Figure:

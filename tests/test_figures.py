@@ -339,6 +339,15 @@ def rebuilt_as_the_page_does(sent: list[dict], full: list[dict]) -> dict[int, np
         if not derived:
             continue
         assert "z" not in trace  # left out of the payload
+        if derived["op"] == "angles":  # JS: Math.fround at every step, π and 2π as float32
+            theta = np.asarray(derived["inv_freq"], dtype=np.float32).astype(np.float64)
+            positions = np.arange(derived["positions"], dtype=np.float64)[:, None]
+            pi, two_pi = float(np.float32(np.pi)), float(np.float32(2 * np.pi))
+            shifted = (positions * theta).astype(np.float32).astype(np.float64) + pi
+            shifted = shifted.astype(np.float32).astype(np.float64)
+            wrapped = (np.fmod(shifted, two_pi) - pi).astype(np.float32)
+            out[i] = np.where(wrapped == np.float32(-pi), np.float32(pi), wrapped)
+            continue
         source = out.get(derived["source"], full[derived["source"]]["z"])
         if derived["op"] == "scale":
             out[i] = (source * np.float32(derived["by"])).astype(np.float32)  # JS: Math.fround(v * by)
@@ -361,6 +370,18 @@ def test_the_app_sends_scaled_and_masked_maps_as_a_rule_the_browser_rebuilds_bit
         assert np.array_equal(z, full[i]["z"], equal_nan=True)
     n = len(full[0]["z"])
     assert len(base64.b64decode(sent[4]["z"]["bdata"])) == 4 * n * (n + 1) // 2  # float32, nothing above
+
+
+@pytest.mark.parametrize("n_tokens", [7, 1024])
+def test_rope_angles_are_sent_as_a_rule_the_browser_computes_bit_for_bit(long_context_explorer, n_tokens):
+    run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
+    fig = views.rope_angles(run)
+    full = traces(fig)
+    payload = views.plot_payload(fig)["plot"]
+    rebuilt = rebuilt_as_the_page_does(json.loads(payload)["data"], full)
+    assert set(rebuilt) == {0} and rebuilt[0].shape == (n_tokens, run.config.head_dim // 2)
+    assert np.array_equal(rebuilt[0], full[0]["z"]) and rebuilt[0].dtype == np.float32
+    assert len(payload) < 20_000 + 40 * n_tokens  # the rule and the token labels, not the map
 
 
 def test_a_map_with_anything_above_its_diagonal_is_sent_whole():

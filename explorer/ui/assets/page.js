@@ -9,8 +9,9 @@
 //   the patching heatmap opens that head on the clean prompt (written into #patched-head).
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
-//   a map the server left out because it follows from another (`meta.derived`: the scaled scores
-//   are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows), or sent as its
+//   a map the server left out because it follows from another or from a rule (`meta.derived`: the
+//   scaled scores are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows,
+//   RoPE's angles float32(m × θ_i) wrapped to (−π, π]), or sent as its
 //   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
 //   it is drawn. Gradio's plot component is remounted for every new figure, and
 //   would draw it twice (into the plot on its way out, then the new one): it is drawn once.
@@ -146,6 +147,23 @@ if (!window.__attentionExplorerPage) {
     return z && z.bdata ? decode(z) : z;
   }
 
+  const PI32 = Math.fround(Math.PI), TWO_PI32 = Math.fround(2 * Math.PI);
+
+  function ropeAngles(invFreq, n) {
+    // RoPE's angle of pair i at position m, float32(m × θ_i), wrapped to (−π, π] in float32 steps as
+    // numpy does it (explorer/figures/rope.py, wrap_angle): a row for each of n positions.
+    const theta = invFreq.map(Math.fround);
+    return Array.from({ length: n }, (_, m) => {
+      const row = new Float32Array(theta.length);
+      for (let i = 0; i < theta.length; i++) {
+        const shifted = Math.fround(Math.fround(m * theta[i]) + PI32);
+        const wrapped = Math.fround((shifted % TWO_PI32) - PI32);
+        row[i] = wrapped === -PI32 ? PI32 : wrapped;
+      }
+      return row;
+    });
+  }
+
   function rebuild(data) {
     for (const trace of data || []) {
       const packed = trace.meta && trace.meta.packed;
@@ -154,6 +172,10 @@ if (!window.__attentionExplorerPage) {
     for (const trace of data || []) {
       const derived = trace.meta && trace.meta.derived;
       if (!derived || trace.z) continue;
+      if (derived.op === "angles") {
+        trace.z = ropeAngles(derived.inv_freq, derived.positions);
+        continue;
+      }
       const source = rows(data[derived.source].z);
       data[derived.source].z = source;
       if (derived.op === "scale") {
