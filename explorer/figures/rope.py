@@ -39,9 +39,7 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
     heatmap = dict(
         type="heatmap",
         z=wrap_angle(angles),
-        meta=dict(
-            derived=dict(op="angles", positions=len(angles), inv_freq=np.asarray(inv_freq, np.float32).tolist())
-        ),
+        meta=dict(derived=dict(op="angles", positions=len(angles), inv_freq=np.float32(inv_freq).tolist())),
         zmin=-np.pi,
         zmax=np.pi,
         colorscale=ANGLE_COLORSCALE,
