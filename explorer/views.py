@@ -10,19 +10,14 @@ queries at a time (`explorer.blockwise`), maps pooled block by block as the figu
 from __future__ import annotations
 
 import json
-import math
-import time
-from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from explorer import blockwise, figures, heads, rope
+from explorer import blockwise, figures, heads, pooled, rope
 from explorer.attention import kv_head_map
 from explorer.config import ModelConfig
-from explorer.figures import maps
-from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
 from explorer.interventions import PatchResult
 from explorer.run import Run
 from explorer.tokens import next_token_labels
@@ -65,7 +60,10 @@ def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.F
         stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
         mask, scale = att.mask.numpy(), att.scale
     else:
-        (stages, mask), scale = _pooled_stages(run, layer, head), run.projections(layer).scale
+        (stages, mask), scale = (
+            pooled.head_stages(run, layer, head, _block_bytes()),
+            run.projections(layer).scale,
+        )
     return figures.pipeline_figure(
         run.tokens,
         stages["scores"],
@@ -77,29 +75,6 @@ def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.F
         title,
         log_colours,
     )
-
-
-def _pooled_stages(run: Run, layer: int, head: int):
-    """One head's four maps, encoded as `figures.pipeline_figure` would encode the whole maps, block
-    by block; and the mask's codes. Up to 512 tokens (a block of one) the maps themselves."""
-    p, n = run.projections(layer), run.n_tokens
-    block = maps.block_for(n, maps.MAP_BUDGET_BYTES)
-    if block == 1:  # at most 512 × 512: small enough whole
-        whole = blockwise.head_rows(p, head, 0, n)
-        return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
-    parts = {name: [] for name in ("scores", "scaled", "masked", "probs")}
-    for start, stop in blockwise.query_blocks(n, 4, _block_bytes(), block):  # 4 stages of one head
-        for name, rows in blockwise.head_rows(p, head, start, stop).items():  # −∞: a gap, as encode_signed
-            parts[name].append(maps.pool(rows, block, "max" if name == "probs" else "extreme"))
-    pooled = {name: np.concatenate(blocks) for name, blocks in parts.items()}
-    scaled_limit = maps.signed_limit(pooled["scaled"])
-    encoded = {
-        "scores": maps.signed_codes(pooled["scores"], block, maps.signed_limit(pooled["scores"])),
-        "scaled": maps.signed_codes(pooled["scaled"], block, scaled_limit),
-        "masked": maps.signed_codes(pooled["masked"], block, scaled_limit),
-        "probs": maps.probs_codes(pooled["probs"], block),
-    }
-    return encoded, maps.causal_mask_codes(n)
 
 
 def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
@@ -148,42 +123,13 @@ def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
     if maps_fit(run):
         att = run.attention(layer)
         return _all_heads_figure(run, layer, att.probs.numpy(), log_colours)
-    return _all_heads_figure(run, layer, _layer_pass(run, layer, output=False).head_maps, log_colours)
+    passed = pooled.layer_pass(run, layer, _block_bytes(), output=False)
+    return _all_heads_figure(run, layer, passed.head_maps, log_colours)
 
 
 def _all_heads_figure(run: Run, layer: int, maps_of_heads, log_colours: bool = False) -> go.Figure:
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
     return figures.all_heads_figure(run.tokens, maps_of_heads, _kv_head(run.config), title, log_colours)
-
-
-@dataclass
-class _LayerPass:
-    """A layer's views computed block by block, in one pass over its maps."""
-
-    head_maps: (
-        np.ndarray | list[maps.EncodedMap]
-    )  # every head's map: whole (a few tokens) or pooled and coded
-    similarity: torch.Tensor  # [H, H]
-    output: torch.Tensor | None  # [N, hidden], if asked for
-    seconds: float  # the eager path's time: the projections and the pass
-
-
-def _layer_pass(run: Run, layer: int, output: bool = True) -> _LayerPass:
-    start = time.perf_counter()
-    p, n = run.projections(layer), run.n_tokens
-    block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
-    parts, cells = [], math.ceil(n / block)
-
-    def pool(first_query, probs):  # probs [H, R, stop]: the keys after (cells of 0) are left out
-        pooled = maps.pool(probs, block, "max")  # [H, R/b, ceil(stop/b)]
-        parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
-
-    attn = run.explorer.model.layers[layer].self_attn if output else None
-    similarity, out = blockwise.layer_pass(p, _block_bytes(), attn, block, pool, run.head_edit(layer))
-    pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
-    # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
-    coded = pooled if block == 1 else [maps.probs_codes(m, block) for m in pooled]
-    return _LayerPass(coded, similarity, out, time.perf_counter() - start)
 
 
 def rope_angles(run: Run) -> go.Figure:
@@ -241,7 +187,8 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
         att = run.attention(layer)
         unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
         return _similarity_figure(run, layer, unit @ unit.T)  # [H, H] cosine of every pair of maps
-    return _similarity_figure(run, layer, _layer_pass(run, layer, output=False).similarity)
+    passed = pooled.layer_pass(run, layer, _block_bytes(), output=False)
+    return _similarity_figure(run, layer, passed.similarity)
 
 
 def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Figure:
@@ -276,7 +223,7 @@ def eager_output(run: Run, layer: int) -> tuple[torch.Tensor, float]:
     whole layer (`run.attention`), or block by block when its maps do not fit.  # [N, hidden]"""
     if maps_fit(run):
         return run.attention(layer).output, run.eager_seconds[layer]
-    passed = _layer_pass(run, layer)
+    passed = pooled.layer_pass(run, layer, _block_bytes())
     return passed.output, passed.seconds
 
 
@@ -338,7 +285,7 @@ def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Fi
     (past the budget, all three from one pass over the layer's maps)."""
     if maps_fit(run):
         return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
-    passed = _layer_pass(run, layer)
+    passed = pooled.layer_pass(run, layer, _block_bytes())
     return [
         _all_heads_figure(run, layer, passed.head_maps, log_colours),
         _similarity_figure(run, layer, passed.similarity),

@@ -4,6 +4,7 @@ time, never holding the whole maps, and show what the whole maps would have show
 from __future__ import annotations
 
 import csv
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import torch
 from conftest import TEXT, make_hf_checkpoint
 
 import explorer
-from explorer import attention, export, views
+from explorer import attention, export, figures, pooled, views
 
 LAYER, HEAD = 1, 5
 
@@ -77,6 +78,31 @@ def test_views_past_the_budget_show_what_the_whole_maps_show(whole, blockwise_ru
             np.testing.assert_allclose(b, a, atol=2e-4)  # pooled codes equal; similarity to float32 sums
     for name, scores in whole[1].items():
         np.testing.assert_allclose(views.head_profile(blockwise_run)[name], scores, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_tokens", [701, 1000])  # blocks of 2 and 3, the last cells cut by the end
+def test_a_heads_pooled_stages_are_its_whole_maps_pooled(ex, n_tokens, monkeypatch):
+    """From one product q·kᵀ per block and a softmax over the keys each block may see, the same
+    codes as the whole maps pooled: scaled from the scores' bounds, masked from them and the diagonal."""
+    monkeypatch.setattr(views, "VIEW_MAP_BYTES", 64 << 20)  # whole maps (`blockwise_run` shrinks it)
+    run = ex.run(PROMPT * 2, max_tokens=n_tokens)
+    assert run.n_tokens == n_tokens and views.maps_fit(run)
+    whole = views.pipeline(run, LAYER, HEAD)
+    stages, mask = pooled.head_stages(run, LAYER, HEAD, 8 * n_tokens * 4 * 10)  # blocks of some 40 queries
+    blocked = figures.pipeline_figure(
+        run.tokens,
+        *(stages[name] for name in ("scores", "scaled")),
+        mask,
+        stages["masked"],
+        stages["probs"],
+        run.projections(LAYER).scale,
+        whole.layout.title.text,
+    )
+    cells = math.ceil(n_tokens / stages["scores"].block)
+    assert stages["scores"].block > 1 and stages["scores"].z.shape == (cells, cells)
+    for a, b in zip(heatmaps(whole), heatmaps(blocked), strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(b, a)
 
 
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):

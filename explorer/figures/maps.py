@@ -128,16 +128,30 @@ def pool(values: np.ndarray | torch.Tensor, block: int, reduce: Literal["max", "
     x = torch.as_tensor(values, dtype=torch.float32)
     if block == 1:
         return x.numpy()
-    high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
+    if reduce == "max":
+        high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
+        if high.isnan().any():
+            high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
+        return high.masked_fill(high == -math.inf, math.nan).numpy()
+    return most_extreme(*pool_bounds(x, block)).numpy()
+
+
+def pool_bounds(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each b×b block's largest and smallest finite value (−∞ and ∞ for a block of gaps alone), as
+    `pool` finds them.  # [..., R, C] -> ([..., ceil(R/b), ceil(C/b)],) × 2"""
+    high = _pool_reduce(x, block, torch.amax, -math.inf)
     if high.isnan().any():
         high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
-    pooled = high
-    if reduce == "extreme":
-        low = _pool_reduce(x, block, torch.amin, math.inf)
-        if not low.isfinite().all():  # gaps won a min: leave them out (checked pooled, redone if so)
-            low = _pool_reduce(x.masked_fill(~x.isfinite(), math.inf), block, torch.amin, math.inf)
-        pooled = torch.where(-low > high, low, high)
-    return pooled.masked_fill(high == -math.inf, math.nan).numpy()
+    low = _pool_reduce(x, block, torch.amin, math.inf)
+    if not low.isfinite().all():  # gaps won a min: leave them out (checked pooled, redone if so)
+        low = _pool_reduce(x.masked_fill(~x.isfinite(), math.inf), block, torch.amin, math.inf)
+    return high, low
+
+
+def most_extreme(high: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
+    """The value of largest magnitude of each block from its bounds, sign kept (the positive one of
+    two of equal magnitude); NaN for a block of gaps alone."""
+    return torch.where(-low > high, low, high).masked_fill(high == -math.inf, math.nan)
 
 
 def _pool_reduce(x: torch.Tensor, block: int, reduce, pad: float) -> torch.Tensor:

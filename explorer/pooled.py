@@ -1,0 +1,122 @@
+"""A layer's views past the view budget: computed from its projections a block of queries at a time
+(`explorer.blockwise`) and pooled as the figures pool a whole map (`explorer.figures.maps`), so they
+show what the whole maps would have shown, code for code.
+
+    head_stages   one head's scores, scaled, masked and probs, pooled and coded; the mask's codes
+    layer_pass    every head's map pooled and coded, their similarity, and the output if asked for
+
+A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
+The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
+float32(largest s · c), and so for the smallest); the masked map's are the scaled ones below the
+diagonal, gaps above it, and on it the bounds of the keys each cell's queries may see.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer import blockwise
+from explorer.attention import softmax_rows
+from explorer.figures import maps
+from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
+from explorer.run import Run
+
+Stages = dict[str, np.ndarray | maps.EncodedMap]
+
+
+def head_stages(run: Run, layer: int, head: int, block_bytes: int) -> tuple[Stages, tuple | np.ndarray]:
+    """One head's four maps, encoded as `figures.pipeline_figure` would encode the whole maps, and the
+    mask's codes; up to 512 tokens (a block of one) the maps themselves and the mask."""
+    p, n = run.projections(layer), run.n_tokens
+    block = maps.block_for(n, maps.MAP_BUDGET_BYTES)
+    if block == 1:  # at most 512 × 512: small enough whole
+        whole = blockwise.head_rows(p, head, 0, n)
+        return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
+    cells = math.ceil(n / block)
+    keys = p.k_rot[p.kv_head[head]]  # [N, d]
+    highs, lows, diagonal_highs, diagonal_lows, probs_cells = [], [], [], [], []
+    with torch.inference_mode():
+        for start, stop in blockwise.query_blocks(n, 2, block_bytes, block):  # scores and probs rows
+            scores = p.q_rot[head, start:stop] @ keys.T  # [R, N], as blockwise.head_rows
+            high, low = maps.pool_bounds(scores, block)  # [R/b, cells] each
+            highs.append(high)
+            lows.append(low)
+            high, low = _diagonal_bounds(scores[:, start:stop], block)  # [R/b] each
+            diagonal_highs.append(high)
+            diagonal_lows.append(low)
+            probs = softmax_rows(p, start, stop, [head], causal=True)[0]  # [R, stop]: later keys p = 0
+            pooled = maps.pool(probs, block, "max")  # [R/b, ceil(stop/b)]
+            probs_cells.append(np.pad(pooled, ((0, 0), (0, cells - pooled.shape[-1]))))
+        high, low = torch.cat(highs), torch.cat(lows)  # [cells, cells]
+        below = torch.ones(cells, cells, dtype=torch.bool).tril(-1)  # every key of the cell allowed
+        on = torch.eye(cells, dtype=torch.bool)
+        masked_high = torch.where(below, high, -math.inf)
+        masked_high[on] = torch.cat(diagonal_highs)
+        masked_low = torch.where(below, low, math.inf)
+        masked_low[on] = torch.cat(diagonal_lows)
+        scale = p.scale
+        pooled = {
+            "scores": maps.most_extreme(high, low),
+            "scaled": maps.most_extreme(high * scale, low * scale),
+            "masked": maps.most_extreme(masked_high * scale, masked_low * scale),
+        }
+    pooled = {name: cells_.numpy() for name, cells_ in pooled.items()}
+    scaled_limit = maps.signed_limit(pooled["scaled"])
+    encoded = {
+        "scores": maps.signed_codes(pooled["scores"], block, maps.signed_limit(pooled["scores"])),
+        "scaled": maps.signed_codes(pooled["scaled"], block, scaled_limit),
+        "masked": maps.signed_codes(pooled["masked"], block, scaled_limit),
+        "probs": maps.probs_codes(np.concatenate(probs_cells), block),
+    }
+    return encoded, maps.causal_mask_codes(n)
+
+
+def _diagonal_bounds(square: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The largest and smallest value each b×b cell on the diagonal of a block's square of scores
+    (its queries × the same keys) holds where the causal mask allows it (key ≤ query).
+    # [R, R] -> ([ceil(R/b)],) × 2"""
+    size = square.shape[0]
+    cells = math.ceil(size / block)
+    padded = torch.nn.functional.pad(
+        square, (0, cells * block - size, 0, cells * block - size), value=math.nan
+    )
+    on = padded.reshape(cells, block, cells, block).diagonal(dim1=0, dim2=2).permute(2, 0, 1)  # [cells, b, b]
+    allowed = torch.ones(block, block, dtype=torch.bool).tril() & ~on.isnan()  # query row ≥ key column
+    high = on.masked_fill(~allowed, -math.inf).amax(dim=(1, 2))
+    low = on.masked_fill(~allowed, math.inf).amin(dim=(1, 2))
+    return high, low
+
+
+@dataclass
+class LayerPass:
+    """A layer's views computed block by block, in one pass over its maps."""
+
+    head_maps: np.ndarray | list[maps.EncodedMap]  # every head's map: whole (a few tokens) or coded
+    similarity: torch.Tensor  # [H, H]
+    output: torch.Tensor | None  # [N, hidden], if asked for
+    seconds: float  # the eager path's time: the projections and the pass
+
+
+def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> LayerPass:
+    """Every head's map pooled as `figures.all_heads_figure` pools it, their similarity, and the
+    layer's output (as an ablated run edits it) if `output`, from one pass over the layer's maps."""
+    start = time.perf_counter()
+    p, n = run.projections(layer), run.n_tokens
+    block = maps.block_for(n, ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
+    parts, cells = [], math.ceil(n / block)
+
+    def pool(first_query, probs):  # probs [H, R, stop]: the keys after (cells of 0) are left out
+        pooled = maps.pool(probs, block, "max")  # [H, R/b, ceil(stop/b)]
+        parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
+
+    attn = run.explorer.model.layers[layer].self_attn if output else None
+    similarity, out = blockwise.layer_pass(p, block_bytes, attn, block, pool, run.head_edit(layer))
+    pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
+    # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
+    coded = pooled if block == 1 else [maps.probs_codes(m, block) for m in pooled]
+    return LayerPass(coded, similarity, out, time.perf_counter() - start)
