@@ -63,7 +63,8 @@ def prompt(checkpoint: Path, n_tokens: int) -> tuple[list[int], str]:
     into exactly those ids: random ids spelled by the word-level tokenizer for the random model, the
     first N tokens of `real_text()` in the file's own tokenizer for a GGUF file."""
     if checkpoint.suffix == ".gguf":
-        from explorer.gguf import config_from_header, read_header, read_tokenizer
+        from explorer.gguf import config_from_header, read_tokenizer
+        from explorer.gguf_header import read_header
 
         model_type = config_from_header(read_header(checkpoint), checkpoint.name).model_type
         text = real_text()

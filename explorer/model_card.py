@@ -12,7 +12,8 @@ import torch
 from explorer.config import ModelConfig
 
 if TYPE_CHECKING:
-    from explorer.train import History, Measurements, TrainConfig
+    from explorer.train import History, Measurements
+    from explorer.train_config import TrainConfig
 
 KNOWN_CORPORA = {
     "tinyshakespeare.txt": (

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from explorer import models
-from explorer.checkpoints import HUB_ID, CheckpointError
+from explorer.checkpoints import CheckpointError
+from explorer.hub import HUB_ID
 
 MODES = ("any", "listed", "bundled")
 MAX_SOURCE_CHARS = 1024  # a model source (a path or a hub id) longer than this is refused unread

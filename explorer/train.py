@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from explorer import heads, model_card
@@ -39,115 +39,11 @@ from explorer.checkpoints import save_checkpoint
 from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.run import Explorer, load
+from explorer.train_config import PRESETS, TrainConfig
+from explorer.train_data import END_OF_TEXT, heldout_sample, sample_batch, split_corpus, train_tokenizer
 
-END_OF_TEXT = "<|endoftext|>"
-HELDOUT_FRACTION = 0.1
-HELDOUT_SAMPLE_CHARS = 8000
 HELDOUT_SAMPLE_FILE = "heldout_sample.txt"
 SAMPLE_PROMPT = "ROMEO:\n"
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    # model
-    layers: int = 4
-    hidden: int = 192
-    heads: int = 8
-    kv_heads: int = 2
-    intermediate: int = 512
-    context: int = 256
-    vocab: int = 4096
-    # optimisation
-    steps: int = 5000
-    batch_size: int = 8  # sequences of `context` tokens; short-context steps take as many tokens
-    lr: float = 1e-3
-    warmup: int = 100
-    weight_decay: float = 0.1
-    # curriculum for induction heads
-    short_context: int = 64  # the first `short_steps` train on windows this long
-    short_steps: int = 1500
-    repeat_fraction: float = 0.5  # share of windows that are one random span repeated to fill them
-    repeat_source: str = "mixed"  # "vocabulary": random tokens the text uses; "text"; "mixed": either, evenly
-    # bookkeeping
-    eval_every: int = 100
-    eval_windows: int = 32  # held-out windows scored at each evaluation during training
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = 1  # CPU threads; one is steady on a shared machine and repeatable across core counts
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch_size * self.context
-
-    def window(self, step: int) -> int:
-        """Training window length at `step` (counted from 0)."""
-        return self.short_context if step < self.short_steps else self.context
-
-
-PRESETS = {
-    "shakespeare": TrainConfig(),
-    "tiny": TrainConfig(
-        layers=2, hidden=32, intermediate=64, context=32, vocab=300, steps=6, batch_size=4, warmup=2,
-        short_context=16, short_steps=3, eval_every=3, eval_windows=4,
-    ),
-}  # fmt: skip
-
-
-# --- data -------------------------------------------------------------------------------------------
-
-
-def split_corpus(text: str) -> tuple[str, str]:
-    """(train, held-out): the held-out split is the last 10% of the text."""
-    cut = int(len(text) * (1 - HELDOUT_FRACTION))
-    return text[:cut], text[cut:]
-
-
-def heldout_sample(heldout_text: str) -> str:
-    """The start of the held-out split in whole lines, about 8 kB: shipped beside the model so that
-    head types can be measured on held-out text offline."""
-    cut = heldout_text.rfind("\n", 0, HELDOUT_SAMPLE_CHARS) + 1
-    return heldout_text[: cut or HELDOUT_SAMPLE_CHARS]
-
-
-def train_tokenizer(text: str, vocab_size: int) -> Tokenizer:
-    """Byte-level BPE: every byte is in the alphabet, so any Unicode text encodes without unknowns."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=[END_OF_TEXT],
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(text.splitlines(keepends=True), trainer)
-    return tokenizer
-
-
-def sample_batch(
-    tokens: torch.Tensor, vocabulary: torch.Tensor, config: TrainConfig, step: int, generator: torch.Generator
-) -> torch.Tensor:
-    """Random windows of the token stream, `config.window(step)` long. In a `repeat_fraction` of them
-    one random span (4 tokens to half the window, log-uniform: short ones are common) is repeated to
-    fill the window, so all but its first copy can be predicted by looking back. The span is tokens
-    drawn uniformly from `vocabulary` (the ids the text uses), running text, or ("mixed") either, as
-    often one as the other: random tokens make induction heads form fast, text makes them fire on text.
-    # [T], [V] -> [B, window+1]"""
-    length = config.window(step) + 1
-    n_windows = config.tokens_per_step // (length - 1)
-    starts = torch.randint(len(tokens) - length + 1, (n_windows,), generator=generator)
-    batch = torch.stack([tokens[start : start + length] for start in starts.tolist()])
-    repeated = torch.rand(n_windows, generator=generator) < config.repeat_fraction
-    for row in repeated.nonzero().flatten().tolist():
-        log_span = torch.empty(1).uniform_(math.log(4), math.log(length // 2), generator=generator)
-        span = int(log_span.exp().round())
-        source = config.repeat_source
-        if source == "mixed":
-            source = "vocabulary" if torch.rand(1, generator=generator) < 0.5 else "text"
-        if source == "vocabulary":
-            batch[row, :span] = vocabulary[torch.randint(len(vocabulary), (span,), generator=generator)]
-        batch[row] = batch[row, :span].repeat(length // span + 1)[:length]
-    return batch
 
 
 # --- model and optimisation -------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import torch
 from huggingface_hub.hf_api import RepoSibling
 
 import explorer
-from explorer import ModelConfig, PromptError, UnsupportedConfigError, checkpoints
+from explorer import ModelConfig, PromptError, UnsupportedConfigError, hub
 from explorer.checkpoints import CheckpointError
 from tests.conftest import PROMPT
 
@@ -240,7 +240,7 @@ def test_a_hub_model_too_big_to_serve_is_refused_before_any_download(monkeypatch
     monkeypatch.setattr(huggingface_hub, "snapshot_download", pytest.fail)
     with pytest.raises(CheckpointError, match=r"^big-org/huge is 7\.5 GB to download, above .* of 5 GB"):
         explorer.load("big-org/huge")  # the 9 GB pickle is not counted: it is never downloaded
-    monkeypatch.setenv(checkpoints.MAX_DOWNLOAD_GB_VARIABLE, "a lot")
+    monkeypatch.setenv(hub.MAX_DOWNLOAD_GB_VARIABLE, "a lot")
     with pytest.raises(CheckpointError, match="not a number"):
         explorer.load("big-org/huge")
 
@@ -255,7 +255,7 @@ def test_a_hub_model_within_the_limit_is_downloaded_and_loaded(monkeypatch, gqa_
     monkeypatch.setattr(
         huggingface_hub, "snapshot_download", lambda repo_id, **kw: asked.append(kw) or str(gqa_checkpoint)
     )
-    monkeypatch.setenv(checkpoints.MAX_DOWNLOAD_GB_VARIABLE, str(size * 1.01 / 1e9))
+    monkeypatch.setenv(hub.MAX_DOWNLOAD_GB_VARIABLE, str(size * 1.01 / 1e9))
     ex = explorer.load("small-org/tiny", device="cpu")
     assert ex.config.n_kv_heads < ex.config.n_heads
-    assert asked == [{"allow_patterns": checkpoints.HUB_FILES}]
+    assert asked == [{"allow_patterns": hub.HUB_FILES}]

@@ -12,12 +12,13 @@ from pathlib import Path
 import torch
 
 import explorer
-from explorer import heads, train
+from explorer import heads, train, train_data
 from explorer.model import Transformer
+from explorer.train_config import PRESETS
 from tests.conftest import PROMPT, TEXT
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = train.PRESETS["tiny"]
+TINY = PRESETS["tiny"]
 
 
 def small_corpus() -> str:
@@ -53,7 +54,7 @@ def test_training_command_writes_a_model_that_loads(tmp_path):
 
 
 def test_tokenizer_encodes_any_unicode_without_unknown_tokens():
-    tokenizer = train.train_tokenizer(small_corpus(), vocab_size=TINY.vocab)
+    tokenizer = train_data.train_tokenizer(small_corpus(), vocab_size=TINY.vocab)
     assert tokenizer.get_vocab_size() == TINY.vocab
     for text in (PROMPT, "日本語のテキスト", "Ωμέγα ∑ 🦜🏳️‍🌈", "\x00\t\u200b"):
         assert tokenizer.decode(tokenizer.encode(text).ids) == text
@@ -61,7 +62,7 @@ def test_tokenizer_encodes_any_unicode_without_unknown_tokens():
 
 def test_heldout_split_is_the_last_tenth():
     text = small_corpus()
-    train_text, heldout_text = train.split_corpus(text)
+    train_text, heldout_text = train_data.split_corpus(text)
     assert train_text + heldout_text == text
     assert abs(len(heldout_text) - len(text) / 10) <= 1
 
@@ -75,19 +76,19 @@ def test_repeated_windows_repeat_one_span_and_short_windows_come_first():
     vocabulary = torch.arange(5000, 5100)
     generator = torch.Generator().manual_seed(0)
     config = dataclasses.replace(TINY, batch_size=64, repeat_fraction=1.0, repeat_source="text")
-    short = train.sample_batch(tokens, vocabulary, config, 0, generator)
+    short = train_data.sample_batch(tokens, vocabulary, config, 0, generator)
     assert short.shape == (config.tokens_per_step // config.short_context, config.short_context + 1)
-    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
+    for row in train_data.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert 4 <= period(row) <= len(row) // 2 and row[0] < 5000
     config = dataclasses.replace(config, repeat_source="vocabulary")
-    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
+    for row in train_data.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert period(row) <= len(row) // 2 and set(row) <= set(vocabulary.tolist())
     config = dataclasses.replace(config, repeat_source="mixed")
-    rows = train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist()
+    rows = train_data.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist()
     from_text = [row[0] < 5000 for row in rows]
     assert all(period(row) <= len(row) // 2 for row in rows) and 0.25 < sum(from_text) / len(rows) < 0.75
     config = dataclasses.replace(config, repeat_fraction=0.0)
-    for row in train.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
+    for row in train_data.sample_batch(tokens, vocabulary, config, config.short_steps, generator).tolist():
         assert row == list(range(row[0], row[0] + config.context + 1))
 
 
@@ -102,7 +103,7 @@ def train_once(tokens: torch.Tensor, tokenizer, config) -> dict[str, torch.Tenso
 
 def test_training_is_deterministic_on_cpu():
     text = small_corpus()
-    tokenizers = [train.train_tokenizer(text, TINY.vocab) for _ in range(2)]
+    tokenizers = [train_data.train_tokenizer(text, TINY.vocab) for _ in range(2)]
     assert tokenizers[0].to_str() == tokenizers[1].to_str()
     tokens = torch.tensor(tokenizers[0].encode(text).ids)
     first, second = (train_once(tokens, tokenizers[0], TINY) for _ in range(2))
