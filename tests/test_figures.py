@@ -15,7 +15,7 @@ import torch
 import explorer
 from explorer import heads, rope, views
 from explorer.figures.common import lower_triangle_fill, to_json, token_label
-from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region
+from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region, pool
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
 from tests.tolerant_snapshots import TolerantAmberExtension
@@ -382,6 +382,25 @@ def test_rope_angles_are_sent_as_a_rule_the_browser_computes_bit_for_bit(long_co
     assert set(rebuilt) == {0} and rebuilt[0].shape == (n_tokens, run.config.head_dim // 2)
     assert np.array_equal(rebuilt[0], full[0]["z"]) and rebuilt[0].dtype == np.float32
     assert len(payload) < 20_000 + 40 * n_tokens  # the rule and the token labels, not the map
+
+
+def test_pooling_keeps_each_blocks_largest_or_most_extreme_value_and_leaves_gaps_out():
+    nan, inf = math.nan, math.inf
+    values = np.array(
+        [
+            [1.0, -3.0, nan, 0.5, 7.0],
+            [2.0, 3.0, -inf, nan, -7.0],
+            [nan, nan, 4.0, -5.0, nan],
+        ],
+        dtype=np.float32,
+    )  # blocks of 2: the last row and column of cells are cut by the map's end
+    np.testing.assert_array_equal(pool(values, 2, "max"), [[3.0, 0.5, 7.0], [nan, 4.0, nan]])
+    # largest magnitude, sign kept; 3 and −3 tie: the positive one; 7 and −7 tie likewise
+    np.testing.assert_array_equal(pool(values, 2, "extreme"), [[3.0, 0.5, 7.0], [nan, -5.0, nan]])
+    np.testing.assert_array_equal(pool(torch.tensor(values), 1, "max"), values)  # a block of one: as is
+    assert pool(values, 2, "max").dtype == np.float32
+    stacked = np.stack([values, 2 * values])  # [2, 3, 5]: each leading index pooled alone
+    np.testing.assert_array_equal(pool(stacked, 2, "extreme")[1], 2 * pool(values, 2, "extreme"))
 
 
 def test_a_map_with_anything_above_its_diagonal_is_sent_whole():
