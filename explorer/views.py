@@ -4,7 +4,8 @@ figure builders. The UI calls these and only wires; nothing here draws or knows 
 Looking at a layer costs one eager rerun of that layer (cached by the Run); a head's stages are
 computed for that head alone. Nothing here runs the model forward. A layer whose [H, N, N] maps pass
 VIEW_MAP_BYTES is never held whole: its views are computed from the layer's projections a block of
-queries at a time (`explorer.blockwise`), maps pooled block by block as the figures would pool them.
+queries at a time (`explorer.pooled`, over `explorer.blockwise`), maps pooled block by block as the
+figures would pool them.
 """
 
 from __future__ import annotations
@@ -60,10 +61,8 @@ def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.F
         stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
         mask, scale = att.mask.numpy(), att.scale
     else:
-        (stages, mask), scale = (
-            pooled.head_stages(run, layer, head, _block_bytes()),
-            run.projections(layer).scale,
-        )
+        stages, mask = pooled.head_stages(run, layer, head, _block_bytes())
+        scale = run.projections(layer).scale
     return figures.pipeline_figure(
         run.tokens,
         stages["scores"],
