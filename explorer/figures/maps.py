@@ -3,7 +3,9 @@ query, key and value.
 
 Maps go out as base64 typed arrays (numpy float32 / uint8, which plotly serialises as `bdata`, never
 as nested lists): exact float32 while the map fits a byte budget, else one byte per cell, else pooled
-into blocks of positions (to half as many cells), with a note saying so.
+into blocks of positions (to half as many cells), with a note saying so. Pooling runs in torch, on a
+view of the numpy map (5 to 10 times numpy's speed on blocks of 2 to 6 positions); numpy comes in
+and numpy goes out.
 """
 
 from __future__ import annotations
