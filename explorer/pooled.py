@@ -4,6 +4,8 @@ show what the whole maps would have shown, code for code.
 
     head_stages   one head's scores, scaled, masked and probs, pooled and coded; the mask's codes
     layer_pass    every head's map pooled and coded, their similarity, and the output if asked for
+    layer_views   what the layer's views show of a pass with the output, kept with the run: coming
+                  back to the layer computes nothing (`kept_layer_views`)
 
 A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
 The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
@@ -120,3 +122,38 @@ def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> L
     # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
     coded = pooled if block == 1 else [maps.probs_codes(m, block) for m in pooled]
     return LayerPass(coded, similarity, out, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class LayerViews:
+    """What a layer's views show of its pass past the budget, as the run keeps it: pooled codes, the
+    similarity and two numbers (some 60 KB a layer on SmolLM2 at 2,048 tokens), not the maps."""
+
+    head_maps: np.ndarray | list[maps.EncodedMap]
+    similarity: torch.Tensor  # [H, H]
+    max_abs_diff: float  # max |eager − SDPA| of the layer's attention output
+    eager_seconds: float  # the eager path's time: the projections and the pass
+
+    @property
+    def nbytes(self) -> int:
+        if isinstance(self.head_maps, np.ndarray):
+            held = self.head_maps.nbytes
+        else:
+            held = sum(m.z.nbytes for m in self.head_maps)
+        return held + self.similarity.numel() * self.similarity.element_size()
+
+
+def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
+    """The layer's pass with its output, checked against the fast path's output and reduced to what
+    the views show; computed once per run and layer, then kept (`Run.kept`)."""
+    kept = kept_layer_views(run, layer)
+    if kept is None:
+        passed = layer_pass(run, layer, block_bytes)
+        diff = float((passed.output - run.sdpa_output(layer)).abs().max())
+        kept = LayerViews(passed.head_maps, passed.similarity, diff, passed.seconds)
+        run.kept[("layer views", layer)] = kept
+    return kept
+
+
+def kept_layer_views(run: Run, layer: int) -> LayerViews | None:
+    return run.kept.get(("layer views", layer))

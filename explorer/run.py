@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -155,6 +155,9 @@ class Run:
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
         self._projections: OrderedDict[int, Projections] = OrderedDict()
+        # Small results the views derive from this run and keep with it (`explorer.pooled`: a layer's
+        # pooled maps past the view budget, some 60 KB a layer); each has `nbytes`, counted below.
+        self.kept: dict[Hashable, Any] = {}
 
     @property
     def config(self) -> ModelConfig:
@@ -277,9 +280,10 @@ class Run:
         return out[0].float().cpu()
 
     def cache_nbytes(self) -> int:
-        """Memory this run holds: cached layer inputs plus cached eager layers."""
+        """Memory this run holds: cached layer inputs, cached eager layers, and what the views keep."""
         own = self.layer_inputs.numel() * self.layer_inputs.element_size()
-        return own + self.final_hidden.numel() * self.final_hidden.element_size() + self.cached_eager_bytes
+        own += self.final_hidden.numel() * self.final_hidden.element_size()
+        return own + self.cached_eager_bytes + sum(value.nbytes for value in self.kept.values())
 
 
 def _to_cpu(internals: AttentionInternals | Projections) -> AttentionInternals | Projections:

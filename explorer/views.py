@@ -122,8 +122,14 @@ def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
     if maps_fit(run):
         att = run.attention(layer)
         return _all_heads_figure(run, layer, att.probs.numpy(), log_colours)
-    passed = pooled.layer_pass(run, layer, _block_bytes(), output=False)
-    return _all_heads_figure(run, layer, passed.head_maps, log_colours)
+    return _all_heads_figure(run, layer, _pooled_layer(run, layer).head_maps, log_colours)
+
+
+def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
+    """Every head's pooled map and their similarity past the budget: as the run keeps them once the
+    layer was shown, else from a pass without the output."""
+    kept = pooled.kept_layer_views(run, layer)
+    return kept if kept is not None else pooled.layer_pass(run, layer, _block_bytes(), output=False)
 
 
 def _all_heads_figure(run: Run, layer: int, maps_of_heads, log_colours: bool = False) -> go.Figure:
@@ -186,8 +192,7 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
         att = run.attention(layer)
         unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
         return _similarity_figure(run, layer, unit @ unit.T)  # [H, H] cosine of every pair of maps
-    passed = pooled.layer_pass(run, layer, _block_bytes(), output=False)
-    return _similarity_figure(run, layer, passed.similarity)
+    return _similarity_figure(run, layer, _pooled_layer(run, layer).similarity)
 
 
 def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Figure:
@@ -217,26 +222,26 @@ def kv_cache(config: ModelConfig, bytes_per_value: int, current: tuple[int, int]
     return figures.kv_cache_figure(per_token, kv_cache_contexts(config), current)
 
 
-def eager_output(run: Run, layer: int) -> tuple[torch.Tensor, float]:
-    """The eager path's attention output of the layer, and the seconds the eager path took: the
-    whole layer (`run.attention`), or block by block when its maps do not fit.  # [N, hidden]"""
-    if maps_fit(run):
-        return run.attention(layer).output, run.eager_seconds[layer]
-    passed = pooled.layer_pass(run, layer, _block_bytes())
-    return passed.output, passed.seconds
-
-
 def eager_max_abs_diff(run: Run, layer: int) -> float:
     """max |eager − SDPA| of the layer's attention output."""
-    return float((eager_output(run, layer)[0] - run.sdpa_output(layer)).abs().max())
+    return _eager_check(run, layer)[0]
+
+
+def _eager_check(run: Run, layer: int) -> tuple[float, float]:
+    """max |eager − SDPA| of the layer's output, and the seconds the eager path took: the whole layer
+    (`run.attention`), or block by block (kept with the run) when its maps do not fit."""
+    if maps_fit(run):
+        diff = float((run.attention(layer).output - run.sdpa_output(layer)).abs().max())
+        return diff, run.eager_seconds[layer]
+    kept = pooled.layer_views(run, layer, _block_bytes())
+    return kept.max_abs_diff, kept.eager_seconds
 
 
 def faithfulness(run: Run, layer: int) -> go.Figure:
-    return _faithfulness_figure(run, layer, *eager_output(run, layer))
+    return _faithfulness_figure(run, layer, *_eager_check(run, layer))
 
 
-def _faithfulness_figure(run: Run, layer: int, output: torch.Tensor, eager_seconds: float) -> go.Figure:
-    diff = float((output - run.sdpa_output(layer)).abs().max())
+def _faithfulness_figure(run: Run, layer: int, diff: float, eager_seconds: float) -> go.Figure:
     return figures.faithfulness_figure(
         layer, diff, EAGER_TOLERANCE, run.forward_seconds, eager_seconds, run.config.n_layers
     )
@@ -281,14 +286,14 @@ def head_figures(
 
 def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Figure]:
     """What depends on the layer alone: every head's map, their similarity, the faithfulness check
-    (past the budget, all three from one pass over the layer's maps)."""
+    (past the budget, all three from one pass over the layer's maps, kept with the run)."""
     if maps_fit(run):
         return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
-    passed = pooled.layer_pass(run, layer, _block_bytes())
+    kept = pooled.layer_views(run, layer, _block_bytes())
     return [
-        _all_heads_figure(run, layer, passed.head_maps, log_colours),
-        _similarity_figure(run, layer, passed.similarity),
-        _faithfulness_figure(run, layer, passed.output, passed.seconds),
+        _all_heads_figure(run, layer, kept.head_maps, log_colours),
+        _similarity_figure(run, layer, kept.similarity),
+        _faithfulness_figure(run, layer, kept.max_abs_diff, kept.eager_seconds),
     ]
 
 

@@ -105,6 +105,24 @@ def test_a_heads_pooled_stages_are_its_whole_maps_pooled(ex, n_tokens, monkeypat
         np.testing.assert_array_equal(b, a)
 
 
+def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
+    """Past the budget a layer's pass is kept as its pooled codes, similarity and check (counted in
+    the run's bytes, some KB): coming back to the layer computes no pass and no fast-path output."""
+    monkeypatch.setattr(views, "VIEW_MAP_BYTES", 8 * 702 * 702 * 4 // 10)
+    run = ex.run(PROMPT)
+    first = views.layer_figures(run, LAYER)
+    kept = sum(value.nbytes for value in run.kept.values())
+    assert 0 < kept < 100_000 and run.cache_nbytes() == run.cached_eager_bytes + kept + sum(
+        t.numel() * t.element_size() for t in (run.layer_inputs, run.final_hidden)
+    )
+    monkeypatch.setattr(pooled, "layer_pass", lambda *a, **k: pytest.fail("the pass was computed again"))
+    monkeypatch.setattr(run, "sdpa_output", lambda *a, **k: pytest.fail("the fast path was rerun"))
+    again = [*views.layer_figures(run, LAYER), views.all_heads(run, LAYER), views.head_similarity(run, LAYER)]
+    for a, b in zip([*first, *first[:2]], again, strict=True):
+        assert a.to_json() == b.to_json()
+    assert views.eager_max_abs_diff(run, LAYER) <= views.EAGER_TOLERANCE
+
+
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
     sizes = []
     rows = attention.softmax_rows
