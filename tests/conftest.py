@@ -6,7 +6,9 @@ import socket
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
+
+from explorer.train_data import train_tokenizer
 
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
@@ -17,17 +19,8 @@ PROMPT = "To be, or not to be: that is the question. To be, or not to be, again 
 
 
 def train_tiny_tokenizer(vocab_size: int = 320) -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<|endoftext|>"],
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator([TEXT] * 4, trainer)
-    return tokenizer
+    """The project's byte-level BPE (`explorer.train_data.train_tokenizer`) trained on TEXT."""
+    return train_tokenizer(TEXT * 4, vocab_size)
 
 
 @pytest.fixture(scope="session")

@@ -131,19 +131,23 @@ def pool(values: np.ndarray | torch.Tensor, block: int, reduce: Literal["max", "
     if block == 1:
         return x.numpy()
     if reduce == "max":
-        high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
-        if high.isnan().any():
-            high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
+        high = _largest(x, block)
         return high.masked_fill(high == -math.inf, math.nan).numpy()
     return most_extreme(*pool_bounds(x, block)).numpy()
+
+
+def _largest(x: torch.Tensor, block: int) -> torch.Tensor:
+    """Each b×b block's largest value, gaps left out (−∞ for a block of gaps alone)."""
+    high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
+    if high.isnan().any():
+        high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
+    return high
 
 
 def pool_bounds(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each b×b block's largest and smallest finite value (−∞ and ∞ for a block of gaps alone), as
     `pool` finds them.  # [..., R, C] -> ([..., ceil(R/b), ceil(C/b)],) × 2"""
-    high = _pool_reduce(x, block, torch.amax, -math.inf)
-    if high.isnan().any():
-        high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
+    high = _largest(x, block)
     low = _pool_reduce(x, block, torch.amin, math.inf)
     if not low.isfinite().all():  # gaps won a min: leave them out (checked pooled, redone if so)
         low = _pool_reduce(x.masked_fill(~x.isfinite(), math.inf), block, torch.amin, math.inf)

@@ -261,14 +261,14 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             ),
             run_handler.after(examples.load_input_event),
             run_handler.after(loader.on_click(load_button)),
-            demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False)
-            .then(
-                restore_view,
-                None,
-                [prompt, layer, head, tabs, current_tab, overview_tab.is_open],
-                api_name=False,
-            )
-            .then(run_prompt, run_inputs, run_outputs, api_name=False, **progress),
+            run_handler.after(
+                demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False).then(
+                    restore_view,
+                    None,
+                    [prompt, layer, head, tabs, current_tab, overview_tab.is_open],
+                    api_name=False,
+                )
+            ),
             generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
         layer.input(
