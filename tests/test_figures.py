@@ -9,6 +9,7 @@ import json
 import math
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -93,6 +94,13 @@ def snapshot_view(node):
     return node
 
 
+def assert_valid_as_sent(fig) -> None:
+    """The figures are built without plotly's validation (figures.common.figure): the figure as sent
+    must be what plotly validates it into, key order aside (a property Plotly.js would not read raises)."""
+    validated = go.Figure(fig.to_plotly_json())
+    assert json.loads(to_json(validated, compact=True)) == json.loads(to_json(fig, compact=True))
+
+
 def traces(fig) -> list[dict]:
     return decoded(fig)["data"]
 
@@ -117,6 +125,16 @@ def test_figure_matches_its_snapshot(figures, name, snapshot):
     sent = decoded(figures[name])
     sent["layout"].pop("template")
     assert snapshot_view(sent) == snapshot
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_figure_is_sent_as_plotly_validates_it(figures, name):
+    assert_valid_as_sent(figures[name])
+
+
+def test_faithfulness_and_log_coloured_figures_are_sent_as_plotly_validates_them(run, where):
+    assert_valid_as_sent(views.faithfulness(run, where["layer"]))
+    assert_valid_as_sent(views.pipeline(run, where["layer"], where["head"], log_colours=True))
 
 
 @pytest.mark.parametrize("name", FIGURE_NAMES)

@@ -18,7 +18,7 @@ from explorer.figures.maps import MAP_BUDGET_BYTES
 from explorer.generate import sampling_probs
 from explorer.tokens import display_tokens
 from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
-from tests.test_figures import decoded, snapshot_view, traces
+from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension
 
 NEW_TOKENS = 24
@@ -311,6 +311,11 @@ def test_generation_figure_matches_its_snapshot(generation_figures, name, snapsh
     sent = decoded(generation_figures[name])
     sent["layout"].pop("template")
     assert snapshot_view(sent) == snapshot
+
+
+@pytest.mark.parametrize("name", ["generation_map", "step_candidates", "generation_kv_cache"])
+def test_generation_figure_is_sent_as_plotly_validates_it(generation_figures, name):
+    assert_valid_as_sent(generation_figures[name])
 
 
 @pytest.mark.parametrize("name", ["generation_map", "step_candidates", "generation_kv_cache"])

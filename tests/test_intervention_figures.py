@@ -11,7 +11,7 @@ import pytest
 import explorer
 from explorer import examples, figures, views
 from explorer.figures.common import to_json, token_label
-from tests.test_figures import decoded, snapshot_view, traces
+from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension
 
 
@@ -46,6 +46,11 @@ def test_intervention_figure_matches_its_snapshot(intervention_figures, name, sn
     sent = decoded(intervention_figures[name])
     sent["layout"].pop("template")
     assert snapshot_view(sent) == snapshot
+
+
+@pytest.mark.parametrize("name", ["ablation_next_tokens", "patching"])
+def test_intervention_figure_is_sent_as_plotly_validates_it(intervention_figures, name):
+    assert_valid_as_sent(intervention_figures[name])
 
 
 @pytest.mark.parametrize("name", ["ablation_next_tokens", "patching"])

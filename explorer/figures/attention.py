@@ -82,9 +82,9 @@ def pipeline_figure(
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
-        layout[f"xaxis{x[1:]}"].update(range=[-0.5, n - 0.5], tickangle=-90, title="key")
+        layout[f"xaxis{x[1:]}"].update(range=[-0.5, n - 0.5], tickangle=-90, title=dict(text="key"))
         layout[f"yaxis{y[1:]}"].update(
-            range=[n - 0.5, -0.5], showticklabels=i == 0, title="query" if i == 0 else None
+            range=[n - 0.5, -0.5], showticklabels=i == 0, title=dict(text="query") if i == 0 else None
         )
     note = scores_map.note
     return figure(
@@ -199,14 +199,14 @@ def zoom_figure(
             tick0=k0,
             dtick=-(-nk // MAX_TICK_LABELS),
             tickangle=-90,
-            title="key",
+            title=dict(text="key"),
         )
         layout[f"yaxis{y[1:]}"].update(
             range=[q0 + nq - 0.5, q0 - 0.5],
             tick0=q0,
             dtick=-(-nq // MAX_TICK_LABELS),
             showticklabels=i == 0,
-            title="query" if i == 0 else None,
+            title=dict(text="query") if i == 0 else None,
         )
     return figure(
         data,

@@ -38,14 +38,23 @@ HOUSE_LAYOUT = dict(
 )
 
 
-def figure(data: list[dict], tokens: list[str] | None = None, **layout) -> go.Figure:
-    """A figure in the house style, built in one step from plain dicts: plotly validates it once
-    (building it trace by trace with make_subplots and update_* costs some twenty times more).
-    With `tokens`, every axis defaults to a token axis."""
+def figure(
+    data: list[dict], tokens: list[str] | None = None, title: str | None = None, **layout
+) -> go.Figure:
+    """A figure in the house style, built in one step from plain dicts (with `tokens`, every axis
+    defaults to a token axis; `title` is the figure's).
+
+    Plotly's validation of every property is skipped: a layer switch's handler took 0.135 s with it
+    and 0.085 s without (256 tokens). So the dicts are written as validation would leave them (titles
+    as {text}, colour scales as lists), and the tests check every figure against its validated self
+    (tests/test_figures.py, assert_valid_as_sent)."""
     defaults = dict(HOUSE_LAYOUT)
     if tokens is not None:
-        defaults.update(xaxis=token_axis(tokens), yaxis=token_axis(tokens))
-    return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout))
+        axis = token_axis(tokens)
+        defaults.update(xaxis=axis, yaxis=axis)
+    if title is not None:
+        layout["title"] = dict(text=title)
+    return go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout), _validate=False)
 
 
 def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -> str:

@@ -35,7 +35,7 @@ def faithfulness_figure(
             f"Layer {layer}: max |eager − SDPA| of the attention output = {max_abs_diff:.2e}"
             f" ({verdict} the {tolerance:.0e} tolerance)"
         ),
-        xaxis=dict(title="server time (ms)"),
+        xaxis=dict(title=dict(text="server time (ms)")),
         yaxis=dict(autorange="reversed"),
         height=240,
         margin=dict(l=260, t=60, b=50),

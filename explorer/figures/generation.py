@@ -64,7 +64,7 @@ def generation_figure(tokens: list[str], rows: np.ndarray, n_prompt: int, title:
             range=[first + n_steps - 0.5, first - 0.5],
             tick0=first,
             dtick=max(1, math.ceil(n_steps / MAX_TICK_LABELS)),
-            title="query",
+            title=dict(text="query"),
         ),
         height=min(720, max(280, 200 + 20 * n_steps)),
         margin=dict(l=90, r=20, t=80, b=110),
@@ -91,7 +91,7 @@ def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: s
     return figure(
         [bars],
         title=title,
-        xaxis=dict(title="probability", range=[0, min(1.0, float(probs.max()) * 1.35 + 1e-3)]),
+        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, float(probs.max()) * 1.35 + 1e-3)]),
         yaxis=dict(
             autorange="reversed", tickmode="linear", tick0=0, dtick=1, tickformat="d", labelalias=labels
         ),

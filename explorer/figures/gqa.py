@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure, group_colour
 
-SIMILARITY_COLORSCALE = "Viridis"
+SIMILARITY_COLORSCALE = get_colorscale("Viridis")
 LAYOUT_COLOURS = ("#2563eb", "#9ca3af", "#059669")  # this model, as MHA, as MQA
 
 
@@ -97,7 +98,7 @@ def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: s
         title=f"{title}<br><sup>cosine of every pair of maps, heads ordered by kv group;<br>mean within a"
         f" kv group {_fmt(within)}, across groups {_fmt(across)}</sup>",
         shapes=shapes,
-        xaxis=dict(ticks, ticktext=[str(h) for h in order], title="head"),
+        xaxis=dict(ticks, ticktext=[str(h) for h in order], title=dict(text="head")),
         yaxis=dict(ticks, ticktext=[f"head {h} · kv {kv_head[h]}" for h in order], autorange="reversed"),
         height=max(360, 140 + 24 * n_heads),
         margin=dict(t=95, l=110),
@@ -145,8 +146,8 @@ def kv_cache_figure(
         title="KV cache of the loaded model against the same model as MHA and MQA"
         f"<br><sup>K and V of every layer, at the model's dtype{now}</sup>",
         barmode="group",
-        xaxis=dict(title="context (tokens)", type="category"),
-        yaxis=dict(title="bytes", type="log", **binary_ticks(smallest, largest)),
+        xaxis=dict(title=dict(text="context (tokens)"), type="category"),
+        yaxis=dict(title=dict(text="bytes"), type="log", **binary_ticks(smallest, largest)),
         legend=dict(orientation="h", x=0, y=-0.25),
         height=440,
         margin=dict(t=80, b=110),

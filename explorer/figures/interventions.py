@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure, quoted_token, token_label
 
@@ -38,7 +39,7 @@ def ablation_next_tokens_figure(
         title=f"Next token before and after the {ablation}",
         barmode="group",
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),  # under the title
-        xaxis=dict(title="probability", range=[0, min(1.0, top * 1.3 + 1e-3)]),
+        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, top * 1.3 + 1e-3)]),
         yaxis=dict(
             autorange="reversed", tickmode="linear", tick0=0, dtick=1, tickformat="d", labelalias=labels
         ),
@@ -70,7 +71,7 @@ def patching_figure(
         zmid=0.0,
         zmin=-limit,
         zmax=limit,
-        colorscale="RdBu",
+        colorscale=get_colorscale("RdBu"),
         colorbar=dict(title=dict(text="recovered"), thickness=12),
         customdata=hover,
         hovertemplate="layer %{y} · head %{x} · kv %{customdata[0]:d}<br>recovered %{z:.3f}"
@@ -83,8 +84,8 @@ def patching_figure(
         title="Each head patched from the clean run into the corrupted one: recovered = (patched − "
         f"corrupted) / (clean − corrupted)<br>logit {difference}: clean {clean_logit_diff:.3f}, "
         f"corrupted {corrupted_logit_diff:.3f}",
-        xaxis=dict(title="head", **integers),
-        yaxis=dict(title="layer", autorange="reversed", **integers),
+        xaxis=dict(title=dict(text="head"), **integers),
+        yaxis=dict(title=dict(text="layer"), autorange="reversed", **integers),
         height=max(340, 160 + 22 * n_layers),
         margin=dict(t=80),
     )

@@ -17,12 +17,12 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from plotly.colors import sample_colorscale
+from plotly.colors import get_colorscale, sample_colorscale
 
 MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
-PROBS_COLORSCALE = "Blues"
+PROBS_COLORSCALE = get_colorscale("Blues")
 LOG_FLOOR = 1e-4  # the faintest probability a log colour scale tells from zero
-SIGNED_COLORSCALE = "RdBu_r"
+SIGNED_COLORSCALE = get_colorscale("RdBu_r")
 MASK_COLOURS = [[0, "#f3f4f6"], [1, "#e0f2fe"]]
 MASKED_FILL = dict(
     fillcolor="#f3f4f6",

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from explorer.figures.common import colorbar_below, figure, grid, hover_label
 
@@ -43,7 +44,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
                 yaxis=y,
                 zmin=low,
                 zmax=high,
-                colorscale=colorscale,
+                colorscale=get_colorscale(colorscale),
                 colorbar=colorbar_below(layout, x, y=-0.3),
                 customdata=kv_of_cell,
                 hoverongaps=False,
@@ -54,7 +55,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
         integers = dict(tickmode="linear", tick0=0, showgrid=False, zeroline=False)
         layout[f"xaxis{x[1:]}"].update(integers, dtick=math.ceil(n_heads / 12))
         layout[f"yaxis{y[1:]}"].update(
-            integers, dtick=1, autorange="reversed", title="layer" if y == "y" else None
+            integers, dtick=1, autorange="reversed", title=dict(text="layer") if y == "y" else None
         )
     return figure(
         data,
@@ -82,7 +83,7 @@ def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
     return figure(
         [bars],
         title="Most likely next tokens",
-        xaxis=dict(title="probability", range=[0, min(1.0, float(probs.max()) * 1.25 + 1e-3)]),
+        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, float(probs.max()) * 1.25 + 1e-3)]),
         yaxis=dict(
             autorange="reversed", tickmode="linear", tick0=0, dtick=1, tickformat="d", labelalias=labels
         ),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure, quoted_token, token_axis
 
-ANGLE_COLORSCALE = "Twilight"  # cyclic: −π and π meet
-PAIR_COLORSCALE = "Viridis"
+ANGLE_COLORSCALE = get_colorscale("Twilight")  # cyclic: −π and π meet
+PAIR_COLORSCALE = get_colorscale("Viridis")
 ARC_POINTS = 12
 PAIR_COLORBAR = dict(
     title=dict(text="frequency<br>pair i<br>(fast → slow)", side="top", font=dict(size=11)),
@@ -54,8 +55,8 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
         [heatmap],
         title="RoPE angle m·θᵢ at every position and frequency pair"
         "<br><sup>wrapped to (−π, π]; fast pairs (left) turn every token, slow ones (right) barely</sup>",
-        xaxis=dict(title="frequency pair i (fast → slow)", showgrid=False, zeroline=False),
-        yaxis=dict(token_axis(tokens), title="position m", autorange="reversed"),
+        xaxis=dict(title=dict(text="frequency pair i (fast → slow)"), showgrid=False, zeroline=False),
+        yaxis=dict(token_axis(tokens), title=dict(text="position m"), autorange="reversed"),
         height=440,
         margin=dict(t=70),
     )
@@ -92,8 +93,8 @@ def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: i
         data,
         title="Wavelength 2π/θᵢ of each frequency pair<br><sup>below the context line a pair turns within"
         " the context (position);<br>above it, it barely turns (content)</sup>",
-        xaxis=dict(title="frequency pair i", zeroline=False),
-        yaxis=dict(title="wavelength (tokens)", type="log", dtick=1),
+        xaxis=dict(title=dict(text="frequency pair i"), zeroline=False),
+        yaxis=dict(title=dict(text="wavelength (tokens)"), type="log", dtick=1),
         legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
         height=440,
         margin=dict(t=90, b=110),
@@ -231,8 +232,8 @@ def score_split_figure(
         title=title,
         barmode="group",
         bargap=0.15,
-        xaxis=dict(title="frequency pair i (fast → slow)"),
-        yaxis=dict(title="share of q·k", zeroline=True, zerolinecolor="#9ca3af"),
+        xaxis=dict(title=dict(text="frequency pair i (fast → slow)")),
+        yaxis=dict(title=dict(text="share of q·k"), zeroline=True, zerolinecolor="#9ca3af"),
         legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
         height=420,
         margin=dict(t=90),

@@ -125,7 +125,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
         shared = Shared(workspace, status, shown, layer, head, log_colours)
 
-        with gr.Tabs(elem_id="views", overflow_behavior="wrap") as tabs:
+        with gr.Tabs(elem_id="views", overflow_behavior="wrap"):
             attention_tab = attention.build(shared)
             rope_tab = rope.build(shared)
             gqa_tab = gqa.build(startup.gqa, startup.kv_cache)
@@ -250,6 +250,13 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         progress = dict(show_progress_on=status)
         loader = model_loading.Loader(workspace, picker, [status, model, model_card, layer, head])
         loader.outputs += [gqa_tab.diagram, gqa_tab.kv_cache, shown]
+        restored = demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False).then(
+            restore_view, None, [prompt, layer, head, current_tab, overview_tab.is_open], api_name=False
+        )
+        # The link's tab is opened in the page, as a click would: were the tabs an output of any event,
+        # Gradio would copy the state of every component inside them at each of every later event's
+        # status messages (~15 ms of a layer switch at 256 tokens).
+        restored.then(None, js=share.OPEN_TAB_JS)
         runs = [
             gr.on(
                 [run_button.click, prompt.submit],
@@ -261,14 +268,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             ),
             run_handler.after(examples.load_input_event),
             run_handler.after(loader.on_click(load_button)),
-            run_handler.after(
-                demo.load(loader.restore, None, [*loader.outputs, picker], api_name=False).then(
-                    restore_view,
-                    None,
-                    [prompt, layer, head, tabs, current_tab, overview_tab.is_open],
-                    api_name=False,
-                )
-            ),
+            run_handler.after(restored),
             generate_tab.show_with(shared, run_prompt, run_inputs, run_outputs),
         ]
         layer.input(
@@ -314,14 +314,14 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 
 
 def restore_view(request: gr.Request):
-    """The prompt, layer, head and tab a link asks for (each left as it is when the link does not)."""
+    """The prompt, layer, head and tab a link asks for (each left as it is when the link does not);
+    the page itself opens the tab (share.OPEN_TAB_JS)."""
     params = share.requested(request)
     layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
     return (
         params.get("prompt", gr.skip()),
         gr.skip() if layer is None else layer,
         gr.skip() if head is None else head,
-        gr.skip() if tab is None else gr.Tabs(selected=tab),
         gr.skip() if tab is None else tab,
         tab == "overview",
     )

@@ -17,6 +17,16 @@ COPY_JS = """(query) => {
   return link;
 }"""
 
+# A link's tab, opened in the page as a click would open it (tab names are the labels, lower-cased).
+OPEN_TAB_JS = """() => {
+  const tab = (new URLSearchParams(window.location.search).get("tab") || "").trim().toLowerCase();
+  if (!tab) return;
+  const button = [...document.querySelectorAll("#views [role=tab]")].find(
+    (b) => b.textContent.trim().toLowerCase() === tab,
+  );
+  if (button && button.getAttribute("aria-selected") !== "true") button.click();
+}"""
+
 
 def query_string(prompt: str, layer, head, model: str, tab: str) -> str:
     """The query part of a link to this view."""

@@ -23,19 +23,24 @@ if (!window.__attentionExplorerPage) {
   const hooked = new WeakSet();
 
   function tidyTicks(gd) {
-    const frame = gd.getBoundingClientRect();
-    const inside = (box) =>
-      box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
-    for (const axis of gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")) {
-      const texts = [...axis.querySelectorAll("text")];
+    // Every write first (labels cut, all shown), then every box read, then the hiding: the page is laid
+    // out once for the whole figure, not once per axis (a read after a write lays it out again).
+    const axes = [...gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")];
+    const labels = axes.map((axis) => [...axis.querySelectorAll("text")]);
+    for (const texts of labels) {
       for (const text of texts) {
         const cut = text.textContent.indexOf(SHORT_END);
         if (cut >= 0) text.textContent = text.textContent.slice(0, cut);
-        text.style.visibility = "";
+        if (text.style.visibility) text.style.visibility = "";
       }
-      const placed = texts
-        .map((text) => ({ text, box: text.getBoundingClientRect() }))
-        .filter(({ box }) => box.width > 0 && box.height > 0);
+    }
+    const frame = gd.getBoundingClientRect();
+    const inside = (box) =>
+      box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
+    const measured = labels.map((texts) =>
+      texts.map((text) => ({ text, box: text.getBoundingClientRect() })).filter(({ box }) => box.width > 0 && box.height > 0),
+    );
+    for (const placed of measured) {
       const spread = (key) => Math.max(...placed.map((p) => p.box[key])) - Math.min(...placed.map((p) => p.box[key]));
       const along = spread("left") > spread("top") ? "left" : "top"; // ticks run across or down
       placed.sort((a, b) => a.box[along] - b.box[along]);
@@ -112,39 +117,39 @@ if (!window.__attentionExplorerPage) {
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
 
+  // Maps are handed to Plotly as typed-array specs over one buffer ({dtype, bdata: ArrayBuffer, shape}),
+  // which Plotly reads without copying. Rows of typed arrays would cost more: Plotly's colour clean-up
+  // walks every row's keys before it draws (~20 ms for the pipeline at 256 tokens).
   const ARRAYS = { f4: Float32Array, u1: Uint8Array };
 
-  function typed(z) {
-    // Plotly's typed-array JSON ({dtype: "f4" | "u1", bdata, shape}) as one flat typed array.
-    const text = atob(z.bdata);
-    const bytes = new Uint8Array(text.length);
-    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    return new ARRAYS[z.dtype](bytes.buffer);
+  function spec(values, rows, cols) {
+    const dtype = values instanceof Float32Array ? "f4" : "u1";
+    return { dtype, bdata: values.buffer, shape: `${rows},${cols}` };
   }
 
-  function decode(z) {
-    // A map ("n,m") as rows of typed arrays.
-    const values = typed(z);
-    const [rows, cols] = String(z.shape).split(",").map(Number);
-    return Array.from({ length: rows }, (_, i) => values.subarray(i * cols, (i + 1) * cols));
+  function flat(z) {
+    // A map as Plotly's JSON sends it (base64 bdata) or as rebuilt here (an ArrayBuffer): its values
+    // in one typed array, and its rows and columns.
+    let buffer = z.bdata;
+    if (typeof buffer === "string") {
+      const text = atob(buffer);
+      const bytes = new Uint8Array(text.length);
+      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+      buffer = bytes.buffer;
+    }
+    const values = new ARRAYS[z.dtype](buffer);
+    const [rows, cols] = z.shape === undefined ? [1, values.length] : String(z.shape).split(",").map(Number);
+    return { values, rows, cols };
   }
 
   function lowerTriangle(z, fill) {
-    // A map sent as its lower triangle, row by row (n(n+1)/2 values): rows of n, `fill` above.
-    const values = z.bdata ? typed(z) : z; // Plotly's JSON, or already a typed array
+    // A map sent as its lower triangle, row by row (n(n+1)/2 values): n × n, `fill` above.
+    const { values } = flat(z);
     const n = Math.round((Math.sqrt(8 * values.length + 1) - 1) / 2);
-    const out = [];
-    for (let i = 0, at = 0; i < n; at += ++i) {
-      const row = new values.constructor(n);
-      row.set(values.subarray(at, at + i + 1));
-      if (fill !== 0) row.fill(fill, i + 1);
-      out.push(row);
-    }
-    return out;
-  }
-
-  function rows(z) {
-    return z && z.bdata ? decode(z) : z;
+    const out = new values.constructor(n * n);
+    if (fill !== 0) out.fill(fill);
+    for (let i = 0, at = 0; i < n; at += ++i) out.set(values.subarray(at, at + i + 1), i * n);
+    return spec(out, n, n);
   }
 
   const PI32 = Math.fround(Math.PI), TWO_PI32 = Math.fround(2 * Math.PI);
@@ -153,21 +158,23 @@ if (!window.__attentionExplorerPage) {
     // RoPE's angle of pair i at position m, float32(m × θ_i), wrapped to (−π, π] in float32 steps as
     // numpy does it (explorer/figures/rope.py, wrap_angle): a row for each of n positions.
     const theta = invFreq.map(Math.fround);
-    return Array.from({ length: n }, (_, m) => {
-      const row = new Float32Array(theta.length);
-      for (let i = 0; i < theta.length; i++) {
+    const out = new Float32Array(n * theta.length);
+    for (let m = 0, at = 0; m < n; m++) {
+      for (let i = 0; i < theta.length; i++, at++) {
         const shifted = Math.fround(Math.fround(m * theta[i]) + PI32);
         const wrapped = Math.fround((shifted % TWO_PI32) - PI32);
-        row[i] = wrapped === -PI32 ? PI32 : wrapped;
+        out[at] = wrapped === -PI32 ? PI32 : wrapped;
       }
-      return row;
-    });
+    }
+    return spec(out, n, theta.length);
   }
+
+  const sent = (z) => z && typeof z.bdata === "string"; // as the server sent it: not rebuilt yet
 
   function rebuild(data) {
     for (const trace of data || []) {
       const packed = trace.meta && trace.meta.packed;
-      if (packed && trace.z && !Array.isArray(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
+      if (packed && sent(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
     }
     for (const trace of data || []) {
       const derived = trace.meta && trace.meta.derived;
@@ -176,16 +183,19 @@ if (!window.__attentionExplorerPage) {
         trace.z = ropeAngles(derived.inv_freq, derived.positions);
         continue;
       }
-      const source = rows(data[derived.source].z);
-      data[derived.source].z = source;
+      const source = data[derived.source];
+      const { values, rows, cols } = flat(source.z);
+      source.z = spec(values, rows, cols); // decoded once, here
       if (derived.op === "scale") {
         const by = Math.fround(derived.by);
-        trace.z = source.map((row) => row.map((v) => Math.fround(v * by)));
+        trace.z = spec(values.map((v) => Math.fround(v * by)), rows, cols);
       } else if (derived.op === "same") {
-        trace.z = source;
+        trace.z = spec(values, rows, cols);
       } else if (derived.op === "causal") {
         const fill = derived.fill === null || derived.fill === undefined ? NaN : derived.fill;
-        trace.z = source.map((row, i) => row.map((v, j) => (j <= i ? v : fill)));
+        const out = values.slice();
+        for (let i = 0; i < rows; i++) out.fill(fill, i * cols + i + 1, (i + 1) * cols);
+        trace.z = spec(out, rows, cols);
       }
     }
   }
@@ -246,7 +256,7 @@ if (!window.__attentionExplorerPage) {
       if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
-    const unbuilt = (t) => t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && t.z && !Array.isArray(t.z)));
+    const unbuilt = (t) => t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
       if ((gd.data || []).some(unbuilt)) plotly.react(gd, gd.data, gd.layout);
     });
