@@ -375,6 +375,20 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
     assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
 
 
+def test_every_tab_a_link_names_is_the_button_the_page_clicks_and_no_events_output(workspace):
+    """A link's tab is opened in the page (share.OPEN_TAB_JS clicks #tab-<name>-button); the tabs
+    themselves are no event's output (Gradio would copy every component inside them at each status
+    message of every event)."""
+    from explorer.ui import share
+
+    config = build_demo(workspace).get_config_file()
+    components = {c["id"]: c for c in config["components"]}
+    tab_ids = {c["props"].get("elem_id") for c in components.values() if c["type"] == "tabitem"}
+    assert {f"tab-{name}" for name in share.TABS} <= tab_ids
+    outputs = {i for dependency in config["dependencies"] for i in dependency["outputs"]}
+    assert not [i for i in outputs if components[i]["type"] in ("tabs", "tabitem")]
+
+
 # --- the Intervene tab: /ablate and /patch ---
 
 INTERVENE_TEXT = "To be, or not to be, that is the question: whether the"

@@ -17,13 +17,11 @@ COPY_JS = """(query) => {
   return link;
 }"""
 
-# A link's tab, opened in the page as a click would open it (tab names are the labels, lower-cased).
+# A link's tab, opened in the page as a click would open it: tab "rope" is the button #tab-rope-button
+# (each tab's elem_id is "tab-" and its name in TABS, explorer/ui/*.py).
 OPEN_TAB_JS = """() => {
   const tab = (new URLSearchParams(window.location.search).get("tab") || "").trim().toLowerCase();
-  if (!tab) return;
-  const button = [...document.querySelectorAll("#views [role=tab]")].find(
-    (b) => b.textContent.trim().toLowerCase() === tab,
-  );
+  const button = /^[a-z]+$/.test(tab) && document.querySelector(`#views #tab-${tab}-button`);
   if (button && button.getAttribute("aria-selected") !== "true") button.click();
 }"""
 
