@@ -137,6 +137,21 @@ def test_faithfulness_and_log_coloured_figures_are_sent_as_plotly_validates_them
     assert_valid_as_sent(views.pipeline(run, where["layer"], where["head"], log_colours=True))
 
 
+def test_a_figure_edited_after_it_is_built_is_validated_like_any_plotly_figure(run):
+    """Built without validation, but a notebook's edits are coerced and checked as usual: Plotly.js
+    would ignore a bare string title, and an unknown property is an error."""
+    fig = views.next_tokens(run)
+    fig.update_layout(title="mine", xaxis_title="p")
+    fig.update_traces(marker_color="red")
+    sent = json.loads(to_json(fig))
+    assert sent["layout"]["title"]["text"] == "mine" and sent["layout"]["xaxis"]["title"]["text"] == "p"
+    assert sent["data"][0]["marker"]["color"] == "red"
+    with pytest.raises(ValueError):
+        fig.update_layout(not_a_property=1)
+    with pytest.raises(ValueError):
+        fig.data[0].not_a_property = 1
+
+
 @pytest.mark.parametrize("name", FIGURE_NAMES)
 def test_arrays_are_sent_as_typed_base64_not_lists_of_numbers(figures, name):
     """Plotly writes numpy float32/uint8 arrays as base64 `bdata`; a list of numbers costs ~10× more.
