@@ -148,12 +148,18 @@ def softmax_rows(
 
     One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
     n_keys = stop if causal else p.n_tokens
-    queries = torch.arange(start, stop, device=p.q.device)
-    allowed = torch.arange(n_keys, device=p.q.device)[None, :] <= queries[:, None]  # [R, n_keys]
-    probs = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
-    probs.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
-    probs.sub_(probs.amax(dim=-1, keepdim=True)).exp_()
-    return probs.div_(probs.sum(dim=-1, keepdim=True))
+    scores = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
+    return causal_softmax_(scores, p.scale, start)
+
+
+def causal_softmax_(scores: torch.Tensor, scale: float, start: int) -> torch.Tensor:
+    """In place: raw scores of queries start, start+1, … over keys 0, 1, … -> scaled, masked (a key
+    after its query: −∞) and softmaxed, as the eager path does it.  # [..., R, K] -> [..., R, K]"""
+    queries = torch.arange(start, start + scores.shape[-2], device=scores.device)
+    allowed = torch.arange(scores.shape[-1], device=scores.device)[None, :] <= queries[:, None]  # [R, K]
+    scores.mul_(scale).masked_fill_(~allowed, float("-inf"))
+    scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
+    return scores.div_(scores.sum(dim=-1, keepdim=True))
 
 
 @torch.inference_mode()

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from explorer import blockwise
-from explorer.attention import softmax_rows
+from explorer.attention import causal_softmax_
 from explorer.figures import maps
 from explorer.figures.attention import ALL_HEADS_BUDGET_BYTES
 from explorer.run import Run
@@ -51,7 +51,8 @@ def head_stages(run: Run, layer: int, head: int, block_bytes: int) -> tuple[Stag
             high, low = _diagonal_bounds(scores[:, start:stop], block)  # [R/b] each
             diagonal_highs.append(high)
             diagonal_lows.append(low)
-            probs = softmax_rows(p, start, stop, [head], causal=True)[0]  # [R, stop]: later keys p = 0
+            # the same product, softmaxed in place over the keys these queries may see (later: p = 0)
+            probs = causal_softmax_(scores[:, :stop], p.scale, start)  # [R, stop]
             pooled = maps.pool(probs, block, "max")  # [R/b, ceil(stop/b)]
             probs_cells.append(np.pad(pooled, ((0, 0), (0, cells - pooled.shape[-1]))))
         high, low = torch.cat(highs), torch.cat(lows)  # [cells, cells]
