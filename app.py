@@ -2,8 +2,8 @@
 
 import os
 
-from explorer import memory
-from explorer.ui import build_demo
+from explorer.app import memory
+from explorer.app.ui import build_demo
 
 if "MALLOC_ARENA_MAX" not in os.environ:  # what the variable would do, for the threads still to come
     memory.limit_arenas(2)

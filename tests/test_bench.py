@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.bench_patching import PAIRS
-from explorer.bench_report import CONTENDERS, RATIOS, TARGETS
+from explorer.tools.bench.patching import PAIRS
+from explorer.tools.bench.report import CONTENDERS, RATIOS, TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 

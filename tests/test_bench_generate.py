@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.bench_generate import HEADINGS, NEW_TOKENS, PROMPT_TOKENS
+from explorer.tools.bench.generate import HEADINGS, NEW_TOKENS, PROMPT_TOKENS
 
 REPO = Path(__file__).resolve().parent.parent
 

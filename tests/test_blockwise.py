@@ -12,7 +12,10 @@ import torch
 from conftest import TEXT, make_hf_checkpoint
 
 import explorer
-from explorer import attention, export, figures, pooled, views
+from explorer import figures, views
+from explorer.engine import attention, blockwise
+from explorer.views import attention as view_attention
+from explorer.views import export, pooled
 
 LAYER, HEAD = 1, 5
 
@@ -61,12 +64,12 @@ def whole(ex):
 def blockwise_run(ex):
     """A run whose views must go block by block: the budget holds a tenth of a layer's maps, and
     `run.attention` (the whole maps) fails if called."""
-    budget = views.VIEW_MAP_BYTES
-    views.VIEW_MAP_BYTES = 8 * 702 * 702 * 4 // 10
+    budget = view_attention.VIEW_MAP_BYTES
+    view_attention.VIEW_MAP_BYTES = 8 * 702 * 702 * 4 // 10
     run = ex.run(PROMPT)
     run.attention = lambda *args, **kwargs: pytest.fail("the whole layer was computed")
     yield run
-    views.VIEW_MAP_BYTES = budget
+    view_attention.VIEW_MAP_BYTES = budget
 
 
 def test_views_past_the_budget_show_what_the_whole_maps_show(whole, blockwise_run):
@@ -84,7 +87,7 @@ def test_views_past_the_budget_show_what_the_whole_maps_show(whole, blockwise_ru
 def test_a_heads_pooled_stages_are_its_whole_maps_pooled(ex, n_tokens, monkeypatch):
     """From one product q·kᵀ per block and a softmax over the keys each block may see, the same
     codes as the whole maps pooled: scaled from the scores' bounds, masked from them and the diagonal."""
-    monkeypatch.setattr(views, "VIEW_MAP_BYTES", 64 << 20)  # whole maps (`blockwise_run` shrinks it)
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 64 << 20)  # whole maps (`blockwise_run` shrinks it)
     run = ex.run(PROMPT * 2, max_tokens=n_tokens)
     assert run.n_tokens == n_tokens and views.maps_fit(run)
     whole = views.pipeline(run, LAYER, HEAD)
@@ -108,7 +111,7 @@ def test_a_heads_pooled_stages_are_its_whole_maps_pooled(ex, n_tokens, monkeypat
 def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
     """Past the budget a layer's pass is kept as its pooled codes, similarity and check (counted in
     the run's bytes, some KB): coming back to the layer computes no pass and no fast-path output."""
-    monkeypatch.setattr(views, "VIEW_MAP_BYTES", 8 * 702 * 702 * 4 // 10)
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 8 * 702 * 702 * 4 // 10)
     run = ex.run(PROMPT)
     first = views.layer_figures(run, LAYER)
     kept = sum(value.nbytes for value in run.kept.values())
@@ -120,7 +123,7 @@ def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
     again = [*views.layer_figures(run, LAYER), views.all_heads(run, LAYER), views.head_similarity(run, LAYER)]
     for a, b in zip([*first, *first[:2]], again, strict=True):
         assert a.to_json() == b.to_json()
-    assert views.eager_max_abs_diff(run, LAYER) <= views.EAGER_TOLERANCE
+    assert view_attention.eager_check(run, LAYER)[0] <= views.EAGER_TOLERANCE
 
 
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
@@ -132,23 +135,23 @@ def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
         sizes.append(probs.numel() * 4)
         return probs
 
-    for module in (attention, explorer.blockwise):
+    for module in (attention, blockwise):
         monkeypatch.setattr(module, "softmax_rows", counted)
     every_view(blockwise_run)
     views.head_profile(blockwise_run)
     whole_layer = 8 * 702 * 702 * 4
-    assert sizes and max(sizes) <= views.VIEW_MAP_BYTES // 4 < whole_layer // 10
+    assert sizes and max(sizes) <= view_attention.VIEW_MAP_BYTES // 4 < whole_layer // 10
 
 
 def test_softmax_rows_by_blocks_are_the_eager_maps(ex):
     run = ex.run(PROMPT)
     p, whole = run.projections(LAYER), run.attention(LAYER).probs
-    blocks = explorer.blockwise.query_blocks(702, 8, 10**6)
+    blocks = blockwise.query_blocks(702, 8, 10**6)
     blocks = torch.cat([attention.softmax_rows(p, a, b) for a, b in blocks], dim=1)  # [H, N, N]
     torch.testing.assert_close(blocks, whole, atol=1e-7, rtol=0)
     # The block pass leaves out the keys after each block's last query: the output sums the same
     # terms, of rows that stop there, in another order (a few float32 ulps).
-    output = explorer.blockwise.output(ex.model.layers[LAYER].self_attn, p, 10**6)
+    output = blockwise.layer_pass(p, 10**6, ex.model.layers[LAYER].self_attn)[1]
     torch.testing.assert_close(output, run.attention(LAYER).output, atol=1e-6, rtol=1e-6)
 
 
@@ -163,10 +166,10 @@ def test_causal_rows_leave_out_only_keys_of_probability_zero(ex):
 
 
 def test_query_blocks_fit_the_budget_and_line_up_with_pooled_cells():
-    blocks = explorer.blockwise.query_blocks(1000, 8, 8 * 1000 * 4 * 30, multiple=7)
+    blocks = blockwise.query_blocks(1000, 8, 8 * 1000 * 4 * 30, multiple=7)
     assert blocks[0] == (0, 28) and blocks[-1][1] == 1000
     assert all(a % 7 == 0 and b - a <= 28 for a, b in blocks)
-    assert explorer.blockwise.query_blocks(1000, 8, 1, multiple=3)[0] == (0, 3)  # at least one cell
+    assert blockwise.query_blocks(1000, 8, 1, multiple=3)[0] == (0, 3)  # at least one cell
 
 
 def test_an_ablated_runs_output_block_by_block_is_its_eager_output(ex):
@@ -175,17 +178,17 @@ def test_an_ablated_runs_output_block_by_block_is_its_eager_output(ex):
     run = ex.run(TEXT, ablate=[(LAYER, 2), (LAYER, HEAD)], ablate_mode="mean")
     attn = ex.model.layers[LAYER].self_attn
     p, budget = run.projections(LAYER), 8 * run.n_tokens * 4 * 16  # blocks of 16 queries
-    blocked = explorer.blockwise.layer_pass(p, budget, attn, head_edit=run.head_edit(LAYER))[1]
+    blocked = blockwise.layer_pass(p, budget, attn, heads_tap=run.heads_tap)[1]
     torch.testing.assert_close(blocked, run.attention(LAYER).output, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(blocked, run.sdpa_output(LAYER), atol=1e-5, rtol=1e-5)
-    plain = explorer.blockwise.layer_pass(p, budget, attn)[1]
+    plain = blockwise.layer_pass(p, budget, attn)[1]
     assert (plain - blocked).abs().max() > 1e-3  # the edit matters: without it the output differs
 
 
 def test_a_heads_csv_past_the_budget_is_written_block_by_block_and_equals_the_whole_map(
     blockwise_run, tmp_path
 ):
-    budget = views.VIEW_MAP_BYTES
+    budget = view_attention.VIEW_MAP_BYTES
     path = export.write_head_csv(blockwise_run, LAYER, HEAD, tmp_path / "head.csv", budget)
     with open(path, encoding="utf-8") as file:
         rows = list(csv.reader(file))[1:]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from browser_support import CHROMIUM, TABS, AppPage, match_baseline
 
+from explorer.engine.tokens import printable
 from explorer.figures.common import MAX_TICK_LABELS
-from explorer.tokens import printable
 
 if not Path(CHROMIUM).exists():
     pytest.skip(

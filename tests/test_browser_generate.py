@@ -11,7 +11,7 @@ import pytest
 from browser_support import CHROMIUM, CONTEXT, GENERATE_PLOTS, TABS, AppPage, match_baseline
 from test_browser_readable import JS_OVERLAPS, PHONE
 
-from explorer.examples import SHAKESPEARE_LINE
+from explorer.app.examples import SHAKESPEARE_LINE
 
 if not Path(CHROMIUM).exists():
     pytest.skip(

@@ -13,8 +13,9 @@ import pytest
 from browser_support import CHROMIUM, CONTEXT, JS_REDRAWN, AppPage, match_baseline
 from test_browser_readable import JS_OVERLAPS, PHONE
 
-from explorer import examples, views
-from explorer.interventions import Ablation
+from explorer import views
+from explorer.app import examples
+from explorer.engine.interventions import Ablation
 
 if not Path(CHROMIUM).exists():
     pytest.skip(
@@ -155,7 +156,7 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
 
 def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
     """The IOI example is meant for SmolLM2: picking it loads SmolLM2, then sweeps; 23.3 recovers most."""
-    from explorer import models
+    from explorer.loading import catalog as models
 
     ioi = examples.PATCHING_EXAMPLES["IOI (SmolLM2)"]
     app.open_tab("Intervene")

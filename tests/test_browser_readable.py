@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from browser_support import CHROMIUM, CONTEXT, TABS, AppPage, match_baseline
 
-from explorer.export import LAYER_FIELDS
+from explorer.views.export import LAYER_FIELDS
 
 if not Path(CHROMIUM).exists():
     pytest.skip(

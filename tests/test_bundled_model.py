@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 
 import explorer
-from explorer import checkpoints, heads
-from explorer.checkpoints import BUNDLED_MODEL
+from explorer.engine import heads
+from explorer.loading import folders
+from explorer.loading.checkpoints import BUNDLED_MODEL
 from tests.conftest import PROMPT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def test_it_is_a_llama_with_visible_gqa_and_a_256_token_context(ex):
 
 
 def test_shipped_weights_are_safetensors_under_25_mb():
-    weight_suffixes = (".safetensors", *checkpoints.PICKLED_SUFFIXES)
+    weight_suffixes = (".safetensors", *folders.PICKLED_SUFFIXES)
     weights = [p for p in BUNDLED_MODEL.iterdir() if p.suffix in weight_suffixes]
     assert [p.name for p in weights] == ["model.safetensors"]
     assert weights[0].stat().st_size <= 25 * 2**20

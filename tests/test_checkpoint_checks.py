@@ -13,9 +13,9 @@ import torch
 from conftest import HF_CONFIGS
 
 import explorer
-from explorer import checkpoints
-from explorer.checkpoints import CheckpointError
-from explorer.model import Transformer
+from explorer.engine.model import Transformer
+from explorer.errors import CheckpointError
+from explorer.loading import folders, weights
 
 
 def copy_checkpoint(source, target, **config_changes):
@@ -35,8 +35,8 @@ def nothing_is_built(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was built or weights were read before the checkpoint was refused")
 
-    monkeypatch.setattr(checkpoints, "Transformer", refuse)
-    monkeypatch.setattr(checkpoints, "load_file", refuse)
+    monkeypatch.setattr(weights, "Transformer", refuse)
+    monkeypatch.setattr(folders, "load_file", refuse)
 
 
 def refusal(source) -> tuple[str, float]:
@@ -96,7 +96,7 @@ def test_the_expected_shapes_are_those_of_the_model_the_config_builds():
                 for k, v in model.state_dict().items()
                 if not (config.tie_word_embeddings and k == "lm_head.weight")
             }
-            assert checkpoints.expected_shapes(config) == built
+            assert weights.expected_shapes(config) == built
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import torch
 from huggingface_hub.hf_api import RepoSibling
 
 import explorer
-from explorer import ModelConfig, PromptError, UnsupportedConfigError, hub
-from explorer.checkpoints import CheckpointError
+from explorer import CheckpointError, ModelConfig, PromptError, UnsupportedConfigError
+from explorer.loading import hub
 from tests.conftest import PROMPT
 
 

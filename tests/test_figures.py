@@ -14,9 +14,12 @@ import pytest
 import torch
 
 import explorer
-from explorer import heads, rope, views
+from explorer import views
+from explorer.app import payload
+from explorer.engine import heads, rope
+from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, pool
 from explorer.figures.common import lower_triangle_fill, to_json, token_label
-from explorer.figures.maps import MAP_BUDGET_BYTES, encode_probs, encode_signed, masked_region, pool
+from explorer.figures.maps import masked_region
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
 from tests.tolerant_snapshots import TolerantAmberExtension
@@ -283,7 +286,7 @@ def test_next_tokens_are_the_models_most_likely(run, figures):
 
 
 def test_eager_rerun_matches_sdpa_in_the_faithfulness_view(run, where):
-    assert views.eager_max_abs_diff(run, where["layer"]) <= views.EAGER_TOLERANCE
+    assert views.attention.eager_check(run, where["layer"])[0] <= views.EAGER_TOLERANCE
     title = decoded(views.faithfulness(run, where["layer"]))["layout"]["title"]["text"]
     assert "within the 1e-05 tolerance" in title
 
@@ -342,7 +345,7 @@ def long_context_explorer(tmp_path_factory, tiny_tokenizer):
 def test_no_update_sends_more_than_a_megabyte(long_context_explorer, n_tokens):
     run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
     assert run.n_tokens == n_tokens
-    assert views.update_payload_bytes(run, 1, 5) <= 1_000_000
+    assert payload.update_payload_bytes(run, 1, 5) <= 1_000_000
 
 
 def test_a_zoom_window_is_exact_and_a_too_big_one_is_refused(long_context_explorer):
@@ -396,7 +399,7 @@ def test_the_app_sends_scaled_and_masked_maps_as_a_rule_the_browser_rebuilds_bit
     """Scaled = float32(scores × float32(scale)), as torch multiplies; masked = scaled where allowed.
     The payload leaves both out; rebuilt as the page script does, they equal the figure's exactly."""
     full = traces(figures["pipeline"])
-    sent = json.loads(views.plot_payload(figures["pipeline"])["plot"])["data"]
+    sent = json.loads(payload.plot_payload(figures["pipeline"])["plot"])["data"]
     rebuilt = rebuilt_as_the_page_does(sent, full)
     assert set(rebuilt) == {1, 2, 3, 4}  # scaled and masked by rule; mask and softmax, lower triangles
     for i, z in rebuilt.items():
@@ -410,11 +413,11 @@ def test_rope_angles_are_sent_as_a_rule_the_browser_computes_bit_for_bit(long_co
     run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
     fig = views.rope_angles(run)
     full = traces(fig)
-    payload = views.plot_payload(fig)["plot"]
-    rebuilt = rebuilt_as_the_page_does(json.loads(payload)["data"], full)
+    sent = payload.plot_payload(fig)["plot"]
+    rebuilt = rebuilt_as_the_page_does(json.loads(sent)["data"], full)
     assert set(rebuilt) == {0} and rebuilt[0].shape == (n_tokens, run.config.head_dim // 2)
     assert np.array_equal(rebuilt[0], full[0]["z"]) and rebuilt[0].dtype == np.float32
-    assert len(payload) < 20_000 + 40 * n_tokens  # the rule and the token labels, not the map
+    assert len(sent) < 20_000 + 40 * n_tokens  # the rule and the token labels, not the map
 
 
 def test_pooling_keeps_each_blocks_largest_or_most_extreme_value_and_leaves_gaps_out():
@@ -452,7 +455,7 @@ def test_coded_maps_are_rebuilt_bit_for_bit_too(long_context_explorer, n_tokens,
     run = long_context_explorer.run("To be, or not to be. " * 300, max_tokens=n_tokens)
     fig = views.pipeline(run, 1, 5)
     full = traces(fig)
-    sent = json.loads(views.plot_payload(fig)["plot"])["data"]
+    sent = json.loads(payload.plot_payload(fig)["plot"])["data"]
     rebuilt = rebuilt_as_the_page_does(sent, full)
     assert set(rebuilt) == derived
     for i, z in rebuilt.items():

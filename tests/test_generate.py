@@ -11,12 +11,13 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import explorer
-from explorer import generation_views, views
+from explorer import views
+from explorer.engine.generate import sampling_probs
+from explorer.engine.tokens import display_tokens
+from explorer.figures.codec import MAP_BUDGET_BYTES
 from explorer.figures.common import token_label
 from explorer.figures.generation import CHOSEN_COLOUR, encode_rows
-from explorer.figures.maps import MAP_BUDGET_BYTES
-from explorer.generate import sampling_probs
-from explorer.tokens import display_tokens
+from explorer.views import generation as generation_views
 from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
 from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension

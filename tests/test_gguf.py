@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import explorer
-from explorer.checkpoints import CheckpointError
-from explorer.gguf import unpermute
+from explorer.errors import CheckpointError
+from explorer.loading.gguf import unpermute
 from tests.conftest import PROMPT, make_hf_checkpoint
 from tests.gguf_files import permute, write_gguf
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import explorer
-from explorer import heads
+from explorer.engine import heads
 from tests.conftest import PROMPT
 
 

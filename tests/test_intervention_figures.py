@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer import examples, figures, views
+from explorer import figures, views
+from explorer.app import examples
 from explorer.figures.common import to_json, token_label
 from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 import explorer
-from explorer import PromptError, examples, interventions
+from explorer import PromptError
+from explorer.app import examples
+from explorer.engine import interventions
 from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
 
 ABLATED = [(0, 1), (0, 6), (1, 3), (2, 0), (2, 7)]  # several heads, several layers, both kv groups

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from explorer import rope
-from explorer.config import RopeScaling
+from explorer.engine import rope
+from explorer.engine.config import RopeScaling
 
 
 def rotate(x: torch.Tensor, position: int, inv_freq: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from explorer import stress
+from explorer.tools import stress
 
 
 def test_a_quick_stress_run_has_no_failures_and_prints_its_table(capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import explorer
-from explorer.tokens import display_tokens, next_token_labels
+from explorer.engine.tokens import display_tokens, next_token_labels
 
 
 @pytest.fixture(scope="module")

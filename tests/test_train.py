@@ -12,9 +12,11 @@ from pathlib import Path
 import torch
 
 import explorer
-from explorer import heads, train, train_data
-from explorer.model import Transformer
-from explorer.train_config import PRESETS
+from explorer.engine import heads
+from explorer.engine.model import Transformer
+from explorer.tools.training import data as train_data
+from explorer.tools.training import train
+from explorer.tools.training.config import PRESETS
 from tests.conftest import PROMPT, TEXT
 
 REPO = Path(__file__).resolve().parent.parent

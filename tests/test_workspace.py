@@ -13,10 +13,12 @@ import weakref
 import pytest
 from conftest import make_hf_checkpoint
 
-from explorer import cache, models
-from explorer.cache import Workspace
-from explorer.checkpoints import BUNDLED_MODEL, CheckpointError
-from explorer.policy import REFUSED, LoadLimit, Policy
+from explorer.app import workspace as cache
+from explorer.app.policy import REFUSED, LoadLimit, Policy
+from explorer.app.workspace import Workspace
+from explorer.errors import CheckpointError
+from explorer.loading import catalog as models
+from explorer.loading.checkpoints import BUNDLED_MODEL
 
 PROMPT = "To be, or not to be, that is the question."
 
@@ -93,7 +95,7 @@ def test_runs_load_only_the_default_model_and_another_must_be_loaded_again(gqa_c
 
 
 def test_a_model_bigger_than_the_budget_is_refused_before_its_weights_are_read(gqa_checkpoint, monkeypatch):
-    monkeypatch.setattr("explorer.checkpoints.load_file", lambda *a: pytest.fail("weights were read"))
+    monkeypatch.setattr("explorer.loading.folders.load_file", lambda *a: pytest.fail("weights were read"))
     workspace = Workspace(gqa_checkpoint, device="cpu", max_bytes=100_000)
     with pytest.raises(CheckpointError, match=r"above the memory budget of 0\.0001 GB"):
         workspace.explorer("")

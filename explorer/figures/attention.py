@@ -7,6 +7,14 @@ import dataclasses
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.codec import (
+    ALL_HEADS_BUDGET_BYTES,
+    MAP_BUDGET_BYTES,
+    EncodedMap,
+    encode_mask,
+    encode_probs,
+    encode_signed,
+)
 from explorer.figures.common import (
     MAX_TICK_LABELS,
     colorbar_below,
@@ -15,18 +23,8 @@ from explorer.figures.common import (
     group_colour,
     lower_triangle_fill,
 )
-from explorer.figures.maps import (
-    MAP_BUDGET_BYTES,
-    EncodedMap,
-    encode_mask,
-    encode_probs,
-    encode_signed,
-    map_heatmap,
-    mask_heatmap,
-    masked_region,
-)
+from explorer.figures.maps import map_heatmap, mask_heatmap, masked_region
 
-ALL_HEADS_BUDGET_BYTES = 128 * 1024  # every head's map together
 MASKED_HOVER = "−∞: the key comes after the query"
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.utils import PlotlyJSONEncoder
 
-from explorer.tokens import printable
+from explorer.engine.tokens import printable
 
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
 SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on

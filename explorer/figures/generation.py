@@ -13,8 +13,9 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.codec import MAP_BUDGET_BYTES, EncodedMap
 from explorer.figures.common import MAX_TICK_LABELS, figure, token_label
-from explorer.figures.maps import MAP_BUDGET_BYTES, EncodedMap, map_heatmap, masked_region
+from explorer.figures.maps import map_heatmap, masked_region
 
 FUTURE_HOVER = "not yet: the key comes after the query"
 PROMPT_END_COLOUR = "#d97706"

@@ -1,25 +1,15 @@
-"""Big N×N maps, small enough to send: how a map is encoded, and drawn as a heatmap whose hover names
-query, key and value.
-
-Maps go out as base64 typed arrays (numpy float32 / uint8, which plotly serialises as `bdata`, never
-as nested lists): exact float32 while the map fits a byte budget, else one byte per cell, else pooled
-into blocks of positions (to half as many cells), with a note saying so. Pooling runs in torch, on a
-view of the numpy map (5 to 10 times numpy's speed on blocks of 2 to 6 positions); numpy comes in
-and numpy goes out.
+"""Encoded maps drawn as heatmaps (`figures.codec` encodes them): cells placed over the positions they
+cover, hover naming query, key and value, colour scales for probabilities (linear or log) and for signed
+values, the causal mask, and the hatched region where keys come after their query.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Literal
-
 import numpy as np
-import torch
-import torch.nn.functional as F
 from plotly.colors import get_colorscale, sample_colorscale
 
-MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
+from explorer.figures.codec import EncodedMap
+
 PROBS_COLORSCALE = get_colorscale("Blues")
 LOG_FLOOR = 1e-4  # the faintest probability a log colour scale tells from zero
 SIGNED_COLORSCALE = get_colorscale("RdBu_r")
@@ -28,148 +18,6 @@ MASKED_FILL = dict(
     fillcolor="#f3f4f6",
     fillpattern=dict(shape="/", fgcolor="#6b7280", bgcolor="#f3f4f6", size=7, solidity=0.25),
 )
-
-
-@dataclass(frozen=True)
-class EncodedMap:
-    """A [N, N] map ready to send: its values, 8-bit codes, or 8-bit codes of pooled blocks."""
-
-    kind: Literal["probs", "signed"]
-    z: np.ndarray  # [cells, cells] float32 values (exact) or uint8 codes
-    block: int  # positions per cell along each axis (1: one cell per token)
-    exact: bool  # z holds the values themselves
-    limit: float  # probs: 1; signed: max |value|, the colour scale runs over ±limit
-
-    @property
-    def note(self) -> str:
-        """What a person should know about the precision, or '' when exact."""
-        if self.exact:
-            return ""
-        if self.block == 1:
-            return "colours in 8 bits; exact values in hover up to 256 tokens"
-        return f"pooled into {self.block}×{self.block} blocks, colours in 8 bits"
-
-
-def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> EncodedMap:
-    """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent."""
-    if probs.size * 4 <= budget_bytes:
-        return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
-    block = block_for(probs.shape[0], budget_bytes)
-    return probs_codes(pool(probs, block, "max"), block)
-
-
-def probs_codes(pooled: np.ndarray, block: int) -> EncodedMap:
-    """Block maxima of probabilities (`pool` with "max") as whole percents in uint8."""
-    percent = np.rint(np.nan_to_num(pooled) * 100).astype(np.uint8)
-    return EncodedMap("probs", percent, block=block, exact=False, limit=1.0)
-
-
-def encode_signed(
-    values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES
-) -> EncodedMap:
-    """Real values [N, N], −inf allowed: float32 (−inf as NaN, a gap); else codes 1..255 over ±limit
-    in uint8 (−inf as 0); else each block's most extreme finite value, coded the same way.
-    `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
-    finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
-    if limit is None:
-        limit = signed_limit(finite)
-    limit = max(limit, 1e-12)
-    if values.size * 4 <= budget_bytes:
-        return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
-    block = block_for(values.shape[0], budget_bytes)
-    return signed_codes(pool(finite, block, "extreme"), block, limit)
-
-
-def signed_limit(values: np.ndarray) -> float:
-    """max |finite value| (NaN for −∞ or a pooled gap), 1 when there is none: the colour scale's reach."""
-    return float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
-
-
-def signed_codes(pooled: np.ndarray, block: int, limit: float) -> EncodedMap:
-    """Values (NaN for a gap) as codes 1..255 over ±limit in uint8, 0 for a gap."""
-    limit = max(limit, 1e-12)
-    codes = np.nan_to_num(np.rint(128 + 127 * np.clip(pooled / limit, -1, 1)), nan=0).astype(np.uint8)
-    return EncodedMap("signed", codes, block=block, exact=False, limit=limit)
-
-
-def encode_mask(mask: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
-    """The causal mask [N, N] bool as uint8 (1: may attend), and its block size. A quarter of a map's
-    budget: beyond 256 tokens it is pooled, while the hatched region still draws its exact edge."""
-    block = block_for(mask.shape[0], budget_bytes)
-    return np.nan_to_num(pool(mask.astype(np.float32), block, "max")).astype(np.uint8), block
-
-
-def causal_mask_codes(n_tokens: int, budget_bytes: int = MAP_BUDGET_BYTES // 4) -> tuple[np.ndarray, int]:
-    """`encode_mask` of the causal mask of `n_tokens`, without the [N, N] mask: a block of queries
-    I and keys J may attend when its first key comes at or before its last query."""
-    block = block_for(n_tokens, budget_bytes)
-    cells = np.arange(math.ceil(n_tokens / block))
-    last_query = np.minimum((cells + 1) * block - 1, n_tokens - 1)
-    return (cells[None, :] * block <= last_query[:, None]).astype(np.uint8), block
-
-
-def block_for(n_positions: int, budget_cells: int) -> int:
-    """Positions per cell along each axis so that a map of `n_positions` fits `budget_cells` (8-bit
-    cells). A map that must be pooled at all gets half the cells an unpooled 8-bit one may have: its
-    cells are already smaller than a screen pixel on a panel (the zoom window shows exact values), and
-    the update stays small (a 2,048-token pipeline view: 0.5 MB, not 1.4)."""
-    if n_positions**2 > budget_cells:
-        budget_cells //= 2
-    block = 1
-    while math.ceil(n_positions / block) ** 2 > budget_cells:
-        block += 1
-    return block
-
-
-def pool(values: np.ndarray | torch.Tensor, block: int, reduce: Literal["max", "extreme"]) -> np.ndarray:
-    """[..., R, C] -> [..., ceil(R/b), ceil(C/b)] float32: each b×b block's largest value ("max"), or
-    its value of largest magnitude, sign kept ("extreme": a block mean would fade a map of mixed signs
-    to grey; of two of equal magnitude, the positive one), over its finite values; NaN and −∞ are
-    gaps, and a block of gaps alone pools to NaN. Rows pooled a block of queries at a time line up
-    with the whole map's when each block of rows starts at a multiple of b."""
-    x = torch.as_tensor(values, dtype=torch.float32)
-    if block == 1:
-        return x.numpy()
-    if reduce == "max":
-        high = _largest(x, block)
-        return high.masked_fill(high == -math.inf, math.nan).numpy()
-    return most_extreme(*pool_bounds(x, block)).numpy()
-
-
-def _largest(x: torch.Tensor, block: int) -> torch.Tensor:
-    """Each b×b block's largest value, gaps left out (−∞ for a block of gaps alone)."""
-    high = _pool_reduce(x, block, torch.amax, -math.inf)  # −∞ never wins a max; NaN does
-    if high.isnan().any():
-        high = _pool_reduce(x.masked_fill(x.isnan(), -math.inf), block, torch.amax, -math.inf)
-    return high
-
-
-def pool_bounds(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each b×b block's largest and smallest finite value (−∞ and ∞ for a block of gaps alone), as
-    `pool` finds them.  # [..., R, C] -> ([..., ceil(R/b), ceil(C/b)],) × 2"""
-    high = _largest(x, block)
-    low = _pool_reduce(x, block, torch.amin, math.inf)
-    if not low.isfinite().all():  # gaps won a min: leave them out (checked pooled, redone if so)
-        low = _pool_reduce(x.masked_fill(~x.isfinite(), math.inf), block, torch.amin, math.inf)
-    return high, low
-
-
-def most_extreme(high: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
-    """The value of largest magnitude of each block from its bounds, sign kept (the positive one of
-    two of equal magnitude); NaN for a block of gaps alone."""
-    return torch.where(-low > high, low, high).masked_fill(high == -math.inf, math.nan)
-
-
-def _pool_reduce(x: torch.Tensor, block: int, reduce, pad: float) -> torch.Tensor:
-    """`reduce` (torch.amax or torch.amin) over each b×b block of the last two dims, padded with
-    `pad` where the last blocks reach past them: along the rows of each row first (contiguous),
-    then down the columns.  # [..., R, C] -> [..., ceil(R/b), ceil(C/b)]"""
-    *lead, rows, cols = x.shape
-    row_cells, col_cells = math.ceil(rows / block), math.ceil(cols / block)
-    if (rows, cols) != (row_cells * block, col_cells * block):
-        x = F.pad(x, (0, col_cells * block - cols, 0, row_cells * block - rows), value=pad)
-    across = reduce(x.reshape(*lead, row_cells * block, col_cells, block), dim=-1)
-    return reduce(across.reshape(*lead, row_cells, block, col_cells), dim=-2)
 
 
 def map_heatmap(

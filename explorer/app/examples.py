@@ -1,0 +1,102 @@
+"""Example prompts for the app, each chosen to show something."""
+
+from dataclasses import dataclass
+
+from explorer.loading.catalog import BUNDLED_LABEL, SMOLLM2_LABEL
+
+# One line three times: each copy tokenizes alike (no space before it), so a head that attends from
+# a token to the one after its earlier occurrence draws a clean stripe.
+INDUCTION = "\n".join(["Speak, Horatio: the pale moon sings of iron bells and crooked wine."] * 3)
+
+SHAKESPEARE_LINE = "To be, or not to be, that is the question:"
+
+LONG_PASSAGE = """\
+To be, or not to be, that is the question:
+Whether 'tis nobler in the mind to suffer
+The slings and arrows of outrageous fortune,
+Or to take arms against a sea of troubles
+And by opposing end them. To die—to sleep,
+No more; and by a sleep to say we end
+The heart-ache and the thousand natural shocks
+That flesh is heir to: 'tis a consummation
+Devoutly to be wish'd. To die, to sleep;
+To sleep, perchance to dream—ay, there's the rub:
+For in that sleep of death what dreams may come,
+When we have shuffled off this mortal coil,
+Must give us pause—there's the respect
+That makes calamity of so long life.
+For who would bear the whips and scorns of time,
+Th'oppressor's wrong, the proud man's contumely,
+The pangs of dispriz'd love, the law's delay,
+The insolence of office, and the spurns
+That patient merit of th'unworthy takes,
+When he himself might his quietus make
+With a bare bodkin? Who would fardels bear,
+To grunt and sweat under a weary life,
+But that the dread of something after death,
+The undiscover'd country, from whose bourn
+No traveller returns, puzzles the will,
+And makes us rather bear those ills we have
+Than fly to others that we know not of?
+Thus conscience does make cowards of us all,
+And thus the native hue of resolution
+Is sicklied o'er with the pale cast of thought,
+And enterprises of great pitch and moment
+With this regard their currents turn awry
+And lose the name of action."""
+
+UNICODE = "Café ☕ — naïve façade, «quoted» & <b>bold?</b> 🙂👍🏽 日本語! (¿Qué?) “Ay, there’s the rub…”"
+
+# What each example shows, as the picker labels it.
+LABELLED = {
+    "a line of Hamlet: previous-token heads": SHAKESPEARE_LINE,
+    "induction: a line written three times": INDUCTION,
+    "a long passage: distance and sinks": LONG_PASSAGE,
+    "characters, not bytes: accents, emoji, markup": UNICODE,
+}
+EXAMPLES = list(LABELLED.values())
+EXAMPLE_LABELS = list(LABELLED)
+# Interventions. The induction line written twice, cut where the second copy repeats " silver": the
+# bundled model's induction heads 3.0–3.2 (all reading kv head 0) carry that copy.
+COPY = (
+    "Speak, Horatio: the pale moon sings of silver bells and crooked wine.\n"
+    "Speak, Horatio: the pale moon sings of"
+)
+INDUCTION_HEADS = [(3, 0), (3, 1), (3, 2)]  # of the bundled model
+ABLATION_EXAMPLES = [(COPY, INDUCTION_HEADS)]  # (prompt, heads to ablate)
+ABLATION_LABELS = ["induction heads 3.0–3.2 carry a copy (bundled model)"]
+
+
+@dataclass(frozen=True)
+class PatchingExample:
+    """Two prompts of the same number of tokens, and the answer each one's context points to."""
+
+    clean: str
+    corrupted: str
+    answer: str  # one token: what the clean prompt should predict next
+    distractor: str  # one token: what the corrupted prompt points to instead
+    model: str  # the model it is meant for, as the app's model picker labels it
+    shows: str  # what it shows, as the app labels it
+
+
+PATCHING_EXAMPLES = {
+    # Indirect-object identification: the corrupted prompt swaps the second name, so the token count
+    # stays equal (14 tokens in SmolLM2's tokenizer, first difference at position 9).
+    "IOI (SmolLM2)": PatchingExample(
+        clean="When Mary and John went to the store, John gave a drink to",
+        corrupted="When Mary and John went to the store, Mary gave a drink to",
+        answer=" Mary",
+        distractor=" John",
+        model=SMOLLM2_LABEL,
+        shows="indirect object: Mary or John? (SmolLM2)",
+    ),
+    # Copying: the corrupted prompt changes the earlier occurrence, so the second copy should follow.
+    "induction (bundled model)": PatchingExample(
+        clean=COPY,
+        corrupted=COPY.replace(" silver", " golden"),
+        answer=" silver",
+        distractor=" golden",
+        model=BUNDLED_LABEL,
+        shows="a copy: silver or golden? (bundled model)",
+    ),
+}

@@ -1,0 +1,166 @@
+"""What the operator of the app allows its visitors: which models they may load, how much work one
+request may ask for, how much memory the app may hold, and how many requests may wait. Read once
+from the environment (README, "Running it in public"):
+
+    EXPLORER_MODELS            any | listed | bundled    default: listed on a Space (SPACE_ID set), else any
+    EXPLORER_ALLOWED_MODELS    sources allowed beside the picker's choices, comma-separated
+    EXPLORER_MAX_TOKENS        tokens per run                                          2048
+    EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
+    EXPLORER_QUEUE_SIZE        requests waiting in the queue                           64
+    EXPLORER_CONCURRENCY       requests of one kind computed at once                   1
+    EXPLORER_LOADS_PER_MINUTE  model loads one visitor (session) may start a minute   3
+
+It is applied where the app loads a model (`explorer.app.workspace.Workspace`), never in `explorer.load`: a
+Python user loads whatever they like. A refused source gets one message whatever it names, so the
+refusal says nothing about the server's files.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from explorer.errors import CheckpointError
+from explorer.loading import catalog
+from explorer.loading.hub import HUB_ID
+
+MODES = ("any", "listed", "bundled")
+MAX_SOURCE_CHARS = 1024  # a model source (a path or a hub id) longer than this is refused unread
+REFUSED = {
+    "listed": "This app loads only the models in its list (EXPLORER_MODELS=listed): pick one of them.",
+    "bundled": "This app serves its bundled model only (EXPLORER_MODELS=bundled); no other can be loaded.",
+}
+UNREADABLE = (
+    "This app could not load that model. It reads a directory with config.json, *.safetensors and "
+    "tokenizer.json, a .gguf file, or a hub id (org/name) of a llama, mistral or qwen2 model within its "
+    "size limits."
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    models: str = "any"  # any: every source; listed: the picker's choices and `allowed`; bundled: '' only
+    allowed: tuple[str, ...] = ()
+    public: bool = False  # on a Space: a typed source that fails to load gets one message (UNREADABLE)
+    max_tokens: int = 2048
+    memory_bytes: int = 4_000_000_000
+    queue_size: int = 64
+    concurrency: int = 1
+    loads_per_minute: int = 3
+
+    def __post_init__(self):
+        if self.models not in MODES:
+            raise ValueError(f"EXPLORER_MODELS must be one of {', '.join(MODES)}, got {self.models!r}")
+        for name in ("max_tokens", "memory_bytes", "queue_size", "concurrency", "loads_per_minute"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Policy:
+        """The policy the operator set in the environment (defaults above where a variable is unset)."""
+        public = bool(environ.get("SPACE_ID"))
+        allowed = tuple(s.strip() for s in environ.get("EXPLORER_ALLOWED_MODELS", "").split(",") if s.strip())
+        return cls(
+            models=environ.get("EXPLORER_MODELS", "").strip().lower() or ("listed" if public else "any"),
+            allowed=allowed,
+            public=public,
+            max_tokens=_whole(environ, "EXPLORER_MAX_TOKENS", cls.max_tokens),
+            memory_bytes=int(_number(environ, "EXPLORER_MEMORY_GB", cls.memory_bytes / 1e9) * 1e9),
+            queue_size=_whole(environ, "EXPLORER_QUEUE_SIZE", cls.queue_size),
+            concurrency=_whole(environ, "EXPLORER_CONCURRENCY", cls.concurrency),
+            loads_per_minute=_whole(environ, "EXPLORER_LOADS_PER_MINUTE", cls.loads_per_minute),
+        )
+
+    def choices(self) -> list[tuple[str, str]]:
+        """The picker's choices as (label, source): the ready ones (all of them, or the bundled model
+        alone under `bundled`), then the allow-list under `listed`."""
+        ready = catalog.choices()
+        if self.models == "bundled":
+            return ready[:1]
+        if self.models == "listed":
+            return ready + [(source, source) for source in self.allowed]
+        return ready
+
+    def is_listed(self, source: str) -> bool:
+        """Whether `source` names one of the choices or the allow-list, spelled as listed (a hub id in
+        any case; a path with any `./` or `//` the listing lacks). Compares text: no file is touched."""
+        wanted = normalised(source)
+        listed = [source for _, source in catalog.choices()] + list(self.allowed)
+        return wanted == "" or any(wanted == normalised(s) for s in listed)
+
+    def check(self, source: str) -> None:
+        """Refuse, before anything is looked up, a source the app may not load (`source` is what
+        `catalog.source_of` gives for the picker's value; '' is the bundled or default model)."""
+        if len(source) > MAX_SOURCE_CHARS:
+            raise CheckpointError(
+                f"A model source is at most {MAX_SOURCE_CHARS:,} characters; this one has {len(source):,}."
+            )
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError:
+            raise CheckpointError(
+                "The model source holds a lone surrogate, which is not a character."
+            ) from None
+        if self.models == "any" or source.strip() == "":
+            return
+        if self.models == "listed" and self.is_listed(source):
+            return
+        raise CheckpointError(REFUSED[self.models])
+
+
+def normalised(source: str) -> str:
+    """A source as compared: a hub id in lower case (the hub ignores case), a path lexically normalised
+    (`dir/./.` is `dir`), '' for the default model."""
+    text = source.strip()
+    if not text:
+        return ""
+    if HUB_ID.match(text) and not text.startswith("."):
+        return text.lower()
+    return os.path.normpath(text)
+
+
+class LoadLimit:
+    """At most `per_minute` model loads started by each session in any 60 seconds."""
+
+    def __init__(self, per_minute: int, window_seconds: float = 60.0):
+        self.per_minute, self.window = per_minute, window_seconds
+        self._starts: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, session: str | None) -> None:
+        """Count a load for `session`, or refuse it with the seconds to wait."""
+        now = time.monotonic()
+        with self._lock:
+            for key in [k for k, starts in self._starts.items() if now - starts[-1] >= self.window]:
+                del self._starts[key]  # sessions idle for a minute are forgotten
+            starts = self._starts.setdefault(session or "", deque())
+            while starts and now - starts[0] >= self.window:
+                starts.popleft()
+            if len(starts) >= self.per_minute:
+                wait = self.window - (now - starts[0])
+                raise CheckpointError(
+                    f"This app allows {self.per_minute} model loads a minute per visitor "
+                    f"(EXPLORER_LOADS_PER_MINUTE); try again in {wait:.0f} s."
+                )
+            starts.append(now)
+
+
+def _whole(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name, "").strip()
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a whole number.") from None
+
+
+def _number(environ: Mapping[str, str], name: str, default: float) -> float:
+    value = environ.get(name, "").strip()
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number.") from None

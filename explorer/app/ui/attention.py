@@ -1,0 +1,127 @@
+"""The Attention tab: one head stage by stage, every head of the layer side by side, a zoom window
+showing exact values of any part of the head's maps (the full maps are pooled past 512 tokens), log
+colours for faint attention, and the layer's tensors or the head's map to download."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from explorer import views
+from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot
+from explorer.engine.run import Run
+from explorer.views import export
+
+
+@dataclass(frozen=True)
+class AttentionTab:
+    tab: gr.Tab
+    pipeline: gr.Plot  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head
+    all_heads: gr.Plot  # every head's softmax map, framed by kv group
+    window: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # first/last query, first/last key
+    zoom: gr.Plot
+    zoom_open: gr.State
+    log_box: gr.Checkbox  # softmax maps on a log colour scale
+
+    def after_run(self, run: Run, layer: int, head: int, is_open: bool, log: bool) -> tuple:
+        """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
+        its window moved to its default place, and drawn if open."""
+        window = views.default_zoom(run)
+        return *window, plot(views.zoom(run, layer, head, window, log)) if is_open else gr.skip()
+
+    def follower(self, shared: Shared) -> Follower:
+        """The zoom follows a layer or head switch when it is open, over the same window."""
+
+        def follow(layer, head, q0, q1, k0, k1, is_open, shown, log):
+            if not is_open or shown is None:
+                return (gr.skip(),)
+            run = shared.workspace.run(*shown)
+            return (plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), log)),)
+
+        inputs = [*self.window, self.zoom_open, shared.shown, shared.log_colours]
+        return Follower(inputs, [self.zoom], follow)
+
+
+def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
+    """The window's four numbers as whole numbers (a cleared box counts as 0)."""
+    names = ("first query", "last query", "first key", "last key")
+    return tuple(index(value or 0, name) for value, name in zip((q0, q1, k0, k1), names, strict=True))
+
+
+def build(shared: Shared) -> AttentionTab:
+    with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
+        log_box = gr.Checkbox(
+            False,
+            label="Log colours for softmax maps (faint rows and sinks show; hover values stay exact)",
+            elem_id="log-colours",
+        )
+        pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
+        all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
+        with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
+            with gr.Row():
+                window = (
+                    gr.Number(0, label="first query", precision=0, minimum=0, elem_id="zoom-q0"),
+                    gr.Number(0, label="last query", precision=0, minimum=0, elem_id="zoom-q1"),
+                    gr.Number(0, label="first key", precision=0, minimum=0, elem_id="zoom-k0"),
+                    gr.Number(0, label="last key", precision=0, minimum=0, elem_id="zoom-k1"),
+                )
+                show = gr.Button("Show window", elem_id="zoom-button", scale=0)
+            zoom = gr.Plot(show_label=False, elem_id="zoom-plot", elem_classes="wide-plot")
+        with gr.Row():
+            npz_button = gr.Button("Layer tensors (.npz)", size="sm", elem_id="download-npz")
+            csv_button = gr.Button("This head's map (.csv)", size="sm", elem_id="download-csv")
+            download = gr.File(label="Download", interactive=False, visible=False, elem_id="download-file")
+        zoom_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
+
+    @gpu
+    @guarded(2)
+    def show_window(layer, head, q0, q1, k0, k1, shown, log):
+        if shown is None:
+            return gr.skip(), gr.skip()
+        run = shared.workspace.run(*shown)
+        window = _window(q0, q1, k0, k1)
+        return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, log))
+
+    inputs = [shared.layer, shared.head, *window, shared.shown, shared.log_colours]
+    gr.on(
+        [show.click, accordion.expand, *(n.submit for n in window)],
+        show_window,
+        inputs,
+        [shared.status, zoom],
+        api_name="zoom",
+    )
+    accordion.expand(lambda: True, None, zoom_open, api_name=False)
+    accordion.collapse(lambda: False, None, zoom_open, api_name=False)
+
+    @guarded(2)
+    def layer_npz(layer, shown):
+        if shown is None:
+            return gr.skip(), gr.skip()
+        run, layer = shared.workspace.run(*shown), index(layer, "layer")
+        if not views.maps_fit(run):
+            raise ValueError(
+                f"This app exports a layer's tensors up to {views.VIEW_MAP_BYTES >> 20} MiB of maps; "
+                f"{run.n_tokens:,} tokens on this model pass it. Use a shorter prompt, or the Python API."
+            )
+        folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
+        path = export.write_layer_npz(run, layer, folder / f"layer{layer}.npz")
+        return gr.skip(), gr.File(str(path), visible=True)
+
+    @guarded(2)
+    def head_csv(layer, head, shown):
+        if shown is None:
+            return gr.skip(), gr.skip()
+        run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
+        folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
+        name = f"layer{layer}-head{head}-softmax.csv"
+        path = export.write_head_csv(run, layer, head, folder / name, views.VIEW_MAP_BYTES)
+        return gr.skip(), gr.File(str(path), visible=True)
+
+    npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz")
+    csv_button.click(
+        head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
+    )
+    return AttentionTab(tab, pipeline, all_heads, window, zoom, zoom_open, log_box)

@@ -1,0 +1,149 @@
+"""What every part of the UI shares: the page's shared controls, turning figures into Gradio plot
+data, slider bounds, and the guard that turns any error into a warning while the views stay."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from explorer.app import markup, payload
+from explorer.app.workspace import Workspace
+from explorer.errors import CheckpointError, PromptError
+
+log = logging.getLogger(__name__)
+
+
+def gpu(fn):
+    """On a ZeroGPU Space, GPU work runs inside functions wrapped by `spaces.GPU`; elsewhere as is."""
+    try:
+        import spaces
+    except ImportError:
+        return fn
+    return spaces.GPU(fn)
+
+
+def plot(fig) -> PlotData:
+    return PlotData(**payload.plot_payload(fig))
+
+
+def index(value, name: str) -> int:
+    """A layer, head or position as the handlers take it: a whole number, or a clear ValueError (an API
+    call may send None, text or 2.5 where the page sends 2)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{name} must be a whole number, got {str(value)[:40]!r}")
+    return int(value)
+
+
+def top(count: int) -> int:
+    """A slider's maximum over `count` items (Gradio needs maximum > minimum, even for one item)."""
+    return max(count - 1, 1)
+
+
+def guarded(n_outputs: int):
+    """Turn an error into a warning and a status message (the first output), leaving every other
+    output as it is; a person never sees a stack trace and the app stays up. A generator handler (one
+    that streams) yields the warning as its last update, after the ones it yielded before the error."""
+
+    def decorate(handler):
+        def warning(error: Exception) -> tuple:
+            if isinstance(error, (PromptError, CheckpointError, ValueError)):
+                message = str(error)
+            else:
+                log.exception("handler %s failed", handler.__name__)
+                message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
+            gr.Warning(message)
+            return markup.status(message, "warning"), *(gr.skip() for _ in range(n_outputs - 1))
+
+        if inspect.isgeneratorfunction(handler):
+
+            @functools.wraps(handler)
+            def stream(*args, **kwargs):
+                try:
+                    yield from handler(*args, **kwargs)
+                except Exception as error:
+                    yield warning(error)
+
+            return stream
+
+        @functools.wraps(handler)
+        def wrapper(*args, **kwargs):
+            try:
+                return handler(*args, **kwargs)
+            except Exception as error:
+                return warning(error)
+
+        return wrapper
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The page's controls every tab may read or write."""
+
+    workspace: Workspace
+    status: gr.HTML
+    shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the
+    # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either
+    layer: gr.Slider
+    head: gr.Dropdown
+    log_colours: gr.State  # whether softmax maps are coloured on a log scale
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A handler of the layout's (running the prompt, redrawing the views) that a tab's own events
+    chain after theirs: the function with its inputs and outputs."""
+
+    fn: Callable
+    inputs: list
+    outputs: list
+
+    def after(self, event):
+        """Chained after `event`, its progress shown on the status line (every handler's first output)
+        alone, not as a timer on each of its plots."""
+        return event.then(
+            self.fn, self.inputs, self.outputs, api_name=False, show_progress_on=self.outputs[0]
+        )
+
+
+@dataclass(frozen=True)
+class Follower:
+    """A view of another tab's that follows the layer and head (the zoom, the generation's rows). The
+    layout's switch handlers redraw it in the same event as the head's and layer's figures: one round
+    trip per switch, where a listener of its own would add another (in Gradio's page each event costs
+    its request and every component's loading status, about 0.1-0.2 s at 256 tokens)."""
+
+    inputs: list
+    outputs: list
+    update: Callable  # (layer, head, *values of `inputs`) -> one update per output
+
+
+@dataclass(frozen=True)
+class Followers:
+    """Several followers as one: their inputs and outputs in a row, and their updates."""
+
+    each: tuple[Follower, ...]
+
+    @property
+    def inputs(self) -> list:
+        return [component for follower in self.each for component in follower.inputs]
+
+    @property
+    def outputs(self) -> list:
+        return [component for follower in self.each for component in follower.outputs]
+
+    def update(self, layer: int, head: int, values) -> tuple:
+        updates, at = [], 0
+        for follower in self.each:
+            updates += follower.update(layer, head, *values[at : at + len(follower.inputs)])
+            at += len(follower.inputs)
+        return tuple(updates)

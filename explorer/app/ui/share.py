@@ -1,0 +1,55 @@
+"""Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that, and
+"Copy link" gives the link of what is on screen. A link names a picker model by its label, so it
+works on any machine that has that model; any other model by its source as typed."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from explorer.loading import catalog
+
+TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate")
+COPY_JS = """(query) => {
+  const link = window.location.origin + window.location.pathname + query;
+  if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});
+  return link;
+}"""
+
+# A link's tab, opened in the page as a click would open it: tab "rope" is the button #tab-rope-button
+# (each tab's elem_id is "tab-" and its name in TABS, explorer/ui/*.py).
+OPEN_TAB_JS = """() => {
+  const tab = (new URLSearchParams(window.location.search).get("tab") || "").trim().toLowerCase();
+  const button = /^[a-z]+$/.test(tab) && document.querySelector(`#views #tab-${tab}-button`);
+  if (button && button.getAttribute("aria-selected") !== "true") button.click();
+}"""
+
+
+def query_string(prompt: str, layer, head, model: str, tab: str) -> str:
+    """The query part of a link to this view."""
+    label = next((label for label, source in catalog.choices() if source == model), model)
+    params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
+    if label and label != catalog.BUNDLED_LABEL:
+        params["model"] = label
+    return "?" + urlencode(params)
+
+
+def requested(request: gr.Request | None) -> dict[str, str]:
+    """The view a link asks for: its query parameters, or nothing."""
+    if request is None:
+        return {}
+    return {key: value for key, value in request.query_params.items() if value.strip()}
+
+
+def integer(params: dict[str, str], key: str) -> int | None:
+    """A whole number from the link, or None when it is missing or not one."""
+    try:
+        return max(int(params[key]), 0)
+    except (KeyError, ValueError):
+        return None
+
+
+def tab_of(params: dict[str, str]) -> str | None:
+    tab = params.get("tab", "").lower()
+    return tab if tab in TABS else None

@@ -1,0 +1,342 @@
+"""What the app keeps in memory, shared by every visitor and bounded by one budget: loaded models,
+runs of (model, prompt) or, with heads ablated, of (model, prompt, ablation), and generations, least
+recently used dropped first once everything together passes it.
+
+- Keys are canonical: a local model by its resolved real path (`dir`, `dir/.` and a symlink to it are
+  one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
+  all the default model; a prompt by the text the run reads (cut before tokenizing), so a 50 MB paste
+  keeps 32 KB.
+- The budget counts models' weights, runs (layer inputs, cached eager layers, the overview's scores,
+  ids and tokens) and the prompt text held in keys. A run grows as its layers are looked at, so sizes
+  are measured again whenever the cache is trimmed.
+- Dropping a model drops its runs and generations, which hold it: an evicted model is freed, not kept
+  alive by them.
+- A generation is kept under a `GenerationKey` of its own, and its sequence's Run under (model, that
+  key) beside the prompts' runs: no prompt is a GenerationKey, so a typed prompt never finds a
+  generated run (whose ids need not be the prompt's tokenization of its text), and every view reads
+  either alike. A generation grows as it steps, so the cache is trimmed after each step.
+- Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), once the policy allows the source;
+  a model whose weights would not fit the budget is refused before a weight is read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from explorer.app import memory
+from explorer.app.policy import UNREADABLE, Policy, normalised
+from explorer.engine.explorer import Explorer, load
+from explorer.engine.generate import Generation, Step
+from explorer.engine.interventions import Ablation
+from explorer.engine.run import Run
+from explorer.engine.tokens import char_budget
+from explorer.errors import CheckpointError
+from explorer.loading import catalog
+from explorer.loading.checkpoints import BUNDLED_MODEL
+
+EAGER_BYTES_PER_RUN = 128 << 20  # eager layers one run keeps (a layer of 64 MiB maps, and its projections)
+LOAD_WAIT_SECONDS = 120.0  # how long a request waits for another model's load before it is told to retry
+
+
+@dataclass(eq=False)
+class CachedRun:
+    """A run, the prompt text it was keyed by, and what the app derived from it that is worth keeping
+    (the overview's head profile)."""
+
+    run: Run
+    text: str | GenerationKey  # the prompt as the run read it (cut to the characters tokenized), or
+    # the key of the generation whose sequence it is
+    profile: dict[str, np.ndarray] | None = None  # {name: [L, H]}, filled when the Overview opens
+    _fixed_bytes: int = field(init=False, default=0)
+
+    def __post_init__(self):
+        tokens = sys.getsizeof(self.run.tokens) + sum(sys.getsizeof(t) for t in self.run.tokens)
+        ids = sys.getsizeof(self.run.ids) + sum(sys.getsizeof(i) for i in self.run.ids)
+        self._fixed_bytes = sys.getsizeof(self.text) + tokens + ids
+
+    def nbytes(self) -> int:
+        """Tensors the run holds now, its logits if they were read, the profile, and its Python text."""
+        logits = vars(self.run).get("logits")
+        profile = sum(a.nbytes for a in (self.profile or {}).values())
+        held = self.run.cache_nbytes() + (logits.numel() * logits.element_size() if logits is not None else 0)
+        return held + profile + self._fixed_bytes
+
+
+def model_nbytes(explorer: Explorer) -> int:
+    tensors = [*explorer.model.parameters(), *explorer.model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@dataclass(frozen=True)
+class GenerationKey:
+    """Names one generation in the workspace: the model it ran on (its canonical key) and a serial number."""
+
+    model: str
+    serial: int
+
+
+@dataclass(eq=False)
+class KeptGeneration:
+    """A generation and the lock that makes its steps, its Run and every read of it take turns."""
+
+    generation: Generation
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def nbytes(self) -> int:
+        g = self.generation
+        tensors = (g.layer_inputs, g.final_hidden, *(step.attention for step in g.steps))
+        return g.cache.nbytes() + sum(t.numel() * t.element_size() for t in tensors)
+
+
+class Workspace:
+    """The models and runs the app holds. A model is named by what a person picked or typed: '' (or
+    None) for the default model, a choice's label, a local directory, a .gguf file or a hub id."""
+
+    def __init__(
+        self,
+        default_model: str | Path | None = None,
+        device: torch.device | str | None = None,
+        policy: Policy | None = None,
+        max_bytes: int | None = None,
+    ):
+        self.default_model = default_model
+        self.device = device
+        self.policy = policy or Policy.from_environment()
+        self.max_bytes = max_bytes or self.policy.memory_bytes
+        # models by key; runs by (model key, text), (model key, text, ablation) or (model key, a
+        # GenerationKey); generations by GenerationKey
+        self._entries: OrderedDict[str | tuple | GenerationKey, Explorer | CachedRun | KeptGeneration] = (
+            OrderedDict()
+        )
+        self._serials = itertools.count()
+        self._lock = threading.RLock()
+        self._loading = threading.Lock()  # one model load at a time
+
+    # --- names ---
+
+    def source(self, model: str | None) -> str:
+        """What `explorer.load` reads for a picker value: a choice's source, or the text typed."""
+        return catalog.source_of(model)
+
+    def key(self, model: str | None) -> str:
+        """The canonical name of a model, the same however it is spelled (see the module's notes)."""
+        source = self.source(model)
+        if source == "":
+            default = self.default_model or BUNDLED_MODEL
+            return self._local_key(default) or str(default)
+        local = self._local_key(source)
+        return local if local is not None else normalised(source)
+
+    def _local_key(self, source: str | Path) -> str | None:
+        try:
+            path = Path(source).expanduser()
+            return os.path.realpath(path) if path.exists() else None
+        except (OSError, RuntimeError, ValueError):  # too long, unreadable, an unknown ~user, a NUL
+            return None
+
+    # --- models ---
+
+    def is_loaded(self, model: str | None) -> bool:
+        """Whether the model is in memory (so picking it costs no load); refused sources are not."""
+        source = self.source(model)
+        try:
+            self.policy.check(source)
+        except CheckpointError:
+            return False
+        with self._lock:
+            return self.key(source) in self._entries
+
+    def explorer(self, model: str | None, progress=None, load: bool = True) -> Explorer:
+        """The loaded model, loading it first if needed (telling `progress(fraction, message)` each
+        stage); raises CheckpointError, with the policy's message for a source it refuses. With
+        `load=False` only the default model is loaded if missing: another one must be loaded again
+        by whoever loads models (the app's Load button, which counts loads per visitor)."""
+        source = self.source(model)
+        self.policy.check(source)
+        key = self.key(source)
+        found = self._touch(key)
+        if found is not None:
+            return found
+        if not load and source != "":
+            raise CheckpointError(
+                "That model is no longer in memory (the app made room for others): load it again."
+            )
+        if not self._loading.acquire(timeout=LOAD_WAIT_SECONDS):
+            raise CheckpointError("Another model is loading and the wait ran long; try again in a minute.")
+        try:
+            found = self._touch(key)  # loaded by the request this one waited for
+            if found is not None:
+                return found
+            explorer = self._load(source, progress)
+            self._insert({key: explorer})
+            return explorer
+        finally:
+            self._loading.release()
+
+    def _load(self, source: str, progress) -> Explorer:
+        try:
+            return load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
+        except CheckpointError:
+            if self.policy.public and not self.policy.is_listed(source):
+                # One message whether the source names a file, a folder, nothing or a hub id: the
+                # reason would tell a visitor what is on the server.
+                raise CheckpointError(UNREADABLE) from None
+            raise
+
+    # --- runs ---
+
+    def cached_run(
+        self, model: str | None, text: str | GenerationKey, ablation: Ablation | None = None
+    ) -> CachedRun:
+        """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
+        The model must be in memory, unless it is the default one (see `explorer`). With an `ablation`
+        (heads zeroed or mean-replaced), a run of its own, kept beside the plain one. For a
+        GenerationKey, the generated sequence's run, built from the kept generation (no forward)."""
+        explorer = self.explorer(model, load=False)
+        key = self.key(model)
+        if isinstance(text, GenerationKey):
+            return self._generated_run(explorer, key, text)
+        limit = min(self.policy.max_tokens, explorer.config.context_length)
+        read = text[: char_budget(limit)] if isinstance(text, str) else text
+        run_key = (key, read) if ablation is None else (key, read, ablation)
+        found = self._touch(key, run_key)
+        if found is not None:
+            return found
+        if ablation is None:
+            run = explorer.run(text, max_tokens=self.policy.max_tokens)
+        else:
+            run = explorer.run(
+                text, max_tokens=self.policy.max_tokens, ablate=ablation.heads, ablate_mode=ablation.mode
+            )
+        run.eager_cache_bytes = EAGER_BYTES_PER_RUN
+        return self._insert({key: explorer, run_key: CachedRun(run, read)})
+
+    def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
+        return self.cached_run(model, text, ablation).run
+
+    def _generated_run(self, explorer: Explorer, key: str, generated: GenerationKey) -> CachedRun:
+        if generated.model != key:
+            raise ValueError("That generation was made with another model: generate again with this one.")
+        found = self._touch(key, (key, generated))
+        if found is not None:
+            return found
+        with self.generation(generated) as generation:
+            run = generation.run
+        run.eager_cache_bytes = EAGER_BYTES_PER_RUN
+        return self._insert({key: explorer, (key, generated): CachedRun(run, generated)})
+
+    # --- generations ---
+
+    def generate(self, model: str | None, prompt: str, **settings) -> GenerationKey:
+        """A new generation of `prompt` on `model` (`settings` as `Explorer.generate` takes them, checked
+        here: raises PromptError or ValueError), kept under a key of its own; `steps(key)` takes its
+        steps. Nothing runs the model until the first step. The prompt and the new tokens together
+        stay within the tokens a run may have (`Policy.max_tokens`)."""
+        explorer = self.explorer(model, load=False)
+        generation = explorer.generate(prompt, **settings, max_tokens=self.policy.max_tokens)
+        key = GenerationKey(self.key(model), next(self._serials))
+        self._insert({key.model: explorer, key: KeptGeneration(generation)})
+        return key
+
+    def steps(self, key: GenerationKey) -> Iterator[Step]:
+        """The generation's steps as it takes them, each taken holding its lock (not while the caller
+        holds the step), the cache trimmed after each (the generation grows): closing this iterator
+        stops the generation after the step being taken."""
+        kept = self._kept(key)
+        steps = iter(kept.generation)
+        while True:
+            with kept.lock:
+                step = next(steps, None)
+            if step is None:
+                return
+            self._insert({key.model: kept.generation.explorer, key: kept})  # it grew: trim around it
+            yield step
+
+    @contextmanager
+    def generation(self, key: GenerationKey) -> Iterator[Generation]:
+        """The kept generation, read while no step is being taken (raises ValueError once it is dropped)."""
+        kept = self._kept(key)
+        with kept.lock:
+            yield kept.generation
+
+    def _kept(self, key: GenerationKey) -> KeptGeneration:
+        kept = self._touch(key.model, key) if isinstance(key, GenerationKey) else None
+        if kept is None:
+            raise ValueError(
+                "That generation is no longer in memory (the app keeps the most recent ones): generate again."
+            )
+        return kept
+
+    # --- the budget ---
+
+    def nbytes(self) -> int:
+        """Everything held: models, runs (and the text of their keys) and generations."""
+        with self._lock:
+            return sum(self._size(key, value) for key, value in self._entries.items())
+
+    def __contains__(self, key: str | tuple | GenerationKey) -> bool:
+        return key in self._entries
+
+    def _insert(self, entries: dict):
+        """Add entries not already held (a run's model first: it may have been dropped meanwhile, and
+        a run must not hold a model the budget no longer counts), mark them most recently used, trim
+        around them; the last entry's value as held."""
+        with self._lock:
+            for key, value in entries.items():
+                self._entries.setdefault(key, value)
+            held = self._touch(*entries)
+            dropped = self._trim(keep=set(entries))
+        if dropped:
+            memory.release()  # outside the lock: collecting and trimming the heap takes a moment
+        return held
+
+    def _touch(self, *keys):
+        """The last of `keys`' values, each marked most recently used (a run's model before it); None if
+        one is missing."""
+        with self._lock:
+            if not all(key in self._entries for key in keys):
+                return None
+            for key in keys:
+                self._entries.move_to_end(key)
+            return self._entries[keys[-1]]
+
+    @staticmethod
+    def _model_of(key) -> str:
+        if isinstance(key, GenerationKey):
+            return key.model
+        return key[0] if isinstance(key, tuple) else key
+
+    def _size(self, key, value) -> int:
+        if isinstance(value, Explorer):
+            return model_nbytes(value) + sys.getsizeof(key)
+        return value.nbytes()  # its text is the key's: one string, counted once
+
+    def _trim(self, keep: set) -> bool:
+        """Drop least recently used entries while the total passes the budget; what the request in
+        hand uses (`keep`) stays. A model goes with its runs. Whether anything was dropped."""
+        sizes = {key: self._size(key, value) for key, value in self._entries.items()}
+        total, dropped = sum(sizes.values()), False
+        for key in list(self._entries):
+            if total <= self.max_bytes:
+                break
+            if key in keep or key not in self._entries:
+                continue
+            going = [key]
+            if isinstance(key, str):  # a model: its runs and generations go with it
+                going += [k for k in self._entries if self._model_of(k) == key and k != key]
+            for k in going:
+                total -= sizes[k]
+                del self._entries[k]
+            dropped = True
+        return dropped

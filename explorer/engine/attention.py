@@ -1,0 +1,192 @@
+"""The eager path: one layer's attention, step by step, returned as data.
+
+    q, k (before RoPE) -> q_rot, k_rot -> scores = q_rot·k_rotᵀ -> scaled = scores·scale
+      -> masked (−inf where the causal mask forbids) -> probs = softmax(masked) -> output
+
+It goes through the block's own methods (`Block.attention_input`, `Attention.project`,
+`Attention.merge_heads`), so the weights are the model's and nothing is duplicated. All internals are
+float32 whatever the model's dtype.
+
+Memory: only `probs` among the [H, N, N] stages is kept when the layer is computed; `scores`, `scaled`
+and `masked` are rebuilt from q_rot and k_rot the first time they are read (bit-identical to the values
+`probs` was computed from), and `head_stages(h)` gives one head's stages without touching the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from explorer.engine import rope
+from explorer.engine.model import Block, Tap, tapped
+
+
+def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
+    """Which key/value head each query head reads: h // (H // H_kv).  # [H] int64
+
+    The one definition of GQA grouping; the maths and the plots both use it.
+    """
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
+    return torch.arange(n_heads) // (n_heads // n_kv_heads)
+
+
+def causal_mask(n_tokens: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """True where query i may attend to key j, i.e. j <= i.  # [N, N] bool"""
+    return torch.ones(n_tokens, n_tokens, dtype=torch.bool, device=device).tril()
+
+
+@dataclass(frozen=True, eq=False)
+class Projections:
+    """What every stage of one layer's attention is computed from: linear in N, so it can be kept
+    when the [H, N, N] maps cannot (`explorer.engine.blockwise` computes those a block of queries at a
+    time)."""
+
+    layer: int
+    scale: float  # 1/√d
+    angles: torch.Tensor  # [N, d/2] RoPE angle m·θ_i, radians
+    inv_freq: torch.Tensor  # [d/2] θ_i
+    q: torch.Tensor  # [H, N, d] before RoPE
+    k: torch.Tensor  # [H_kv, N, d] before RoPE
+    v: torch.Tensor  # [H_kv, N, d]
+    q_rot: torch.Tensor  # [H, N, d] after RoPE
+    k_rot: torch.Tensor  # [H_kv, N, d] after RoPE
+    kv_head: torch.Tensor  # [H] int64, which key/value head each query head reads
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_tokens(self) -> int:
+        return self.q.shape[1]
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {name: value for name, value in vars(self).items() if isinstance(value, torch.Tensor)}
+
+
+def _projected(name: str) -> property:
+    """A field of the layer's projections, read as the internals' own."""
+    return property(lambda self: getattr(self.projections, name), doc=f"`Projections.{name}`")
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionInternals:
+    """Every stage of one layer's attention for one prompt (batch 1), float32: the projections it is
+    computed from (each of their fields read as this one's: `att.q`, `att.k_rot` ...), and the rest."""
+
+    projections: Projections
+    mask: torch.Tensor  # [N, N] bool, True where a query may attend
+    probs: torch.Tensor  # [H, N, N] softmax; rows sum to 1, masked entries exactly 0
+    output: torch.Tensor  # [N, hidden] the layer's attention output (after o_proj)
+
+    layer = _projected("layer")
+    scale = _projected("scale")  # 1/√d
+    angles = _projected("angles")  # [N, d/2]
+    inv_freq = _projected("inv_freq")  # [d/2]
+    q = _projected("q")  # [H, N, d] before RoPE
+    k = _projected("k")  # [H_kv, N, d] before RoPE
+    v = _projected("v")  # [H_kv, N, d]
+    q_rot = _projected("q_rot")  # [H, N, d] after RoPE
+    k_rot = _projected("k_rot")  # [H_kv, N, d] after RoPE
+    kv_head = _projected("kv_head")  # [H] int64
+    n_heads = _projected("n_heads")
+    n_tokens = _projected("n_tokens")
+
+    @cached_property
+    def scores(self) -> torch.Tensor:
+        """Raw Q·Kᵀ after RoPE, before scaling.  # [H, N, N]"""
+        return self.q_rot @ self.k_rot[self.kv_head].transpose(-1, -2)
+
+    @cached_property
+    def scaled(self) -> torch.Tensor:
+        """scores · scale.  # [H, N, N]"""
+        return self.scores * self.scale
+
+    @cached_property
+    def masked(self) -> torch.Tensor:
+        """scaled with −inf where the mask is False.  # [H, N, N]"""
+        return self.scaled.masked_fill(~self.mask, float("-inf"))
+
+    def head_stages(self, head: int) -> dict[str, torch.Tensor]:
+        """One head's scores, scaled, masked and probs, computed for that head alone.  # each [N, N]"""
+        if not 0 <= head < self.n_heads:
+            raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
+        scores = self.q_rot[head] @ self.k_rot[self.kv_head[head]].T
+        scaled = scores * self.scale
+        return {
+            "scores": scores,
+            "scaled": scaled,
+            "masked": scaled.masked_fill(~self.mask, float("-inf")),
+            "probs": self.probs[head],
+        }
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor held (the stages rebuilt on demand among them, once read)."""
+        own = {name: value for name, value in vars(self).items() if isinstance(value, torch.Tensor)}
+        return self.projections.tensors() | own
+
+
+@torch.inference_mode()
+def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
+    """q, k, v of one layer before and after RoPE, float32.  # x [N, hidden]: the stream entering the block"""
+    n_tokens = x.shape[0]
+    attn = block.self_attn
+    q, k, v = (
+        t[0].float() for t in attn.project(block.attention_input(x)[None])
+    )  # [H, N, d], [H_kv, N, d] ×2
+    angle = rope.angles(torch.arange(n_tokens, device=x.device), inv_freq)  # [N, d/2]
+    cos, sin = rope.cos_sin(angle)  # [N, d] ×2
+    return Projections(
+        layer=layer,
+        scale=attn.scale,
+        angles=angle,
+        inv_freq=inv_freq.float(),
+        q=q,
+        k=k,
+        v=v,
+        q_rot=rope.apply_rope(q, cos, sin),
+        k_rot=rope.apply_rope(k, cos, sin),
+        kv_head=kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device),
+    )
+
+
+@torch.inference_mode()
+def softmax_rows(
+    p: Projections, start: int, stop: int, heads: slice | list[int] = slice(None), causal: bool = False
+) -> torch.Tensor:
+    """The softmax maps of queries start..stop−1 over every key, or with `causal` over the keys up to
+    the last of them (0..stop−1: the keys after it have probability 0; on average half the work).
+    # [h, stop − start, N], or [h, stop − start, stop] with `causal`
+
+    One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
+    n_keys = stop if causal else p.n_tokens
+    scores = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
+    return causal_softmax_(scores, p.scale, start)
+
+
+def causal_softmax_(scores: torch.Tensor, scale: float, start: int) -> torch.Tensor:
+    """In place: raw scores of queries start, start+1, … over keys 0, 1, … -> scaled, masked (a key
+    after its query: −∞) and softmaxed, as the eager path does it.  # [..., R, K] -> [..., R, K]"""
+    queries = torch.arange(start, start + scores.shape[-2], device=scores.device)
+    allowed = torch.arange(scores.shape[-1], device=scores.device)[None, :] <= queries[:, None]  # [R, K]
+    scores.mul_(scale).masked_fill_(~allowed, float("-inf"))
+    scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
+    return scores.div_(scores.sum(dim=-1, keepdim=True))
+
+
+@torch.inference_mode()
+def eager_attention(
+    block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, heads_tap: Tap | None = None
+) -> AttentionInternals:
+    """Rerun one layer's attention step by step.  # x [N, hidden]: the stream entering the block
+
+    `heads_tap` edits the heads' outputs before o_proj as it did in the fast path (an ablated run's).
+    """
+    p = project(block, x, inv_freq, layer)
+    probs = softmax_rows(p, 0, p.n_tokens)  # [H, N, N]
+    heads_out = tapped(heads_tap, layer, (probs @ p.v[p.kv_head])[None])  # [1, H, N, d]
+    output = block.self_attn.merge_heads(heads_out.to(x.dtype))[0].float()  # [N, hidden]
+    return AttentionInternals(p, mask=causal_mask(p.n_tokens, x.device), probs=probs, output=output)

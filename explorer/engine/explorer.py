@@ -1,0 +1,141 @@
+"""Explorer (a loaded model and its tokenizer) and `load`, which makes one: the entry to the Python API.
+
+ex = explorer.load()            # the bundled model; or a folder, a .gguf file, a hub id
+run = ex.run(text)              # one fast forward -> Run
+ex.generate(prompt, ...)        # one token at a time from a KV cache -> Generation
+ex.patch_heads(clean, corrupted, answer, distractor)   # every head patched -> PatchResult
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from explorer.engine.config import ModelConfig
+from explorer.engine.generate import Generation
+from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
+from explorer.engine.model import Taps, recorder
+from explorer.engine.run import Run
+from explorer.engine.tokens import encode
+from explorer.loading.checkpoints import Checkpoint, load_checkpoint
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Explorer:
+    """A model and its tokenizer, ready to run prompts."""
+
+    def __init__(self, checkpoint: Checkpoint, device: torch.device | str | None = None):
+        self.name = checkpoint.name
+        self.path = checkpoint.path
+        self.config: ModelConfig = checkpoint.config
+        self.tokenizer = checkpoint.tokenizer
+        self.device = torch.device(device) if device else default_device()
+        self.model = checkpoint.model.to(self.device).eval()
+        self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.embed_tokens.weight.dtype
+
+    @torch.inference_mode()
+    def run(
+        self,
+        text: str,
+        max_tokens: int | None = None,
+        ablate: Iterable[tuple[int, int]] = (),
+        ablate_mode: str = "zero",
+    ) -> Run:
+        """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer: cut to
+        `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens.
+
+        `ablate`: (layer, head) pairs whose outputs are zeroed or mean-replaced (`ablate_mode`, see
+        `explorer.engine.interventions`); the run remembers it, so its eager reruns apply the same edit.
+        """
+        ablation = Ablation.parse(self.config, ablate, ablate_mode)
+        limit = min(max_tokens or self.config.context_length, self.config.context_length)
+        encoded = encode(self.tokenizer, text, limit)
+        ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
+        n, hidden = ids.shape[1], self.config.hidden_size
+        layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)
+        taps = Taps(block_input=recorder(layer_inputs), heads=ablation.tap if ablation else None)
+        start = time.perf_counter()
+        final_hidden = self.model.hidden_states(ids, taps=taps)  # [1, N, hidden]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        self.forward_count += 1
+        return Run(
+            self,
+            ids=encoded.ids,
+            tokens=encoded.tokens,
+            layer_inputs=layer_inputs[:, 0],
+            final_hidden=final_hidden[0],
+            forward_seconds=seconds,
+            n_dropped=encoded.n_dropped,
+            n_chars_dropped=encoded.n_chars_dropped,
+            ablation=ablation,
+        )
+
+    def patch_heads(
+        self,
+        clean: str,
+        corrupted: str,
+        answer: str,
+        distractor: str,
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
+    ) -> PatchResult:
+        """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
+        time, and read logit(answer) − logit(distractor) at the last position (`engine.interventions`).
+        `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
+        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens)
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int = 0,
+        stop_at_eos: bool = True,
+        eos_token_id: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Generation:
+        """New tokens after `prompt`, one step at a time from a KV cache: iterate the Generation for each
+        step's token, candidates and attention row [L, H, q+1]; its `run` is the sequence as a Run.
+        Temperature 0 is greedy; `eos_token_id` defaults to the config's (see engine.generate); the
+        prompt and new tokens together stay within `max_tokens` (default: the model's context)."""
+        return Generation(
+            self,
+            prompt,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            stop_at_eos=stop_at_eos,
+            eos_token_id=eos_token_id,
+            max_tokens=max_tokens,
+        )
+
+
+def load(
+    source: str | Path | None = None,
+    device: torch.device | str | None = None,
+    progress=None,
+    max_bytes: float | None = None,
+) -> Explorer:
+    """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
+    ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading; a model whose
+    float32 weights would pass `max_bytes` is refused before any is read."""
+    explorer = Explorer(load_checkpoint(source, progress=progress, max_bytes=max_bytes), device)
+    if progress is not None:
+        progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
+    return explorer

@@ -1,0 +1,272 @@
+"""The decoder, top to bottom as data flows: embeddings -> blocks (RMSNorm, attention, RMSNorm, SwiGLU)
+-> final norm -> LM head. Module names follow HF Llama (minus the `model.` prefix) so checkpoints map 1:1.
+
+One forward, `Transformer.hidden_states`, serves every path that pushes a stream through blocks: a whole
+prompt, a generation's prefill and each of its decode steps (positions after a KV cache), an ablated or
+patched run, and the patch sweep (a range of blocks entered from a cached layer input, the last block
+computing the last position alone). `Taps` read or edit the stream at named points along it. The block
+is written here once; no other module calls its norms or its MLP (the eager path reaches the attention's
+input through `Block.attention_input`).
+
+Attention here is the fast path: PyTorch SDPA with `enable_gqa=True`, causal, which never materialises
+an N×N map. The step-by-step eager path that exposes every stage is `explorer.engine.attention`; it
+reuses these modules' weights through `Attention.project` and `Attention.merge_heads`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from explorer.engine import rope
+from explorer.engine.config import ModelConfig
+
+# A tap: called with the layer (n_layers for `final`) and the tensor at its point, it returns the tensor
+# the forward goes on with, or None to leave it as it is (a tap that only reads).
+Tap = Callable[[int, torch.Tensor], torch.Tensor | None]
+
+
+@dataclass(frozen=True)
+class Taps:
+    """The points of the stream a forward reads or edits, in the order it passes them (M: positions
+    computed; in the last block with `last_only`, 1 from the attention's output on)."""
+
+    block_input: Tap | None = None  # [B, M, hidden] the stream entering the block
+    queries: Tap | None = None  # [B, H, M, d] the queries after RoPE
+    heads: Tap | None = None  # [B, H, M, d] each head's output probs @ v, before o_proj (TL's hook_z)
+    attention_output: Tap | None = None  # [B, M, hidden] o_proj of the heads' outputs
+    after_attention: Tap | None = None  # [B, M, hidden] the stream after attention (TL's resid_mid)
+    mlp_output: Tap | None = None  # [B, M, hidden]
+    block_output: Tap | None = None  # [B, M, hidden] the stream leaving the block
+    final: Tap | None = None  # [B, M, hidden] after the final norm
+
+
+NO_TAPS = Taps()
+
+
+def recorder(store: torch.Tensor) -> Tap:
+    """A tap that writes what passes into `store[layer]` and leaves it as it is."""
+
+    def record(layer: int, value: torch.Tensor) -> None:
+        store[layer].copy_(value)
+
+    return record
+
+
+def tapped(tap: Tap | None, layer: int, value: torch.Tensor) -> torch.Tensor:
+    """`value` as `tap` leaves it."""
+    if tap is None:
+        return value
+    edited = tap(layer, value)
+    return value if edited is None else edited
+
+
+class KeyValues(Protocol):
+    """A KV cache as the attention uses it (`explorer.engine.kv_cache`)."""
+
+    def update(
+        self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every key and value up to the last new position, the new ones (positions start.. after RoPE)
+        among them.  # [B, H_kv, M, d] ×2 -> [B, H_kv, start + M, d] ×2"""
+        ...
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What every block of one forward shares: the positions' RoPE tables, the first position, the KV
+    cache of the positions before it, and the taps."""
+
+    cos: torch.Tensor  # [M, d]
+    sin: torch.Tensor  # [M, d]
+    start: int = 0  # position of the first of the M tokens
+    cache: KeyValues | None = None
+    taps: Taps = NO_TAPS
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        d, hidden = config.head_dim, config.hidden_size
+        self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, d
+        self.scale = d**-0.5
+        self.q_proj = nn.Linear(hidden, config.n_heads * d, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.n_heads * d, hidden, bias=config.o_bias)
+
+    def project(self, x: torch.Tensor):
+        """Queries, keys and values before RoPE.  # x [B, N, hidden] -> [B, H, N, d], [B, H_kv, N, d] ×2"""
+        B, N, _ = x.shape
+        q = self.q_proj(x).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        return q, k, v
+
+    def merge_heads(self, y: torch.Tensor) -> torch.Tensor:
+        """Per-head outputs back to the residual stream.  # [B, H, N, d] -> [B, N, hidden]"""
+        B, _, N, _ = y.shape
+        return self.o_proj(y.transpose(1, 2).reshape(B, N, self.n_heads * self.head_dim))
+
+    def heads(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
+        """Each head's output probs @ v, by SDPA.  # x [B, M, hidden] normed -> [B, H, M, d] ([B, H, 1, d]
+        with `last_only`: the last position's query alone, over every key)"""
+        q, k, v = self.project(x)
+        q, k = rope.apply_rope(q, p.cos, p.sin), rope.apply_rope(k, p.cos, p.sin)
+        if p.cache is not None:
+            k, v = p.cache.update(layer, p.start, k, v)  # [B, H_kv, start + M, d] ×2
+        if last_only:
+            q = q[:, :, -1:]
+        q = tapped(p.taps.queries, layer, q)
+        n_queries, n_keys = q.shape[2], k.shape[2]
+        # The queries are the last positions the keys reach: one of them sees every key (no mask);
+        # as many as the keys, the causal mask; fewer (after a cache), the mask's last rows.
+        mask = None
+        if 1 < n_queries < n_keys:
+            mask = torch.ones(n_queries, n_keys, dtype=torch.bool, device=q.device).tril(n_keys - n_queries)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=1 < n_queries == n_keys, enable_gqa=True, scale=self.scale
+        )
+
+    def forward(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
+        """The attention's output.  # x [B, M, hidden] normed -> [B, M, hidden] ([B, 1, hidden] last_only)"""
+        y = tapped(p.taps.heads, layer, self.heads(x, layer, p, last_only))
+        return tapped(p.taps.attention_output, layer, self.merge_heads(y))
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        hidden, inner, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
+        self.gate_proj = nn.Linear(hidden, inner, bias=bias)
+        self.up_proj = nn.Linear(hidden, inner, bias=bias)
+        self.down_proj = nn.Linear(inner, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+    def attention_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the attention reads: the stream entering the block, normed.  # [..., hidden] -> same"""
+        return self.input_layernorm(x)
+
+    def attend(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
+        """The attention's output, from the stream entering the block.  # [B, M, hidden] -> same"""
+        return self.self_attn(self.attention_input(x), layer, p, last_only)
+
+    def forward(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
+        """The stream through the block.  # [B, M, hidden] -> [B, M, hidden] ([B, 1, hidden] last_only)"""
+        taps = p.taps
+        x = tapped(taps.block_input, layer, x)
+        attended = self.attend(x, layer, p, last_only)
+        if last_only:
+            x = x[:, -1:]
+        x = tapped(taps.after_attention, layer, x + attended)
+        x = x + tapped(taps.mlp_output, layer, self.mlp(self.post_attention_layernorm(x)))
+        return tapped(taps.block_output, layer, x)
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.register_buffer("inv_freq", rope.config_inverse_frequencies(config), persistent=False)
+
+    def init_weights(self, std: float = 0.02, generator: torch.Generator | None = None) -> None:
+        """Fresh weights as HF Llama initialises them: N(0, std) matrices, zero biases, unit norms."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=std, generator=generator)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, RMSNorm):
+                nn.init.ones_(module.weight)
+
+    def pass_over(
+        self,
+        positions: range,
+        dtype: torch.dtype,
+        cache: KeyValues | None = None,
+        taps: Taps = NO_TAPS,
+    ) -> Pass:
+        """What the blocks share when they compute `positions` (consecutive)."""
+        where = torch.arange(positions.start, positions.stop, device=self.inv_freq.device)
+        cos, sin = rope.cos_sin(rope.angles(where, self.inv_freq), dtype)  # [M, d] ×2
+        return Pass(cos, sin, positions.start, cache, taps)
+
+    def hidden_states(
+        self,
+        ids: torch.Tensor | None = None,
+        *,
+        stream: torch.Tensor | None = None,
+        layers: range | None = None,
+        positions: range | None = None,
+        cache: KeyValues | None = None,
+        taps: Taps = NO_TAPS,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """The one forward: the stream through `layers` (every block by default), then, when they end
+        with the last block, the final norm.  # ids [B, M] or stream [B, M, hidden] -> [B, M, hidden]
+
+        - `ids` are embedded; or `stream` is what enters the first of `layers` (a cached layer input).
+        - `positions` of the M tokens (default 0..M−1); `cache` holds the keys and values of the ones
+          before, and takes the new ones if it keeps them (`explorer.engine.kv_cache`).
+        - `taps` read or edit the stream at their points (`Taps`).
+        - `last_only`: the model's last block computes the last position alone; the stream returned is
+          then [B, 1, hidden]. The keys and values of every position are still computed.
+        """
+        layers = range(self.config.n_layers) if layers is None else layers
+        if stream is None:
+            if layers.start != 0:
+                raise ValueError("token ids enter the first block; give the stream entering the others")
+            stream = self.embed_tokens(ids)  # [B, M, hidden]
+        positions = range(stream.shape[1]) if positions is None else positions
+        if len(positions) != stream.shape[1]:
+            raise ValueError(f"{len(positions)} positions for a stream of {stream.shape[1]}")
+        p = self.pass_over(positions, stream.dtype, cache, taps)
+        last = self.config.n_layers - 1
+        for layer in layers:
+            stream = self.layers[layer](stream, layer, p, last_only and layer == last)
+        if layers.stop <= last:
+            return stream
+        return tapped(taps.final, self.config.n_layers, self.norm(stream))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits for every position.  # [B, N] -> [B, N, vocab]"""
+        return self.lm_head(self.hidden_states(ids))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

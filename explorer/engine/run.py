@@ -1,0 +1,192 @@
+"""Run: one prompt's fast forward, and lazy access to what it holds.
+
+A Run costs one fast SDPA forward (`explorer.engine.explorer.Explorer.run`). It keeps each layer's input
+hidden state ([L, N, hidden], linear in N), so any layer's attention can be rerun through the eager path
+later without a second forward. Nothing N×N is computed until a layer is asked for, and logits only where
+they are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from functools import cached_property
+from typing import Any
+
+import torch
+
+from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
+from explorer.engine.config import ModelConfig
+from explorer.engine.interventions import Ablation
+from explorer.engine.model import Tap, Taps
+
+DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
+
+
+class Run:
+    """One prompt's fast forward, with lazy access to logits and to any layer's eager internals."""
+
+    def __init__(
+        self,
+        explorer,
+        *,
+        ids: list[int],
+        tokens: list[str],
+        layer_inputs: torch.Tensor,
+        final_hidden: torch.Tensor,
+        forward_seconds: float,
+        n_dropped: int = 0,
+        n_chars_dropped: int = 0,
+        ablation: Ablation | None = None,
+    ):
+        self.explorer = explorer  # the Explorer (model and tokenizer) that ran it
+        self.ids: list[int] = ids  # [N]
+        self.tokens: list[str] = tokens  # [N] display strings
+        self.n_dropped: int = n_dropped  # tokens cut to fit the context
+        self.n_chars_dropped = n_chars_dropped  # characters cut before tokenizing (tokens.CHARS_PER_TOKEN)
+        self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
+        self.final_hidden = final_hidden  # [N, hidden] after the final norm
+        self.forward_seconds: float = forward_seconds
+        self.ablation: Ablation | None = ablation  # heads this run's forward (and eager reruns) ablate
+        self.eager_seconds: dict[int, float] = {}
+        self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
+        self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
+        self._projections: OrderedDict[int, Projections] = OrderedDict()
+        # Small results the views derive from this run and keep with it (`views.pooled`: a layer's
+        # pooled maps past the view budget, some 60 KB a layer); each has `nbytes`, counted below.
+        self.kept: dict[Hashable, Any] = {}
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.explorer.config
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_dropped > 0 or self.n_chars_dropped > 0
+
+    @property
+    def ablated(self) -> tuple[tuple[int, int], ...]:
+        """The (layer, head) pairs this run ablates; empty for a plain run."""
+        return self.ablation.heads if self.ablation else ()
+
+    @property
+    def heads_tap(self) -> Tap | None:
+        """What this run does to its heads' outputs (its ablation) in every forward and eager rerun."""
+        return self.ablation.tap if self.ablation else None
+
+    @cached_property
+    def logits(self) -> torch.Tensor:
+        """Next-token logits at every position.  # [N, vocab] float32 CPU"""
+        with torch.inference_mode():
+            return self.explorer.model.lm_head(self.final_hidden).float().cpu()
+
+    def next_token_probs(self) -> torch.Tensor:
+        """The model's distribution for the token after the prompt (last position only).  # [vocab]"""
+        with torch.inference_mode():
+            return self.explorer.model.lm_head(self.final_hidden[-1]).float().softmax(-1).cpu()
+
+    def top_next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
+        probs, ids = self.next_token_probs().topk(k)
+        tokenizer = self.explorer.tokenizer
+        return [
+            (tokenizer.decode([i], skip_special_tokens=False), p)
+            for i, p in zip(ids.tolist(), probs.tolist(), strict=True)
+        ]
+
+    def _check_layer(self, layer: int) -> None:
+        n_layers = self.config.n_layers
+        if not isinstance(layer, int) or not 0 <= layer < n_layers:
+            raise ValueError(f"layer must be an integer in [0, {n_layers - 1}], got {layer!r}")
+
+    def attention(self, layer: int, remember: bool = True) -> AttentionInternals:
+        """Every stage of `layer`'s attention, from the cached input (no new forward).  float32 CPU
+
+        `remember=False` leaves the run's bounded cache alone (for sweeps over every layer).
+        """
+        self._check_layer(layer)
+        if layer in self._eager:
+            self._eager.move_to_end(layer)
+            return self._eager[layer]
+        model = self.explorer.model
+        start = time.perf_counter()
+        with torch.inference_mode():
+            internals = eager_attention(
+                model.layers[layer], self.layer_inputs[layer], model.inv_freq, layer, self.heads_tap
+            )
+        internals = _to_cpu(internals)
+        self.eager_seconds[layer] = time.perf_counter() - start
+        if remember:
+            self._remember(layer, internals)
+        return internals
+
+    def projections(self, layer: int, remember: bool = True) -> Projections:
+        """q, k, v of `layer` before and after RoPE (linear in N), from the cached input: what the
+        views read when a layer's maps are too big to hold (`explorer.engine.blockwise`); those of the
+        layer's full internals when they are cached. `remember=False` leaves the run's cache alone."""
+        self._check_layer(layer)
+        if layer in self._eager:
+            return self._eager[layer].projections
+        if layer in self._projections:
+            self._projections.move_to_end(layer)
+            return self._projections[layer]
+        model = self.explorer.model
+        with torch.inference_mode():
+            projections = project(model.layers[layer], self.layer_inputs[layer], model.inv_freq, layer)
+        projections = _to_cpu(projections)
+        if remember:
+            self._projections[layer] = projections
+            self._trim()
+        return projections
+
+    def _remember(self, layer: int, internals: AttentionInternals) -> None:
+        self._eager[layer] = internals
+        self._projections.pop(layer, None)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Drop the oldest cached layers, projections first, while they pass `eager_cache_bytes`; a layer
+        bigger than the whole budget is not kept at all."""
+        for cache in (self._projections, self._eager):
+            while cache and self.cached_eager_bytes > self.eager_cache_bytes:
+                cache.popitem(last=False)
+
+    @property
+    def cached_eager_bytes(self) -> int:
+        cached = (*self._eager.values(), *self._projections.values())
+        return sum(_nbytes(internals) for internals in cached)
+
+    def sdpa_output(self, layer: int) -> torch.Tensor:
+        """The fast path's attention output for `layer`, recomputed from its cached input.  # [N, hidden]"""
+        self._check_layer(layer)
+        model = self.explorer.model
+        with torch.inference_mode():
+            p = model.pass_over(
+                range(self.n_tokens), self.layer_inputs.dtype, taps=Taps(heads=self.heads_tap)
+            )
+            out = model.layers[layer].attend(self.layer_inputs[layer][None], layer, p)
+        return out[0].float().cpu()
+
+    def cache_nbytes(self) -> int:
+        """Memory this run holds: cached layer inputs, cached eager layers, and what the views keep."""
+        own = self.layer_inputs.numel() * self.layer_inputs.element_size()
+        own += self.final_hidden.numel() * self.final_hidden.element_size()
+        return own + self.cached_eager_bytes + sum(value.nbytes for value in self.kept.values())
+
+
+def _to_cpu(internals: AttentionInternals | Projections) -> AttentionInternals | Projections:
+    if internals.q.device.type == "cpu":
+        return internals
+    if isinstance(internals, AttentionInternals):
+        own = {name: internals.tensors()[name].cpu() for name in ("mask", "probs", "output")}
+        return AttentionInternals(_to_cpu(internals.projections), **own)
+    return dataclasses.replace(internals, **{name: t.cpu() for name, t in internals.tensors().items()})
+
+
+def _nbytes(internals: AttentionInternals | Projections) -> int:
+    return sum(t.numel() * t.element_size() for t in internals.tensors().values())

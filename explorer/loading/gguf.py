@@ -1,0 +1,274 @@
+"""GGUF files (llama.cpp, Ollama, LM Studio): a Llama-family model and its tokenizer in one file.
+
+    header (metadata + tensor table) -> ModelConfig -> every tensor checked -> dequantized -> our model
+
+- The header is parsed by `explorer.loading.gguf_header`, the metadata values we use alone decoded.
+- Tensor bytes are dequantized to float32 by `gguf.quants.dequantize`, llama.cpp's own dequantizer,
+  for the types in `gguf_header.TENSOR_TYPES`; nothing here decodes a quantized block by hand.
+- llama.cpp stores the rows of Q and K permuted for its interleaved RoPE (`convert_hf_to_gguf.py`,
+  `LlamaModel.permute`); `unpermute` undoes it, so our rotate-half RoPE reproduces the model. qwen2
+  files are written unpermuted (llama.cpp runs them with NEOX, i.e. rotate-half, RoPE).
+- The tokenizer is built by transformers from the file's metadata, exactly as
+  `AutoTokenizer.from_pretrained(dir, gguf_file=...)` builds it (transformers is imported lazily, for
+  .gguf files only), so token ids agree with transformers' to the last one.
+
+Every way a file can be wrong ends in one `CheckpointError` naming what is wrong, raised before the
+weights are dequantized: not a GGUF file, truncated, another architecture, a missing or extra tensor,
+a tensor of the wrong shape or of a type we cannot dequantize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from explorer.engine.config import ModelConfig, RopeScaling
+from explorer.errors import CheckpointError, UnsupportedConfigError
+from explorer.loading.gguf_header import Header, TensorInfo, read_header
+from explorer.loading.weights import Checkpoint, build_model, check_fits
+
+ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2"}  # GGUF name -> model_type
+# llama.cpp's tensor names (gguf-py `TENSOR_NAMES`) -> ours (HF Llama's, which `build_model` reads).
+GLOBAL_TENSORS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+LAYER_TENSORS = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_output.bias": "self_attn.o_proj.bias",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+ROPE_FREQS = "rope_freqs.weight"  # Llama 3.1+: per-pair divisors of θ_i (llama3 RoPE scaling)
+
+Progress = Callable[[float, str], None]
+
+
+def config_from_header(header: Header, name: str) -> ModelConfig:
+    """A ModelConfig from llama.cpp's metadata keys (`{arch}.block_count`, ...)."""
+    architecture = header.architecture
+    if architecture not in ARCHITECTURES:
+        raise CheckpointError(
+            f"{name} is a GGUF file of architecture {architecture!r}, which is not supported "
+            f"(supported: {', '.join(ARCHITECTURES)})."
+        )
+    n_heads = _integer(header, "attention.head_count")
+    hidden = _integer(header, "embedding_length")
+    head_dim = _integer(header, "attention.key_length", hidden // max(n_heads, 1))
+    rotated = _integer(header, "rope.dimension_count", head_dim)
+    if rotated != head_dim:
+        raise CheckpointError(
+            f"{name} rotates {rotated} of {head_dim} dimensions per head; partial RoPE is not supported."
+        )
+    embeddings = header.tensors.get("token_embd.weight")
+    vocab_size = _integer(header, "vocab_size", embeddings.shape[0] if embeddings else 0)
+    try:
+        return ModelConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden,
+            n_layers=_integer(header, "block_count"),
+            n_heads=n_heads,
+            n_kv_heads=_integer(header, "attention.head_count_kv", n_heads),
+            intermediate_size=_integer(header, "feed_forward_length"),
+            head_dim=head_dim,
+            max_position_embeddings=_integer(header, "context_length", 2048),
+            rope_theta=float(header.key("rope.freq_base", 10000.0)),
+            rope_scaling=_rope_scaling(header, name),
+            rms_norm_eps=float(header.key("attention.layer_norm_rms_epsilon", 1e-5)),
+            tie_word_embeddings="output.weight" not in header.tensors,
+            qkv_bias="blk.0.attn_q.bias" in header.tensors,
+            o_bias="blk.0.attn_output.bias" in header.tensors,
+            model_type=ARCHITECTURES[architecture],
+            bos_token_id=header.metadata.get("tokenizer.ggml.bos_token_id"),
+            eos_token_id=header.metadata.get("tokenizer.ggml.eos_token_id"),
+        )
+    except (UnsupportedConfigError, ValueError) as error:
+        raise CheckpointError(f"{name}: {error}") from None
+
+
+def _integer(header: Header, key: str, default: int | None = None) -> int:
+    value = header.key(key, default)
+    if isinstance(value, list):  # some files give a value per layer
+        if len(set(value)) != 1:
+            raise CheckpointError(f"{header.architecture}.{key} differs between layers ({value[:8]}…).")
+        value = value[0]
+    if value is None:
+        raise CheckpointError(f"The GGUF metadata has no {header.architecture}.{key}.")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckpointError(f"{header.architecture}.{key} = {value!r} is not an integer.")
+    return value
+
+
+def _rope_scaling(header: Header, name: str) -> RopeScaling:
+    kind = header.key("rope.scaling.type", "none")
+    if kind in ("none", None):
+        return RopeScaling()
+    if kind == "linear":
+        return RopeScaling(rope_type="linear", factor=float(header.key("rope.scaling.factor", 1.0)))
+    raise CheckpointError(f"{name} asks for RoPE scaling {kind!r}; supported: linear, llama3 (rope_freqs).")
+
+
+def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor a GGUF file of this config must hold, by llama.cpp name, with its shape."""
+    hidden, d, inner = config.hidden_size, config.head_dim, config.intermediate_size
+    q_rows, kv_rows = config.n_heads * d, config.n_kv_heads * d
+    shapes = {"token_embd.weight": (config.vocab_size, hidden), "output_norm.weight": (hidden,)}
+    if not config.tie_word_embeddings:
+        shapes["output.weight"] = (config.vocab_size, hidden)
+    layer = {
+        "attn_norm.weight": (hidden,),
+        "attn_q.weight": (q_rows, hidden),
+        "attn_k.weight": (kv_rows, hidden),
+        "attn_v.weight": (kv_rows, hidden),
+        "attn_output.weight": (hidden, q_rows),
+        "ffn_norm.weight": (hidden,),
+        "ffn_gate.weight": (inner, hidden),
+        "ffn_up.weight": (inner, hidden),
+        "ffn_down.weight": (hidden, inner),
+    }
+    if config.qkv_bias:
+        layer |= {"attn_q.bias": (q_rows,), "attn_k.bias": (kv_rows,), "attn_v.bias": (kv_rows,)}
+    if config.o_bias:
+        layer["attn_output.bias"] = (hidden,)
+    for i in range(config.n_layers):
+        shapes |= {f"blk.{i}.{suffix}": shape for suffix, shape in layer.items()}
+    return shapes
+
+
+def check_tensors(header: Header, config: ModelConfig, name: str) -> None:
+    expected = expected_tensors(config)
+    missing = [t for t in expected if t not in header.tensors]
+    if missing:
+        raise CheckpointError(
+            f"{name} is missing tensor {missing[0]}"
+            + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+            + f" that a {header.architecture} model of this config needs."
+        )
+    extra = [t for t in header.tensors if t not in expected and t != ROPE_FREQS]
+    if extra:
+        raise CheckpointError(
+            f"{name} holds tensors this engine does not implement: {', '.join(extra[:3])}"
+            + (" …" if len(extra) > 3 else "")
+        )
+    for tensor, shape in expected.items():
+        if header.tensors[tensor].shape != shape:
+            raise CheckpointError(
+                f"{name}: tensor {tensor} has shape {header.tensors[tensor].shape}, "
+                f"the metadata implies {shape}."
+            )
+    freqs = header.tensors.get(ROPE_FREQS)
+    if freqs is not None and freqs.shape != (config.head_dim // 2,):
+        raise CheckpointError(
+            f"{name}: {ROPE_FREQS} has shape {freqs.shape}, expected ({config.head_dim // 2},)."
+        )
+
+
+def dequantize(path: Path, info: TensorInfo) -> torch.Tensor:
+    """One tensor as float32, dequantized by gguf-py (llama.cpp's dequantizer).  # info.shape"""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    raw = np.fromfile(path, dtype=np.uint8, count=info.nbytes, offset=info.start)
+    if info.type_name == "F32":
+        values = raw.view(np.float32)
+    elif info.type_name == "F16":
+        values = raw.view(np.float16).astype(np.float32)
+    else:
+        rows = raw.reshape(*info.shape[:-1], -1)  # [..., bytes per row]
+        values = gguf_dequantize(rows, GGMLQuantizationType[info.type_name])
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32).reshape(info.shape))
+
+
+def unpermute(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's Q/K row order. It writes each head's rows as interleaved pairs
+    (x₀, x_{d/2}, x₁, x_{d/2+1}, …) for its pairwise RoPE; we rotate halves.  # [H·d, ...] -> [H·d, ...]"""
+    d = weight.shape[0] // n_heads
+    return weight.reshape(n_heads, d // 2, 2, *weight.shape[1:]).transpose(1, 2).reshape(weight.shape)
+
+
+def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: Progress) -> dict:
+    """Every tensor dequantized, renamed to HF Llama keys, Q and K rows in rotate-half order."""
+    permuted = config.model_type != "qwen2"
+    state = {}
+    names = list(expected_tensors(config))
+    for done, gguf_name in enumerate(names):
+        if done % 16 == 0:
+            progress(0.2 + 0.7 * done / len(names), f"Dequantizing {gguf_name} ({done + 1} of {len(names)})")
+        tensor = dequantize(path, header.tensors[gguf_name])
+        layer, _, suffix = gguf_name.removeprefix("blk.").partition(".")
+        if gguf_name in GLOBAL_TENSORS:
+            state[GLOBAL_TENSORS[gguf_name]] = tensor
+            continue
+        if permuted and suffix.startswith("attn_q."):
+            tensor = unpermute(tensor, config.n_heads)
+        elif permuted and suffix.startswith("attn_k."):
+            tensor = unpermute(tensor, config.n_kv_heads)
+        state[f"model.layers.{layer}.{LAYER_TENSORS[suffix]}"] = tensor
+    return state
+
+
+def read_tokenizer(path: Path, model_type: str):
+    """The tokenizer transformers builds from this file's metadata, as a `tokenizers.Tokenizer` (its
+    post-processor adds BOS where the file asks for it). The class is the one `AutoTokenizer` picks
+    for the model type (Qwen2Tokenizer for qwen2, TokenizersBackend otherwise); naming it saves
+    AutoTokenizer's second full read of the file (15 s for SmolLM2) to find the model type."""
+    try:
+        from transformers import AutoTokenizer, TokenizersBackend
+        from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+    except ImportError:
+        raise CheckpointError(
+            "Reading a GGUF file's tokenizer needs transformers (pip install transformers)."
+        ) from None
+    try:
+        if TOKENIZER_MAPPING_NAMES.get(model_type) not in (None, "TokenizersBackend", "MistralCommonBackend"):
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name, tokenizer_type=model_type
+            )
+        else:
+            tokenizer = TokenizersBackend.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as error:  # its converters raise many types; the person needs one message
+        raise CheckpointError(f"The tokenizer in {path.name} could not be built: {error}") from None
+    return tokenizer.backend_tokenizer
+
+
+def load_gguf(
+    path: Path, dtype=torch.float32, progress: Progress | None = None, max_bytes: float | None = None
+) -> Checkpoint:
+    """A GGUF file as a Checkpoint: checked whole (and, if `max_bytes` is given, its size once
+    dequantized to `dtype`) before a single tensor is dequantized."""
+    progress = progress or (lambda fraction, message: None)
+    progress(0.0, f"Reading the header of {path.name}")
+    header = read_header(path)
+    config = config_from_header(header, path.name)
+    check_tensors(header, config, path.name)
+    try:
+        check_fits(config, dtype, max_bytes)
+    except CheckpointError as error:
+        raise CheckpointError(f"{path.name}: {error}") from None
+    if ROPE_FREQS in header.tensors:
+        factors = dequantize(path, header.tensors[ROPE_FREQS])
+        config = _with_freq_factors(config, factors)
+    progress(0.1, "Building the tokenizer from the file's metadata")
+    tokenizer = read_tokenizer(path, config.model_type)
+    state = read_state_dict(path, header, config, progress)
+    progress(0.9, "Building the model")
+    model = build_model(config, state, dtype)
+    return Checkpoint(name=path.name, path=path, config=config, model=model, tokenizer=tokenizer)
+
+
+def _with_freq_factors(config: ModelConfig, factors: torch.Tensor) -> ModelConfig:
+    return dataclasses.replace(config, rope_freq_factors=tuple(factors.tolist()))

@@ -1,0 +1,5 @@
+"""`python -m explorer.tools.bench` (or `python -m explorer.bench`): the whole benchmark."""
+
+from explorer.tools.bench.suite import main
+
+main()

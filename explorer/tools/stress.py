@@ -1,0 +1,368 @@
+"""`python -m explorer.stress`: the app under load and hostile input, on 127.0.0.1.
+
+Starts the app in a subprocess (any model allowed, so hostile checkpoints reach the loader; a memory
+budget of `--budget-gb`) and drives it over plain HTTP from threads, every request bounded in time:
+
+    concurrent  visitors running prompts and switching layers and heads, each in a session of its own
+    prompts     hostile prompts: 10 MB and 50 MB, a lone surrogate, markup, blank, emoji
+    configs     hostile checkpoints: 10⁶ layers, 4.5 layers, a pickle renamed, a shard outside, a
+                foreign config, a path too long, a path that is not there
+    memory      one model under four spellings, models that together pass the budget, a prompt at the
+                app's token limit whose maps must be computed block by block, and its layer switches
+    burst       more requests at once than the queue holds
+
+A request fails when it errors, times out or answers other than expected (a refusal with its clear
+message is the expected answer to hostile input). Meanwhile `GET /` is timed every 0.25 s and the
+server's resident memory sampled. The table printed at the end is the README's. `--repo` serves the
+app of another checkout (its own code, the same requests): how the README's "before" row was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import torch
+
+from explorer.app import memory
+from explorer.engine.config import ModelConfig
+from explorer.engine.model import Transformer
+from explorer.loading.checkpoints import BUNDLED_MODEL
+from explorer.loading.folders import save_checkpoint
+from explorer.tools.stress_client import App, Monitor, status_of
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
+# What a layer switch also reads, after its four positions: the zoom's window and the Generate tab's step
+# (views that follow the switch; gradio_client fills them in, a raw call sends them).
+FOLLOWED = [0, 0, 0, 0, 0]
+LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
+
+
+@dataclass
+class Result:
+    category: str
+    name: str
+    start: float
+    end: float
+    ok: bool
+    detail: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_checkpoints(folder: Path, context: int, wide_mlp: int = 6144) -> dict[str, Path]:
+    """Seeded random models with the bundled tokenizer, and hostile checkpoints built from them."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(BUNDLED_MODEL / "tokenizer.json"))
+    shapes = {  # long: 8 heads at the app's token limit; wide: 412 MB of float32 weights each
+        "long": dict(hidden_size=256, n_layers=4, n_heads=8, n_kv_heads=2, intermediate_size=768),
+        "wide": dict(hidden_size=1024, n_layers=4, n_heads=8, n_kv_heads=2, intermediate_size=wide_mlp),
+    }
+    paths = {}
+    for name, shape in shapes.items():
+        config = ModelConfig(vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=context, **shape)
+        model = Transformer(config)
+        model.init_weights(generator=torch.Generator().manual_seed(0))
+        save_checkpoint(model, tokenizer, folder / name)
+        paths[name] = folder / name
+    for copy in range(1, 6):  # the same weights under other names: separate models, as far as the app knows
+        target = folder / f"wide-{copy}"
+        target.mkdir()
+        for file in paths["wide"].iterdir():
+            os.link(file, target / file.name)
+        paths[f"wide-{copy}"] = target
+    config = json.loads((paths["long"] / "config.json").read_text())
+    hostile = {
+        "deep": dict(num_hidden_layers=10**6),
+        "fractional": dict(num_hidden_layers=4.5),
+        "foreign": dict(model_type="secret-value-42"),
+    }
+    for name, change in (*hostile.items(), ("pickled", {}), ("escaping", {})):
+        target = folder / name
+        target.mkdir()
+        (target / "config.json").write_text(json.dumps({**config, **change}))
+        (target / "tokenizer.json").write_bytes((paths["long"] / "tokenizer.json").read_bytes())
+        if name == "pickled":
+            torch.save({"weights": torch.zeros(4)}, target / "model.safetensors")
+        elif name == "escaping":
+            os.link(paths["long"] / "model.safetensors", folder / "outside.safetensors")
+            index = {"weight_map": {"model.embed_tokens.weight": "../outside.safetensors"}}
+            (target / "model.safetensors.index.json").write_text(json.dumps(index))
+        else:
+            os.link(paths["long"] / "model.safetensors", target / "model.safetensors")
+        paths[name] = target
+    return paths
+
+
+class Stress:
+    def __init__(self, app: App, paths: dict[str, Path], clients: int, max_tokens: int):
+        self.app, self.paths, self.clients, self.max_tokens = app, paths, clients, max_tokens
+        self.results: list[Result] = []
+        self._lock = threading.Lock()
+
+    def request(self, category, name, api, data, expect, session=None, body=None) -> Result:
+        """One event; `expect(status_text)` says whether its answer is the right one."""
+        start = time.monotonic()
+        ok, outputs = self.app.call(api, data, session, body)
+        status = status_of(outputs) if ok else str(outputs)
+        answered = ok or "Queue is full" in status  # the queue's refusal is an answer, if one expected
+        good = answered and expect(status) and "Something went wrong" not in status
+        result = Result(category, name, start, time.monotonic(), good, status[:160])
+        with self._lock:
+            self.results.append(result)
+        return result
+
+    def visitor(self, number: int) -> None:
+        session = uuid.uuid4().hex
+        for i in range(4):
+            text = f"{LINE * (1 + (number + i) % 4)} Visitor {number}, prompt {i}."
+            self.request("concurrent", "run", "run", [text, 0, 0], _ran, session)
+            for layer, head in ((1 + i % 3, number % 8), (0, (number + 3) % 8)):
+                self.request("concurrent", "layer", "layer", [layer, head, 1, 0, *FOLLOWED], _kept, session)
+
+    def hostile_prompts(self) -> None:
+        cases = {
+            "10 MB prompt": LINE * (10_000_000 // len(LINE)),
+            "50 MB prompt": LINE * (50_000_000 // len(LINE)),
+            "markup": "<script>alert(1)</script><img src=x onerror=alert(2)> & <b>",
+            "emoji": "🙂👍🏽 naïve café 日本語 " * 20,
+        }
+        for name, text in cases.items():
+            self.request("prompts", name, "run", [text, 0, 0], _ran)
+        self.request("prompts", "blank", "run", ["  \n\t ", 0, 0], _says("prompt is empty"))
+        body = '{"data": ["to be \\ud800 or not", 0, 0]}'
+        self.request("prompts", "lone surrogate", "run", [], _says("lone surrogate"), body=body)
+
+    def hostile_configs(self) -> None:
+        expected = {
+            "deep": "n_layers is 1,000,000",
+            "fractional": "n_layers must be a whole number",
+            "foreign": "model_type 'secret-value-42' is not supported",
+            "pickled": "not a safetensors file",
+            "escaping": "names a shard",
+        }
+        for name, message in expected.items():
+            self.request("configs", name, "load_model", [str(self.paths[name])], _says(message))
+        self.request(
+            "configs", "path too long", "load_model", ["/" + "a" * 5000], _says("at most 1,024 characters")
+        )
+        self.request("configs", "no such path", "load_model", ["/no/such/model"], _says("No directory"))
+
+    def memory_pressure(self) -> None:
+        long, session = self.paths["long"], uuid.uuid4().hex
+        for spelling in (str(long), f"{long}/.", f"{long}/./.", f"{long}//"):  # one model, loaded once
+            self.request("memory", "spellings", "load_model", [spelling], _says("Loaded"), session)
+        text = LINE * (self.max_tokens // 16)  # past the app's token limit
+        self.request("memory", "run at the token limit", "run", [text, 0, 0], _truncated, session)
+        for layer, head in ((1, 3), (2, 7), (3, 0)):  # positions within the sliders' first range
+            switch = [layer, head, 1, 0, *FOLLOWED]
+            self.request("memory", "layer switch at the limit", "layer", switch, _kept, session)
+        self.request("memory", "overview at the limit", "overview", [], _kept, session)
+        for name in ("wide", *(f"wide-{i}" for i in range(1, 6))):  # together past the budget: evictions
+            visitor = uuid.uuid4().hex
+            self.request(
+                "memory", "load a wide model", "load_model", [str(self.paths[name])], _says("Loaded"), visitor
+            )
+            self.request("memory", "run a wide model", "run", [LINE * 8, 0, 0], _ran, visitor)
+
+    def burst(self, count: int) -> None:
+        def one(i):
+            text = f"Burst {i}: {LINE * 2}"
+            return self.request("burst", "run", "run", [text, 0, 0], _ran_or_queue_full)
+
+        with ThreadPoolExecutor(count) as pool:
+            list(pool.map(one, range(count)))
+
+
+def _ran(status: str) -> bool:
+    return "one fast forward" in status or "truncated" in status
+
+
+def _truncated(status: str) -> bool:
+    return "truncated to its first" in status
+
+
+def _kept(status: str) -> bool:
+    return status == ""  # a switch leaves the status line alone when all is well
+
+
+def _says(message: str):
+    return lambda status: message in status.replace("&#x27;", "'")
+
+
+def _ran_or_queue_full(status: str) -> bool:
+    return _ran(status) or "Queue is full" in status
+
+
+def table(results: list[Result], monitor: Monitor, budget: float, baseline: int, resting: int) -> str:
+    """The summary table, then one line per category."""
+    seconds = [r.seconds for r in results]
+    worst = max(results, key=lambda r: r.seconds)
+    during = [s for start, s in monitor.pages if worst.start <= start <= worst.end] or [0.0]
+    peak = max(rss for _, rss in monitor.rss)
+    queue_full = sum("Queue is full" in r.detail for r in results)
+    gib = 2**30
+    lines = [
+        "| requests | failures | p50 | p95 | worst request | GET / while it ran (max) | GET / (max) "
+        "| peak RSS | resting RSS | budget |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        f"| {len(results)} ({queue_full} told the queue is full) | {sum(not r.ok for r in results)} "
+        f"| {statistics.median(seconds):.2f} s | {_percentile(seconds, 95):.2f} s "
+        f"| {worst.name} ({worst.category}), {worst.seconds:.1f} s | {max(during):.2f} s "
+        f"| {max(s for _, s in monitor.pages):.2f} s "
+        f"| {peak / gib:.2f} GiB | {resting / gib:.2f} GiB ({resting / budget:.2f}× budget) "
+        f"| {budget / gib:.2f} GiB (startup RSS {baseline / gib:.2f} GiB) |",
+        "",
+        "| category | requests | failures | p50 | p95 | max |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for category in dict.fromkeys(r.category for r in results):
+        times = [r.seconds for r in results if r.category == category]
+        failed = sum(not r.ok for r in results if r.category == category)
+        lines.append(
+            f"| {category} | {len(times)} | {failed} | {statistics.median(times):.2f} s "
+            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s |"
+        )
+    return "\n".join(lines)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=6, help="concurrent visitors")
+    parser.add_argument("--budget-gb", type=float, default=2.0, help="EXPLORER_MEMORY_GB of the server")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="EXPLORER_MAX_TOKENS of the server")
+    parser.add_argument("--burst", type=int, default=80, help="requests sent at once (the queue holds 64)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take")
+    parser.add_argument("--rest", type=float, default=8.0, help="seconds idle before resting RSS is read")
+    parser.add_argument("--guard-gb", type=float, default=8.0, help="the server is killed past this RSS")
+    parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose app is served")
+    parser.add_argument("--skip", nargs="*", default=[], help="categories to leave out")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small models, few requests")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.clients, args.burst, args.rest, args.max_tokens = 2, 4, 1.0, 256
+
+    budget = args.budget_gb * 1e9
+    with tempfile.TemporaryDirectory(prefix="explorer-stress-") as folder:
+        paths = make_checkpoints(Path(folder), context=args.max_tokens, wide_mlp=256 if args.quick else 6144)
+        port = free_port()
+        env = {**os.environ, "EXPLORER_MODELS": "any", "EXPLORER_MEMORY_GB": str(args.budget_gb)}
+        env |= {"EXPLORER_MAX_TOKENS": str(args.max_tokens), "GRADIO_ANALYTICS_ENABLED": "False"}
+        env.pop("SPACE_ID", None)
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVE, str(port)],
+            cwd=args.repo,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            _wait_until_up(url, server)
+            baseline = memory.rss_bytes(server.pid)
+            monitor = Monitor(url, server.pid)
+            monitor.start()
+            guard = threading.Thread(
+                target=_guard, args=(server, args.guard_gb * 1e9, monitor.stop), daemon=True
+            )
+            guard.start()
+            stress = Stress(App(url, args.timeout), paths, args.clients, args.max_tokens)
+            started = time.monotonic()
+            phases = {
+                "concurrent": lambda: _together(stress.visitor, range(args.clients)),
+                "prompts": stress.hostile_prompts,
+                "configs": stress.hostile_configs,
+                "memory": stress.memory_pressure,
+                "burst": lambda: stress.burst(args.burst),
+            }
+            for name, phase in phases.items():
+                if name not in args.skip and server.poll() is None:
+                    print(f"{name} …", file=sys.stderr, flush=True)
+                    phase()
+            busy = time.monotonic() - started
+            time.sleep(args.rest)
+            resting = memory.rss_bytes(server.pid)
+            monitor.finish()
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    load = os.getloadavg()
+    print(table(stress.results, monitor, budget, baseline, resting))
+    averages = " / ".join(f"{value:.2f}" for value in load)
+    print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
+    for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:
+        if seconds > 1.0:
+            busy_with = sorted(
+                {f"{r.category} / {r.name}" for r in stress.results if r.start <= start <= r.end}
+            )
+            error = next((e for t, e in monitor.errors if t == start), "")
+            print(f"GET / took {seconds:.1f} s {error} while these ran: {', '.join(busy_with) or 'nothing'}")
+    for result in stress.results:
+        if not result.ok:
+            print(f"FAILED {result.category} / {result.name} ({result.seconds:.1f} s): {result.detail}")
+    return 1 if any(not r.ok for r in stress.results) else 0
+
+
+def _together(work, items) -> None:
+    with ThreadPoolExecutor(len(items)) as pool:
+        list(pool.map(work, items))
+
+
+def _wait_until_up(url: str, server: subprocess.Popen, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the app exited at startup: {server.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the app did not answer {url} within {seconds:.0f} s")
+
+
+def _guard(server: subprocess.Popen, limit: float, stop: threading.Event) -> None:
+    """Kill the server if its memory passes `limit` (a run of unbounded code must not take the machine)."""
+    while not stop.is_set() and server.poll() is None:
+        if memory.rss_bytes(server.pid) > limit:
+            print(f"the server passed {limit / 1e9:g} GB and was killed", file=sys.stderr)
+            server.kill()
+            return
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

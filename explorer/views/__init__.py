@@ -1,0 +1,78 @@
+"""What the app shows, from a Run or a Generation: the arrays each view needs, pulled from the engine and
+handed to the figure builders (`explorer.figures`), one module per tab. Nothing here draws by hand or
+knows Gradio; the app only wires these to its components.
+
+    attention     a head stage by stage, every head of a layer, the zoom window, the faithfulness check
+    rope          the model's angles and wavelengths, one query and key turned pair by pair
+    gqa           the query-head -> kv-head diagram, the KV cache's size
+    overview      every head scored on the prompt, the next-token distribution
+    interventions an ablated run beside the plain one, a patching sweep
+    generation    a generation's steps
+    pooled        a layer's views past the view budget, block by block (used by `attention`)
+    export        a layer's tensors as .npz, a head's map as .csv
+"""
+
+from explorer.views.attention import (
+    EAGER_TOLERANCE,
+    VIEW_MAP_BYTES,
+    all_heads,
+    default_zoom,
+    faithfulness,
+    head_figures,
+    head_similarity,
+    layer_figures,
+    maps_fit,
+    pipeline,
+    zoom,
+)
+from explorer.views.gqa import gqa_diagram, kv_cache, kv_cache_bytes_per_token, kv_cache_contexts
+from explorer.views.interventions import (
+    ABLATION_TOP_TOKENS,
+    ablation_next_token_ids,
+    ablation_next_tokens,
+    patching,
+)
+from explorer.views.labels import clamp_position, head_name, kv_heads, layer_head_name
+from explorer.views.overview import TOP_NEXT_TOKENS, head_profile, next_tokens, overview
+from explorer.views.rope import (
+    default_positions,
+    rope_angles,
+    rope_rotation,
+    rope_score_split,
+    rope_wavelengths,
+)
+
+__all__ = [
+    "ABLATION_TOP_TOKENS",
+    "EAGER_TOLERANCE",
+    "TOP_NEXT_TOKENS",
+    "VIEW_MAP_BYTES",
+    "ablation_next_token_ids",
+    "ablation_next_tokens",
+    "all_heads",
+    "clamp_position",
+    "default_positions",
+    "default_zoom",
+    "faithfulness",
+    "gqa_diagram",
+    "head_figures",
+    "head_name",
+    "head_profile",
+    "head_similarity",
+    "kv_cache",
+    "kv_cache_bytes_per_token",
+    "kv_cache_contexts",
+    "kv_heads",
+    "layer_figures",
+    "layer_head_name",
+    "maps_fit",
+    "next_tokens",
+    "overview",
+    "patching",
+    "pipeline",
+    "rope_angles",
+    "rope_rotation",
+    "rope_score_split",
+    "rope_wavelengths",
+    "zoom",
+]

@@ -1,0 +1,156 @@
+"""A layer's views past the view budget: computed from its projections a block of queries at a time
+(`explorer.engine.blockwise`) and pooled as the figures pool a whole map (`explorer.figures.codec`), so
+they show what the whole maps would have shown, code for code.
+
+    head_stages   one head's scores, scaled, masked and probs, pooled and coded; the mask's codes
+    layer_pass    every head's map pooled and coded, their similarity, and the output if asked for
+    layer_views   what the layer's views show of a pass with the output, kept with the run: coming
+                  back to the layer computes nothing (`kept_layer_views`)
+
+A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
+The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
+float32(largest s · c), and so for the smallest); the masked map's are the scaled ones below the
+diagonal, gaps above it, and on it the bounds of the keys each cell's queries may see.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer.engine import blockwise
+from explorer.engine.attention import causal_softmax_
+from explorer.engine.run import Run
+from explorer.figures import codec
+
+Stages = dict[str, np.ndarray | codec.EncodedMap]
+
+
+def head_stages(run: Run, layer: int, head: int, block_bytes: int) -> tuple[Stages, tuple | np.ndarray]:
+    """One head's four maps, encoded as `figures.pipeline_figure` would encode the whole maps, and the
+    mask's codes; up to 512 tokens (a block of one) the maps themselves and the mask."""
+    p, n = run.projections(layer), run.n_tokens
+    block = codec.block_for(n, codec.MAP_BUDGET_BYTES)
+    if block == 1:  # at most 512 × 512: small enough whole
+        whole = blockwise.head_rows(p, head, 0, n)
+        return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
+    cells = math.ceil(n / block)
+    keys = p.k_rot[p.kv_head[head]]  # [N, d]
+    highs, lows, diagonal_highs, diagonal_lows, probs_cells = [], [], [], [], []
+    with torch.inference_mode():
+        for start, stop in blockwise.query_blocks(n, 2, block_bytes, block):  # scores and probs rows
+            scores = p.q_rot[head, start:stop] @ keys.T  # [R, N], as blockwise.head_rows
+            high, low = codec.pool_bounds(scores.numpy(), block)  # [R/b, cells] each
+            highs.append(high)
+            lows.append(low)
+            high, low = _diagonal_bounds(scores[:, start:stop].numpy(), block)  # [R/b] each
+            diagonal_highs.append(high)
+            diagonal_lows.append(low)
+            # the same product, softmaxed in place over the keys these queries may see (later: p = 0)
+            probs = causal_softmax_(scores[:, :stop], p.scale, start)  # [R, stop]
+            pooled = codec.pool(probs.numpy(), block, "max")  # [R/b, ceil(stop/b)]
+            probs_cells.append(np.pad(pooled, ((0, 0), (0, cells - pooled.shape[-1]))))
+    high, low = np.concatenate(highs), np.concatenate(lows)  # [cells, cells]
+    below = np.tri(cells, k=-1, dtype=bool)  # every key of the cell allowed
+    on = np.eye(cells, dtype=bool)
+    masked_high = np.where(below, high, -math.inf).astype(np.float32)
+    masked_high[on] = np.concatenate(diagonal_highs)
+    masked_low = np.where(below, low, math.inf).astype(np.float32)
+    masked_low[on] = np.concatenate(diagonal_lows)
+    scale = p.scale
+    pooled = {
+        "scores": codec.most_extreme(high, low),
+        "scaled": codec.most_extreme(high * scale, low * scale),
+        "masked": codec.most_extreme(masked_high * scale, masked_low * scale),
+    }
+    scaled_limit = codec.signed_limit(pooled["scaled"])
+    encoded = {
+        "scores": codec.signed_codes(pooled["scores"], block, codec.signed_limit(pooled["scores"])),
+        "scaled": codec.signed_codes(pooled["scaled"], block, scaled_limit),
+        "masked": codec.signed_codes(pooled["masked"], block, scaled_limit),
+        "probs": codec.probs_codes(np.concatenate(probs_cells), block),
+    }
+    return encoded, codec.causal_mask_codes(n)
+
+
+def _diagonal_bounds(square: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """The largest and smallest value each b×b cell on the diagonal of a block's square of scores
+    (its queries × the same keys) holds where the causal mask allows it (key ≤ query).
+    # [R, R] -> ([ceil(R/b)],) × 2"""
+    size = square.shape[0]
+    cells = math.ceil(size / block)
+    padded = np.pad(square, ((0, cells * block - size), (0, cells * block - size)), constant_values=math.nan)
+    on = padded.reshape(cells, block, cells, block)[np.arange(cells), :, np.arange(cells)]  # [cells, b, b]
+    allowed = np.tri(block, dtype=bool) & ~np.isnan(on)  # query row ≥ key column
+    high = np.where(allowed, on, -math.inf).max(axis=(1, 2))
+    low = np.where(allowed, on, math.inf).min(axis=(1, 2))
+    return high, low
+
+
+@dataclass
+class LayerPass:
+    """A layer's views computed block by block, in one pass over its maps."""
+
+    head_maps: np.ndarray | list[codec.EncodedMap]  # every head's map: whole (a few tokens) or coded
+    similarity: torch.Tensor  # [H, H]
+    output: torch.Tensor | None  # [N, hidden], if asked for
+    seconds: float  # the eager path's time: the projections and the pass
+
+
+def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> LayerPass:
+    """Every head's map pooled as `figures.all_heads_figure` pools it, their similarity, and the
+    layer's output (as an ablated run edits it) if `output`, from one pass over the layer's maps."""
+    start = time.perf_counter()
+    p, n = run.projections(layer), run.n_tokens
+    block = codec.block_for(n, codec.ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
+    parts, cells = [], math.ceil(n / block)
+
+    def pool(first_query, probs):  # probs [H, R, stop]: the keys after (cells of 0) are left out
+        pooled = codec.pool(probs.numpy(), block, "max")  # [H, R/b, ceil(stop/b)]
+        parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
+
+    attn = run.explorer.model.layers[layer].self_attn if output else None
+    similarity, out = blockwise.layer_pass(p, block_bytes, attn, block, pool, run.heads_tap)
+    pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
+    # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
+    coded = pooled if block == 1 else [codec.probs_codes(m, block) for m in pooled]
+    return LayerPass(coded, similarity, out, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class LayerViews:
+    """What a layer's views show of its pass past the budget, as the run keeps it: pooled codes, the
+    similarity and two numbers (some 60 KB a layer on SmolLM2 at 2,048 tokens), not the maps."""
+
+    head_maps: np.ndarray | list[codec.EncodedMap]
+    similarity: torch.Tensor  # [H, H]
+    max_abs_diff: float  # max |eager − SDPA| of the layer's attention output
+    eager_seconds: float  # the eager path's time: the projections and the pass
+
+    @property
+    def nbytes(self) -> int:
+        if isinstance(self.head_maps, np.ndarray):
+            held = self.head_maps.nbytes
+        else:
+            held = sum(m.z.nbytes for m in self.head_maps)
+        return held + self.similarity.numel() * self.similarity.element_size()
+
+
+def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
+    """The layer's pass with its output, checked against the fast path's output and reduced to what
+    the views show; computed once per run and layer, then kept (`Run.kept`)."""
+    kept = kept_layer_views(run, layer)
+    if kept is None:
+        passed = layer_pass(run, layer, block_bytes)
+        diff = float((passed.output - run.sdpa_output(layer)).abs().max())
+        kept = LayerViews(passed.head_maps, passed.similarity, diff, passed.seconds)
+        run.kept[("layer views", layer)] = kept
+    return kept
+
+
+def kept_layer_views(run: Run, layer: int) -> LayerViews | None:
+    return run.kept.get(("layer views", layer))

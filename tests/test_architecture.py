@@ -1,0 +1,161 @@
+"""The code keeps the shape it claims: imports go one way, the residual block is written once, and the
+package's top level stays small."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "explorer"
+MAX_TOP_LEVEL_MODULES = 10
+MAX_MODULE_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name, for its __init__)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports, at the top or inside a function alike. `from a.b
+    import c` reads a.b (its __init__) and a.b.c when that is a module. A package's own modules may
+    import the package (its __init__ runs first anyway); that edge is left out."""
+    known = modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                resolved = resolve(target) if target.split(".")[0] == "explorer" else None
+                if resolved and resolved != name and not name.startswith(resolved + "."):
+                    edges.add(resolved)
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    graph = import_graph()
+    assert len(graph) > 40 and graph["explorer.engine.run"]  # the graph was read
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_imports_go_one_way_between_the_layers():
+    """engine <- loading, views <- figures' users; figures know no engine but token text, the engine
+    knows no views, figures, app or tools, and nothing but the tools imports the tools."""
+    graph = import_graph()
+    for module, targets in graph.items():
+        for target in targets:
+            if module.startswith(("explorer.engine", "explorer.loading")):
+                assert not target.startswith(("explorer.views", "explorer.figures", "explorer.app")), module
+            if module.startswith("explorer.figures"):
+                allowed = ("explorer.figures", "explorer.engine.tokens")
+                assert target.startswith(allowed), (module, target)
+            if module.startswith("explorer.views"):
+                assert not target.startswith("explorer.app"), (module, target)
+            if target.startswith("explorer.tools"):
+                assert module.startswith("explorer.tools") or module in (
+                    "explorer.bench",
+                    "explorer.train",
+                    "explorer.stress",
+                ), module
+
+
+def test_figures_and_views_import_no_gradio_and_figures_no_torch():
+    for path in (PACKAGE / "figures").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(import|from) (torch|gradio)\b", text, re.M), path
+    for path in (PACKAGE / "views").rglob("*.py"):
+        assert not re.search(r"^\s*(import|from) gradio\b", path.read_text(encoding="utf-8"), re.M), path
+
+
+def test_the_blocks_norms_and_mlp_are_called_in_the_model_module_alone():
+    """The residual block is written once: every other path (runs, generation, interventions, the
+    eager rerun, head scores) goes through the model's forward or the block's own methods."""
+    calls = re.compile(r"\b(input_layernorm|post_attention_layernorm|mlp)\(|(?<!linalg)\.norm\(")
+    where = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if calls.search(path.read_text(encoding="utf-8"))
+    }
+    assert where == {"engine/model.py"}
+
+
+def test_the_top_level_stays_small_and_no_module_passes_400_lines():
+    top = [path.name for path in PACKAGE.glob("*.py")]
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+    long = {
+        path.relative_to(PACKAGE).as_posix(): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_every_error_meant_for_a_person_lives_in_one_module():
+    defined = {
+        node.name: path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Error")
+    }
+    assert set(defined.values()) == {"errors.py"}, defined
