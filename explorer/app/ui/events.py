@@ -1,0 +1,288 @@
+"""What every view shares, wired: Run, a layer or head switch, a picked head, log colours, and links.
+
+Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
+(model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
+never a forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does
+a switch too. Each switch is one event: the views of other tabs that follow the layer and head (the
+zoom, the generation's rows) are redrawn by the same handler. A link (`?prompt=…&layer=…`) opens that
+view. A rejected input warns and leaves what is on screen in place (`guarded`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import views
+from explorer.app import markup
+from explorer.app.policy import Policy
+from explorer.app.ui import (
+    attention,
+    faithfulness,
+    generate,
+    gqa,
+    intervene,
+    model_loading,
+    overview,
+    rope,
+    share,
+)
+from explorer.app.ui.common import Followers, Handler, Shared, gpu, guarded, index, plot, top
+from explorer.app.workspace import Workspace
+from explorer.engine.run import Run
+from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The page's controls above the tabs (besides those every tab shares: `Shared`)."""
+
+    prompt: gr.Textbox
+    run_button: gr.Button
+    examples: gr.Examples
+    picker: gr.Dropdown
+    load_button: gr.Button
+    model_card: gr.HTML
+    token_strip: gr.HTML
+    picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
+    model: gr.State  # the source of the loaded model ('' is the bundled one)
+    current_tab: gr.State  # the name of the tab on screen, for links
+
+
+@dataclass(frozen=True)
+class Tabs:
+    attention: attention.AttentionTab
+    rope: rope.RopeTab
+    gqa: gqa.GqaTab
+    faithfulness: faithfulness.FaithfulnessTab
+    overview: overview.OverviewTab
+    intervene: intervene.InterveneTab
+    generate: generate.GenerateTab
+
+    def each(self) -> list[gr.Tab]:
+        """Every tab, in the order of `share.TABS`."""
+        return [
+            self.attention.tab,
+            self.rope.tab,
+            self.gqa.tab,
+            self.faithfulness.tab,
+            self.overview.tab,
+            self.intervene.tab,
+            self.generate.tab,
+        ]
+
+
+def truncation_message(run: Run, policy: Policy) -> str:
+    """What a person is told when their prompt was cut: to which limit (the model's context or the
+    app's tokens per run), and whether characters were cut before tokenizing."""
+    context = run.config.context_length
+    limit = min(context, policy.max_tokens)
+    what = "the model's context" if limit == context else f"this app's limit of {limit:,} tokens per run"
+    message = f"The prompt is longer than {what}: it was truncated to its first {run.n_tokens:,} tokens"
+    message += f" ({run.n_dropped:,} left out)." if run.n_dropped else "."
+    if run.n_chars_dropped:
+        message += (
+            f" Only its first {char_budget(limit):,} characters ({CHARS_PER_TOKEN} per token) were "
+            "read: a longer prompt is cut before it is tokenized."
+        )
+    return message
+
+
+class ViewEvents:
+    """The handlers of what every view shares, and their wiring. Outputs, in order:
+
+    - a run: status, token strip, what is shown, the RoPE positions and model views, the head's and the
+      layer's figures (`views.head_figures`, `views.layer_figures`), the Overview, the zoom's window;
+    - a switch: status, the head's figures (and for a layer, the layer's), the followers' views.
+    """
+
+    def __init__(self, workspace: Workspace, shared: Shared, controls: Controls, tabs: Tabs):
+        self.workspace, self.shared, self.controls, self.tabs = workspace, shared, controls, tabs
+        s, t = shared, tabs
+        self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
+        self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
+        # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
+        self.followers = Followers((t.attention.follower(s), t.generate.follower))
+        self.run_outputs = [s.status, controls.token_strip, s.shown, t.rope.query, t.rope.key, t.rope.angles]
+        self.run_outputs += [t.rope.wavelengths, *self.head_plots, *self.layer_plots]
+        self.run_outputs += [t.overview.profile, t.overview.next_tokens]
+        self.run_outputs += [*t.attention.window, t.attention.zoom]  # the zoom's window moves to the new run
+        self.run_inputs = [controls.prompt, controls.model, s.layer, s.head, t.overview.is_open, s.shown]
+        self.run_inputs += [s.log_colours, t.attention.zoom_open]
+        self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.log_colours]
+        self.switch_inputs += self.followers.inputs
+        self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
+        self.head_outputs = [s.status, *self.head_plots, *self.followers.outputs]
+
+    # --- handlers -----------------------------------------------------------------------------------
+
+    def run_prompt(self, text, model, layer, head, overview_open, shown, log, zoom_open):
+        """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
+        if shown == (model, text):
+            return (gr.skip(),) * len(self.run_outputs)
+        cached = self.workspace.cached_run(model, text)
+        run = cached.run
+        message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
+        if run.truncated:
+            message = truncation_message(run, self.workspace.policy)
+            gr.Warning(message)
+        layer, head = index(layer, "layer"), index(head, "head")
+        query, key = views.default_positions(run)
+        figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
+        return (
+            markup.status(message, "warning" if run.truncated else "info"),
+            markup.token_strip(run.tokens, run.n_dropped),
+            (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
+            gr.Slider(maximum=top(run.n_tokens), value=query),
+            gr.Slider(maximum=top(run.n_tokens), value=key),
+            plot(views.rope_angles(run)),
+            plot(views.rope_wavelengths(run)),
+            *(plot(fig) for fig in figures),
+            *(overview.figures(cached) if overview_open else (None, None)),
+            *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
+        )
+
+    def switch_layer(self, layer, head, query, key, shown, log, *followed):
+        """The head's and the layer's figures, and the followers', for another layer."""
+        if shown is None:
+            return (gr.skip(),) * len(self.layer_outputs)
+        layer, head = index(layer, "layer"), index(head, "head")
+        return (
+            gr.skip(),
+            *self._layer_figures(layer, head, query, key, shown, log),
+            *self.followers.update(layer, head, followed),
+        )
+
+    def switch_head(self, layer, head, query, key, shown, log, *followed):
+        """The head's figures, and the followers', for another head."""
+        if shown is None:
+            return (gr.skip(),) * len(self.head_outputs)
+        run = self.workspace.run(*shown)
+        layer, head = index(layer, "layer"), index(head, "head")
+        query, key = index(query, "query position"), index(key, "key position")
+        figures = views.head_figures(run, layer, head, query, key, log)
+        return gr.skip(), *(plot(fig) for fig in figures), *self.followers.update(layer, head, followed)
+
+    def pick(self, choice, query, key, shown, log, *followed):
+        """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
+        if shown is None:
+            return (gr.skip(),) * (2 + len(self.layer_outputs))
+        layer, head = (int(part) for part in choice.split(",")[:2])
+        config = self.workspace.run(*shown).config
+        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        figures = self._layer_figures(layer, head, query, key, shown, log)
+        return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
+
+    def recolour(self, log, layer, head, shown):
+        """Softmax maps on a log colour scale, or a linear one again."""
+        if shown is None:
+            return gr.skip(), log, gr.skip(), gr.skip()
+        run = self.workspace.run(*shown)
+        layer, head = index(layer, "layer"), index(head, "head")
+        return (
+            gr.skip(),
+            log,
+            plot(views.pipeline(run, layer, head, log)),
+            plot(views.all_heads(run, layer, log)),
+        )
+
+    def _layer_figures(self, layer: int, head: int, query, key, shown, log) -> list:
+        run = self.workspace.run(*shown)
+        query, key = index(query, "query position"), index(key, "key position")
+        figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
+        return [plot(fig) for fig in figures]
+
+    # --- wiring -------------------------------------------------------------------------------------
+
+    def wire(self, demo: gr.Blocks, copy_link: gr.Button, link: gr.Textbox) -> None:
+        s, c, t = self.shared, self.controls, self.tabs
+        every_tab = t.each()
+        t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
+        for tab, name in zip(every_tab, share.TABS, strict=True):
+            tab.select(lambda name=name: name, None, c.current_tab, api_name=False)
+
+        run_prompt = gpu(guarded(len(self.run_outputs))(self.run_prompt))
+        run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)
+        # Progress shows on the status line alone: on every plot, each would run a timer of its own,
+        # redrawn every frame while the plots are being drawn.
+        progress = dict(show_progress_on=s.status)
+        loader = model_loading.Loader(
+            self.workspace, c.picker, [s.status, c.model, c.model_card, s.layer, s.head]
+        )
+        loader.outputs += [t.gqa.diagram, t.gqa.kv_cache, s.shown]
+        restored = demo.load(loader.restore, None, [*loader.outputs, c.picker], api_name=False).then(
+            restore_view, None, [c.prompt, s.layer, s.head, c.current_tab, t.overview.is_open], api_name=False
+        )
+        # The link's tab is opened in the page, as a click would: were the tabs an output of any event,
+        # Gradio would copy the state of every component inside them at each of every later event's
+        # status messages (~15 ms of a layer switch at 256 tokens).
+        restored.then(None, js=share.OPEN_TAB_JS)
+        runs = [
+            gr.on(
+                [c.run_button.click, c.prompt.submit],
+                run_prompt,
+                self.run_inputs,
+                self.run_outputs,
+                api_name="run",
+                **progress,
+            ),
+            run_handler.after(c.examples.load_input_event),
+            run_handler.after(loader.on_click(c.load_button)),
+            run_handler.after(restored),
+            t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
+        ]
+        switch_layer = gpu(guarded(len(self.layer_outputs))(self.switch_layer))
+        s.layer.input(
+            switch_layer,
+            self.switch_inputs,
+            self.layer_outputs,
+            api_name="layer",
+            trigger_mode="always_last",  # dragging the slider: compute only where it stops
+            **progress,
+        )
+        # A pick in the dropdown: `select`, fired once. Its `input` fires twice (on the pick, and
+        # again on the blur that follows it, value unchanged), and a second head switch of 0.8 MB.
+        s.head.select(
+            gpu(guarded(len(self.head_outputs))(self.switch_head)),
+            self.switch_inputs,
+            self.head_outputs,
+            api_name="head",
+            trigger_mode="always_last",
+            **progress,
+        )
+        c.picked.change(
+            gpu(guarded(2 + len(self.layer_outputs))(self.pick)),
+            [c.picked, t.rope.query, t.rope.key, s.shown, s.log_colours, *self.followers.inputs],
+            [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
+            api_name=False,
+            trigger_mode="always_last",
+            **progress,
+        )
+        redraw = Handler(switch_layer, self.switch_inputs, self.layer_outputs)
+        parts = intervene.PageParts(c.prompt, c.picker, c.model, loader, t.overview, run_handler, redraw)
+        t.intervene.wire(s, parts, runs)
+        t.attention.log_box.input(
+            gpu(guarded(4)(self.recolour)),
+            [t.attention.log_box, s.layer, s.head, s.shown],
+            [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads],
+            api_name=False,
+        )
+        copy_link.click(
+            share.query_string, [c.prompt, s.layer, s.head, c.model, c.current_tab], link, api_name=False
+        ).then(None, link, link, js=share.COPY_JS)
+
+
+def restore_view(request: gr.Request):
+    """The prompt, layer, head and tab a link asks for (each left as it is when the link does not);
+    the page itself opens the tab (share.OPEN_TAB_JS)."""
+    params = share.requested(request)
+    layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
+    return (
+        params.get("prompt", gr.skip()),
+        gr.skip() if layer is None else layer,
+        gr.skip() if head is None else head,
+        gr.skip() if tab is None else tab,
+        tab == "overview",
+    )
