@@ -217,6 +217,7 @@ def test_the_run_cache_drops_the_least_recently_used_run_past_its_byte_budget(gq
 # --- a real model from the picker, and GGUF files that cannot load ---
 
 
+@pytest.mark.slow
 def test_the_picker_loads_smollm2_and_every_view_draws_a_1000_token_prompt(client, smollm2_path):
     from explorer.loading import catalog as models
 

@@ -12,6 +12,8 @@ import pytest
 from explorer.tools.bench.patching import PAIRS
 from explorer.tools.bench.report import CONTENDERS, RATIOS, TARGETS
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from explorer.tools.bench.generate import HEADINGS, NEW_TOKENS, PROMPT_TOKENS
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -13,6 +13,8 @@ from browser_support import CHROMIUM, TABS, AppPage, match_baseline
 from explorer.engine.tokens import printable
 from explorer.figures.common import MAX_TICK_LABELS
 
+pytestmark = pytest.mark.browser
+
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True

@@ -13,6 +13,8 @@ from test_browser_readable import JS_OVERLAPS, PHONE
 
 from explorer.app.examples import SHAKESPEARE_LINE
 
+pytestmark = pytest.mark.browser
+
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True

@@ -17,6 +17,8 @@ from explorer import views
 from explorer.app import examples
 from explorer.engine.interventions import Ablation
 
+pytestmark = pytest.mark.browser
+
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True

@@ -13,6 +13,8 @@ from browser_support import CHROMIUM, CONTEXT, TABS, AppPage, match_baseline
 
 from explorer.views.export import LAYER_FIELDS
 
+pytestmark = pytest.mark.browser
+
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True

@@ -244,6 +244,7 @@ def test_smollm2_is_a_30_layer_llama_with_9_heads_sharing_3_kv_heads(smollm2_exp
     assert c.tie_word_embeddings
 
 
+@pytest.mark.slow
 def test_smollm2_tokenizes_exactly_like_transformers(smollm2_pair):
     ex, _, hf_tokenizer = smollm2_pair
     for text in HARD_TEXTS:
@@ -252,6 +253,7 @@ def test_smollm2_tokenizes_exactly_like_transformers(smollm2_pair):
     assert ex.run("<|im_start|>user").ids[0] == hf_tokenizer.convert_tokens_to_ids("<|im_start|>")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [HARD_TEXTS[0], HARD_TEXTS[2]])
 def test_smollm2_logits_and_maps_match_transformers(smollm2_pair, text):
     ex, hf_model, _ = smollm2_pair

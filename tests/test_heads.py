@@ -35,11 +35,13 @@ def test_scores_recognise_the_pattern_they_name():
     torch.testing.assert_close(heads.previous_token_score(probs), expected_previous)
     uniform_sink = sum(1 / (i + 1) for i in range(1, n)) / (n - 1)
     torch.testing.assert_close(heads.sink_score(probs), torch.tensor([1 / (n - 1), 1.0, uniform_sink, 0.0]))
-    ent = heads.entropy(probs)
+    profile = heads.layer_profile(probs, torch.arange(n))
+    ent = profile["entropy"]
     assert ent[0] == 0 and ent[3] == 0
     assert ent[2].item() == pytest.approx(sum(math.log(i + 1) for i in range(n)) / n, rel=1e-5)
-    dist = heads.mean_distance(probs)
+    dist = profile["distance"]
     assert dist[3] == 0 and dist[0].item() == pytest.approx((n - 1) / n)
+    torch.testing.assert_close(profile["previous_token"], expected_previous)
 
 
 def test_induction_score_reads_the_token_after_the_earlier_occurrence():
@@ -75,9 +77,9 @@ def test_induction_on_the_prompt_scores_attention_to_what_followed_the_earlier_o
         induction[i, j] = 1
     targets = heads.induction_targets(ids)
     assert targets.nonzero().tolist() == [[4, 1], [5, 2], [6, 3]]
-    scores = heads.prompt_induction_score(torch.stack([induction, previous]), ids)
+    scores = heads.layer_profile(torch.stack([induction, previous]), ids)["induction"]
     torch.testing.assert_close(scores, torch.tensor([1.0, 0.0]))
-    assert heads.prompt_induction_score(previous[None], torch.arange(n)).isnan().all()  # no repeats
+    assert heads.layer_profile(previous[None], torch.arange(n))["induction"].isnan().all()  # no repeats
 
 
 def test_the_bundled_models_induction_heads_score_high_on_a_line_written_twice():
@@ -88,3 +90,13 @@ def test_the_bundled_models_induction_heads_score_high_on_a_line_written_twice()
     induction = profile["induction"]  # [L, H]
     assert induction.shape == (ex.config.n_layers, ex.config.n_heads) and not induction.isnan().any()
     assert induction[3].max() > 0.3 and induction[0].max() < 0.2  # layer 3's induction heads, not layer 0
+
+
+def test_a_layers_scores_are_the_same_from_its_whole_maps_or_a_block_of_queries_at_a_time(gqa_checkpoint):
+    run = explorer.load(gqa_checkpoint, device="cpu").run(PROMPT)
+    ids = torch.tensor(run.ids)
+    by_blocks = heads.prompt_profile(run, block_bytes=8 * run.n_tokens * 4 * 5)  # blocks of 5 queries
+    for layer in range(run.config.n_layers):
+        whole = heads.layer_profile(run.attention(layer).probs, ids)
+        for name in heads.PROFILE_SCORES:
+            torch.testing.assert_close(by_blocks[name][layer], whole[name], atol=2e-6, rtol=1e-5)

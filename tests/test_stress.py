@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from explorer.tools import stress
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_quick_stress_run_has_no_failures_and_prints_its_table(capsys):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import explorer
@@ -29,6 +30,7 @@ def small_corpus() -> str:
     return "".join(f"{i}: {' '.join(words[i % 17 :] + words[: i % 17])}\n" for i in range(80))
 
 
+@pytest.mark.slow
 def test_training_command_writes_a_model_that_loads(tmp_path):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "models" / "tiny-gqa"
     corpus.write_text(small_corpus(), encoding="utf-8")

@@ -1,6 +1,6 @@
 """What the operator of the app allows its visitors: which models they may load, how much work one
 request may ask for, how much memory the app may hold, and how many requests may wait. Read once
-from the environment (README, "Running it in public"):
+from the environment (docs/deploying.md):
 
     EXPLORER_MODELS            any | listed | bundled    default: listed on a Space (SPACE_ID set), else any
     EXPLORER_ALLOWED_MODELS    sources allowed beside the picker's choices, comma-separated

@@ -106,6 +106,7 @@ class Workspace:
     def __init__(
         self,
         default_model: str | Path | None = None,
+        *,
         device: torch.device | str | None = None,
         policy: Policy | None = None,
         max_bytes: int | None = None,

@@ -168,7 +168,7 @@ class Generation:
 
         device, dtype = explorer.device, explorer.dtype
         capacity = min(len(self.ids) + max_new_tokens, context)
-        self.cache = KVCache(config, capacity, dtype, device)
+        self.cache = KVCache(config, capacity, dtype=dtype, device=device)
         inputs_shape = (config.n_layers, capacity, config.hidden_size)
         self.layer_inputs = torch.empty(inputs_shape, dtype=dtype, device=device)  # [L, capacity, hidden]
         self.final_hidden = torch.empty(capacity, config.hidden_size, dtype=dtype, device=device)  # normed

@@ -101,25 +101,6 @@ def sink_score(probs: torch.Tensor) -> torch.Tensor:
     return _score(probs, "sink")
 
 
-def entropy(probs: torch.Tensor) -> torch.Tensor:
-    """Mean row entropy in nats (0: one key takes everything; log(i+1): uniform over the past)."""
-    return _score(probs, "entropy")
-
-
-def mean_distance(probs: torch.Tensor) -> torch.Tensor:
-    """Mean over queries of the expected distance i − j to the attended key, in tokens."""
-    return _score(probs, "distance")
-
-
-def prompt_induction_score(probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Induction measured on the prompt itself: for each token seen before, the attention it pays to
-    the tokens after its earlier occurrences, averaged over those tokens (NaN for every head if no
-    token repeats).  # [H, N, N], [N] -> [H]"""
-    sums = ScoreSums(probs.shape[0], ("induction",))
-    sums.add(probs, 0, ids)
-    return sums.means()["induction"]
-
-
 def layer_profile(probs: torch.Tensor, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Every profile score of one layer's whole maps.  # [H, N, N], [N] -> {name: [H]}"""
     sums = ScoreSums(probs.shape[0])

@@ -143,7 +143,7 @@ def _tokenization(tokens: list[str]) -> str:
     return " | ".join(f"“{t}”" for t in tokens)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Trace:
     """One prompt's forward as the sweep needs it (model dtype, model device)."""
 
@@ -158,10 +158,10 @@ def _trace(model: Transformer, ids: list[int]) -> _Trace:
     n, options = len(ids), dict(dtype=weight.dtype, device=weight.device)
     layer_inputs = torch.empty(c.n_layers, 1, n, c.hidden_size, **options)
     heads = torch.empty(c.n_layers, 1, c.n_heads, n, c.head_dim, **options)
-    cache = KVCache(c, n, weight.dtype, weight.device)
+    cache = KVCache(c, n, dtype=weight.dtype, device=weight.device)
     taps = Taps(block_input=recorder(layer_inputs), heads=recorder(heads))
     final = model.hidden_states(torch.tensor([ids], device=weight.device), cache=cache, taps=taps)
-    return _Trace(layer_inputs[:, 0], heads[:, 0], cache, final[0, -1])
+    return _Trace(layer_inputs=layer_inputs[:, 0], heads=heads[:, 0], cache=cache, last_hidden=final[0, -1])
 
 
 @torch.inference_mode()

@@ -18,7 +18,7 @@ from explorer.engine.config import ModelConfig
 class KVCache:
     """Rotated keys and values of every layer, kv heads only, preallocated; positions 0..length−1 filled."""
 
-    def __init__(self, config: ModelConfig, capacity: int, dtype: torch.dtype, device: torch.device):
+    def __init__(self, config: ModelConfig, capacity: int, *, dtype: torch.dtype, device: torch.device):
         shape = (config.n_layers, config.n_kv_heads, capacity, config.head_dim)
         self.k = torch.empty(shape, dtype=dtype, device=device)  # [L, H_kv, capacity, d] after RoPE
         self.v = torch.empty(shape, dtype=dtype, device=device)  # [L, H_kv, capacity, d]

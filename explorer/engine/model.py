@@ -77,7 +77,7 @@ class KeyValues(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pass:
     """What every block of one forward shares: the positions' RoPE tables, the first position, the KV
     cache of the positions before it, and the taps."""
@@ -225,7 +225,7 @@ class Transformer(nn.Module):
         """What the blocks share when they compute `positions` (consecutive)."""
         where = torch.arange(positions.start, positions.stop, device=self.inv_freq.device)
         cos, sin = rope.cos_sin(rope.angles(where, self.inv_freq), dtype)  # [M, d] ×2
-        return Pass(cos, sin, positions.start, cache, taps)
+        return Pass(cos=cos, sin=sin, start=positions.start, cache=cache, taps=taps)
 
     def hidden_states(
         self,

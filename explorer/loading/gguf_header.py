@@ -39,7 +39,7 @@ _SCALARS = {
 _STRING, _ARRAY = 8, 9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TensorInfo:
     name: str
     shape: tuple[int, ...]  # torch order (rows first): GGUF lists dimensions fastest-moving first
@@ -108,7 +108,9 @@ def _parse(blob: mmap.mmap, name: str) -> Header:
                 f"{name} is truncated: tensor {tensor_name} ends at byte {start + nbytes:,}, "
                 f"the file has {len(blob):,}."
             )
-        tensors[tensor_name] = TensorInfo(tensor_name, shape, type_name, start, nbytes)
+        tensors[tensor_name] = TensorInfo(
+            name=tensor_name, shape=shape, type_name=type_name, start=start, nbytes=nbytes
+        )
     return Header(metadata, tensors)
 
 

@@ -13,8 +13,8 @@ budget of `--budget-gb`) and drives it over plain HTTP from threads, every reque
 
 A request fails when it errors, times out or answers other than expected (a refusal with its clear
 message is the expected answer to hostile input). Meanwhile `GET /` is timed every 0.25 s and the
-server's resident memory sampled. The table printed at the end is the README's. `--repo` serves the
-app of another checkout (its own code, the same requests): how the README's "before" row was measured.
+server's resident memory sampled. The table printed at the end is docs/stress.md's. `--repo` serves the
+app of another checkout (its own code, the same requests), to compare two versions of the code.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ FOLLOWED = [0, 0, 0, 0, 0]
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result:
     category: str
     name: str
@@ -130,7 +130,9 @@ class Stress:
         status = status_of(outputs) if ok else str(outputs)
         answered = ok or "Queue is full" in status  # the queue's refusal is an answer, if one expected
         good = answered and expect(status) and "Something went wrong" not in status
-        result = Result(category, name, start, time.monotonic(), good, status[:160])
+        result = Result(
+            category=category, name=name, start=start, end=time.monotonic(), ok=good, detail=status[:160]
+        )
         with self._lock:
             self.results.append(result)
         return result

@@ -91,7 +91,7 @@ def _diagonal_bounds(square: np.ndarray, block: int) -> tuple[np.ndarray, np.nda
     return high, low
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LayerPass:
     """A layer's views computed block by block, in one pass over its maps."""
 
@@ -118,10 +118,10 @@ def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> L
     pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
     # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
     coded = pooled if block == 1 else [codec.probs_codes(m, block) for m in pooled]
-    return LayerPass(coded, similarity, out, time.perf_counter() - start)
+    return LayerPass(head_maps=coded, similarity=similarity, output=out, seconds=time.perf_counter() - start)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LayerViews:
     """What a layer's views show of its pass past the budget, as the run keeps it: pooled codes, the
     similarity and two numbers (some 60 KB a layer on SmolLM2 at 2,048 tokens), not the maps."""
@@ -147,7 +147,12 @@ def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
     if kept is None:
         passed = layer_pass(run, layer, block_bytes)
         diff = float((passed.output - run.sdpa_output(layer)).abs().max())
-        kept = LayerViews(passed.head_maps, passed.similarity, diff, passed.seconds)
+        kept = LayerViews(
+            head_maps=passed.head_maps,
+            similarity=passed.similarity,
+            max_abs_diff=diff,
+            eager_seconds=passed.seconds,
+        )
         run.kept[("layer views", layer)] = kept
     return kept
 

@@ -16,7 +16,7 @@ from explorer.engine.run import Run
 from explorer.views import export
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttentionTab:
     tab: gr.Tab
     pipeline: gr.Plot  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head
@@ -124,4 +124,12 @@ def build(shared: Shared) -> AttentionTab:
     csv_button.click(
         head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
     )
-    return AttentionTab(tab, pipeline, all_heads, window, zoom, zoom_open, log_box)
+    return AttentionTab(
+        tab=tab,
+        pipeline=pipeline,
+        all_heads=all_heads,
+        window=window,
+        zoom=zoom,
+        zoom_open=zoom_open,
+        log_box=log_box,
+    )

@@ -85,7 +85,7 @@ def guarded(n_outputs: int):
     return decorate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shared:
     """The page's controls every tab may read or write."""
 

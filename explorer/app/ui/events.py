@@ -34,7 +34,7 @@ from explorer.engine.run import Run
 from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Controls:
     """The page's controls above the tabs (besides those every tab shares: `Shared`)."""
 
@@ -50,7 +50,7 @@ class Controls:
     current_tab: gr.State  # the name of the tab on screen, for links
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tabs:
     attention: attention.AttentionTab
     rope: rope.RopeTab
@@ -261,7 +261,15 @@ class ViewEvents:
             **progress,
         )
         redraw = Handler(switch_layer, self.switch_inputs, self.layer_outputs)
-        parts = intervene.PageParts(c.prompt, c.picker, c.model, loader, t.overview, run_handler, redraw)
+        parts = intervene.PageParts(
+            prompt=c.prompt,
+            picker=c.picker,
+            model=c.model,
+            loader=loader,
+            overview=t.overview,
+            run=run_handler,
+            redraw=redraw,
+        )
         t.intervene.wire(s, parts, runs)
         t.attention.log_box.input(
             gpu(guarded(4)(self.recolour)),

@@ -53,7 +53,7 @@ class Chosen:
     stopped: GenerationKey | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GenerateTab:
     tab: gr.Tab
     settings: tuple  # max new tokens, temperature, top-k, top-p, seed
@@ -243,5 +243,16 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
 
     tab.select(opened, [shared.layer, shared.head, *follower.inputs], [shared.status, rows], api_name=False)
     return GenerateTab(
-        tab, settings, generate, stop, show, text, step, rows, candidates, kv_cache, generated, follower
+        tab=tab,
+        settings=settings,
+        generate=generate,
+        stop=stop,
+        show=show,
+        text=text,
+        step=step,
+        rows=rows,
+        candidates=candidates,
+        kv_cache=kv_cache,
+        generated=generated,
+        follower=follower,
     )

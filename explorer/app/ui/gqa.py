@@ -8,7 +8,7 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GqaTab:
     tab: gr.Tab
     diagram: gr.Plot  # query head -> kv head (depends on the model alone)
@@ -22,4 +22,4 @@ def build(diagram: PlotData | None, kv_cache: PlotData | None) -> GqaTab:
             diagram_plot = gr.Plot(diagram, show_label=False, elem_id="gqa-plot", elem_classes="wide-plot")
             similarity = gr.Plot(show_label=False, elem_id="similarity-plot", elem_classes="wide-plot")
         kv_plot = gr.Plot(kv_cache, show_label=False, elem_id="kv-cache-plot", elem_classes="wide-plot")
-    return GqaTab(tab, diagram_plot, similarity, kv_plot)
+    return GqaTab(tab=tab, diagram=diagram_plot, similarity=similarity, kv_cache=kv_plot)

@@ -48,7 +48,7 @@ PATCHING_INTRO = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PageParts:
     """What the tab's events reach outside it."""
 
@@ -61,7 +61,7 @@ class PageParts:
     redraw: Handler  # redraws the head's and the layer's views of the run in `shown`
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InterveneTab:
     tab: gr.Tab
     heads: gr.Dropdown  # heads to ablate, values "layer.head"
@@ -144,22 +144,22 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
         # inside the tab: a State among gr.Tabs' children would count as a tab
         listed_for, stale, patched = gr.State(None), gr.State(0), gr.State(None)
     return InterveneTab(
-        tab,
-        heads,
-        mode,
-        add,
-        ablate,
-        in_views,
-        bars,
-        ablation_examples,
-        (clean, corrupted, answer, distractor),
-        patch,
-        heatmap,
-        patching_examples,
-        picked,
-        listed_for,
-        stale,
-        patched,
+        tab=tab,
+        heads=heads,
+        mode=mode,
+        add=add,
+        ablate=ablate,
+        in_views=in_views,
+        bars=bars,
+        ablation_examples=ablation_examples,
+        prompts=(clean, corrupted, answer, distractor),
+        patch=patch,
+        heatmap=heatmap,
+        patching_examples=patching_examples,
+        picked=picked,
+        listed_for=listed_for,
+        stale=stale,
+        patched=patched,
     )
 
 

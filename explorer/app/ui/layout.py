@@ -126,6 +126,18 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         )
     picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
     controls = Controls(
-        prompt, run_button, examples, picker, load_button, model_card, token_strip, picked, model, current_tab
+        prompt=prompt,
+        run_button=run_button,
+        examples=examples,
+        picker=picker,
+        load_button=load_button,
+        model_card=model_card,
+        token_strip=token_strip,
+        picked=picked,
+        model=model,
+        current_tab=current_tab,
     )
-    return controls, Shared(workspace, status, shown, layer, head, log_colours)
+    shared = Shared(
+        workspace=workspace, status=status, shown=shown, layer=layer, head=head, log_colours=log_colours
+    )
+    return controls, shared

@@ -13,7 +13,7 @@ from explorer.app.ui.common import Shared, gpu, guarded, plot
 from explorer.app.workspace import CachedRun
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OverviewTab:
     tab: gr.Tab
     profile: gr.Plot  # layers × heads, one panel per score
@@ -48,4 +48,4 @@ def build(shared: Shared) -> OverviewTab:
     tab.select(
         open_overview, [shared.shown], [shared.status, is_open, profile, next_tokens], api_name="overview"
     )
-    return OverviewTab(tab, profile, next_tokens, is_open)
+    return OverviewTab(tab=tab, profile=profile, next_tokens=next_tokens, is_open=is_open)

@@ -11,7 +11,7 @@ from explorer import views
 from explorer.app.ui.common import Shared, gpu, guarded, index, plot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RopeTab:
     tab: gr.Tab
     angles: gr.Plot
@@ -55,4 +55,6 @@ def build(shared: Shared) -> RopeTab:
         api_name="positions",
         trigger_mode="always_last",
     )
-    return RopeTab(tab, angles, wavelengths, query, key, rotation, split)
+    return RopeTab(
+        tab=tab, angles=angles, wavelengths=wavelengths, query=query, key=key, rotation=rotation, split=split
+    )

@@ -45,7 +45,7 @@ SHAPES = {
 }
 WORKER_TIMEOUT_S = 900
 TL_MISSING = (
-    "transformer-lens is not installed here nor in .venv-tl (see README, Benchmark); it stays out of "
+    "transformer-lens is not installed here nor in .venv-tl (see docs/performance.md); it stays out of "
     "the project's requirements: it pulls in datasets, wandb and pandas"
 )
 
