@@ -48,7 +48,7 @@ def token_strip(tokens: list[str], n_dropped: int = 0) -> str:
 
 
 def _hover(token: str) -> str:
-    """What a token holds, spelled out for a token that holds part of a character (see explorer.tokens)."""
+    """What a token holds, spelled out for a token that holds part of a character (`engine.tokens`)."""
     return getattr(token, "hover", token)
 
 

@@ -51,7 +51,7 @@ class Step:
     index: int  # k, counting from 0
     position: int  # q = P − 1 + k: the query position whose logits chose the token
     id: int
-    token: str  # display string, as explorer.tokens makes it
+    token: str  # display string, as explorer.engine.tokens makes it
     probability: float  # the model's probability of `id` (temperature 1, before any warping)
     candidates: list[Candidate]  # the model's most likely next tokens, most likely first, before sampling
     attention: torch.Tensor  # [L, H, q+1] float32 CPU: row q of every layer's and head's softmax map

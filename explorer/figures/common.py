@@ -186,7 +186,7 @@ def token_label(token: str) -> str:
 
 def hover_label(token: str) -> str:
     """A token as an axis names it: its label, and for a token holding part of a character (see
-    `explorer.tokens`) what it holds, after SHORT_END. Hover shows it all; the page's script cuts tick
+    `explorer.engine.tokens`) what it holds, after SHORT_END. Hover shows it all; the page's script cuts tick
     labels at SHORT_END, so ticks stay short ("é¹" on the axis, "é¹ (byte 1 of 2 of “é”)" in hover)."""
     label = token_label(token)
     hover = getattr(token, "hover", token)

@@ -257,7 +257,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m explorer.stress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=6, help="concurrent visitors")
     parser.add_argument("--budget-gb", type=float, default=2.0, help="EXPLORER_MEMORY_GB of the server")
     parser.add_argument("--max-tokens", type=int, default=2048, help="EXPLORER_MAX_TOKENS of the server")

@@ -146,7 +146,11 @@ def markdown(patching: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer.tools.bench.patching",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="1 timed repeat")
     parser.add_argument("--shape", choices=SHAPES, default="smollm2-135m")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

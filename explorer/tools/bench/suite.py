@@ -90,7 +90,9 @@ def app_update_bytes(checkpoint: Path, lengths) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer.bench", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="N = 512 only, 1 warm-up, 2 timed calls")
     parser.add_argument("--lengths", type=int, nargs="+", help="prompt lengths N (default 128 512 1024 2048)")
     parser.add_argument("--shape", choices=SHAPES, default="smollm2-135m")
