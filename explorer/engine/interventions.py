@@ -3,8 +3,8 @@
 A head's output is its attention output `probs @ v` ([N, d]) before o_proj, at every position
 (TransformerLens's `hook_z`).
 - Zero ablation sets it to 0; mean ablation replaces it, at every position, by its mean over the prompt's
-  positions, computed in that same (ablated) forward. `Ablation` turns a list of heads into the per-layer
-  `HeadEdit`s the model applies on the fast path and the eager path alike.
+  positions, computed in that same (ablated) forward. An `Ablation` is a tap on the heads' outputs
+  (`Taps.heads`), applied on the fast path and the eager path alike.
 - Patching runs the corrupted prompt with head (l, h)'s output replaced, at every position, by its value
   in the clean run. The logit difference is logit(answer) − logit(distractor) at the last position;
   recovered = (patched − corrupted) / (clean − corrupted).
@@ -13,8 +13,8 @@ The sweep over all L × H heads costs far less than L · H forwards (`explorer.t
 it), and runs through the model's one forward:
 - every patch of every layer rides in one batch that grows as it goes down the layers: the H patches of
   layer l join at layer l, when their input is still the corrupted run's (nothing before l is recomputed);
-- at layer l a tap hands o_proj the heads' outputs with the patched head's from the clean run, the other
-  heads' from the corrupted run;
+- at layer l a tap hands o_proj the heads' outputs: the patched head's from the clean run, every other
+  head's from the corrupted run (what the layer's attention computed for those rows is replaced);
 - positions before the first token where the prompts differ are the same in both runs (the model is
   causal), so only the positions from there on are recomputed, reading the earlier keys and values from
   the corrupted run's KV cache;
