@@ -285,10 +285,13 @@ def test_next_tokens_are_the_models_most_likely(run, figures):
     np.testing.assert_allclose(bars["x"], expected, rtol=1e-5)
 
 
-def test_eager_rerun_matches_sdpa_in_the_faithfulness_view(run, where):
-    assert views.attention.eager_check(run, where["layer"])[0] <= views.EAGER_TOLERANCE
+def test_eager_rerun_matches_sdpa_in_the_faithfulness_view_and_the_attention_view_says_so(run, where):
+    check = views.attention.eager_check(run, where["layer"])
+    assert check.max_abs_diff <= views.EAGER_TOLERANCE and check.ok
     title = decoded(views.faithfulness(run, where["layer"]))["layout"]["title"]["text"]
-    assert "within the 1e-05 tolerance" in title
+    assert f"within the tolerance {check.tolerance:.2e}" in title and "float32 roundings" in title
+    all_heads = decoded(views.all_heads(run, where["layer"]))["layout"]["title"]["text"]
+    assert f"eager rerun = SDPA to {check.max_abs_diff:.1e}" in all_heads
 
 
 def test_token_labels_show_markup_and_whitespace_literally():

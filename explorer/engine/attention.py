@@ -22,6 +22,17 @@ import torch
 from explorer.engine import rope
 from explorer.engine.model import Block, Tap, tapped
 
+ROUNDING_UNITS = 64  # float32 roundings two orders of the same sums may differ by (float32_tolerance)
+
+
+def float32_tolerance(scale: float) -> float:
+    """How far two float32 computations of the same sums in different orders (SDPA's kernel and the eager
+    path, or another CPU's kernels) may differ, at values of magnitude `scale`: ROUNDING_UNITS roundings
+    (2⁻²³ of the value each). K terms summed in another order move the sum by about √K roundings at the
+    terms' scale; the sums here (probs @ v over N keys, o_proj over H·d inputs) have K up to a few
+    thousand, and √4096 = 64."""
+    return ROUNDING_UNITS * torch.finfo(torch.float32).eps * scale
+
 
 def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
     """Which key/value head each query head reads: h // (H // H_kv).  # [H] int64

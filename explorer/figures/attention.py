@@ -122,8 +122,10 @@ def all_heads_figure(
     kv_head: np.ndarray,  # [H] which kv head each query head reads
     title: str,
     log_colours: bool = False,
+    subtitle: str = "",
 ) -> go.Figure:
-    """Every head's softmax map as small multiples, framed and coloured by the kv head they share."""
+    """Every head's softmax map as small multiples, framed and coloured by the kv head they share;
+    `subtitle` (e.g. the layer's faithfulness check) under the title, beside the maps' precision."""
     n_heads, n = len(probs), len(tokens)
     cols = group_columns(n_heads, n_heads // (int(kv_head.max()) + 1))
     rows = -(-n_heads // cols)
@@ -147,7 +149,7 @@ def all_heads_figure(
         (x0, x1), (y0, y1) = x_axis["domain"], y_axis["domain"]
         frame = dict(x0=x0, x1=x1, y0=y0, y1=y1, xref="paper", yref="paper", layer="above")
         shapes.append(dict(type="rect", line=dict(color=colour, width=2), **frame))
-    note = maps[0].note
+    note = " · ".join(part for part in (subtitle, maps[0].note) if part)
     return figure(
         data,
         tokens,

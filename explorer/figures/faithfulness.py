@@ -12,11 +12,13 @@ def faithfulness_figure(
     layer: int,
     max_abs_diff: float,
     tolerance: float,
+    tolerance_reason: str,
     forward_seconds: float,
     eager_seconds: float,
     n_layers: int,
 ) -> go.Figure:
-    """Two bars (fast forward, eager rerun) in milliseconds, the layer's max |Δ| in the title."""
+    """Two bars (fast forward, eager rerun) in milliseconds; the layer's max |Δ| in the title, against
+    the tolerance and what it comes from."""
     verdict = "within" if max_abs_diff <= tolerance else "OUTSIDE"
     millis = [forward_seconds * 1e3, eager_seconds * 1e3]
     bars = dict(
@@ -32,11 +34,11 @@ def faithfulness_figure(
     return figure(
         [bars],
         title=(
-            f"Layer {layer}: max |eager − SDPA| of the attention output = {max_abs_diff:.2e}"
-            f" ({verdict} the {tolerance:.0e} tolerance)"
+            f"Layer {layer}: max |eager − SDPA| of the attention output = {max_abs_diff:.2e},"
+            f" {verdict} the tolerance {tolerance:.2e}<br><sup>the tolerance: {tolerance_reason}</sup>"
         ),
         xaxis=dict(title=dict(text="server time (ms)")),
         yaxis=dict(autorange="reversed"),
-        height=240,
-        margin=dict(l=260, t=60, b=50),
+        height=250,
+        margin=dict(l=260, t=70, b=50),
     )

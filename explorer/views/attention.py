@@ -17,6 +17,7 @@ from explorer import figures
 from explorer.engine import blockwise
 from explorer.engine.run import Run
 from explorer.views import pooled
+from explorer.views.agreement import Faithfulness, check_outputs
 from explorer.views.labels import clamp_position, head_name, kv_heads
 from explorer.views.rope import rope_rotation, rope_score_split
 
@@ -100,10 +101,11 @@ def zoom(
 
 
 def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
+    """Every head's map, with the layer's faithfulness check stated under the title."""
+    check = eager_check(run, layer)
     if maps_fit(run):
-        att = run.attention(layer)
-        return _all_heads_figure(run, layer, att.probs.numpy(), log_colours)
-    return _all_heads_figure(run, layer, _pooled_layer(run, layer).head_maps, log_colours)
+        return _all_heads_figure(run, layer, run.attention(layer).probs.numpy(), check, log_colours)
+    return _all_heads_figure(run, layer, _pooled_layer(run, layer).head_maps, check, log_colours)
 
 
 def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
@@ -113,9 +115,13 @@ def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
     return kept if kept is not None else pooled.layer_pass(run, layer, block_bytes(), output=False)
 
 
-def _all_heads_figure(run: Run, layer: int, maps_of_heads, log_colours: bool = False) -> go.Figure:
+def _all_heads_figure(
+    run: Run, layer: int, maps_of_heads, check: Faithfulness, log_colours: bool = False
+) -> go.Figure:
     title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
-    return figures.all_heads_figure(run.tokens, maps_of_heads, kv_heads(run.config), title, log_colours)
+    return figures.all_heads_figure(
+        run.tokens, maps_of_heads, kv_heads(run.config), title, log_colours, subtitle=check.summary()
+    )
 
 
 def head_similarity(run: Run, layer: int) -> go.Figure:
@@ -131,23 +137,32 @@ def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Fig
     return figures.head_similarity_figure(similarity.numpy(), kv_heads(run.config), title)
 
 
-def eager_check(run: Run, layer: int) -> tuple[float, float]:
-    """max |eager − SDPA| of the layer's output, and the seconds the eager path took: the whole layer
-    (`run.attention`), or block by block (kept with the run) when its maps do not fit."""
-    if maps_fit(run):
-        diff = float((run.attention(layer).output - run.sdpa_output(layer)).abs().max())
-        return diff, run.eager_seconds[layer]
-    kept = pooled.layer_views(run, layer, block_bytes())
-    return kept.max_abs_diff, kept.eager_seconds
+def eager_check(run: Run, layer: int) -> Faithfulness:
+    """The layer's eager rerun against its fast path: the whole layer (`run.attention`), or block by
+    block when its maps do not fit; computed once per run and layer, then kept with the run."""
+    if not maps_fit(run):
+        return pooled.layer_views(run, layer, block_bytes()).check
+    kept = run.kept.get(("faithfulness", layer))
+    if kept is None:
+        eager = run.attention(layer).output
+        kept = check_outputs(eager, run.sdpa_output(layer), run.eager_seconds[layer])
+        run.kept[("faithfulness", layer)] = kept
+    return kept
 
 
 def faithfulness(run: Run, layer: int) -> go.Figure:
-    return _faithfulness_figure(run, layer, *eager_check(run, layer))
+    return _faithfulness_figure(run, layer, eager_check(run, layer))
 
 
-def _faithfulness_figure(run: Run, layer: int, diff: float, eager_seconds: float) -> go.Figure:
+def _faithfulness_figure(run: Run, layer: int, check: Faithfulness) -> go.Figure:
     return figures.faithfulness_figure(
-        layer, diff, EAGER_TOLERANCE, run.forward_seconds, eager_seconds, run.config.n_layers
+        layer,
+        check.max_abs_diff,
+        check.tolerance,
+        check.explained(),
+        run.forward_seconds,
+        check.eager_seconds,
+        run.config.n_layers,
     )
 
 
@@ -169,7 +184,7 @@ def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Fi
         return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
     kept = pooled.layer_views(run, layer, block_bytes())
     return [
-        _all_heads_figure(run, layer, kept.head_maps, log_colours),
+        _all_heads_figure(run, layer, kept.head_maps, kept.check, log_colours),
         _similarity_figure(run, layer, kept.similarity),
-        _faithfulness_figure(run, layer, kept.max_abs_diff, kept.eager_seconds),
+        _faithfulness_figure(run, layer, kept.check),
     ]

@@ -26,6 +26,7 @@ from explorer.engine import blockwise
 from explorer.engine.attention import causal_softmax_
 from explorer.engine.run import Run
 from explorer.figures import codec
+from explorer.views.agreement import Faithfulness, check_outputs
 
 Stages = dict[str, np.ndarray | codec.EncodedMap]
 
@@ -124,12 +125,11 @@ def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> L
 @dataclass(frozen=True, kw_only=True)
 class LayerViews:
     """What a layer's views show of its pass past the budget, as the run keeps it: pooled codes, the
-    similarity and two numbers (some 60 KB a layer on SmolLM2 at 2,048 tokens), not the maps."""
+    similarity and the faithfulness check (some 60 KB a layer on SmolLM2 at 2,048 tokens), not the maps."""
 
     head_maps: np.ndarray | list[codec.EncodedMap]
     similarity: torch.Tensor  # [H, H]
-    max_abs_diff: float  # max |eager − SDPA| of the layer's attention output
-    eager_seconds: float  # the eager path's time: the projections and the pass
+    check: Faithfulness  # the layer's output, from the pass, against the fast path's
 
     @property
     def nbytes(self) -> int:
@@ -137,7 +137,7 @@ class LayerViews:
             held = self.head_maps.nbytes
         else:
             held = sum(m.z.nbytes for m in self.head_maps)
-        return held + self.similarity.numel() * self.similarity.element_size()
+        return held + self.similarity.numel() * self.similarity.element_size() + self.check.nbytes
 
 
 def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
@@ -146,12 +146,10 @@ def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
     kept = kept_layer_views(run, layer)
     if kept is None:
         passed = layer_pass(run, layer, block_bytes)
-        diff = float((passed.output - run.sdpa_output(layer)).abs().max())
         kept = LayerViews(
             head_maps=passed.head_maps,
             similarity=passed.similarity,
-            max_abs_diff=diff,
-            eager_seconds=passed.seconds,
+            check=check_outputs(passed.output, run.sdpa_output(layer), passed.seconds),
         )
         run.kept[("layer views", layer)] = kept
     return kept
