@@ -18,6 +18,16 @@ TEXT = (
 PROMPT = "To be, or not to be: that is the question. To be, or not to be, again — café ☕ 🙂!"
 
 
+def maps_tolerance(att) -> float:
+    """How far one layer's softmax maps may differ between two float32 implementations (ours and
+    transformers', or two CPUs' kernels): a probability moves by about the rounding of the scores it is
+    computed from, so float32 rounding at the scaled scores' largest magnitude
+    (`engine.attention.float32_tolerance`), and never less than 1e-5."""
+    from explorer.engine.attention import float32_tolerance
+
+    return max(1e-5, float32_tolerance(float(att.scaled[:, att.mask].abs().max())))
+
+
 def train_tiny_tokenizer(vocab_size: int = 320) -> Tokenizer:
     """The project's byte-level BPE (`explorer.tools.training.data.train_tokenizer`) trained on TEXT."""
     return train_tokenizer(TEXT * 4, vocab_size)
