@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from gradio_client import Client
 
+from explorer.app import markup
 from explorer.app.policy import REFUSED, Policy
 from explorer.app.ui import build_demo
 from explorer.app.ui import generate as generate_tab
@@ -139,8 +140,25 @@ def test_an_empty_prompt_is_refused_and_the_views_stay(client, prompt):
 def test_a_prompt_longer_than_the_context_is_truncated_and_said_so(client, workspace):
     context = workspace.explorer("").config.context_length
     status, strip, *_ = run(client, "to be or not to be " * context)
-    assert "truncated to its first" in status_text(status)
-    assert f"{context} tokens" in strip and "Truncated" in strip
+    said = html.unescape(status_text(status))
+    assert f"the model's context of {context:,} tokens: the views show its first {context:,} tokens" in said
+    assert f"{context} tokens" in strip
+    note = re.search(r'<div class="strip-note"[^>]*>(.*?)</div>', strip).group(1)
+    assert html.unescape(note) == said  # one true thing, said the same in both places
+
+
+def test_a_prompt_past_the_apps_limit_names_that_limit_and_the_models_context():
+    """SmolLM2's context is 8,192 tokens, the app's limit 2,048: the message names both and counts
+    the tokens read past the limit, and the characters never read apart."""
+    said = markup.truncation(2048, 2074, 0, context=8192, max_tokens=2048)
+    assert said == (
+        "The prompt is longer than this app's limit of 2,048 tokens per run (the model's context is "
+        "8,192): the views show its first 2,048 tokens. 2,074 more tokens were left out."
+    )
+    said = markup.truncation(2048, 30_720, 17_232, context=8192, max_tokens=2048)
+    assert "30,720 more tokens were left out, and its last 17,232 characters were not read" in said
+    assert "cut at 32,768 characters" in said
+    assert markup.truncation(100, 0, 0, context=8192, max_tokens=2048) == ""
 
 
 def test_markup_in_a_prompt_shows_as_literal_text(client):

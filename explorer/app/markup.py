@@ -9,13 +9,14 @@ from __future__ import annotations
 from html import escape
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.tokens import printable
+from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget, printable
 
 STRIP_STYLE = "display:flex;flex-wrap:wrap;gap:3px;max-height:180px;overflow-y:auto;font-size:13px;"
 TOKEN_STYLE = (
     "display:inline-flex;flex-direction:column;align-items:center;padding:1px 5px;border-radius:4px;"
     "background:#eef2ff;border:1px solid #c7d2fe;white-space:pre;font-family:ui-monospace,monospace;"
 )
+NOTE_STYLE = "font-size:12px;color:#78350f;margin-top:4px"
 POSITION_STYLE = "font-size:9px;color:#6b7280;line-height:1;"
 # Once per strip, not once per token: at 2,048 tokens the styles written on each were 480 KB of the
 # strip's 636 KB.
@@ -29,22 +30,44 @@ STATUS_STYLES = {
 }
 
 
-def token_strip(tokens: list[str], n_dropped: int = 0) -> str:
-    """Every token with its position above it; a note when the prompt was truncated."""
+def token_strip(tokens: list[str], note: str = "") -> str:
+    """Every token with its position above it, and a note under them (why the prompt was truncated:
+    `truncation`, the same words as the status line's)."""
     cells = "".join(
         f'<span class="token" title="position {i}: {escape(printable(_hover(token)))}">'
         f'<span class="position">{i}</span>{escape(printable(token))}</span>'
         for i, token in enumerate(tokens)
     )
-    note = ""
-    if n_dropped:
-        note = (
-            f'<div style="font-size:12px;color:#78350f;margin-top:4px">Truncated: the last {n_dropped} '
-            f"tokens did not fit the model's context and were left out.</div>"
-        )
+    if note:
+        note = f'<div class="strip-note" style="{NOTE_STYLE}">{escape(note)}</div>'
     count = f'<div style="font-size:12px;color:#6b7280;margin-bottom:4px">{len(tokens)} tokens</div>'
     strip = f'<div style="{STRIP_STYLE}">{cells}</div>'
     return f'<div id="token-strip-content">{STRIP_CSS}{count}{strip}{note}</div>'
+
+
+def truncation(n_tokens: int, n_dropped: int, n_chars_dropped: int, context: int, max_tokens: int) -> str:
+    """Why a prompt was cut, in one message for the status line and the token strip: to which limit
+    (the model's context, or the app's tokens per run when that is lower, with the context named too),
+    how many tokens were read and left out, and the characters never read. '' when nothing was cut."""
+    if not (n_dropped or n_chars_dropped):
+        return ""
+    limit = min(context, max_tokens)
+    what = (
+        f"the model's context of {context:,} tokens"
+        if limit == context
+        else f"this app's limit of {limit:,} tokens per run (the model's context is {context:,})"
+    )
+    message = f"The prompt is longer than {what}: the views show its first {n_tokens:,} tokens."
+    if n_dropped:
+        message += f" {n_dropped:,} more tokens were left out"
+        message += "," if n_chars_dropped else "."
+    if n_chars_dropped:
+        lead = " and" if n_dropped else ""
+        message += (
+            f"{lead} its last {n_chars_dropped:,} characters were not read (a prompt is cut at "
+            f"{char_budget(limit):,} characters, {CHARS_PER_TOKEN} per token, before it is tokenized)."
+        )
+    return message
 
 
 def _hover(token: str) -> str:

@@ -31,7 +31,6 @@ from explorer.app.ui import (
 from explorer.app.ui.common import Followers, Handler, Shared, gpu, guarded, index, plot, top
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
-from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,19 +73,9 @@ class Tabs:
 
 
 def truncation_message(run: Run, policy: Policy) -> str:
-    """What a person is told when their prompt was cut: to which limit (the model's context or the
-    app's tokens per run), and whether characters were cut before tokenizing."""
+    """Why the run's prompt was cut ('' when it was not), as the status line and token strip say it."""
     context = run.config.context_length
-    limit = min(context, policy.max_tokens)
-    what = "the model's context" if limit == context else f"this app's limit of {limit:,} tokens per run"
-    message = f"The prompt is longer than {what}: it was truncated to its first {run.n_tokens:,} tokens"
-    message += f" ({run.n_dropped:,} left out)." if run.n_dropped else "."
-    if run.n_chars_dropped:
-        message += (
-            f" Only its first {char_budget(limit):,} characters ({CHARS_PER_TOKEN} per token) were "
-            "read: a longer prompt is cut before it is tokenized."
-        )
-    return message
+    return markup.truncation(run.n_tokens, run.n_dropped, run.n_chars_dropped, context, policy.max_tokens)
 
 
 class ViewEvents:
@@ -124,15 +113,16 @@ class ViewEvents:
         cached = self.workspace.cached_run(model, text)
         run = cached.run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
-        if run.truncated:
-            message = truncation_message(run, self.workspace.policy)
+        cut = truncation_message(run, self.workspace.policy)
+        if cut:
+            message = cut
             gr.Warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
         figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
         return (
-            markup.status(message, "warning" if run.truncated else "info"),
-            markup.token_strip(run.tokens, run.n_dropped),
+            markup.status(message, "warning" if cut else "info"),
+            markup.token_strip(run.tokens, cut),
             (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
             gr.Slider(maximum=top(run.n_tokens), value=query),
             gr.Slider(maximum=top(run.n_tokens), value=key),
