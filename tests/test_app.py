@@ -89,7 +89,7 @@ def test_a_prompt_produces_every_view(client):
     assert (q0, k0) == (0, 0) and q1 > 0 and k1 > 0 and is_kept(zoom)  # the zoom's window, drawn once open
 
     _, overview, next_tokens = client.predict(api_name="/overview")
-    _, _, _, _, gqa, kv_cache = client.predict("", api_name="/load_model")
+    _, _, _, _, gqa, kv_cache, _ = client.predict("", api_name="/load_model")
     assert all(is_plot(p) for p in (overview, next_tokens, gqa, kv_cache))
 
 
@@ -178,9 +178,10 @@ def test_unicode_emoji_and_a_single_token_run(client, prompt):
 def test_a_model_that_cannot_load_leaves_the_previous_one_in_place(client, forwards):
     run(client, "the slings and arrows")
     before = forwards()
-    status, *rest = client.predict("/no/such/model", api_name="/load_model")
+    status, *rest, picker = client.predict("/no/such/model", api_name="/load_model")
     assert "No directory '/no/such/model'" in status_text(status).replace("&#x27;", "'")
     assert all(is_kept(v) for v in rest)
+    assert picker["value"] == "Bundled: shakespeare-gqa (2.3M, offline)"  # the picker names what is loaded
     _, pipeline, *_ = client.predict(1, 2, 0, 0, api_name="/layer")
     assert is_plot(pipeline) and forwards() == before
 
@@ -273,7 +274,7 @@ def test_a_gguf_that_cannot_load_leaves_the_previous_model(client, forwards, tmp
             path.write_bytes(path.read_bytes()[:-512])
     run(client, "the slings and arrows")
     before = forwards()
-    status, *rest = client.predict(str(path), api_name="/load_model")
+    status, *rest, _ = client.predict(str(path), api_name="/load_model")
     expected = {"truncated": "is truncated", "gemma": "architecture 'gemma'", "text": "not a GGUF file"}[kind]
     assert expected in status_text(status).replace("&#x27;", "'")
     assert all(is_kept(v) for v in rest)
@@ -354,7 +355,7 @@ def test_under_listed_a_typed_path_is_refused_and_loads_per_session_are_limited(
     try:
         client = Client(demo.local_url, verbose=False)
         for source in (str(gqa_checkpoint), "/root/.ssh", "/no/such/dir"):
-            status, *rest = client.predict(source, api_name="/load_model")
+            status, *rest, _ = client.predict(source, api_name="/load_model")
             assert status_text(status) == REFUSED["listed"] and all(is_kept(v) for v in rest)
         messages = [status_text(client.predict(source, api_name="/load_model")[0]) for source in allowed]
         assert "could not" not in messages[0] and "loads a minute per visitor" in messages[2]

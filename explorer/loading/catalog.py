@@ -45,6 +45,11 @@ def choices() -> list[tuple[str, str]]:
     return ready + list(HUB_CHOICES)
 
 
+def label_of(source: str) -> str:
+    """How the picker names a source: a choice's label, or the source as typed."""
+    return next((label for label, choice in choices() if choice == source), source)
+
+
 def source_of(choice: str | None) -> str:
     """What `explorer.load` takes for a picker value: a choice's label gives its source (so scripts
     may send either); anything else is a typed source, stripped."""

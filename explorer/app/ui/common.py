@@ -47,6 +47,18 @@ def top(count: int) -> int:
     return max(count - 1, 1)
 
 
+def warn(error: Exception, where: str) -> str:
+    """What a person is told of an error (a toast, and the words for the status line): its message
+    when it is theirs to fix, else that something went wrong, its trace kept in the log."""
+    if isinstance(error, (PromptError, CheckpointError, ValueError)):
+        message = str(error)
+    else:
+        log.exception("handler %s failed", where)
+        message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
+    gr.Warning(message)
+    return message
+
+
 def guarded(n_outputs: int):
     """Turn an error into a warning and a status message (the first output), leaving every other
     output as it is; a person never sees a stack trace and the app stays up. A generator handler (one
@@ -54,12 +66,7 @@ def guarded(n_outputs: int):
 
     def decorate(handler):
         def warning(error: Exception) -> tuple:
-            if isinstance(error, (PromptError, CheckpointError, ValueError)):
-                message = str(error)
-            else:
-                log.exception("handler %s failed", handler.__name__)
-                message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
-            gr.Warning(message)
+            message = warn(error, handler.__name__)
             return markup.status(message, "warning"), *(gr.skip() for _ in range(n_outputs - 1))
 
         if inspect.isgeneratorfunction(handler):

@@ -219,7 +219,7 @@ class ViewEvents:
                 **progress,
             ),
             run_handler.after(c.examples.load_input_event),
-            run_handler.after(loader.on_click(c.load_button)),
+            *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
             run_handler.after(restored),
             t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
         ]

@@ -15,7 +15,7 @@ from explorer import views
 from explorer.app import markup
 from explorer.app.policy import LoadLimit
 from explorer.app.ui import share
-from explorer.app.ui.common import guarded, plot, top
+from explorer.app.ui.common import guarded, plot, top, warn
 from explorer.app.workspace import Workspace
 from explorer.engine.explorer import Explorer
 from explorer.loading import catalog
@@ -87,19 +87,34 @@ class Loader:
             None,
         )
 
-    def on_click(self, button: gr.Button):
-        @guarded(len(self.outputs))
-        def load_model(choice, request: gr.Request, progress=gr.Progress()):
-            return self.load(choice, progress, request.session_hash if request else None)
+    def wire(self, button: gr.Button, model: gr.State):
+        """A model picked in the picker (or typed, then Enter or a click elsewhere) is loaded at once,
+        and the button loads what the picker names again: the picker never names another model than
+        the one the views use. Picking the loaded model again does nothing; a model that cannot load
+        leaves the loaded one in place and puts its name back in the picker. The events, one load at a
+        time whoever asks (a load holds a model beside the cache): those a run follows."""
+        outputs = [*self.outputs, self.picker]
 
-        return button.click(  # one load at a time, whoever asks: a load holds a model beside the cache
-            load_model,
-            [self.picker],
-            self.outputs,
-            api_name="load_model",
-            concurrency_id="load",
-            concurrency_limit=1,
-        )
+        def load_model(choice, loaded, request: gr.Request, progress=gr.Progress(), again=True):
+            if not again and catalog.source_of(choice) == (loaded or ""):
+                return (gr.skip(),) * len(outputs)
+            try:
+                return *self.load(choice, progress, request.session_hash if request else None), gr.skip()
+            except Exception as error:
+                message = warn(error, "load_model")
+                unchanged = (gr.skip(),) * (len(self.outputs) - 1)
+                named = gr.Dropdown(value=catalog.label_of(loaded))
+                return markup.status(message, "warning"), *unchanged, named
+
+        def pick_model(choice, loaded, request: gr.Request, progress=gr.Progress()):
+            return load_model(choice, loaded, request, progress, again=False)
+
+        one_at_a_time = dict(concurrency_id="load", concurrency_limit=1)
+        inputs = [self.picker, model]
+        return [
+            button.click(load_model, inputs, outputs, api_name="load_model", **one_at_a_time),
+            self.picker.input(pick_model, inputs, outputs, api_name=False, **one_at_a_time),
+        ]
 
     def restore(self, request: gr.Request, progress=gr.Progress()):
         """When a page loads: the picker's choices as they are now (a model installed since the server

@@ -28,7 +28,7 @@ OPEN_TAB_JS = """() => {
 
 def query_string(prompt: str, layer, head, model: str, tab: str) -> str:
     """The query part of a link to this view."""
-    label = next((label for label, source in catalog.choices() if source == model), model)
+    label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
         params["model"] = label
