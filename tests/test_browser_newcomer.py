@@ -74,3 +74,78 @@ def test_picking_a_model_loads_it_and_runs_the_prompt_without_the_load_button(ap
     assert "SmolLM2" in card(app) and picker_value(app) == catalog.SMOLLM2_LABEL
     assert app.title("pipeline-plot").startswith("Layer 0 · head 0 · kv 0")
     assert "30 layers" in card(app)
+
+
+# --- item 6: on a phone, every part of every figure can be reached --------------------------------
+
+# A plot's card and figure, as laid out: how far the figure's right edge lies past the card's, and how
+# far the card has scrolled.
+JS_REACH = """(id) => {
+  const card = document.getElementById(id), gd = card.querySelector(".js-plotly-plot");
+  const c = card.getBoundingClientRect(), g = gd.getBoundingClientRect();
+  return { past: g.right - c.right, scrolled: card.scrollLeft, top: c.top, left: c.left, width: c.width,
+           height: Math.min(c.height, window.innerHeight - Math.max(c.top, 0)) };
+}"""
+
+
+@pytest.fixture
+def touch_phone(browser, app_url):
+    context = browser.new_context(**{**CONTEXT, "viewport": PHONE, "has_touch": True, "is_mobile": True})
+    try:
+        yield AppPage(context.new_page(), app_url).open(), context
+    finally:
+        context.close()
+
+
+def swipe_left(context, page, plot: str) -> None:
+    """A finger drawn from right to left across the middle of a plot's card, as on a phone."""
+    page.locator(f"#{plot}").scroll_into_view_if_needed()
+    box = page.evaluate(JS_REACH, plot)
+    x0, x1 = box["left"] + 0.85 * box["width"], box["left"] + 0.1 * box["width"]
+    y = max(box["top"], 0) + box["height"] / 2
+    cdp = context.new_cdp_session(page)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x0, "y": y}]})
+    for step in range(1, 13):
+        x = x0 + (x1 - x0) * step / 12
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [{"x": x, "y": y}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    cdp.detach()
+    page.wait_for_timeout(100)
+
+
+def reach_right_edge(context, page, plot: str) -> dict:
+    """Swipe across a plot until its card scrolls no further; where its figure's right edge is then."""
+    before = None
+    for _ in range(12):
+        reach = page.evaluate(JS_REACH, plot)
+        if reach["past"] <= 1 or reach["scrolled"] == before:
+            return reach
+        before = reach["scrolled"]
+        swipe_left(context, page, plot)
+    return page.evaluate(JS_REACH, plot)
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_on_a_phone_a_swipe_reaches_every_figures_right_edge(touch_phone, tab):
+    phone, context = touch_phone
+    phone.run(LONG)
+    phone.open_tab(tab)
+    plots = TABS[tab]
+    if tab == "Attention":  # and the zoom, once opened
+        phone.remember_plots()
+        phone.page.get_by_text("Zoom: exact values", exact=False).click()
+        phone.wait_redrawn(["zoom-plot"])
+        plots = [*plots, "zoom-plot"]
+    for plot in plots:
+        reach = reach_right_edge(context, phone.page, plot)
+        assert reach["past"] <= 1, f"{plot}: its right {reach['past']:.0f} px cannot be reached"
+    assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_on_a_phone_a_sideways_wheel_scrolls_a_wide_figure(touch_phone):
+    phone, _ = touch_phone
+    phone.page.locator("#pipeline-plot").scroll_into_view_if_needed()
+    box = phone.page.evaluate(JS_REACH, "pipeline-plot")
+    phone.page.mouse.move(box["left"] + box["width"] / 2, max(box["top"], 0) + box["height"] / 2)
+    phone.page.mouse.wheel(2000, 0)
+    phone.page.wait_for_function(f"({JS_REACH})('pipeline-plot').past <= 1", timeout=5000)

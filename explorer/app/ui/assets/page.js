@@ -7,6 +7,7 @@
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview or a head's thumbnail picks that layer and head; clicking a cell of
 //   the patching heatmap opens that head on the clean prompt (written into #patched-head).
+// - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a map the server left out because it follows from another or from a rule (`meta.derived`: the
@@ -107,12 +108,29 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
+  // On a touch screen a figure wider than its card scrolls inside it (page.css): a finger drawn across
+  // a figure must scroll it, not draw a zoom box or turn a polar plot. Plotly's drag areas take every
+  // touch for themselves (their touchstart stops the scroll, whatever the drag mode), so on a touch
+  // screen they are left to the mouse events a tap makes: a tap still hovers and clicks (picks a head),
+  // and zoom and pan stay in the figure's toolbar.
+  const touch = window.matchMedia("(pointer: coarse)").matches;
+
+  function letTouchScroll(gd) {
+    if (!touch) return;
+    for (const area of gd.querySelectorAll(".drag")) {
+      if (!area._ontouchstart) continue;
+      area.removeEventListener("touchstart", area._ontouchstart);
+      area._ontouchstart = null;
+    }
+  }
+
   function hook(gd) {
     if (hooked.has(gd) || typeof gd.on !== "function") return;
     hooked.add(gd);
     gd.on("plotly_afterplot", () => {
       tidyTicks(gd);
       addPngButton(gd);
+      letTouchScroll(gd);
     });
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
@@ -293,6 +311,7 @@ if (!window.__attentionExplorerPage) {
     hook(gd); // drawn before this script: tidied now, later on each draw
     tidyTicks(gd);
     addPngButton(gd);
+    letTouchScroll(gd);
   });
 
   document.addEventListener(
