@@ -5,10 +5,12 @@ offered."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+from playwright.sync_api import Error as PlaywrightError
 
 from explorer.loading import catalog
 
@@ -149,3 +151,62 @@ def test_on_a_phone_a_sideways_wheel_scrolls_a_wide_figure(touch_phone):
     phone.page.mouse.move(box["left"] + box["width"] / 2, max(box["top"], 0) + box["height"] / 2)
     phone.page.mouse.wheel(2000, 0)
     phone.page.wait_for_function(f"({JS_REACH})('pipeline-plot').past <= 1", timeout=5000)
+
+
+# --- item 7: figures fit their card whenever their tab opens ------------------------------------------
+
+# Each plot of a tab on screen: its figure's width as drawn (its SVG; its div always spans the card)
+# and its card's inner width (the card less padding).
+JS_WIDTHS = """(ids) => ids.map((id) => {
+  const card = document.getElementById(id), gd = card.querySelector(".js-plotly-plot");
+  const style = getComputedStyle(card);
+  const inner = card.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return [id, Math.round(gd.querySelector(".main-svg").getBoundingClientRect().width), Math.round(inner)];
+})"""
+
+
+def assert_fit(app: AppPage, plots: list[str]) -> None:
+    """Each plot's figure as wide as its card, once the tab has had up to 5 s to lay them out."""
+    fits = f"(ids) => ({JS_WIDTHS})(ids).every(([, figure, card]) => Math.abs(figure - card) <= 2)"
+    with contextlib.suppress(PlaywrightError):  # said below, plot by plot
+        app.page.wait_for_function(fits, arg=plots, timeout=5000, polling=100)
+    for plot, figure, card in app.page.evaluate(JS_WIDTHS, plots):
+        assert abs(figure - card) <= 2, f"{plot}: a {figure} px figure in a {card} px card"
+
+
+def test_after_an_overview_pick_the_attention_figures_fit_their_cards(wide):
+    wide.run(LONG)
+    assert_fit(wide, TABS["Attention"])
+    wide.open_tab("Overview")
+    wide.remember_plots()
+    wide.click_cell("overview-plot", 1, row=2, col=6)
+    wide.wait_redrawn(["pipeline-plot", "all-heads-plot"])  # drawn while their tab is hidden
+    wide.page.get_by_role("tab", name="Attention", exact=True).click()
+    assert_fit(wide, TABS["Attention"])
+
+
+@pytest.mark.parametrize("tab", ["RoPE", "GQA", "Faithfulness"])
+def test_a_layer_switched_on_another_tab_fits_its_card_when_its_tab_opens(wide, tab):
+    wide.run(LONG)
+    wide.open_tab(tab)
+    wide.set_layer(2)  # redraws the Attention tab's figures (and those of `tab`) while Attention is hidden
+    wide.open_tab("Attention")
+    assert_fit(wide, TABS["Attention"])
+    wide.open_tab(tab)
+    assert_fit(wide, TABS[tab])
+
+
+def test_from_a_link_to_the_overview_a_pick_then_attention_fits(browser, app_url):
+    context = browser.new_context(**{**CONTEXT, "viewport": WIDE})
+    try:
+        page = AppPage(context.new_page(), app_url)
+        page.page.goto(f"{app_url}?__theme=light&tab=overview")
+        page.wait_drawn(TABS["Overview"])
+        page.remember_plots()
+        page.click_cell("overview-plot", 1, row=2, col=6)
+        page.wait_redrawn(TABS["Attention"])  # drawn while their tab is hidden
+        page.page.get_by_role("tab", name="Attention", exact=True).click()
+        assert_fit(page, TABS["Attention"])
+        assert page.title("pipeline-plot").startswith("Layer 2 · head 6 ")
+    finally:
+        context.close()

@@ -263,11 +263,18 @@ if (!window.__attentionExplorerPage) {
       return new Promise((resolve, reject) => ask.settle.push([resolve, reject]));
     };
     plotly.Plots.resize = (gd) => (shown(gd) ? resize(gd) : Promise.resolve(gd));
+    // A tab opened: its plots left pending are drawn, and any laid out at another width than it has now
+    // (a new plot drawn while its tab was hidden, at Plotly's default 700 px; or one the window was
+    // resized under while hidden) is laid out again at its card's width.
     const flush = () => {
       for (const [gd, args] of pending) {
-        if (!shown(gd)) continue;
+        if (!shown(gd) || !gd.isConnected) continue;
         pending.delete(gd);
         plotly.react(gd, ...args).then(() => resize(gd));
+      }
+      for (const gd of document.querySelectorAll(".js-plotly-plot")) {
+        const width = gd._fullLayout && gd._fullLayout.width;
+        if (shown(gd) && !pending.has(gd) && width && Math.abs(width - gd.clientWidth) > 1) resize(gd);
       }
     };
     document.addEventListener("click", (event) => {
