@@ -83,12 +83,13 @@ def status_text(html: str) -> str:
 def test_a_prompt_produces_every_view(client):
     status, strip, _, _, *plots = run(client, "To be, or not to be, that is the question.", 1, 5)
     assert "tokens" in status_text(status) and "token-strip-content" in strip
-    angles, wavelengths, *layer_plots, overview, next_tokens, q0, q1, k0, k1, zoom = plots
+    angles, wavelengths, *layer_plots, overview, top, next_tokens, q0, q1, k0, k1, zoom = plots
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
-    assert overview is None and next_tokens is None  # the overview waits until its tab is opened
+    assert overview is None and not top and next_tokens is None  # the overview waits until its tab opens
     assert (q0, k0) == (0, 0) and q1 > 0 and k1 > 0 and is_kept(zoom)  # the zoom's window, drawn once open
 
-    _, overview, next_tokens = client.predict(api_name="/overview")
+    _, overview, top, next_tokens = client.predict(api_name="/overview")
+    assert top.count('class="top-head"') >= 5 * 4  # five heads a score (induction: where tokens repeat)
     _, _, _, _, gqa, kv_cache, _ = client.predict("", api_name="/load_model")
     assert all(is_plot(p) for p in (overview, next_tokens, gqa, kv_cache))
 
@@ -249,7 +250,7 @@ def test_the_picker_loads_smollm2_and_every_view_draws_a_1000_token_prompt(clien
     angles, wavelengths, *layer_plots = plots[: 2 + N_LAYER_PLOTS]
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
     assert "Layer 29 · head 8 · kv 2" in title(layer_plots[0])
-    _, overview, next_tokens = session.predict(api_name="/overview")
+    _, overview, _, next_tokens = session.predict(api_name="/overview")
     assert is_plot(overview) and is_plot(next_tokens)
     _, zoom = session.predict(29, 8, 1000, 1063, 0, 1023, api_name="/zoom")
     assert "queries 1000–1063 × keys 0–1023, exact values" in title(zoom)
@@ -645,7 +646,7 @@ def test_show_puts_the_generated_sequence_in_every_view_under_a_key_of_its_own(c
     assert f"{len(expected.ids)} tokens" in strip
     assert all(is_plot(p) for p in plots[4 : 4 + N_LAYER_PLOTS])
     _, pipeline, *_ = session.predict(3, 2, 0, 0, api_name="/layer")
-    _, overview, next_tokens = session.predict(api_name="/overview")
+    _, overview, _, next_tokens = session.predict(api_name="/overview")
     assert is_plot(pipeline) and is_plot(overview) and is_plot(next_tokens)
     assert forwards() == before, "the generated Run came from the generation, not a forward"
     text = GENERATE_PROMPT + workspace.explorer("").tokenizer.decode(expected.ids[expected.n_prompt :])

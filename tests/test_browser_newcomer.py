@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+from browser_support import CHROMIUM, CONTEXT, JS_CELL_CENTRE, TABS, AppPage
 from playwright.sync_api import Error as PlaywrightError
 
 from explorer.loading import catalog
@@ -210,3 +211,67 @@ def test_from_a_link_to_the_overview_a_pick_then_attention_fits(browser, app_url
         assert page.title("pipeline-plot").startswith("Layer 2 · head 6 ")
     finally:
         context.close()
+
+
+# --- item 10: an Overview pick leads somewhere -----------------------------------------------------------
+
+# The frames the Overview draws around the picked cell: (axis, head, layer) of each.
+JS_PICKED_FRAMES = """() => {
+  const gd = document.querySelector("#overview-plot .js-plotly-plot");
+  return (gd.layout.shapes || []).filter((s) => s.name === "picked")
+    .map((s) => [s.xref, (s.x0 + s.x1) / 2, (s.y0 + s.y1) / 2]);
+}"""
+
+
+def picked_frames(app: AppPage) -> list:
+    return app.page.evaluate(JS_PICKED_FRAMES)
+
+
+def test_an_overview_pick_is_framed_named_and_opens_in_attention(app):
+    app.run(LONG)
+    app.open_tab("Overview")
+    panels = ["x", "x2", "x3", "x4", "x5"]
+    assert picked_frames(app) == [[x, 0, 0] for x in panels]  # layer 0, head 0 to begin with
+    app.remember_plots()
+    app.click_cell("overview-plot", 3, row=2, col=6)  # layer 2, head 6 on the third panel
+    app.wait_redrawn(["pipeline-plot"])
+    assert picked_frames(app) == [[x, 6, 2] for x in panels]
+    assert app.page.locator("#overview-picked-text").inner_text() == "Picked: layer 2 · head 6"
+    app.page.locator("#open-in-attention").click()
+    assert app.page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
+    assert app.title("pipeline-plot").startswith("Layer 2 · head 6 ")
+    assert app.page.locator("#pipeline-plot").bounding_box()["y"] < CONTEXT["viewport"]["height"] / 2
+
+
+def test_the_top_heads_of_each_score_are_listed_and_a_click_picks_one(app, browser_workspace):
+    app.run(LONG)
+    app.open_tab("Overview")
+    columns = app.page.locator("#top-heads .top-column")
+    assert columns.count() == 5
+    titles = [columns.nth(i).locator(".top-title").inner_text() for i in range(5)]
+    assert titles[:3] == ["previous-token heads", "sink heads", "induction heads"]
+    profile = browser_workspace.cached_run("", LONG).profile
+    best = np.unravel_index(np.nanargmax(profile["previous_token"]), profile["previous_token"].shape)
+    first = columns.nth(0).locator(".top-head").first
+    assert columns.nth(0).locator(".top-head").count() == 5
+    assert first.inner_text().startswith(f"{best[0]}.{best[1]} ")
+    app.remember_plots()
+    columns.nth(1).locator(".top-head").nth(2).click()  # the third sink head
+    layer, head = (
+        int(v) for v in columns.nth(1).locator(".top-head").nth(2).inner_text().split()[0].split(".")
+    )
+    app.wait_redrawn(["pipeline-plot"])
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+    assert picked_frames(app)[0][1:] == [head, layer]
+
+
+def test_on_a_phone_a_tap_on_an_overview_cell_picks_that_head(touch_phone):
+    phone, _ = touch_phone
+    phone.run(LONG)
+    phone.open_tab("Overview")
+    phone.page.locator("#overview-plot").scroll_into_view_if_needed()
+    x, y = phone.page.evaluate(JS_CELL_CENTRE, ["overview-plot", "xaxis", "yaxis", 1, 3])
+    phone.remember_plots()
+    phone.page.touchscreen.tap(x, y)
+    phone.wait_redrawn(["pipeline-plot"])
+    assert phone.title("pipeline-plot").startswith("Layer 1 · head 3 ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -100,3 +101,24 @@ def test_a_layers_scores_are_the_same_from_its_whole_maps_or_a_block_of_queries_
         whole = heads.layer_profile(run.attention(layer).probs, ids)
         for name in heads.PROFILE_SCORES:
             torch.testing.assert_close(by_blocks[name][layer], whole[name], atol=2e-6, rtol=1e-5)
+
+
+def test_the_overview_lists_each_scores_top_heads_best_first():
+    from explorer import views
+
+    rng = np.random.default_rng(0)
+    profile = {name: rng.random((4, 6)).astype(np.float32) for name in views.TOP_HEAD_LISTS}
+    profile["induction"][:] = np.nan  # no token repeats on this prompt
+    profile["sink"][2, 5] = np.nan  # a head with no score is never listed
+    kv_head = np.array([0, 0, 0, 1, 1, 1])
+    lists = views.top_heads(profile, kv_head, k=5)
+    assert lists["induction"] == []
+    for name, highest in (("previous_token", True), ("sink", True), ("entropy", False)):
+        scores = profile[name]
+        expected = sorted(
+            ((float(scores[l, h]), l, h) for l in range(4) for h in range(6) if not np.isnan(scores[l, h])),
+            reverse=highest,
+        )[:5]
+        got = [(t.score, t.layer, t.head) for t in lists[name]]
+        assert got == [(pytest.approx(s), l, h) for s, l, h in expected], name
+        assert all(t.kv_head == kv_head[t.head] for t in lists[name])

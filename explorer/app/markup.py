@@ -99,3 +99,20 @@ def model_card(name: str, config: ModelConfig) -> str:
         f"head dim {config.head_dim} · context {config.context_length} tokens"
     )
     return f'<div style="font-size:13px"><b>{escape(name)}</b><br>{escape(facts)}</div>'
+
+
+def top_heads(lists: dict[str, list], titles: dict[str, str]) -> str:
+    """The Overview's lists of top heads, one column per score, each head a button the page turns into a
+    pick of that layer and head (explorer/app/ui/assets/page.js).  # lists {name: [views.TopHead]}"""
+    columns = []
+    for name, heads in lists.items():
+        rows = "".join(
+            f'<button class="top-head" data-layer="{h.layer}" data-head="{h.head}" '
+            f'title="open layer {h.layer}, head {h.head} (kv {h.kv_head})">'
+            f"<b>{h.layer}.{h.head}</b> {h.score:.2f}</button>"
+            for h in heads
+        )
+        rows = rows or '<span class="top-none">none on this prompt</span>'
+        title = f'<div class="top-title">{escape(titles[name])}</div>'
+        columns.append(f'<div class="top-column">{title}{rows}</div>')
+    return f'<div id="top-heads-content">{"".join(columns)}</div>'

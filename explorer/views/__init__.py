@@ -33,7 +33,16 @@ from explorer.views.interventions import (
     patching,
 )
 from explorer.views.labels import clamp_position, head_name, kv_heads, layer_head_name
-from explorer.views.overview import TOP_NEXT_TOKENS, head_profile, next_tokens, overview
+from explorer.views.overview import (
+    TOP_HEAD_LISTS,
+    TOP_NEXT_TOKENS,
+    TopHead,
+    head_lists,
+    head_profile,
+    next_tokens,
+    overview,
+    top_heads,
+)
 from explorer.views.rope import (
     default_positions,
     rope_angles,
@@ -45,8 +54,10 @@ from explorer.views.rope import (
 __all__ = [
     "ABLATION_TOP_TOKENS",
     "EAGER_TOLERANCE",
+    "TOP_HEAD_LISTS",
     "TOP_NEXT_TOKENS",
     "VIEW_MAP_BYTES",
+    "TopHead",
     "ablation_next_token_ids",
     "ablation_next_tokens",
     "all_heads",
@@ -56,6 +67,7 @@ __all__ = [
     "faithfulness",
     "gqa_diagram",
     "head_figures",
+    "head_lists",
     "head_name",
     "head_profile",
     "head_similarity",
@@ -74,5 +86,6 @@ __all__ = [
     "rope_rotation",
     "rope_score_split",
     "rope_wavelengths",
+    "top_heads",
     "zoom",
 ]

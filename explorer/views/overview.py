@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -13,6 +15,41 @@ from explorer.views.attention import block_bytes
 from explorer.views.labels import kv_heads
 
 TOP_NEXT_TOKENS = 10
+TOP_HEADS = 5  # heads listed per score
+# The lists beside the Overview: a score, what its top heads are, and whether the top is the highest.
+TOP_HEAD_LISTS = {
+    "previous_token": ("previous-token heads", True),
+    "sink": ("sink heads", True),
+    "induction": ("induction heads", True),
+    "entropy": ("most focused (lowest entropy)", False),
+    "distance": ("farthest reach (mean distance)", True),
+}
+
+
+@dataclass(frozen=True)
+class TopHead:
+    layer: int
+    head: int
+    kv_head: int
+    score: float
+
+
+def top_heads(
+    profile: dict[str, np.ndarray], kv_head: np.ndarray, k: int = TOP_HEADS
+) -> dict[str, list[TopHead]]:
+    """Each score's `k` top heads (the highest, or for entropy the lowest), best first; a score with no
+    value on this prompt (induction when no token repeats) lists none.  # profile {name: [L, H]}"""
+    lists = {}
+    for name, (_, highest) in TOP_HEAD_LISTS.items():
+        scores = profile[name].astype(np.float64)  # [L, H]
+        flat = np.where(np.isnan(scores), -np.inf if highest else np.inf, scores).ravel()
+        order = np.argsort(-flat if highest else flat, kind="stable")[: min(k, np.isfinite(flat).sum())]
+        layers, heads_ = np.divmod(order, scores.shape[1])
+        lists[name] = [
+            TopHead(int(layer), int(head), int(kv_head[head]), float(flat[i]))
+            for i, layer, head in zip(order, layers, heads_, strict=True)
+        ]
+    return lists
 
 
 def head_profile(run: Run) -> dict[str, np.ndarray]:
@@ -23,6 +60,11 @@ def head_profile(run: Run) -> dict[str, np.ndarray]:
 
 def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
     return figures.profile_figure(profile, kv_heads(run.config))
+
+
+def head_lists(run: Run, profile: dict[str, np.ndarray]) -> dict[str, list[TopHead]]:
+    """The top heads of each score on this run (`top_heads`)."""
+    return top_heads(profile, kv_heads(run.config))
 
 
 def next_tokens(run: Run) -> go.Figure:

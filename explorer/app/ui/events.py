@@ -95,7 +95,7 @@ class ViewEvents:
         self.followers = Followers((t.attention.follower(s), t.generate.follower))
         self.run_outputs = [s.status, controls.token_strip, s.shown, t.rope.query, t.rope.key, t.rope.angles]
         self.run_outputs += [t.rope.wavelengths, *self.head_plots, *self.layer_plots]
-        self.run_outputs += [t.overview.profile, t.overview.next_tokens]
+        self.run_outputs += t.overview.outputs
         self.run_outputs += [*t.attention.window, t.attention.zoom]  # the zoom's window moves to the new run
         self.run_inputs = [controls.prompt, controls.model, s.layer, s.head, t.overview.is_open, s.shown]
         self.run_inputs += [s.log_colours, t.attention.zoom_open]
@@ -129,7 +129,7 @@ class ViewEvents:
             plot(views.rope_angles(run)),
             plot(views.rope_wavelengths(run)),
             *(plot(fig) for fig in figures),
-            *(overview.figures(cached) if overview_open else (None, None)),
+            *(overview.figures(cached) if overview_open else overview.EMPTY),
             *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
         )
 

@@ -256,14 +256,15 @@ class _Events:
         and then no event is sent at all."""
         s, p = self.shared, self.page
 
+        overview_outputs = [s.status, *p.overview.outputs]
+
         @gpu
-        @guarded(3)
+        @guarded(len(overview_outputs))
         def overview_again(is_open, shown):
             if not (is_open and shown):
-                return (gr.skip(),) * 3
+                return (gr.skip(),) * len(overview_outputs)
             return gr.skip(), *overview.figures(self.workspace.cached_run(*shown))
 
-        overview_outputs = [s.status, p.overview.profile, p.overview.next_tokens]
         self.tab.stale.change(overview_again, [p.overview.is_open, s.shown], overview_outputs, api_name=False)
         self.tab.stale.change(
             p.redraw.fn, p.redraw.inputs, p.redraw.outputs, api_name=False, show_progress_on=s.status

@@ -5,8 +5,9 @@
 //   labels that would overlap the last one shown or pass the figure's edge, measured as drawn, so
 //   no two ever collide (token axes leave the edge to this: Plotly's own check measured them twice).
 // - A PNG button beside the modebar's SVG download, at publication size.
-// - Clicking a cell of the Overview or a head's thumbnail picks that layer and head; clicking a cell of
-//   the patching heatmap opens that head on the clean prompt (written into #patched-head).
+// - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
+//   the Overview frames the picked cell and "Open in Attention" opens it there. Clicking a cell of the
+//   patching heatmap opens that head on the clean prompt (written into #patched-head).
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
@@ -89,10 +90,77 @@ if (!window.__attentionExplorerPage) {
     if (!input) return;
     input.value = `${layer},${head},${Date.now()}`;
     input.dispatchEvent(new Event("input", { bubbles: true }));
+    if (box === "#picked-head") {
+      picked = { layer, head };
+      markPicked();
+    }
   }
 
   function currentLayer() {
     return Number(document.querySelector("#layer-slider input[type=number]")?.value || 0);
+  }
+
+  function currentHead() {
+    const label = document.querySelector("#head-picker input")?.value || ""; // "head 6 · kv 1"
+    const match = /head (\d+)/.exec(label);
+    return match ? Number(match[1]) : 0;
+  }
+
+  // The Overview marks the picked layer and head: a frame around its cell on every panel, its name
+  // above them beside "Open in Attention". `picked` holds a pick the page made and the server has not
+  // answered yet (the controls still show the one before it).
+  let picked = null;
+
+  function markPicked() {
+    if (picked && picked.layer === currentLayer() && picked.head === currentHead()) picked = null; // answered
+    const layer = picked ? picked.layer : currentLayer();
+    const head = picked ? picked.head : currentHead();
+    const text = document.querySelector("#overview-picked-text");
+    if (text) text.textContent = `Picked: layer ${layer} · head ${head}`;
+    const gd = document.querySelector("#overview-plot .js-plotly-plot");
+    if (!gd || !gd._fullLayout || !window.Plotly) return;
+    const panels = (gd.data || []).filter((trace) => trace.type === "heatmap");
+    const frames = panels.map((trace) => ({
+      type: "rect",
+      name: "picked",
+      xref: trace.xaxis || "x",
+      yref: trace.yaxis || "y",
+      x0: head - 0.5,
+      x1: head + 0.5,
+      y0: layer - 0.5,
+      y1: layer + 0.5,
+      line: { color: "#111827", width: 2.5 },
+      fillcolor: "rgba(0,0,0,0)",
+    }));
+    const others = (gd.layout.shapes || []).filter((shape) => shape.name !== "picked");
+    const now = (gd.layout.shapes || []).filter((shape) => shape.name === "picked");
+    const same = now.length === frames.length && now.every((shape) => shape.x0 === head - 0.5 && shape.y0 === layer - 0.5);
+    if (!same) window.Plotly.relayout(gd, { shapes: [...others, ...frames] });
+  }
+
+  function markSoon() {
+    setTimeout(markPicked, 150);
+  }
+
+  function openInAttention() {
+    document.querySelector("#views #tab-attention-button")?.click();
+    setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
+  }
+
+  document.addEventListener("click", (event) => {
+    const target = event.target.closest ? event.target : null;
+    const row = target && target.closest(".top-head");
+    if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
+    else if (target && target.closest("#open-in-attention")) openInAttention();
+    else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
+  });
+  for (const kind of ["input", "change", "keyup"]) {
+    document.addEventListener(kind, (event) => {
+      if (event.target.closest && event.target.closest("#layer-slider, #head-picker")) {
+        picked = null;
+        markSoon();
+      }
+    });
   }
 
   function onClick(gd, data) {
@@ -131,6 +199,7 @@ if (!window.__attentionExplorerPage) {
       tidyTicks(gd);
       addPngButton(gd);
       letTouchScroll(gd);
+      if (gd.closest("#overview-plot")) markPicked();
     });
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
