@@ -7,11 +7,13 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
+from plotly.colors import sample_colorscale
 
 import explorer
 from explorer import views
@@ -19,7 +21,7 @@ from explorer.app import payload
 from explorer.engine import heads, rope
 from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, pool
 from explorer.figures.common import lower_triangle_fill, to_json, token_label
-from explorer.figures.maps import masked_region
+from explorer.figures.maps import SIGNED_COLORSCALE, masked_region
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
 from tests.tolerant_snapshots import TolerantAmberExtension
@@ -463,3 +465,85 @@ def test_coded_maps_are_rebuilt_bit_for_bit_too(long_context_explorer, n_tokens,
     assert set(rebuilt) == derived
     for i, z in rebuilt.items():
         assert np.array_equal(z, full[i]["z"])
+
+
+def sink_maps(n_heads: int, n_tokens: int) -> np.ndarray:
+    """Every query of every head attends to key 0 alone: a perfect sink.  # [H, N, N]"""
+    probs = np.zeros((n_heads, n_tokens, n_tokens), dtype=np.float32)
+    probs[:, :, 0] = 1
+    return probs
+
+
+@pytest.mark.parametrize("plot_width", [820, 1560])  # px: the page's narrowest all-heads plot, the PNG's
+def test_a_sink_heads_first_column_stands_clear_of_its_thumbnail_frame(plot_width):
+    """A frame on the cells' edge covered a sink's column 0 (all its attention), and the column read
+    as a thicker frame: each frame's line now leaves a pixel or more of white on every side."""
+    n_tokens = 60
+    fig = explorer.figures.all_heads_figure(
+        [f"t{i}" for i in range(n_tokens)], sink_maps(8, n_tokens), np.repeat(np.arange(2), 4), "sinks"
+    )
+    layout = fig.to_plotly_json()["layout"]
+    plot_height = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    for h, frame in enumerate(layout["shapes"]):
+        n = "" if h == 0 else str(h + 1)
+        (x0, x1), (y0, y1) = layout[f"xaxis{n}"]["domain"], layout[f"yaxis{n}"]["domain"]
+        half_line = frame["line"]["width"] / 2
+        white = [  # px between the line's inner edge and the cells: left, right, bottom, top
+            (x0 - frame["x0"]) * plot_width - half_line,
+            (frame["x1"] - x1) * plot_width - half_line,
+            (y0 - frame["y0"]) * plot_height - half_line,
+            (frame["y1"] - y1) * plot_height - half_line,
+        ]
+        assert min(white) >= 1, (h, white)
+
+
+def shown_colour_bars(fig) -> list[tuple[dict, str, float, float]]:
+    """Each colour bar a figure shows: its settings, colour scale and the range of values it spans."""
+    bars = []
+    for trace in fig.to_plotly_json()["data"]:
+        if trace["type"] == "heatmap" and trace.get("showscale", True):
+            bars.append((trace.get("colorbar", {}), trace["colorscale"], trace["zmin"], trace["zmax"]))
+        marker = trace.get("marker", {})
+        if marker.get("showscale"):
+            bars.append((marker.get("colorbar", {}), marker["colorscale"], marker["cmin"], marker["cmax"]))
+    return bars
+
+
+def rgb(colour: str) -> np.ndarray:
+    return np.array([float(v) for v in colour[colour.index("(") + 1 : -1].split(",")])
+
+
+@pytest.mark.parametrize("name", ["pipeline", "all_heads", "zoom", "all_heads_8_bit"])
+def test_log_colours_have_a_bar_ticked_at_every_decade_from_end_to_end(run, where, name):
+    """The log colour scale was drawn on the map's own bar, linear in p: 1e-4 … 0.1 crowded into its
+    first tenth. Its bar now runs over log10 p, a tick at each decade from the floor to 1 spread over
+    the whole bar, in the map's own colours; the map keeps its values (hover stays exact)."""
+    layer, head = where["layer"], where["head"]
+    probs = run.attention(layer).probs.numpy()
+    fig = {
+        "pipeline": lambda: views.pipeline(run, layer, head, log_colours=True),
+        "all_heads": lambda: views.all_heads(run, layer, log_colours=True),
+        "zoom": lambda: views.zoom(run, layer, head, views.default_zoom(run), log_colours=True),
+        "all_heads_8_bit": lambda: explorer.figures.all_heads_figure(
+            run.tokens,
+            [encode_probs(p, 16) for p in probs],
+            np.arange(len(probs)),
+            "8 bits",
+            log_colours=True,
+        ),
+    }[name]()
+    softmax = next(
+        t for t in traces(fig) if t["type"] == "heatmap" and re.search(r"\bp [=≈]", t["hovertemplate"])
+    )
+    bars = [bar for bar in shown_colour_bars(fig) if bar[1] != SIGNED_COLORSCALE]
+    assert len(bars) == 1, bars
+    bar, colours, low, high = bars[0]
+    exact = softmax["zmax"] == 1
+    decades = list(range(-4 if exact else -2, 1))
+    assert bar.get("tickvals") == decades and [low, high] == [decades[0], decades[-1]], (bar, low, high)
+    top = ["1e-4", "1e-3", "0.01", "0.1", "1"] if exact else ["1%", "10%", "100%"]
+    assert bar["ticktext"] == ["≤" + top[0], *top[1:]]
+    for decade in decades:  # the bar's colour at a tick is the map's at that probability
+        on_bar = sample_colorscale(colours, (decade - low) / (high - low))[0]
+        on_map = sample_colorscale(softmax["colorscale"], 10.0**decade)[0]
+        np.testing.assert_allclose(rgb(on_bar), rgb(on_map), atol=1)

@@ -17,13 +17,14 @@ from explorer.figures.codec import (
 )
 from explorer.figures.common import (
     MAX_TICK_LABELS,
-    colorbar_below,
+    axis_title,
+    colorbar_at_foot,
     figure,
     grid,
     group_colour,
     lower_triangle_fill,
 )
-from explorer.figures.maps import map_heatmap, mask_heatmap, masked_region
+from explorer.figures.maps import log_colour_bar, map_heatmap, mask_heatmap, masked_region
 
 MASKED_HOVER = "−∞: the key comes after the query"
 
@@ -44,7 +45,8 @@ def pipeline_figure(
     and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
     `encode_mask`'s codes and block)."""
     n = len(tokens)
-    titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)", "softmax"]
+    titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)"]
+    titles.append(softmax_title(log_colours))
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
     if isinstance(scores, EncodedMap):  # pooled: the scaled codes are the raw ones, as in scaled_maps
         scores_map, masked_map, mask_codes = scores, masked, mask
@@ -52,18 +54,13 @@ def pipeline_figure(
     else:
         scores_map, mask_codes = encode_signed(scores), encode_mask(mask)
         scaled_map, masked_map = scaled_maps(scores_map, scaled, masked, mask)
+    probs_map = probs if isinstance(probs, EncodedMap) else encode_probs(probs)
     data = [
-        map_heatmap(scores_map, "q·k", raw, colorbar_below(layout, raw[0], y=-0.45)),
-        map_heatmap(scaled_map, "scaled", scaled_at, colorbar_below(layout, scaled_at[0], y=-0.45)),
+        map_heatmap(scores_map, "q·k", raw, colorbar_at_foot(layout, raw[0])),
+        map_heatmap(scaled_map, "scaled", scaled_at, colorbar_at_foot(layout, scaled_at[0])),
         mask_heatmap(*mask_codes, mask_at),
-        map_heatmap(masked_map, "masked", masked_at, colorbar_below(layout, masked_at[0], y=-0.45)),
-        map_heatmap(
-            probs if isinstance(probs, EncodedMap) else encode_probs(probs),
-            "p",
-            probs_at,
-            colorbar_below(layout, probs_at[0], y=-0.45),
-            log_colours=log_colours,
-        ),
+        map_heatmap(masked_map, "masked", masked_at, colorbar_at_foot(layout, masked_at[0])),
+        map_heatmap(probs_map, "p", probs_at, colorbar_at_foot(layout, probs_at[0]), log_colours=log_colours),
     ]
     # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
     # and the page's script); the figure itself keeps every value.
@@ -79,8 +76,12 @@ def pipeline_figure(
             trace["meta"] = dict(packed=dict(op="tril", fill=fill))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
+    if log_colours:
+        data.append(log_colour_bar(probs_map, colorbar_at_foot(layout, probs_at[0]), probs_at))
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
-        layout[f"xaxis{x[1:]}"].update(range=[-0.5, n - 0.5], tickangle=-90, title=dict(text="key"))
+        layout[f"xaxis{x[1:]}"].update(
+            range=[-0.5, n - 0.5], tickangle=-90, title=axis_title("key"), automargin=True
+        )
         layout[f"yaxis{y[1:]}"].update(
             range=[n - 0.5, -0.5], showticklabels=i == 0, title=dict(text="query") if i == 0 else None
         )
@@ -89,10 +90,14 @@ def pipeline_figure(
         data,
         tokens,
         title=title + (f"<br><sup>{note}</sup>" if note else ""),
-        height=440,
-        margin=dict(l=70, r=20, t=80, b=140),
+        height=480,
+        margin=dict(l=70, r=20, t=80, b=40),
         **layout,
     )
+
+
+def softmax_title(log_colours: bool) -> str:
+    return "softmax · log colours" if log_colours else "softmax"
 
 
 def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, mask: np.ndarray):
@@ -107,6 +112,13 @@ def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, 
         return scaled_map, encode_signed(masked, limit=scaled_map.limit)
     codes = np.where(mask, scaled_map.z, 0).astype(np.uint8)
     return scaled_map, dataclasses.replace(scaled_map, z=codes)
+
+
+THUMBNAIL_HEIGHT = 190  # px a row of thumbnails, its title included
+FRAME_WIDTH = 1.5  # px, a thumbnail's frame
+FRAME_GAP = 0.004  # of the plot's width, between a thumbnail's cells and its frame (4.7 px at 1,400)
+FRAME_GAP_PX = 4  # the same gap above and below
+ROW_GAP_PX = 32  # between rows of thumbnails: a frame's gap and line, then the next row's titles
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
@@ -129,8 +141,10 @@ def all_heads_figure(
     n_heads, n = len(probs), len(tokens)
     cols = group_columns(n_heads, n_heads // (int(kv_head.max()) + 1))
     rows = -(-n_heads // cols)
+    height, margin = 80 + THUMBNAIL_HEIGHT * rows, dict(l=20, r=20, t=80, b=20)
+    plot_height = height - margin["t"] - margin["b"]
     titles = [f"head {h} · kv {kv_head[h]}" for h in range(n_heads)]
-    layout, cells = grid(n_heads, cols, h_gap=0.015, v_gap=0.1 / rows, titles=titles)
+    layout, cells = grid(n_heads, cols, h_gap=0.015, v_gap=ROW_GAP_PX / plot_height, titles=titles)
     maps = [
         p if isinstance(p, EncodedMap) else encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs
     ]
@@ -139,25 +153,44 @@ def all_heads_figure(
         map_heatmap(m, "p", at, colorbar if h == 0 else None, log_colours=log_colours)
         for h, (m, at) in enumerate(zip(maps, cells, strict=True))
     ]
+    if log_colours:
+        data.append(log_colour_bar(maps[0], colorbar, cells[0]))
     shapes = []
     for h, (x, y) in enumerate(cells):
         colour = group_colour(int(kv_head[h]))
-        layout["annotations"][h]["font"] = dict(size=11, color=colour)
+        layout["annotations"][h].update(font=dict(size=11, color=colour), yshift=FRAME_GAP_PX + FRAME_WIDTH)
         x_axis, y_axis = layout[f"xaxis{x[1:]}"], layout[f"yaxis{y[1:]}"]
         x_axis.update(range=[-0.5, n - 0.5], showticklabels=False, ticks="")
         y_axis.update(range=[n - 0.5, -0.5], showticklabels=False, ticks="")
-        (x0, x1), (y0, y1) = x_axis["domain"], y_axis["domain"]
-        frame = dict(x0=x0, x1=x1, y0=y0, y1=y1, xref="paper", yref="paper", layer="above")
-        shapes.append(dict(type="rect", line=dict(color=colour, width=2), **frame))
+        shapes.append(thumbnail_frame(x_axis["domain"], y_axis["domain"], colour, plot_height))
     note = " · ".join(part for part in (subtitle, maps[0].note) if part)
     return figure(
         data,
         tokens,
         title=title + (f"<br><sup>{note}</sup>" if note else ""),
         shapes=shapes,
-        height=80 + 190 * rows,
-        margin=dict(l=20, r=20, t=80, b=20),
+        height=height,
+        margin=margin,
         **layout,
+    )
+
+
+def thumbnail_frame(x_domain: list[float], y_domain: list[float], colour: str, plot_height: int) -> dict:
+    """A frame in the kv group's colour around a thumbnail, clear of its cells: a white gap between, so
+    a head whose attention all goes to key 0 (a sink) shows its first column, not a thicker frame. The
+    gap is FRAME_GAP of the plot's width (which the page sets) and FRAME_GAP_PX of its height."""
+    (x0, x1), (y0, y1) = x_domain, y_domain
+    dy = FRAME_GAP_PX / plot_height
+    return dict(
+        type="rect",
+        x0=x0 - FRAME_GAP,
+        x1=x1 + FRAME_GAP,
+        y0=y0 - dy,
+        y1=y1 + dy,
+        xref="paper",
+        yref="paper",
+        line=dict(color=colour, width=FRAME_WIDTH),
+        layer="above",
     )
 
 
@@ -177,21 +210,17 @@ def zoom_figure(
     if masked.size > ZOOM_CELLS:
         raise ValueError(f"a zoom window holds at most {ZOOM_CELLS:,} cells, this one {masked.size:,}")
     layout, (scores_at, probs_at) = grid(
-        2, cols=2, h_gap=0.08, titles=["masked scores (−∞ blank)", "softmax"]
+        2, cols=2, h_gap=0.08, titles=["masked scores (−∞ blank)", softmax_title(log_colours)]
     )
+    probs_map, probs_bar = encode_probs(probs), colorbar_at_foot(layout, probs_at[0])
     data = [
         map_heatmap(
-            encode_signed(masked), "masked", scores_at, colorbar_below(layout, scores_at[0], y=-0.3), origin
+            encode_signed(masked), "masked", scores_at, colorbar_at_foot(layout, scores_at[0]), origin
         ),
-        map_heatmap(
-            encode_probs(probs),
-            "p",
-            probs_at,
-            colorbar_below(layout, probs_at[0], y=-0.3),
-            origin,
-            log_colours,
-        ),
+        map_heatmap(probs_map, "p", probs_at, probs_bar, origin, log_colours),
     ]
+    if log_colours:
+        data.append(log_colour_bar(probs_map, probs_bar, probs_at))
     (q0, k0), (nq, nk) = origin, masked.shape
     for i, (x, y) in enumerate((scores_at, probs_at)):
         layout[f"xaxis{x[1:]}"].update(
@@ -199,7 +228,8 @@ def zoom_figure(
             tick0=k0,
             dtick=-(-nk // MAX_TICK_LABELS),
             tickangle=-90,
-            title=dict(text="key"),
+            title=axis_title("key"),
+            automargin=True,
         )
         layout[f"yaxis{y[1:]}"].update(
             range=[q0 + nq - 0.5, q0 - 0.5],
@@ -212,7 +242,7 @@ def zoom_figure(
         data,
         tokens,
         title=title,
-        height=300 + 4 * min(nq, 60),
-        margin=dict(l=70, r=20, t=80, b=120),
+        height=420 + 4 * min(nq, 60),
+        margin=dict(l=70, r=20, t=80, b=40),
         **layout,
     )

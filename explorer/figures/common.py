@@ -26,6 +26,7 @@ from explorer.engine.tokens import printable
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
 SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
+TITLE_STANDOFF = 6  # px between an axis' tick labels and its title
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', sans-serif"
 
 HOUSE_LAYOUT = dict(
@@ -170,6 +171,30 @@ def colorbar_below(layout: dict, x_axis: str, y: float) -> dict:
     start, end = layout[f"xaxis{x_axis[1:]}"]["domain"]
     return dict(
         orientation="h", x=(start + end) / 2, xanchor="center", len=0.9 * (end - start), y=y, thickness=10
+    )
+
+
+def axis_title(text: str) -> dict:
+    """An axis title standing off its tick labels: on an axis with `automargin`, Plotly makes room
+    for both, however long the labels (a token's)."""
+    return dict(text=text, standoff=TITLE_STANDOFF)
+
+
+def colorbar_at_foot(layout: dict, x_axis: str) -> dict:
+    """A horizontal colour bar at the foot of the figure, under the panel of `x_axis` ("x3") and as wide
+    as it. Placed on the figure (yref "container"), not the plot area, Plotly reserves its room below
+    whatever the axes push: tick labels as long as a token, then the axis title, then the bar."""
+    start, end = layout[f"xaxis{x_axis[1:]}"]["domain"]
+    return dict(
+        orientation="h",
+        x=(start + end) / 2,
+        xanchor="center",
+        len=0.9 * (end - start),
+        yref="container",
+        y=0,
+        yanchor="bottom",
+        ypad=6,
+        thickness=10,
     )
 
 

@@ -5,6 +5,8 @@ values, the causal mask, and the hatched region where keys come after their quer
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from plotly.colors import get_colorscale, sample_colorscale
 
@@ -30,7 +32,8 @@ def map_heatmap(
 ) -> dict:
     """A heatmap trace of an encoded map over token positions; hover names query, key and value.
     `origin` is the (query, key) position of its first cell, for a window cut from a bigger map.
-    `log_colours` colours probabilities on a log scale; the values (and so the hover) stay as they are."""
+    `log_colours` colours probabilities on a log scale; the values (and so the hover) stay as they are,
+    and the colour bar is `log_colour_bar`'s."""
     if m.block == 1:
         where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
@@ -85,22 +88,56 @@ def log_colorscale(floor: float, steps: int = 16) -> list[list]:
     return stops
 
 
+def log_floor(m: EncodedMap) -> float:
+    """The faintest probability a log colour scale tells from zero, as a fraction of the scale's top:
+    exact maps resolve 1e-4; 8-bit ones hold whole percents, so their scale starts at 1%."""
+    return LOG_FLOOR if m.exact else 0.01
+
+
+def log_colour_bar(m: EncodedMap, colorbar: dict, axes: tuple[str, str]) -> dict:
+    """The colour bar of a probability map on log colours, carried by an empty trace: its colours run
+    evenly over the decades from `log_floor` to the top, a tick at each (1e-4 … 1, or 1% … 100%). The
+    map's own bar is linear in p, where the decades would crowd at 0; the map keeps its values, so
+    hover stays exact. A vertical bar is titled "log colours"; a horizontal one (Plotly misplaces the
+    title of a bar placed on the figure, `common.colorbar_at_foot`) leaves it to its panel's title."""
+    low = math.log10(log_floor(m))
+    decades = list(range(round(low), 1))  # log10 of each tick, −4 … 0
+    if m.exact:
+        labels = [f"{10.0**d:g}" if d >= -2 else f"1e{d}" for d in decades]
+    else:
+        labels = [f"{100 * 10.0**d:g}%" for d in decades]
+    labels[0] = "≤" + labels[0]  # fainter cells take the floor's colour
+    bar = {"thickness": 10, "outlinewidth": 0, **colorbar, "tickmode": "array", "tickvals": decades}
+    bar["ticktext"] = labels
+    if colorbar.get("orientation", "v") == "v":
+        bar["title"] = dict(text="log colours", side="right")
+    return dict(
+        type="scatter",
+        x=[None],
+        y=[None],
+        xaxis=axes[0],
+        yaxis=axes[1],
+        mode="markers",
+        marker=dict(
+            color=[low], cmin=low, cmax=0.0, colorscale=PROBS_COLORSCALE, showscale=True, colorbar=bar
+        ),
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
 def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False) -> dict:
     bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
     shown = colorbar is not None
     if m.kind == "probs":
         if not m.exact:
             bar["ticksuffix"] = "%"
-        if log_colours:
-            bar["title"] = dict(text="log colours", side="top")
-        # Exact maps resolve 1e-4; 8-bit ones hold whole percents, so their scale starts at 1%.
-        floor = LOG_FLOOR if m.exact else 0.01
         return dict(
-            colorscale=log_colorscale(floor) if log_colours else PROBS_COLORSCALE,
+            colorscale=log_colorscale(log_floor(m)) if log_colours else PROBS_COLORSCALE,
             zmin=0.0,
             zmax=1.0 if m.exact else 100.0,
             colorbar=bar,
-            showscale=shown,
+            showscale=shown and not log_colours,  # log colours: `log_colour_bar` shows the scale
         )
     if m.exact:
         return dict(colorscale=SIGNED_COLORSCALE, zmin=-m.limit, zmax=m.limit, colorbar=bar, showscale=shown)

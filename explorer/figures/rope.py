@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
-from explorer.figures.common import figure, quoted_token, token_axis
+from explorer.figures.common import axis_title, figure, quoted_token, token_axis
 
 ANGLE_COLORSCALE = get_colorscale("Twilight")  # cyclic: −π and π meet
 PAIR_COLORSCALE = get_colorscale("Viridis")
@@ -56,7 +56,7 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
         title="RoPE angle m·θᵢ at every position and frequency pair"
         "<br><sup>wrapped to (−π, π]; fast pairs (left) turn every token, slow ones (right) barely</sup>",
         xaxis=dict(title=dict(text="frequency pair i (fast → slow)"), showgrid=False, zeroline=False),
-        yaxis=dict(token_axis(tokens), title=dict(text="position m"), autorange="reversed"),
+        yaxis=dict(token_axis(tokens), title=axis_title("position m"), autorange="reversed", automargin=True),
         height=440,
         margin=dict(t=70),
     )
