@@ -275,3 +275,68 @@ def test_on_a_phone_a_tap_on_an_overview_cell_picks_that_head(touch_phone):
     phone.page.touchscreen.tap(x, y)
     phone.wait_redrawn(["pipeline-plot"])
     assert phone.title("pipeline-plot").startswith("Layer 1 · head 3 ")
+
+
+# --- item 11: a link restores everything a person set -----------------------------------------------------
+
+
+def set_number(app: AppPage, box: str, value: int) -> None:
+    number = app.page.locator(f"{box} input[type=number]")
+    number.fill(str(value))
+    number.press("Tab")
+
+
+def test_a_copied_link_restores_log_colours_rope_positions_ablated_heads_and_patching_prompts(
+    app, browser, app_url
+):
+    app.run(LONG)
+    app.remember_plots()
+    app.page.locator("#log-colours input").check()
+    app.wait_redrawn(["pipeline-plot"])
+    app.set_layer(1)
+    app.pick_head("head 2 · kv 0")
+    app.open_tab("RoPE")
+    app.remember_plots()
+    set_number(app, "#rope-query", 60)
+    app.wait_redrawn(["rope-rotation-plot"])
+    app.remember_plots()
+    set_number(app, "#rope-key", 4)
+    app.wait_redrawn(["rope-rotation-plot"])
+    app.page.get_by_role("tab", name="Intervene", exact=True).click()
+    app.page.locator("#ablate-add").click()
+    app.page.locator("#ablate-heads").get_by_text("1.2 · kv 0").wait_for()
+    app.page.locator("#ablate-mode").get_by_text("mean").click()
+    patching = {"clean": "When Mary and John went", "corrupted": "When Alice and John went"}
+    patching |= {"answer": " Mary", "distractor": " John"}
+    for name, text in patching.items():
+        app.page.locator(f"#patch-{name} textarea, #patch-{name} input").first.fill(text)
+    app.page.locator("#copy-link").click()
+    box = app.page.locator("#share-link textarea, #share-link input").first
+    app.page.wait_for_function(
+        "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value"
+    )
+    link = box.input_value()
+    assert link.startswith(app_url.rstrip("/"))
+
+    context = browser.new_context(**CONTEXT)
+    try:
+        other = AppPage(context.new_page(), app_url)
+        other.page.goto(link)
+        other.wait_drawn(TABS["Attention"])
+        assert other.page.locator("#log-colours input").is_checked()
+        assert other.title("pipeline-plot").startswith("Layer 1 · head 2 ")
+        other.page.get_by_role("tab", name="RoPE", exact=True).click()
+        for slider, value in (("#rope-query", 60), ("#rope-key", 4)):
+            other.page.wait_for_function(
+                "([id, v]) => document.querySelector(`${id} input[type=number]`)?.value === String(v)",
+                arg=[slider, value],
+            )
+        other.page.get_by_role("tab", name="Intervene", exact=True).click()
+        other.wait_drawn(["ablation-plot"])  # the heads were ablated again after the link's run
+        assert other.page.locator("#ablate-heads").get_by_text("1.2 · kv 0").count() == 1
+        assert other.page.locator("#ablate-mode input[value=mean]").is_checked()
+        for name, text in patching.items():
+            field = other.page.locator(f"#patch-{name} textarea, #patch-{name} input").first
+            assert field.input_value() == text
+    finally:
+        context.close()

@@ -30,6 +30,7 @@ from explorer.app.ui import (
 )
 from explorer.app.ui.common import Followers, Handler, Shared, gpu, guarded, index, plot, top
 from explorer.app.workspace import Workspace
+from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
 
 
@@ -178,6 +179,24 @@ class ViewEvents:
             plot(views.all_heads(run, layer, log)),
         )
 
+    def restore_positions(self, layer, head, shown, request: gr.Request):
+        """After a link's run: the RoPE positions it names, and the figures that show them (a run
+        moves them to their defaults)."""
+        params = share.requested(request)
+        query, key = share.integer(params, "q"), share.integer(params, "k")
+        if shown is None or query is None or key is None:
+            return (gr.skip(),) * 5
+        run = self.workspace.run(*shown)
+        layer, head = index(layer, "layer"), index(head, "head")
+        query, key = views.clamp_position(run, query), views.clamp_position(run, key)
+        return (
+            gr.skip(),
+            query,
+            key,
+            plot(views.rope_rotation(run, layer, head, query, key)),
+            plot(views.rope_score_split(run, layer, head, query, key)),
+        )
+
     def _layer_figures(self, layer: int, head: int, query, key, shown, log) -> list:
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
@@ -203,7 +222,22 @@ class ViewEvents:
         )
         loader.outputs += [t.gqa.diagram, t.gqa.kv_cache, s.shown]
         restored = demo.load(loader.restore, None, [*loader.outputs, c.picker], api_name=False).then(
-            restore_view, None, [c.prompt, s.layer, s.head, c.current_tab, t.overview.is_open], api_name=False
+            restore_view,
+            None,
+            [
+                c.prompt,
+                s.layer,
+                s.head,
+                c.current_tab,
+                t.overview.is_open,
+                t.attention.log_box,
+                s.log_colours,
+                t.intervene.heads,
+                t.intervene.mode,
+                t.intervene.in_views,
+                *t.intervene.prompts,
+            ],
+            api_name=False,
         )
         # The link's tab is opened in the page, as a click would: were the tabs an output of any event,
         # Gradio would copy the state of every component inside them at each of every later event's
@@ -220,7 +254,12 @@ class ViewEvents:
             ),
             run_handler.after(c.examples.load_input_event),
             *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
-            run_handler.after(restored),
+            run_handler.after(restored).then(
+                gpu(guarded(5)(self.restore_positions)),
+                [s.layer, s.head, s.shown],
+                [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
+                api_name=False,
+            ),
             t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
         ]
         switch_layer = gpu(guarded(len(self.layer_outputs))(self.switch_layer))
@@ -267,20 +306,36 @@ class ViewEvents:
             [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads],
             api_name=False,
         )
-        copy_link.click(
-            share.query_string, [c.prompt, s.layer, s.head, c.model, c.current_tab], link, api_name=False
-        ).then(None, link, link, js=share.COPY_JS)
+        i = t.intervene
+        view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.log_colours, t.rope.query, t.rope.key]
+        view += [i.heads, i.mode, i.in_views, *i.prompts]
+        copy_link.click(share.query_string, view, link, api_name=False).then(
+            None, link, link, js=share.COPY_JS
+        )
 
 
 def restore_view(request: gr.Request):
-    """The prompt, layer, head and tab a link asks for (each left as it is when the link does not);
-    the page itself opens the tab (share.OPEN_TAB_JS)."""
+    """What a link asks for before its run (each left as it is when the link does not say): the prompt,
+    layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), log colours, the heads to
+    ablate (ablated after the run, as after any run) and the patching prompts."""
     params = share.requested(request)
     layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
+
+    def given(key: str):
+        return params.get(key, gr.skip())
+
+    log = share.flag(params, "log") if "log" in params else gr.skip()
+    ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
     return (
-        params.get("prompt", gr.skip()),
+        given("prompt"),
         gr.skip() if layer is None else layer,
         gr.skip() if head is None else head,
         gr.skip() if tab is None else tab,
         tab == "overview",
+        log,
+        log,
+        ablate or gr.skip(),
+        given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
+        share.flag(params, "views") if "views" in params else gr.skip(),
+        *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
     )

@@ -1,5 +1,7 @@
-"""Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that, and
-"Copy link" gives the link of what is on screen. A link names a picker model by its label, so it
+"""Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
+set, `log`, the RoPE positions `q` and `k`, the heads to `ablate` with their `mode` and `views`, and the
+patching prompts `clean`, `corrupted`, `answer`, `distractor`), and "Copy link" gives the link of what
+is on screen. A link names a picker model by its label, so it
 works on any machine that has that model; any other model by its source as typed."""
 
 from __future__ import annotations
@@ -26,13 +28,46 @@ OPEN_TAB_JS = """() => {
 }"""
 
 
-def query_string(prompt: str, layer, head, model: str, tab: str) -> str:
-    """The query part of a link to this view."""
+def query_string(
+    prompt: str,
+    layer,
+    head,
+    model: str,
+    tab: str,
+    log: bool = False,
+    query=None,
+    key=None,
+    ablate=(),
+    mode: str = "zero",
+    in_views: bool = False,
+    clean: str = "",
+    corrupted: str = "",
+    answer: str = "",
+    distractor: str = "",
+) -> str:
+    """The query part of a link to this view: everything a person set (log colours, RoPE positions,
+    the heads to ablate and how, the patching prompts), each only when it is not the default."""
     label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
         params["model"] = label
+    if log:
+        params["log"] = 1
+    if query is not None and key is not None:
+        params["q"], params["k"] = int(query), int(key)
+    if ablate:
+        params["ablate"] = ",".join(str(value).split(" ")[0] for value in ablate)  # "3.1 · kv 0" -> "3.1"
+        if mode != "zero":
+            params["mode"] = mode
+        if in_views:
+            params["views"] = 1
+    patching = {"clean": clean, "corrupted": corrupted, "answer": answer, "distractor": distractor}
+    params.update({name: text for name, text in patching.items() if text})
     return "?" + urlencode(params)
+
+
+def flag(params: dict[str, str], key: str) -> bool:
+    return params.get(key, "").strip().lower() in ("1", "true", "yes")
 
 
 def requested(request: gr.Request | None) -> dict[str, str]:
