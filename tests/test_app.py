@@ -83,7 +83,8 @@ def status_text(html: str) -> str:
 def test_a_prompt_produces_every_view(client):
     status, strip, _, _, *plots = run(client, "To be, or not to be, that is the question.", 1, 5)
     assert "tokens" in status_text(status) and "token-strip-content" in strip
-    angles, wavelengths, *layer_plots, overview, top, next_tokens, q0, q1, k0, k1, zoom = plots
+    angles, wavelengths, *layer_plots, overview, top, next_tokens, q0, q1, k0, k1, zoom, _, link = plots
+    assert link == ""  # a link of an earlier view is taken away
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
     assert overview is None and not top and next_tokens is None  # the overview waits until its tab opens
     assert (q0, k0) == (0, 0) and q1 > 0 and k1 > 0 and is_kept(zoom)  # the zoom's window, drawn once open
@@ -103,12 +104,13 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
     before = forwards()
     titles = {title(first[6])}
     for layer in (1, 3, 1):
-        _, pipeline, *rest, zoom, rows = client.predict(layer, 0, 3, 1, api_name="/layer")
+        _, pipeline, *rest, zoom, rows, _, link = client.predict(layer, 0, 3, 1, api_name="/layer")
+        assert link == ""
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
         assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated
         titles.add(title(pipeline))
     for head in (7, 2):
-        _, pipeline, rotation, split, zoom, rows = client.predict(1, head, 3, 1, api_name="/head")
+        _, pipeline, rotation, split, zoom, rows, _, _ = client.predict(1, head, 3, 1, api_name="/head")
         assert all(is_plot(p) for p in (pipeline, rotation, split)) and is_kept(zoom) and is_kept(rows)
         titles.add(title(pipeline))
     client.predict(1, 0, 4, 2, api_name="/positions")

@@ -340,3 +340,36 @@ def test_a_copied_link_restores_log_colours_rope_positions_ablated_heads_and_pat
             assert field.input_value() == text
     finally:
         context.close()
+
+
+# --- item 12: nothing stale is offered -------------------------------------------------------------------
+
+
+JS_LINK_SHOWN = "() => document.querySelector('#share-link textarea, #share-link input').value"
+
+
+def link_box(app: AppPage):
+    return app.page.locator("#share-link textarea, #share-link input").first
+
+
+def test_a_download_or_link_of_an_earlier_view_is_taken_away_when_the_view_changes(app):
+    app.run("To be, or not to be, that is the question")
+    app.page.locator("#download-csv").click()
+    app.page.locator("#download-file a").first.wait_for()
+    assert "layer0-head0" in app.page.locator("#download-file").inner_text()
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(JS_LINK_SHOWN)
+    app.pick_head("head 3 · kv 0")  # another view: the CSV of head 0 and the old link go
+    app.page.locator("#download-file").wait_for(state="hidden")
+    assert link_box(app).input_value() == ""
+
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(JS_LINK_SHOWN)
+    app.remember_plots()
+    app.page.locator("#log-colours input").check()
+    app.wait_redrawn(["pipeline-plot"])
+    assert link_box(app).input_value() == ""
+    app.page.locator("#download-npz").click()
+    app.page.locator("#download-file a").first.wait_for()
+    app.run("Now is the winter of our discontent")
+    app.page.locator("#download-file").wait_for(state="hidden")

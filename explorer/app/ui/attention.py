@@ -25,6 +25,7 @@ class AttentionTab:
     zoom: gr.Plot
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
+    download: gr.File  # the last file asked for (a layer's tensors, a head's map)
 
     def after_run(self, run: Run, layer: int, head: int, is_open: bool, log: bool) -> tuple:
         """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
@@ -132,4 +133,5 @@ def build(shared: Shared) -> AttentionTab:
         zoom=zoom,
         zoom_open=zoom_open,
         log_box=log_box,
+        download=download,
     )

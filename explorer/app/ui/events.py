@@ -28,7 +28,7 @@ from explorer.app.ui import (
     rope,
     share,
 )
-from explorer.app.ui.common import Followers, Handler, Shared, gpu, guarded, index, plot, top
+from explorer.app.ui.common import Follower, Followers, Handler, Shared, gpu, guarded, index, plot, top
 from explorer.app.workspace import Workspace
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
@@ -73,6 +73,11 @@ class Tabs:
         ]
 
 
+def offers_taken_away() -> tuple:
+    """The updates that take away a file offered to download and a link: they belong to a view gone."""
+    return gr.File(value=None, visible=False), ""
+
+
 def truncation_message(run: Run, policy: Policy) -> str:
     """Why the run's prompt was cut ('' when it was not), as the status line and token strip say it."""
     context = run.config.context_length
@@ -87,17 +92,25 @@ class ViewEvents:
     - a switch: status, the head's figures (and for a layer, the layer's), the followers' views.
     """
 
-    def __init__(self, workspace: Workspace, shared: Shared, controls: Controls, tabs: Tabs):
+    def __init__(
+        self, workspace: Workspace, shared: Shared, controls: Controls, tabs: Tabs, link: gr.Textbox
+    ):
         self.workspace, self.shared, self.controls, self.tabs = workspace, shared, controls, tabs
+        self.link = link
         s, t = shared, tabs
+        # What was offered for the view before: a file to download, a link. Whatever changes the view
+        # takes them away, so nothing on screen belongs to another view.
+        self.stale = [t.attention.download, link]
         self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
         self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
-        self.followers = Followers((t.attention.follower(s), t.generate.follower))
+        stale = Follower([], self.stale, lambda layer, head: offers_taken_away())
+        self.followers = Followers((t.attention.follower(s), t.generate.follower, stale))
         self.run_outputs = [s.status, controls.token_strip, s.shown, t.rope.query, t.rope.key, t.rope.angles]
         self.run_outputs += [t.rope.wavelengths, *self.head_plots, *self.layer_plots]
         self.run_outputs += t.overview.outputs
         self.run_outputs += [*t.attention.window, t.attention.zoom]  # the zoom's window moves to the new run
+        self.run_outputs += self.stale
         self.run_inputs = [controls.prompt, controls.model, s.layer, s.head, t.overview.is_open, s.shown]
         self.run_inputs += [s.log_colours, t.attention.zoom_open]
         self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.log_colours]
@@ -132,6 +145,7 @@ class ViewEvents:
             *(plot(fig) for fig in figures),
             *(overview.figures(cached) if overview_open else overview.EMPTY),
             *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
+            *offers_taken_away(),
         )
 
     def switch_layer(self, layer, head, query, key, shown, log, *followed):
@@ -166,17 +180,22 @@ class ViewEvents:
         figures = self._layer_figures(layer, head, query, key, shown, log)
         return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
 
-    def recolour(self, log, layer, head, shown):
-        """Softmax maps on a log colour scale, or a linear one again."""
+    def recolour(self, log, layer, head, shown, zoom_open, *window):
+        """Softmax maps on a log colour scale, or a linear one again (the zoom too, when open)."""
         if shown is None:
-            return gr.skip(), log, gr.skip(), gr.skip()
+            return gr.skip(), log, gr.skip(), gr.skip(), gr.skip(), *offers_taken_away()
         run = self.workspace.run(*shown)
         layer, head = index(layer, "layer"), index(head, "head")
+        zoom = gr.skip()
+        if zoom_open:
+            zoom = plot(views.zoom(run, layer, head, tuple(index(v or 0, "window") for v in window), log))
         return (
             gr.skip(),
             log,
             plot(views.pipeline(run, layer, head, log)),
             plot(views.all_heads(run, layer, log)),
+            zoom,
+            *offers_taken_away(),
         )
 
     def restore_positions(self, layer, head, shown, request: gr.Request):
@@ -205,7 +224,8 @@ class ViewEvents:
 
     # --- wiring -------------------------------------------------------------------------------------
 
-    def wire(self, demo: gr.Blocks, copy_link: gr.Button, link: gr.Textbox) -> None:
+    def wire(self, demo: gr.Blocks, copy_link: gr.Button) -> None:
+        link = self.link
         s, c, t = self.shared, self.controls, self.tabs
         every_tab = t.each()
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
@@ -300,12 +320,16 @@ class ViewEvents:
             redraw=redraw,
         )
         t.intervene.wire(s, parts, runs)
+        recolour_outputs = [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads]
+        recolour_outputs += [t.attention.zoom, *self.stale]
         t.attention.log_box.input(
-            gpu(guarded(4)(self.recolour)),
-            [t.attention.log_box, s.layer, s.head, s.shown],
-            [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads],
+            gpu(guarded(len(recolour_outputs))(self.recolour)),
+            [t.attention.log_box, s.layer, s.head, s.shown, t.attention.zoom_open, *t.attention.window],
+            recolour_outputs,
             api_name=False,
         )
+        # Moving the RoPE positions changes the view a link names: the page takes the old link away.
+        gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.log_colours, t.rope.query, t.rope.key]
         view += [i.heads, i.mode, i.in_views, *i.prompts]

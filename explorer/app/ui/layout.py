@@ -71,7 +71,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")
             link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
-        ViewEvents(workspace, shared, controls, tabs).wire(demo, copy_link, link)
+        ViewEvents(workspace, shared, controls, tabs, link).wire(demo, copy_link)
     # A bounded queue: past `queue_size` waiting requests, a new one is told the queue is full.
     policy = workspace.policy
     return demo.queue(max_size=policy.queue_size, default_concurrency_limit=policy.concurrency)
