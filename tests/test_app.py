@@ -106,6 +106,13 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
     for layer in (1, 3, 1):
         _, pipeline, *rest, zoom, rows, _, link = client.predict(layer, 0, 3, 1, api_name="/layer")
         assert link == ""
+        names = [
+            json.loads(p["plot"])["config"]["toImageButtonOptions"]["filename"] for p in (pipeline, *rest)
+        ]
+        assert names[0].endswith(f"-layer{layer}-head0-pipeline") and names[3].endswith(
+            f"-layer{layer}-all-heads"
+        )
+        assert len(set(names)) == len(names) and "attention-explorer" not in names
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
         assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated
         titles.add(title(pipeline))

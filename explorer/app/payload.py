@@ -4,6 +4,8 @@ settings), and the bytes of a layer switch's update."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import PurePath
 
 import plotly.graph_objects as go
 
@@ -13,9 +15,19 @@ from explorer.views.attention import head_figures, layer_figures
 from explorer.views.rope import default_positions
 
 
-def plot_payload(fig: go.Figure) -> dict[str, str]:
-    """A figure as the app sends it to the browser (Gradio's plot data), with its export settings."""
-    return {"type": "plotly", "plot": figures.to_json(fig, figures.export_config(fig), compact=True)}
+def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
+    """A figure as the app sends it to the browser (Gradio's plot data), with its export settings: its
+    SVG and PNG downloads are named `filename`."""
+    config = figures.export_config(fig, filename)
+    return {"type": "plotly", "plot": figures.to_json(fig, config, compact=True)}
+
+
+def file_name(model: str, *parts) -> str:
+    """A download's name from the model's name and what it shows: 'smollm2-135m-instruct-q4-1-layer18-
+    head8-pipeline'. Letters, digits and dashes alone, so any file system takes it."""
+    model = PurePath(model).name.rsplit(".gguf", 1)[0]  # a folder or file by its own name
+    words = re.findall(r"[a-z0-9]+", " ".join([model, *map(str, parts)]).lower())
+    return "-".join(words)[:120] or "attention-explorer"
 
 
 def update_payload_bytes(run: Run, layer: int, head: int) -> int:

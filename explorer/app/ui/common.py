@@ -29,8 +29,24 @@ def gpu(fn):
     return spaces.GPU(fn)
 
 
-def plot(fig) -> PlotData:
-    return PlotData(**payload.plot_payload(fig))
+def plot(fig, filename: str = "attention-explorer") -> PlotData:
+    return PlotData(**payload.plot_payload(fig, filename))
+
+
+HEAD_FIGURES = ("pipeline", "rope-rotation", "rope-score-split")  # views.head_figures, in order
+LAYER_FIGURES = ("all-heads", "head-similarity", "faithfulness")  # views.layer_figures
+
+
+def plots(figures: list, run, layer: int, head: int | None = None) -> list[PlotData]:
+    """A layer's figures (`views.head_figures` when `head` is given, then `views.layer_figures`, as many
+    as given) as plot data, each download named by the model, layer, head (where it shows one) and
+    figure."""
+    names = [(name, f"head{head}") for name in HEAD_FIGURES] if head is not None else []
+    names += [(name, "") for name in LAYER_FIGURES]
+    return [
+        plot(fig, payload.file_name(run.explorer.name, f"layer{layer}", at, name))
+        for fig, (name, at) in zip(figures, names, strict=False)
+    ]
 
 
 def index(value, name: str) -> int:

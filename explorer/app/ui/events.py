@@ -28,7 +28,7 @@ from explorer.app.ui import (
     rope,
     share,
 )
-from explorer.app.ui.common import Follower, Followers, Handler, Shared, gpu, guarded, index, plot, top
+from explorer.app.ui.common import Follower, Followers, Handler, Shared, gpu, guarded, index, plot, plots, top
 from explorer.app.workspace import Workspace
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
@@ -142,7 +142,7 @@ class ViewEvents:
             gr.Slider(maximum=top(run.n_tokens), value=key),
             plot(views.rope_angles(run)),
             plot(views.rope_wavelengths(run)),
-            *(plot(fig) for fig in figures),
+            *plots(figures, run, layer, head),
             *(overview.figures(cached) if overview_open else overview.EMPTY),
             *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
             *offers_taken_away(),
@@ -167,7 +167,7 @@ class ViewEvents:
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = index(query, "query position"), index(key, "key position")
         figures = views.head_figures(run, layer, head, query, key, log)
-        return gr.skip(), *(plot(fig) for fig in figures), *self.followers.update(layer, head, followed)
+        return gr.skip(), *plots(figures, run, layer, head), *self.followers.update(layer, head, followed)
 
     def pick(self, choice, query, key, shown, log, *followed):
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
@@ -192,8 +192,8 @@ class ViewEvents:
         return (
             gr.skip(),
             log,
-            plot(views.pipeline(run, layer, head, log)),
-            plot(views.all_heads(run, layer, log)),
+            *plots([views.pipeline(run, layer, head, log)], run, layer, head),
+            *plots([views.all_heads(run, layer, log)], run, layer),
             zoom,
             *offers_taken_away(),
         )
@@ -220,7 +220,7 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
         figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
-        return [plot(fig) for fig in figures]
+        return plots(figures, run, layer, head)
 
     # --- wiring -------------------------------------------------------------------------------------
 
