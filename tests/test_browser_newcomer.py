@@ -373,3 +373,20 @@ def test_a_download_or_link_of_an_earlier_view_is_taken_away_when_the_view_chang
     app.page.locator("#download-file a").first.wait_for()
     app.run("Now is the winter of our discontent")
     app.page.locator("#download-file").wait_for(state="hidden")
+
+
+# --- item 14: smaller things a newcomer meets --------------------------------------------------------------
+
+JS_STOP_DISABLED = "() => document.querySelector('#stop-button').disabled"
+
+
+def test_stop_is_enabled_only_while_a_generation_streams(app):
+    app.page.get_by_role("tab", name="Generate", exact=True).click()
+    box = app.page.locator("#max-new-tokens input[type=number]")
+    box.fill("200")
+    box.press("Tab")
+    assert app.page.evaluate(JS_STOP_DISABLED)  # nothing runs
+    app.page.locator("#generate-button").click()
+    app.page.wait_for_function(f"() => !({JS_STOP_DISABLED})()", timeout=30_000)
+    app.page.wait_for_function(JS_STOP_DISABLED, timeout=60_000)  # the generation ended: idle again
+    assert "new tokens" in app.status()

@@ -135,7 +135,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             )
         with gr.Row():
             generate = gr.Button("Generate", variant="primary", elem_id="generate-button")
-            stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
+            stop = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop-button")  # while idle
             show = gr.Button("Show in every view", interactive=False, elem_id="show-generation")
         text = gr.Textbox(label="Generated text", lines=3, interactive=False, elem_id="generated-text")
         step = gr.Slider(
@@ -146,7 +146,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         kv_cache = gr.Plot(show_label=False, elem_id="generation-kv-plot", elem_classes="wide-plot")
 
     figures = [rows, candidates, kv_cache]
-    stream_outputs = [shared.status, text, *figures, step, generated, show]
+    stream_outputs = [shared.status, text, *figures, step, generated, show, stop]
 
     @gpu
     @guarded(len(stream_outputs))
@@ -174,6 +174,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
                     gr.Slider(maximum=top(taken), value=new.index),
                     key,
                     gr.Button(interactive=False),
+                    gr.Button(interactive=True),  # Stop, while it streams
                 )
             if draw:
                 drawn_at, drawn = time.monotonic(), taken
@@ -194,6 +195,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             gr.Slider(maximum=top(n), value=n - 1),
             key,
             gr.Button(interactive=n > 0),
+            gr.Button(interactive=False),
         )
 
     def stopped(chosen):
@@ -224,7 +226,9 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             return (plot(generation_views.generation_map(generation, layer, head, n_steps)),)
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
-    generate.click(stream, inputs, stream_outputs, api_name="generate")
+    generate.click(stream, inputs, stream_outputs, api_name="generate").then(
+        lambda: gr.Button(interactive=False), None, stop, api_name=False, queue=False
+    )  # Stop is disabled again however the stream ended (an error, too)
     stop.click(stopped, [chosen], None, api_name=False)
     step.input(
         look_back,
