@@ -140,11 +140,16 @@ def test_running_the_same_prompt_again_runs_no_forward(client, forwards):
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n  "])
-def test_an_empty_prompt_is_refused_and_the_views_stay(client, prompt):
+def test_an_empty_prompt_clears_the_views_of_the_prompt_before(client, prompt):
     run(client, "Whether 'tis nobler in the mind")
-    status, *rest = run(client, prompt)
-    assert "The prompt is empty" in status_text(status)
-    assert all(is_kept(v) for v in rest)
+    status, strip, q, k, *plots = run(client, prompt)
+    assert "The prompt is empty" in status_text(status) and strip == ""
+    assert is_kept(q) and is_kept(k)  # the RoPE positions' sliders stay
+    *plots, q0, q1, k0, k1, zoom, _, link = plots
+    assert all(is_kept(v) for v in (q0, q1, k0, k1)) and zoom is None and link == ""
+    assert all(p is None or p == "" for p in plots) and len(plots) == 2 + N_LAYER_PLOTS + 3
+    status, *rest = run(client, "Whether 'tis nobler in the mind")  # the same prompt again: drawn again
+    assert all(is_plot(p) for p in rest[4 : 4 + N_LAYER_PLOTS])
 
 
 def test_a_prompt_longer_than_the_context_is_truncated_and_said_so(client, workspace):

@@ -73,6 +73,9 @@ class Tabs:
         ]
 
 
+EMPTY_PROMPT = "The prompt is empty: type one and press Run (or Enter) to see its attention."
+
+
 def offers_taken_away() -> tuple:
     """The updates that take away a file offered to download and a link: they belong to a view gone."""
     return gr.File(value=None, visible=False), ""
@@ -124,6 +127,8 @@ class ViewEvents:
         """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
         if shown == (model, text):
             return (gr.skip(),) * len(self.run_outputs)
+        if not (text or "").strip():
+            return self.views_cleared()
         cached = self.workspace.cached_run(model, text)
         run = cached.run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
@@ -147,6 +152,17 @@ class ViewEvents:
             *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
             *offers_taken_away(),
         )
+
+    def views_cleared(self) -> tuple:
+        """The run's updates for an empty prompt: the views of an earlier prompt go (every plot, the
+        strip, the Overview's lists, a download and a link); the sliders and the zoom's window stay."""
+        t = self.tabs
+        kept = [t.rope.query, t.rope.key, *t.attention.window]
+        updates = {id(c): gr.skip() for c in kept}
+        updates[id(self.shared.status)] = markup.status(EMPTY_PROMPT, "info")
+        updates |= {id(self.controls.token_strip): "", id(t.overview.top): "", id(self.link): ""}
+        updates[id(t.attention.download)] = offers_taken_away()[0]
+        return tuple(updates.get(id(c)) for c in self.run_outputs)
 
     def switch_layer(self, layer, head, query, key, shown, log, *followed):
         """The head's and the layer's figures, and the followers', for another layer."""
