@@ -390,3 +390,18 @@ def test_stop_is_enabled_only_while_a_generation_streams(app):
     app.page.wait_for_function(f"() => !({JS_STOP_DISABLED})()", timeout=30_000)
     app.page.wait_for_function(JS_STOP_DISABLED, timeout=60_000)  # the generation ended: idle again
     assert "new tokens" in app.status()
+
+
+def test_intervene_shows_no_empty_chart_frames_before_its_first_result(app):
+    app.page.get_by_role("tab", name="Intervene", exact=True).click()
+    app.page.locator("#ablate-button").wait_for()
+    for plot in ("ablation-plot", "patching-plot"):
+        assert app.page.locator(f"#{plot}").bounding_box()["height"] <= 1, plot
+    app.set_layer(1)
+    app.page.locator("#ablate-add").click()
+    app.page.locator("#ablate-heads").get_by_text("1.0 · kv 0").wait_for()
+    app.page.locator("#ablate-button").click()
+    app.wait_drawn(["ablation-plot"])
+    assert app.page.locator("#ablation-plot").bounding_box()["height"] > 150
+    assert_fit(app, ["ablation-plot"])
+    assert app.page.locator("#patching-plot").bounding_box()["height"] <= 1
