@@ -692,3 +692,15 @@ def test_the_workspace_keeps_generations_bounded_and_each_with_its_model(gqa_che
     with workspace.generation(second) as generation:
         ids = list(generation.ids)
     assert workspace.cached_run("", second).run.ids == ids and len(ids) == generation.n_prompt + 3
+
+
+def test_an_example_that_swaps_the_model_says_so_beside_it():
+    """Each Intervene example's label names the model it loads, and a line beside the examples says
+    that picking one loads it (not a toast after the click)."""
+    from explorer.app import examples
+
+    labels = [*examples.ABLATION_LABELS, *(e.shows for e in examples.PATCHING_EXAMPLES.values())]
+    assert all(" · loads " in label for label in labels)
+    demo = build_demo(Workspace(device="cpu"))
+    said = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown)]
+    assert said.count(examples.SWAPS_MODEL) == 2  # beside the ablation and the patching examples

@@ -64,7 +64,12 @@ COPY = (
 )
 INDUCTION_HEADS = [(3, 0), (3, 1), (3, 2)]  # of the bundled model
 ABLATION_EXAMPLES = [(COPY, INDUCTION_HEADS)]  # (prompt, heads to ablate)
-ABLATION_LABELS = ["induction heads 3.0–3.2 carry a copy (bundled model)"]
+# Said beside the examples that swap the model, where a person reads before they click.
+SWAPS_MODEL = (
+    "Each example runs on the model its label names: when another model is loaded, that model is "
+    "loaded first (the picker above then names it)."
+)
+ABLATION_LABELS = ["induction heads 3.0–3.2 carry a copy · loads the bundled model"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class PatchingExample:
     answer: str  # one token: what the clean prompt should predict next
     distractor: str  # one token: what the corrupted prompt points to instead
     model: str  # the model it is meant for, as the app's model picker labels it
-    shows: str  # what it shows, as the app labels it
+    shows: str  # what it shows and the model it loads, as the app labels it
 
 
 PATCHING_EXAMPLES = {
@@ -88,7 +93,7 @@ PATCHING_EXAMPLES = {
         answer=" Mary",
         distractor=" John",
         model=SMOLLM2_LABEL,
-        shows="indirect object: Mary or John? (SmolLM2)",
+        shows="indirect object: Mary or John? · loads SmolLM2",
     ),
     # Copying: the corrupted prompt changes the earlier occurrence, so the second copy should follow.
     "induction (bundled model)": PatchingExample(
@@ -97,6 +102,6 @@ PATCHING_EXAMPLES = {
         answer=" silver",
         distractor=" golden",
         model=BUNDLED_LABEL,
-        shows="a copy: silver or golden? (bundled model)",
+        shows="a copy: silver or golden? · loads the bundled model",
     ),
 }

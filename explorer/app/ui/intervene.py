@@ -21,7 +21,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import markup
-from explorer.app.examples import ABLATION_EXAMPLES, ABLATION_LABELS, PATCHING_EXAMPLES
+from explorer.app.examples import ABLATION_EXAMPLES, ABLATION_LABELS, PATCHING_EXAMPLES, SWAPS_MODEL
 from explorer.app.ui import overview
 from explorer.app.ui.common import Handler, Shared, gpu, guarded, plot
 from explorer.app.ui.model_loading import Loader
@@ -110,6 +110,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             label="Show the ablated run in the other views (the maps of the layers after the ablated heads)",
             elem_id="ablate-in-views",
         )
+        gr.Markdown(SWAPS_MODEL, elem_classes="swaps-model")
         ablation_examples = gr.Examples(
             [
                 [text, [f"{layer}.{head}" for layer, head in pairs], "zero", catalog.BUNDLED_LABEL]
@@ -132,6 +133,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             answer = gr.Textbox(label="Answer (one token)", elem_id="patch-answer", min_width=140)
             distractor = gr.Textbox(label="Distractor (one token)", elem_id="patch-distractor", min_width=140)
             patch = gr.Button("Patch every head", variant="primary", elem_id="patch-button", min_width=140)
+        gr.Markdown(SWAPS_MODEL, elem_classes="swaps-model")
         patching_examples = gr.Examples(
             [[e.clean, e.corrupted, e.answer, e.distractor, e.model] for e in PATCHING_EXAMPLES.values()],
             inputs=[clean, corrupted, answer, distractor, picker],
