@@ -704,3 +704,13 @@ def test_an_example_that_swaps_the_model_says_so_beside_it():
     demo = build_demo(Workspace(device="cpu"))
     said = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown)]
     assert said.count(examples.SWAPS_MODEL) == 2  # beside the ablation and the patching examples
+
+
+def test_the_jargon_is_explained_where_it_first_appears():
+    demo = build_demo(Workspace(device="cpu"))
+    blocks = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    intro, key = blocks["intro"].value, blocks["pipeline-key"].value
+    for term in ("SDPA", "eager"):
+        assert f'<abbr title="{html.escape(markup.GLOSSARY[term])}">{term}</abbr>' in intro
+    assert f'<abbr title="{html.escape(markup.GLOSSARY["hatched"])}">Hatched</abbr>' in key
+    assert blocks["head-picker"].info.startswith("kv: the key/value head a query head reads")

@@ -405,3 +405,11 @@ def test_intervene_shows_no_empty_chart_frames_before_its_first_result(app):
     assert app.page.locator("#ablation-plot").bounding_box()["height"] > 150
     assert_fit(app, ["ablation-plot"])
     assert app.page.locator("#patching-plot").bounding_box()["height"] <= 1
+
+
+def test_the_jargon_has_its_explanation_on_hover_in_the_page(app):
+    titles = app.page.locator("#intro abbr[title], #pipeline-key abbr[title]").evaluate_all(
+        "abbrs => abbrs.map(a => [a.textContent, a.title])"
+    )
+    assert [text for text, _ in titles] == ["SDPA", "eager", "Hatched"]
+    assert all(len(title) > 40 for _, title in titles)

@@ -30,6 +30,22 @@ STATUS_STYLES = {
 }
 
 
+GLOSSARY = {  # the jargon a newcomer meets, each explained in one line where it first appears
+    "SDPA": "PyTorch's scaled_dot_product_attention: one fused, fast kernel that never shows the "
+    "attention weights it computes",
+    "eager": "attention computed step by step (Q·Kᵀ, scaling, mask, softmax) so that every "
+    "intermediate tensor can be shown; checked against SDPA in the Faithfulness tab",
+    "kv": "the key/value head a query head reads: with grouped-query attention several query heads share one",
+    "hatched": "cells of keys after their query: the causal mask hides them, so a token never "
+    "attends to the future",
+}
+
+
+def explained(term: str, shown: str | None = None) -> str:
+    """A term with its one-line explanation on hover (an <abbr>, dotted underline)."""
+    return f'<abbr title="{escape(GLOSSARY[term])}">{escape(shown or term)}</abbr>'
+
+
 def token_strip(tokens: list[str], note: str = "") -> str:
     """Every token with its position above it, and a note under them (why the prompt was truncated:
     `truncation`, the same words as the status line's)."""

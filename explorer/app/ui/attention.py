@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from explorer import views
+from explorer.app import markup
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot
 from explorer.engine.run import Run
 from explorer.views import export
@@ -58,6 +59,12 @@ def build(shared: Shared) -> AttentionTab:
             False,
             label="Log colours for softmax maps (faint rows and sinks show; hover values stay exact)",
             elem_id="log-colours",
+        )
+        gr.HTML(
+            f'<div class="figure-key">{markup.explained("hatched", "Hatched")} cells: keys after the query, '
+            "which the causal mask hides.</div>",
+            padding=False,
+            elem_id="pipeline-key",
         )
         pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
         all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")

@@ -33,7 +33,8 @@ from explorer.loading import catalog
 INTRO = (
     "# Attention Explorer\nType a prompt and see how a Llama-family transformer attends: "
     "Q·Kᵀ, the 1/√d scaling, the causal mask, the softmax, RoPE and grouped-query heads. "
-    "The model runs once through the fast SDPA path; the layer you look at is rerun step by step."
+    f"The model runs once through the fast {markup.explained('SDPA')} path; the layer you look at is "
+    f"rerun step by step (the {markup.explained('eager')} path)."
 )
 
 
@@ -121,6 +122,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             list(panel.heads),
             value=0,
             label="Head (and the kv head it reads)",
+            info=f"kv: {markup.GLOSSARY['kv']}.",
             elem_id="head-picker",
             min_width=200,
         )
