@@ -26,14 +26,12 @@ if not Path(CHROMIUM).exists():
 WIDE = {"width": 1400, "height": 900}
 PUBLICATION_WIDTH = 1600  # the PNG button's (figures.export_config)
 # Long words: several tokens each, one each in the bundled model's vocabulary ("NORTHUMBERLAND"),
-# and the start of the app's long example (~150 tokens: labels thinned). Each repeats a token: without
-# a repeat the overview titles its induction panel over two lines, which meets the figure's title
-# (the overview figure's own problem, not one of these).
+# and the start of the app's long example (~150 tokens: labels thinned). The third repeats no token:
+# the overview then titles its induction panel over two lines, under the figure's title.
 PROMPTS = [
     "The lighthouse keeper watched the lighthouse beam sweep across the harbour",
     SHAKESPEARE_LINE,
-    "NORTHUMBERLAND to BOLINGBROKE: the gentlewoman of Gloucester will understand this banishment, "
-    "NORTHUMBERLAND",
+    "NORTHUMBERLAND to BOLINGBROKE: the gentlewoman of Gloucester will understand this banishment",
     LONG_PASSAGE[:600],
 ]
 ATTENTION_PLOTS = [*TABS["Attention"], "zoom-plot"]

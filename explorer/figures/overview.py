@@ -26,6 +26,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
         title + ("<br>(no token repeats)" if np.isnan(profile[name]).all() else "")
         for name, (title, _, _) in PROFILE_PANELS.items()
     ]
+    wrapped = any("<br>" in title for title in titles)
     layout, cells = grid(
         len(PROFILE_PANELS), cols=len(PROFILE_PANELS), h_gap=0.06, titles=titles, linked=False
     )
@@ -60,8 +61,8 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
     return figure(
         data,
         title="What each head does on this prompt (layers × heads): pick a layer and head to look closer",
-        height=max(360, 240 + 26 * n_layers),
-        margin=dict(b=100),
+        height=max(360, 240 + 26 * n_layers) + (20 if wrapped else 0),
+        margin=dict(b=100, t=80 if wrapped else 60),  # a panel title over two lines needs the room
         **layout,
     )
 
