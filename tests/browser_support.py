@@ -194,6 +194,9 @@ class AppPage:
         x, y = self.page.evaluate(JS_CELL_CENTRE, [plot, f"xaxis{n}", f"yaxis{n}", query, key])
         self.page.mouse.move(x - 3, y - 3)
         self.page.mouse.move(x, y, steps=2)
+        # Plotly hovers at most once every 50 ms (its HOVERMINTIME) and then for the last position: a
+        # label read at once may still be that of the move's first step, a cell away on small cells.
+        self.page.wait_for_timeout(150)
         label = self.page.locator(f"#{plot} .hoverlayer .hovertext").first
         label.wait_for()
         return label.locator("text.nums tspan.line").all_text_contents() or [label.text_content()]

@@ -92,7 +92,11 @@ def test_a_link_opens_exactly_that_view(browser_context, app_url):
             "() => document.querySelector('#share-link textarea, #share-link input').value"
         )
         shared = urllib.parse.parse_qs(urllib.parse.urlsplit(link.input_value()).query)
+        q, k = shared.pop("q"), shared.pop("k")  # the RoPE positions on screen (their defaults here)
         assert shared == {"prompt": [prompt], "layer": ["2"], "head": ["5"], "tab": ["rope"]}
+        assert [q, k] == [
+            [page.locator(f"#rope-{s} input[type=number]").input_value()] for s in ("query", "key")
+        ]
     finally:
         page.close()
 

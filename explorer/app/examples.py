@@ -69,7 +69,7 @@ SWAPS_MODEL = (
     "Each example runs on the model its label names: when another model is loaded, that model is "
     "loaded first (the picker above then names it)."
 )
-ABLATION_LABELS = ["induction heads 3.0–3.2 carry a copy · loads the bundled model"]
+ABLATION_LABELS = ["heads 3.0–3.2 carry a copy · loads the bundled model"]
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ class ViewEvents:
         """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
         if shown == (model, text):
             return (gr.skip(),) * len(self.run_outputs)
-        if not (text or "").strip():
+        if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
             return self.views_cleared()
         cached = self.workspace.cached_run(model, text)
         run = cached.run
