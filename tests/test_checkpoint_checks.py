@@ -1,10 +1,11 @@
 """Hostile checkpoints are refused before anything is built or read, quickly, with a clear message:
-configs that claim absurd sizes, weights whose headers do not match the config, shard paths that
+configs that claim absurd sizes or NaN and infinite numbers, weights whose headers do not match the config, shard paths that
 leave the checkpoint, pickles renamed to .safetensors, and paths no file system accepts."""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from types import SimpleNamespace
 
@@ -64,7 +65,7 @@ def test_a_million_layer_config_is_refused_in_under_a_second_with_nothing_built(
         (dict(num_hidden_layers=4.5), "n_layers must be a whole number, got 4.5"),
         (dict(num_hidden_layers="4"), "n_layers must be a whole number, got '4'"),
         (dict(hidden_size=True), "hidden_size must be a whole number, got True"),
-        (dict(rms_norm_eps="tiny"), "rms_norm_eps must be a number"),
+        (dict(rms_norm_eps="tiny"), "rms_norm_eps must be a finite number in (0, 1], got 'tiny'"),
     ],
 )
 def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
@@ -72,6 +73,65 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
 ):
     message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "bad", **change))
     assert expected in message and seconds < 1.0
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            dict(rope_parameters=dict(rope_type="default", rope_theta=math.nan)),
+            "rope_theta must be a finite number in (1, 1e12], got nan",
+        ),
+        (dict(rms_norm_eps=math.inf), "rms_norm_eps must be a finite number in (0, 1], got inf"),
+        (
+            dict(rope_parameters=dict(rope_type="default", rope_theta=10**400)),
+            "rope_theta must be a finite number in (1, 1e12], got 100000",
+        ),
+        (
+            dict(rope_theta=-math.inf, rope_parameters=None),
+            "rope_theta must be a finite number in (1, 1e12], got -inf",
+        ),
+        (dict(rms_norm_eps=0), "rms_norm_eps must be a finite number in (0, 1], got 0"),
+        (
+            dict(rope_parameters=dict(rope_type="linear", rope_theta=1e4, factor=math.nan)),
+            "rope scaling factor must be a finite number in (0, 1e6], got nan",
+        ),
+        (
+            dict(
+                rope_parameters=dict(
+                    rope_type="llama3",
+                    factor=8.0,
+                    low_freq_factor=-math.inf,
+                    high_freq_factor=4.0,
+                    original_max_position_embeddings=64,
+                )
+            ),
+            "rope scaling low_freq_factor must be a finite number in (0, 1e6], got -inf",
+        ),
+        (
+            dict(
+                rope_parameters=dict(
+                    rope_type="llama3",
+                    factor=8.0,
+                    low_freq_factor=1.0,
+                    high_freq_factor=4.0,
+                    original_max_position_embeddings=math.nan,
+                )
+            ),
+            "original_max_position_embeddings must be a whole number, got nan",
+        ),
+    ],
+)
+def test_nan_and_infinite_config_json_numbers_are_refused_by_name(tmp_path, gqa_checkpoint, change, expected):
+    """json writes NaN and Infinity as literals, and json.loads reads them back."""
+    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "nan", **change))
+    assert expected in message and seconds < 1.0 and len(message.removeprefix(str(tmp_path))) < 200
+
+
+def test_a_4001_digit_layer_count_is_quoted_briefly(tmp_path, gqa_checkpoint, nothing_is_built):
+    message, _ = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**4000))
+    assert "n_layers is 10,000,000,000,000,000,0… (4,001 digits); this engine reads at most 256" in message
+    assert len(message.removeprefix(str(tmp_path))) < 200
 
 
 def test_a_config_that_disagrees_with_the_safetensors_headers_is_refused_before_any_weight_is_read(

@@ -6,6 +6,7 @@ feature this engine does not implement, so a checkpoint never loads into a silen
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,16 @@ SIZE_LIMITS = {
     "max_position_embeddings": 1 << 24,
     "sliding_window": 1 << 24,
 }
+# The numbers a config may hold that are not sizes, each finite within (low, high]: wide around every
+# released model (θ from 10,000 to 1e9 in Llama 4; ε from 1e-6 to 1e-5), narrow enough that
+# NaN, infinity, zero or a negative never reaches the model.
+NUMBER_RANGES = {
+    "rope_theta": (1.0, 1e12),
+    "rms_norm_eps": (0.0, 1.0),
+    "rope scaling factor": (0.0, 1e6),
+    "rope scaling low_freq_factor": (0.0, 1e6),
+    "rope scaling high_freq_factor": (0.0, 1e6),
+}
 
 
 @dataclass(frozen=True)
@@ -47,8 +58,9 @@ class RopeScaling:
                 f"RoPE scaling type {brief(self.rope_type)} is not supported "
                 f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})."
             )
-        if self.factor <= 0:
-            raise ValueError(f"rope scaling factor must be positive, got {self.factor}")
+        for name in ("factor", "low_freq_factor", "high_freq_factor"):
+            object.__setattr__(self, name, _number_in_range(f"rope scaling {name}", getattr(self, name)))
+        _check_size("original_max_position_embeddings", self.original_max_position_embeddings)
         if self.rope_type == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise ValueError("llama3 rope scaling needs high_freq_factor > low_freq_factor")
 
@@ -94,35 +106,32 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        if self.rope_theta <= 0:
-            raise ValueError(f"rope_theta must be positive, got {self.rope_theta}")
-        if self.rms_norm_eps <= 0:
-            raise ValueError(f"rms_norm_eps must be positive, got {self.rms_norm_eps}")
-        if self.rope_freq_factors is not None and (
-            len(self.rope_freq_factors) != self.head_dim // 2 or min(self.rope_freq_factors) <= 0
-        ):
-            raise ValueError(f"rope_freq_factors must be {self.head_dim // 2} positive numbers")
+        if self.rope_freq_factors is not None:
+            self._check_freq_factors()
 
     def _check_sizes(self) -> None:
-        """Every size a whole number within SIZE_LIMITS (head_dim 0: derived), before any is used."""
-        for name, limit in SIZE_LIMITS.items():
+        """Every size a whole number within SIZE_LIMITS (head_dim 0: derived), every other number
+        finite within NUMBER_RANGES, before any is used."""
+        for name in SIZE_LIMITS:
             value = getattr(self, name)
-            if name == "sliding_window" and value is None:
+            if (name == "sliding_window" and value is None) or (name == "head_dim" and value == 0):
                 continue
-            if not _is_integer(value):
-                raise ValueError(f"{name} must be a whole number, got {brief(value)}")
-            if value > limit:
-                raise ValueError(f"{name} is {value:,}; this engine reads at most {limit:,}")
-            if value <= 0 and not (name == "head_dim" and value == 0):
-                raise ValueError(f"{name} must be positive, got {value}")
+            _check_size(name, value)
         for name in ("bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             if value is not None and not _is_integer(value):
                 raise ValueError(f"{name} must be a whole number or null, got {brief(value)}")
         for name in ("rope_theta", "rms_norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{name} must be a number, got {brief(value)}")
+            object.__setattr__(self, name, _number_in_range(name, getattr(self, name)))
+
+    def _check_freq_factors(self) -> None:
+        factors = self.rope_freq_factors
+        pairs = self.head_dim // 2
+        if len(factors) != pairs or not all(_is_number(f) and 0 < f < math.inf for f in factors):
+            raise ValueError(
+                f"rope_freq_factors must be {pairs} finite positive numbers, got {len(factors):,} "
+                f"starting {brief(tuple(factors[:4]))}"
+            )
 
     @property
     def group_size(self) -> int:
@@ -163,7 +172,7 @@ class ModelConfig:
             intermediate_size=hf["intermediate_size"],
             head_dim=hf.get("head_dim") or 0,
             max_position_embeddings=hf.get("max_position_embeddings", 2048),
-            rope_theta=float(_rope_parameters(hf).get("rope_theta", 10000.0)),
+            rope_theta=_rope_parameters(hf).get("rope_theta", 10000.0),
             rope_scaling=_rope_scaling(hf),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
@@ -230,12 +239,12 @@ def _rope_scaling(hf: dict[str, Any]) -> RopeScaling:
         )
     if rope_type == "default":
         return RopeScaling()
-    fields = {"rope_type": rope_type, "factor": float(params["factor"])}
+    fields = {"rope_type": rope_type, "factor": params["factor"]}
     if rope_type == "llama3":
         fields.update(
-            low_freq_factor=float(params["low_freq_factor"]),
-            high_freq_factor=float(params["high_freq_factor"]),
-            original_max_position_embeddings=int(params["original_max_position_embeddings"]),
+            low_freq_factor=params["low_freq_factor"],
+            high_freq_factor=params["high_freq_factor"],
+            original_max_position_embeddings=params["original_max_position_embeddings"],
         )
     return RopeScaling(**fields)
 
@@ -253,8 +262,43 @@ def brief(value: Any, most: int = 40) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
+def brief_count(value: int, most: int = 40) -> str:
+    """A whole number as a message quotes it: with thousands separators, cut to `most` characters
+    and its length in digits given when it is longer."""
+    if value.bit_length() > 14_000:  # past Python's 4,300-digit limit on writing an int in decimal
+        return "a number of over 4,000 digits"
+    text = f"{value:,}"
+    if len(text) <= most:
+        return text
+    return f"{text[: most - 16]}… ({len(str(abs(value))):,} digits)"
+
+
+def _check_size(name: str, value: Any) -> None:
+    """A whole number from 1 to its SIZE_LIMITS bound (`original_max_position_embeddings`: a context)."""
+    limit = SIZE_LIMITS.get(name, SIZE_LIMITS["max_position_embeddings"])
+    if not _is_integer(value):
+        raise ValueError(f"{name} must be a whole number, got {brief(value)}")
+    if value > limit:
+        raise ValueError(f"{name} is {brief_count(value)}; this engine reads at most {limit:,}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {brief_count(value)}")
+
+
+def _number_in_range(name: str, value: Any) -> float:
+    """`value` as a float, if it is a finite number within NUMBER_RANGES[name]: (low, high]."""
+    low, high = NUMBER_RANGES[name]
+    if not (_is_number(value) and low < value <= high):
+        shown = ", ".join(f"{bound:g}".replace("e+0", "e").replace("e+", "e") for bound in (low, high))
+        raise ValueError(f"{name} must be a finite number in ({shown}], got {brief(value)}")
+    return float(value)
+
+
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _single_id(token_id: int | list[int] | None) -> int | None:
