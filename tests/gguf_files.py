@@ -11,6 +11,7 @@ with the model it came from.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -77,10 +78,12 @@ def write_gguf(
     name: str = "explorer test model",
     drop: tuple[str, ...] = (),
     dense=np.float16,
+    extra_tokens: int = 0,
 ) -> Path:
     """Write `hf_model` (+ `tokenizer`) as llama.cpp would. `types` maps a substring of a GGUF tensor
     name to its ggml type ("attn_q": "Q4_K"); the rest is F32 (1-D) or `dense` (2-D). Tensors named in
-    `drop` are left out (to write a broken file)."""
+    `drop` are left out, and `extra_tokens` tokens past the embedding's rows are listed (to write a
+    broken file). The alignment is written (32, the default) so a test can patch it."""
     from gguf import GGMLQuantizationType, GGUFWriter, quants
 
     config = hf_model.config
@@ -99,7 +102,8 @@ def write_gguf(
     writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(config.vocab_size)
-    _add_tokenizer(writer, tokenizer)
+    writer.add_custom_alignment(32)
+    _add_tokenizer(writer, tokenizer, extra_tokens)
 
     types = types or {}
     permuted = architecture == "llama"
@@ -135,10 +139,10 @@ def write_gguf(
     return path
 
 
-def _add_tokenizer(writer, tokenizer: Tokenizer) -> None:
+def _add_tokenizer(writer, tokenizer: Tokenizer, extra_tokens: int = 0) -> None:
     """A byte-level BPE as llama.cpp writes one: tokens by id, merges "a b", special ones marked control."""
     vocab = tokenizer.get_vocab()
-    tokens = sorted(vocab, key=vocab.get)
+    tokens = sorted(vocab, key=vocab.get) + [f"<extra_{i}>" for i in range(extra_tokens)]
     special = {token.content for token in tokenizer.get_added_tokens_decoder().values() if token.special}
     merges = json.loads(tokenizer.to_str())["model"]["merges"]
     writer.add_tokenizer_model("gpt2")
@@ -150,3 +154,72 @@ def _add_tokenizer(writer, tokenizer: Tokenizer) -> None:
     writer.add_bos_token_id(end)
     writer.add_eos_token_id(end)
     writer.add_add_bos_token(False)
+
+
+# --- hostile files: a good file's header bytes changed in place, its layout kept ---
+
+_SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def _find(blob: bytearray, name: str) -> int:
+    """Where the bytes after the GGUF string `name` (a key or a tensor name) begin."""
+    needle = struct.pack("<Q", len(name.encode())) + name.encode()
+    return blob.index(needle) + len(needle)
+
+
+def patch_value(path: Path, key: str, value, value_type: int | None = None) -> Path:
+    """Overwrite the scalar metadata value `key`, optionally with another type of the same size
+    (4 -> 5 makes a uint32 an int32, so it can be negative)."""
+    blob = bytearray(path.read_bytes())
+    at = _find(blob, key)
+    (old_type,) = struct.unpack_from("<I", blob, at)
+    new_type = old_type if value_type is None else value_type
+    assert struct.calcsize(_SCALAR_FORMATS[new_type]) == struct.calcsize(_SCALAR_FORMATS[old_type])
+    struct.pack_into(f"<I{_SCALAR_FORMATS[new_type]}", blob, at, new_type, value)
+    path.write_bytes(blob)
+    return path
+
+
+def patch_array_count(path: Path, key: str, count: int) -> Path:
+    """Declare the metadata array `key` to hold `count` entries (its entries unchanged)."""
+    blob = bytearray(path.read_bytes())
+    struct.pack_into("<Q", blob, _find(blob, key) + 8, count)  # after the value type and item type
+    path.write_bytes(blob)
+    return path
+
+
+def patch_name(path: Path, name: str, new_name: str) -> Path:
+    """Rename a key or a tensor to a name of the same length."""
+    assert len(new_name.encode()) == len(name.encode())
+    blob = bytearray(path.read_bytes())
+    at = _find(blob, name)
+    blob[at - len(name.encode()) : at] = new_name.encode()
+    path.write_bytes(blob)
+    return path
+
+
+def tensor_entry(path: Path, name: str) -> tuple[tuple[int, ...], int]:
+    """A tensor's dims (torch order) and its offset in the data, as the file's table lists them."""
+    blob = bytearray(path.read_bytes())
+    at = _find(blob, name)
+    (n_dims,) = struct.unpack_from("<I", blob, at)
+    dims = struct.unpack_from(f"<{n_dims}Q", blob, at + 4)
+    (offset,) = struct.unpack_from("<Q", blob, at + 4 + 8 * n_dims + 4)
+    return tuple(reversed(dims)), offset
+
+
+def patch_tensor(path: Path, name: str, shape=None, offset: int | None = None, n_dims: int | None = None):
+    """Overwrite a tensor's table entry: its shape (torch order, as many dims as it has), its offset in
+    the data, or its count of dimensions alone (then the rest of the table no longer parses as before)."""
+    blob = bytearray(path.read_bytes())
+    at = _find(blob, name)
+    (dims,) = struct.unpack_from("<I", blob, at)
+    if shape is not None:
+        assert len(shape) == dims
+        struct.pack_into(f"<{dims}Q", blob, at + 4, *reversed(shape))
+    if offset is not None:
+        struct.pack_into("<Q", blob, at + 4 + 8 * dims + 4, offset)
+    if n_dims is not None:
+        struct.pack_into("<I", blob, at, n_dims)
+    path.write_bytes(blob)
+    return path
