@@ -1,6 +1,7 @@
 """Hostile checkpoints are refused before anything is built or read, quickly, with a clear message:
-configs that claim absurd sizes or NaN and infinite numbers, weights whose headers do not match the config, shard paths that
-leave the checkpoint, pickles renamed to .safetensors, and paths no file system accepts."""
+configs that claim absurd sizes or NaN and infinite numbers, weights whose headers do not match the
+config, shard paths that leave the checkpoint, pickles renamed to .safetensors, and paths no file
+system accepts."""
 
 from __future__ import annotations
 
