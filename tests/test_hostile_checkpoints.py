@@ -1,9 +1,12 @@
-"""Hostile GGUF files from an outside probe (issue 24), each refused with one clear message before a
-weight is dequantized or a tokenizer is built: metadata arrays far longer than any vocabulary, and
-tensors whose bytes overlap, leave the file or are misaligned."""
+"""Hostile files from an outside probe (issue 24), each refused with one clear message before a weight is
+dequantized or a tokenizer is built: GGUF arrays far longer than any vocabulary, token lists longer than
+the embedding, tensors whose bytes overlap, leave the file or are misaligned, NaN and infinite config
+numbers, sizes that are negative or zero, and values too long to quote. (config.json's own cases are in
+test_checkpoint_checks.)"""
 
 from __future__ import annotations
 
+import math
 import struct
 import time
 
@@ -84,6 +87,36 @@ def test_a_gguf_declaring_ten_million_tokens_is_refused_before_they_are_walked(g
     assert seconds < 1.0
 
 
+def test_a_gguf_whose_token_list_is_longer_than_its_embedding_is_refused_before_the_tokenizer_is_built(
+    source, tiny_tokenizer, tmp_path, nothing_is_built
+):
+    path = write_gguf(tmp_path / "long.gguf", source, tiny_tokenizer, "llama", extra_tokens=1000)
+    message, seconds = refusal(path)
+    assert message == "long.gguf lists 1,320 tokens for an embedding of 320 rows." and seconds < 1.0
+
+
+def test_a_gguf_without_a_token_list_is_refused(good_file, nothing_is_built):
+    patch_name(good_file, "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz")
+    message, _ = refusal(good_file)
+    assert message == "hostile.gguf has no token list (tokenizer.ggml.tokens), so no tokenizer."
+
+
+@pytest.mark.parametrize(
+    "key, value, value_type, quoted",
+    [
+        ("tokenizer.ggml.bos_token_id", 320, None, "320"),
+        ("tokenizer.ggml.eos_token_id", 4_000_000_000, None, "4000000000"),
+        ("tokenizer.ggml.eos_token_id", -1, INT32, "-1"),
+    ],
+)
+def test_bos_and_eos_ids_outside_the_token_list_are_refused(
+    good_file, nothing_is_built, key, value, value_type, quoted
+):
+    patch_value(good_file, key, value, value_type)
+    message, _ = refusal(good_file)
+    assert message == f"hostile.gguf: {key} is {quoted}, not one of the 320 tokens it lists."
+
+
 def test_string_arrays_keep_their_count_and_bytes_and_long_number_arrays_only_their_length(
     source, tiny_tokenizer, tmp_path
 ):
@@ -96,6 +129,14 @@ def test_string_arrays_keep_their_count_and_bytes_and_long_number_arrays_only_th
     assert header.metadata["tokenizer.ggml.token_type"] == 1320  # 1,320 numbers: counted, not decoded
     assert {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"} <= header.counted
     assert "tokenizer.ggml.merges" in header.string_arrays
+
+
+def test_a_long_array_of_numbers_is_never_read_as_a_size(source, tiny_tokenizer, tmp_path, nothing_is_built):
+    path = write_gguf(tmp_path / "long.gguf", source, tiny_tokenizer, "llama", extra_tokens=1000)
+    patch_name(path, "llama.feed_forward_length", "llama.feed_forward_lengtx")
+    patch_name(path, "tokenizer.ggml.token_type", "llama.feed_forward_length")  # 1,320 numbers
+    message, _ = refusal(path)
+    assert message == "long.gguf: llama.feed_forward_length is an array of 1,320 values, not a single number."
 
 
 def test_a_gguf_declaring_a_billion_metadata_values_or_tensors_is_refused_unread(good_file):
@@ -184,3 +225,73 @@ def test_a_gguf_tensor_name_past_ggml_limit_is_refused_and_quoted_briefly(tmp_pa
         and "of 5,000 bytes; ggml names have at most 63" in message
     )
     assert len(message) < 150
+
+
+# --- 3. NaN and infinity: refused in config.json and in GGUF metadata alike ---
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("llama.rope.freq_base", math.nan, "rope_theta must be a finite number in (1, 1e12], got nan"),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            math.inf,
+            "rms_norm_eps must be a finite number in (0, 1]",
+        ),
+    ],
+)
+def test_nan_and_infinite_gguf_numbers_are_refused_by_name(good_file, nothing_is_built, key, value, expected):
+    patch_value(good_file, key, value)
+    message, _ = refusal(good_file)
+    assert message.startswith("hostile.gguf: ") and expected in message
+
+
+def test_nan_rope_freqs_in_a_gguf_are_refused(source, tiny_tokenizer, tmp_path, nothing_is_built):
+    factors = np.full(8, np.nan, dtype=np.float32)  # head_dim 16: 8 pairs
+    path = write_gguf(tmp_path / "freqs.gguf", source, tiny_tokenizer, "llama", rope_freqs=factors)
+    message, _ = refusal(path)
+    assert message == (
+        "freqs.gguf: rope_freq_factors must be 8 finite positive numbers, got 8 starting (nan, nan, nan, nan)"
+    )
+
+
+# --- 4. sizes checked before anything is derived from them; long values quoted briefly ---
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        (
+            "llama.embedding_length",
+            -64,
+            "llama.embedding_length is -64; it must be a whole number from 1 to 32,768 (hidden_size).",
+        ),
+        (
+            "llama.attention.head_count",
+            0,
+            "llama.attention.head_count is 0; it must be a whole number from 1 to 256 (n_heads).",
+        ),
+    ],
+)
+def test_a_gguf_with_a_negative_width_or_no_heads_is_refused_by_that_size_not_as_partial_rope(
+    good_file, nothing_is_built, key, value, expected
+):
+    patch_name(good_file, "llama.attention.key_length", "llama.attention.key_lengtx")  # head_dim derived
+    patch_value(good_file, key, value, INT32)
+    message, _ = refusal(good_file)
+    assert message == f"hostile.gguf: {expected}" and "partial RoPE" not in message
+
+
+def test_a_long_architecture_name_is_quoted_briefly(tmp_path):
+    from gguf import GGUFWriter
+
+    path = tmp_path / "arch.gguf"
+    writer = GGUFWriter(str(path), "gemma" * 1000)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    message, _ = refusal(path)
+    assert "of architecture 'gemmagemma" in message and len(message) < 160

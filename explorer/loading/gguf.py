@@ -13,8 +13,9 @@
   .gguf files only), so token ids agree with transformers' to the last one.
 
 Every way a file can be wrong ends in one `CheckpointError` naming what is wrong, raised before the
-weights are dequantized: not a GGUF file, truncated, another architecture, a missing or extra tensor,
-a tensor of the wrong shape or of a type we cannot dequantize.
+weights are dequantized or the tokenizer is built: not a GGUF file, truncated, overlapping tensors,
+another architecture, a size or number out of range, a missing or extra tensor, a tensor of the wrong
+shape or of a type we cannot dequantize, a token list longer than the embedding.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from explorer.engine.config import ModelConfig, RopeScaling
-from explorer.errors import CheckpointError, UnsupportedConfigError
+from explorer.engine.config import SIZE_LIMITS, ModelConfig, RopeScaling, brief, brief_count
+from explorer.errors import CheckpointError
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
 from explorer.loading.weights import Checkpoint, build_model, check_fits
 
@@ -59,57 +61,99 @@ Progress = Callable[[float, str], None]
 
 
 def config_from_header(header: Header, name: str) -> ModelConfig:
-    """A ModelConfig from llama.cpp's metadata keys (`{arch}.block_count`, ...)."""
+    """A ModelConfig from llama.cpp's metadata keys (`{arch}.block_count`, ...): every size checked
+    (a whole number within `SIZE_LIMITS`) before one is derived from another or compared."""
     architecture = header.architecture
     if architecture not in ARCHITECTURES:
         raise CheckpointError(
-            f"{name} is a GGUF file of architecture {architecture!r}, which is not supported "
+            f"{name} is a GGUF file of architecture {brief(architecture)}, which is not supported "
             f"(supported: {', '.join(ARCHITECTURES)})."
         )
-    n_heads = _integer(header, "attention.head_count")
-    hidden = _integer(header, "embedding_length")
-    head_dim = _integer(header, "attention.key_length", hidden // max(n_heads, 1))
-    rotated = _integer(header, "rope.dimension_count", head_dim)
+    try:
+        return _config(header, name)
+    except ValueError as error:  # a metadata value, or ModelConfig's own checks
+        raise CheckpointError(f"{name}: {error}") from None
+
+
+def _config(header: Header, name: str) -> ModelConfig:
+    architecture = header.architecture
+    n_heads = _size(header, "attention.head_count", "n_heads")
+    hidden = _size(header, "embedding_length", "hidden_size")
+    if header.key("attention.key_length") is None and hidden % n_heads:
+        raise ValueError(
+            f"{architecture}.embedding_length {hidden:,} is not a multiple of "
+            f"{architecture}.attention.head_count {n_heads}, and no attention.key_length is given."
+        )
+    head_dim = _size(header, "attention.key_length", "head_dim", hidden // n_heads)
+    rotated = _size(header, "rope.dimension_count", "head_dim", head_dim)
     if rotated != head_dim:
         raise CheckpointError(
             f"{name} rotates {rotated} of {head_dim} dimensions per head; partial RoPE is not supported."
         )
     embeddings = header.tensors.get("token_embd.weight")
-    vocab_size = _integer(header, "vocab_size", embeddings.shape[0] if embeddings else 0)
-    try:
-        return ModelConfig(
-            vocab_size=vocab_size,
-            hidden_size=hidden,
-            n_layers=_integer(header, "block_count"),
-            n_heads=n_heads,
-            n_kv_heads=_integer(header, "attention.head_count_kv", n_heads),
-            intermediate_size=_integer(header, "feed_forward_length"),
-            head_dim=head_dim,
-            max_position_embeddings=_integer(header, "context_length", 2048),
-            rope_theta=float(header.key("rope.freq_base", 10000.0)),
-            rope_scaling=_rope_scaling(header, name),
-            rms_norm_eps=float(header.key("attention.layer_norm_rms_epsilon", 1e-5)),
-            tie_word_embeddings="output.weight" not in header.tensors,
-            qkv_bias="blk.0.attn_q.bias" in header.tensors,
-            o_bias="blk.0.attn_output.bias" in header.tensors,
-            model_type=ARCHITECTURES[architecture],
-            bos_token_id=header.metadata.get("tokenizer.ggml.bos_token_id"),
-            eos_token_id=header.metadata.get("tokenizer.ggml.eos_token_id"),
+    if embeddings is None and header.key("vocab_size") is None:
+        raise ValueError(f"there is neither {architecture}.vocab_size nor a token_embd.weight tensor.")
+    return ModelConfig(
+        vocab_size=_size(header, "vocab_size", "vocab_size", embeddings and embeddings.shape[0]),
+        hidden_size=hidden,
+        n_layers=_size(header, "block_count", "n_layers"),
+        n_heads=n_heads,
+        n_kv_heads=_size(header, "attention.head_count_kv", "n_kv_heads", n_heads),
+        intermediate_size=_size(header, "feed_forward_length", "intermediate_size"),
+        head_dim=head_dim,
+        max_position_embeddings=_size(header, "context_length", "max_position_embeddings", 2048),
+        rope_theta=_number(header, "rope.freq_base", 10000.0),
+        rope_scaling=_rope_scaling(header, name),
+        rms_norm_eps=_number(header, "attention.layer_norm_rms_epsilon", 1e-5),
+        tie_word_embeddings="output.weight" not in header.tensors,
+        qkv_bias="blk.0.attn_q.bias" in header.tensors,
+        o_bias="blk.0.attn_output.bias" in header.tensors,
+        model_type=ARCHITECTURES[architecture],
+        bos_token_id=header.metadata.get("tokenizer.ggml.bos_token_id"),
+        eos_token_id=header.metadata.get("tokenizer.ggml.eos_token_id"),
+    )
+
+
+def _value(header: Header, key: str, default: Any) -> Any:
+    """An architecture key's value; an array kept only as its length (see `Header.counted`) is refused.
+    These helpers raise ValueError, which `config_from_header` turns into a message naming the file."""
+    full_key = f"{header.architecture}.{key}"
+    if full_key in header.counted:
+        raise ValueError(
+            f"{full_key} is an array of {header.metadata[full_key]:,} values, not a single number."
         )
-    except (UnsupportedConfigError, ValueError) as error:
-        raise CheckpointError(f"{name}: {error}") from None
+    return header.key(key, default)
 
 
 def _integer(header: Header, key: str, default: int | None = None) -> int:
-    value = header.key(key, default)
+    value = _value(header, key, default)
     if isinstance(value, list):  # some files give a value per layer
         if len(set(value)) != 1:
-            raise CheckpointError(f"{header.architecture}.{key} differs between layers ({value[:8]}…).")
+            raise ValueError(f"{header.architecture}.{key} differs between layers ({brief(value[:8], 60)}…).")
         value = value[0]
     if value is None:
-        raise CheckpointError(f"The GGUF metadata has no {header.architecture}.{key}.")
+        raise ValueError(f"the metadata has no {header.architecture}.{key}.")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CheckpointError(f"{header.architecture}.{key} = {value!r} is not an integer.")
+        raise ValueError(f"{header.architecture}.{key} = {brief(value)} is not an integer.")
+    return value
+
+
+def _size(header: Header, key: str, size: str, default: int | None = None) -> int:
+    """An integer key that is one of ModelConfig's sizes: from 1 to its `SIZE_LIMITS` bound."""
+    value, limit = _integer(header, key, default), SIZE_LIMITS[size]
+    if not 0 < value <= limit:
+        raise ValueError(
+            f"{header.architecture}.{key} is {brief_count(value)}; "
+            f"it must be a whole number from 1 to {limit:,} ({size})."
+        )
+    return value
+
+
+def _number(header: Header, key: str, default: float) -> float:
+    """A float key, as read; ModelConfig checks it is finite and within its range."""
+    value = _value(header, key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{header.architecture}.{key} = {brief(value)} is not a number.")
     return value
 
 
@@ -118,8 +162,29 @@ def _rope_scaling(header: Header, name: str) -> RopeScaling:
     if kind in ("none", None):
         return RopeScaling()
     if kind == "linear":
-        return RopeScaling(rope_type="linear", factor=float(header.key("rope.scaling.factor", 1.0)))
-    raise CheckpointError(f"{name} asks for RoPE scaling {kind!r}; supported: linear, llama3 (rope_freqs).")
+        return RopeScaling(rope_type="linear", factor=_number(header, "rope.scaling.factor", 1.0))
+    raise CheckpointError(
+        f"{name} asks for RoPE scaling {brief(kind)}; supported: linear, llama3 (rope_freqs)."
+    )
+
+
+def check_tokenizer(header: Header, config: ModelConfig, name: str) -> None:
+    """The token list is there and no longer than the embedding (each token needs a row), and the
+    BOS and EOS ids name tokens of it: checked before transformers decodes a single token."""
+    tokens = header.string_arrays.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        raise CheckpointError(f"{name} has no token list (tokenizer.ggml.tokens), so no tokenizer.")
+    n_tokens, _ = tokens
+    if n_tokens > config.vocab_size:
+        raise CheckpointError(
+            f"{name} lists {n_tokens:,} tokens for an embedding of {config.vocab_size:,} rows."
+        )
+    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        token_id = header.metadata.get(key)
+        if token_id is not None and not (isinstance(token_id, int) and 0 <= token_id < n_tokens):
+            raise CheckpointError(
+                f"{name}: {key} is {brief(token_id)}, not one of the {n_tokens:,} tokens it lists."
+            )
 
 
 def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -255,13 +320,14 @@ def load_gguf(
     header = read_header(path)
     config = config_from_header(header, path.name)
     check_tensors(header, config, path.name)
+    check_tokenizer(header, config, path.name)
     try:
         check_fits(config, dtype, max_bytes)
     except CheckpointError as error:
         raise CheckpointError(f"{path.name}: {error}") from None
     if ROPE_FREQS in header.tensors:
         factors = dequantize(path, header.tensors[ROPE_FREQS])
-        config = _with_freq_factors(config, factors)
+        config = _with_freq_factors(config, factors, path.name)
     progress(0.1, "Building the tokenizer from the file's metadata")
     tokenizer = read_tokenizer(path, config.model_type)
     state = read_state_dict(path, header, config, progress)
@@ -270,5 +336,8 @@ def load_gguf(
     return Checkpoint(name=path.name, path=path, config=config, model=model, tokenizer=tokenizer)
 
 
-def _with_freq_factors(config: ModelConfig, factors: torch.Tensor) -> ModelConfig:
-    return dataclasses.replace(config, rope_freq_factors=tuple(factors.tolist()))
+def _with_freq_factors(config: ModelConfig, factors: torch.Tensor, name: str) -> ModelConfig:
+    try:
+        return dataclasses.replace(config, rope_freq_factors=tuple(factors.tolist()))
+    except ValueError as error:
+        raise CheckpointError(f"{name}: {error}") from None
