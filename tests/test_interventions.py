@@ -218,7 +218,7 @@ def test_ablated_heads_may_come_as_lists_and_repeat(tiny):
 
 
 def test_a_multi_token_answer_is_refused_naming_its_tokens(tiny):
-    with pytest.raises(PromptError, match=r"The answer “ question” is 6 tokens \(“ ” · “qu” · “es”"):
+    with pytest.raises(PromptError, match=r"The answer “ question” is 6 tokens \(“ ” \| “qu” \| “es”"):
         tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], " question", DISTRACTOR)
     with pytest.raises(PromptError, match="The distractor “ not” is 2 tokens"):
         tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, " not")
@@ -233,6 +233,45 @@ def test_prompts_of_different_lengths_are_refused_showing_both_tokenizations(tin
     assert "same number of tokens" in message
     assert "Clean, 8 tokens: “To” | “ be” | “,” | “ or” | “ no” | “t” | “ to” | “ be”." in message
     assert "Corrupted, 11 tokens: “To” | “ be”" in message and "“ again”" not in message
+
+
+@pytest.mark.parametrize("role", ["answer", "distractor"])
+def test_a_ten_megabyte_answer_is_refused_unread_in_a_message_of_a_few_words(tiny, monkeypatch, role):
+    """An answer longer than any token never reaches the tokenizer (a 3 MB one took 50 s and 2 GB)."""
+    read = []
+    encode = type(tiny.tokenizer).encode
+    monkeypatch.setattr(
+        type(tiny.tokenizer),
+        "encode",
+        lambda self, text, *a, **k: read.append(len(text)) or encode(self, text, *a, **k),
+        raising=False,
+    )
+    words = {"answer": "x" * 10_000_000, "distractor": DISTRACTOR} | (
+        {"distractor": "y" * 10_000_000} if role == "distractor" else {}
+    )
+    with pytest.raises(PromptError) as error:
+        tiny.patch_heads(
+            CLEAN,
+            CORRUPTED["differ-mid-prompt"],
+            words["answer"] if role == "answer" else ANSWER,
+            words["distractor"],
+        )
+    assert f"The {role} is 10,000,000 characters long; one token is at most 1,024" in str(error.value)
+    assert len(str(error.value)) < 1000 and max(read, default=0) < 10_000
+
+
+def test_a_lone_surrogate_in_the_answer_is_named_not_a_type_error(tiny):
+    with pytest.raises(PromptError, match=r"The answer holds a lone surrogate \(U\+D800, character 3\)"):
+        tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], " Ma\ud800", DISTRACTOR)
+
+
+def test_a_long_answer_and_long_prompts_are_quoted_briefly(tiny):
+    with pytest.raises(PromptError) as error:
+        tiny.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], " question" * 100, DISTRACTOR)
+    assert len(str(error.value)) < 600 and "… " in str(error.value)
+    with pytest.raises(PromptError) as error:
+        tiny.patch_heads("To be " * 60, "To be " * 59 + "or", ANSWER, DISTRACTOR)
+    assert "same number of tokens" in str(error.value) and len(str(error.value)) < 1000
 
 
 def test_prompts_past_the_sweeps_limit_are_refused_not_cut(tiny):

@@ -35,10 +35,11 @@ from explorer.engine.attention import kv_head_map
 from explorer.engine.config import ModelConfig
 from explorer.engine.kv_cache import KVCache, PrefixCache
 from explorer.engine.model import Taps, Transformer, recorder
-from explorer.engine.tokens import display_tokens, encode
+from explorer.engine.tokens import check_characters, display_tokens, encode, quoted
 from explorer.errors import PromptError
 
 ABLATE_MODES = ("zero", "mean")
+MAX_TOKEN_CHARS = 1024  # an answer longer than this is no single token of any vocabulary; it is not read
 SWEEP_BUDGET_BYTES = 512 * 2**20  # activations one pass of the sweep may hold; more patches: more passes
 
 Progress = Callable[[float], object]  # told the fraction of a sweep done, e.g. a gr.Progress
@@ -126,21 +127,35 @@ class PatchResult:
 
 
 def single_token(tokenizer, text: str, role: str) -> int:
-    """The id of `text` if it is exactly one token (no special tokens added), else a PromptError."""
+    """The id of `text` if it is exactly one token (no special tokens added), else a PromptError. Text
+    longer than any token can be (`MAX_TOKEN_CHARS`) is refused before the tokenizer reads it, and the
+    message quotes the text and its tokens briefly, however long it is."""
     if not isinstance(text, str) or not text:
         raise PromptError(f"The {role} is empty: give one token, e.g. “ Mary” with its leading space.")
+    if len(text) > MAX_TOKEN_CHARS:
+        raise PromptError(
+            f"The {role} is {len(text):,} characters long; one token is at most {MAX_TOKEN_CHARS:,}. "
+            "Give a single token of this model's vocabulary, e.g. “ Mary” with its leading space."
+        )
+    check_characters(text, f"The {role}")
     ids = tokenizer.encode(text, add_special_tokens=False).ids
     if len(ids) != 1:
-        shown = " · ".join(f"“{t}”" for t in display_tokens(tokenizer, ids))
+        tokens = _tokenization(display_tokens(tokenizer, ids))
         raise PromptError(
-            f"The {role} “{text}” is {len(ids)} tokens ({shown}): it must be a single token of this "
-            "model's vocabulary (mind the leading space)."
+            f"The {role} “{quoted(text)}” is {len(ids)} tokens ({tokens}): it must be a single token of "
+            "this model's vocabulary (mind the leading space)."
         )
     return ids[0]
 
 
-def _tokenization(tokens: list[str]) -> str:
-    return " | ".join(f"“{t}”" for t in tokens)
+def _tokenization(tokens: list[str], first: int = 0, most: int = 12) -> str:
+    """Tokens as a message lists them: at most `most`, from a little before position `first`, the
+    rest counted."""
+    start = max(0, min(first - 2, len(tokens) - most))
+    shown = " | ".join(f"“{quoted(t)}”" for t in tokens[start : start + most])
+    before = f"… {start:,} more | " if start else ""
+    after = len(tokens) - start - most
+    return before + shown + (f" | … {after:,} more" if after > 0 else "")
 
 
 @dataclass(kw_only=True)
@@ -189,11 +204,16 @@ def patch_heads(
                 "shorten it (the answer is read at its last position, so it is not cut)."
             )
     if len(clean_encoded.ids) != len(corrupted_encoded.ids):
+        pairs = zip(clean_encoded.ids, corrupted_encoded.ids, strict=False)
+        first = next(
+            (i for i, (a, b) in enumerate(pairs) if a != b),
+            min(len(clean_encoded.ids), len(corrupted_encoded.ids)),
+        )
         raise PromptError(
             "The clean and corrupted prompts must have the same number of tokens, so that each position "
             f"patches its counterpart. Clean, {len(clean_encoded.ids)} tokens: "
-            f"{_tokenization(clean_encoded.tokens)}. Corrupted, {len(corrupted_encoded.ids)} tokens: "
-            f"{_tokenization(corrupted_encoded.tokens)}."
+            f"{_tokenization(clean_encoded.tokens, first)}. Corrupted, {len(corrupted_encoded.ids)} tokens: "
+            f"{_tokenization(corrupted_encoded.tokens, first)}."
         )
     pairs = zip(clean_encoded.ids, corrupted_encoded.ids, strict=True)
     differ = [i for i, (a, b) in enumerate(pairs) if a != b]
@@ -202,7 +222,7 @@ def patch_heads(
     answer_id = single_token(tokenizer, answer, "answer")
     distractor_id = single_token(tokenizer, distractor, "distractor")
     if answer_id == distractor_id:
-        raise PromptError(f"The answer and the distractor are the same token “{answer}”.")
+        raise PromptError(f"The answer and the distractor are the same token “{quoted(answer)}”.")
 
     direction = model.lm_head.weight[answer_id] - model.lm_head.weight[distractor_id]  # [hidden]
     clean_trace, corrupted_trace = _trace(model, clean_encoded.ids), _trace(model, corrupted_encoded.ids)

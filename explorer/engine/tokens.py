@@ -42,13 +42,7 @@ def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
     if not isinstance(text, str) or not text or text.isspace():  # (strip would copy a 50 MB prompt)
         raise PromptError("The prompt is empty: type some text to see how the model attends to it.")
     kept_text = text[: char_budget(max_tokens)]
-    try:
-        kept_text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise PromptError(
-            f"The prompt holds a lone surrogate (U+{ord(kept_text[error.start]):04X}, character "
-            f"{error.start}): half of a UTF-16 pair, which is not a character. Remove it and run again."
-        ) from None
+    check_characters(kept_text, "The prompt")
     ids = tokenizer.encode(kept_text).ids
     if not ids:
         raise PromptError("The prompt encodes to no tokens.")
@@ -59,6 +53,22 @@ def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
         n_dropped=len(ids) - len(kept),
         n_chars_dropped=len(text) - len(kept_text),
     )
+
+
+def check_characters(text: str, what: str) -> None:
+    """Refuse text holding a lone surrogate (JSON can carry "\\ud800"; a tokenizer cannot read it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise PromptError(
+            f"{what} holds a lone surrogate (U+{ord(text[error.start]):04X}, character {error.start:,}): "
+            "half of a UTF-16 pair, which is not a character. Remove it and try again."
+        ) from None
+
+
+def quoted(text: str, most: int = 40) -> str:
+    """A person's text as a message quotes it: whole up to `most` characters, else its start and '…'."""
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 class TokenText(str):

@@ -28,6 +28,7 @@ from explorer.app.ui.model_loading import Loader
 from explorer.app.ui.overview import OverviewTab
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import ABLATE_MODES, Ablation
+from explorer.engine.tokens import quoted
 from explorer.loading import catalog
 
 HEAD = re.compile(r"\s*(\d+)\s*[.,:]\s*(\d+)\s*(·.*)?")  # "3.1", "3.1 · kv 0", "3, 1"
@@ -178,7 +179,7 @@ def parse_head(value) -> tuple[int, int]:
     """(layer, head) from a picked or typed value: "3.1", "3.1 · kv 0" or "3, 1"."""
     match = HEAD.fullmatch(str(value))
     if match is None:
-        raise ValueError(f"“{value}” is not a head: write layer.head, e.g. 3.1.")
+        raise ValueError(f"“{quoted(str(value))}” is not a head: write layer.head, e.g. 3.1.")
     return int(match[1]), int(match[2])
 
 
@@ -276,6 +277,9 @@ class _Events:
 
     def ablation(self, shown, heads, mode) -> Ablation | None:
         config = self.workspace.explorer(shown[0], load=False).config
+        n_heads = config.n_layers * config.n_heads
+        if len(heads or ()) > n_heads:
+            raise ValueError(f"{len(heads):,} heads were sent to ablate; this model has {n_heads:,}.")
         return Ablation.parse(config, [parse_head(value) for value in heads or ()], mode)
 
     def ablated(self, shown, ablation: Ablation, in_views: bool):
