@@ -258,6 +258,8 @@ def _sliding_window(hf: dict[str, Any]) -> int | None:
 
 def brief(value: Any, most: int = 40) -> str:
     """A value from a checkpoint as a message quotes it: its repr, cut to `most` characters."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return brief_count(value, most)
     text = repr(value)
     return text if len(text) <= most else text[: most - 1] + "…"
 

@@ -195,6 +195,10 @@ def patch_heads(
     position whose logits are read."""
     start = time.perf_counter()
     model, tokenizer = explorer.model, explorer.tokenizer
+    answer_id = single_token(tokenizer, answer, "answer")  # (a few characters read: the cheap checks first)
+    distractor_id = single_token(tokenizer, distractor, "distractor")
+    if answer_id == distractor_id:
+        raise PromptError(f"The answer and the distractor are the same token “{quoted(answer)}”.")
     limit = min(explorer.config.context_length, max_tokens or explorer.config.context_length)
     clean_encoded, corrupted_encoded = encode(tokenizer, clean, limit), encode(tokenizer, corrupted, limit)
     for name, encoded in (("clean", clean_encoded), ("corrupted", corrupted_encoded)):
@@ -219,10 +223,6 @@ def patch_heads(
     differ = [i for i, (a, b) in enumerate(pairs) if a != b]
     if not differ:
         raise PromptError("The clean and corrupted prompts are the same tokens: there is nothing to patch.")
-    answer_id = single_token(tokenizer, answer, "answer")
-    distractor_id = single_token(tokenizer, distractor, "distractor")
-    if answer_id == distractor_id:
-        raise PromptError(f"The answer and the distractor are the same token “{quoted(answer)}”.")
 
     direction = model.lm_head.weight[answer_id] - model.lm_head.weight[distractor_id]  # [hidden]
     clean_trace, corrupted_trace = _trace(model, clean_encoded.ids), _trace(model, corrupted_encoded.ids)

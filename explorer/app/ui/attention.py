@@ -12,6 +12,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import markup
+from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot
 from explorer.engine.run import Run
 from explorer.views import export
@@ -71,10 +72,10 @@ def build(shared: Shared) -> AttentionTab:
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
             with gr.Row():
                 window = (
-                    gr.Number(0, label="first query", precision=0, minimum=0, elem_id="zoom-q0"),
-                    gr.Number(0, label="last query", precision=0, minimum=0, elem_id="zoom-q1"),
-                    gr.Number(0, label="first key", precision=0, minimum=0, elem_id="zoom-k0"),
-                    gr.Number(0, label="last key", precision=0, minimum=0, elem_id="zoom-k1"),
+                    checked.Number(0, label="first query", precision=0, minimum=0, elem_id="zoom-q0"),
+                    checked.Number(0, label="last query", precision=0, minimum=0, elem_id="zoom-q1"),
+                    checked.Number(0, label="first key", precision=0, minimum=0, elem_id="zoom-k0"),
+                    checked.Number(0, label="last key", precision=0, minimum=0, elem_id="zoom-k1"),
                 )
                 show = gr.Button("Show window", elem_id="zoom-button", scale=0)
             zoom = gr.Plot(show_label=False, elem_id="zoom-plot", elem_classes="wide-plot")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.app import markup
+from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
 from explorer.app.workspace import GenerationKey
 from explorer.engine.generate import Generation
@@ -125,20 +126,22 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         gr.Markdown(INTRO, elem_id="generate-intro")
         with gr.Row():
             settings = (
-                gr.Slider(
+                checked.Slider(
                     1, MAX_NEW_TOKENS, value=32, step=1, label="Max new tokens", elem_id="max-new-tokens"
                 ),
-                gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0: greedy)", elem_id="temperature"),
-                gr.Number(0, label="Top-k (0: off)", precision=0, minimum=0, elem_id="top-k"),
-                gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1: off)", elem_id="top-p"),
-                gr.Number(0, label="Seed", precision=0, elem_id="seed"),
+                checked.Slider(
+                    0, 2, value=0, step=0.05, label="Temperature (0: greedy)", elem_id="temperature"
+                ),
+                checked.Number(0, label="Top-k (0: off)", precision=0, minimum=0, elem_id="top-k"),
+                checked.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1: off)", elem_id="top-p"),
+                checked.Number(0, label="Seed", precision=0, elem_id="seed"),
             )
         with gr.Row():
             generate = gr.Button("Generate", variant="primary", elem_id="generate-button")
             stop = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop-button")  # while idle
             show = gr.Button("Show in every view", interactive=False, elem_id="show-generation")
         text = gr.Textbox(label="Generated text", lines=3, interactive=False, elem_id="generated-text")
-        step = gr.Slider(
+        step = checked.Slider(
             0, 1, value=0, step=1, label="Step (look back at an earlier one)", elem_id="step-slider"
         )
         rows = gr.Plot(show_label=False, elem_id="generation-plot", elem_classes="wide-plot")

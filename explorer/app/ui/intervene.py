@@ -22,6 +22,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import markup
 from explorer.app.examples import ABLATION_EXAMPLES, ABLATION_LABELS, PATCHING_EXAMPLES, SWAPS_MODEL
+from explorer.app.ui import inputs as checked
 from explorer.app.ui import overview
 from explorer.app.ui.common import Handler, Shared, gpu, guarded, plot
 from explorer.app.ui.model_loading import Loader
@@ -92,7 +93,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
     with gr.Tab("Intervene", id="intervene", elem_id="tab-intervene") as tab:
         gr.Markdown(ABLATION_INTRO)
         with gr.Row():
-            heads = gr.Dropdown(
+            heads = checked.Dropdown(
                 [],
                 value=[],
                 multiselect=True,
@@ -102,7 +103,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
                 scale=3,
                 min_width=260,
             )
-            mode = gr.Radio(list(ABLATE_MODES), value="zero", label="Ablation", elem_id="ablate-mode")
+            mode = checked.Radio(list(ABLATE_MODES), value="zero", label="Ablation", elem_id="ablate-mode")
         with gr.Row():
             add = gr.Button("Add the head on screen", elem_id="ablate-add")
             ablate = gr.Button("Ablate", variant="primary", elem_id="ablate-button")

@@ -23,6 +23,7 @@ from explorer.app.ui import (
     page,
     rope,
 )
+from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Shared, top
 from explorer.app.ui.events import Controls, Tabs, ViewEvents
 from explorer.app.ui.model_loading import ModelPanel
@@ -102,7 +103,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
                 EXAMPLES, inputs=[prompt], example_labels=EXAMPLE_LABELS, label="Examples", elem_id="examples"
             )
         with gr.Column(scale=2, min_width=300):
-            picker = gr.Dropdown(
+            picker = checked.Dropdown(
                 [label for label, _ in policy.choices()],
                 value=catalog.BUNDLED_LABEL,
                 allow_custom_value=True,  # typed sources reach the policy, which answers them
@@ -115,10 +116,10 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     status = gr.HTML(markup.status(startup.message, "warning"), elem_id="status")
     token_strip = gr.HTML(elem_id="token-strip")
     with gr.Row():
-        layer = gr.Slider(
+        layer = checked.Slider(
             0, top(panel.n_layers), value=0, step=1, label="Layer", elem_id="layer-slider", min_width=200
         )
-        head = gr.Dropdown(
+        head = checked.Dropdown(
             list(panel.heads),
             value=0,
             label="Head (and the kv head it reads)",
