@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 
 import pytest
@@ -132,9 +133,13 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def browser_workspace():
+    from explorer.app.policy import Policy
     from explorer.app.workspace import Workspace
 
-    return Workspace(device="cpu")  # the bundled model, as the app serves it
+    # The bundled model, as the app serves it; every test's page comes from one address, so the loads
+    # a minute are not limited here (tests/test_hostile_inputs.py holds the limit).
+    many = dict(loads_per_minute=10_000, server_loads_per_minute=10_000)
+    return Workspace(device="cpu", policy=dataclasses.replace(Policy.from_environment(), **many))
 
 
 @pytest.fixture(scope="session")

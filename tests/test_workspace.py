@@ -14,7 +14,7 @@ import pytest
 from conftest import make_hf_checkpoint
 
 from explorer.app import workspace as cache
-from explorer.app.policy import REFUSED, LoadLimit, Policy
+from explorer.app.policy import REFUSED, Policy
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
 from explorer.loading import catalog as models
@@ -207,14 +207,3 @@ def test_the_environment_sets_the_policy_and_a_space_defaults_to_listed():
     for bad in ({"EXPLORER_MODELS": "some"}, {"EXPLORER_MAX_TOKENS": "lots"}, {"EXPLORER_QUEUE_SIZE": "0"}):
         with pytest.raises(ValueError, match="EXPLORER_|queue_size"):
             Policy.from_environment(bad)
-
-
-def test_a_session_may_start_a_few_loads_a_minute():
-    limit = LoadLimit(per_minute=2, window_seconds=0.3)
-    limit.check("a")
-    limit.check("a")
-    limit.check("b")
-    with pytest.raises(CheckpointError, match=r"2 model loads a minute per visitor .* try again in 0 s"):
-        limit.check("a")
-    time.sleep(0.31)
-    limit.check("a")

@@ -8,7 +8,8 @@ from the environment (docs/deploying.md):
     EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
     EXPLORER_QUEUE_SIZE        requests waiting in the queue                           64
     EXPLORER_CONCURRENCY       requests of one kind computed at once                   1
-    EXPLORER_LOADS_PER_MINUTE  model loads one visitor (session) may start a minute   3
+    EXPLORER_LOADS_PER_MINUTE  model loads started from one address a minute           3
+    EXPLORER_SERVER_LOADS_PER_MINUTE  model loads started by all visitors a minute     12
 
 It is applied where the app loads a model (`explorer.app.workspace.Workspace`), never in `explorer.load`: a
 Python user loads whatever they like. A refused source gets one message whatever it names, so the
@@ -17,6 +18,7 @@ refusal says nothing about the server's files.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -50,12 +52,14 @@ class Policy:
     memory_bytes: int = 4_000_000_000
     queue_size: int = 64
     concurrency: int = 1
-    loads_per_minute: int = 3
+    loads_per_minute: int = 3  # from one client address
+    server_loads_per_minute: int = 12  # from all of them together
 
     def __post_init__(self):
         if self.models not in MODES:
             raise ValueError(f"EXPLORER_MODELS must be one of {', '.join(MODES)}, got {self.models!r}")
-        for name in ("max_tokens", "memory_bytes", "queue_size", "concurrency", "loads_per_minute"):
+        numbers = ("max_tokens", "memory_bytes", "queue_size", "concurrency")
+        for name in (*numbers, "loads_per_minute", "server_loads_per_minute"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive whole number, got {value!r}")
@@ -74,6 +78,9 @@ class Policy:
             queue_size=_whole(environ, "EXPLORER_QUEUE_SIZE", cls.queue_size),
             concurrency=_whole(environ, "EXPLORER_CONCURRENCY", cls.concurrency),
             loads_per_minute=_whole(environ, "EXPLORER_LOADS_PER_MINUTE", cls.loads_per_minute),
+            server_loads_per_minute=_whole(
+                environ, "EXPLORER_SERVER_LOADS_PER_MINUTE", cls.server_loads_per_minute
+            ),
         )
 
     def choices(self) -> list[tuple[str, str]]:
@@ -125,29 +132,46 @@ def normalised(source: str) -> str:
 
 
 class LoadLimit:
-    """At most `per_minute` model loads started by each session in any 60 seconds."""
+    """At most `per_address` model loads started from one client address, and `per_server` from all of
+    them, in any `window_seconds`. A session is no unit here: a new client is a new session, so a
+    limit per session is one anybody can dodge by reconnecting."""
 
-    def __init__(self, per_minute: int, window_seconds: float = 60.0):
-        self.per_minute, self.window = per_minute, window_seconds
-        self._starts: dict[str, deque[float]] = {}
+    def __init__(self, per_address: int, per_server: int, window_seconds: float = 60.0):
+        self.per_address, self.per_server, self.window = per_address, per_server, window_seconds
+        self._starts: dict[str, deque[float]] = {}  # by address
+        self._all: deque[float] = deque()
         self._lock = threading.Lock()
 
-    def check(self, session: str | None) -> None:
-        """Count a load for `session`, or refuse it with the seconds to wait."""
+    @classmethod
+    def of(cls, policy: Policy) -> LoadLimit:
+        return cls(policy.loads_per_minute, policy.server_loads_per_minute)
+
+    def check(self, address: str | None) -> None:
+        """Count a load from `address`, or refuse it saying in how many seconds one is allowed."""
         now = time.monotonic()
         with self._lock:
-            for key in [k for k, starts in self._starts.items() if now - starts[-1] >= self.window]:
-                del self._starts[key]  # sessions idle for a minute are forgotten
-            starts = self._starts.setdefault(session or "", deque())
-            while starts and now - starts[0] >= self.window:
-                starts.popleft()
-            if len(starts) >= self.per_minute:
-                wait = self.window - (now - starts[0])
+            for key in [k for k, s in self._starts.items() if not s or now - s[-1] >= self.window]:
+                del self._starts[key]  # addresses idle for a window are forgotten
+            starts = self._starts.setdefault(address or "", deque())
+            for window in (starts, self._all):
+                while window and now - window[0] >= self.window:
+                    window.popleft()
+            if len(starts) >= self.per_address:
                 raise CheckpointError(
-                    f"This app allows {self.per_minute} model loads a minute per visitor "
-                    f"(EXPLORER_LOADS_PER_MINUTE); try again in {wait:.0f} s."
+                    f"This app allows {self.per_address} model loads a minute from one address "
+                    f"(EXPLORER_LOADS_PER_MINUTE); try again in {self._wait(starts, now)} s."
+                )
+            if len(self._all) >= self.per_server:
+                raise CheckpointError(
+                    f"This app allows {self.per_server} model loads a minute from all its visitors "
+                    f"together (EXPLORER_SERVER_LOADS_PER_MINUTE), and they are taken; try again in "
+                    f"{self._wait(self._all, now)} s."
                 )
             starts.append(now)
+            self._all.append(now)
+
+    def _wait(self, starts: deque[float], now: float) -> int:
+        return max(1, math.ceil(self.window - (now - starts[0])))
 
 
 def _whole(environ: Mapping[str, str], name: str, default: int) -> int:

@@ -22,6 +22,7 @@ recently used dropped first once everything together passes it.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -44,6 +45,8 @@ from explorer.engine.tokens import char_budget
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
 from explorer.loading.checkpoints import BUNDLED_MODEL
+
+log = logging.getLogger(__name__)
 
 EAGER_BYTES_PER_RUN = 128 << 20  # eager layers one run keeps (a layer of 64 MiB maps, and its projections)
 LOAD_WAIT_SECONDS = 120.0  # how long a request waits for another model's load before it is told to retry
@@ -188,10 +191,12 @@ class Workspace:
     def _load(self, source: str, progress) -> Explorer:
         try:
             return load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
-        except CheckpointError:
-            if self.policy.public and not self.policy.is_listed(source):
-                # One message whether the source names a file, a folder, nothing or a hub id: the
-                # reason would tell a visitor what is on the server.
+        except CheckpointError as error:
+            if self.policy.public:
+                # One message whatever failed, a typed source or a listed one: whether it names a file,
+                # a folder or nothing, whether the hub answered or the cache held it would tell a
+                # visitor what the server holds and reaches. The reason goes to the operator's log.
+                log.warning("loading %r failed: %s", source[:200], error)
                 raise CheckpointError(UNREADABLE) from None
             raise
 

@@ -214,18 +214,25 @@ class ViewEvents:
             *offers_taken_away(),
         )
 
-    def restore_positions(self, layer, head, shown, request: gr.Request):
+    def restore_positions(self, layer, head, shown, refusal, request: gr.Request):
         """After a link's run: the RoPE positions it names, and the figures that show them (a run
-        moves them to their defaults)."""
+        moves them to their defaults); and, when the link's model could not load, why, back on the
+        status line the run wrote over."""
         params = share.requested(request)
         query, key = share.integer(params, "q"), share.integer(params, "k")
+        status = gr.skip()
+        if refusal:
+            shown_on = (
+                "the model loaded" if shown is None else self.workspace.explorer(shown[0], load=False).name
+            )
+            status = markup.status(f"{refusal} The link's prompt is shown on {shown_on} instead.", "warning")
         if shown is None or query is None or key is None:
-            return (gr.skip(),) * 5
+            return status, *(gr.skip(),) * 4
         run = self.workspace.run(*shown)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.clamp_position(run, query), views.clamp_position(run, key)
         return (
-            gr.skip(),
+            status,
             query,
             key,
             plot(views.rope_rotation(run, layer, head, query, key)),
@@ -257,7 +264,10 @@ class ViewEvents:
             self.workspace, c.picker, [s.status, c.model, c.model_card, s.layer, s.head]
         )
         loader.outputs += [t.gqa.diagram, t.gqa.kv_cache, s.shown]
-        restored = demo.load(loader.restore, None, [*loader.outputs, c.picker], api_name=False).then(
+        link_refusal = gr.State(None)  # why the model a link names could not load
+        restored = demo.load(
+            loader.restore, c.model, [*loader.outputs, c.picker, link_refusal], api_name=False
+        ).then(
             restore_view,
             None,
             [
@@ -292,7 +302,7 @@ class ViewEvents:
             *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
             run_handler.after(restored).then(
                 gpu(guarded(5)(self.restore_positions)),
-                [s.layer, s.head, s.shown],
+                [s.layer, s.head, s.shown, link_refusal],
                 [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
                 api_name=False,
             ),

@@ -15,7 +15,7 @@ from explorer import views
 from explorer.app import markup
 from explorer.app.policy import LoadLimit
 from explorer.app.ui import share
-from explorer.app.ui.common import guarded, plot, top, warn
+from explorer.app.ui.common import plot, top, warn
 from explorer.app.workspace import Workspace
 from explorer.engine.explorer import Explorer
 from explorer.loading import catalog
@@ -27,6 +27,18 @@ MODEL_INFO = {  # by the policy's EXPLORER_MODELS
     "listed": "Pick one of this app's models: it loads at once.",
     "bundled": "This app serves its bundled model.",
 }
+
+
+def address(request: gr.Request | None, behind_proxy: bool) -> str:
+    """The visitor's address, which loads are counted by: the socket's peer, or on a Space, where every
+    request comes through the hub's proxy, the address that proxy reports first in X-Forwarded-For
+    (one a client could forge: the limit on all visitors together still holds)."""
+    if request is None:
+        return ""
+    forwarded = (request.headers.get("x-forwarded-for") or "") if behind_proxy else ""
+    if forwarded.split(",")[0].strip():
+        return forwarded.split(",")[0].strip()[:64]
+    return request.client.host if request.client else ""
 
 
 @dataclass(frozen=True)
@@ -59,16 +71,16 @@ class Loader:
     workspace: Workspace
     picker: gr.Dropdown
     outputs: list = field(default_factory=list)
-    limit: LoadLimit | None = None  # loads a minute per session; the policy's by default
+    limit: LoadLimit | None = None  # loads a minute per address and in all; the policy's by default
 
     def __post_init__(self):
-        self.limit = self.limit or LoadLimit(self.workspace.policy.loads_per_minute)
+        self.limit = self.limit or LoadLimit.of(self.workspace.policy)
 
-    def load(self, choice: str, progress: gr.Progress, session: str | None = None) -> tuple:
+    def load(self, choice: str, progress: gr.Progress, request: gr.Request | None = None) -> tuple:
         source = catalog.source_of(choice)
         if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
             self.workspace.policy.check(source)
-            self.limit.check(session)
+            self.limit.check(address(request, self.workspace.policy.public))
         start = time.perf_counter()
         progress(0, desc=f"Loading {source or 'the bundled model'} …")
         explorer = self.workspace.explorer(
@@ -100,7 +112,7 @@ class Loader:
             if not again and catalog.source_of(choice) == (loaded or ""):
                 return (gr.skip(),) * len(outputs)
             try:
-                return *self.load(choice, progress, request.session_hash if request else None), gr.skip()
+                return *self.load(choice, progress, request), gr.skip()
             except Exception as error:
                 message = warn(error, "load_model")
                 unchanged = (gr.skip(),) * (len(self.outputs) - 1)
@@ -117,14 +129,20 @@ class Loader:
             self.picker.input(pick_model, inputs, outputs, api_name=False, **one_at_a_time),
         ]
 
-    def restore(self, request: gr.Request, progress=gr.Progress()):
+    def restore(self, loaded: str, request: gr.Request, progress=gr.Progress()):
         """When a page loads: the picker's choices as they are now (a model installed since the server
         started is offered), and the model a link names (`model=`), if it names one, loaded and shown in
-        the picker (the last output, after `outputs`)."""
+        the picker (the output after `outputs`). Last, the reason the link's model could not load (None
+        when it loaded, or none was named), which the page keeps on screen after the link's run; the
+        picker then names the model loaded, never the one refused."""
         choices = [label for label, _ in self.workspace.policy.choices()]
         choice = share.requested(request).get("model")
         if not choice:
-            return *(gr.skip(),) * len(self.outputs), gr.Dropdown(choices=choices)
-        session = request.session_hash if request else None
-        loaded = guarded(len(self.outputs))(self.load)(choice, progress, session)
-        return *loaded, gr.Dropdown(choices=choices, value=choice)
+            return *(gr.skip(),) * len(self.outputs), gr.Dropdown(choices=choices), None
+        try:
+            return *self.load(choice, progress, request), gr.Dropdown(choices=choices, value=choice), None
+        except Exception as error:
+            message = warn(error, "restore")
+            unchanged = (gr.skip(),) * (len(self.outputs) - 1)
+            named = gr.Dropdown(choices=choices, value=catalog.label_of(loaded))
+            return markup.status(message, "warning"), *unchanged, named, message
