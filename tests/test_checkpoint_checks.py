@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from types import SimpleNamespace
 
@@ -86,7 +87,7 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
         (dict(rms_norm_eps=math.inf), "rms_norm_eps must be a finite number in (0, 1], got inf"),
         (
             dict(rope_parameters=dict(rope_type="default", rope_theta=10**400)),
-            "rope_theta must be a finite number in (1, 1e12], got 100000",
+            "rope_theta must be a finite number in (1, 1e12], got 10,000,000,000",
         ),
         (
             dict(rope_theta=-math.inf, rope_parameters=None),
@@ -225,3 +226,70 @@ def test_a_hub_model_is_named_by_its_id_never_by_its_cache_path(tmp_path, gqa_ch
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(directory))
     message, _ = refusal("small-org/tiny")
     assert message.startswith("small-org/tiny: there is no tokenizer.json") and str(tmp_path) not in message
+
+
+# --- tokenizer.json, counted before it is built (issue 24, items 3 and 4) ------------------------------
+
+
+def with_added_tokens(checkpoint, count: int, first_id: int, length: int = 12) -> None:
+    """`count` added tokens of `length` characters, ids from `first_id`, in the checkpoint's tokenizer."""
+    file = checkpoint / "tokenizer.json"
+    tokenizer = json.loads(file.read_text())
+    tokenizer["added_tokens"] += [
+        dict(
+            id=first_id + i,
+            content=f"<t{i}>".ljust(length, "x"),
+            single_word=False,
+            lstrip=False,
+            rstrip=False,
+            normalized=False,
+            special=True,
+        )
+        for i in range(count)
+    ]
+    file.write_text(json.dumps(tokenizer))
+
+
+@pytest.fixture
+def nothing_tokenized(monkeypatch):
+    """Fail the test if a tokenizer is built."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the tokenizer was built before the checkpoint was refused")
+
+    monkeypatch.setattr(folders, "Tokenizer", SimpleNamespace(from_file=refuse))
+
+
+def test_a_tokenizer_whose_ids_pass_the_vocabulary_is_refused_before_it_is_built(
+    tmp_path, gqa_checkpoint, nothing_tokenized
+):
+    """Added tokens with ids past the embedding loaded, and a prompt holding one got an IndexError."""
+    checkpoint = copy_checkpoint(gqa_checkpoint, tmp_path / "past")
+    vocab_size = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    with_added_tokens(checkpoint, 1, first_id=vocab_size + 5)
+    message, _ = refusal(checkpoint)
+    assert (
+        f"gives a token ('<t0>xxxxxxxx') the id {vocab_size + 5:,}, outside the model's vocabulary of"
+        in message
+    )
+
+
+def test_a_tokenizer_of_a_hundred_thousand_added_tokens_is_refused_before_it_is_built(
+    tmp_path, gqa_checkpoint, nothing_tokenized
+):
+    """400,000 added tokens (62.7 MB) held every page for 6.5 s while the tokenizer was built."""
+    checkpoint = copy_checkpoint(gqa_checkpoint, tmp_path / "added")
+    with_added_tokens(checkpoint, 100_000, first_id=0)
+    message, _ = refusal(checkpoint)
+    assert re.search(r"tokenizer.json adds 100,00\d tokens \([\d,]+ bytes of text\)", message)
+    assert "at most 65,536 tokens and 1,048,576 bytes are built" in message
+
+
+def test_the_tokenizers_memory_counts_in_the_budget(tmp_path, gqa_checkpoint):
+    checkpoint = copy_checkpoint(gqa_checkpoint, tmp_path / "counted")
+    loaded = explorer.load(checkpoint, device="cpu")
+    counts = folders.inspect_tokenizer(checkpoint / "tokenizer.json")
+    assert loaded.tokenizer_nbytes == counts.nbytes() > 200 * counts.vocab
+    weights_only = sum(p.numel() * 4 for p in loaded.model.parameters())
+    with pytest.raises(CheckpointError, match="above the memory budget"):
+        explorer.load(checkpoint, device="cpu", max_bytes=weights_only + counts.nbytes() // 2)

@@ -105,7 +105,7 @@ def test_a_gguf_without_a_token_list_is_refused(good_file, nothing_is_built):
     "key, value, value_type, quoted",
     [
         ("tokenizer.ggml.bos_token_id", 320, None, "320"),
-        ("tokenizer.ggml.eos_token_id", 4_000_000_000, None, "4000000000"),
+        ("tokenizer.ggml.eos_token_id", 4_000_000_000, None, "4,000,000,000"),
         ("tokenizer.ggml.eos_token_id", -1, INT32, "-1"),
     ],
 )
@@ -181,7 +181,7 @@ def test_a_gguf_tensor_at_a_misaligned_offset_is_refused(good_file, nothing_is_b
 def test_an_alignment_that_is_not_a_power_of_two_up_to_65536_is_refused(good_file, alignment):
     patch_value(good_file, "general.alignment", alignment)
     assert header_refusal(good_file) == (
-        f"hostile.gguf: general.alignment is {alignment}; it must be a power of two from 1 to 65,536."
+        f"hostile.gguf: general.alignment is {alignment:,}; it must be a power of two from 1 to 65,536."
     )
 
 
@@ -295,3 +295,13 @@ def test_a_long_architecture_name_is_quoted_briefly(tmp_path):
     writer.close()
     message, _ = refusal(path)
     assert "of architecture 'gemmagemma" in message and len(message) < 160
+
+
+def test_a_ggufs_tokenizer_memory_is_counted_from_its_token_and_merge_lists(good_file):
+    """The 10⁷-token file's tokenizer was counted nowhere: a load held 2.5 GB beyond the budget."""
+    from explorer.loading.weights import tokenizer_nbytes
+
+    arrays = read_header(good_file).string_arrays
+    tokens, merges = arrays["tokenizer.ggml.tokens"][0], arrays["tokenizer.ggml.merges"][0]
+    loaded = explorer.load(good_file, device="cpu")
+    assert loaded.tokenizer_nbytes == tokenizer_nbytes(tokens, merges) > 0

@@ -6,9 +6,9 @@ recently used dropped first once everything together passes it.
   one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
   all the default model; a prompt by the text the run reads (cut before tokenizing), so a 50 MB paste
   keeps 32 KB.
-- The budget counts models' weights, runs (layer inputs, cached eager layers, the overview's scores,
-  ids and tokens) and the prompt text held in keys. A run grows as its layers are looked at, so sizes
-  are measured again whenever the cache is trimmed.
+- The budget counts models' weights and tokenizers, runs (layer inputs, cached eager layers, the
+  overview's scores, ids and tokens) and the prompt text held in keys. A run grows as its layers are
+  looked at, so sizes are measured again whenever the cache is trimmed.
 - Dropping a model drops its runs and generations, which hold it: an evicted model is freed, not kept
   alive by them.
 - A generation is kept under a `GenerationKey` of its own, and its sequence's Run under (model, that
@@ -77,8 +77,9 @@ class CachedRun:
 
 
 def model_nbytes(explorer: Explorer) -> int:
+    """Its weights and buffers, and the memory its tokenizer holds (estimated as it loaded)."""
     tensors = [*explorer.model.parameters(), *explorer.model.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.numel() * t.element_size() for t in tensors) + explorer.tokenizer_nbytes
 
 
 @dataclass(frozen=True)

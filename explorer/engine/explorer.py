@@ -35,6 +35,7 @@ class Explorer:
         self.path = checkpoint.path
         self.config: ModelConfig = checkpoint.config
         self.tokenizer = checkpoint.tokenizer
+        self.tokenizer_nbytes = checkpoint.tokenizer_bytes  # estimated from what it counts
         self.device = torch.device(device) if device else default_device()
         self.model = checkpoint.model.to(self.device).eval()
         self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one

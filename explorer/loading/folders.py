@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import math
 import struct
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import torch
@@ -18,7 +21,14 @@ from tokenizers import Tokenizer
 from explorer.engine.config import ModelConfig, brief
 from explorer.engine.model import Transformer
 from explorer.errors import CheckpointError, UnsupportedConfigError
-from explorer.loading.weights import Checkpoint, build_model, check_fits, check_shapes, to_hf_state_dict
+from explorer.loading.weights import (
+    Checkpoint,
+    build_model,
+    check_fits,
+    check_shapes,
+    to_hf_state_dict,
+    tokenizer_nbytes,
+)
 
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 INDEX = "model.safetensors.index.json"
@@ -164,7 +174,103 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def read_tokenizer(path: Path) -> Tokenizer:
+# What a tokenizer.json may hold, checked before it is built (`inspect_tokenizer`). The tokenizers
+# library builds it holding Python's lock throughout, so while it builds the server answers no one:
+# 400,000 added tokens (62.7 MB) held every page for 6.5 s and 3 GB. Added tokens cost most (a
+# matcher over all of them): real models have a few hundred, Gemma's ~6,000 short ones.
+MAX_ADDED_TOKENS = 1 << 16
+MAX_ADDED_TOKEN_BYTES = 1 << 20  # their text together
+MAX_TOKENIZER_ENTRIES = 1 << 21  # vocabulary, merges and added tokens together
+INSPECT_SECONDS = 60.0
+
+# The tokenizer.json is read in a child process: parsing 64 MB of JSON here would hold the server
+# for a second and hundreds of MB of Python objects. It prints what the checks need, as JSON.
+_INSPECT = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+with open(sys.argv[1], "rb") as file:
+    data = json.load(file)
+model = data.get("model") if isinstance(data, dict) else None
+model = model if isinstance(model, dict) else {}
+vocab = model.get("vocab") or {}
+ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab)))
+names = list(vocab) if isinstance(vocab, dict) else [v[0] if isinstance(v, list) and v else "" for v in vocab]
+added = data.get("added_tokens") or [] if isinstance(data, dict) else []
+added = [t for t in added if isinstance(t, dict)] if isinstance(added, list) else []
+ids += [t.get("id") for t in added]
+names += [t.get("content") for t in added]
+ids = [i if isinstance(i, int) and not isinstance(i, bool) else -1 for i in ids]
+top = max(range(len(ids)), key=ids.__getitem__, default=None)
+print(json.dumps({
+    "vocab": len(vocab),
+    "merges": len(model.get("merges") or []),
+    "added": len(added),
+    "added_bytes": sum(len(str(t.get("content", "")).encode("utf-8", "replace")) for t in added),
+    "max_id": ids[top] if top is not None else -1,
+    "max_id_token": str(names[top])[:40] if top is not None else "",
+    "min_id": min(ids, default=0),
+}))
+"""
+
+
+@dataclass(frozen=True)
+class TokenizerCounts:
+    """What a tokenizer holds, counted before it is built."""
+
+    vocab: int
+    merges: int
+    added: int  # added (special) tokens
+    added_bytes: int  # their text together
+    max_id: int
+    max_id_token: str = ""
+    min_id: int = 0
+
+    def nbytes(self) -> int:
+        return tokenizer_nbytes(self.vocab, self.merges, self.added, self.added_bytes)
+
+
+def inspect_tokenizer(file: Path) -> TokenizerCounts:
+    """Count what `file` (a tokenizer.json) holds, reading it in a child process."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _INSPECT, str(file)],
+            capture_output=True,
+            text=True,
+            timeout=INSPECT_SECONDS,
+        )
+        counts = TokenizerCounts(**json.loads(done.stdout)) if done.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError, TypeError):
+        counts = None
+    if counts is None:
+        raise CheckpointError("tokenizer.json could not be read (not valid JSON, or too large to parse).")
+    return counts
+
+
+def check_tokenizer(counts: TokenizerCounts, vocab_size: int) -> None:
+    """Refuse a tokenizer too large to build without holding the server, or whose ids pass the model's
+    vocabulary (a prompt holding one would index past the embedding)."""
+    if counts.added > MAX_ADDED_TOKENS or counts.added_bytes > MAX_ADDED_TOKEN_BYTES:
+        raise CheckpointError(
+            f"tokenizer.json adds {counts.added:,} tokens ({counts.added_bytes:,} bytes of text); at most "
+            f"{MAX_ADDED_TOKENS:,} tokens and {MAX_ADDED_TOKEN_BYTES:,} bytes are built."
+        )
+    if counts.max_id >= vocab_size or counts.min_id < 0:
+        bad = counts.max_id if counts.max_id >= vocab_size else counts.min_id
+        raise CheckpointError(
+            f"tokenizer.json gives a token ({brief(counts.max_id_token)}) the id {brief(bad)}, outside the "
+            f"model's vocabulary of {vocab_size:,} embeddings."
+        )
+    entries = counts.vocab + counts.merges + counts.added
+    if entries > MAX_TOKENIZER_ENTRIES or counts.vocab > vocab_size:
+        raise CheckpointError(
+            f"tokenizer.json holds {counts.vocab:,} tokens and {counts.merges:,} merges for a vocabulary of "
+            f"{vocab_size:,}; at most {vocab_size:,} tokens and {MAX_TOKENIZER_ENTRIES:,} entries are built."
+        )
+
+
+def read_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[Tokenizer, int]:
+    """The folder's tokenizer.json, counted and checked (`check_tokenizer`, against `vocab_size` if
+    given) before it is built; with the estimate of the memory it holds."""
     file = path / "tokenizer.json"
     if not file.is_file():
         raise CheckpointError(
@@ -172,8 +278,11 @@ def read_tokenizer(path: Path) -> Tokenizer:
         )
     if file.stat().st_size > TOKENIZER_MAX_BYTES:
         raise CheckpointError(f"tokenizer.json is larger than {TOKENIZER_MAX_BYTES:,} bytes; it is not read.")
+    counts = inspect_tokenizer(file)
+    if vocab_size is not None:
+        check_tokenizer(counts, vocab_size)
     try:
-        return Tokenizer.from_file(str(file))
+        return Tokenizer.from_file(str(file)), counts.nbytes()
     except Exception as error:
         raise CheckpointError(f"tokenizer.json could not be read: {brief(str(error), 120)}") from None
 
@@ -186,11 +295,14 @@ def load_folder(path: Path, name: str, dtype=torch.float32, max_bytes: float | N
         config = read_config(path)
         check_shapes(config, tensor_shapes(safetensors_files(path)))
         check_fits(config, dtype, max_bytes)
-        tokenizer = read_tokenizer(path)
+        tokenizer, tokenizer_bytes = read_tokenizer(path, config.vocab_size)
+        check_fits(config, dtype, max_bytes, tokenizer_bytes)
         model = build_model(config, read_state_dict(path), dtype)
     except CheckpointError as error:
         raise CheckpointError(f"{name}: {error}") from None
-    return Checkpoint(name=name, path=path, config=config, model=model, tokenizer=tokenizer)
+    return Checkpoint(
+        name=name, path=path, config=config, model=model, tokenizer=tokenizer, tokenizer_bytes=tokenizer_bytes
+    )
 
 
 def save_checkpoint(model: Transformer, tokenizer: Tokenizer, out: Path) -> None:

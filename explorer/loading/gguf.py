@@ -31,7 +31,7 @@ import torch
 from explorer.engine.config import SIZE_LIMITS, ModelConfig, RopeScaling, brief, brief_count
 from explorer.errors import CheckpointError
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
-from explorer.loading.weights import Checkpoint, build_model, check_fits
+from explorer.loading.weights import Checkpoint, build_model, check_fits, tokenizer_nbytes
 
 ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2"}  # GGUF name -> model_type
 # llama.cpp's tensor names (gguf-py `TENSOR_NAMES`) -> ours (HF Llama's, which `build_model` reads).
@@ -321,8 +321,12 @@ def load_gguf(
     config = config_from_header(header, path.name)
     check_tensors(header, config, path.name)
     check_tokenizer(header, config, path.name)
+    tokenizer_bytes = tokenizer_nbytes(
+        header.string_arrays.get("tokenizer.ggml.tokens", (0, 0))[0],
+        header.string_arrays.get("tokenizer.ggml.merges", (0, 0))[0],
+    )
     try:
-        check_fits(config, dtype, max_bytes)
+        check_fits(config, dtype, max_bytes, tokenizer_bytes)
     except CheckpointError as error:
         raise CheckpointError(f"{path.name}: {error}") from None
     if ROPE_FREQS in header.tensors:
@@ -333,7 +337,14 @@ def load_gguf(
     state = read_state_dict(path, header, config, progress)
     progress(0.9, "Building the model")
     model = build_model(config, state, dtype)
-    return Checkpoint(name=path.name, path=path, config=config, model=model, tokenizer=tokenizer)
+    return Checkpoint(
+        name=path.name,
+        path=path,
+        config=config,
+        model=model,
+        tokenizer=tokenizer,
+        tokenizer_bytes=tokenizer_bytes,
+    )
 
 
 def _with_freq_factors(config: ModelConfig, factors: torch.Tensor, name: str) -> ModelConfig:

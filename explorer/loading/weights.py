@@ -24,6 +24,7 @@ class Checkpoint:
     config: ModelConfig
     model: Transformer
     tokenizer: Tokenizer
+    tokenizer_bytes: int = 0  # the memory the tokenizer holds, estimated from what it counts
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -87,16 +88,27 @@ def _first_five(names: list[str]) -> str:
     return ", ".join(brief(name, 80) for name in names[:5]) + (" …" if len(names) > 5 else "")
 
 
-def check_fits(config: ModelConfig, dtype: torch.dtype, max_bytes: float | None) -> None:
-    """Refuse, before loading, a model whose weights in `dtype` would pass `max_bytes`."""
+def check_fits(
+    config: ModelConfig, dtype: torch.dtype, max_bytes: float | None, tokenizer_bytes: int = 0
+) -> None:
+    """Refuse, before loading, a model whose weights in `dtype` and tokenizer (its estimated memory)
+    would pass `max_bytes`."""
     n_parameters = sum(math.prod(shape) for shape in expected_shapes(config).values())
-    nbytes = n_parameters * dtype.itemsize
+    nbytes = n_parameters * dtype.itemsize + tokenizer_bytes
     if max_bytes is not None and nbytes > max_bytes:
+        tokenizer = f" and a tokenizer of ~{tokenizer_bytes / 1e9:.1f} GB" if tokenizer_bytes >= 5e7 else ""
         raise CheckpointError(
-            f"it has {n_parameters / 1e6:,.0f}M parameters, {nbytes / 1e9:.1f} GB in "
+            f"it has {n_parameters / 1e6:,.0f}M parameters{tokenizer}, {nbytes / 1e9:.1f} GB in "
             f"{str(dtype).removeprefix('torch.')}: above the memory budget of {max_bytes / 1e9:g} GB. "
             "Pick a smaller model."
         )
+
+
+def tokenizer_nbytes(vocab: int, merges: int, added: int = 0, added_bytes: int = 0) -> int:
+    """Memory a built tokenizer holds, estimated from what it counts: measured at 170-200 bytes per
+    vocabulary entry and merge (a 262,144-token BPE: +90 MB resting), and for added tokens ~2 KB each,
+    most of it the matcher over their text (16,384 tokens of 110 characters: +34 MB)."""
+    return 200 * (vocab + merges + added) + 24 * added_bytes
 
 
 def from_hf_state_dict(hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
