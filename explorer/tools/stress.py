@@ -9,7 +9,14 @@ budget of `--budget-gb`) and drives it over plain HTTP from threads, every reque
                 foreign config, a path too long, a path that is not there
     memory      one model under four spellings, models that together pass the budget, a prompt at the
                 app's token limit whose maps must be computed block by block, and its layer switches
+    probe       what an outside probe got through (issue 24): 10 MB patching answer, distractor and
+                prompt, a GGUF listing 10⁷ tokens for 263 embeddings, a tokenizer.json of 400,000 added
+                tokens, one giving ids past the vocabulary, and loads from fresh sessions of one address
     burst       more requests at once than the queue holds
+
+Visitors come from addresses of their own (127.0.0.2 and on), as loads a minute are counted by address;
+the server allows 60 loads a minute in all, so that the run's own loads pass. Each probe request is
+also listed with what it cost: its time, `GET /` while it ran, and the server's RSS.
 
 A request fails when it errors, times out or answers other than expected (a refusal with its clear
 message is the expected answer to hostile input). Meanwhile `GET /` is timed every 0.25 s and the
@@ -20,6 +27,7 @@ app of another checkout (its own code, the same requests), to compare two versio
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import torch
 
 from explorer.app import memory
@@ -60,6 +69,7 @@ class Result:
     end: float
     ok: bool
     detail: str = ""
+    answer_bytes: int = 0
 
     @property
     def seconds(self) -> float:
@@ -72,7 +82,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_checkpoints(folder: Path, context: int, wide_mlp: int = 6144) -> dict[str, Path]:
+def make_checkpoints(
+    folder: Path, context: int, wide_mlp: int = 6144, added: int = 400_000, gguf_tokens: int = 10_000_000
+) -> dict[str, Path]:
     """Seeded random models with the bundled tokenizer, and hostile checkpoints built from them."""
     from tokenizers import Tokenizer
 
@@ -114,36 +126,123 @@ def make_checkpoints(folder: Path, context: int, wide_mlp: int = 6144) -> dict[s
         else:
             os.link(paths["long"] / "model.safetensors", target / "model.safetensors")
         paths[name] = target
+    paths |= hostile_tokenizers(folder, paths["long"], added)
+    paths["tokens.gguf"] = token_list_gguf(folder / "tokens.gguf", gguf_tokens)
+    for i in range(5):  # small models to load from fresh sessions of one address
+        target = folder / f"fresh-{i}"
+        target.mkdir()
+        for file in paths["long"].iterdir():
+            os.link(file, target / file.name)
+        paths[f"fresh-{i}"] = target
     return paths
 
 
+def hostile_tokenizers(folder: Path, model: Path, added: int) -> dict[str, Path]:
+    """The `model` with a tokenizer.json of `added` added tokens of ~100 characters (400,000: 63 MB),
+    and with one whose added token's id is past the model's vocabulary."""
+    vocab_size = json.loads((model / "config.json").read_text())["vocab_size"]
+    base = json.loads((model / "tokenizer.json").read_text())
+    paths = {}
+    for name, tokens in (
+        ("added-tokens", [(4000 + i % 90, f"<tok_{i}_" + "x" * 90 + ">") for i in range(added)]),
+        ("past-vocab", [(vocab_size + 7, "<past-the-vocabulary>")]),
+    ):
+        target = folder / name
+        target.mkdir()
+        for file in model.iterdir():
+            if file.name != "tokenizer.json":
+                os.link(file, target / file.name)
+        special = dict(single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
+        extra = [dict(id=i, content=text, **special) for i, text in tokens]
+        (target / "tokenizer.json").write_text(
+            json.dumps({**base, "added_tokens": base["added_tokens"] + extra})
+        )
+        paths[name] = target
+    return paths
+
+
+def token_list_gguf(path: Path, count: int) -> Path:
+    """A llama GGUF whose token list has `count` entries for an embedding of 263 rows (10⁷: 159 MB)."""
+    from gguf import GGUFWriter
+
+    from explorer.loading.gguf import expected_tensors
+
+    config = ModelConfig(
+        vocab_size=263, hidden_size=64, n_layers=1, n_heads=4, n_kv_heads=2, intermediate_size=128
+    )
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.n_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.n_heads)
+    writer.add_head_count_kv(config.n_kv_heads)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"t{i}" for i in range(count)])
+    writer.add_token_merges(["t 0"])
+    generator = np.random.default_rng(0)
+    for name, shape in expected_tensors(config).items():
+        writer.add_tensor(name, generator.standard_normal(shape).astype(np.float32) * 0.02)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 class Stress:
-    def __init__(self, app: App, paths: dict[str, Path], clients: int, max_tokens: int):
-        self.app, self.paths, self.clients, self.max_tokens = app, paths, clients, max_tokens
+    def __init__(self, url: str, timeout: float, paths: dict[str, Path], clients: int, max_tokens: int):
+        self.url, self.timeout, self.paths, self.clients, self.max_tokens = (
+            url,
+            timeout,
+            paths,
+            clients,
+            max_tokens,
+        )
         self.results: list[Result] = []
         self._lock = threading.Lock()
+        self._apps: dict[str, App] = {}
+        self._addresses = (f"127.0.0.{i}" for i in itertools.count(2))
 
-    def request(self, category, name, api, data, expect, session=None, body=None) -> Result:
-        """One event; `expect(status_text)` says whether its answer is the right one."""
+    def address(self) -> str:
+        """An address no visitor used before (127.0.0.2, .3, …)."""
+        with self._lock:
+            return next(self._addresses)
+
+    def app(self, address: str) -> App:
+        with self._lock:
+            return self._apps.setdefault(address, App(self.url, self.timeout, address))
+
+    def request(self, category, name, api, data, expect, session=None, body=None, address=None) -> Result:
+        """One event, from `address` (a new one if not given); `expect(status_text)` says whether its
+        answer is the right one."""
+        app = self.app(address or self.address())
         start = time.monotonic()
-        ok, outputs = self.app.call(api, data, session, body)
+        ok, outputs = app.call(api, data, session, body)
         status = status_of(outputs) if ok else str(outputs)
         answered = ok or "Queue is full" in status  # the queue's refusal is an answer, if one expected
         good = answered and expect(status) and "Something went wrong" not in status
         result = Result(
-            category=category, name=name, start=start, end=time.monotonic(), ok=good, detail=status[:160]
+            category=category,
+            name=name,
+            start=start,
+            end=time.monotonic(),
+            ok=good,
+            detail=status[:160],
+            answer_bytes=len(json.dumps(outputs, ensure_ascii=False).encode()),
         )
         with self._lock:
             self.results.append(result)
         return result
 
     def visitor(self, number: int) -> None:
-        session = uuid.uuid4().hex
+        session, address = uuid.uuid4().hex, self.address()
         for i in range(4):
             text = f"{LINE * (1 + (number + i) % 4)} Visitor {number}, prompt {i}."
-            self.request("concurrent", "run", "run", [text, 0, 0], _ran, session)
+            self.request("concurrent", "run", "run", [text, 0, 0], _ran, session, address=address)
             for layer, head in ((1 + i % 3, number % 8), (0, (number + 3) % 8)):
-                self.request("concurrent", "layer", "layer", [layer, head, 1, 0, *FOLLOWED], _kept, session)
+                switch = [layer, head, 1, 0, *FOLLOWED]
+                self.request("concurrent", "layer", "layer", switch, _kept, session, address=address)
 
     def hostile_prompts(self) -> None:
         cases = {
@@ -174,21 +273,56 @@ class Stress:
         self.request("configs", "no such path", "load_model", ["/no/such/model"], _says("No directory"))
 
     def memory_pressure(self) -> None:
-        long, session = self.paths["long"], uuid.uuid4().hex
+        long, session, address = self.paths["long"], uuid.uuid4().hex, self.address()
+        visit = dict(session=session, address=address)
         for spelling in (str(long), f"{long}/.", f"{long}/./.", f"{long}//"):  # one model, loaded once
-            self.request("memory", "spellings", "load_model", [spelling], _says("Loaded"), session)
+            self.request("memory", "spellings", "load_model", [spelling], _says("Loaded"), **visit)
         text = LINE * (self.max_tokens // 16)  # past the app's token limit
-        self.request("memory", "run at the token limit", "run", [text, 0, 0], _truncated, session)
+        self.request("memory", "run at the token limit", "run", [text, 0, 0], _truncated, **visit)
         for layer, head in ((1, 3), (2, 7), (3, 0)):  # positions within the sliders' first range
             switch = [layer, head, 1, 0, *FOLLOWED]
-            self.request("memory", "layer switch at the limit", "layer", switch, _kept, session)
-        self.request("memory", "overview at the limit", "overview", [], _kept, session)
+            self.request("memory", "layer switch at the limit", "layer", switch, _kept, **visit)
+        self.request("memory", "overview at the limit", "overview", [], _kept, **visit)
         for name in ("wide", *(f"wide-{i}" for i in range(1, 6))):  # together past the budget: evictions
-            visitor = uuid.uuid4().hex
-            self.request(
-                "memory", "load a wide model", "load_model", [str(self.paths[name])], _says("Loaded"), visitor
-            )
-            self.request("memory", "run a wide model", "run", [LINE * 8, 0, 0], _ran, visitor)
+            visit = dict(session=uuid.uuid4().hex, address=self.address())
+            source = [str(self.paths[name])]
+            self.request("memory", "load a wide model", "load_model", source, _says("Loaded"), **visit)
+            self.request("memory", "run a wide model", "run", [LINE * 8, 0, 0], _ran, **visit)
+
+    def probe(self) -> None:
+        """What an outside probe got through (issue 24), each answered at once with a brief message."""
+        clean, corrupted = (
+            "To be, or not to be, that is the question",
+            "To be, or not to go, that is the question",
+        )
+        huge = "x" * 10_000_000
+        for name, words, says in (
+            ("10 MB answer", [clean, corrupted, huge, " be"], "characters long"),
+            ("10 MB distractor", [clean, corrupted, " the", huge], "characters long"),
+            ("10 MB clean prompt", [huge, corrupted, " the", " be"], "longer than"),
+        ):
+            self.request("probe", name, "patch", words, _briefly(says), session=uuid.uuid4().hex)
+        too_many = f"at most {2**21:,} are read"
+        self.request(
+            "probe", "GGUF of 10⁷ tokens", "load_model", [str(self.paths["tokens.gguf"])], _says(too_many)
+        )
+        added = "at most 65,536 tokens and 1,048,576 bytes are built"
+        self.request(
+            "probe", "400k added tokens", "load_model", [str(self.paths["added-tokens"])], _says(added)
+        )
+        visit = dict(session=uuid.uuid4().hex, address=self.address())
+        past = [str(self.paths["past-vocab"])]
+        self.request(
+            "probe", "ids past the vocabulary", "load_model", past, _says("outside the model's"), **visit
+        )
+        self.request(
+            "probe", "a prompt holding one", "run", ["To be <past-the-vocabulary>", 0, 0], _ran, **visit
+        )
+        address = self.address()  # one visitor reconnecting: a new session each time
+        for i in range(5):
+            expect = _says("Loaded") if i < 3 else _says("from one address")
+            source = [str(self.paths[f"fresh-{i}"])]
+            self.request("probe", "load from a fresh session", "load_model", source, expect, address=address)
 
     def burst(self, count: int) -> None:
         def one(i):
@@ -213,6 +347,10 @@ def _kept(status: str) -> bool:
 
 def _says(message: str):
     return lambda status: message in status.replace("&#x27;", "'")
+
+
+def _briefly(message: str):
+    return lambda status: message in status and len(status.encode()) < 1024
 
 
 def _ran_or_queue_full(status: str) -> bool:
@@ -251,6 +389,28 @@ def table(results: list[Result], monitor: Monitor, budget: float, baseline: int,
     return "\n".join(lines)
 
 
+def costs(results: list[Result], monitor: Monitor) -> str:
+    """One line per request: its time, the slowest `GET /` while it ran, the server's RSS before it and
+    at its peak, and the bytes of its answer."""
+    if not results:
+        return ""
+    lines = [
+        "",
+        "| probe | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        pages = [seconds for start, seconds in monitor.pages if r.start <= start <= r.end] or [0.0]
+        before = [rss for t, rss in monitor.rss if t <= r.start][-1:] or [0]
+        during = [rss for t, rss in monitor.rss if r.start <= t <= r.end] or before
+        lines.append(
+            f"| {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
+            f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
+            f"| {r.answer_bytes:,} B |"
+        )
+    return "\n".join(lines)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -274,10 +434,13 @@ def main(argv: list[str] | None = None) -> int:
 
     budget = args.budget_gb * 1e9
     with tempfile.TemporaryDirectory(prefix="explorer-stress-") as folder:
-        paths = make_checkpoints(Path(folder), context=args.max_tokens, wide_mlp=256 if args.quick else 6144)
+        print("writing the checkpoints …", file=sys.stderr, flush=True)
+        sizes = dict(wide_mlp=256, added=100_000, gguf_tokens=2_200_000) if args.quick else {}
+        paths = make_checkpoints(Path(folder), context=args.max_tokens, **sizes)
         port = free_port()
         env = {**os.environ, "EXPLORER_MODELS": "any", "EXPLORER_MEMORY_GB": str(args.budget_gb)}
         env |= {"EXPLORER_MAX_TOKENS": str(args.max_tokens), "GRADIO_ANALYTICS_ENABLED": "False"}
+        env |= {"EXPLORER_SERVER_LOADS_PER_MINUTE": "60"}  # the run's own loads; 3 per address stays
         env.pop("SPACE_ID", None)
         server = subprocess.Popen(
             [sys.executable, "-c", SERVE, str(port)],
@@ -297,13 +460,14 @@ def main(argv: list[str] | None = None) -> int:
                 target=_guard, args=(server, args.guard_gb * 1e9, monitor.stop), daemon=True
             )
             guard.start()
-            stress = Stress(App(url, args.timeout), paths, args.clients, args.max_tokens)
+            stress = Stress(url, args.timeout, paths, args.clients, args.max_tokens)
             started = time.monotonic()
             phases = {
                 "concurrent": lambda: _together(stress.visitor, range(args.clients)),
                 "prompts": stress.hostile_prompts,
                 "configs": stress.hostile_configs,
                 "memory": stress.memory_pressure,
+                "probe": stress.probe,
                 "burst": lambda: stress.burst(args.burst),
             }
             for name, phase in phases.items():
@@ -322,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.kill()
     load = os.getloadavg()
     print(table(stress.results, monitor, budget, baseline, resting))
+    print(costs([r for r in stress.results if r.category == "probe"], monitor))
     averages = " / ".join(f"{value:.2f}" for value in load)
     print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
     for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:
