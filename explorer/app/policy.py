@@ -8,8 +8,8 @@ from the environment (docs/deploying.md):
     EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
     EXPLORER_QUEUE_SIZE        requests waiting in the queue                           64
     EXPLORER_CONCURRENCY       requests of one kind computed at once                   1
-    EXPLORER_LOADS_PER_MINUTE  model loads started from one address a minute           3
-    EXPLORER_SERVER_LOADS_PER_MINUTE  model loads started by all visitors a minute     12
+    EXPLORER_LOADS_PER_MINUTE         model loads started from one address a minute      3
+    EXPLORER_SERVER_LOADS_PER_MINUTE  model loads started by all visitors a minute       12
 
 It is applied where the app loads a model (`explorer.app.workspace.Workspace`), never in `explorer.load`: a
 Python user loads whatever they like. A refused source gets one message whatever it names, so the

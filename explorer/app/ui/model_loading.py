@@ -1,7 +1,7 @@
 """Loading a model from the picker (or from a link): each stage reported through gr.Progress, and a
 message when it is done; a model that cannot load leaves the one on screen in place. The operator's
 policy answers a source first; a load (not a switch to a model in memory) counts against the
-visitor's loads a minute, and loads go one at a time, whoever asks."""
+loads a minute of its address and of the server, and loads go one at a time, whoever asks."""
 
 from __future__ import annotations
 
