@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import time
 
 import pytest
 import torch
@@ -185,3 +186,14 @@ def app(browser_context, app_url):
         yield AppPage(page, app_url).open()
     finally:
         page.close()
+
+
+def refusal(source) -> tuple[str, float]:
+    """The message `explorer.load` refuses `source` with, and the seconds it took."""
+    import explorer
+    from explorer.errors import CheckpointError
+
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError) as error:
+        explorer.load(source, device="cpu")
+    return str(error.value), time.perf_counter() - start

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import HF_CONFIGS
+from conftest import HF_CONFIGS, refusal
 
 import explorer
 from explorer.engine.model import Transformer
@@ -40,13 +39,6 @@ def nothing_is_built(monkeypatch):
 
     monkeypatch.setattr(weights, "Transformer", refuse)
     monkeypatch.setattr(folders, "load_file", refuse)
-
-
-def refusal(source) -> tuple[str, float]:
-    start = time.perf_counter()
-    with pytest.raises(CheckpointError) as error:
-        explorer.load(source, device="cpu")
-    return str(error.value), time.perf_counter() - start
 
 
 def test_a_million_layer_config_is_refused_in_under_a_second_with_nothing_built(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import explorer
 from explorer.errors import CheckpointError
 from explorer.loading import gguf
 from explorer.loading.gguf_header import read_header
-from tests.conftest import make_hf_checkpoint
+from tests.conftest import make_hf_checkpoint, refusal
 from tests.gguf_files import (
     patch_array_count,
     patch_name,
@@ -59,13 +58,6 @@ def nothing_is_built(monkeypatch):
 
     monkeypatch.setattr(gguf, "read_tokenizer", refuse)
     monkeypatch.setattr(gguf, "read_state_dict", refuse)
-
-
-def refusal(path) -> tuple[str, float]:
-    start = time.perf_counter()
-    with pytest.raises(CheckpointError) as error:
-        explorer.load(path, device="cpu")
-    return str(error.value), time.perf_counter() - start
 
 
 def header_refusal(path) -> str:

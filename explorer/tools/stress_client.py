@@ -1,10 +1,13 @@
 """The stress run's view of the served app from outside: its HTTP API called as a visitor's browser
-calls it (`App`), and a `Monitor` sampling the server's memory and timing the page while it runs."""
+calls it (`App`), a `Monitor` sampling the server's memory and timing the page while it runs, and the
+served process waited for (`wait_until_up`) and kept within a memory limit (`guard`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -101,3 +104,27 @@ class Monitor(threading.Thread):
         self.pages.append((start, 30.0 if error else time.monotonic() - start))
         if error:
             self.errors.append((start, error))
+
+
+def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the app exited at startup: {server.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the app did not answer {url} within {seconds:.0f} s")
+
+
+def guard(server: subprocess.Popen, limit: float, stop: threading.Event) -> None:
+    """Kill the server if its memory passes `limit` (a run of unbounded code must not take the machine)."""
+    while not stop.is_set() and server.poll() is None:
+        if memory.rss_bytes(server.pid) > limit:
+            print(f"the server passed {limit / 1e9:g} GB and was killed", file=sys.stderr)
+            server.kill()
+            return
+        time.sleep(0.1)
