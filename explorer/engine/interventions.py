@@ -274,7 +274,8 @@ def _sweep(
         patched_layers = range(first, min(first + layers_per_pass, c.n_layers))
         rows = None  # [R, M, hidden] residual stream of every patch so far, positions start..N−1
         for layer in range(first, c.n_layers):
-            through = dict(layers=range(layer, layer + 1), positions=positions, cache=prefix, last_only=True)
+            last = layer == c.n_layers - 1  # only the model's last block may drop the other positions
+            through = dict(layers=range(layer, layer + 1), positions=positions, cache=prefix, last_only=last)
             if rows is not None:
                 rows = model.hidden_states(stream=rows, **through)
             if layer in patched_layers:

@@ -245,8 +245,9 @@ class Transformer(nn.Module):
         - `positions` of the M tokens (default 0..M−1); `cache` holds the keys and values of the ones
           before, and takes the new ones if it keeps them (`explorer.engine.kv_cache`).
         - `taps` read or edit the stream at their points (`Taps`).
-        - `last_only`: the model's last block computes the last position alone; the stream returned is
-          then [B, 1, hidden]. The keys and values of every position are still computed.
+        - `last_only`: the last of `layers` computes the last position alone (no later block reads the
+          others); the stream returned is then [B, 1, hidden]. The keys and values of every position
+          are still computed.
         """
         layers = range(self.config.n_layers) if layers is None else layers
         if stream is None:
@@ -259,7 +260,7 @@ class Transformer(nn.Module):
         p = self.pass_over(positions, stream.dtype, cache, taps)
         last = self.config.n_layers - 1
         for layer in layers:
-            stream = self.layers[layer](stream, layer, p, last_only and layer == last)
+            stream = self.layers[layer](stream, layer, p, last_only and layer == layers[-1])
         if layers.stop <= last:
             return stream
         return tapped(taps.final, self.config.n_layers, self.norm(stream))

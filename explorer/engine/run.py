@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from explorer.engine import lens
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import Ablation
@@ -98,6 +99,22 @@ class Run:
             (tokenizer.decode([i], skip_special_tokens=False), p)
             for i, p in zip(ids.tolist(), probs.tolist(), strict=True)
         ]
+
+    def logit_lens(self, positions: list[int] | None = None, top_k: int = 5) -> lens.LogitLens:
+        """What the model is about to say after every layer, at `positions` (None: all): the top-k
+        tokens, their probabilities and the KL to the output (`explorer.engine.lens`)."""
+        return lens.logit_lens(self, positions, top_k)
+
+    def logit_attribution(
+        self, answer: str, distractor: str | None = None, position: int = -1
+    ) -> lens.Attribution:
+        """The direct effect of each head, MLP and the embedding on logit(answer) (− logit(distractor))
+        at `position`; the parts sum to the total (`explorer.engine.lens`)."""
+        return lens.logit_attribution(self, answer, distractor, position)
+
+    def attention_to(self, key: int, query: int = -1) -> torch.Tensor:
+        """Every head's attention weight from `query` to `key`.  # [L, H] float32 CPU"""
+        return lens.attention_to(self, key, query)
 
     def _check_layer(self, layer: int) -> None:
         n_layers = self.config.n_layers

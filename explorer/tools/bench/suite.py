@@ -12,6 +12,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --generate # tokens per second of generation (tools.bench.generate)
     python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
     python -m explorer.bench --browser  # what a person waits for in Chromium (tools.bench.browser)
+    python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import browser, generate, patching
+from explorer.tools.bench import browser, generate, lens, patching
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -109,6 +110,11 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="time what a person waits for in Chromium (tools.bench.browser)",
     )
+    parser.add_argument(
+        "--lens",
+        action="store_true",
+        help="the logit lens and attribution against one forward (tools.bench.lens)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
@@ -122,6 +128,7 @@ def parse_args(argv: list[str] | None):
         args.repeats = 2 if args.quick else 5
     if args.lengths is None:
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
+        args.lengths = (lens.N_TOKENS,) if args.lens else args.lengths
     return args
 
 
@@ -131,6 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return generate.main(args)
     if args.browser:
         return browser.main(args)
+    if args.lens:
+        return lens.main(args)
     if args.model == "smollm2-gguf":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:

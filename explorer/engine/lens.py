@@ -1,0 +1,199 @@
+"""What the model is about to say at every layer, and who writes it: the logit lens, direct logit
+attribution, and every head's attention to one token. All read a Run's cached layer inputs; none runs
+the model again over every position.
+
+- The logit lens (nostalgebraist 2020) reads the residual stream after `l` blocks through the final norm
+  and the LM head: `lm_head(norm(h_l))`, each position with its own RMS. Layer 0 is the embeddings; at
+  layer L it is the model's own logits, read from the normed final stream the forward kept (the norm is
+  applied once there, never twice: the pitfall behind TransformerLens #523). Logits are computed a
+  block of (layer, position) rows at a time within `LENS_BLOCK_BYTES`, keeping only the top-k and the
+  KL: [L+1, N, vocab] is never held (1.6 GB for SmolLM2 at 256 tokens).
+- Direct logit attribution (TransformerLens `logit_attrs`) splits the logit of one token (or the
+  difference of two) at one position into what each head, each MLP, each o_proj bias and the embedding
+  wrote into the stream, each read through the final norm with its scale frozen at the real stream's
+  RMS there. The parts then sum to the logit exactly, up to float error. Each block is entered from its
+  cached input with the position alone as its query (`Transformer.hidden_states(last_only=True)`), its
+  heads' outputs and MLP output read by taps: the direct effect, where patching measures the total.
+- `attention_to`: every head's weight from one query to one key, from each layer's projections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from explorer.engine.interventions import single_token
+from explorer.engine.model import Taps, tapped
+
+LENS_BLOCK_BYTES = 128 * 2**20  # lens logits held at once, [L+1, positions, vocab] float32
+
+
+def _position(run, position: int, name: str = "position") -> int:
+    n = run.n_tokens
+    if isinstance(position, bool) or not isinstance(position, int) or not -n <= position < n:
+        raise ValueError(f"{name} must be a whole number in [{-n}, {n - 1}], got {position!r}")
+    return position % n
+
+
+@dataclass(frozen=True, eq=False)
+class LogitLens:
+    """The lens at `positions`, every layer: layer 0 the embeddings, layer L the model's output."""
+
+    positions: list[int]  # [P] the positions computed
+    top_ids: torch.Tensor  # [L+1, P, k] int64
+    top_probs: torch.Tensor  # [L+1, P, k] float32
+    kl_to_final: torch.Tensor  # [L+1, P] KL(p_final ‖ p_layer) in nats, float32
+    run: object = field(repr=False)
+
+    def logits(self, layer: int) -> torch.Tensor:
+        """The lens' logits at `layer` for the positions computed.  # [P, vocab] float32 CPU"""
+        n_layers = self.run.config.n_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= n_layers:
+            raise ValueError(f"layer must be a whole number in [0, {n_layers}], got {layer!r}")
+        with torch.inference_mode():
+            return _lens_logits(self.run, layer, self.positions).cpu()
+
+
+def _lens_logits(run, layer: int, positions: list[int]) -> torch.Tensor:
+    """lm_head(norm(h_layer)) at `positions`; at the last layer the model's own logits.  # [P, vocab]"""
+    model = run.explorer.model
+    if layer == run.config.n_layers:
+        normed = run.final_hidden[positions]  # the forward's own final norm, applied once
+    else:
+        normed = model.norm(run.layer_inputs[layer, positions])
+    return model.lm_head(normed).float()
+
+
+@torch.inference_mode()
+def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> LogitLens:
+    """The top-k tokens, their probabilities and the KL to the output at every layer and position."""
+    model, config, n = run.explorer.model, run.config, run.n_tokens
+    wanted = list(range(n)) if positions is None else [_position(run, p) for p in positions]
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= config.vocab_size:
+        raise ValueError(f"top_k must be a whole number in [1, {config.vocab_size}], got {top_k!r}")
+    layers = config.n_layers + 1
+    top_ids = torch.empty(layers, len(wanted), top_k, dtype=torch.long)
+    top_probs = torch.empty(layers, len(wanted), top_k)
+    kl = torch.empty(layers, len(wanted))
+    # Every layer's rows of a block of positions go through the LM head in one product, which reads its
+    # weights once a block (one product a layer would read them L+1 times).
+    block = max(1, LENS_BLOCK_BYTES // (4 * config.vocab_size * layers))  # positions a block
+    for first in range(0, len(wanted), block):
+        chunk = wanted[first : first + block]
+        streams = run.layer_inputs[:, chunk]  # [L, B, hidden]
+        normed = torch.cat([model.norm(streams), run.final_hidden[None, chunk]])  # [L+1, B, hidden]
+        logits = model.lm_head(normed).float()  # [L+1, B, V]
+        values, ids = logits.topk(top_k, dim=-1)  # [L+1, B, k]: the order of the logits is the probs'
+        final = logits[-1] - logits[-1].logsumexp(-1, keepdim=True)  # [B, V] log p_final
+        p_final = final.exp()
+        # KL(p_final ‖ p_layer) = Σ p_final·log p_final − Σ p_final·logit_layer + lse_layer (Σ p_final = 1)
+        cross = torch.einsum("lbv,bv->lb", logits, p_final)  # [L+1, B]
+        # lse = max + log Σ exp(logit − max), the logits overwritten in place (a third of logsumexp's time)
+        top = values[..., 0]
+        lse = top + logits.sub_(top[..., None]).exp_().sum(-1).log_()  # [L+1, B]
+        kl[:, first : first + len(chunk)] = ((p_final * final).sum(-1) - cross + lse).clamp_min(0).cpu()
+        top_probs[:, first : first + len(chunk)] = (values - lse[..., None]).exp().cpu()
+        top_ids[:, first : first + len(chunk)] = ids.cpu()
+    return LogitLens(positions=wanted, top_ids=top_ids, top_probs=top_probs, kl_to_final=kl, run=run)
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """The direct effect of every part of the model on one logit (or logit difference) at one position:
+    `embedding + heads.sum() + mlps.sum() + biases.sum() == total` up to float error."""
+
+    heads: torch.Tensor  # [L, H] head h's output z_h · W_O[h] at the position, read as a logit
+    mlps: torch.Tensor  # [L]
+    biases: torch.Tensor  # [L] o_proj's bias (zeros where the model has none)
+    embedding: float
+    total: float  # the model's logit (or logit difference) there
+    position: int
+    answer: str
+    answer_id: int
+    distractor: str | None = None
+    distractor_id: int | None = None
+
+
+@torch.inference_mode()
+def logit_attribution(run, answer: str, distractor: str | None = None, position: int = -1) -> Attribution:
+    """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts."""
+    model, config = run.explorer.model, run.config
+    tokenizer = run.explorer.tokenizer
+    position = _position(run, position)
+    answer_id = single_token(tokenizer, answer, "answer")
+    distractor_id = None if distractor is None else single_token(tokenizer, distractor, "distractor")
+    head_outputs = torch.empty(config.n_layers, config.n_heads, config.head_dim, dtype=run.layer_inputs.dtype)
+    mlps = torch.empty(config.n_layers, config.hidden_size, dtype=run.layer_inputs.dtype)
+    head_outputs, mlps = head_outputs.to(run.layer_inputs.device), mlps.to(run.layer_inputs.device)
+
+    def heads(layer: int, y: torch.Tensor) -> torch.Tensor:  # y [1, H, 1, d]
+        y = tapped(run.heads_tap, layer, y)  # the run's own ablation, as its forward applied it
+        head_outputs[layer] = y[0, :, -1]
+        return y
+
+    def mlp(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden]
+        mlps[layer] = y[0, -1]
+
+    taps = Taps(heads=heads, mlp_output=mlp)
+    for layer in range(config.n_layers):
+        stream = run.layer_inputs[layer, None, : position + 1]  # [1, position + 1, hidden]
+        model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=True)
+
+    unembed = model.lm_head.weight[answer_id].float()
+    if distractor_id is not None:
+        unembed = unembed - model.lm_head.weight[distractor_id].float()
+    h_last = _pre_norm(run, position, head_outputs, mlps)  # [hidden] the final stream before the norm
+    scale = torch.rsqrt(h_last.pow(2).mean() + model.norm.eps)  # frozen at the real stream's RMS
+    direction = model.norm.weight.float() * unembed * scale  # [hidden]: a part's dot with it is its logit
+    per_head = []
+    for layer, block in enumerate(model.layers):
+        w_o = block.self_attn.o_proj.weight.float()  # [hidden, H·d]
+        read = (direction @ w_o).view(config.n_heads, config.head_dim)  # [H, d]
+        per_head.append((head_outputs[layer].float() * read).sum(-1))
+    biases = torch.stack(
+        [
+            block.self_attn.o_proj.bias.float() @ direction
+            if block.self_attn.o_proj.bias is not None
+            else torch.zeros((), device=direction.device)
+            for block in model.layers
+        ]
+    )
+    return Attribution(
+        heads=torch.stack(per_head).cpu(),
+        mlps=(mlps.float() @ direction).cpu(),
+        biases=biases.cpu(),
+        embedding=float(run.layer_inputs[0, position].float() @ direction),
+        total=float(run.final_hidden[position].float() @ unembed),
+        position=position,
+        answer=answer,
+        answer_id=answer_id,
+        distractor=distractor,
+        distractor_id=distractor_id,
+    )
+
+
+def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:
+    """The stream leaving the last block at `position`, before the final norm: the last block's input
+    plus its attention's and MLP's outputs.  # -> [hidden] float32"""
+    last = run.explorer.model.layers[-1].self_attn
+    attention = last.merge_heads(head_outputs[-1][None, :, None])[0, 0]  # [hidden]
+    return (run.layer_inputs[-1, position] + attention + mlps[-1]).float()
+
+
+@torch.inference_mode()
+def attention_to(run, key: int, query: int = -1) -> torch.Tensor:
+    """Every head's attention weight from `query` to `key` (0 where the key is after the query).
+    # -> [L, H] float32 CPU"""
+    query, key = _position(run, query, "query"), _position(run, key, "key")
+    config = run.config
+    weights = torch.zeros(config.n_layers, config.n_heads)
+    if key > query:
+        return weights
+    for layer in range(config.n_layers):
+        p = run.projections(layer, remember=False)
+        q = p.q_rot[:, query].float()  # [H, d]
+        k = p.k_rot[p.kv_head, : query + 1].float()  # [H, query + 1, d]: each head's kv head
+        scores = (k @ q[:, :, None])[..., 0] * p.scale  # [H, query + 1]
+        weights[layer] = scores.softmax(-1)[:, key]
+    return weights
