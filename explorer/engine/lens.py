@@ -61,7 +61,7 @@ def _lens_logits(run, layer: int, positions: list[int]) -> torch.Tensor:
     if layer == run.config.n_layers:
         normed = run.final_hidden[positions]  # the forward's own final norm, applied once
     else:
-        normed = model.norm(run.layer_inputs[layer, positions])
+        normed = model.final_norm(run.layer_inputs[layer, positions])
     return model.lm_head(normed).float()
 
 
@@ -82,7 +82,7 @@ def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> Logit
     for first in range(0, len(wanted), block):
         chunk = wanted[first : first + block]
         streams = run.layer_inputs[:, chunk]  # [L, B, hidden]
-        normed = torch.cat([model.norm(streams), run.final_hidden[None, chunk]])  # [L+1, B, hidden]
+        normed = torch.cat([model.final_norm(streams), run.final_hidden[None, chunk]])  # [L+1, B, hidden]
         logits = model.lm_head(normed).float()  # [L+1, B, V]
         values, ids = logits.topk(top_k, dim=-1)  # [L+1, B, k]: the order of the logits is the probs'
         final = logits[-1] - logits[-1].logsumexp(-1, keepdim=True)  # [B, V] log p_final

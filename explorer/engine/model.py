@@ -265,6 +265,11 @@ class Transformer(nn.Module):
             return stream
         return tapped(taps.final, self.config.n_layers, self.norm(stream))
 
+    def final_norm(self, stream: torch.Tensor) -> torch.Tensor:
+        """The final norm the forward applies after the last block; the logit lens reads any layer's
+        stream through it (`explorer.engine.lens`).  # [..., hidden] -> same"""
+        return self.norm(stream)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits for every position.  # [B, N] -> [B, N, vocab]"""
         return self.lm_head(self.hidden_states(ids))
