@@ -127,15 +127,15 @@ def logit_attribution(run, answer: str, distractor: str | None = None, position:
     mlps = torch.empty(config.n_layers, config.hidden_size, dtype=run.layer_inputs.dtype)
     head_outputs, mlps = head_outputs.to(run.layer_inputs.device), mlps.to(run.layer_inputs.device)
 
-    def heads(layer: int, y: torch.Tensor) -> torch.Tensor:  # y [1, H, 1, d]
+    def record_heads(layer: int, y: torch.Tensor) -> torch.Tensor:  # y [1, H, 1, d]
         y = tapped(run.heads_tap, layer, y)  # the run's own ablation, as its forward applied it
         head_outputs[layer] = y[0, :, -1]
         return y
 
-    def mlp(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden]
+    def record_mlp(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden]
         mlps[layer] = y[0, -1]
 
-    taps = Taps(heads=heads, mlp_output=mlp)
+    taps = Taps(heads=record_heads, mlp_output=record_mlp)
     for layer in range(config.n_layers):
         stream = run.layer_inputs[layer, None, : position + 1]  # [1, position + 1, hidden]
         model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=True)
