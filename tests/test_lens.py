@@ -209,3 +209,39 @@ def test_on_smollm2_the_ioi_answer_is_the_lens_top_token_at_the_output_not_at_th
     assert lens.top_ids[-1, 0, 0] == mary and lens.top_ids[0, 0, 0] != mary
     a = run.logit_attribution(" Mary", " John")
     assert a.total > 0 and a.heads.max() > 1  # some head writes " Mary" over " John" directly
+
+
+# --- the Lens tab, served ----------------------------------------------------------------------------
+
+
+def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_computes(gqa_checkpoint):
+    import json
+
+    from explorer.app.policy import Policy
+    from explorer.app.ui import build_demo
+    from explorer.app.workspace import Workspace
+    from explorer.tools.stress_client import App, status_of
+    from tests.conftest import free_port
+
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy())
+    demo = build_demo(workspace)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        app = App(demo.local_url, timeout=60)
+        assert app.call("run", [PROMPT, 0, 0], "lens")[0]
+        ok, (status, _, _, position, grid, rank, attribution) = app.call("lens", [0, "", "", 0], "lens")
+        run = workspace.run("", PROMPT)
+        assert ok and status_of([status]) == "" and position["value"] == run.n_tokens - 1
+        cells = json.loads(grid["plot"])["data"][0]
+        lens = run.logit_lens(top_k=5)
+        assert len(cells["text"]) == run.config.n_layers + 1 and len(cells["text"][0]) == run.n_tokens
+        assert "KL to the output" in cells["customdata"][0][0]
+        assert "after every layer" in json.loads(rank["plot"])["layout"]["title"]["text"]
+        ok, (status, rank, attribution) = app.call("attribution", [ANSWER, DISTRACTOR, 5], "lens")
+        a = run.logit_attribution(ANSWER, DISTRACTOR, 5)
+        title = json.loads(attribution["plot"])["layout"]["title"]["text"]
+        assert ok and f"{a.total:+.3f} in all" in title and lens.top_probs.shape[1] == run.n_tokens
+        ok, (status, *_) = app.call("attribution", [" question", "", 5], "lens")
+        assert ok and "is 6 tokens" in status_of([status])
+    finally:
+        demo.close()

@@ -109,20 +109,25 @@ class Attribution:
     embedding: float
     total: float  # the model's logit (or logit difference) there
     position: int
-    answer: str
+    answer: str | int
     answer_id: int
-    distractor: str | None = None
+    distractor: str | int | None = None
     distractor_id: int | None = None
 
 
 @torch.inference_mode()
-def logit_attribution(run, answer: str, distractor: str | None = None, position: int = -1) -> Attribution:
-    """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts."""
+def logit_attribution(
+    run, answer: str | int, distractor: str | int | None = None, position: int = -1
+) -> Attribution:
+    """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts. A
+    token is its text (one token of the vocabulary) or its id."""
     model, config = run.explorer.model, run.config
     tokenizer = run.explorer.tokenizer
     position = _position(run, position)
-    answer_id = single_token(tokenizer, answer, "answer")
-    distractor_id = None if distractor is None else single_token(tokenizer, distractor, "distractor")
+    answer_id = token_id(tokenizer, answer, "answer", config.vocab_size)
+    distractor_id = (
+        None if distractor is None else token_id(tokenizer, distractor, "distractor", config.vocab_size)
+    )
     head_outputs = torch.empty(config.n_layers, config.n_heads, config.head_dim, dtype=run.layer_inputs.dtype)
     mlps = torch.empty(config.n_layers, config.hidden_size, dtype=run.layer_inputs.dtype)
     head_outputs, mlps = head_outputs.to(run.layer_inputs.device), mlps.to(run.layer_inputs.device)
@@ -171,6 +176,15 @@ def logit_attribution(run, answer: str, distractor: str | None = None, position:
         distractor=distractor,
         distractor_id=distractor_id,
     )
+
+
+def token_id(tokenizer, token: str | int, role: str, vocab_size: int) -> int:
+    """A token given as its id, or as its text (a single token: `single_token`)."""
+    if isinstance(token, int) and not isinstance(token, bool):
+        if not 0 <= token < vocab_size:
+            raise ValueError(f"the {role} id must be in [0, {vocab_size - 1}], got {token}")
+        return token
+    return single_token(tokenizer, token, role)
 
 
 def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ knows Gradio; the app only wires these to its components.
     generation    a generation's steps
     pooled        a layer's views past the view budget, block by block (used by `attention`)
     export        a layer's tensors as .npz, a head's map as .csv
+    lens          the logit lens over positions × layers, a target's rank, direct logit attribution
 """
 
 from explorer.views.attention import (
@@ -33,6 +34,7 @@ from explorer.views.interventions import (
     patching,
 )
 from explorer.views.labels import clamp_position, head_name, kv_heads, layer_head_name
+from explorer.views.lens import LENS_WINDOW, attribution, default_target, lens_grid, lens_window, target_rank
 from explorer.views.overview import (
     TOP_HEAD_LISTS,
     TOP_NEXT_TOKENS,
@@ -54,6 +56,7 @@ from explorer.views.rope import (
 __all__ = [
     "ABLATION_TOP_TOKENS",
     "EAGER_TOLERANCE",
+    "LENS_WINDOW",
     "TOP_HEAD_LISTS",
     "TOP_NEXT_TOKENS",
     "VIEW_MAP_BYTES",
@@ -61,8 +64,10 @@ __all__ = [
     "ablation_next_token_ids",
     "ablation_next_tokens",
     "all_heads",
+    "attribution",
     "clamp_position",
     "default_positions",
+    "default_target",
     "default_zoom",
     "faithfulness",
     "gqa_diagram",
@@ -77,6 +82,8 @@ __all__ = [
     "kv_heads",
     "layer_figures",
     "layer_head_name",
+    "lens_grid",
+    "lens_window",
     "maps_fit",
     "next_tokens",
     "overview",
@@ -86,6 +93,7 @@ __all__ = [
     "rope_rotation",
     "rope_score_split",
     "rope_wavelengths",
+    "target_rank",
     "top_heads",
     "zoom",
 ]

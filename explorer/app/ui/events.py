@@ -23,6 +23,7 @@ from explorer.app.ui import (
     generate,
     gqa,
     intervene,
+    lens,
     model_loading,
     overview,
     rope,
@@ -59,6 +60,7 @@ class Tabs:
     overview: overview.OverviewTab
     intervene: intervene.InterveneTab
     generate: generate.GenerateTab
+    lens: lens.LensTab
 
     def each(self) -> list[gr.Tab]:
         """Every tab, in the order of `share.TABS`."""
@@ -70,6 +72,7 @@ class Tabs:
             self.overview.tab,
             self.intervene.tab,
             self.generate.tab,
+            self.lens.tab,
         ]
 
 
@@ -252,6 +255,7 @@ class ViewEvents:
         s, c, t = self.shared, self.controls, self.tabs
         every_tab = t.each()
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
+        t.lens.close_when([tab for tab in every_tab if tab is not t.lens.tab])
         for tab, name in zip(every_tab, share.TABS, strict=True):
             tab.select(lambda name=name: name, None, c.current_tab, api_name=False)
 
@@ -346,6 +350,7 @@ class ViewEvents:
             redraw=redraw,
         )
         t.intervene.wire(s, parts, runs)
+        t.lens.wire(s, runs)
         recolour_outputs = [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads]
         recolour_outputs += [t.attention.zoom, *self.stale]
         t.attention.log_box.input(

@@ -18,6 +18,7 @@ from explorer.app.ui import (
     generate,
     gqa,
     intervene,
+    lens,
     model_loading,
     overview,
     page,
@@ -69,6 +70,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 overview=overview.build(shared),
                 intervene=intervene.build(shared, controls.prompt, controls.picker),
                 generate=generate.build(shared, controls.prompt, controls.model),
+                lens=lens.build(),
             )
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")

@@ -12,7 +12,7 @@ import gradio as gr
 
 from explorer.loading import catalog
 
-TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate")
+TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate", "lens")
 COPY_JS = """(query) => {
   const link = window.location.origin + window.location.pathname + query;
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});

@@ -1,0 +1,225 @@
+"""What the model is about to say at every layer (the logit lens), a token's rank across layers, and
+who writes a logit (direct logit attribution)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import get_colorscale
+
+from explorer.engine.tokens import printable
+from explorer.figures.common import figure, grid, quoted_token, token_axis
+
+CELL_PX, CELL_CHARS = 44, 5  # a grid cell's width, and the characters of its token it shows
+
+
+def lens_figure(
+    tokens: list[str],
+    positions: list[int],
+    top_tokens: list[list[list[str]]],
+    top_probs: np.ndarray,
+    kl: np.ndarray,
+) -> go.Figure:
+    """Positions × layers, each cell its top-1 token, shaded by its probability; hover: the top-k and
+    the KL to the output.  # top_tokens [L+1][P][k], top_probs [L+1, P, k], kl [L+1, P]"""
+    n_layers = top_probs.shape[0] - 1
+    labels = [[_cell_label(row[0]) for row in layer] for layer in top_tokens]  # [L+1][P]
+    hover = [
+        [
+            "<br>".join(f"{quoted_token(t)} {p:.3f}" for t, p in zip(row, probs, strict=True))
+            + f"<br>KL to the output: {k:.3f} nats"
+            for row, probs, k in zip(layer, layer_probs, layer_kl, strict=True)
+        ]
+        for layer, layer_probs, layer_kl in zip(top_tokens, top_probs, kl, strict=True)
+    ]
+    axis = token_axis([tokens[p] for p in positions])  # labelled by the window's own tokens
+    axis["labelalias"] = dict(zip(map(str, positions), axis["labelalias"].values(), strict=True))
+    axis["tick0"] = positions[0]
+    layer_names = {
+        str(i): "embeddings" if i == 0 else "output" if i == n_layers else str(i) for i in range(n_layers + 1)
+    }
+    heatmap = dict(
+        type="heatmap",
+        z=top_probs[..., 0].astype(np.float32),
+        x=np.asarray(positions, dtype=np.int32),
+        text=labels,
+        texttemplate="%{text}",
+        textfont=dict(size=10),
+        customdata=hover,
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=get_colorscale("Blues"),
+        colorbar=dict(title=dict(text="top-1 probability", side="right"), thickness=12),
+        hovertemplate="position %{x} · layer %{y}<br>%{customdata}<extra></extra>",
+        xgap=1,
+        ygap=1,
+    )
+    first, last = positions[0], positions[-1]
+    return figure(
+        [heatmap],
+        title=f"The logit lens: the top token after every layer, positions {first}–{last}",
+        xaxis=dict(axis, title=dict(text="position (the token read)")),
+        yaxis=dict(
+            tickmode="linear",
+            tick0=0,
+            dtick=1 if n_layers <= 32 else 2,
+            labelalias=layer_names,
+            title=dict(text="layer"),
+            showgrid=False,
+            zeroline=False,
+        ),
+        height=max(320, 120 + 18 * (n_layers + 1)),
+        width=max(560, 130 + CELL_PX * len(positions)),  # past its card's width, the card scrolls
+        margin=dict(l=90, b=70),
+    )
+
+
+def _cell_label(token: str) -> str:
+    """A token as its cell shows it: at most CELL_CHARS characters (hover gives it whole)."""
+    text = printable(token)
+    return html.escape(text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…", quote=False)
+
+
+def rank_figure(target: str, ranks: np.ndarray, probs: np.ndarray, position: tuple[int, str]) -> go.Figure:
+    """A token's rank (log scale, 1 at the top) and probability across layers at one position.
+    # ranks [L+1] (1 = top), probs [L+1]"""
+    n_layers = len(ranks) - 1
+    layers = np.arange(n_layers + 1, dtype=np.int32)
+    layout, cells = grid(
+        2, cols=2, h_gap=0.12, titles=["rank (1: the top token)", "probability"], linked=False
+    )
+    data = [
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=layers,
+            y=ranks.astype(np.int64),
+            xaxis=cells[0][0],
+            yaxis=cells[0][1],
+            line=dict(color="#2563eb"),
+            hovertemplate="layer %{x}: rank %{y}<extra></extra>",
+        ),
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=layers,
+            y=probs.astype(np.float32),
+            xaxis=cells[1][0],
+            yaxis=cells[1][1],
+            line=dict(color="#dc2626"),
+            hovertemplate="layer %{x}: p = %{y:.4f}<extra></extra>",
+        ),
+    ]
+    layout[f"yaxis{cells[0][1][1:]}"].update(type="log", autorange="reversed", title=dict(text="rank"))
+    layout[f"yaxis{cells[1][1][1:]}"].update(range=[0, 1.02], title=dict(text="probability"))
+    for x, _ in cells:
+        layout[f"xaxis{x[1:]}"].update(title=dict(text="layer (0: embeddings)"), dtick=max(1, n_layers // 10))
+    index, token = position
+    return figure(
+        data,
+        title=f"{quoted_token(target)} after every layer, read at position {index} ({quoted_token(token)})",
+        showlegend=False,
+        height=320,
+        **layout,
+    )
+
+
+def attribution_figure(
+    heads: np.ndarray,
+    mlps: np.ndarray,
+    biases: np.ndarray,
+    embedding: float,
+    total: float,
+    kv_head: np.ndarray,
+    read: tuple[str, str | None, int],
+) -> go.Figure:
+    """Direct logit attribution of `read` (answer, distractor or None, position): layers × heads on a
+    diverging scale centred at 0, beside bars for each layer's MLP (and o_proj bias, where there is one)
+    and the embedding.  # heads [L, H], mlps [L]"""
+    answer, distractor, position = read
+    what = f"logit({quoted_token(answer)})" + (f" − logit({quoted_token(distractor)})" if distractor else "")
+    what += f" at position {position}"
+    n_layers, n_heads = heads.shape
+    bound = float(max(np.abs(heads).max(initial=0), np.abs(mlps).max(initial=0), abs(embedding), 1e-6))
+    layout, cells = grid(
+        2, cols=2, h_gap=0.16, titles=["each head's output", "each MLP, and the embedding"], linked=False
+    )
+    (hx, hy), (bx, by) = cells
+    kv = np.ascontiguousarray(np.broadcast_to(kv_head.astype(np.int32), (n_layers, n_heads)))
+    rows = np.arange(n_layers, dtype=np.int32)
+    data = [
+        dict(
+            type="heatmap",
+            z=heads.astype(np.float32),
+            xaxis=hx,
+            yaxis=hy,
+            zmid=0.0,
+            zmin=-bound,
+            zmax=bound,
+            colorscale=get_colorscale("RdBu_r"),
+            customdata=kv,
+            colorbar=dict(
+                title=dict(text="logit", side="right"), thickness=12, x=layout["xaxis"]["domain"][1] + 0.01
+            ),
+            hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.4f}"
+            "<extra></extra>",
+        ),
+        dict(
+            type="bar",
+            orientation="h",
+            x=mlps.astype(np.float32),
+            y=rows,
+            xaxis=bx,
+            yaxis=by,
+            name="MLP",
+            marker_color="#7c3aed",
+            hovertemplate="layer %{y} MLP: %{x:+.4f}<extra></extra>",
+        ),
+        dict(
+            type="bar",
+            orientation="h",
+            x=[float(embedding)],
+            y=[-1],
+            xaxis=bx,
+            yaxis=by,
+            name="embedding",
+            marker_color="#059669",
+            hovertemplate="embedding: %{x:+.4f}<extra></extra>",
+        ),
+    ]
+    if np.abs(biases).max(initial=0) > 0:
+        data.append(
+            dict(
+                type="bar",
+                orientation="h",
+                x=biases.astype(np.float32),
+                y=rows,
+                xaxis=bx,
+                yaxis=by,
+                name="o_proj bias",
+                marker_color="#d97706",
+                hovertemplate="layer %{y} o_proj bias: %{x:+.4f}<extra></extra>",
+            )
+        )
+    layout[f"yaxis{hy[1:]}"].update(
+        autorange="reversed", dtick=1 if n_layers <= 32 else 2, title=dict(text="layer")
+    )
+    layout[f"xaxis{hx[1:]}"].update(title=dict(text="head"), dtick=max(1, n_heads // 12))
+    layout[f"yaxis{by[1:]}"].update(
+        autorange="reversed",
+        tickmode="array",
+        tickvals=[-1, *range(0, n_layers, max(1, n_layers // 10))],
+        ticktext=["emb", *map(str, range(0, n_layers, max(1, n_layers // 10)))],
+    )
+    layout[f"xaxis{bx[1:]}"].update(title=dict(text="logit"), zeroline=True)
+    parts = embedding + float(heads.sum() + mlps.sum() + biases.sum())
+    return figure(
+        data,
+        title=f"Who writes {what}: {total:+.3f} in all (the parts sum to {parts:+.3f})",
+        barmode="relative",
+        showlegend=False,
+        height=max(360, 140 + 16 * n_layers),
+        **layout,
+    )

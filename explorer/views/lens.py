@@ -1,0 +1,77 @@
+"""The Lens tab's views: the logit lens as positions × layers, a token's rank across layers, and the
+direct logit attribution at one position (`explorer.engine.lens` computes, `explorer.figures.lens` draws)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import torch
+
+from explorer.engine.attention import kv_head_map
+from explorer.engine.lens import token_id
+from explorer.engine.run import Run
+from explorer.engine.tokens import next_token_labels
+from explorer.figures.lens import attribution_figure, lens_figure, rank_figure
+from explorer.views.labels import clamp_position
+
+LENS_WINDOW = 128  # positions the grid shows at once; past it, a window the page moves
+
+
+def lens_window(run: Run, start: int) -> list[int]:
+    """The positions of the window that starts at `start` (clamped so it is full when it can be)."""
+    start = max(0, min(start, run.n_tokens - LENS_WINDOW))
+    return list(range(start, min(run.n_tokens, start + LENS_WINDOW)))
+
+
+def default_target(run: Run, position: int = -1) -> int:
+    """The model's own prediction at `position`: the token the rank line follows when none is typed."""
+    return int(run.logits[position].argmax())
+
+
+def lens_grid(run: Run, start: int = 0) -> go.Figure:
+    """The lens' grid over the window of positions from `start`: each cell its top-1 token."""
+    positions = lens_window(run, start)
+    read = run.logit_lens(positions=positions, top_k=5)
+    tokenizer = run.explorer.tokenizer
+    top_tokens = [
+        [[tokenizer.decode([i], skip_special_tokens=False) for i in row] for row in layer]
+        for layer in read.top_ids.tolist()
+    ]
+    return lens_figure(
+        run.tokens, read.positions, top_tokens, read.top_probs.numpy(), read.kl_to_final.numpy()
+    )
+
+
+def target_rank(run: Run, target: str | int, position: int = -1) -> go.Figure:
+    """`target` (its text, a single token of the vocabulary, or its id)'s rank and probability after
+    every layer at `position`."""
+    position = clamp_position(run, position % run.n_tokens)
+    target_id = token_id(run.explorer.tokenizer, target, "target", run.config.vocab_size)
+    read = run.logit_lens(positions=[position], top_k=1)
+    ranks, probs = [], []
+    for layer in range(run.config.n_layers + 1):
+        logits = read.logits(layer)[0]  # [vocab]
+        ranks.append(int((logits > logits[target_id]).sum()) + 1)
+        probs.append(float(logits.softmax(-1)[target_id]))
+    label = next_token_labels(run.explorer.tokenizer, run.ids[: position + 1], [target_id])[0]
+    at = (position, run.tokens[position])
+    return rank_figure(label, torch.tensor(ranks).numpy(), torch.tensor(probs).numpy(), at)
+
+
+def attribution(run: Run, answer: str | int, distractor: str | None = None, position: int = -1) -> go.Figure:
+    """Who writes logit(answer) (− logit(distractor)) at `position`: every head, MLP and the embedding."""
+    a = run.logit_attribution(answer, distractor or None, position)
+    c = run.config
+    tokenizer, context = run.explorer.tokenizer, run.ids[: a.position + 1]
+    answer_label, *rest = next_token_labels(
+        tokenizer, context, [a.answer_id, *filter(None, [a.distractor_id])]
+    )
+    kv_head = kv_head_map(c.n_heads, c.n_kv_heads).numpy()
+    return attribution_figure(
+        a.heads.numpy(),
+        a.mlps.numpy(),
+        a.biases.numpy(),
+        a.embedding,
+        a.total,
+        kv_head,
+        (answer_label, rest[0] if rest else None, a.position),
+    )
