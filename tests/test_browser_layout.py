@@ -86,7 +86,10 @@ JS_LAYOUT_PROBLEMS = """(root) => {
 # SVG rasterised), put on the page to be measured.
 JS_EXPORT = """async ([id, width]) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  const url = await window.Plotly.toImage(gd, { format: "svg", width, height: gd._fullLayout.height });
+  const wider = (gd._context.toImageButtonOptions || {}).width || 0; // a figure that asks for more
+  const url = await window.Plotly.toImage(gd, {
+    format: "svg", width: Math.max(width, wider), height: gd._fullLayout.height,
+  });
   const holder = document.createElement("div");
   holder.id = "exported-figure";
   holder.style.cssText = "position: absolute; left: 0; top: 0; z-index: 10000; background: white;";

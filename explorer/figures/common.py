@@ -114,11 +114,13 @@ def _array(z) -> np.ndarray:
 
 def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:
     """Plotly's config for a figure in the app: the modebar's download gives an SVG at publication
-    size, 1,600 px wide at the figure's height (the page adds a PNG button beside it)."""
+    size, 1,600 px wide at the figure's height (the page adds a PNG button beside it), or wider where
+    the figure needs it (`layout.meta.min_width`: the lens' grid, a column a position)."""
     height = int(fig.layout.height or 500)
+    width = max(1600, int((fig.layout.meta or {}).get("min_width", 0)))
     return dict(
         displaylogo=False,
-        toImageButtonOptions=dict(format="svg", filename=name, width=1600, height=height, scale=1),
+        toImageButtonOptions=dict(format="svg", filename=name, width=width, height=height, scale=1),
     )
 
 

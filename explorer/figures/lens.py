@@ -71,7 +71,7 @@ def lens_figure(
             zeroline=False,
         ),
         height=max(320, 120 + 18 * (n_layers + 1)),
-        width=max(560, 130 + CELL_PX * len(positions)),  # past its card's width, the card scrolls
+        meta=dict(min_width=130 + CELL_PX * len(positions)),  # the page lets its card scroll past it
         margin=dict(l=90, b=70),
     )
 

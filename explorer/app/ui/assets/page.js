@@ -299,6 +299,11 @@ if (!window.__attentionExplorerPage) {
     const draw = (gd, args) => {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
       rebuild(args[0]);
+      // A figure that needs more width than its card (the lens' grid: a column a position) says so in
+      // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
+      const minWidth = args[1] && args[1].meta && args[1].meta.min_width;
+      const card = gd.closest(".wide-plot");
+      if (card) card.style.setProperty("--plot-min-width", minWidth ? `${minWidth}px` : "");
       if (!shown(gd) && gd._fullLayout) {
         pending.set(gd, args); // drawn before: its tab is hidden now
         return Promise.resolve(gd);
