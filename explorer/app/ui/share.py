@@ -1,8 +1,8 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, `log`, the RoPE positions `q` and `k`, the heads to `ablate` with their `mode` and `views`, and the
-patching prompts `clean`, `corrupted`, `answer`, `distractor`), and "Copy link" gives the link of what
-is on screen. A link names a picker model by its label, so it
-works on any machine that has that model; any other model by its source as typed."""
+patching prompts `clean`, `corrupted`, `answer`, `distractor`, and the lens' `target`), and "Copy link"
+gives the link of what is on screen. A link names a picker model by its label, so it works on any
+machine that has that model; any other model by its source as typed."""
 
 from __future__ import annotations
 
@@ -44,9 +44,11 @@ def query_string(
     corrupted: str = "",
     answer: str = "",
     distractor: str = "",
+    target: str = "",
 ) -> str:
     """The query part of a link to this view: everything a person set (log colours, RoPE positions,
-    the heads to ablate and how, the patching prompts), each only when it is not the default."""
+    the heads to ablate and how, the patching prompts, the lens' target), each only when it is not the
+    default."""
     label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
@@ -63,6 +65,8 @@ def query_string(
             params["views"] = 1
     patching = {"clean": clean, "corrupted": corrupted, "answer": answer, "distractor": distractor}
     params.update({name: text for name, text in patching.items() if text})
+    if target:
+        params["target"] = target
     return "?" + urlencode(params)
 
 
