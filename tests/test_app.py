@@ -532,7 +532,7 @@ def test_ablating_no_head_or_a_head_not_in_the_model_is_refused_and_the_bars_sta
 
 
 def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes_it(client, workspace):
-    status, heatmap = client.predict(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be", api_name="/patch")
+    status, heatmap, direct = client.predict(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be", api_name="/patch")
     ex = workspace.explorer("")
     expected = ex.patch_heads(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be")
     (trace,) = sent_arrays(heatmap)["data"]
@@ -541,6 +541,9 @@ def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes
     layer, head, value = expected.top_heads(1)[0]
     assert "Patched each of 32 heads in" in status_text(status)
     assert f"the most recovered: {layer}.{head} ({value:.2f})" in status_text(status)
+    direct_heads = sent_arrays(direct)["data"][0]  # the direct effect beside the total
+    a = workspace.run("", INTERVENE_TEXT).logit_attribution(" to", " be")
+    np.testing.assert_allclose(direct_heads["z"], a.heads.numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -552,8 +555,8 @@ def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes
     ],
 )
 def test_a_patch_that_cannot_be_made_says_why_and_the_heatmap_stays(client, corrupted, answer, message):
-    status, heatmap = client.predict(INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch")
-    assert message in status_text(status).replace("&quot;", '"') and is_kept(heatmap)
+    status, heatmap, direct = client.predict(INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch")
+    assert message in status_text(status).replace("&quot;", '"') and is_kept(heatmap) and is_kept(direct)
 
 
 # --- the Generate tab: /generate streams each step, the step slider looks back, Show in every view ---

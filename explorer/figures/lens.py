@@ -158,7 +158,7 @@ def attribution_figure(
             zmid=0.0,
             zmin=-bound,
             zmax=bound,
-            colorscale=get_colorscale("RdBu_r"),
+            colorscale=get_colorscale("RdBu"),  # blue: writes toward the answer, as in the patching map
             customdata=kv,
             colorbar=dict(
                 title=dict(text="logit", side="right"), thickness=12, x=layout["xaxis"]["domain"][1] + 0.01

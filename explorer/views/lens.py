@@ -57,13 +57,15 @@ def target_rank(run: Run, target: str | int, position: int = -1) -> go.Figure:
     return rank_figure(label, torch.tensor(ranks).numpy(), torch.tensor(probs).numpy(), at)
 
 
-def attribution(run: Run, answer: str | int, distractor: str | None = None, position: int = -1) -> go.Figure:
+def attribution(
+    run: Run, answer: str | int, distractor: str | int | None = None, position: int = -1
+) -> go.Figure:
     """Who writes logit(answer) (− logit(distractor)) at `position`: every head, MLP and the embedding."""
-    a = run.logit_attribution(answer, distractor or None, position)
+    a = run.logit_attribution(answer, None if distractor in (None, "") else distractor, position)
     c = run.config
     tokenizer, context = run.explorer.tokenizer, run.ids[: a.position + 1]
     answer_label, *rest = next_token_labels(
-        tokenizer, context, [a.answer_id, *filter(None, [a.distractor_id])]
+        tokenizer, context, [a.answer_id, *([] if a.distractor_id is None else [a.distractor_id])]
     )
     kv_head = kv_head_map(c.n_heads, c.n_kv_heads).numpy()
     return attribution_figure(

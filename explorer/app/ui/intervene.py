@@ -75,7 +75,8 @@ class InterveneTab:
     ablation_examples: gr.Examples
     prompts: tuple[gr.Textbox, gr.Textbox, gr.Textbox, gr.Textbox]  # clean, corrupted, answer, distractor
     patch: gr.Button
-    heatmap: gr.Plot  # recovered fraction, layers × heads
+    heatmap: gr.Plot  # recovered fraction, layers × heads: each head's total effect
+    direct: gr.Plot  # the clean prompt's direct logit attribution, beside it
     patching_examples: gr.Examples
     picked: gr.Textbox  # "layer,head,nonce" of a clicked heatmap cell, written by the page script
     listed_for: gr.State  # the model source whose heads `heads` lists
@@ -144,6 +145,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             elem_id="patching-examples",
         )
         heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot")
+        direct = gr.Plot(show_label=False, elem_id="patching-direct-plot", elem_classes="wide-plot")
         picked = gr.Textbox(elem_id="patched-head", elem_classes="hidden-input", show_label=False)
         # inside the tab: a State among gr.Tabs' children would count as a tab
         listed_for, stale, patched = gr.State(None), gr.State(0), gr.State(None)
@@ -159,6 +161,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
         prompts=(clean, corrupted, answer, distractor),
         patch=patch,
         heatmap=heatmap,
+        direct=direct,
         patching_examples=patching_examples,
         picked=picked,
         listed_for=listed_for,
@@ -224,7 +227,8 @@ class _Events:
         t.add.click(self.add, [t.heads, s.layer, s.head], t.heads, api_name=False)
 
         patch_inputs = [*t.prompts, p.model]
-        t.patch.click(on_gpu(self.patch, 3), patch_inputs, [s.status, t.heatmap, t.patched], api_name="patch")
+        patched = [s.status, t.heatmap, t.direct, t.patched]
+        t.patch.click(on_gpu(self.patch, 4), patch_inputs, patched, api_name="patch")
         clicked = t.picked.change(
             self.open_patched,
             [t.picked, t.patched, p.model],
@@ -242,10 +246,7 @@ class _Events:
             for examples in (t.ablation_examples, t.patching_examples)
         ]
         example_runs[1].then(
-            on_gpu(self.patch_example, 3),
-            [*patch_inputs, p.picker],
-            [s.status, t.heatmap, t.patched],
-            api_name=False,
+            on_gpu(self.patch_example, 4), [*patch_inputs, p.picker], patched, api_name=False
         )
         runs += [*example_runs, p.run.after(clicked)]
         follow_inputs = [*ablation_inputs, p.model, t.listed_for]
@@ -355,9 +356,12 @@ class _Events:
         top = ", ".join(f"{layer}.{head} ({value:.2f})" for layer, head, value in result.top_heads(3))
         message = (
             f"Patched each of {n} heads in {result.seconds:.1f} s; the most recovered: {top}. "
-            "Click a cell to open that head on the clean prompt."
+            "Beside it, each head's direct effect on the clean prompt. Click a cell to open that head on "
+            "the clean prompt."
         )
-        return markup.status(message, "info"), plot(views.patching(result)), (model, clean)
+        run = self.workspace.run(model, clean)  # the clean run the sweep read (cached after the first)
+        direct = plot(views.attribution(run, result.answer_id, result.distractor_id), "direct-effect")
+        return markup.status(message, "info"), plot(views.patching(result)), direct, (model, clean)
 
     def patch(self, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
@@ -366,7 +370,7 @@ class _Events:
     def patch_example(self, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if catalog.source_of(choice) != (model or ""):
-            return (gr.skip(),) * 3
+            return (gr.skip(),) * 4
         return self.sweep(clean, corrupted, answer, distractor, model, progress)
 
     @guarded(5)

@@ -173,6 +173,10 @@ if (!window.__attentionExplorerPage) {
       pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
     } else if (gd.closest("#patching-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
+    } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
+      pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
+    } else if (gd.closest("#lens-attribution-plot") && point.data.type === "heatmap") {
+      pickHead(Math.round(point.y), Math.round(point.x));
     }
   }
 
