@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pytest
 from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
 
@@ -41,3 +42,30 @@ def test_a_link_opens_the_lens_on_its_target_and_copying_the_link_keeps_it(brows
         assert not app.problems()
     finally:
         context.close()
+
+
+def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_that_head(
+    app, browser_workspace
+):
+    """Beside the patching map, each head's direct effect on the clean prompt; its cells open heads too."""
+    from test_browser_intervene import COPY_PAIR, JS_HEATMAP, patching_example, settle
+
+    app.run("Now is the winter of our discontent")
+    patching_example(app)
+    app.page.wait_for_function("() => document.querySelector('#patching-direct-plot .js-plotly-plot')")
+    settle(app)
+    run = browser_workspace.run("", COPY_PAIR.clean)
+    expected = run.logit_attribution(COPY_PAIR.answer, COPY_PAIR.distractor)
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-direct-plot", 0]))
+    np.testing.assert_allclose(drawn, expected.heads.numpy(), atol=1e-5)
+
+    hover = app.hover_cell("patching-direct-plot", 1, 3, 2)
+    assert hover[0].startswith("layer 3 · head 2 · kv 0"), hover
+    app.remember_plots()
+    app.page.mouse.down()
+    app.page.mouse.up()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    assert app.title("pipeline-plot").startswith("Layer 3 · head 2 ")
+    assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
+    assert not app.problems()

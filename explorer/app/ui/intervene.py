@@ -345,14 +345,8 @@ class _Events:
         explorer = self.workspace.explorer(model, load=False)
         n = explorer.config.n_layers * explorer.config.n_heads
         progress(0, desc="Running both prompts …")
-        result = explorer.patch_heads(
-            clean,
-            corrupted,
-            answer,
-            distractor,
-            progress=lambda done: progress(done, desc=f"Patching {n} heads"),
-            max_tokens=PATCH_MAX_TOKENS,
-        )
+        told = lambda done: progress(done, desc=f"Patching {n} heads")  # noqa: E731
+        result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
         top = ", ".join(f"{layer}.{head} ({value:.2f})" for layer, head, value in result.top_heads(3))
         message = (
             f"Patched each of {n} heads in {result.seconds:.1f} s; the most recovered: {top}. "
