@@ -166,43 +166,18 @@ def attribution_figure(
             hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.4f}"
             "<extra></extra>",
         ),
-        dict(
-            type="bar",
-            orientation="h",
-            x=mlps.astype(np.float32),
-            y=rows,
-            xaxis=bx,
-            yaxis=by,
-            name="MLP",
-            marker_color="#7c3aed",
-            hovertemplate="layer %{y} MLP: %{x:+.4f}<extra></extra>",
-        ),
-        dict(
-            type="bar",
-            orientation="h",
-            x=[float(embedding)],
-            y=[-1],
-            xaxis=bx,
-            yaxis=by,
-            name="embedding",
-            marker_color="#059669",
-            hovertemplate="embedding: %{x:+.4f}<extra></extra>",
+        _bars(mlps, rows, (bx, by), "MLP", "#7c3aed", "layer %{y} MLP"),
+        _bars(
+            np.array([embedding]),
+            np.array([-1], dtype=np.int32),
+            (bx, by),
+            "embedding",
+            "#059669",
+            "embedding",
         ),
     ]
     if np.abs(biases).max(initial=0) > 0:
-        data.append(
-            dict(
-                type="bar",
-                orientation="h",
-                x=biases.astype(np.float32),
-                y=rows,
-                xaxis=bx,
-                yaxis=by,
-                name="o_proj bias",
-                marker_color="#d97706",
-                hovertemplate="layer %{y} o_proj bias: %{x:+.4f}<extra></extra>",
-            )
-        )
+        data.append(_bars(biases, rows, (bx, by), "o_proj bias", "#d97706", "layer %{y} o_proj bias"))
     layout[f"yaxis{hy[1:]}"].update(
         autorange="reversed", dtick=1 if n_layers <= 32 else 2, title=dict(text="layer")
     )
@@ -222,4 +197,19 @@ def attribution_figure(
         showlegend=False,
         height=max(360, 140 + 16 * n_layers),
         **layout,
+    )
+
+
+def _bars(values: np.ndarray, rows: np.ndarray, axes: tuple[str, str], name: str, colour: str, what: str):
+    """Horizontal bars of logit contributions, one a row, on the panel of `axes` (x, y)."""
+    return dict(
+        type="bar",
+        orientation="h",
+        x=values.astype(np.float32),
+        y=rows,
+        xaxis=axes[0],
+        yaxis=axes[1],
+        name=name,
+        marker_color=colour,
+        hovertemplate=f"{what}: %{{x:+.4f}}<extra></extra>",
     )
