@@ -245,3 +245,15 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
         assert ok and "is 6 tokens" in status_of([status])
     finally:
         demo.close()
+
+
+def test_a_tokens_rank_and_probability_across_layers_are_the_lens_logits(pair):
+    _, run = pair
+    lens = run.logit_lens(positions=[4])
+    token = int(lens.top_ids[2, 0, 1])  # the second likeliest after two layers: rank 2 there
+    ranks, probs = lens_module.token_across_layers(run, token, position=4)
+    for layer in range(run.config.n_layers + 1):
+        logits = lens.logits(layer)[0]
+        assert ranks[layer] == int((logits > logits[token]).sum()) + 1
+        assert float(probs[layer]) == pytest.approx(float(logits.softmax(-1)[token]), abs=1e-6)
+    assert ranks[2] == 2

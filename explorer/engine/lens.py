@@ -65,10 +65,30 @@ def _lens_logits(run, layer: int, positions: list[int]) -> torch.Tensor:
     return model.lm_head(normed).float()
 
 
+def _every_layers_logits(run, positions: list[int]) -> torch.Tensor:
+    """The lens' logits of every layer at `positions`, in one product with the LM head (which reads its
+    weights once, where a product a layer would read them L+1 times).  # -> [L+1, P, vocab] float32"""
+    model = run.explorer.model
+    streams = run.layer_inputs[:, positions]  # [L, P, hidden]
+    normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, P, hidden]
+    return model.lm_head(normed).float()
+
+
+@torch.inference_mode()
+def token_across_layers(run, token: str | int, position: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """A token's rank (1: the lens' top token) and probability after every layer at `position`, the
+    token given as its text (one token of the vocabulary) or its id.  # -> [L+1] int64, [L+1] float32"""
+    position = _position(run, position)
+    token_id = resolve_token(run, token, "token")
+    logits = _every_layers_logits(run, [position])[:, 0]  # [L+1, V]
+    ranks = (logits > logits[:, token_id, None]).sum(-1) + 1
+    return ranks.cpu(), logits.softmax(-1)[:, token_id].cpu()
+
+
 @torch.inference_mode()
 def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> LogitLens:
     """The top-k tokens, their probabilities and the KL to the output at every layer and position."""
-    model, config, n = run.explorer.model, run.config, run.n_tokens
+    config, n = run.config, run.n_tokens
     wanted = list(range(n)) if positions is None else [_position(run, p) for p in positions]
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= config.vocab_size:
         raise ValueError(f"top_k must be a whole number in [1, {config.vocab_size}], got {top_k!r}")
@@ -81,9 +101,7 @@ def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> Logit
     block = max(1, LENS_BLOCK_BYTES // (4 * config.vocab_size * layers))  # positions a block
     for first in range(0, len(wanted), block):
         chunk = wanted[first : first + block]
-        streams = run.layer_inputs[:, chunk]  # [L, B, hidden]
-        normed = torch.cat([model.final_norm(streams), run.final_hidden[None, chunk]])  # [L+1, B, hidden]
-        logits = model.lm_head(normed).float()  # [L+1, B, V]
+        logits = _every_layers_logits(run, chunk)  # [L+1, B, V]
         values, ids = logits.topk(top_k, dim=-1)  # [L+1, B, k]: the order of the logits is the probs'
         final = logits[-1] - logits[-1].logsumexp(-1, keepdim=True)  # [B, V] log p_final
         p_final = final.exp()
@@ -122,12 +140,9 @@ def logit_attribution(
     """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts. A
     token is its text (one token of the vocabulary) or its id."""
     model, config = run.explorer.model, run.config
-    tokenizer = run.explorer.tokenizer
     position = _position(run, position)
-    answer_id = token_id(tokenizer, answer, "answer", config.vocab_size)
-    distractor_id = (
-        None if distractor is None else token_id(tokenizer, distractor, "distractor", config.vocab_size)
-    )
+    answer_id = resolve_token(run, answer, "answer")
+    distractor_id = None if distractor is None else resolve_token(run, distractor, "distractor")
     head_outputs = torch.empty(config.n_layers, config.n_heads, config.head_dim, dtype=run.layer_inputs.dtype)
     mlps = torch.empty(config.n_layers, config.hidden_size, dtype=run.layer_inputs.dtype)
     head_outputs, mlps = head_outputs.to(run.layer_inputs.device), mlps.to(run.layer_inputs.device)
@@ -178,13 +193,14 @@ def logit_attribution(
     )
 
 
-def token_id(tokenizer, token: str | int, role: str, vocab_size: int) -> int:
-    """A token given as its id, or as its text (a single token: `single_token`)."""
+def resolve_token(run, token: str | int, role: str) -> int:
+    """The id of a token given as its id, or as its text (a single token: `single_token`)."""
+    vocab_size = run.config.vocab_size
     if isinstance(token, int) and not isinstance(token, bool):
         if not 0 <= token < vocab_size:
             raise ValueError(f"the {role} id must be in [0, {vocab_size - 1}], got {token}")
         return token
-    return single_token(tokenizer, token, role)
+    return single_token(run.explorer.tokenizer, token, role)
 
 
 def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:

@@ -90,27 +90,22 @@ def rank_figure(target: str, ranks: np.ndarray, probs: np.ndarray, position: tup
     layout, cells = grid(
         2, cols=2, h_gap=0.12, titles=["rank (1: the top token)", "probability"], linked=False
     )
+    lines = (
+        (ranks.astype(np.int64), "#2563eb", "rank %{y}"),
+        (probs.astype(np.float32), "#dc2626", "p = %{y:.4f}"),
+    )
     data = [
         dict(
             type="scatter",
             mode="lines+markers",
             x=layers,
-            y=ranks.astype(np.int64),
-            xaxis=cells[0][0],
-            yaxis=cells[0][1],
-            line=dict(color="#2563eb"),
-            hovertemplate="layer %{x}: rank %{y}<extra></extra>",
-        ),
-        dict(
-            type="scatter",
-            mode="lines+markers",
-            x=layers,
-            y=probs.astype(np.float32),
-            xaxis=cells[1][0],
-            yaxis=cells[1][1],
-            line=dict(color="#dc2626"),
-            hovertemplate="layer %{x}: p = %{y:.4f}<extra></extra>",
-        ),
+            y=values,
+            xaxis=x,
+            yaxis=y,
+            line=dict(color=colour),
+            hovertemplate=f"layer %{{x}}: {what}<extra></extra>",
+        )
+        for (values, colour, what), (x, y) in zip(lines, cells, strict=True)
     ]
     layout[f"yaxis{cells[0][1][1:]}"].update(type="log", autorange="reversed", title=dict(text="rank"))
     layout[f"yaxis{cells[1][1][1:]}"].update(range=[0, 1.02], title=dict(text="probability"))

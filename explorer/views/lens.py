@@ -4,10 +4,9 @@ direct logit attribution at one position (`explorer.engine.lens` computes, `expl
 from __future__ import annotations
 
 import plotly.graph_objects as go
-import torch
 
 from explorer.engine.attention import kv_head_map
-from explorer.engine.lens import token_id
+from explorer.engine.lens import resolve_token, token_across_layers
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
 from explorer.figures.lens import attribution_figure, lens_figure, rank_figure
@@ -45,16 +44,11 @@ def target_rank(run: Run, target: str | int, position: int = -1) -> go.Figure:
     """`target` (its text, a single token of the vocabulary, or its id)'s rank and probability after
     every layer at `position`."""
     position = clamp_position(run, position % run.n_tokens)
-    target_id = token_id(run.explorer.tokenizer, target, "target", run.config.vocab_size)
-    read = run.logit_lens(positions=[position], top_k=1)
-    ranks, probs = [], []
-    for layer in range(run.config.n_layers + 1):
-        logits = read.logits(layer)[0]  # [vocab]
-        ranks.append(int((logits > logits[target_id]).sum()) + 1)
-        probs.append(float(logits.softmax(-1)[target_id]))
+    target_id = resolve_token(run, target, "target")
+    ranks, probs = token_across_layers(run, target_id, position)
     label = next_token_labels(run.explorer.tokenizer, run.ids[: position + 1], [target_id])[0]
     at = (position, run.tokens[position])
-    return rank_figure(label, torch.tensor(ranks).numpy(), torch.tensor(probs).numpy(), at)
+    return rank_figure(label, ranks.numpy(), probs.numpy(), at)
 
 
 def attribution(
