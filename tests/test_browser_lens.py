@@ -1,4 +1,5 @@
-"""The Lens tab in Chromium: a link opens it on its target, and "Copy link" carries the target."""
+"""The Lens tab in Chromium: a link opens it on its target, and "Copy link" carries the target; a sweep's
+direct effect beside its total; a click on a token of the strip shows which heads look at it."""
 
 from __future__ import annotations
 
@@ -68,4 +69,33 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
     settle(app)
     assert app.title("pipeline-plot").startswith("Layer 3 · head 2 ")
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
+    assert not app.problems()
+
+
+def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens_that_head(
+    app, browser_workspace
+):
+    from test_browser_intervene import JS_HEATMAP, settle
+
+    prompt = "To be, or not to be, that is the question"
+    app.run(prompt)
+    app.page.locator("#token-strip .token").nth(2).click()
+    app.wait_drawn(["heads-looking-at-plot"])
+    settle(app)
+    run = browser_workspace.run("", prompt)
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["heads-looking-at-plot", 0]))
+    np.testing.assert_allclose(drawn, run.attention_to(2, -1).numpy(), atol=1e-6)
+    assert "(position 2)" in app.title("heads-looking-at-plot")
+
+    assert app.hover_cell("heads-looking-at-plot", 1, 1, 3)[0] == "layer 1 · head 3 · kv 0"
+    app.remember_plots()
+    app.click_cell("heads-looking-at-plot", 1, 1, 3)
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    assert app.title("pipeline-plot").startswith("Layer 1 · head 3 ")
+
+    app.run("Now is the winter of our discontent")  # a new prompt: the old positions' panel goes
+    app.page.wait_for_function(
+        "() => !document.querySelector('#heads-looking-at-plot .js-plotly-plot')", timeout=30_000
+    )
     assert not app.problems()

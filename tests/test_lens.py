@@ -243,6 +243,14 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
         assert ok and f"{a.total:+.3f} in all" in title and lens.top_probs.shape[1] == run.n_tokens
         ok, (status, *_) = app.call("attribution", [" question", "", 5], "lens")
         assert ok and "is 6 tokens" in status_of([status])
+        ok, (status, panel, heads) = app.call("attention_to", ["3,1764"], "lens")  # a token's click
+        title = json.loads(heads["plot"])["layout"]["title"]["text"]
+        assert ok and status_of([status]) == "" and "(position 3)" in title
+        assert panel["open"] and panel["visible"]
+        refused = (("x,1", "must be a whole number"), (f"{run.n_tokens},1", "There is no position"))
+        for bad, message in refused:
+            ok, (status, *_) = app.call("attention_to", [bad], "lens")
+            assert ok and message in status_of([status])
     finally:
         demo.close()
 
@@ -257,3 +265,39 @@ def test_a_tokens_rank_and_probability_across_layers_are_the_lens_logits(pair):
         assert ranks[layer] == int((logits > logits[token]).sum()) + 1
         assert float(probs[layer]) == pytest.approx(float(logits.softmax(-1)[token]), abs=1e-6)
     assert ranks[2] == 2
+
+
+def test_the_grid_labels_a_top_token_holding_part_of_a_character_by_what_it_reads_there():
+    import numpy as np
+
+    from explorer.figures.lens import lens_figure
+    from explorer.views.lens import top_token_labels
+
+    ours = explorer.load(device="cpu")  # the bundled model's byte-level BPE splits "è" in two
+    run = ours.run("Crème brûlée")
+    first, second = [i for i in run.ids if "\ufffd" in ours.tokenizer.decode([i])][:2]
+    at = run.ids.index(first)  # "è¹": after it, "è²" ends the character; before it, "è¹" begins one
+    labels = top_token_labels(run, [at, at - 1], [[[second, first], [first, second]]])
+    assert labels[0][0][0].hover == "è² (byte 2 of 2 of “è”)"
+    assert labels[0][1][0].hover.startswith("◌¹ (byte 1 of 2 of a 2-byte character")
+    assert "lone byte" in labels[0][1][1].hover  # a continuation byte with nothing to continue
+    probs = np.full((1, 2, 2), 0.5, dtype=np.float32)
+    fig = json_of(lens_figure(run.tokens, [at, at - 1], labels, probs, np.zeros((1, 2), np.float32)))
+    assert fig["data"][0]["text"][0] == ["è²", "◌¹"]
+    assert fig["data"][0]["customdata"][0][0].startswith("“è²” (byte 2 of 2 of “è”) 0.500<br>“◌¹” (byte 1")
+
+
+def json_of(fig):
+    import json
+
+    return json.loads(fig.to_json())
+
+
+def test_the_heads_looking_at_a_token_are_its_attention_weights_from_the_last_position(pair):
+    from explorer.views.lens import heads_looking_at
+
+    _, run = pair
+    fig = heads_looking_at(run, 3)
+    assert torch.allclose(torch.tensor(fig.data[0].z), run.attention_to(3, -1), atol=1e-6)
+    title = fig.layout.title.text
+    assert "(position 3)" in title and f"(position {run.n_tokens - 1})" in title

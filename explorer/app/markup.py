@@ -22,7 +22,7 @@ POSITION_STYLE = "font-size:9px;color:#6b7280;line-height:1;"
 # strip's 636 KB.
 STRIP_CSS = (
     f"<style>#token-strip-content .token{{{TOKEN_STYLE}}}"
-    f"#token-strip-content .position{{{POSITION_STYLE}}}</style>"
+    f"#token-strip-content .position{{{POSITION_STYLE}}}#token-strip-content .token{{cursor:pointer}}</style>"
 )
 STATUS_STYLES = {
     "info": "background:#f0f9ff;border:1px solid #bae6fd;color:#0c4a6e;",
@@ -56,7 +56,10 @@ def token_strip(tokens: list[str], note: str = "") -> str:
     )
     if note:
         note = f'<div class="strip-note" style="{NOTE_STYLE}">{escape(note)}</div>'
-    count = f'<div style="font-size:12px;color:#6b7280;margin-bottom:4px">{len(tokens)} tokens</div>'
+    count = (
+        f'<div style="font-size:12px;color:#6b7280;margin-bottom:4px">{len(tokens)} tokens '
+        "· click one to see which heads look at it</div>"
+    )
     strip = f'<div style="{STRIP_STYLE}">{cells}</div>'
     return f'<div id="token-strip-content">{STRIP_CSS}{count}{strip}{note}</div>'
 

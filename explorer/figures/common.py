@@ -223,8 +223,10 @@ def hover_label(token: str) -> str:
 
 
 def quoted_token(token: str) -> str:
-    """A token inside running text: its label in quotation marks, so a leading space shows."""
-    return f"“{token_label(token)}”"
+    """A token inside running text: its label in quotation marks, so a leading space shows, and for a
+    token holding part of a character, which bytes of which character after them."""
+    note = getattr(token, "hover", token)[len(token) :]
+    return f"“{token_label(token)}”" + (html.escape(note, quote=False) if note else "")
 
 
 def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:

@@ -208,3 +208,36 @@ def _bars(values: np.ndarray, rows: np.ndarray, axes: tuple[str, str], name: str
         marker_color=colour,
         hovertemplate=f"{what}: %{{x:+.4f}}<extra></extra>",
     )
+
+
+def attention_to_figure(
+    weights: np.ndarray, kv_head: np.ndarray, key: tuple[int, str], query: tuple[int, str]
+) -> go.Figure:
+    """Every head's attention weight from `query` to `key` (each a position and its token), layers ×
+    heads on the softmax maps' scale.  # weights [L, H], kv_head [H]"""
+    n_layers, n_heads = weights.shape
+    kv = np.ascontiguousarray(np.broadcast_to(kv_head.astype(np.int32), (n_layers, n_heads)))
+    heatmap = dict(
+        type="heatmap",
+        z=weights.astype(np.float32),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=get_colorscale("Blues"),
+        customdata=kv,
+        colorbar=dict(title=dict(text="attention weight", side="right"), thickness=12),
+        hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>weight: %{z:.4f}<extra></extra>",
+        xgap=1,
+        ygap=1,
+    )
+    integers = dict(tickmode="linear", tick0=0, showgrid=False, zeroline=False)
+    return figure(
+        [heatmap],
+        title=f"Heads looking at {quoted_token(key[1])} (position {key[0]}) from "
+        f"{quoted_token(query[1])} (position {query[0]}): every head's attention weight",
+        xaxis=dict(integers, dtick=max(1, n_heads // 12), title=dict(text="head")),
+        yaxis=dict(
+            integers, dtick=1 if n_layers <= 32 else 2, autorange="reversed", title=dict(text="layer")
+        ),
+        height=max(320, 140 + 16 * n_layers),
+        margin=dict(l=70),
+    )

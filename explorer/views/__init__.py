@@ -10,7 +10,8 @@ knows Gradio; the app only wires these to its components.
     generation    a generation's steps
     pooled        a layer's views past the view budget, block by block (used by `attention`)
     export        a layer's tensors as .npz, a head's map as .csv
-    lens          the logit lens over positions × layers, a target's rank, direct logit attribution
+    lens          the logit lens over positions × layers, a target’s rank, direct logit attribution,
+                  the heads looking at a token
 """
 
 from explorer.views.attention import (
@@ -34,7 +35,15 @@ from explorer.views.interventions import (
     patching,
 )
 from explorer.views.labels import clamp_position, head_name, kv_heads, layer_head_name
-from explorer.views.lens import LENS_WINDOW, attribution, default_target, lens_grid, lens_window, target_rank
+from explorer.views.lens import (
+    LENS_WINDOW,
+    attribution,
+    default_target,
+    heads_looking_at,
+    lens_grid,
+    lens_window,
+    target_rank,
+)
 from explorer.views.overview import (
     TOP_HEAD_LISTS,
     TOP_NEXT_TOKENS,
@@ -76,6 +85,7 @@ __all__ = [
     "head_name",
     "head_profile",
     "head_similarity",
+    "heads_looking_at",
     "kv_cache",
     "kv_cache_bytes_per_token",
     "kv_cache_contexts",

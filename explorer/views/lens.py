@@ -9,7 +9,7 @@ from explorer.engine.attention import kv_head_map
 from explorer.engine.lens import resolve_token, token_across_layers
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
-from explorer.figures.lens import attribution_figure, lens_figure, rank_figure
+from explorer.figures.lens import attention_to_figure, attribution_figure, lens_figure, rank_figure
 from explorer.views.labels import clamp_position
 
 LENS_WINDOW = 128  # positions the grid shows at once; past it, a window the page moves
@@ -30,14 +30,28 @@ def lens_grid(run: Run, start: int = 0) -> go.Figure:
     """The lens' grid over the window of positions from `start`: each cell its top-1 token."""
     positions = lens_window(run, start)
     read = run.logit_lens(positions=positions, top_k=5)
-    tokenizer = run.explorer.tokenizer
-    top_tokens = [
-        [[tokenizer.decode([i], skip_special_tokens=False) for i in row] for row in layer]
-        for layer in read.top_ids.tolist()
-    ]
+    top_tokens = top_token_labels(run, read.positions, read.top_ids.tolist())
     return lens_figure(
         run.tokens, read.positions, top_tokens, read.top_probs.numpy(), read.kl_to_final.numpy()
     )
+
+
+def top_token_labels(run: Run, positions: list[int], top_ids: list) -> list[list[list[str]]]:
+    """The lens' top tokens as the cells and hover name them: each decoded once, and one holding part of
+    a character labelled by what it would read after the tokens at its position (`next_token_labels`:
+    "é¹", not U+FFFD).  # top_ids [L+1][P][k] -> the same, as labels"""
+    tokenizer, decoded = run.explorer.tokenizer, {}
+
+    def label(position: int, token_id: int) -> str:
+        if token_id not in decoded:
+            decoded[token_id] = tokenizer.decode([token_id], skip_special_tokens=False)
+        if "\ufffd" not in decoded[token_id]:
+            return decoded[token_id]
+        return next_token_labels(tokenizer, run.ids[: position + 1], [token_id])[0]
+
+    return [
+        [[label(p, i) for i in row] for p, row in zip(positions, layer, strict=True)] for layer in top_ids
+    ]
 
 
 def target_rank(run: Run, target: str | int, position: int = -1) -> go.Figure:
@@ -71,3 +85,11 @@ def attribution(
         kv_head,
         (answer_label, rest[0] if rest else None, a.position),
     )
+
+
+def heads_looking_at(run: Run, key: int, query: int = -1) -> go.Figure:
+    """Which heads look at `key` from `query`: every head's attention weight, layers × heads."""
+    key, query = clamp_position(run, key % run.n_tokens), clamp_position(run, query % run.n_tokens)
+    weights = run.attention_to(key, query)
+    kv_head = kv_head_map(run.config.n_heads, run.config.n_kv_heads).numpy()
+    return attention_to_figure(weights.numpy(), kv_head, (key, run.tokens[key]), (query, run.tokens[query]))

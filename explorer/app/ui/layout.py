@@ -19,6 +19,7 @@ from explorer.app.ui import (
     gqa,
     intervene,
     lens,
+    looking,
     model_loading,
     overview,
     page,
@@ -83,7 +84,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 
 def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, Shared]:
     """The intro, the prompt and its examples, the model picker and card, the status line, the token
-    strip, and the layer and head every view shows."""
+    strip (a click on a token shows which heads look at it), and the layer and head every view shows."""
     policy, panel = workspace.policy, startup.panel
     model = gr.State("")  # the source of the loaded model ('' is the bundled one)
     shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
@@ -117,6 +118,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             model_card = gr.HTML(panel.card, elem_id="model-card")
     status = gr.HTML(markup.status(startup.message, "warning"), elem_id="status")
     token_strip = gr.HTML(elem_id="token-strip")
+    heads_looking_at = looking.build()
     with gr.Row():
         layer = checked.Slider(
             0, top(panel.n_layers), value=0, step=1, label="Layer", elem_id="layer-slider", min_width=200
@@ -145,4 +147,5 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     shared = Shared(
         workspace=workspace, status=status, shown=shown, layer=layer, head=head, log_colours=log_colours
     )
+    heads_looking_at.wire(shared, token_strip)
     return controls, shared

@@ -7,7 +7,8 @@
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. Clicking a cell of the
-//   patching heatmap opens that head on the clean prompt (written into #patched-head).
+//   patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
+//   of the token strip shows which heads look at it (its position written into #picked-token).
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
@@ -96,6 +97,14 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
+  function pickToken(position) {
+    // A token of the strip: which heads look at it (written into #picked-token, drawn under the strip).
+    const input = document.querySelector("#picked-token textarea, #picked-token input");
+    if (!input || !Number.isInteger(position)) return;
+    input.value = `${position},${Date.now()}`;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
   function currentLayer() {
     return Number(document.querySelector("#layer-slider input[type=number]")?.value || 0);
   }
@@ -150,7 +159,9 @@ if (!window.__attentionExplorerPage) {
   document.addEventListener("click", (event) => {
     const target = event.target.closest ? event.target : null;
     const row = target && target.closest(".top-head");
+    const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
+    else if (token) pickToken(Number(token.querySelector(".position")?.textContent));
     else if (target && target.closest("#open-in-attention")) openInAttention();
     else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
   });
@@ -175,7 +186,7 @@ if (!window.__attentionExplorerPage) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
     } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
-    } else if (gd.closest("#lens-attribution-plot") && point.data.type === "heatmap") {
+    } else if (gd.closest("#lens-attribution-plot, #heads-looking-at-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x));
     }
   }
