@@ -65,6 +65,7 @@ class Projections:
     q_rot: torch.Tensor  # [H, N, d] after RoPE
     k_rot: torch.Tensor  # [H_kv, N, d] after RoPE
     kv_head: torch.Tensor  # [H] int64, which key/value head each query head reads
+    value_norms: torch.Tensor  # [H, N] ‖v[g(h), j] · W_O[h]‖₂: what key j would write through head h
 
     @property
     def n_heads(self) -> int:
@@ -103,6 +104,7 @@ class AttentionInternals:
     q_rot = _projected("q_rot")  # [H, N, d] after RoPE
     k_rot = _projected("k_rot")  # [H_kv, N, d] after RoPE
     kv_head = _projected("kv_head")  # [H] int64
+    value_norms = _projected("value_norms")  # [H, N] ‖v_j · W_O[h]‖₂
     n_heads = _projected("n_heads")
     n_tokens = _projected("n_tokens")
 
@@ -120,6 +122,13 @@ class AttentionInternals:
     def masked(self) -> torch.Tensor:
         """scaled with −inf where the mask is False.  # [H, N, N]"""
         return self.scaled.masked_fill(~self.mask, float("-inf"))
+
+    @cached_property
+    def weighted_norms(self) -> torch.Tensor:
+        """‖α[h,i,j] · v[g(h),j] · W_O[h]‖₂: each weight times the norm of what its key writes through the
+        head (Kobayashi et al. 2020), so a key that gets weight but writes little (a sink) shrinks; 0
+        where the mask forbids.  # [H, N, N]"""
+        return self.probs * self.value_norms[:, None, :]
 
     def head_stages(self, head: int) -> dict[str, torch.Tensor]:
         """One head's scores, scaled, masked and probs, computed for that head alone.  # each [N, N]"""
@@ -161,7 +170,19 @@ def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -
         q_rot=rope.apply_rope(q, cos, sin),
         k_rot=rope.apply_rope(k, cos, sin),
         kv_head=kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device),
+        value_norms=value_norms(attn, v),
     )
+
+
+def value_norms(attn, v: torch.Tensor) -> torch.Tensor:
+    """‖v[g(h), j] · W_O[h]‖₂ for every head and key, W_O[h] o_proj's columns of head h, as the quadratic
+    form v·(W_O[h]ᵀ W_O[h])·v: H·d² per key where the products themselves cost H·d·hidden.
+    # v [H_kv, N, d] float32 -> [H, N]"""
+    H, d = attn.n_heads, attn.head_dim
+    w_o = attn.o_proj.weight.float().view(-1, H, d).transpose(0, 1)  # [H, hidden, d]
+    gram = w_o.transpose(1, 2) @ w_o  # [H, d, d]
+    v = v[kv_head_map(H, attn.n_kv_heads).to(v.device)]  # [H, N, d]
+    return ((v @ gram) * v).sum(-1).clamp_min(0).sqrt()
 
 
 @torch.inference_mode()
