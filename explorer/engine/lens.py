@@ -29,7 +29,7 @@ from explorer.engine.model import Taps, tapped
 LENS_BLOCK_BYTES = 128 * 2**20  # lens logits held at once, [L+1, positions, vocab] float32
 
 
-def _position(run, position: int, name: str = "position") -> int:
+def check_position(run, position: int, name: str = "position") -> int:
     n = run.n_tokens
     if isinstance(position, bool) or not isinstance(position, int) or not -n <= position < n:
         raise ValueError(f"{name} must be a whole number in [{-n}, {n - 1}], got {position!r}")
@@ -78,7 +78,7 @@ def _every_layers_logits(run, positions: list[int]) -> torch.Tensor:
 def token_across_layers(run, token: str | int, position: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     """A token's rank (1: the lens' top token) and probability after every layer at `position`, the
     token given as its text (one token of the vocabulary) or its id.  # -> [L+1] int64, [L+1] float32"""
-    position = _position(run, position)
+    position = check_position(run, position)
     token_id = resolve_token(run, token, "token")
     logits = _every_layers_logits(run, [position])[:, 0]  # [L+1, V]
     ranks = (logits > logits[:, token_id, None]).sum(-1) + 1
@@ -89,7 +89,7 @@ def token_across_layers(run, token: str | int, position: int = -1) -> tuple[torc
 def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> LogitLens:
     """The top-k tokens, their probabilities and the KL to the output at every layer and position."""
     config, n = run.config, run.n_tokens
-    wanted = list(range(n)) if positions is None else [_position(run, p) for p in positions]
+    wanted = list(range(n)) if positions is None else [check_position(run, p) for p in positions]
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= config.vocab_size:
         raise ValueError(f"top_k must be a whole number in [1, {config.vocab_size}], got {top_k!r}")
     layers = config.n_layers + 1
@@ -140,7 +140,7 @@ def logit_attribution(
     """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts. A
     token is its text (one token of the vocabulary) or its id."""
     model, config = run.explorer.model, run.config
-    position = _position(run, position)
+    position = check_position(run, position)
     answer_id = resolve_token(run, answer, "answer")
     distractor_id = None if distractor is None else resolve_token(run, distractor, "distractor")
     head_outputs = torch.empty(config.n_layers, config.n_heads, config.head_dim, dtype=run.layer_inputs.dtype)
@@ -215,7 +215,7 @@ def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor
 def attention_to(run, key: int, query: int = -1) -> torch.Tensor:
     """Every head's attention weight from `query` to `key` (0 where the key is after the query).
     # -> [L, H] float32 CPU"""
-    query, key = _position(run, query, "query"), _position(run, key, "key")
+    query, key = check_position(run, query, "query"), check_position(run, key, "key")
     config = run.config
     weights = torch.zeros(config.n_layers, config.n_heads)
     if key > query:

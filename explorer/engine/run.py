@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from explorer.engine import lens
+from explorer.engine import flow, lens
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import Ablation
@@ -115,6 +115,20 @@ class Run:
     def attention_to(self, key: int, query: int = -1) -> torch.Tensor:
         """Every head's attention weight from `query` to `key`.  # [L, H] float32 CPU"""
         return lens.attention_to(self, key, query)
+
+    def contributions(self, layer: int, position: int = -1) -> flow.Contributions:
+        """Each part's share of the stream at `position` after `layer`'s attention (every head's part
+        from every key, and the block's input) and after its MLP (`explorer.engine.flow`)."""
+        return flow.contributions(self, layer, position)
+
+    def information_flow(self, position: int = -1, threshold: float = 0.04) -> flow.InformationFlow:
+        """The routes that carry the stream at `position` to the output, edges at or above `threshold`
+        (Ferrando & Voita 2024; `explorer.engine.flow`)."""
+        return flow.information_flow(self, position, threshold)
+
+    def rollout(self, position: int = -1) -> torch.Tensor:
+        """Attention rollout (Abnar & Zuidema 2020): row `position` of Â_{L−1} ⋯ Â_0.  # [N] float32 CPU"""
+        return flow.rollout(self, position)
 
     def _check_layer(self, layer: int) -> None:
         n_layers = self.config.n_layers

@@ -13,6 +13,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
     python -m explorer.bench --browser  # what a person waits for in Chromium (tools.bench.browser)
     python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
+    python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import browser, generate, lens, patching
+from explorer.tools.bench import against, browser, flow, generate, lens, patching
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -115,6 +116,11 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="the logit lens and attribution against one forward (tools.bench.lens)",
     )
+    parser.add_argument(
+        "--flow",
+        action="store_true",
+        help="contributions, the information-flow graph and weighted norms (tools.bench.flow)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
@@ -128,7 +134,7 @@ def parse_args(argv: list[str] | None):
         args.repeats = 2 if args.quick else 5
     if args.lengths is None:
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
-        args.lengths = (lens.N_TOKENS,) if args.lens else args.lengths
+        args.lengths = (against.N_TOKENS,) if args.lens or args.flow else args.lengths
     return args
 
 
@@ -139,7 +145,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.browser:
         return browser.main(args)
     if args.lens:
-        return lens.main(args)
+        return against.main(lens.SUITE, args)
+    if args.flow:
+        return against.main(flow.SUITE, args)
     if args.model == "smollm2-gguf":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
