@@ -27,6 +27,7 @@ from tests.conftest import make_hf_checkpoint
 from tests.tolerant_snapshots import TolerantAmberExtension
 
 PROMPT = "To be, or not to be: that is the question."
+LOG = views.MapStyle(log=True)
 SIGNIFICANT_DIGITS = 4
 
 
@@ -139,7 +140,7 @@ def test_figure_is_sent_as_plotly_validates_it(figures, name):
 
 def test_faithfulness_and_log_coloured_figures_are_sent_as_plotly_validates_them(run, where):
     assert_valid_as_sent(views.faithfulness(run, where["layer"]))
-    assert_valid_as_sent(views.pipeline(run, where["layer"], where["head"], log_colours=True))
+    assert_valid_as_sent(views.pipeline(run, where["layer"], where["head"], LOG))
 
 
 def test_a_figure_edited_after_it_is_built_is_validated_like_any_plotly_figure(run):
@@ -521,15 +522,15 @@ def test_log_colours_have_a_bar_ticked_at_every_decade_from_end_to_end(run, wher
     layer, head = where["layer"], where["head"]
     probs = run.attention(layer).probs.numpy()
     fig = {
-        "pipeline": lambda: views.pipeline(run, layer, head, log_colours=True),
-        "all_heads": lambda: views.all_heads(run, layer, log_colours=True),
-        "zoom": lambda: views.zoom(run, layer, head, views.default_zoom(run), log_colours=True),
+        "pipeline": lambda: views.pipeline(run, layer, head, LOG),
+        "all_heads": lambda: views.all_heads(run, layer, LOG),
+        "zoom": lambda: views.zoom(run, layer, head, views.default_zoom(run), LOG),
         "all_heads_8_bit": lambda: explorer.figures.all_heads_figure(
             run.tokens,
             [encode_probs(p, 16) for p in probs],
             np.arange(len(probs)),
             "8 bits",
-            log_colours=True,
+            LOG,
         ),
     }[name]()
     softmax = next(

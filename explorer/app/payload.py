@@ -30,10 +30,12 @@ def file_name(model: str, *parts) -> str:
     return "-".join(words)[:120] or "attention-explorer"
 
 
-def update_payload_bytes(run: Run, layer: int, head: int) -> int:
-    """Bytes of the JSON one layer switch sends, figures as the app sends them: `head_figures`
-    (pipeline, RoPE rotation and score split) and `layer_figures` (all heads, head similarity,
-    faithfulness). A head switch sends the first three alone."""
+def update_payload_bytes(
+    run: Run, layer: int, head: int, style: figures.MapStyle = figures.MapStyle()
+) -> int:
+    """Bytes of the JSON one layer switch sends, figures as the app sends them (softmax maps drawn in
+    `style`): `head_figures` (pipeline, RoPE rotation and score split) and `layer_figures` (all heads,
+    head similarity, faithfulness). A head switch sends the first three alone."""
     query, key = default_positions(run)
-    update = head_figures(run, layer, head, query, key) + layer_figures(run, layer)
+    update = head_figures(run, layer, head, query, key, style) + layer_figures(run, layer, style)
     return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update)

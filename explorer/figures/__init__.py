@@ -9,11 +9,14 @@ from explorer.figures.faithfulness import faithfulness_figure
 from explorer.figures.generation import candidates_figure, generation_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
 from explorer.figures.interventions import ablation_next_tokens_figure, patching_figure
+from explorer.figures.maps import KeyWrites, MapStyle
 from explorer.figures.overview import next_tokens_figure, profile_figure
 from explorer.figures.rope import rope_angles_figure, rotation_figure, score_split_figure, wavelengths_figure
 
 __all__ = [
     "ZOOM_CELLS",
+    "KeyWrites",
+    "MapStyle",
     "ablation_next_tokens_figure",
     "all_heads_figure",
     "candidates_figure",

@@ -24,7 +24,14 @@ from explorer.figures.common import (
     group_colour,
     lower_triangle_fill,
 )
-from explorer.figures.maps import log_colour_bar, map_heatmap, mask_heatmap, masked_region
+from explorer.figures.maps import (
+    KeyWrites,
+    MapStyle,
+    log_colour_bar,
+    map_heatmap,
+    mask_heatmap,
+    masked_region,
+)
 
 MASKED_HOVER = "−∞: the key comes after the query"
 
@@ -35,18 +42,20 @@ def pipeline_figure(
     scaled: np.ndarray | EncodedMap,  # [N, N] scores · scale
     mask: np.ndarray | tuple[np.ndarray, int],  # [N, N] bool, True where the query may attend
     masked: np.ndarray | EncodedMap,  # [N, N] scaled, −inf where masked
-    probs: np.ndarray | EncodedMap,  # [N, N] softmax of masked
+    probs: np.ndarray | EncodedMap,  # [N, N] softmax of masked (`style.weighted`: each key's share)
     scale: float,
     title: str,
-    log_colours: bool = False,
+    style: MapStyle = MapStyle(),
+    key_writes: KeyWrites | None = None,
 ) -> go.Figure:
-    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes
-    (`log_colours`: the softmax coloured on a log scale). Each map comes as values, or already pooled
+    """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
+    drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
+    shares, and `key_writes` what hover shows beside them). Each map comes as values, or already pooled
     and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
     `encode_mask`'s codes and block)."""
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)"]
-    titles.append(softmax_title(log_colours))
+    titles.append(softmax_title(style))
     layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
     if isinstance(scores, EncodedMap):  # pooled: the scaled codes are the raw ones, as in scaled_maps
         scores_map, masked_map, mask_codes = scores, masked, mask
@@ -60,7 +69,14 @@ def pipeline_figure(
         map_heatmap(scaled_map, "scaled", scaled_at, colorbar_at_foot(layout, scaled_at[0])),
         mask_heatmap(*mask_codes, mask_at),
         map_heatmap(masked_map, "masked", masked_at, colorbar_at_foot(layout, masked_at[0])),
-        map_heatmap(probs_map, "p", probs_at, colorbar_at_foot(layout, probs_at[0]), log_colours=log_colours),
+        map_heatmap(
+            probs_map,
+            softmax_value(style),
+            probs_at,
+            colorbar_at_foot(layout, probs_at[0]),
+            log_colours=style.log,
+            key_writes=key_writes,
+        ),
     ]
     # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
     # and the page's script); the figure itself keeps every value.
@@ -73,10 +89,10 @@ def pipeline_figure(
     for trace in (data[2], data[4]):  # the mask and the softmax, unpooled: nothing above the diagonal
         fill = lower_triangle_fill(trace["z"])
         if fill is not None:
-            trace["meta"] = dict(packed=dict(op="tril", fill=fill))
+            trace["meta"] = trace.get("meta", {}) | dict(packed=dict(op="tril", fill=fill))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
-    if log_colours:
+    if style.log:
         data.append(log_colour_bar(probs_map, colorbar_at_foot(layout, probs_at[0]), probs_at))
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
         layout[f"xaxis{x[1:]}"].update(
@@ -96,8 +112,14 @@ def pipeline_figure(
     )
 
 
-def softmax_title(log_colours: bool) -> str:
-    return "softmax · log colours" if log_colours else "softmax"
+def softmax_title(style: MapStyle) -> str:
+    name = "α weighted by ‖v·W_O‖" if style.weighted else "softmax"
+    return name + (" · log colours" if style.log else "")
+
+
+def softmax_value(style: MapStyle) -> str:
+    """What hover calls a softmax map's value: p, or a weighted map's share of its row."""
+    return "share" if style.weighted else "p"
 
 
 def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, mask: np.ndarray):
@@ -133,10 +155,12 @@ def all_heads_figure(
     probs: np.ndarray | list[EncodedMap],  # [H, N, N] the layer's softmax maps, or each already coded
     kv_head: np.ndarray,  # [H] which kv head each query head reads
     title: str,
-    log_colours: bool = False,
+    style: MapStyle = MapStyle(),
     subtitle: str = "",
+    key_writes: list[KeyWrites] | None = None,
 ) -> go.Figure:
-    """Every head's softmax map as small multiples, framed and coloured by the kv head they share;
+    """Every head's softmax map as small multiples, framed and coloured by the kv head they share, in
+    `style` (`pipeline_figure`'s: weighted, `probs` are the shares and `key_writes` each head's hover);
     `subtitle` (e.g. the layer's faithfulness check) under the title, beside the maps' precision."""
     n_heads, n = len(probs), len(tokens)
     cols = group_columns(n_heads, n_heads // (int(kv_head.max()) + 1))
@@ -149,11 +173,12 @@ def all_heads_figure(
         p if isinstance(p, EncodedMap) else encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs
     ]
     colorbar = dict(thickness=10, len=0.8)
+    writes, value = key_writes or [None] * n_heads, softmax_value(style)
     data = [
-        map_heatmap(m, "p", at, colorbar if h == 0 else None, log_colours=log_colours)
-        for h, (m, at) in enumerate(zip(maps, cells, strict=True))
+        map_heatmap(m, value, at, colorbar if h == 0 else None, log_colours=style.log, key_writes=w)
+        for h, (m, at, w) in enumerate(zip(maps, cells, writes, strict=True))
     ]
-    if log_colours:
+    if style.log:
         data.append(log_colour_bar(maps[0], colorbar, cells[0]))
     shapes = []
     for h, (x, y) in enumerate(cells):
@@ -200,26 +225,28 @@ ZOOM_CELLS = MAP_BUDGET_BYTES // 4  # exact float32 values of at most this many 
 def zoom_figure(
     tokens: list[str],
     masked: np.ndarray,  # [q, k] scaled scores of the window, −inf where masked
-    probs: np.ndarray,  # [q, k] softmax values of the window
+    probs: np.ndarray,  # [q, k] softmax values of the window (`style.weighted`: each key's share)
     origin: tuple[int, int],  # (first query, first key) position of the window
     title: str,
-    log_colours: bool = False,
+    style: MapStyle = MapStyle(),
+    key_writes: KeyWrites | None = None,
 ) -> go.Figure:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
-    the softmax side by side, whatever the prompt's length (the full maps are pooled past 512)."""
+    the softmax (in `style`, as `pipeline_figure` draws it) side by side, whatever the prompt's length
+    (the full maps are pooled past 512)."""
     if masked.size > ZOOM_CELLS:
         raise ValueError(f"a zoom window holds at most {ZOOM_CELLS:,} cells, this one {masked.size:,}")
     layout, (scores_at, probs_at) = grid(
-        2, cols=2, h_gap=0.08, titles=["masked scores (−∞ blank)", softmax_title(log_colours)]
+        2, cols=2, h_gap=0.08, titles=["masked scores (−∞ blank)", softmax_title(style)]
     )
     probs_map, probs_bar = encode_probs(probs), colorbar_at_foot(layout, probs_at[0])
     data = [
         map_heatmap(
             encode_signed(masked), "masked", scores_at, colorbar_at_foot(layout, scores_at[0]), origin
         ),
-        map_heatmap(probs_map, "p", probs_at, probs_bar, origin, log_colours),
+        map_heatmap(probs_map, softmax_value(style), probs_at, probs_bar, origin, style.log, key_writes),
     ]
-    if log_colours:
+    if style.log:
         data.append(log_colour_bar(probs_map, probs_bar, probs_at))
     (q0, k0), (nq, nk) = origin, masked.shape
     for i, (x, y) in enumerate((scores_at, probs_at)):

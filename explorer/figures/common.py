@@ -80,8 +80,11 @@ def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -
 
 def compact_trace(trace: dict) -> dict:
     """A trace as the app sends it: a `meta.derived` map left out (the page rebuilds it from another),
-    a `meta.packed` one as its lower triangle, row by row (the page fills the rest with `fill`)."""
+    a `meta.packed` one as its lower triangle, row by row (the page fills the rest with `fill`), and
+    a `meta.weighted` map's hover data left out (the page rebuilds it from the map: `maps.KeyWrites`)."""
     meta = trace.get("meta") or {}
+    if meta.get("weighted"):
+        trace = {key: value for key, value in trace.items() if key != "customdata"}
     if meta.get("derived"):
         return {key: value for key, value in trace.items() if key != "z"}
     if meta.get("packed"):

@@ -6,6 +6,7 @@ values, the causal mask, and the hatched region where keys come after their quer
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from plotly.colors import get_colorscale, sample_colorscale
@@ -22,6 +23,39 @@ MASKED_FILL = dict(
 )
 
 
+@dataclass(frozen=True)
+class MapStyle:
+    """How softmax maps are drawn: `log` colours them on a log scale (values and hover unchanged);
+    `weighted` draws, in place of each weight α, its share of what the query reads by what each key
+    writes: ‖α_ij·v_j·W_O‖ over its row's sum (Kobayashi et al. 2020), so rows sum to 1 as α's do."""
+
+    log: bool = False
+    weighted: bool = False
+
+
+@dataclass(frozen=True)
+class KeyWrites:
+    """What a weighted map's hover shows beside each cell's share (exact maps alone): its attention
+    weight α and ‖α·v·W_O‖, from the map's α, each key's ‖v·W_O‖ and each row's Σ ‖α·v·W_O‖. The page
+    rebuilds them from the share and the two vectors (`meta.weighted`), so they are not sent."""
+
+    probs: np.ndarray  # [R, K] α
+    value_norms: np.ndarray  # [K] ‖v_j·W_O‖
+    row_sums: np.ndarray  # [R] Σ_j ‖α_ij·v_j·W_O‖
+
+    def trace(self) -> dict:
+        """The heatmap's customdata [R, K, 2] (α, ‖α·v·W_O‖), float32, and the rule to rebuild it."""
+        probs = np.asarray(self.probs, dtype=np.float32)
+        norms = np.asarray(self.value_norms, dtype=np.float32)
+        sums = np.asarray(self.row_sums, dtype=np.float32)
+        written = probs * norms[None, :]  # float32 products, as AttentionInternals.weighted_norms
+        meta = dict(weighted=dict(sums=sums, norms=norms))  # sent as float32 typed arrays
+        return dict(customdata=np.stack([probs, written], axis=-1), meta=meta)
+
+
+KEY_WRITES_HOVER = "α = %{customdata[0]:.4g} · ‖α·v·W_O‖ = %{customdata[1]:.4g}"
+
+
 def map_heatmap(
     m: EncodedMap,
     value_name: str,
@@ -29,17 +63,23 @@ def map_heatmap(
     colorbar: dict | None = None,
     origin: tuple[int, int] = (0, 0),
     log_colours: bool = False,
+    key_writes: KeyWrites | None = None,
 ) -> dict:
     """A heatmap trace of an encoded map over token positions; hover names query, key and value.
     `origin` is the (query, key) position of its first cell, for a window cut from a bigger map.
     `log_colours` colours probabilities on a log scale; the values (and so the hover) stay as they are,
-    and the colour bar is `log_colour_bar`'s."""
+    and the colour bar is `log_colour_bar`'s. `key_writes`: a weighted map's α and ‖α·v·W_O‖ in hover,
+    where the map is exact."""
     if m.block == 1:
         where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
         where = f"{m.block}×{m.block} block around<br>query %{{y:d}} “%{{y}}”, key %{{x:d}} “%{{x}}”"
+    extra = {}
     if m.exact:
         value = f"{value_name} = %{{z:.4g}}"
+        if key_writes is not None:
+            value += "<br>" + KEY_WRITES_HOVER
+            extra = key_writes.trace()
     elif m.kind == "probs":
         value = f"{'max ' if m.block > 1 else ''}{value_name} ≈ %{{z}}%"
     else:
@@ -53,6 +93,7 @@ def map_heatmap(
         hoverongaps=False,
         hovertemplate=f"{where}<br>{value}<extra></extra>",
         **_colour(m, colorbar, log_colours),
+        **extra,
     )
 
 

@@ -9,11 +9,13 @@ knows Gradio; the app only wires these to its components.
     interventions an ablated run beside the plain one, a patching sweep
     generation    a generation's steps
     pooled        a layer's views past the view budget, block by block (used by `attention`)
+    weighting     softmax maps weighted by what each key writes (‖α·v·W_O‖, rows normalised)
     export        a layer's tensors as .npz, a head's map as .csv
     lens          the logit lens over positions × layers, a target’s rank, direct logit attribution,
                   the heads looking at a token
 """
 
+from explorer.figures import MapStyle
 from explorer.views.attention import (
     EAGER_TOLERANCE,
     VIEW_MAP_BYTES,
@@ -69,6 +71,7 @@ __all__ = [
     "TOP_HEAD_LISTS",
     "TOP_NEXT_TOKENS",
     "VIEW_MAP_BYTES",
+    "MapStyle",
     "TopHead",
     "ablation_next_token_ids",
     "ablation_next_tokens",

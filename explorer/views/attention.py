@@ -6,20 +6,26 @@ computed for that head alone. Nothing here runs the model forward. A layer whose
 VIEW_MAP_BYTES is never held whole: its views are computed from the layer's projections a block of
 queries at a time (`explorer.views.pooled`, over `explorer.engine.blockwise`), maps pooled block by block
 as the figures would pool them.
+
+A `MapStyle` says how the softmax maps are drawn: on log colours, and weighted by what each key writes
+(`explorer.views.weighting`: each row of ‖α·v·W_O‖ over its sum, hover giving α and ‖α·v·W_O‖ too).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 import torch
 
 from explorer import figures
 from explorer.engine import blockwise
 from explorer.engine.run import Run
+from explorer.figures import MapStyle
 from explorer.views import pooled
 from explorer.views.agreement import Faithfulness, check_outputs
 from explorer.views.labels import clamp_position, head_name, kv_heads
 from explorer.views.rope import rope_rotation, rope_score_split
+from explorer.views.weighting import key_shares, key_writes
 
 EAGER_TOLERANCE = 1e-5  # max |eager − SDPA| the parity tests hold, float32
 # A layer's float32 [H, N, N] maps are held whole up to this (9 heads: 1,365 tokens); past it, block by block.
@@ -36,25 +42,28 @@ def block_bytes() -> int:
     return VIEW_MAP_BYTES // 4
 
 
-def pipeline(run: Run, layer: int, head: int, log_colours: bool = False) -> go.Figure:
+WEIGHTED_NOTE = "weighted by what each key writes: ‖α·v·W_O‖ over its row's sum (Kobayashi et al. 2020)"
+
+
+def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
     title = f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax"
     if maps_fit(run):
         att = run.attention(layer)
         stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]
         mask, scale = att.mask.numpy(), att.scale
     else:
-        stages, mask = pooled.head_stages(run, layer, head, block_bytes())
+        stages, mask = pooled.head_stages(run, layer, head, block_bytes(), style.weighted)
         scale = run.projections(layer).scale
+    softmax, writes = stages["probs"], None
+    if style.weighted:
+        title += f"<br><sup>softmax {WEIGHTED_NOTE}</sup>"
+        if isinstance(softmax, np.ndarray):  # whole maps (pooled ones come weighted)
+            probs, norms = torch.from_numpy(softmax), run.projections(layer).value_norms[head]
+            shares, sums = key_shares(probs, norms)
+            softmax, writes = shares.numpy(), key_writes(probs, norms, sums)
+    scores, scaled, masked = (stages[name] for name in ("scores", "scaled", "masked"))
     return figures.pipeline_figure(
-        run.tokens,
-        stages["scores"],
-        stages["scaled"],
-        mask,
-        stages["masked"],
-        stages["probs"],
-        scale,
-        title,
-        log_colours,
+        run.tokens, scores, scaled, mask, masked, softmax, scale, title, style, key_writes=writes
     )
 
 
@@ -66,10 +75,11 @@ def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
 
 
 def zoom(
-    run: Run, layer: int, head: int, window: tuple[int, int, int, int], log_colours: bool = False
+    run: Run, layer: int, head: int, window: tuple[int, int, int, int], style: MapStyle = MapStyle()
 ) -> go.Figure:
     """Exact values of a window (first query, last query, first key, last key; inclusive, clamped to
-    the prompt and put in order) of one head's masked scores and softmax."""
+    the prompt and put in order) of one head's masked scores and softmax (weighted in `style`: each
+    key's share of its whole row, hover giving α and ‖α·v·W_O‖)."""
     q0, q1, k0, k1 = (clamp_position(run, p) for p in window)
     (q0, q1), (k0, k1) = sorted((q0, q1)), sorted((k0, k1))
     cells = (q1 - q0 + 1) * (k1 - k0 + 1)
@@ -78,34 +88,39 @@ def zoom(
             f"A zoom window holds at most {figures.ZOOM_CELLS:,} cells (256 × 256, or 64 × 1,024 …); "
             f"queries {q0}–{q1} × keys {k0}–{k1} is {cells:,}. Narrow one of the ranges."
         )
+    norms = run.projections(layer).value_norms[head]  # [N]
+    parts = {"masked": [], "probs": [], "shares": [], "sums": []}
+
+    def cut(rows: dict[str, torch.Tensor]):  # each [R, N]: the window's queries over every key
+        if style.weighted:  # each key's share of its whole row, not of the window's
+            rows["shares"], rows["sums"] = key_shares(rows["probs"], norms)
+        for name in parts.keys() & rows.keys():
+            parts[name].append(rows[name] if name == "sums" else rows[name][:, k0 : k1 + 1])
+
     if maps_fit(run):
-        stages = run.attention(layer).head_stages(head)
-        masked, probs = (stages[name][q0 : q1 + 1, k0 : k1 + 1] for name in ("masked", "probs"))
+        cut({name: t[q0 : q1 + 1] for name, t in run.attention(layer).head_stages(head).items()})
     else:
-        p, parts = run.projections(layer), {"masked": [], "probs": []}
         for start, stop in blockwise.query_blocks(run.n_tokens, 4, block_bytes()):
             start, stop = max(start, q0), min(stop, q1 + 1)
             if start < stop:
-                for name, rows in blockwise.head_rows(p, head, start, stop).items():
-                    if name in parts:
-                        parts[name].append(rows[:, k0 : k1 + 1])
-        masked, probs = (torch.cat(parts[name]) for name in ("masked", "probs"))
+                cut(blockwise.head_rows(run.projections(layer), head, start, stop))
+    window = {name: torch.cat(each) for name, each in parts.items() if each}
+    title = f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values"
+    softmax, writes = window["probs"], None
+    if style.weighted:
+        softmax, writes = window["shares"], key_writes(window["probs"], norms[k0 : k1 + 1], window["sums"])
+        title += f"<br><sup>softmax {WEIGHTED_NOTE}</sup>"
     return figures.zoom_figure(
-        run.tokens,
-        masked.numpy(),
-        probs.numpy(),
-        (q0, k0),
-        f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values",
-        log_colours,
+        run.tokens, window["masked"].numpy(), softmax.numpy(), (q0, k0), title, style, writes
     )
 
 
-def all_heads(run: Run, layer: int, log_colours: bool = False) -> go.Figure:
-    """Every head's map, with the layer's faithfulness check stated under the title."""
-    check = eager_check(run, layer)
+def all_heads(run: Run, layer: int, style: MapStyle = MapStyle()) -> go.Figure:
+    """Every head's map (weighted in `style`), with the layer's faithfulness check stated under the title."""
     if maps_fit(run):
-        return _all_heads_figure(run, layer, run.attention(layer).probs.numpy(), check, log_colours)
-    return _all_heads_figure(run, layer, _pooled_layer(run, layer).head_maps, check, log_colours)
+        return _all_heads_figure(run, layer, None, eager_check(run, layer), style)
+    kept = pooled.layer_views(run, layer, block_bytes(), style.weighted)
+    return _all_heads_figure(run, layer, kept, kept.check, style)
 
 
 def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
@@ -116,11 +131,23 @@ def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
 
 
 def _all_heads_figure(
-    run: Run, layer: int, maps_of_heads, check: Faithfulness, log_colours: bool = False
+    run: Run, layer: int, kept: pooled.LayerViews | None, check: Faithfulness, style: MapStyle
 ) -> go.Figure:
-    title = f"Layer {layer}: every head's softmax map, framed by the kv head it shares"
+    """Every head's map from the whole maps, or from what the run `kept` of the layer's pass."""
+    what = "softmax map weighted by ‖v·W_O‖ (each row over its sum)" if style.weighted else "softmax map"
+    title = f"Layer {layer}: every head's {what}, framed by the kv head it shares"
+    writes = None
+    if kept is not None:
+        maps = kept.weighted_maps if style.weighted else kept.head_maps
+    elif style.weighted:
+        att = run.attention(layer)
+        shares, sums = key_shares(att.probs, att.value_norms)  # [H, N, N], [H, N]
+        maps = shares.numpy()
+        writes = [key_writes(*each) for each in zip(att.probs, att.value_norms, sums, strict=True)]
+    else:
+        maps = run.attention(layer).probs.numpy()
     return figures.all_heads_figure(
-        run.tokens, maps_of_heads, kv_heads(run.config), title, log_colours, subtitle=check.summary()
+        run.tokens, maps, kv_heads(run.config), title, style, check.summary(), writes
     )
 
 
@@ -167,24 +194,24 @@ def _faithfulness_figure(run: Run, layer: int, check: Faithfulness) -> go.Figure
 
 
 def head_figures(
-    run: Run, layer: int, head: int, query: int, key: int, log_colours: bool = False
+    run: Run, layer: int, head: int, query: int, key: int, style: MapStyle = MapStyle()
 ) -> list[go.Figure]:
     """What a head switch sends: the pipeline and the RoPE view of q and k."""
     return [
-        pipeline(run, layer, head, log_colours),
+        pipeline(run, layer, head, style),
         rope_rotation(run, layer, head, query, key),
         rope_score_split(run, layer, head, query, key),
     ]
 
 
-def layer_figures(run: Run, layer: int, log_colours: bool = False) -> list[go.Figure]:
+def layer_figures(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[go.Figure]:
     """What depends on the layer alone: every head's map, their similarity, the faithfulness check
     (past the budget, all three from one pass over the layer's maps, kept with the run)."""
     if maps_fit(run):
-        return [all_heads(run, layer, log_colours), head_similarity(run, layer), faithfulness(run, layer)]
-    kept = pooled.layer_views(run, layer, block_bytes())
+        return [all_heads(run, layer, style), head_similarity(run, layer), faithfulness(run, layer)]
+    kept = pooled.layer_views(run, layer, block_bytes(), style.weighted)
     return [
-        _all_heads_figure(run, layer, kept.head_maps, kept.check, log_colours),
+        _all_heads_figure(run, layer, kept, kept.check, style),
         _similarity_figure(run, layer, kept.similarity),
         _faithfulness_figure(run, layer, kept.check),
     ]

@@ -7,6 +7,9 @@ they show what the whole maps would have shown, code for code.
     layer_views   what the layer's views show of a pass with the output, kept with the run: coming
                   back to the layer computes nothing (`kept_layer_views`)
 
+Weighted by what each key writes (`explorer.views.weighting`), a block's rows are weighted and
+normalised before they are pooled: the largest share in each cell, as the whole maps would show it.
+
 A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
 The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
 float32(largest s · c), and so for the smallest); the masked map's are the scaled ones below the
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -27,13 +30,18 @@ from explorer.engine.attention import causal_softmax_
 from explorer.engine.run import Run
 from explorer.figures import codec
 from explorer.views.agreement import Faithfulness, check_outputs
+from explorer.views.weighting import key_shares
 
 Stages = dict[str, np.ndarray | codec.EncodedMap]
 
 
-def head_stages(run: Run, layer: int, head: int, block_bytes: int) -> tuple[Stages, tuple | np.ndarray]:
+def head_stages(
+    run: Run, layer: int, head: int, block_bytes: int, weighted: bool = False
+) -> tuple[Stages, tuple | np.ndarray]:
     """One head's four maps, encoded as `figures.pipeline_figure` would encode the whole maps, and the
-    mask's codes; up to 512 tokens (a block of one) the maps themselves and the mask."""
+    mask's codes; up to 512 tokens (a block of one) the maps themselves and the mask. `weighted`: the
+    pooled softmax is each key's share by what it writes (`weighting.key_shares`); whole maps are
+    given as they are, for the view to weight."""
     p, n = run.projections(layer), run.n_tokens
     block = codec.block_for(n, codec.MAP_BUDGET_BYTES)
     if block == 1:  # at most 512 × 512: small enough whole
@@ -53,6 +61,8 @@ def head_stages(run: Run, layer: int, head: int, block_bytes: int) -> tuple[Stag
             diagonal_lows.append(low)
             # the same product, softmaxed in place over the keys these queries may see (later: p = 0)
             probs = causal_softmax_(scores[:, :stop], p.scale, start)  # [R, stop]
+            if weighted:
+                probs = key_shares(probs, p.value_norms[head])[0]
             pooled = codec.pool(probs.numpy(), block, "max")  # [R/b, ceil(stop/b)]
             probs_cells.append(np.pad(pooled, ((0, 0), (0, cells - pooled.shape[-1]))))
     high, low = np.concatenate(highs), np.concatenate(lows)  # [cells, cells]
@@ -97,29 +107,46 @@ class LayerPass:
     """A layer's views computed block by block, in one pass over its maps."""
 
     head_maps: np.ndarray | list[codec.EncodedMap]  # every head's map: whole (a few tokens) or coded
+    weighted_maps: np.ndarray | list[codec.EncodedMap] | None  # the same of the shares, if asked for
     similarity: torch.Tensor  # [H, H]
     output: torch.Tensor | None  # [N, hidden], if asked for
     seconds: float  # the eager path's time: the projections and the pass
 
 
-def layer_pass(run: Run, layer: int, block_bytes: int, output: bool = True) -> LayerPass:
-    """Every head's map pooled as `figures.all_heads_figure` pools it, their similarity, and the
-    layer's output (as an ablated run edits it) if `output`, from one pass over the layer's maps."""
+def layer_pass(
+    run: Run, layer: int, block_bytes: int, output: bool = True, weighted: bool = False
+) -> LayerPass:
+    """Every head's map pooled as `figures.all_heads_figure` pools it (and with `weighted`, each key's
+    share by what it writes, pooled the same way), their similarity, and the layer's output (as an
+    ablated run edits it) if `output`, from one pass over the layer's maps."""
     start = time.perf_counter()
     p, n = run.projections(layer), run.n_tokens
     block = codec.block_for(n, codec.ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
-    parts, cells = [], math.ceil(n / block)
+    parts, shares, cells = [], [], math.ceil(n / block)
 
-    def pool(first_query, probs):  # probs [H, R, stop]: the keys after (cells of 0) are left out
-        pooled = codec.pool(probs.numpy(), block, "max")  # [H, R/b, ceil(stop/b)]
-        parts.append(np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1]))))
+    def pooled(maps):  # [H, R, stop]: the keys after (cells of 0) are left out
+        pooled = codec.pool(maps.numpy(), block, "max")  # [H, R/b, ceil(stop/b)]
+        return np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1])))
+
+    def pool(first_query, probs):
+        parts.append(pooled(probs))
+        if weighted:
+            shares.append(pooled(key_shares(probs, p.value_norms)[0]))
+
+    def coded(parts):
+        maps = np.concatenate(parts, axis=1)  # [H, cells, cells]
+        # block 1: the maps themselves (a handful of tokens), for the figure to encode as any map
+        return maps if block == 1 else [codec.probs_codes(m, block) for m in maps]
 
     attn = run.explorer.model.layers[layer].self_attn if output else None
     similarity, out = blockwise.layer_pass(p, block_bytes, attn, block, pool, run.heads_tap)
-    pooled = np.concatenate(parts, axis=1)  # [H, cells, cells]
-    # block 1: the maps themselves (a handful of tokens), for the figure to encode as it encodes any map
-    coded = pooled if block == 1 else [codec.probs_codes(m, block) for m in pooled]
-    return LayerPass(head_maps=coded, similarity=similarity, output=out, seconds=time.perf_counter() - start)
+    return LayerPass(
+        head_maps=coded(parts),
+        weighted_maps=coded(shares) if weighted else None,
+        similarity=similarity,
+        output=out,
+        seconds=time.perf_counter() - start,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,28 +157,39 @@ class LayerViews:
     head_maps: np.ndarray | list[codec.EncodedMap]
     similarity: torch.Tensor  # [H, H]
     check: Faithfulness  # the layer's output, from the pass, against the fast path's
+    weighted_maps: np.ndarray | list[codec.EncodedMap] | None = None  # once weighted maps were shown
 
     @property
     def nbytes(self) -> int:
-        if isinstance(self.head_maps, np.ndarray):
-            held = self.head_maps.nbytes
-        else:
-            held = sum(m.z.nbytes for m in self.head_maps)
+        held = sum(_maps_nbytes(maps) for maps in (self.head_maps, self.weighted_maps))
         return held + self.similarity.numel() * self.similarity.element_size() + self.check.nbytes
 
 
-def layer_views(run: Run, layer: int, block_bytes: int) -> LayerViews:
+def _maps_nbytes(maps: np.ndarray | list[codec.EncodedMap] | None) -> int:
+    if maps is None:
+        return 0
+    return maps.nbytes if isinstance(maps, np.ndarray) else sum(m.z.nbytes for m in maps)
+
+
+def layer_views(run: Run, layer: int, block_bytes: int, weighted: bool = False) -> LayerViews:
     """The layer's pass with its output, checked against the fast path's output and reduced to what
-    the views show; computed once per run and layer, then kept (`Run.kept`)."""
+    the views show; computed once per run and layer, then kept (`Run.kept`). `weighted`: with the
+    weighted maps too, from another pass (without the output) if the kept one had none."""
     kept = kept_layer_views(run, layer)
     if kept is None:
-        passed = layer_pass(run, layer, block_bytes)
+        passed = layer_pass(run, layer, block_bytes, weighted=weighted)
         kept = LayerViews(
             head_maps=passed.head_maps,
+            weighted_maps=passed.weighted_maps,
             similarity=passed.similarity,
             check=check_outputs(passed.output, run.sdpa_output(layer), passed.seconds),
         )
-        run.kept[("layer views", layer)] = kept
+    elif weighted and kept.weighted_maps is None:
+        passed = layer_pass(run, layer, block_bytes, output=False, weighted=True)
+        kept = replace(kept, weighted_maps=passed.weighted_maps)
+    else:
+        return kept
+    run.kept[("layer views", layer)] = kept
     return kept
 
 

@@ -1,10 +1,12 @@
 """The Attention tab: one head stage by stage, every head of the layer side by side, a zoom window
-showing exact values of any part of the head's maps (the full maps are pooled past 512 tokens), log
-colours for faint attention, and the layer's tensors or the head's map to download."""
+showing exact values of any part of the head's maps (the full maps are pooled past 512 tokens), how
+the softmax maps are drawn (log colours for faint attention; weighted by what each key writes), and
+the layer's tensors or the head's map to download."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot
+from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot, plots
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -27,25 +29,53 @@ class AttentionTab:
     zoom: gr.Plot
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
+    weighted_box: gr.Checkbox  # softmax maps weighted by what each key writes
     download: gr.File  # the last file asked for (a layer's tensors, a head's map)
 
-    def after_run(self, run: Run, layer: int, head: int, is_open: bool, log: bool) -> tuple:
+    def after_run(self, run: Run, layer: int, head: int, is_open: bool, style: views.MapStyle) -> tuple:
         """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
         its window moved to its default place, and drawn if open."""
         window = views.default_zoom(run)
-        return *window, plot(views.zoom(run, layer, head, window, log)) if is_open else gr.skip()
+        return *window, plot(views.zoom(run, layer, head, window, style)) if is_open else gr.skip()
 
     def follower(self, shared: Shared) -> Follower:
         """The zoom follows a layer or head switch when it is open, over the same window."""
 
-        def follow(layer, head, q0, q1, k0, k1, is_open, shown, log):
+        def follow(layer, head, q0, q1, k0, k1, is_open, shown, style):
             if not is_open or shown is None:
                 return (gr.skip(),)
             run = shared.workspace.run(*shown)
-            return (plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), log)),)
+            return (plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), style)),)
 
-        inputs = [*self.window, self.zoom_open, shared.shown, shared.log_colours]
+        inputs = [*self.window, self.zoom_open, shared.shown, shared.map_style]
         return Follower(inputs, [self.zoom], follow)
+
+    def wire_style(self, shared: Shared, stale: list, taken_away: Callable[[], tuple]) -> None:
+        """Either box redraws the softmax maps in the style they set (`shared.map_style`): the head's
+        pipeline, every head's map, and the zoom when open. What was offered for the view before (a
+        file, a link: `stale`) goes, by the updates `taken_away()` gives."""
+
+        @gpu
+        @guarded(5 + len(stale))
+        def restyle(log, weighted, layer, head, shown, zoom_open, *window):
+            style = views.MapStyle(log=bool(log), weighted=bool(weighted))
+            if shown is None:
+                return gr.skip(), style, gr.skip(), gr.skip(), gr.skip(), *taken_away()
+            run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
+            zoom = plot(views.zoom(run, layer, head, _window(*window), style)) if zoom_open else gr.skip()
+            return (
+                gr.skip(),
+                style,
+                *plots([views.pipeline(run, layer, head, style)], run, layer, head),
+                *plots([views.all_heads(run, layer, style)], run, layer),
+                zoom,
+                *taken_away(),
+            )
+
+        inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
+        outputs = [shared.status, shared.map_style, self.pipeline, self.all_heads, self.zoom, *stale]
+        boxes = [self.log_box.input, self.weighted_box.input]
+        gr.on(boxes, restyle, [*inputs, *self.window], outputs, api_name=False)
 
 
 def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
@@ -56,11 +86,19 @@ def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
 
 def build(shared: Shared) -> AttentionTab:
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
-        log_box = gr.Checkbox(
-            False,
-            label="Log colours for softmax maps (faint rows and sinks show; hover values stay exact)",
-            elem_id="log-colours",
-        )
+        with gr.Row():  # side by side; on a phone one above the other
+            with gr.Column(min_width=300):
+                log_box = gr.Checkbox(
+                    False,
+                    label="Log colours for softmax maps (faint rows and sinks show; hover values stay exact)",
+                    elem_id="log-colours",
+                )
+            with gr.Column(min_width=300):
+                weighted_box = gr.Checkbox(
+                    False,
+                    label="Weight by what each key writes: ‖α·v·W_O‖, each row over its sum (hover: α too)",
+                    elem_id="weighted-maps",
+                )
         gr.HTML(
             f'<div class="figure-key">{markup.explained("hatched", "Hatched")} cells: keys after the query, '
             "which the causal mask hides.</div>",
@@ -87,14 +125,14 @@ def build(shared: Shared) -> AttentionTab:
 
     @gpu
     @guarded(2)
-    def show_window(layer, head, q0, q1, k0, k1, shown, log):
+    def show_window(layer, head, q0, q1, k0, k1, shown, style):
         if shown is None:
             return gr.skip(), gr.skip()
         run = shared.workspace.run(*shown)
         window = _window(q0, q1, k0, k1)
-        return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, log))
+        return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))
 
-    inputs = [shared.layer, shared.head, *window, shared.shown, shared.log_colours]
+    inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]
     gr.on(
         [show.click, accordion.expand, *(n.submit for n in window)],
         show_window,
@@ -141,5 +179,6 @@ def build(shared: Shared) -> AttentionTab:
         zoom=zoom,
         zoom_open=zoom_open,
         log_box=log_box,
+        weighted_box=weighted_box,
         download=download,
     )

@@ -118,7 +118,7 @@ class Shared:
     # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either
     layer: gr.Slider
     head: gr.Dropdown
-    log_colours: gr.State  # whether softmax maps are coloured on a log scale
+    map_style: gr.State  # views.MapStyle: how softmax maps are drawn (log colours, weighted by ‖v·W_O‖)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What every view shares, wired: Run, a layer or head switch, a picked head, log colours, and links.
+"""What every view shares, wired: Run, a layer or head switch, a picked head, how maps are drawn, links.
 
 Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
 (model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
@@ -118,15 +118,15 @@ class ViewEvents:
         self.run_outputs += [*t.attention.window, t.attention.zoom]  # the zoom's window moves to the new run
         self.run_outputs += self.stale
         self.run_inputs = [controls.prompt, controls.model, s.layer, s.head, t.overview.is_open, s.shown]
-        self.run_inputs += [s.log_colours, t.attention.zoom_open]
-        self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.log_colours]
+        self.run_inputs += [s.map_style, t.attention.zoom_open]
+        self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
         self.switch_inputs += self.followers.inputs
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
         self.head_outputs = [s.status, *self.head_plots, *self.followers.outputs]
 
     # --- handlers -----------------------------------------------------------------------------------
 
-    def run_prompt(self, text, model, layer, head, overview_open, shown, log, zoom_open):
+    def run_prompt(self, text, model, layer, head, overview_open, shown, style, zoom_open):
         """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
         if shown == (model, text):
             return (gr.skip(),) * len(self.run_outputs)
@@ -141,7 +141,8 @@ class ViewEvents:
             gr.Warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
-        figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
+        figures = views.head_figures(run, layer, head, query, key, style)
+        figures += views.layer_figures(run, layer, style)
         return (
             markup.status(message, "warning" if cut else "info"),
             markup.token_strip(run.tokens, cut),
@@ -152,7 +153,7 @@ class ViewEvents:
             plot(views.rope_wavelengths(run)),
             *plots(figures, run, layer, head),
             *(overview.figures(cached) if overview_open else overview.EMPTY),
-            *self.tabs.attention.after_run(run, layer, head, zoom_open, log),
+            *self.tabs.attention.after_run(run, layer, head, zoom_open, style),
             *offers_taken_away(),
         )
 
@@ -167,28 +168,28 @@ class ViewEvents:
         updates[id(t.attention.download)] = offers_taken_away()[0]
         return tuple(updates.get(id(c)) for c in self.run_outputs)
 
-    def switch_layer(self, layer, head, query, key, shown, log, *followed):
+    def switch_layer(self, layer, head, query, key, shown, style, *followed):
         """The head's and the layer's figures, and the followers', for another layer."""
         if shown is None:
             return (gr.skip(),) * len(self.layer_outputs)
         layer, head = index(layer, "layer"), index(head, "head")
         return (
             gr.skip(),
-            *self._layer_figures(layer, head, query, key, shown, log),
+            *self._layer_figures(layer, head, query, key, shown, style),
             *self.followers.update(layer, head, followed),
         )
 
-    def switch_head(self, layer, head, query, key, shown, log, *followed):
+    def switch_head(self, layer, head, query, key, shown, style, *followed):
         """The head's figures, and the followers', for another head."""
         if shown is None:
             return (gr.skip(),) * len(self.head_outputs)
         run = self.workspace.run(*shown)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, log)
+        figures = views.head_figures(run, layer, head, query, key, style)
         return gr.skip(), *plots(figures, run, layer, head), *self.followers.update(layer, head, followed)
 
-    def pick(self, choice, query, key, shown, log, *followed):
+    def pick(self, choice, query, key, shown, style, *followed):
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
         if shown is None:
             return (gr.skip(),) * (2 + len(self.layer_outputs))
@@ -196,26 +197,8 @@ class ViewEvents:
         config = self.workspace.run(*shown).config
         if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
             raise ValueError(f"There is no layer {layer}, head {head} in this model.")
-        figures = self._layer_figures(layer, head, query, key, shown, log)
+        figures = self._layer_figures(layer, head, query, key, shown, style)
         return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
-
-    def recolour(self, log, layer, head, shown, zoom_open, *window):
-        """Softmax maps on a log colour scale, or a linear one again (the zoom too, when open)."""
-        if shown is None:
-            return gr.skip(), log, gr.skip(), gr.skip(), gr.skip(), *offers_taken_away()
-        run = self.workspace.run(*shown)
-        layer, head = index(layer, "layer"), index(head, "head")
-        zoom = gr.skip()
-        if zoom_open:
-            zoom = plot(views.zoom(run, layer, head, tuple(index(v or 0, "window") for v in window), log))
-        return (
-            gr.skip(),
-            log,
-            *plots([views.pipeline(run, layer, head, log)], run, layer, head),
-            *plots([views.all_heads(run, layer, log)], run, layer),
-            zoom,
-            *offers_taken_away(),
-        )
 
     def restore_positions(self, layer, head, shown, refusal, request: gr.Request):
         """After a link's run: the RoPE positions it names, and the figures that show them (a run
@@ -242,11 +225,11 @@ class ViewEvents:
             plot(views.rope_score_split(run, layer, head, query, key)),
         )
 
-    def _layer_figures(self, layer: int, head: int, query, key, shown, log) -> list:
+    def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, log) + views.layer_figures(run, layer, log)
-        return plots(figures, run, layer, head)
+        figures = views.head_figures(run, layer, head, query, key, style)
+        return plots(figures + views.layer_figures(run, layer, style), run, layer, head)
 
     # --- wiring -------------------------------------------------------------------------------------
 
@@ -281,7 +264,8 @@ class ViewEvents:
                 c.current_tab,
                 t.overview.is_open,
                 t.attention.log_box,
-                s.log_colours,
+                t.attention.weighted_box,
+                s.map_style,
                 t.intervene.heads,
                 t.intervene.mode,
                 t.intervene.in_views,
@@ -334,7 +318,7 @@ class ViewEvents:
         )
         c.picked.change(
             gpu(guarded(2 + len(self.layer_outputs))(self.pick)),
-            [c.picked, t.rope.query, t.rope.key, s.shown, s.log_colours, *self.followers.inputs],
+            [c.picked, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
             [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
             api_name=False,
             trigger_mode="always_last",
@@ -352,18 +336,11 @@ class ViewEvents:
         )
         t.intervene.wire(s, parts, runs)
         t.lens.wire(s, runs)
-        recolour_outputs = [s.status, s.log_colours, t.attention.pipeline, t.attention.all_heads]
-        recolour_outputs += [t.attention.zoom, *self.stale]
-        t.attention.log_box.input(
-            gpu(guarded(len(recolour_outputs))(self.recolour)),
-            [t.attention.log_box, s.layer, s.head, s.shown, t.attention.zoom_open, *t.attention.window],
-            recolour_outputs,
-            api_name=False,
-        )
+        t.attention.wire_style(s, self.stale, offers_taken_away)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
-        view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.log_colours, t.rope.query, t.rope.key]
+        view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
         view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target]
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
@@ -372,7 +349,7 @@ class ViewEvents:
 
 def restore_view(request: gr.Request):
     """What a link asks for before its run (each left as it is when the link does not say): the prompt,
-    layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), log colours, the heads to
+    layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), how maps are drawn, the heads to
     ablate (ablated after the run, as after any run), the patching prompts and the lens' target."""
     params = share.requested(request)
     layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
@@ -380,7 +357,7 @@ def restore_view(request: gr.Request):
     def given(key: str):
         return params.get(key, gr.skip())
 
-    log = share.flag(params, "log") if "log" in params else gr.skip()
+    style = share.map_style(params)
     ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
     return (
         given("prompt"),
@@ -388,8 +365,7 @@ def restore_view(request: gr.Request):
         gr.skip() if head is None else head,
         gr.skip() if tab is None else tab,
         tab == "overview",
-        log,
-        log,
+        *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
         ablate or gr.skip(),
         given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
         share.flag(params, "views") if "views" in params else gr.skip(),

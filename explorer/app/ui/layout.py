@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from explorer import views
 from explorer.app import markup
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.app.ui import (
@@ -88,7 +89,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     policy, panel = workspace.policy, startup.panel
     model = gr.State("")  # the source of the loaded model ('' is the bundled one)
     shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
-    log_colours = gr.State(False)
+    map_style = gr.State(views.MapStyle())
     current_tab = gr.State("attention")
 
     gr.Markdown(INTRO, elem_id="intro")
@@ -145,7 +146,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         current_tab=current_tab,
     )
     shared = Shared(
-        workspace=workspace, status=status, shown=shown, layer=layer, head=head, log_colours=log_colours
+        workspace=workspace, status=status, shown=shown, layer=layer, head=head, map_style=map_style
     )
     heads_looking_at.wire(shared, token_strip)
     return controls, shared

@@ -1,8 +1,9 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
-set, `log`, the RoPE positions `q` and `k`, the heads to `ablate` with their `mode` and `views`, and the
-patching prompts `clean`, `corrupted`, `answer`, `distractor`, and the lens' `target`), and "Copy link"
-gives the link of what is on screen. A link names a picker model by its label, so it works on any
-machine that has that model; any other model by its source as typed."""
+set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
+`ablate` with their `mode` and `views`, and the patching prompts `clean`, `corrupted`, `answer`,
+`distractor`, and the lens' `target`), and "Copy link" gives the link of what is on screen. A link
+names a picker model by its label, so it works on any machine that has that model; any other model by
+its source as typed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from explorer.loading import catalog
+from explorer.views import MapStyle
 
 TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate", "lens")
 COPY_JS = """(query) => {
@@ -34,7 +36,7 @@ def query_string(
     head,
     model: str,
     tab: str,
-    log: bool = False,
+    style: MapStyle = MapStyle(),
     query=None,
     key=None,
     ablate=(),
@@ -46,15 +48,17 @@ def query_string(
     distractor: str = "",
     target: str = "",
 ) -> str:
-    """The query part of a link to this view: everything a person set (log colours, RoPE positions,
+    """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
     the heads to ablate and how, the patching prompts, the lens' target), each only when it is not the
     default."""
     label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
         params["model"] = label
-    if log:
+    if style.log:
         params["log"] = 1
+    if style.weighted:
+        params["weighted"] = 1
     if query is not None and key is not None:
         params["q"], params["k"] = int(query), int(key)
     if ablate:
@@ -72,6 +76,13 @@ def query_string(
 
 def flag(params: dict[str, str], key: str) -> bool:
     return params.get(key, "").strip().lower() in ("1", "true", "yes")
+
+
+def map_style(params: dict[str, str]) -> MapStyle | None:
+    """How a link asks for softmax maps to be drawn (`log`, `weighted`), or None when it does not say."""
+    if "log" not in params and "weighted" not in params:
+        return None
+    return MapStyle(log=flag(params, "log"), weighted=flag(params, "weighted"))
 
 
 def requested(request: gr.Request | None) -> dict[str, str]:

@@ -16,7 +16,9 @@
 //   scaled scores are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows,
 //   RoPE's angles float32(m × θ_i) wrapped to (−π, π]), or sent as its
 //   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
-//   it is drawn. Gradio's plot component is remounted for every new figure, and
+//   it is drawn; a weighted softmax map's hover (`meta.weighted`: each cell's α and ‖α·v·W_O‖, from
+//   its share, its row's sum and its key's ‖v·W_O‖) is rebuilt too, to float32 rounding. Gradio's plot
+//   component is remounted for every new figure, and
 //   would draw it twice (into the plot on its way out, then the new one): it is drawn once.
 
 if (!window.__attentionExplorerPage) {
@@ -273,10 +275,28 @@ if (!window.__attentionExplorerPage) {
 
   const sent = (z) => z && typeof z.bdata === "string"; // as the server sent it: not rebuilt yet
 
+  function keyWrites(trace) {
+    // A weighted map's hover data, [α, ‖α·v·W_O‖] a cell (explorer/figures/maps.py, KeyWrites): each
+    // share × its row's Σ ‖α·v·W_O‖ is the cell's ‖α·v·W_O‖, and that over its key's ‖v·W_O‖ its α.
+    const [sums, norms] = ["sums", "norms"].map((name) => flat(trace.meta.weighted[name]).values);
+    const { values, rows, cols } = flat(trace.z);
+    trace.z = spec(values, rows, cols); // decoded once, here
+    const out = new Float32Array(2 * values.length);
+    for (let i = 0, at = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++, at++) {
+        const written = values[at] * sums[i];
+        out[2 * at] = norms[j] > 0 ? written / norms[j] : 0;
+        out[2 * at + 1] = written;
+      }
+    }
+    return { dtype: "f4", bdata: out.buffer, shape: `${rows},${cols},2` };
+  }
+
   function rebuild(data) {
     for (const trace of data || []) {
       const packed = trace.meta && trace.meta.packed;
       if (packed && sent(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
+      if (trace.meta && trace.meta.weighted && !trace.customdata) trace.customdata = keyWrites(trace);
     }
     for (const trace of data || []) {
       const derived = trace.meta && trace.meta.derived;
@@ -370,7 +390,8 @@ if (!window.__attentionExplorerPage) {
       if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
-    const unbuilt = (t) => t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)));
+    const unbuilt = (t) =>
+      t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)) || (t.meta.weighted && !t.customdata));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
       if ((gd.data || []).some(unbuilt)) plotly.react(gd, gd.data, gd.layout);
     });
