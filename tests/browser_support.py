@@ -59,6 +59,7 @@ TABS = {  # tab name: the elem_ids of its plots
     "Overview": ["overview-plot", "next-tokens-plot"],
     "Intervene": [],  # drawn on request (Ablate, Patch, an example): tests/test_browser_intervene.py
     "Lens": ["lens-plot", "lens-rank-plot", "lens-attribution-plot"],  # drawn when the tab opens
+    "Flow": ["flow-plot", "rollout-plot"],  # drawn when the tab opens
 }
 # The Generate tab's plots, drawn once a generation streams (not by Run, so not among TABS' views).
 GENERATE_PLOTS = ["generation-plot", "candidates-plot", "generation-kv-plot"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import time
@@ -143,16 +144,23 @@ def browser_workspace():
     return Workspace(device="cpu", policy=dataclasses.replace(Policy.from_environment(), **many))
 
 
-@pytest.fixture(scope="session")
-def app_url(browser_workspace):
+@contextlib.contextmanager
+def served(workspace):
+    """The app over `workspace` on a free local port, closed after: yields its URL."""
     from explorer.app.ui import build_demo
 
-    demo = build_demo(browser_workspace)
+    demo = build_demo(workspace)
     demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield demo.local_url
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(browser_workspace):
+    with served(browser_workspace) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

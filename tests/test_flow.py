@@ -271,3 +271,34 @@ def test_on_smollm2_the_first_tokens_share_drops_when_weighted_by_what_it_writes
     plain = first_token_share(run, range(12, 27), weighted=False)
     weighted = first_token_share(run, range(12, 27), weighted=True)
     assert plain > 0.5 and weighted < 0.8 * plain, (plain, weighted)  # measured: 0.68 -> 0.46
+
+
+# --- the Flow tab, served -----------------------------------------------------------------------------
+
+
+def test_the_flow_endpoint_draws_the_engines_graph_and_rollout(gqa_checkpoint):
+    import json
+
+    from explorer.app.policy import Policy
+    from explorer.app.workspace import Workspace
+    from explorer.tools.stress_client import App, status_of
+    from tests.conftest import served
+
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy())
+    with served(workspace) as url:
+        app = App(url, timeout=60)
+        assert app.call("run", [PROMPT, 0, 0], "flow")[0]
+        ok, (status, _, position, *_) = app.call("flow", [0.04], "flow")  # the tab opened
+        assert ok and position["value"] == workspace.run("", PROMPT).n_tokens - 1
+        ok, (status, graph, rollout) = app.call("flow_at", [0.02, 9], "flow")
+        run = workspace.run("", PROMPT)
+        g = run.information_flow(9, 0.02)
+        drawn = json.loads(graph["plot"])
+        midpoints = next(t for t in drawn["data"] if t.get("mode") == "markers")
+        assert ok and status_of([status]) == "" and len(midpoints["text"]) == len(g.edges)
+        assert "(position 9)" in drawn["layout"]["title"]["text"]
+        bars = json.loads(rollout["plot"])["data"][0]
+        assert len(bars["x"]["bdata"] if isinstance(bars["x"], dict) else bars["x"]) > 0
+        assert "rollout" in json.loads(rollout["plot"])["layout"]["title"]["text"]
+        ok, answer = app.call("flow_at", [0.9, 9], "flow")  # past the slider's range: named
+        assert "0.9" in (answer if isinstance(answer, str) else status_of([answer[0]]))

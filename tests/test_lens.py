@@ -218,16 +218,13 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
     import json
 
     from explorer.app.policy import Policy
-    from explorer.app.ui import build_demo
     from explorer.app.workspace import Workspace
     from explorer.tools.stress_client import App, status_of
-    from tests.conftest import free_port
+    from tests.conftest import served
 
     workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy())
-    demo = build_demo(workspace)
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        app = App(demo.local_url, timeout=60)
+    with served(workspace) as url:
+        app = App(url, timeout=60)
         assert app.call("run", [PROMPT, 0, 0], "lens")[0]
         ok, (status, _, _, position, grid, rank, attribution) = app.call("lens", [0, "", "", 0], "lens")
         run = workspace.run("", PROMPT)
@@ -251,8 +248,6 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
         for bad, message in refused:
             ok, (status, *_) = app.call("attention_to", [bad], "lens")
             assert ok and message in status_of([status])
-    finally:
-        demo.close()
 
 
 def test_a_tokens_rank_and_probability_across_layers_are_the_lens_logits(pair):

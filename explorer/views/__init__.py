@@ -8,6 +8,7 @@ knows Gradio; the app only wires these to its components.
     overview      every head scored on the prompt, the next-token distribution
     interventions an ablated run beside the plain one, a patching sweep
     generation    a generation's steps
+    flow          the information-flow graph to one position's output, attention rollout beside it
     pooled        a layer's views past the view budget, block by block (used by `attention`)
     weighting     softmax maps weighted by what each key writes (‖α·v·W_O‖, rows normalised)
     export        a layer's tensors as .npz, a head's map as .csv
@@ -29,6 +30,7 @@ from explorer.views.attention import (
     pipeline,
     zoom,
 )
+from explorer.views.flow import DEFAULT_THRESHOLD, flow
 from explorer.views.gqa import gqa_diagram, kv_cache, kv_cache_bytes_per_token, kv_cache_contexts
 from explorer.views.interventions import (
     ABLATION_TOP_TOKENS,
@@ -66,6 +68,7 @@ from explorer.views.rope import (
 
 __all__ = [
     "ABLATION_TOP_TOKENS",
+    "DEFAULT_THRESHOLD",
     "EAGER_TOLERANCE",
     "LENS_WINDOW",
     "TOP_HEAD_LISTS",
@@ -82,6 +85,7 @@ __all__ = [
     "default_target",
     "default_zoom",
     "faithfulness",
+    "flow",
     "gqa_diagram",
     "head_figures",
     "head_lists",

@@ -170,3 +170,24 @@ class Followers:
             updates += follower.update(layer, head, *values[at : at + len(follower.inputs)])
             at += len(follower.inputs)
         return tuple(updates)
+
+
+def draw_while_open(
+    tab: gr.Tab, is_open: gr.State, draw: Callable, reads: list, outputs: list, runs: list, api_name
+):
+    """`draw(*reads)` when `tab` opens, and after each of `runs` while it is open (a tab that is drawn
+    only when on screen; `outputs` start with the status line and `is_open`, which `draw` sets)."""
+
+    def after_run(opened, *values):
+        if not opened:
+            return (gr.skip(),) * len(outputs)
+        return draw(*values)
+
+    tab.select(draw, reads, outputs, api_name=api_name)
+    for event in runs:
+        event.then(after_run, [is_open, *reads], outputs, api_name=False)
+
+
+def close_when(is_open: gr.State, tabs: list[gr.Tab]) -> None:
+    """Selecting any of `tabs` takes the tab whose `is_open` this is off screen."""
+    gr.on([t.select for t in tabs], lambda: False, None, is_open, api_name=False)

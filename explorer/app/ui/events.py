@@ -10,7 +10,7 @@ view. A rejected input warns and leaves what is on screen in place (`guarded`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import gradio as gr
 
@@ -20,6 +20,7 @@ from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
     faithfulness,
+    flow,
     generate,
     gqa,
     intervene,
@@ -61,19 +62,11 @@ class Tabs:
     intervene: intervene.InterveneTab
     generate: generate.GenerateTab
     lens: lens.LensTab
+    flow: flow.FlowTab
 
     def each(self) -> list[gr.Tab]:
-        """Every tab, in the order of `share.TABS`."""
-        return [
-            self.attention.tab,
-            self.rope.tab,
-            self.gqa.tab,
-            self.faithfulness.tab,
-            self.overview.tab,
-            self.intervene.tab,
-            self.generate.tab,
-            self.lens.tab,
-        ]
+        """Every tab, in the order of `share.TABS` (the fields' order)."""
+        return [getattr(self, field.name).tab for field in fields(self)]
 
 
 EMPTY_PROMPT = "The prompt is empty: type one and press Run (or Enter) to see its attention."
@@ -238,7 +231,8 @@ class ViewEvents:
         s, c, t = self.shared, self.controls, self.tabs
         every_tab = t.each()
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
-        t.lens.close_when([tab for tab in every_tab if tab is not t.lens.tab])
+        for drawn_open in (t.lens, t.flow):
+            drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
         for tab, name in zip(every_tab, share.TABS, strict=True):
             tab.select(lambda name=name: name, None, c.current_tab, api_name=False)
 
@@ -336,6 +330,7 @@ class ViewEvents:
         )
         t.intervene.wire(s, parts, runs)
         t.lens.wire(s, runs)
+        t.flow.wire(s, runs)
         t.attention.wire_style(s, self.stale, offers_taken_away)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)

@@ -16,6 +16,7 @@ from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.app.ui import (
     attention,
     faithfulness,
+    flow,
     generate,
     gqa,
     intervene,
@@ -73,6 +74,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 intervene=intervene.build(shared, controls.prompt, controls.picker),
                 generate=generate.build(shared, controls.prompt, controls.model),
                 lens=lens.build(),
+                flow=flow.build(),
             )
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")

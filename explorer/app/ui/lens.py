@@ -11,7 +11,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, gpu, guarded, index, plot, top
+from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -32,7 +32,7 @@ class LensTab:
 
     def close_when(self, tabs: list[gr.Tab]) -> None:
         """Selecting any of these tabs takes the lens off screen."""
-        gr.on([t.select for t in tabs], lambda: False, None, self.is_open, api_name=False)
+        close_when(self.is_open, tabs)
 
     def wire(self, shared: Shared, runs: list) -> None:
         """Open: everything; after a run (while open) the same; window, target and position: their part."""
@@ -65,14 +65,7 @@ class LensTab:
                 plot(views.attribution(run, target, distractor, position), "lens-attribution"),
             )
 
-        def after_run(is_open, shown, start, target, distractor, position):
-            if not is_open:
-                return (gr.skip(),) * len(everything)
-            return open_lens(shown, start, target, distractor, position)
-
-        self.tab.select(open_lens, reads, everything, api_name="lens")
-        for event in runs:
-            event.then(after_run, [self.is_open, *reads], everything, api_name=False)
+        draw_while_open(self.tab, self.is_open, open_lens, reads, everything, runs, api_name="lens")
 
         @gpu
         @guarded(2)

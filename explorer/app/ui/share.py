@@ -14,7 +14,7 @@ import gradio as gr
 from explorer.loading import catalog
 from explorer.views import MapStyle
 
-TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate", "lens")
+TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate", "lens", "flow")
 COPY_JS = """(query) => {
   const link = window.location.origin + window.location.pathname + query;
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});

@@ -8,7 +8,8 @@
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. Clicking a cell of the
 //   patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
-//   of the token strip shows which heads look at it (its position written into #picked-token).
+//   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
+//   an attention edge of the Flow graph opens its layer and top head.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
@@ -190,6 +191,8 @@ if (!window.__attentionExplorerPage) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
     } else if (gd.closest("#lens-attribution-plot, #heads-looking-at-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x));
+    } else if (gd.closest("#flow-plot") && point.customdata && point.customdata[1] >= 0) {
+      pickHead(point.customdata[0], point.customdata[1]); // an attention edge: its layer and top head
     }
   }
 

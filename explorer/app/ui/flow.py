@@ -1,0 +1,98 @@
+"""The Flow tab: what actually moved to one position's output, as a graph of routes through the layers
+(Ferrando & Voita 2024, as the LLM Transparency Tool builds it), with attention rollout beside it to show
+why weights alone mislead. Drawn when the tab opens (endpoint `/flow`, at the last position) and after a
+run while it is open; a new threshold or position redraws it (`/flow_at`). A click on an attention edge
+opens its layer and top head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import views
+from explorer.app.ui import inputs as checked
+from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
+
+ABOUT = (
+    "What reaches the output at one position, and by which route: every part a block adds to the stream "
+    "(each head's share from each key, the MLP, the residual) weighed by how much it moves the stream "
+    "toward what it becomes, routes under the threshold dropped (Ferrando & Voita 2024, *Information flow "
+    "routes*). Hover an edge for its weight and heads; click an attention edge to open its top head."
+)
+ROLLOUT_NOTE = (
+    "**Attention rollout** (Abnar & Zuidema 2020), below, multiplies every layer's head-averaged weights "
+    "with half the stream assumed kept. It never looks at what a key writes (‖v·W_O‖) or at the MLPs, so "
+    "tokens that draw weight but write little, like the first token (a sink), stand out: the graph above "
+    "measures what each part actually adds."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowTab:
+    tab: gr.Tab
+    is_open: gr.State
+    threshold: gr.Slider
+    position: gr.Slider
+    graph: gr.Plot
+    rollout: gr.Plot
+
+    def close_when(self, tabs: list[gr.Tab]) -> None:
+        close_when(self.is_open, tabs)
+
+    def wire(self, shared: Shared, runs: list) -> None:
+        """Open, or a run while open: the last position; a threshold or position: that one."""
+        opened = [shared.status, self.is_open, self.position, self.graph, self.rollout]
+
+        @gpu
+        @guarded(len(opened))
+        def open_flow(shown, threshold):
+            if shown is None:
+                return gr.skip(), True, *(gr.skip(),) * 3
+            run = shared.workspace.run(*shown)
+            last = run.n_tokens - 1
+            graph, rollout = views.flow(run, last, threshold)
+            slider = gr.Slider(maximum=top(run.n_tokens), value=last)
+            return gr.skip(), True, slider, plot(graph, "flow"), plot(rollout, "rollout")
+
+        draw_while_open(
+            self.tab, self.is_open, open_flow, [shared.shown, self.threshold], opened, runs, api_name="flow"
+        )
+
+        @gpu
+        @guarded(3)
+        def redraw(shown, threshold, position):
+            if shown is None:
+                return (gr.skip(),) * 3
+            graph, rollout = views.flow(shared.workspace.run(*shown), index(position, "position"), threshold)
+            return gr.skip(), plot(graph, "flow"), plot(rollout, "rollout")
+
+        gr.on(
+            [self.threshold.release, self.position.release],
+            redraw,
+            [shared.shown, self.threshold, self.position],
+            [shared.status, self.graph, self.rollout],
+            api_name="flow_at",
+        )
+
+
+def build() -> FlowTab:
+    with gr.Tab("Flow", id="flow", elem_id="tab-flow") as tab:
+        is_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
+        gr.Markdown(ABOUT)
+        with gr.Row():
+            threshold = checked.Slider(
+                0.01,
+                0.5,
+                value=views.DEFAULT_THRESHOLD,
+                step=0.01,
+                label="Threshold (routes under it are dropped)",
+                elem_id="flow-threshold",
+            )
+            position = checked.Slider(0, 1, value=1, step=1, label="Position read", elem_id="flow-position")
+        graph = gr.Plot(show_label=False, elem_id="flow-plot", elem_classes="wide-plot")
+        gr.Markdown(ROLLOUT_NOTE)
+        rollout = gr.Plot(show_label=False, elem_id="rollout-plot", elem_classes="wide-plot")
+    return FlowTab(
+        tab=tab, is_open=is_open, threshold=threshold, position=position, graph=graph, rollout=rollout
+    )

@@ -1,0 +1,22 @@
+"""The Flow tab's views: the information-flow graph reaching one position's output, and attention
+rollout's row for the same position (`explorer.engine.flow` computes, `explorer.figures.flow` draws)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorer.engine.run import Run
+from explorer.figures.flow import flow_figure, rollout_figure
+from explorer.views.labels import clamp_position
+
+DEFAULT_THRESHOLD = 0.04  # the LLM Transparency Tool's default
+
+
+def flow(run: Run, position: int = -1, threshold: float = DEFAULT_THRESHOLD) -> tuple[go.Figure, go.Figure]:
+    """The routes to `position`'s output at `threshold`, and the rollout row beside them."""
+    position = clamp_position(run, position % run.n_tokens)
+    graph = run.information_flow(position, float(threshold))
+    edges = [tuple(edge) for edge in graph.edges]
+    graph_figure, reached = flow_figure(run.tokens, edges, run.config.n_layers, position, graph.threshold)
+    row = run.rollout(position).numpy()
+    return graph_figure, rollout_figure(run.tokens, row, position, reached)
