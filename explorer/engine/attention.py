@@ -174,6 +174,7 @@ def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -
     )
 
 
+@torch.inference_mode()
 def value_norms(attn, v: torch.Tensor) -> torch.Tensor:
     """‖v[g(h), j] · W_O[h]‖₂ for every head and key, W_O[h] o_proj's columns of head h, as the quadratic
     form v·(W_O[h]ᵀ W_O[h])·v: H·d² per key where the products themselves cost H·d·hidden.

@@ -7,6 +7,7 @@ norms (`explorer.engine.flow`), against one fast forward of the same prompt or a
 
 from __future__ import annotations
 
+from explorer.engine.attention import value_norms
 from explorer.tools.bench.against import Measure, Suite
 
 FORWARD, EAGER = "one forward", "a layer's eager rerun"
@@ -22,6 +23,14 @@ def baselines(run, text: str) -> dict:
         FORWARD: lambda: run.explorer.run(text),  # a fresh forward each call
         EAGER: lambda: run.attention(layer, remember=False),  # not cached: computed each call
     }
+
+
+def weighted_norms(run, layer: int):
+    """The work `weighted_norms` adds to a layer's eager rerun, alone: the value norms `project` computes
+    with the projections, and the weights times them."""
+    attn = run.explorer.model.layers[layer].self_attn
+    att = run.attention(layer, remember=False)
+    return lambda: att.probs * value_norms(attn, att.v)[:, None, :]
 
 
 def measures(run) -> list[Measure]:
@@ -49,11 +58,11 @@ def measures(run) -> list[Measure]:
             None,
         ),
         Measure(
-            "eager rerun + weighted norms",
-            f"`run.attention({layer}).weighted_norms`, computed afresh",
-            lambda: run.attention(layer, remember=False).weighted_norms,
+            "weighted norms",
+            "what they add to the eager rerun: ‖v·W_O[h]‖ per key (in `project`), then α × that",
+            weighted_norms(run, layer),
             EAGER,
-            1.3,
+            0.3,
         ),
     ]
 
