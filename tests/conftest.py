@@ -76,6 +76,8 @@ HF_CONFIGS = {
     ),
     "mistral": ("mistral", dict(tie_word_embeddings=False, sliding_window=128)),
     "qwen2-bias": ("qwen2", dict(tie_word_embeddings=True)),
+    # QK-norm, a head size (24) that is not hidden/heads (8), GQA and tied embeddings
+    "qwen3-qk-norm": ("qwen3", dict(tie_word_embeddings=True, head_dim=24)),
 }
 
 
@@ -93,6 +95,11 @@ def make_hf_checkpoint(
             for layer in model.model.layers:
                 for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                     proj.bias.normal_(std=0.5)
+    if model_type == "qwen3":  # HF initialises the QK-norms' weights to ones; make them matter
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+                    norm.weight.normal_(mean=1.0, std=0.3)
     model.save_pretrained(directory, max_shard_size=max_shard_size)
     tokenizer.save(str(directory / "tokenizer.json"))
     return model

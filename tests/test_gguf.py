@@ -44,6 +44,13 @@ SMALL_FILES = {
         {"attn_q": "Q4_0", "attn_k": "Q5_0", "attn_output": "BF16", "ffn": "Q4_1", "token_embd": "Q8_0"},
     ),
     "qwen2-bias-q8": ("qwen2", dict(tie_word_embeddings=True), {"attn": "Q8_0", "ffn": "Q5_K"}),
+    # head_dim 128 (not hidden/heads = 32), as in every Qwen3: transformers reads no head size from a
+    # qwen3 GGUF and takes Qwen3Config's default
+    "qwen3-qk-norm-q8": (
+        "qwen3",
+        dict(tie_word_embeddings=True, head_dim=128),
+        {"attn": "Q8_0", "ffn": "Q4_0"},
+    ),
 }
 HARD_TEXTS = [
     "Crème brûlée 🌹 — naïve façade, «quoted» & <b>bold?</b> 👍🏽",

@@ -1,6 +1,7 @@
 """The eager path: one layer's attention, step by step, returned as data.
 
-    q, k (before RoPE) -> q_rot, k_rot -> scores = q_rot·k_rotᵀ -> scaled = scores·scale
+    q, k (projected) -> q_normed, k_normed (QK-norm, qwen3) -> q_rot, k_rot (RoPE) -> scores = q_rot·k_rotᵀ
+      -> scaled = scores·scale
       -> masked (−inf where the causal mask forbids) -> probs = softmax(masked) -> output
 
 It goes through the block's own methods (`Block.attention_input`, `Attention.project`,
@@ -59,13 +60,25 @@ class Projections:
     scale: float  # 1/√d
     angles: torch.Tensor  # [N, d/2] RoPE angle m·θ_i, radians
     inv_freq: torch.Tensor  # [d/2] θ_i
-    q: torch.Tensor  # [H, N, d] before RoPE
-    k: torch.Tensor  # [H_kv, N, d] before RoPE
+    q: torch.Tensor  # [H, N, d] the projection, before QK-norm (where the model has it) and RoPE
+    k: torch.Tensor  # [H_kv, N, d] the same for keys
     v: torch.Tensor  # [H_kv, N, d]
     q_rot: torch.Tensor  # [H, N, d] after RoPE
     k_rot: torch.Tensor  # [H_kv, N, d] after RoPE
     kv_head: torch.Tensor  # [H] int64, which key/value head each query head reads
     value_norms: torch.Tensor  # [H, N] ‖v[g(h), j] · W_O[h]‖₂: what key j would write through head h
+    q_normed: torch.Tensor | None = None  # [H, N, d] after QK-norm, before RoPE (None: no QK-norm)
+    k_normed: torch.Tensor | None = None  # [H_kv, N, d]
+
+    @property
+    def q_unrotated(self) -> torch.Tensor:
+        """The queries RoPE turns: after QK-norm where the model has it.  # [H, N, d]"""
+        return self.q if self.q_normed is None else self.q_normed
+
+    @property
+    def k_unrotated(self) -> torch.Tensor:
+        """The keys RoPE turns.  # [H_kv, N, d]"""
+        return self.k if self.k_normed is None else self.k_normed
 
     @property
     def n_heads(self) -> int:
@@ -104,6 +117,10 @@ class AttentionInternals:
     q_rot = _projected("q_rot")  # [H, N, d] after RoPE
     k_rot = _projected("k_rot")  # [H_kv, N, d] after RoPE
     kv_head = _projected("kv_head")  # [H] int64
+    q_normed = _projected("q_normed")  # [H, N, d] after QK-norm (None: the model has none)
+    k_normed = _projected("k_normed")  # [H_kv, N, d]
+    q_unrotated = _projected("q_unrotated")  # [H, N, d] what RoPE turns
+    k_unrotated = _projected("k_unrotated")  # [H_kv, N, d]
     value_norms = _projected("value_norms")  # [H, N] ‖v_j · W_O[h]‖₂
     n_heads = _projected("n_heads")
     n_tokens = _projected("n_tokens")
@@ -151,12 +168,16 @@ class AttentionInternals:
 
 @torch.inference_mode()
 def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
-    """q, k, v of one layer before and after RoPE, float32.  # x [N, hidden]: the stream entering the block"""
+    """q, k, v of one layer, after QK-norm (where the model has it) and after RoPE, float32.
+    # x [N, hidden]: the stream entering the block"""
     n_tokens = x.shape[0]
     attn = block.self_attn
-    q, k, v = (
-        t[0].float() for t in attn.project(block.attention_input(x)[None])
-    )  # [H, N, d], [H_kv, N, d] ×2
+    projected = attn.project(block.attention_input(x)[None])  # [1, H, N, d], [1, H_kv, N, d] ×2
+    q, k, v = (t[0].float() for t in projected)
+    normed = None
+    if attn.q_norm is not None:  # in the model's dtype, as the fast path norms them
+        normed = tuple(t[0].float() for t in attn.qk_normed(*projected[:2]))
+    q_in, k_in = normed or (q, k)
     angle = rope.angles(torch.arange(n_tokens, device=x.device), inv_freq)  # [N, d/2]
     cos, sin = rope.cos_sin(angle)  # [N, d] ×2
     return Projections(
@@ -167,10 +188,12 @@ def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -
         q=q,
         k=k,
         v=v,
-        q_rot=rope.apply_rope(q, cos, sin),
-        k_rot=rope.apply_rope(k, cos, sin),
+        q_rot=rope.apply_rope(q_in, cos, sin),
+        k_rot=rope.apply_rope(k_in, cos, sin),
         kv_head=kv_head_map(attn.n_heads, attn.n_kv_heads).to(x.device),
         value_norms=value_norms(attn, v),
+        q_normed=normed[0] if normed else None,
+        k_normed=normed[1] if normed else None,
     )
 
 

@@ -1,6 +1,6 @@
 """ModelConfig: everything a Llama-family decoder needs, validated once.
 
-`from_hf_config` reads a Hugging Face `config.json` (llama, mistral, qwen2) and refuses, by name, any
+`from_hf_config` reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3) and refuses, by name, any
 feature this engine does not implement, so a checkpoint never loads into a silently different model.
 """
 
@@ -12,7 +12,13 @@ from typing import Any
 
 from explorer.errors import UnsupportedConfigError
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+# Relatives of the supported families that need what this engine does not implement, named in the refusal.
+UNSUPPORTED_VARIANTS = {
+    "qwen3_moe": "Qwen3-MoE's mixture-of-experts MLPs (this engine runs dense MLPs only)",
+    "qwen2_moe": "Qwen2-MoE's mixture-of-experts MLPs (this engine runs dense MLPs only)",
+    "mixtral": "Mixtral's mixture-of-experts MLPs (this engine runs dense MLPs only)",
+}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 SUPPORTED_ACTIVATIONS = ("silu",)
 # Upper bounds on a config's sizes, far above every Llama-family model released (Llama 3.1 405B has
@@ -83,6 +89,7 @@ class ModelConfig:
     qkv_bias: bool = False  # llama `attention_bias`, always on in qwen2
     o_bias: bool = False  # llama `attention_bias` only
     mlp_bias: bool = False
+    qk_norm: bool = False  # qwen3: queries and keys RMS-normed over each head before RoPE
     sliding_window: int | None = None  # attention window; context is capped to it (see context_length)
     model_type: str = "llama"
     bos_token_id: int | None = None
@@ -148,8 +155,12 @@ class ModelConfig:
 
     @classmethod
     def from_hf_config(cls, hf: dict[str, Any]) -> ModelConfig:
-        """Build from a Hugging Face `config.json` dict (model_type llama, mistral or qwen2)."""
+        """Build from a Hugging Face `config.json` dict (model_type llama, mistral, qwen2 or qwen3)."""
         model_type = hf.get("model_type")
+        if model_type in UNSUPPORTED_VARIANTS:
+            raise UnsupportedConfigError(
+                f"model_type {brief(model_type)} needs {UNSUPPORTED_VARIANTS[model_type]}: not supported."
+            )
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise UnsupportedConfigError(
                 f"model_type {brief(model_type)} is not supported "
@@ -162,7 +173,7 @@ class ModelConfig:
             raise UnsupportedConfigError("pretraining_tp > 1 is not supported.")
 
         n_heads = hf["num_attention_heads"]
-        llama_bias = bool(hf.get("attention_bias", False))
+        llama_bias = bool(hf.get("attention_bias", False))  # qwen3's too: q, k, v and o
         return cls(
             vocab_size=hf["vocab_size"],
             hidden_size=hf["hidden_size"],
@@ -177,7 +188,8 @@ class ModelConfig:
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
             qkv_bias=True if model_type == "qwen2" else llama_bias,
-            o_bias=llama_bias if model_type == "llama" else False,
+            o_bias=llama_bias if model_type in ("llama", "qwen3") else False,
+            qk_norm=model_type == "qwen3",
             mlp_bias=bool(hf.get("mlp_bias", False)) if model_type == "llama" else False,
             sliding_window=_sliding_window(hf),
             model_type=model_type,
@@ -250,7 +262,7 @@ def _rope_scaling(hf: dict[str, Any]) -> RopeScaling:
 
 
 def _sliding_window(hf: dict[str, Any]) -> int | None:
-    if hf.get("model_type") == "qwen2" and not hf.get("use_sliding_window", False):
+    if hf.get("model_type") in ("qwen2", "qwen3") and not hf.get("use_sliding_window", False):
         return None
     window = hf.get("sliding_window")
     return int(window) if window else None

@@ -1,5 +1,6 @@
-"""The decoder, top to bottom as data flows: embeddings -> blocks (RMSNorm, attention, RMSNorm, SwiGLU)
--> final norm -> LM head. Module names follow HF Llama (minus the `model.` prefix) so checkpoints map 1:1.
+"""The decoder, top to bottom as data flows: embeddings -> blocks (RMSNorm, attention (with QK-norm
+where the model has it), RMSNorm, SwiGLU) -> final norm -> LM head. Module names follow HF Llama (minus
+the `model.` prefix) so checkpoints map 1:1.
 
 One forward, `Transformer.hidden_states`, serves every path that pushes a stream through blocks: a whole
 prompt, a generation's prefill and each of its decode steps (positions after a KV cache), an ablated or
@@ -111,6 +112,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
         self.v_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.n_heads * d, hidden, bias=config.o_bias)
+        self.q_norm = RMSNorm(d, config.rms_norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(d, config.rms_norm_eps) if config.qk_norm else None
 
     def project(self, x: torch.Tensor):
         """Queries, keys and values before RoPE.  # x [B, N, hidden] -> [B, H, N, d], [B, H_kv, N, d] ×2"""
@@ -119,6 +122,13 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
         return q, k, v
+
+    def qk_normed(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys RMS-normed over each head (QK-norm, qwen3), or as they are where the model
+        has none.  # [B, H, N, d], [B, H_kv, N, d] -> same"""
+        if self.q_norm is None:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
 
     def merge_heads(self, y: torch.Tensor) -> torch.Tensor:
         """Per-head outputs back to the residual stream.  # [B, H, N, d] -> [B, N, hidden]"""
@@ -129,6 +139,7 @@ class Attention(nn.Module):
         """Each head's output probs @ v, by SDPA.  # x [B, M, hidden] normed -> [B, H, M, d] ([B, H, 1, d]
         with `last_only`: the last position's query alone, over every key)"""
         q, k, v = self.project(x)
+        q, k = self.qk_normed(q, k)
         q, k = rope.apply_rope(q, p.cos, p.sin), rope.apply_rope(k, p.cos, p.sin)
         if p.cache is not None:
             k, v = p.cache.update(layer, p.start, k, v)  # [B, H_kv, start + M, d] ×2

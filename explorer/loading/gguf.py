@@ -7,7 +7,7 @@
   for the types in `gguf_header.TENSOR_TYPES`; nothing here decodes a quantized block by hand.
 - llama.cpp stores the rows of Q and K permuted for its interleaved RoPE (`convert_hf_to_gguf.py`,
   `LlamaModel.permute`); `unpermute` undoes it, so our rotate-half RoPE reproduces the model. qwen2
-  files are written unpermuted (llama.cpp runs them with NEOX, i.e. rotate-half, RoPE).
+  and qwen3 files are written unpermuted (llama.cpp runs them with NEOX, i.e. rotate-half, RoPE).
 - The tokenizer is built by transformers from the file's metadata, exactly as
   `AutoTokenizer.from_pretrained(dir, gguf_file=...)` builds it (transformers is imported lazily, for
   .gguf files only), so token ids agree with transformers' to the last one.
@@ -28,12 +28,26 @@ from typing import Any
 import numpy as np
 import torch
 
-from explorer.engine.config import SIZE_LIMITS, ModelConfig, RopeScaling, brief, brief_count
+from explorer.engine.config import (
+    SIZE_LIMITS,
+    UNSUPPORTED_VARIANTS,
+    ModelConfig,
+    RopeScaling,
+    brief,
+    brief_count,
+)
 from explorer.errors import CheckpointError
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
 from explorer.loading.weights import Checkpoint, build_model, check_fits, tokenizer_nbytes
 
-ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2"}  # GGUF name -> model_type
+ARCHITECTURES = {  # GGUF name -> model_type
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+}
+GGUF_VARIANTS = {"qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}  # GGUF name -> model_type refused
+UNPERMUTED = ("qwen2", "qwen3")  # written as they are: llama.cpp runs them with NEOX (rotate-half) RoPE
 # llama.cpp's tensor names (gguf-py `TENSOR_NAMES`) -> ours (HF Llama's, which `build_model` reads).
 GLOBAL_TENSORS = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -50,6 +64,8 @@ LAYER_TENSORS = {
     "attn_v.bias": "self_attn.v_proj.bias",
     "attn_output.weight": "self_attn.o_proj.weight",
     "attn_output.bias": "self_attn.o_proj.bias",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight",
     "ffn_gate.weight": "mlp.gate_proj.weight",
     "ffn_up.weight": "mlp.up_proj.weight",
@@ -64,6 +80,10 @@ def config_from_header(header: Header, name: str) -> ModelConfig:
     """A ModelConfig from llama.cpp's metadata keys (`{arch}.block_count`, ...): every size checked
     (a whole number within `SIZE_LIMITS`) before one is derived from another or compared."""
     architecture = header.architecture
+    if architecture in GGUF_VARIANTS:
+        raise CheckpointError(
+            f"{name} is a {architecture} model: it needs {UNSUPPORTED_VARIANTS[GGUF_VARIANTS[architecture]]}."
+        )
     if architecture not in ARCHITECTURES:
         raise CheckpointError(
             f"{name} is a GGUF file of architecture {brief(architecture)}, which is not supported "
@@ -108,6 +128,7 @@ def _config(header: Header, name: str) -> ModelConfig:
         tie_word_embeddings="output.weight" not in header.tensors,
         qkv_bias="blk.0.attn_q.bias" in header.tensors,
         o_bias="blk.0.attn_output.bias" in header.tensors,
+        qk_norm="blk.0.attn_q_norm.weight" in header.tensors,
         model_type=ARCHITECTURES[architecture],
         bos_token_id=header.metadata.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=header.metadata.get("tokenizer.ggml.eos_token_id"),
@@ -209,6 +230,8 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         layer |= {"attn_q.bias": (q_rows,), "attn_k.bias": (kv_rows,), "attn_v.bias": (kv_rows,)}
     if config.o_bias:
         layer["attn_output.bias"] = (hidden,)
+    if config.qk_norm:
+        layer |= {"attn_q_norm.weight": (d,), "attn_k_norm.weight": (d,)}
     for i in range(config.n_layers):
         shapes |= {f"blk.{i}.{suffix}": shape for suffix, shape in layer.items()}
     return shapes
@@ -267,7 +290,7 @@ def unpermute(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: Progress) -> dict:
     """Every tensor dequantized, renamed to HF Llama keys, Q and K rows in rotate-half order."""
-    permuted = config.model_type != "qwen2"
+    permuted = config.model_type not in UNPERMUTED
     state = {}
     names = list(expected_tensors(config))
     for done, gguf_name in enumerate(names):

@@ -54,6 +54,8 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         }
     if config.o_bias:
         layer["self_attn.o_proj.bias"] = (hidden,)
+    if config.qk_norm:
+        layer |= {name: (config.head_dim,) for name in ("self_attn.q_norm.weight", "self_attn.k_norm.weight")}
     if config.mlp_bias:
         layer |= {
             "mlp.gate_proj.bias": (inner,),

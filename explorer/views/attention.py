@@ -46,7 +46,10 @@ WEIGHTED_NOTE = "weighted by what each key writes: ‖α·v·W_O‖ over its row
 
 
 def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
-    title = f"Layer {layer} · {head_name(run.config, head)}: Q·Kᵀ → ×1/√d → causal mask → softmax"
+    stages_before = "QK-norm → RoPE → " if run.config.qk_norm else ""  # what q and k went through
+    title = (
+        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×1/√d → causal mask → softmax"
+    )
     if maps_fit(run):
         att = run.attention(layer)
         stages = {name: t.numpy() for name, t in att.head_stages(head).items()}  # each [N, N]

@@ -18,6 +18,7 @@ from explorer.engine.run import Run
 
 MAX_EXPORT_BYTES = 512 * 2**20  # an .npz past this is refused (2,048 tokens × 9 heads is 453 MB)
 LAYER_FIELDS = ("probs", "scores", "masked", "q", "k", "q_rot", "k_rot", "angles", "kv_head")
+QK_NORM_FIELDS = ("q_normed", "k_normed")  # a model with QK-norm (qwen3) adds its stage
 
 
 def layer_arrays(run: Run, layer: int) -> dict[str, np.ndarray]:
@@ -30,7 +31,8 @@ def layer_arrays(run: Run, layer: int) -> dict[str, np.ndarray]:
             "Python API."
         )
     att = run.attention(layer)
-    arrays = {name: getattr(att, name).numpy() for name in LAYER_FIELDS}
+    fields = LAYER_FIELDS + (QK_NORM_FIELDS if run.config.qk_norm else ())
+    arrays = {name: getattr(att, name).numpy() for name in fields}
     arrays["kv_head"] = arrays["kv_head"].astype(np.int64)
     arrays["ids"] = np.array(run.ids, dtype=np.int64)
     arrays["tokens"] = np.array([str(t) for t in run.tokens], dtype=np.str_)
@@ -41,7 +43,8 @@ def layer_bytes(run: Run) -> int:
     """Bytes of a layer's LAYER_FIELDS for this run, from the config alone (nothing computed)."""
     config, n = run.config, run.n_tokens
     maps = 3 * config.n_heads * n * n  # probs, scores, masked: [H, N, N]
-    projections = 2 * (config.n_heads + config.n_kv_heads) * n * config.head_dim  # q, q_rot, k, k_rot
+    stages = 3 if config.qk_norm else 2  # q, q_rot (and q_normed); the same for k
+    projections = stages * (config.n_heads + config.n_kv_heads) * n * config.head_dim
     return 4 * (maps + projections + n * config.head_dim // 2 + config.n_heads)  # angles, kv_head
 
 

@@ -32,8 +32,8 @@ def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
     # each [d/2, 2]"""
     p = run.projections(layer)
     kv = int(p.kv_head[head])
-    q, q_rot = rope.pairs(p.q[head, query]), rope.pairs(p.q_rot[head, query])
-    k, k_rot = rope.pairs(p.k[kv, key]), rope.pairs(p.k_rot[kv, key])
+    q, q_rot = rope.pairs(p.q_unrotated[head, query]), rope.pairs(p.q_rot[head, query])
+    k, k_rot = rope.pairs(p.k_unrotated[kv, key]), rope.pairs(p.k_rot[kv, key])
     return q, q_rot, k, k_rot
 
 
