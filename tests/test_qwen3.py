@@ -71,3 +71,22 @@ def test_the_pipeline_names_the_qk_norm_stage_before_rope(pair):
 
     _, run = pair
     assert "QK-norm → RoPE → Q·Kᵀ" in views.pipeline(run, 1, 0).layout.title.text
+
+
+def test_the_pipeline_draws_each_positions_norm_before_and_after_qk_norm(pair):
+    from explorer import views
+    from tests.test_figures import assert_valid_as_sent
+
+    _, run = pair
+    fig = views.pipeline(run, 1, 3)
+    assert_valid_as_sent(fig)
+    lines = {trace.name: trace for trace in fig.data if trace.type == "scatter" and trace.name}
+    att, kv = run.attention(1), int(run.attention(1).kv_head[3])
+    assert len(lines) == 4 and fig.data[4].type == "heatmap"  # the maps' traces come first, as always
+    torch.testing.assert_close(
+        torch.tensor(lines["‖q‖ after QK-norm"].x), att.q_normed[3].norm(dim=-1), atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        torch.tensor(lines["‖k‖ projected"].x), att.k[kv].norm(dim=-1), atol=1e-6, rtol=0
+    )
+    assert fig.layout.xaxis6.matches is None and fig.layout.yaxis6.matches == "y"  # rows: the maps' queries

@@ -47,6 +47,7 @@ def pipeline_figure(
     title: str,
     style: MapStyle = MapStyle(),
     key_writes: KeyWrites | None = None,
+    qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
 ) -> go.Figure:
     """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
     drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
@@ -56,7 +57,11 @@ def pipeline_figure(
     n = len(tokens)
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)"]
     titles.append(softmax_title(style))
-    layout, (raw, scaled_at, mask_at, masked_at, probs_at) = grid(5, cols=5, titles=titles)
+    if qk_norms is not None:
+        titles.append(QK_NORM_TITLE)
+    layout, (raw, scaled_at, mask_at, masked_at, probs_at, *qk_at) = grid(
+        len(titles), cols=len(titles), titles=titles
+    )
     if isinstance(scores, EncodedMap):  # pooled: the scaled codes are the raw ones, as in scaled_maps
         scores_map, masked_map, mask_codes = scores, masked, mask
         scaled_map = dataclasses.replace(scores_map, limit=scaled.limit)
@@ -94,6 +99,20 @@ def pipeline_figure(
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     if style.log:
         data.append(log_colour_bar(probs_map, colorbar_at_foot(layout, probs_at[0]), probs_at))
+    if qk_norms is not None:  # last, so the maps' traces and axes are those of every other model
+        data += qk_norm_traces(qk_norms, qk_at[0])
+        x, y = qk_at[0]
+        own = {k: v for k, v in layout[f"xaxis{x[1:]}"].items() if k != "matches"}  # norms, not keys
+        layout[f"xaxis{x[1:]}"] = own | dict(  # numbers, not the token axis the template gives every axis
+            title=axis_title("‖·‖ per position"),
+            tickmode="auto",
+            nticks=4,
+            labelalias={},
+            tickformat=".2~f",
+            rangemode="tozero",
+            automargin=True,
+        )
+        layout[f"yaxis{y[1:]}"].update(range=[n - 0.5, -0.5], showticklabels=False)
     for i, (x, y) in enumerate((raw, scaled_at, mask_at, masked_at, probs_at)):
         layout[f"xaxis{x[1:]}"].update(
             range=[-0.5, n - 0.5], tickangle=-90, title=axis_title("key"), automargin=True
@@ -110,6 +129,37 @@ def pipeline_figure(
         margin=dict(l=70, r=20, t=80, b=40),
         **layout,
     )
+
+
+QK_NORM_TITLE = (
+    "QK-norm: <span style='color:#1d4ed8'>‖q‖</span> <span style='color:#c2410c'>‖k‖</span><br>dotted: before"
+)
+QK_NORM_LINES = (  # norm, name, colour, dash
+    ("q", "‖q‖ projected", "#93c5fd", "dot"),
+    ("q_normed", "‖q‖ after QK-norm", "#1d4ed8", "solid"),
+    ("k", "‖k‖ projected", "#fdba74", "dot"),
+    ("k_normed", "‖k‖ after QK-norm", "#c2410c", "solid"),
+)
+
+
+def qk_norm_traces(norms: dict[str, np.ndarray], axes: tuple[str, str]) -> list[dict]:
+    """Each query's and key's norm before and after QK-norm, down the positions (the maps' rows): the
+    norm evens them out, so no query or key wins a dot product by its length alone.  # each [N]"""
+    return [
+        dict(
+            type="scatter",
+            mode="lines",
+            x=norms[name].astype(np.float32),
+            y=np.arange(len(norms[name]), dtype=np.int32),
+            xaxis=axes[0],
+            yaxis=axes[1],
+            name=label,
+            line=dict(color=colour, dash=dash, width=1.5),
+            hovertemplate=f"position %{{y}}: {label} = %{{x:.3f}}<extra></extra>",
+            showlegend=False,  # the panel's title names the lines
+        )
+        for name, label, colour, dash in QK_NORM_LINES
+    ]
 
 
 def softmax_title(style: MapStyle) -> str:
@@ -230,6 +280,7 @@ def zoom_figure(
     title: str,
     style: MapStyle = MapStyle(),
     key_writes: KeyWrites | None = None,
+    qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
 ) -> go.Figure:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
     the softmax (in `style`, as `pipeline_figure` draws it) side by side, whatever the prompt's length

@@ -66,8 +66,26 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
             softmax, writes = shares.numpy(), key_writes(probs, norms, sums)
     scores, scaled, masked = (stages[name] for name in ("scores", "scaled", "masked"))
     return figures.pipeline_figure(
-        run.tokens, scores, scaled, mask, masked, softmax, scale, title, style, key_writes=writes
+        run.tokens,
+        scores,
+        scaled,
+        mask,
+        masked,
+        softmax,
+        scale,
+        title,
+        style,
+        key_writes=writes,
+        qk_norms=qk_norms(run, layer, head) if run.config.qk_norm else None,
     )
+
+
+def qk_norms(run: Run, layer: int, head: int) -> dict[str, np.ndarray]:
+    """The head's queries and its kv head's keys, their norms before and after QK-norm.  # each [N]"""
+    p = run.projections(layer)
+    kv = int(p.kv_head[head])
+    vectors = {"q": p.q[head], "q_normed": p.q_normed[head], "k": p.k[kv], "k_normed": p.k_normed[kv]}
+    return {name: t.norm(dim=-1).numpy() for name, t in vectors.items()}
 
 
 def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
