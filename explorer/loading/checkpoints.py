@@ -1,5 +1,6 @@
-"""Load a checkpoint: the bundled model, a Hugging Face-layout folder (`folders`), a .gguf file (`gguf`)
-or a hub id (`hub`, downloaded into a folder). Every way loading can fail ends in one `CheckpointError`
+"""Load a checkpoint: the bundled model, a Hugging Face-layout folder (`folders`), a GGUF file (`gguf`:
+a .gguf file, or one of another name that starts with GGUF's magic bytes, as Ollama's blobs do) or a
+hub id (`hub`, downloaded into a folder). Every way loading can fail ends in one `CheckpointError`
 whose message says what to do.
 """
 
@@ -14,6 +15,7 @@ from explorer.engine.config import brief
 from explorer.errors import CheckpointError
 from explorer.loading import gguf, hub
 from explorer.loading.folders import load_folder
+from explorer.loading.gguf_header import MAGIC
 from explorer.loading.weights import Checkpoint
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -29,7 +31,7 @@ def resolve(source: str | Path | None) -> Path:
     source = str(source).strip()
     try:
         path = Path(source).expanduser()
-        if path.is_dir() or (path.is_file() and path.suffix.lower() == ".gguf"):
+        if path.is_dir() or (path.is_file() and is_gguf(path)):
             return path
         exists = path.exists()
     except (OSError, RuntimeError) as error:  # a name too long, a forbidden folder, an unknown ~user
@@ -44,6 +46,14 @@ def resolve(source: str | Path | None) -> Path:
             f"No directory {brief(source, 120)}, and it is not a hub id of the form 'org/name'."
         )
     return hub.download(source)
+
+
+def is_gguf(path: Path) -> bool:
+    """A .gguf file, or a file of another name that starts with GGUF's magic (an Ollama blob)."""
+    if path.suffix.lower() == ".gguf":
+        return True
+    with open(path, "rb") as file:
+        return file.read(len(MAGIC)) == MAGIC
 
 
 def load_checkpoint(

@@ -114,7 +114,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
                 value=catalog.BUNDLED_LABEL,
                 allow_custom_value=True,  # typed sources reach the policy, which answers them
                 label="Model",
-                info=model_loading.MODEL_INFO[policy.models],
+                info=model_loading.picker_info(policy),
                 elem_id="model-source",
             )
             load_button = gr.Button("Load model", elem_id="load-model")

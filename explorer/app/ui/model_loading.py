@@ -13,7 +13,7 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup
-from explorer.app.policy import LoadLimit
+from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
 from explorer.app.ui.common import plot, top, warn
 from explorer.app.workspace import Workspace
@@ -27,6 +27,11 @@ MODEL_INFO = {  # by the policy's EXPLORER_MODELS
     "listed": "Pick one of this app's models: it loads at once.",
     "bundled": "This app serves its bundled model.",
 }
+
+
+def picker_info(policy: Policy) -> str:
+    """The picker's line of help under the policy, and why the search for local models stopped short."""
+    return " ".join(filter(None, (MODEL_INFO[policy.models], policy.local_note())))
 
 
 def address(request: gr.Request | None, behind_proxy: bool) -> str:
@@ -77,7 +82,7 @@ class Loader:
         self.limit = self.limit or LoadLimit.of(self.workspace.policy)
 
     def load(self, choice: str, progress: gr.Progress, request: gr.Request | None = None) -> tuple:
-        source = catalog.source_of(choice)
+        source = self.workspace.source(choice)
         if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
             self.workspace.policy.check(source)
             self.limit.check(address(request, self.workspace.policy.public))
@@ -109,14 +114,14 @@ class Loader:
         outputs = [*self.outputs, self.picker]
 
         def load_model(choice, loaded, request: gr.Request, progress=gr.Progress(), again=True):
-            if not again and catalog.source_of(choice) == (loaded or ""):
+            if not again and self.workspace.source(choice) == (loaded or ""):
                 return (gr.skip(),) * len(outputs)
             try:
                 return *self.load(choice, progress, request), gr.skip()
             except Exception as error:
                 message = warn(error, "load_model")
                 unchanged = (gr.skip(),) * (len(self.outputs) - 1)
-                named = gr.Dropdown(value=catalog.label_of(loaded))
+                named = gr.Dropdown(value=self.workspace.policy.label_of(loaded))
                 return markup.status(message, "warning"), *unchanged, named
 
         def pick_model(choice, loaded, request: gr.Request, progress=gr.Progress()):
@@ -144,5 +149,5 @@ class Loader:
         except Exception as error:
             message = warn(error, "restore")
             unchanged = (gr.skip(),) * (len(self.outputs) - 1)
-            named = gr.Dropdown(choices=choices, value=catalog.label_of(loaded))
+            named = gr.Dropdown(choices=choices, value=self.workspace.policy.label_of(loaded))
             return markup.status(message, "warning"), *unchanged, named, message
