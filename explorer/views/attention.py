@@ -85,7 +85,7 @@ def qk_norms(run: Run, layer: int, head: int) -> dict[str, np.ndarray]:
     p = run.projections(layer)
     kv = int(p.kv_head[head])
     vectors = {"q": p.q[head], "q_normed": p.q_normed[head], "k": p.k[kv], "k_normed": p.k_normed[kv]}
-    return {name: t.norm(dim=-1).numpy() for name, t in vectors.items()}
+    return {name: torch.linalg.vector_norm(t, dim=-1).numpy() for name, t in vectors.items()}
 
 
 def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
