@@ -101,6 +101,34 @@ def read_header(path: Path) -> Header:
             ) from None
 
 
+HEAD_BYTES = 1 << 16  # what `read_architecture` reads of a file
+
+
+def read_architecture(path: Path) -> str:
+    """`general.architecture` of a GGUF file from its first HEAD_BYTES alone, for a scan of many files
+    (`explorer.loading.local`): the pairs before it are stepped over with this module's own readers
+    (llama.cpp writes it first; Ollama sorts keys, its `<arch>.*` ones first), and a tokenizer's arrays
+    are never read. '' for a file that is not GGUF, or names no architecture before its tokenizer."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(HEAD_BYTES)
+        if head[:4] != MAGIC or struct.unpack_from("<I", head, 4)[0] not in VERSIONS:
+            return ""
+        (n_values,) = struct.unpack_from("<Q", head, 16)
+        position = 24
+        for _ in range(min(n_values, MAX_VALUES)):
+            key, position = _string(head, position)
+            if key.startswith("tokenizer."):
+                return ""
+            (value_type,) = struct.unpack_from("<I", head, position)
+            value, position = _value(head, position + 4, value_type, key)
+            if key == "general.architecture":
+                return value if isinstance(value, str) else ""
+    except (OSError, struct.error, UnicodeDecodeError, OverflowError, CheckpointError):
+        return ""
+    return ""
+
+
 def _parse(blob: mmap.mmap, name: str) -> Header:
     version, n_tensors, n_values = struct.unpack_from("<IQQ", blob, 4)
     if version not in VERSIONS:

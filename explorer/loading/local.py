@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import re
-import struct
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from explorer.engine.config import SUPPORTED_MODEL_TYPES
 from explorer.loading.gguf import ARCHITECTURES
-from explorer.loading.gguf_header import MAGIC, VERSIONS
+from explorer.loading.gguf_header import read_architecture
 
 log = logging.getLogger(__name__)
 
@@ -186,14 +185,14 @@ class _Scanner:
         """manifests/<host>/<namespace>/<name>/<tag>, each naming its model layer's blob, a GGUF file."""
         for manifest, (host, namespace, name, tag) in self.files(root / "manifests", real_root, 4):
             blob = _ollama_blob(manifest, root, real_root)
-            if blob is not None and gguf_architecture(blob) in ARCHITECTURES:
+            if blob is not None and read_architecture(blob) in ARCHITECTURES:
                 self.found.append(("Ollama", ollama_name(host, namespace, name, tag), str(blob)))
 
     def lm_studio(self, root: Path, real_root: str) -> None:
         """<publisher>/<repo>/<file>.gguf (a vision projector's file has an architecture of its own)."""
         for file, parts in self.files(root, real_root, 3):
             whole = file.suffix.lower() == ".gguf" and not GGUF_SHARD.search(file.name)
-            if whole and gguf_architecture(file) in ARCHITECTURES:
+            if whole and read_architecture(file) in ARCHITECTURES:
                 self.found.append(("LM Studio", "/".join(parts), str(file)))
 
 
@@ -233,60 +232,3 @@ def _json(path: Path, real_root: str) -> object:
         return json.loads(_read(path, real_root, MAX_JSON_BYTES) or b"null")
     except ValueError:
         return None
-
-
-# --- a GGUF file's architecture, from its first bytes ---
-
-GGUF_HEAD_BYTES = 1 << 16
-_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUFValueType
-_STRING, _ARRAY = 8, 9
-
-
-def gguf_architecture(path: Path) -> str:
-    """`general.architecture` of a GGUF file, read from its first GGUF_HEAD_BYTES: the key-value pairs
-    before it are stepped over (llama.cpp writes it first; Ollama sorts keys, so its `<arch>.*` ones
-    come first), and the tokenizer's arrays that follow are never read. '' for a file that is not
-    GGUF, or names no architecture before its tokenizer."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(GGUF_HEAD_BYTES)
-        if head[:4] != MAGIC or struct.unpack_from("<I", head, 4)[0] not in VERSIONS:
-            return ""
-        (n_values,) = struct.unpack_from("<Q", head, 16)
-        position = 24
-        for _ in range(n_values):
-            key, position = _gguf_string(head, position)
-            (value_type,) = struct.unpack_from("<I", head, position)
-            if key == "general.architecture" and value_type == _STRING:
-                return _gguf_string(head, position + 4)[0]
-            if key.startswith("tokenizer."):
-                return ""
-            position = _gguf_skip(head, position + 4, value_type)
-    except (OSError, struct.error, UnicodeDecodeError, ValueError):
-        return ""
-    return ""
-
-
-def _gguf_string(head: bytes, position: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from("<Q", head, position)
-    if position + 8 + length > len(head):
-        raise struct.error("a string past the bytes read")
-    return head[position + 8 : position + 8 + length].decode("utf-8"), position + 8 + length
-
-
-def _gguf_skip(head: bytes, position: int, value_type: int) -> int:
-    """Where the value of `value_type` at `position` ends."""
-    if value_type in _SCALAR_SIZES:
-        return position + _SCALAR_SIZES[value_type]
-    if value_type == _STRING:
-        return _gguf_string(head, position)[1]
-    if value_type == _ARRAY:
-        item_type, count = struct.unpack_from("<IQ", head, position)
-        position += 12
-        if item_type in _SCALAR_SIZES:
-            return position + count * _SCALAR_SIZES[item_type]
-        if item_type == _STRING and count <= len(head) // 8:
-            for _ in range(count):
-                position = _gguf_string(head, position)[1]
-            return position
-    raise ValueError(f"a GGUF value of type {value_type} is not stepped over here")
