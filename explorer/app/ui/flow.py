@@ -18,7 +18,9 @@ ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
     "(each head's share from each key, the MLP, the residual) weighed by how much it moves the stream "
     "toward what it becomes, routes under the threshold dropped (Ferrando & Voita 2024, *Information flow "
-    "routes*). Hover an edge for its weight and heads; click an attention edge to open its top head."
+    "routes*). Hover an edge for its weight and heads; click an attention edge to open its top head. "
+    "The threshold drops each head's share before the heads are summed, as the LLM Transparency Tool "
+    "does: a route spread thinly over several heads shows only at a lower threshold."
 )
 ROLLOUT_NOTE = (
     "**Attention rollout** (Abnar & Zuidema 2020), below, multiplies every layer's head-averaged weights "
