@@ -55,6 +55,19 @@ def settle(app: AppPage, timeout_s: float = 60.0) -> None:
     raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
 
 
+def open_head_by_click(app: AppPage, plot: str, layer: int, head: int) -> None:
+    """Hover the cell (layer, head) of `plot`'s heads × layers heatmap, click it where the hover was, and
+    wait until the pipeline shows that head."""
+    hover = app.hover_cell(plot, 1, layer, head)  # the cell under the mouse is the one clicked
+    assert hover[0].startswith(f"layer {layer} · head {head} · kv"), hover
+    app.remember_plots()
+    app.page.mouse.down()
+    app.page.mouse.up()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+
+
 def click_example(app: AppPage, examples_id: str, label: str) -> None:
     app.page.locator(f"#{examples_id}").get_by_role("button", name=label, exact=True).click()
 
@@ -143,14 +156,7 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
     assert app.points("patching-plot") == ex.config.n_layers * ex.config.n_heads
     assert "Patched each of 32 heads" in app.status()
 
-    hover = app.hover_cell("patching-plot", 1, 3, 2)  # the cell under the mouse is the one clicked
-    assert hover[0].startswith("layer 3 · head 2 · kv 0"), hover
-    app.remember_plots()
-    app.page.mouse.down()
-    app.page.mouse.up()
-    app.wait_redrawn(["pipeline-plot"])
-    settle(app)
-    assert app.title("pipeline-plot").startswith("Layer 3 · head 2 ")
+    open_head_by_click(app, "patching-plot", 3, 2)
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert "".join(app.strip_tokens()) == COPY_PAIR.clean.replace("\n", "↵")
     assert not app.problems()

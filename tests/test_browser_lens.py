@@ -49,7 +49,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
     app, browser_workspace
 ):
     """Beside the patching map, each head's direct effect on the clean prompt; its cells open heads too."""
-    from test_browser_intervene import COPY_PAIR, JS_HEATMAP, patching_example, settle
+    from test_browser_intervene import COPY_PAIR, JS_HEATMAP, open_head_by_click, patching_example, settle
 
     app.run("Now is the winter of our discontent")
     patching_example(app)
@@ -60,14 +60,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
     drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-direct-plot", 0]))
     np.testing.assert_allclose(drawn, expected.heads.numpy(), atol=1e-5)
 
-    hover = app.hover_cell("patching-direct-plot", 1, 3, 2)
-    assert hover[0].startswith("layer 3 · head 2 · kv 0"), hover
-    app.remember_plots()
-    app.page.mouse.down()
-    app.page.mouse.up()
-    app.wait_redrawn(["pipeline-plot"])
-    settle(app)
-    assert app.title("pipeline-plot").startswith("Layer 3 · head 2 ")
+    open_head_by_click(app, "patching-direct-plot", 3, 2)
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert not app.problems()
 
@@ -75,7 +68,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
 def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens_that_head(
     app, browser_workspace
 ):
-    from test_browser_intervene import JS_HEATMAP, settle
+    from test_browser_intervene import JS_HEATMAP, open_head_by_click, settle
 
     prompt = "To be, or not to be, that is the question"
     app.run(prompt)
@@ -87,12 +80,7 @@ def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens
     np.testing.assert_allclose(drawn, run.attention_to(2, -1).numpy(), atol=1e-6)
     assert "(position 2)" in app.title("heads-looking-at-plot")
 
-    assert app.hover_cell("heads-looking-at-plot", 1, 1, 3)[0] == "layer 1 · head 3 · kv 0"
-    app.remember_plots()
-    app.click_cell("heads-looking-at-plot", 1, 1, 3)
-    app.wait_redrawn(["pipeline-plot"])
-    settle(app)
-    assert app.title("pipeline-plot").startswith("Layer 1 · head 3 ")
+    open_head_by_click(app, "heads-looking-at-plot", 1, 3)
 
     app.run("Now is the winter of our discontent")  # a new prompt: the old positions' panel goes
     app.page.wait_for_function(
