@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from explorer.engine.attention import causal_softmax_
+from explorer.engine.attention import Projections, causal_softmax_
 from explorer.engine.lens import check_position
 from explorer.engine.model import Taps, tapped
 
@@ -98,10 +98,11 @@ def _check_plain_heads(run) -> None:
 
 
 @torch.inference_mode()
-def _layer(run, layer: int, m: int, last_only: bool = False) -> _Layer:
-    """Block `layer` entered again from its cached input over positions 0..m−1 (`last_only`: from the
-    stream after attention on, position m−1 alone), read by taps; and what each key writes per head."""
-    model = run.explorer.model
+def _layer(run, p: Projections, m: int, last_only: bool = False) -> _Layer:
+    """Block `p.layer` entered again from its cached input over positions 0..m−1 (`last_only`: from the
+    stream after attention on, position m−1 alone), read by taps; and what each key writes per head,
+    from the layer's projections `p`."""
+    model, layer = run.explorer.model, p.layer
     read: dict[str, torch.Tensor] = {}
 
     def keep(name: str):
@@ -119,7 +120,6 @@ def _layer(run, layer: int, m: int, last_only: bool = False) -> _Layer:
     stream = run.layer_inputs[layer, None, :m]  # [1, m, hidden]
     model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=last_only)
     attn = model.layers[layer].self_attn
-    p = run.projections(layer, remember=False)
     w_o = (
         attn.o_proj.weight.float().cpu().view(-1, attn.n_heads, attn.head_dim).transpose(0, 1)
     )  # [H, hidden, d]
@@ -128,16 +128,15 @@ def _layer(run, layer: int, m: int, last_only: bool = False) -> _Layer:
     return _Layer(block_input=run.layer_inputs[layer, first:m].float().cpu(), writes=writes, **read)
 
 
-def _weights(run, layer: int, queries: list[int], m: int) -> torch.Tensor:
+def _weights(run, p: Projections, queries: list[int], m: int) -> torch.Tensor:
     """The attention weights of `queries` over keys 0..m−1, as the run's heads apply them (a
     zero-ablated head's are 0).  # -> [Q, H, m]"""
-    p = run.projections(layer, remember=False)
     rows = torch.tensor(queries)
     scores = p.q_rot[:, rows] @ p.k_rot[p.kv_head, :m].transpose(-1, -2)  # [H, Q, m]
     allowed = torch.arange(m)[None, :] <= rows[:, None]  # [Q, m]
     scores.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
     alpha = scores.softmax(-1)
-    alpha = tapped(run.heads_tap, layer, alpha[None])[0]  # [H, Q, m]
+    alpha = tapped(run.heads_tap, p.layer, alpha[None])[0]  # [H, Q, m]
     return alpha.transpose(0, 1)
 
 
@@ -172,8 +171,9 @@ def contributions(run, layer: int, position: int = -1) -> Contributions:
     run._check_layer(layer)
     position = check_position(run, position)
     m = position + 1
-    at = _layer(run, layer, m, last_only=True)  # streams at `position` alone
-    alpha = _weights(run, layer, [position], m)  # [1, H, m]
+    p = run.projections(layer, remember=False)  # the layer's q, k, v: computed once, read twice
+    at = _layer(run, p, m, last_only=True)  # streams at `position` alone
+    alpha = _weights(run, p, [position], m)  # [1, H, m]
     heads, residual = _attention_shares(alpha, at.writes, at.after_attention, at.block_input, [position])
     mlp = shares(torch.stack([at.mlp_output[0], at.after_attention[0]]), at.block_output[0])
     padded = torch.zeros(run.config.n_heads, run.n_tokens)
@@ -210,7 +210,8 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
     edges: list[Edge] = []
     reached = [position]  # positions whose block output is on a route
     for layer in reversed(range(run.config.n_layers)):
-        at = _layer(run, layer, max(reached) + 1)
+        p = run.projections(layer, remember=False)
+        at = _layer(run, p, max(reached) + 1)
         whole = at.block_output[reached]
         step = shares(torch.stack([at.mlp_output[reached], at.after_attention[reached]], 1), whole)
         mlp, kept = renormalise(step[:, :1], step[:, 1], threshold)
@@ -225,7 +226,7 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
                 after_attention.append(i)
         if not after_attention:
             break
-        alpha = _weights(run, layer, after_attention, max(after_attention) + 1)
+        alpha = _weights(run, p, after_attention, max(after_attention) + 1)
         heads, residual = _attention_shares(
             alpha,
             at.writes[:, : alpha.shape[-1]],
