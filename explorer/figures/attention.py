@@ -280,7 +280,6 @@ def zoom_figure(
     title: str,
     style: MapStyle = MapStyle(),
     key_writes: KeyWrites | None = None,
-    qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
 ) -> go.Figure:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
     the softmax (in `style`, as `pipeline_figure` draws it) side by side, whatever the prompt's length
