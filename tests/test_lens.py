@@ -58,14 +58,18 @@ def test_the_lens_is_lm_head_of_the_normed_stream_and_the_models_logits_at_the_l
     assert torch.equal(lens.top_ids[-1, :, 0], logits.argmax(-1)) and lens.kl_to_final[-1].abs().max() < 1e-5
 
 
-def test_the_lens_at_chosen_positions_is_the_same_as_at_all_and_is_computed_in_blocks(pair, monkeypatch):
+def test_the_lens_at_chosen_positions_is_the_same_as_at_all_and_is_computed_in_tiles(pair, monkeypatch):
     _, run = pair
     whole = run.logit_lens(top_k=3)
-    monkeypatch.setattr(lens_module, "LENS_BLOCK_BYTES", 1)  # one position a block
+    monkeypatch.setattr(lens_module, "LENS_TILE_BYTES", 1)  # one position a block
+    monkeypatch.setattr(lens_module, "LENS_SLAB", 7)  # the vocabulary in uneven slabs of 7 tokens
     picked = run.logit_lens(positions=[-1, 0, 5], top_k=3)
     assert picked.positions == [run.n_tokens - 1, 0, 5]
     assert torch.equal(picked.top_ids, whole.top_ids[:, [run.n_tokens - 1, 0, 5]])
+    torch.testing.assert_close(picked.top_probs, whole.top_probs[:, [run.n_tokens - 1, 0, 5]])
     torch.testing.assert_close(picked.kl_to_final, whole.kl_to_final[:, [run.n_tokens - 1, 0, 5]])
+    wide = run.logit_lens(positions=[2], top_k=10)  # more top tokens than a slab holds
+    torch.testing.assert_close(wide.top_probs[..., :3], whole.top_probs[:, [2]])
 
 
 @torch.no_grad()

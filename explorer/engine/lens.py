@@ -6,8 +6,8 @@ the model again over every position.
   and the LM head: `lm_head(norm(h_l))`, each position with its own RMS. Layer 0 is the embeddings; at
   layer L it is the model's own logits, read from the normed final stream the forward kept (the norm is
   applied once there, never twice: the pitfall behind TransformerLens #523). Logits are computed a
-  block of (layer, position) rows at a time within `LENS_BLOCK_BYTES`, keeping only the top-k and the
-  KL: [L+1, N, vocab] is never held (1.6 GB for SmolLM2 at 256 tokens).
+  tile of (layer, position) rows × vocabulary columns at a time within `LENS_TILE_BYTES`, keeping only
+  the top-k, logsumexp and KL: [L+1, N, vocab] is never held (1.6 GB for SmolLM2 at 256 tokens).
 - Direct logit attribution (TransformerLens `logit_attrs`) splits the logit of one token (or the
   difference of two) at one position into what each head, each MLP, each o_proj bias and the embedding
   wrote into the stream, each read through the final norm with its scale frozen at the real stream's
@@ -26,7 +26,9 @@ import torch
 from explorer.engine.interventions import single_token
 from explorer.engine.model import Taps, tapped
 
-LENS_BLOCK_BYTES = 128 * 2**20  # lens logits held at once, [L+1, positions, vocab] float32
+LENS_SLAB = 2048  # vocabulary columns a lens tile takes at once
+LENS_TILE_BYTES = 8 * 2**20  # one lens tile, [(L+1)·positions, slab] float32: held in cache
+TOP_RUN = 64  # a tile's columns searched for its top-k in runs of this many
 
 
 def check_position(run, position: int, name: str = "position") -> int:
@@ -96,24 +98,64 @@ def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> Logit
     top_ids = torch.empty(layers, len(wanted), top_k, dtype=torch.long)
     top_probs = torch.empty(layers, len(wanted), top_k)
     kl = torch.empty(layers, len(wanted))
-    # Every layer's rows of a block of positions go through the LM head in one product, which reads its
-    # weights once a block (one product a layer would read them L+1 times).
-    block = max(1, LENS_BLOCK_BYTES // (4 * config.vocab_size * layers))  # positions a block
+    # Every layer's rows of a block of positions go through the LM head together, a slab of the
+    # vocabulary at a time, so each [rows, slab] tile is reduced to its top-k and logsumexp while it
+    # is still in cache (one [rows, vocab] product, then passes over it, went to memory three times).
+    slab = max(LENS_SLAB, top_k)
+    block = max(1, LENS_TILE_BYTES // (4 * slab * layers))  # positions a block
     for first in range(0, len(wanted), block):
         chunk = wanted[first : first + block]
-        logits = _every_layers_logits(run, chunk)  # [L+1, B, V]
-        values, ids = logits.topk(top_k, dim=-1)  # [L+1, B, k]: the order of the logits is the probs'
-        final = logits[-1] - logits[-1].logsumexp(-1, keepdim=True)  # [B, V] log p_final
-        p_final = final.exp()
-        # KL(p_final ‖ p_layer) = Σ p_final·log p_final − Σ p_final·logit_layer + lse_layer (Σ p_final = 1)
-        cross = torch.einsum("lbv,bv->lb", logits, p_final)  # [L+1, B]
-        # lse = max + log Σ exp(logit − max), the logits overwritten in place (a third of logsumexp's time)
-        top = values[..., 0]
-        lse = top + logits.sub_(top[..., None]).exp_().sum(-1).log_()  # [L+1, B]
-        kl[:, first : first + len(chunk)] = ((p_final * final).sum(-1) - cross + lse).clamp_min(0).cpu()
+        ids, values, lse, kl_rows = _lens_block(run, chunk, top_k, slab)
         top_probs[:, first : first + len(chunk)] = (values - lse[..., None]).exp().cpu()
         top_ids[:, first : first + len(chunk)] = ids.cpu()
+        kl[:, first : first + len(chunk)] = kl_rows.cpu()
     return LogitLens(positions=wanted, top_ids=top_ids, top_probs=top_probs, kl_to_final=kl, run=run)
+
+
+def _top(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`logits.topk(k)` of a tile, found among the k runs of `TOP_RUN` columns with the largest maxima
+    (a top-k value's run has a maximum at least that value, and at most k − 1 runs can beat it): a
+    vectorised max over the tile and a top-k over k runs, where a top-k over the whole tile is 4× slower.
+    # [R, S] -> [R, k] values, [R, k] int64 columns"""
+    rows, width = logits.shape
+    if width % TOP_RUN or k * TOP_RUN >= width:
+        return logits.topk(min(k, width), dim=-1)
+    runs = logits.view(rows, width // TOP_RUN, TOP_RUN)
+    best_runs = runs.amax(-1).topk(k, dim=-1).indices  # [R, k]
+    columns = (best_runs[..., None] * TOP_RUN + torch.arange(TOP_RUN)).view(rows, -1)  # [R, k·run]
+    values, picked = logits.gather(-1, columns).topk(k, dim=-1)
+    return values, columns.gather(-1, picked)
+
+
+def _lens_block(run, positions: list[int], top_k: int, slab: int):
+    """The lens at a block of positions, every layer: top-k ids and logits, logsumexp and KL.
+    # -> [L+1, B, k] int64, [L+1, B, k], [L+1, B], [L+1, B] float32"""
+    model = run.explorer.model
+    streams = run.layer_inputs[:, positions]  # [L, B, hidden]
+    normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, B, hidden]
+    layers, b = normed.shape[:2]
+    rows = normed.reshape(layers * b, -1)  # [R, hidden], R = (L+1)·B
+    final = model.lm_head(normed[-1]).float()
+    final = final - final.logsumexp(-1, keepdim=True)  # [B, V] log p_final
+    p_final = final.exp()
+    weight = model.lm_head.weight  # [V, hidden]
+    # Σ_v p_final·logit_layer, read back through the LM head: normed · (W_Uᵀ p_final)
+    cross = (normed * (p_final @ weight.float())).sum(-1)  # [L+1, B]
+    slab_values, slab_ids, slab_lse = [], [], []
+    for start in range(0, weight.shape[0], slab):
+        logits = torch.nn.functional.linear(rows, weight[start : start + slab]).float()  # [R, S]
+        values, ids = _top(logits, top_k)  # [R, k]
+        # lse = max + log Σ exp(logit − max), the tile overwritten in place
+        top = values[:, :1]
+        slab_lse.append(top[:, 0] + logits.sub_(top).exp_().sum(-1).log_())
+        slab_values.append(values)
+        slab_ids.append(ids + start)
+    values, best = torch.cat(slab_values, -1).topk(top_k, dim=-1)  # [R, k]
+    ids = torch.cat(slab_ids, -1).gather(-1, best)
+    lse = torch.stack(slab_lse, -1).logsumexp(-1).view(layers, b)
+    # KL(p_final ‖ p_layer) = Σ p_final·log p_final − Σ p_final·logit_layer + lse_layer (Σ p_final = 1)
+    kl = ((p_final * final).sum(-1) - cross + lse).clamp_min(0)
+    return ids.view(layers, b, top_k), values.view(layers, b, top_k), lse, kl
 
 
 @dataclass(frozen=True, eq=False)

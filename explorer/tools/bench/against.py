@@ -3,8 +3,10 @@ against a baseline (one fast forward of the same prompt, a layer's eager rerun) 
 SmolLM2-135M GGUF (a random-init checkpoint of the same shape when it is not installed), 256 tokens of
 English text, float32.
 
-Each measure is the median of several timed calls after a warm-up, in this one process, alternating with
-its baseline (a baseline's median is taken over all its calls). Writes `bench/NAME-DEVICE.json` and `.md`.
+Each measure is the median of several timed calls after a warm-up, in this one process, each call just
+after a call of its baseline. Its ratio is the median of those pairs' ratios, so a pair shares the state
+of a noisy machine (a baseline's median in seconds is taken over all its calls). Writes
+`bench/NAME-DEVICE.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -59,16 +61,18 @@ def measure(suite: Suite, checkpoint: Path, n_tokens: int, device: str, warmups:
     for m in suite.measures(run):
         for _ in range(warmups):
             m.call()
-        seconds = []
+        seconds, ratios = [], []
         for _ in range(repeats):  # alternating with its baseline, so both see the same machine
-            if m.baseline is not None:
-                baseline_times[m.baseline].append(timed(baselines[m.baseline]))
+            before = None if m.baseline is None else timed(baselines[m.baseline])
             seconds.append(timed(m.call))
+            if before is not None:
+                baseline_times[m.baseline].append(before)
+                ratios.append(seconds[-1] / before)
         rows[m.name] = {"what": m.what, "seconds": statistics.median(seconds), "baseline": m.baseline}
         rows[m.name]["target"] = m.target
+        # the median of each call over the baseline just before it: a pair shares the machine's state
+        rows[m.name]["ratio"] = statistics.median(ratios) if ratios else None
     medians = {name: statistics.median(times) for name, times in baseline_times.items() if times}
-    for row in rows.values():
-        row["ratio"] = None if row["baseline"] is None else row["seconds"] / medians[row["baseline"]]
     return {"n_tokens": run.n_tokens, "baselines": medians, "rows": rows}
 
 
@@ -79,7 +83,8 @@ def markdown(suite: Suite, results: dict[str, Any]) -> str:
         f"# {suite.title}: {results['model']}, N = {r['n_tokens']}",
         "",
         f"{m['cpu']} ({m['device']}), {m['torch_threads']} threads, float32; medians of "
-        f"{results['repeats']} calls after {results['warmups']} warm-up. {baselines}.",
+        f"{results['repeats']} calls after {results['warmups']} warm-up; a ratio is the median over pairs "
+        f"(baseline, call). {baselines}.",
         "",
         "| measure | what | seconds | × its baseline | target | holds |",
         "|---|---|---:|---:|---:|---|",
