@@ -78,6 +78,20 @@ HF_CONFIGS = {
     "qwen2-bias": ("qwen2", dict(tie_word_embeddings=True)),
     # QK-norm, a head size (24) that is not hidden/heads (8), GQA and tied embeddings
     "qwen3-qk-norm": ("qwen3", dict(tie_word_embeddings=True, head_dim=24)),
+    # Gemma 3: sliding, full and sliding layers, a window (5) far shorter than the prompt, each kind of
+    # layer with its own RoPE base, query_pre_attn_scalar, (1 + w) norms four a block, GeGLU
+    "gemma3-sliding": (
+        "gemma3_text",
+        dict(
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            sliding_window=5,
+            query_pre_attn_scalar=24,
+            rope_parameters={
+                "sliding_attention": dict(rope_type="default", rope_theta=100.0),
+                "full_attention": dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
+            },
+        ),
+    ),
 }
 
 
@@ -100,6 +114,11 @@ def make_hf_checkpoint(
             for layer in model.model.layers:
                 for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
                     norm.weight.normal_(mean=1.0, std=0.3)
+    if model_type == "gemma3_text":  # HF initialises Gemma's norms to 0 (a scale of 1 + 0); make them matter
+        with torch.no_grad():
+            for name, weight in model.named_parameters():
+                if "norm" in name:
+                    weight.normal_(std=0.3)
     model.save_pretrained(directory, max_shard_size=max_shard_size)
     tokenizer.save(str(directory / "tokenizer.json"))
     return model

@@ -140,7 +140,7 @@ def test_a_config_that_disagrees_with_the_safetensors_headers_is_refused_before_
 def test_the_expected_shapes_are_those_of_the_model_the_config_builds():
     for model_type, overrides in HF_CONFIGS.values():
         for bias in (False, True):
-            hf = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+            hf = dict(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4)
             hf |= dict(intermediate_size=48, head_dim=16, num_key_value_heads=2, model_type=model_type)
             config = explorer.ModelConfig.from_hf_config({**hf, **overrides, "mlp_bias": bias})
             with torch.device("meta"):

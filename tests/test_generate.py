@@ -26,7 +26,7 @@ NEW_TOKENS = 24
 SAMPLING = dict(temperature=0.8, top_k=40, top_p=0.9)
 
 
-@pytest.fixture(scope="module", params=["llama-untied", "qwen2-bias"])
+@pytest.fixture(scope="module", params=["llama-untied", "qwen2-bias", "gemma3-sliding"])
 def pair(request, tmp_path_factory, tiny_tokenizer):
     """A transformers model (eager attention) and our Explorer on the same seeded weights."""
     model_type, overrides = HF_CONFIGS[request.param]

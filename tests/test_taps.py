@@ -15,7 +15,7 @@ from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
 POINTS = ("block_input", "heads", "attention_output", "after_attention", "mlp_output", "block_output")
 
 
-@pytest.fixture(scope="module", params=["llama-untied", "qwen2-bias"])
+@pytest.fixture(scope="module", params=["llama-untied", "qwen2-bias", "gemma3-sliding"])
 def hf_pair(request, tmp_path_factory, tiny_tokenizer):
     model_type, overrides = HF_CONFIGS[request.param]
     directory = tmp_path_factory.mktemp(request.param)
@@ -38,8 +38,8 @@ def read_every_tap(model, ids: torch.Tensor) -> dict[str, list[torch.Tensor]]:
 
 def read_every_hook(hf_model, ids: torch.Tensor) -> dict[str, list[torch.Tensor]]:
     """The same points in transformers: a decoder layer's input and output, o_proj's input (the heads'
-    outputs, concatenated) and output, the post-attention norm's input, the MLP's output, the final norm's
-    output."""
+    outputs, concatenated) and output, the input of the norm before the MLP, what the MLP writes (Gemma:
+    normed after it), the final norm's output."""
     seen = {point: [] for point in (*POINTS, "final")}
     handles = []
 
@@ -58,11 +58,23 @@ def read_every_hook(hf_model, ids: torch.Tensor) -> dict[str, list[torch.Tensor]
             ),
             layer.self_attn.o_proj.register_forward_pre_hook(lambda m, args: keep("heads", args[0])),
             layer.self_attn.o_proj.register_forward_hook(lambda m, args, out: keep("attention_output", out)),
-            layer.post_attention_layernorm.register_forward_pre_hook(
-                lambda m, args: keep("after_attention", args[0])
-            ),
-            layer.mlp.register_forward_hook(lambda m, args, out: keep("mlp_output", out)),
         ]
+        if hasattr(layer, "pre_feedforward_layernorm"):  # Gemma: the stream enters the norm before the MLP,
+            handles += [  # and what the MLP writes is normed after it
+                layer.pre_feedforward_layernorm.register_forward_pre_hook(
+                    lambda m, args: keep("after_attention", args[0])
+                ),
+                layer.post_feedforward_layernorm.register_forward_hook(
+                    lambda m, args, out: keep("mlp_output", out)
+                ),
+            ]
+        else:
+            handles += [
+                layer.post_attention_layernorm.register_forward_pre_hook(
+                    lambda m, args: keep("after_attention", args[0])
+                ),
+                layer.mlp.register_forward_hook(lambda m, args, out: keep("mlp_output", out)),
+            ]
     handles.append(hf_model.model.norm.register_forward_hook(lambda m, args, out: keep("final", out)))
     try:
         with torch.no_grad():

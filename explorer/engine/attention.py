@@ -2,7 +2,8 @@
 
     q, k (projected) -> q_normed, k_normed (QK-norm, qwen3) -> q_rot, k_rot (RoPE) -> scores = q_rot·k_rotᵀ
       -> scaled = scores·scale
-      -> masked (−inf where the causal mask forbids) -> probs = softmax(masked) -> output
+      -> masked (−inf where the mask forbids: causal, or a sliding layer's band) -> probs = softmax(masked)
+      -> output
 
 It goes through the block's own methods (`Block.attention_input`, `Attention.project`,
 `Attention.merge_heads`), so the weights are the model's and nothing is duplicated. All internals are
@@ -21,7 +22,7 @@ from functools import cached_property
 import torch
 
 from explorer.engine import rope
-from explorer.engine.model import Block, Tap, tapped
+from explorer.engine.model import Block, Tap, attention_mask, tapped
 
 ROUNDING_UNITS = 64  # float32 roundings two orders of the same sums may differ by (float32_tolerance)
 
@@ -45,9 +46,10 @@ def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
     return torch.arange(n_heads) // (n_heads // n_kv_heads)
 
 
-def causal_mask(n_tokens: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """True where query i may attend to key j, i.e. j <= i.  # [N, N] bool"""
-    return torch.ones(n_tokens, n_tokens, dtype=torch.bool, device=device).tril()
+def causal_mask(n_tokens: int, device: torch.device | str = "cpu", window: int | None = None) -> torch.Tensor:
+    """True where query i may attend to key j, i.e. j <= i (and i − window < j in a sliding layer).
+    # [N, N] bool"""
+    return attention_mask(torch.arange(n_tokens, device=device), n_tokens, window)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +71,7 @@ class Projections:
     value_norms: torch.Tensor  # [H, N] ‖v[g(h), j] · W_O[h]‖₂: what key j would write through head h
     q_normed: torch.Tensor | None = None  # [H, N, d] after QK-norm, before RoPE (None: no QK-norm)
     k_normed: torch.Tensor | None = None  # [H_kv, N, d]
+    window: int | None = None  # a sliding layer's window: query i sees keys i − window < j ≤ i
 
     @property
     def q_unrotated(self) -> torch.Tensor:
@@ -122,6 +125,7 @@ class AttentionInternals:
     q_unrotated = _projected("q_unrotated")  # [H, N, d] what RoPE turns
     k_unrotated = _projected("k_unrotated")  # [H_kv, N, d]
     value_norms = _projected("value_norms")  # [H, N] ‖v_j · W_O[h]‖₂
+    window = _projected("window")  # a sliding layer's window (None: causal)
     n_heads = _projected("n_heads")
     n_tokens = _projected("n_tokens")
 
@@ -194,6 +198,7 @@ def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -
         value_norms=value_norms(attn, v),
         q_normed=normed[0] if normed else None,
         k_normed=normed[1] if normed else None,
+        window=attn.window,
     )
 
 
@@ -220,14 +225,17 @@ def softmax_rows(
     One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
     n_keys = stop if causal else p.n_tokens
     scores = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
-    return causal_softmax_(scores, p.scale, start)
+    return causal_softmax_(scores, p.scale, start, p.window)
 
 
-def causal_softmax_(scores: torch.Tensor, scale: float, start: int) -> torch.Tensor:
+def causal_softmax_(
+    scores: torch.Tensor, scale: float, start: int, window: int | None = None
+) -> torch.Tensor:
     """In place: raw scores of queries start, start+1, … over keys 0, 1, … -> scaled, masked (a key
-    after its query: −∞) and softmaxed, as the eager path does it.  # [..., R, K] -> [..., R, K]"""
+    after its query, or in a sliding layer `window` or more before it: −∞) and softmaxed, as the eager
+    path does it.  # [..., R, K] -> [..., R, K]"""
     queries = torch.arange(start, start + scores.shape[-2], device=scores.device)
-    allowed = torch.arange(scores.shape[-1], device=scores.device)[None, :] <= queries[:, None]  # [R, K]
+    allowed = attention_mask(queries, scores.shape[-1], window)  # [R, K]
     scores.mul_(scale).masked_fill_(~allowed, float("-inf"))
     scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
     return scores.div_(scores.sum(dim=-1, keepdim=True))
@@ -245,4 +253,5 @@ def eager_attention(
     probs = softmax_rows(p, 0, p.n_tokens)  # [H, N, N]
     heads_out = tapped(heads_tap, layer, (probs @ p.v[p.kv_head])[None])  # [1, H, N, d]
     output = block.self_attn.merge_heads(heads_out.to(x.dtype))[0].float()  # [N, hidden]
-    return AttentionInternals(p, mask=causal_mask(p.n_tokens, x.device), probs=probs, output=output)
+    mask = causal_mask(p.n_tokens, x.device, p.window)
+    return AttentionInternals(p, mask=mask, probs=probs, output=output)

@@ -1,7 +1,8 @@
 """ModelConfig: everything a Llama-family decoder needs, validated once.
 
-`from_hf_config` reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3) and refuses, by name, any
-feature this engine does not implement, so a checkpoint never loads into a silently different model.
+`from_hf_config` reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3, gemma3_text) and refuses,
+by name, any feature this engine does not implement, so a checkpoint never loads into a silently different
+model.
 """
 
 from __future__ import annotations
@@ -10,41 +11,34 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from explorer.engine.values import (
+    SIZE_LIMITS,
+    brief,
+    brief_count,
+    check_size,
+    is_integer,
+    is_number,
+    number_in_range,
+    single_id,
+)
 from explorer.errors import UnsupportedConfigError
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+__all__ = ["ModelConfig", "RopeScaling", "brief", "brief_count"]
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 # Relatives of the supported families that need what this engine does not implement, named in the refusal.
 UNSUPPORTED_VARIANTS = {
     "qwen3_moe": "Qwen3-MoE's mixture-of-experts MLPs (this engine runs dense MLPs only)",
     "qwen2_moe": "Qwen2-MoE's mixture-of-experts MLPs (this engine runs dense MLPs only)",
     "mixtral": "Mixtral's mixture-of-experts MLPs (this engine runs dense MLPs only)",
+    "gemma3": "Gemma 3's vision tower (Gemma3ForConditionalGeneration; text-only gemma3_text loads)",
+    "gemma3n": "Gemma 3n's per-layer embeddings and AltUp (this engine runs gemma3_text)",
+    "gemma2": "Gemma 2's attention logit soft-capping (this engine runs gemma3_text)",
 }
+SLIDING, FULL = "sliding_attention", "full_attention"  # layer_types, as HF names them
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
-SUPPORTED_ACTIVATIONS = ("silu",)
-# Upper bounds on a config's sizes, far above every Llama-family model released (Llama 3.1 405B has
-# 126 layers, width 16,384, 128 heads, FFN 53,248; Gemma's vocabulary is 262,144), so a config that
-# claims a million layers is refused before anything is built for it.
-SIZE_LIMITS = {
-    "vocab_size": 1 << 20,
-    "hidden_size": 1 << 15,
-    "n_layers": 256,
-    "n_heads": 256,
-    "n_kv_heads": 256,
-    "intermediate_size": 1 << 18,
-    "head_dim": 1024,
-    "max_position_embeddings": 1 << 24,
-    "sliding_window": 1 << 24,
-}
-# The numbers a config may hold that are not sizes, each finite within (low, high]: wide around every
-# released model (θ from 10,000 to 1e9 in Llama 4; ε from 1e-6 to 1e-5), narrow enough that
-# NaN, infinity, zero or a negative never reaches the model.
-NUMBER_RANGES = {
-    "rope_theta": (1.0, 1e12),
-    "rms_norm_eps": (0.0, 1.0),
-    "rope scaling factor": (0.0, 1e6),
-    "rope scaling low_freq_factor": (0.0, 1e6),
-    "rope scaling high_freq_factor": (0.0, 1e6),
-}
+# hidden_act -> ours: silu (SwiGLU) or gelu_tanh (GeGLU, Gemma)
+SUPPORTED_ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 
 
 @dataclass(frozen=True)
@@ -65,8 +59,8 @@ class RopeScaling:
                 f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})."
             )
         for name in ("factor", "low_freq_factor", "high_freq_factor"):
-            object.__setattr__(self, name, _number_in_range(f"rope scaling {name}", getattr(self, name)))
-        _check_size("original_max_position_embeddings", self.original_max_position_embeddings)
+            object.__setattr__(self, name, number_in_range(f"rope scaling {name}", getattr(self, name)))
+        check_size("original_max_position_embeddings", self.original_max_position_embeddings)
         if self.rope_type == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise ValueError("llama3 rope scaling needs high_freq_factor > low_freq_factor")
 
@@ -90,7 +84,18 @@ class ModelConfig:
     o_bias: bool = False  # llama `attention_bias` only
     mlp_bias: bool = False
     qk_norm: bool = False  # qwen3: queries and keys RMS-normed over each head before RoPE
-    sliding_window: int | None = None  # attention window; context is capped to it (see context_length)
+    sliding_window: int | None = None  # attention window; without layer_types context is capped to it
+    # Per layer "sliding_attention" (a query sees the sliding_window keys up to itself) or "full_attention";
+    # None: every layer alike (gemma3_text: five sliding layers to one full)
+    layer_types: tuple[str, ...] | None = None
+    sliding_rope_theta: float | None = None  # the sliding layers' own RoPE base (None: rope_theta)
+    sliding_rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    activation: str = "silu"  # the MLP's gate: silu (SwiGLU) or gelu_tanh (GeGLU)
+    query_pre_attn_scalar: float | None = None  # scores scaled by its −½ power (None: head_dim)
+    embedding_scale: float = 1.0  # the embeddings times this (√hidden in Gemma)
+    norm_offset: float = 0.0  # RMSNorm scales by offset + weight (1 in Gemma), computed in float32
+    sandwich_norms: bool = False  # norms after attention and after the MLP too (Gemma's four a block)
+    final_logit_softcapping: float | None = None  # logits = cap · tanh(logits / cap)
     model_type: str = "llama"
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -104,8 +109,10 @@ class ModelConfig:
                     "give head_dim explicitly"
                 )
             object.__setattr__(self, "head_dim", self.hidden_size // self.n_heads)
-        if isinstance(self.rope_scaling, dict):
-            object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
+        for name in ("rope_scaling", "sliding_rope_scaling"):
+            if isinstance(getattr(self, name), dict):
+                object.__setattr__(self, name, RopeScaling(**getattr(self, name)))
+        self._check_layer_types()
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads {self.n_heads} must be a multiple of n_kv_heads {self.n_kv_heads} "
@@ -123,18 +130,36 @@ class ModelConfig:
             value = getattr(self, name)
             if (name == "sliding_window" and value is None) or (name == "head_dim" and value == 0):
                 continue
-            _check_size(name, value)
+            check_size(name, value)
         for name in ("bos_token_id", "eos_token_id"):
             value = getattr(self, name)
-            if value is not None and not _is_integer(value):
+            if value is not None and not is_integer(value):
                 raise ValueError(f"{name} must be a whole number or null, got {brief(value)}")
-        for name in ("rope_theta", "rms_norm_eps"):
-            object.__setattr__(self, name, _number_in_range(name, getattr(self, name)))
+        for name in ("rope_theta", "rms_norm_eps", "embedding_scale"):
+            object.__setattr__(self, name, number_in_range(name, getattr(self, name)))
+        for name in ("sliding_rope_theta", "query_pre_attn_scalar", "final_logit_softcapping"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, number_in_range(name, getattr(self, name)))
+        if self.activation not in SUPPORTED_ACTIVATIONS.values():
+            raise UnsupportedConfigError(f"activation {brief(self.activation)} is not supported")
+
+    def _check_layer_types(self) -> None:
+        if self.layer_types is None:
+            return
+        types = tuple(self.layer_types)
+        object.__setattr__(self, "layer_types", types)
+        if len(types) != self.n_layers or not set(types) <= {SLIDING, FULL}:
+            raise ValueError(
+                f"layer_types must name {self.n_layers} layers, each {SLIDING!r} or {FULL!r}, "
+                f"got {brief(types)}"
+            )
+        if SLIDING in types and self.sliding_window is None:
+            raise ValueError("sliding_attention layers need a sliding_window")
 
     def _check_freq_factors(self) -> None:
         factors = self.rope_freq_factors
         pairs = self.head_dim // 2
-        if len(factors) != pairs or not all(_is_number(f) and 0 < f < math.inf for f in factors):
+        if len(factors) != pairs or not all(is_number(f) and 0 < f < math.inf for f in factors):
             raise ValueError(
                 f"rope_freq_factors must be {pairs} finite positive numbers, got {len(factors):,} "
                 f"starting {brief(tuple(factors[:4]))}"
@@ -145,11 +170,27 @@ class ModelConfig:
         """Query heads per key/value head (1: multi-head, n_heads: multi-query)."""
         return self.n_heads // self.n_kv_heads
 
+    def window(self, layer: int) -> int | None:
+        """How many keys up to itself a query of `layer` sees: its sliding window, or None (all of them,
+        the causal mask). Without layer_types every layer is full (a uniform window caps the context)."""
+        if self.layer_types is None or self.layer_types[layer] == FULL:
+            return None
+        return self.sliding_window
+
+    def sliding(self, layer: int) -> bool:
+        return self.window(layer) is not None
+
+    @property
+    def attention_scale(self) -> float:
+        """What Q·Kᵀ is multiplied by: 1/√head_dim, or 1/√query_pre_attn_scalar where the model sets it."""
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
     @property
     def context_length(self) -> int:
         """Longest prompt we run. Within a sliding window, windowed and full causal attention agree,
-        so a windowed model is exact here up to its window."""
-        if self.sliding_window is None:
+        so a model windowed in every layer (mistral) is exact here up to its window; one with
+        layer_types applies each sliding layer's window itself."""
+        if self.sliding_window is None or self.layer_types is not None:
             return self.max_position_embeddings
         return min(self.max_position_embeddings, self.sliding_window)
 
@@ -166,8 +207,10 @@ class ModelConfig:
                 f"model_type {brief(model_type)} is not supported "
                 f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})."
             )
+        if model_type == "gemma3_text":
+            return cls._from_gemma3(hf)
         activation = hf.get("hidden_act", "silu")
-        if activation not in SUPPORTED_ACTIVATIONS:
+        if activation != "silu":
             raise UnsupportedConfigError(f"hidden_act {brief(activation)} is not supported (only silu).")
         if hf.get("pretraining_tp", 1) not in (1, None):
             raise UnsupportedConfigError("pretraining_tp > 1 is not supported.")
@@ -193,8 +236,60 @@ class ModelConfig:
             mlp_bias=bool(hf.get("mlp_bias", False)) if model_type == "llama" else False,
             sliding_window=_sliding_window(hf),
             model_type=model_type,
-            bos_token_id=_single_id(hf.get("bos_token_id")),
-            eos_token_id=_single_id(hf.get("eos_token_id")),
+            bos_token_id=single_id(hf.get("bos_token_id")),
+            eos_token_id=single_id(hf.get("eos_token_id")),
+        )
+
+    @classmethod
+    def _from_gemma3(cls, hf: dict[str, Any]) -> ModelConfig:
+        """Gemma 3 text (Gemma3ForCausalLM): GeGLU, (1 + w) norms four a block, embeddings × √hidden,
+        QK-norm, query_pre_attn_scalar, sliding and full layers with their own RoPE bases."""
+        for name, what in (
+            ("attn_logit_softcapping", "attention logit soft-capping"),
+            ("use_bidirectional_attention", "bidirectional attention"),
+        ):
+            if hf.get(name):
+                raise UnsupportedConfigError(f"{name}: {what} is not supported.")
+        activation = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+        if SUPPORTED_ACTIVATIONS.get(activation) != "gelu_tanh":
+            raise UnsupportedConfigError(f"hidden_activation {brief(activation)} is not supported here.")
+        n_heads, hidden, n_layers = hf["num_attention_heads"], hf["hidden_size"], hf["num_hidden_layers"]
+        layer_types = hf.get("layer_types") or [
+            FULL if (i + 1) % hf.get("sliding_window_pattern", 6) == 0 else SLIDING for i in range(n_layers)
+        ]
+        params = hf.get("rope_parameters") or {}
+        full = params.get(FULL) or {"rope_theta": hf.get("rope_theta", 1e6), **(hf.get("rope_scaling") or {})}
+        local = params.get(SLIDING) or {"rope_theta": hf.get("rope_local_base_freq", 1e4)}
+        bias = bool(hf.get("attention_bias", False))
+        return cls(
+            vocab_size=hf["vocab_size"],
+            hidden_size=hidden,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+            intermediate_size=hf["intermediate_size"],
+            head_dim=hf.get("head_dim") or 0,
+            max_position_embeddings=hf.get("max_position_embeddings", 131072),
+            rope_theta=full.get("rope_theta", 1e6),
+            rope_scaling=_rope_scaling({"rope_parameters": full}),
+            sliding_rope_theta=local.get("rope_theta", 1e4),
+            sliding_rope_scaling=_rope_scaling({"rope_parameters": local}),
+            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
+            qkv_bias=bias,
+            o_bias=bias,
+            qk_norm=True,
+            sliding_window=int(hf["sliding_window"]) if hf.get("sliding_window") else None,
+            layer_types=tuple(layer_types),
+            activation="gelu_tanh",
+            query_pre_attn_scalar=hf.get("query_pre_attn_scalar"),
+            embedding_scale=float(hidden) ** 0.5,
+            norm_offset=1.0,
+            sandwich_norms=True,
+            final_logit_softcapping=hf.get("final_logit_softcapping"),
+            model_type="gemma3_text",
+            bos_token_id=single_id(hf.get("bos_token_id")),
+            eos_token_id=single_id(hf.get("eos_token_id")),
         )
 
     def to_hf_config(self) -> dict[str, Any]:
@@ -266,56 +361,3 @@ def _sliding_window(hf: dict[str, Any]) -> int | None:
         return None
     window = hf.get("sliding_window")
     return int(window) if window else None
-
-
-def brief(value: Any, most: int = 40) -> str:
-    """A value from a checkpoint as a message quotes it: its repr, cut to `most` characters."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return brief_count(value, most)
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
-def brief_count(value: int, most: int = 40) -> str:
-    """A whole number as a message quotes it: with thousands separators, cut to `most` characters
-    and its length in digits given when it is longer."""
-    if value.bit_length() > 14_000:  # past Python's 4,300-digit limit on writing an int in decimal
-        return "a number of over 4,000 digits"
-    text = f"{value:,}"
-    if len(text) <= most:
-        return text
-    return f"{text[: most - 16]}… ({len(str(abs(value))):,} digits)"
-
-
-def _check_size(name: str, value: Any) -> None:
-    """A whole number from 1 to its SIZE_LIMITS bound (`original_max_position_embeddings`: a context)."""
-    limit = SIZE_LIMITS.get(name, SIZE_LIMITS["max_position_embeddings"])
-    if not _is_integer(value):
-        raise ValueError(f"{name} must be a whole number, got {brief(value)}")
-    if value > limit:
-        raise ValueError(f"{name} is {brief_count(value)}; this engine reads at most {limit:,}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {brief_count(value)}")
-
-
-def _number_in_range(name: str, value: Any) -> float:
-    """`value` as a float, if it is a finite number within NUMBER_RANGES[name]: (low, high]."""
-    low, high = NUMBER_RANGES[name]
-    if not (_is_number(value) and low < value <= high):
-        shown = ", ".join(f"{bound:g}".replace("e+0", "e").replace("e+", "e") for bound in (low, high))
-        raise ValueError(f"{name} must be a finite number in ({shown}], got {brief(value)}")
-    return float(value)
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _single_id(token_id: int | list[int] | None) -> int | None:
-    if isinstance(token_id, list):
-        return token_id[0] if token_id else None
-    return token_id

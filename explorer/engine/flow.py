@@ -26,7 +26,7 @@ import torch
 
 from explorer.engine.attention import Projections, causal_softmax_
 from explorer.engine.lens import check_position
-from explorer.engine.model import Taps, tapped
+from explorer.engine.model import Taps, attention_mask, tapped
 
 PROXIMITY_FLOOR = 1e-5  # the tool's: a part pointing away from the whole still counts this much
 DISTANCE_BLOCK_BYTES = 32 * 2**20  # [queries, H, keys, hidden] float32 held at once
@@ -90,6 +90,11 @@ class _Layer:
 
 
 def _check_plain_heads(run) -> None:
+    if run.config.sandwich_norms:
+        raise ValueError(
+            "Contributions split each head's output by key as it enters the stream; this model norms the "
+            "attention's output before adding it (Gemma 3), which this split does not follow yet."
+        )
     if run.ablation is not None and run.ablation.mode == "mean":
         raise ValueError(
             "Contributions split each head's output by key; a mean-ablated head writes its average over "
@@ -133,7 +138,7 @@ def _weights(run, p: Projections, queries: list[int], m: int) -> torch.Tensor:
     zero-ablated head's are 0).  # -> [Q, H, m]"""
     rows = torch.tensor(queries)
     scores = p.q_rot[:, rows] @ p.k_rot[p.kv_head, :m].transpose(-1, -2)  # [H, Q, m]
-    allowed = torch.arange(m)[None, :] <= rows[:, None]  # [Q, m]
+    allowed = attention_mask(rows, m, p.window)  # [Q, m]
     scores.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
     alpha = scores.softmax(-1)
     alpha = tapped(run.heads_tap, p.layer, alpha[None])[0]  # [H, Q, m]
@@ -269,7 +274,7 @@ def rollout(run, position: int = -1) -> torch.Tensor:
         for start in range(0, m, block):
             stop = min(m, start + block)
             scores = p.q_rot[:, start:stop] @ p.k_rot[p.kv_head, :stop].transpose(-1, -2)  # [H, b, stop]
-            probs = causal_softmax_(scores, p.scale, start).mean(0)  # [b, stop]
+            probs = causal_softmax_(scores, p.scale, start, p.window).mean(0)  # [b, stop]
             mixed[:stop] += row[start:stop] @ probs
         row = 0.5 * mixed + 0.5 * row
     out = torch.zeros(run.n_tokens)

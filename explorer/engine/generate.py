@@ -57,8 +57,11 @@ class Step:
     attention: torch.Tensor  # [L, H, q+1] float32 CPU: row q of every layer's and head's softmax map
 
 
-def attention_rows(queries: torch.Tensor, keys: torch.Tensor, scale: float) -> torch.Tensor:
-    """One query's softmax row in every layer and head, from the cached keys of the kv heads.
+def attention_rows(
+    queries: torch.Tensor, keys: torch.Tensor, scale: float, windows: list[int | None] | None = None
+) -> torch.Tensor:
+    """The last query's softmax row in every layer and head, from the cached keys of the kv heads; a
+    layer with a sliding window gives the keys a window or more back no weight.
     # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
 
     Query head h reads kv head h // (H / H_kv), the grouping of `kv_head_map`: viewed as [L·H_kv, G, d],
@@ -70,8 +73,11 @@ def attention_rows(queries: torch.Tensor, keys: torch.Tensor, scale: float) -> t
     n_kv = keys.shape[1]
     grouped = queries.float().reshape(n_layers * n_kv, n_heads // n_kv, d)  # [L·H_kv, G, d]
     flat_keys = keys.float().flatten(0, 1)  # [L·H_kv, N, d]
-    scores = torch.bmm(grouped, flat_keys.transpose(1, 2))  # [L·H_kv, G, N]
-    return (scores * scale).softmax(-1).view(n_layers, n_heads, -1)
+    scores = (torch.bmm(grouped, flat_keys.transpose(1, 2)) * scale).view(n_layers, n_heads, -1)  # [L, H, N]
+    for layer, window in enumerate(windows or []):
+        if window is not None:
+            scores[layer, :, : max(0, scores.shape[-1] - window)] = float("-inf")
+    return scores.softmax(-1)
 
 
 def sampling_probs(
@@ -267,9 +273,9 @@ class Generation:
         hidden = model.hidden_states(ids, positions=range(start, end), cache=self.cache, taps=taps)[0]
         self.final_hidden[start:end] = hidden  # [n, hidden]
         self.cache.length = end
-        self._logits = model.lm_head(hidden[-1]).float()  # [vocab]
-        scale = model.layers[0].self_attn.scale
-        self._rows = attention_rows(queries, self.cache.k[:, :, :end], scale).cpu()  # [L, H, end]
+        self._logits = model.logits(hidden[-1]).float()  # [vocab]
+        scale, windows = model.layers[0].self_attn.scale, [block.self_attn.window for block in model.layers]
+        self._rows = attention_rows(queries, self.cache.k[:, :, :end], scale, windows).cpu()  # [L, H, end]
 
     @property
     def run(self) -> Run:

@@ -146,7 +146,7 @@ def layer_maps(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
     )
     model.hidden_states(ids[None].to(embed.device), taps=Taps(block_input=recorder(layer_inputs)))
     for layer, block in enumerate(model.layers):
-        yield eager_attention(block, layer_inputs[layer, 0], model.inv_freq, layer).probs
+        yield eager_attention(block, layer_inputs[layer, 0], model.layer_inv_freq(layer), layer).probs
 
 
 def token_windows(ids: torch.Tensor, length: int, count: int | None = None) -> torch.Tensor:

@@ -64,7 +64,7 @@ def _lens_logits(run, layer: int, positions: list[int]) -> torch.Tensor:
         normed = run.final_hidden[positions]  # the forward's own final norm, applied once
     else:
         normed = model.final_norm(run.layer_inputs[layer, positions])
-    return model.lm_head(normed).float()
+    return model.logits(normed).float()
 
 
 def _every_layers_logits(run, positions: list[int]) -> torch.Tensor:
@@ -73,7 +73,7 @@ def _every_layers_logits(run, positions: list[int]) -> torch.Tensor:
     model = run.explorer.model
     streams = run.layer_inputs[:, positions]  # [L, P, hidden]
     normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, P, hidden]
-    return model.lm_head(normed).float()
+    return model.logits(normed).float()
 
 
 @torch.inference_mode()
@@ -135,15 +135,19 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, B, hidden]
     layers, b = normed.shape[:2]
     rows = normed.reshape(layers * b, -1)  # [R, hidden], R = (L+1)·B
-    final = model.lm_head(normed[-1]).float()
+    final = model.logits(normed[-1]).float()
     final = final - final.logsumexp(-1, keepdim=True)  # [B, V] log p_final
     p_final = final.exp()
-    weight = model.lm_head.weight  # [V, hidden]
-    # Σ_v p_final·logit_layer, read back through the LM head: normed · (W_Uᵀ p_final)
-    cross = (normed * (p_final @ weight.float())).sum(-1)  # [L+1, B]
+    weight, cap = model.lm_head.weight, run.config.final_logit_softcapping  # [V, hidden]
+    # Σ_v p_final·logit_layer, read back through the LM head: normed · (W_Uᵀ p_final) (soft-capped
+    # logits are not linear in the stream: their sum is taken tile by tile)
+    cross = torch.zeros(layers, b) if cap else (normed * (p_final @ weight.float())).sum(-1)  # [L+1, B]
     slab_values, slab_ids, slab_lse = [], [], []
     for start in range(0, weight.shape[0], slab):
         logits = torch.nn.functional.linear(rows, weight[start : start + slab]).float()  # [R, S]
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+            cross += (logits.view(layers, b, -1) * p_final[:, start : start + slab]).sum(-1)
         values, ids = _top(logits, top_k)  # [R, k]
         # lse = max + log Σ exp(logit − max), the tile overwritten in place
         top = values[:, :1]
@@ -182,6 +186,8 @@ def logit_attribution(
     """Split logit(answer) (minus logit(distractor), if given) at `position` into its direct parts. A
     token is its text (one token of the vocabulary) or its id."""
     model, config = run.explorer.model, run.config
+    if config.final_logit_softcapping:
+        raise ValueError("This model soft-caps its logits (tanh), so a logit is not a sum of direct parts.")
     position = check_position(run, position)
     answer_id = resolve_token(run, answer, "answer")
     distractor_id = None if distractor is None else resolve_token(run, distractor, "distractor")
@@ -197,7 +203,13 @@ def logit_attribution(
     def record_mlp(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden]
         mlps[layer] = y[0, -1]
 
-    taps = Taps(heads=record_heads, mlp_output=record_mlp)
+    def record_attention(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden] o_proj's output
+        scale = model.layers[layer].attention_write_scale(y[0, -1])
+        if scale is not None:
+            write_scales[layer] = scale
+
+    write_scales = torch.ones(config.n_layers, config.hidden_size, device=run.layer_inputs.device)
+    taps = Taps(heads=record_heads, attention_output=record_attention, mlp_output=record_mlp)
     for layer in range(config.n_layers):
         stream = run.layer_inputs[layer, None, : position + 1]  # [1, position + 1, hidden]
         model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=True)
@@ -206,21 +218,17 @@ def logit_attribution(
     if distractor_id is not None:
         unembed = unembed - model.lm_head.weight[distractor_id].float()
     h_last = _pre_norm(run, position, head_outputs, mlps)  # [hidden] the final stream before the norm
-    scale = torch.rsqrt(h_last.pow(2).mean() + model.norm.eps)  # frozen at the real stream's RMS
-    direction = model.norm.weight.float() * unembed * scale  # [hidden]: a part's dot with it is its logit
-    per_head = []
+    direction = model.norm.scale(h_last) * unembed  # [hidden]: a part's dot with it is its logit
+    per_head, biases = [], []
     for layer, block in enumerate(model.layers):
+        # what the heads write, read through the norm after attention where the model has one (frozen)
+        through = direction * write_scales[layer]  # [hidden]
         w_o = block.self_attn.o_proj.weight.float()  # [hidden, H·d]
-        read = (direction @ w_o).view(config.n_heads, config.head_dim)  # [H, d]
+        read = (through @ w_o).view(config.n_heads, config.head_dim)  # [H, d]
         per_head.append((head_outputs[layer].float() * read).sum(-1))
-    biases = torch.stack(
-        [
-            block.self_attn.o_proj.bias.float() @ direction
-            if block.self_attn.o_proj.bias is not None
-            else torch.zeros((), device=direction.device)
-            for block in model.layers
-        ]
-    )
+        bias = block.self_attn.o_proj.bias
+        biases.append(torch.zeros((), device=direction.device) if bias is None else bias.float() @ through)
+    biases = torch.stack(biases)
     return Attribution(
         heads=torch.stack(per_head).cpu(),
         mlps=(mlps.float() @ direction).cpu(),
@@ -247,9 +255,9 @@ def resolve_token(run, token: str | int, role: str) -> int:
 
 def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:
     """The stream leaving the last block at `position`, before the final norm: the last block's input
-    plus its attention's and MLP's outputs.  # -> [hidden] float32"""
-    last = run.explorer.model.layers[-1].self_attn
-    attention = last.merge_heads(head_outputs[-1][None, :, None])[0, 0]  # [hidden]
+    plus what its attention and MLP wrote.  # -> [hidden] float32"""
+    last = run.explorer.model.layers[-1]
+    attention = last.attention_written(last.self_attn.merge_heads(head_outputs[-1][None, :, None])[0, 0])
     return (run.layer_inputs[-1, position] + attention + mlps[-1]).float()
 
 
@@ -267,5 +275,7 @@ def attention_to(run, key: int, query: int = -1) -> torch.Tensor:
         q = p.q_rot[:, query].float()  # [H, d]
         k = p.k_rot[p.kv_head, : query + 1].float()  # [H, query + 1, d]: each head's kv head
         scores = (k @ q[:, :, None])[..., 0] * p.scale  # [H, query + 1]
+        if p.window is not None:  # a sliding layer: the keys a window or more back get no weight
+            scores[:, : max(0, query + 1 - p.window)] = float("-inf")
         weights[layer] = scores.softmax(-1)[:, key]
     return weights

@@ -1,6 +1,8 @@
-"""The decoder, top to bottom as data flows: embeddings -> blocks (RMSNorm, attention (with QK-norm
-where the model has it), RMSNorm, SwiGLU) -> final norm -> LM head. Module names follow HF Llama (minus
-the `model.` prefix) so checkpoints map 1:1.
+"""The decoder, top to bottom as data flows: embeddings (× √hidden in Gemma) -> blocks (RMSNorm,
+attention (with QK-norm where the model has it; within a sliding window on Gemma's sliding layers),
+RMSNorm, SwiGLU or GeGLU; Gemma norms what attention and the MLP write too) -> final norm -> LM head
+(soft-capped where the config says). Module names follow HF Llama and Gemma 3 (minus the `model.`
+prefix) so checkpoints map 1:1.
 
 One forward, `Transformer.hidden_states`, serves every path that pushes a stream through blocks: a whole
 prompt, a generation's prefill and each of its decode steps (positions after a KV cache), an ablated or
@@ -9,9 +11,10 @@ computing the last position alone). `Taps` read or edit the stream at named poin
 is written here once; no other module calls its norms or its MLP (the eager path reaches the attention's
 input through `Block.attention_input`).
 
-Attention here is the fast path: PyTorch SDPA with `enable_gqa=True`, causal, which never materialises
-an N×N map. The step-by-step eager path that exposes every stage is `explorer.engine.attention`; it
-reuses these modules' weights through `Attention.project` and `Attention.merge_heads`.
+Attention here is the fast path: PyTorch SDPA with `enable_gqa=True`, causal (or the banded mask of a
+sliding layer, `attention_mask`), which never materialises an N×N map. The step-by-step eager path
+that exposes every stage is `explorer.engine.attention`; it reuses these modules' weights through
+`Attention.project` and `Attention.merge_heads`.
 """
 
 from __future__ import annotations
@@ -80,40 +83,73 @@ class KeyValues(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Pass:
-    """What every block of one forward shares: the positions' RoPE tables, the first position, the KV
-    cache of the positions before it, and the taps."""
+    """What every block of one forward shares: the positions' RoPE tables (the sliding layers' own where
+    their base differs), the first position, the KV cache of the positions before it, and the taps."""
 
     cos: torch.Tensor  # [M, d]
     sin: torch.Tensor  # [M, d]
+    sliding_cos: torch.Tensor | None = None  # [M, d] (None: the sliding layers turn by cos, sin)
+    sliding_sin: torch.Tensor | None = None
     start: int = 0  # position of the first of the M tokens
     cache: KeyValues | None = None
     taps: Taps = NO_TAPS
 
+    def rope(self, sliding: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """A layer's RoPE tables.  # -> [M, d] ×2"""
+        if sliding and self.sliding_cos is not None:
+            return self.sliding_cos, self.sliding_sin
+        return self.cos, self.sin
+
+
+def attention_mask(queries: torch.Tensor, n_keys: int, window: int | None) -> torch.Tensor:
+    """True where a query at each of `queries` (positions) may attend to keys 0..n_keys−1: the keys up
+    to itself, and with a sliding `window` only the last `window` of them (i − window < j ≤ i, as HF's
+    sliding_window_overlay).  # [M] -> [M, n_keys] bool"""
+    keys = torch.arange(n_keys, device=queries.device)[None, :]
+    allowed = keys <= queries[:, None]
+    if window is not None:
+        allowed &= keys > queries[:, None] - window
+    return allowed
+
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
+    """x / RMS(x) · weight; with an `offset` (Gemma: 1), · (offset + weight), the product in float32."""
+
+    def __init__(self, size: int, eps: float, offset: float = 0.0):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
+        self.eps, self.offset = eps, offset
+
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        """What the norm multiplies x by, elementwise: (offset + weight) / RMS(x).  # [..., size] float32"""
+        x32 = x.float()
+        return torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps) * (self.offset + self.weight.float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.offset:
+            return (x32 * (self.offset + self.weight.float())).to(x.dtype)
         return self.weight * x32.to(x.dtype)
 
 
+def rms_norm(config: ModelConfig, size: int) -> RMSNorm:
+    return RMSNorm(size, config.rms_norm_eps, config.norm_offset)
+
+
 class Attention(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
         d, hidden = config.head_dim, config.hidden_size
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, d
-        self.scale = d**-0.5
+        self.scale = config.attention_scale
+        self.window = config.window(layer)  # keys a query sees up to itself (None: all, causal)
         self.q_proj = nn.Linear(hidden, config.n_heads * d, bias=config.qkv_bias)
         self.k_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
         self.v_proj = nn.Linear(hidden, config.n_kv_heads * d, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.n_heads * d, hidden, bias=config.o_bias)
-        self.q_norm = RMSNorm(d, config.rms_norm_eps) if config.qk_norm else None
-        self.k_norm = RMSNorm(d, config.rms_norm_eps) if config.qk_norm else None
+        self.q_norm = rms_norm(config, d) if config.qk_norm else None
+        self.k_norm = rms_norm(config, d) if config.qk_norm else None
 
     def project(self, x: torch.Tensor):
         """Queries, keys and values before RoPE.  # x [B, N, hidden] -> [B, H, N, d], [B, H_kv, N, d] ×2"""
@@ -140,20 +176,22 @@ class Attention(nn.Module):
         with `last_only`: the last position's query alone, over every key)"""
         q, k, v = self.project(x)
         q, k = self.qk_normed(q, k)
-        q, k = rope.apply_rope(q, p.cos, p.sin), rope.apply_rope(k, p.cos, p.sin)
+        cos, sin = p.rope(self.window is not None)
+        q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
         if p.cache is not None:
             k, v = p.cache.update(layer, p.start, k, v)  # [B, H_kv, start + M, d] ×2
         if last_only:
             q = q[:, :, -1:]
         q = tapped(p.taps.queries, layer, q)
         n_queries, n_keys = q.shape[2], k.shape[2]
-        # The queries are the last positions the keys reach: one of them sees every key (no mask);
-        # as many as the keys, the causal mask; fewer (after a cache), the mask's last rows.
-        mask = None
-        if 1 < n_queries < n_keys:
-            mask = torch.ones(n_queries, n_keys, dtype=torch.bool, device=q.device).tril(n_keys - n_queries)
+        # The queries are the last positions the keys reach: one of them sees every key (no mask) and
+        # as many as the keys the causal mask (SDPA's own), unless a sliding window cuts either.
+        mask, causal = None, self.window is None and 1 < n_queries == n_keys
+        if not causal and (n_queries > 1 or (self.window is not None and n_keys > self.window)):
+            queries = torch.arange(n_keys - n_queries, n_keys, device=q.device)
+            mask = attention_mask(queries, n_keys, self.window)  # [M, keys]
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=1 < n_queries == n_keys, enable_gqa=True, scale=self.scale
+            q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True, scale=self.scale
         )
 
     def forward(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
@@ -163,7 +201,7 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """SwiGLU: down(silu(gate(x)) * up(x)); GeGLU (Gemma) with gelu (tanh) in place of silu."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -171,18 +209,48 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden, inner, bias=bias)
         self.up_proj = nn.Linear(hidden, inner, bias=bias)
         self.down_proj = nn.Linear(inner, hidden, bias=bias)
+        self.gelu = config.activation == "gelu_tanh"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate = self.gate_proj(x)
+        gate = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
+        return self.down_proj(gate * self.up_proj(x))
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig):
+    """Pre-norm: x + attn(norm(x)), then + mlp(norm(x)). With sandwich norms (Gemma) what attention and
+    the MLP write is normed too, and the norm before the MLP is `pre_feedforward_layernorm` (HF Gemma's
+    `post_attention_layernorm` norms the attention's output)."""
+
+    def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        hidden = config.hidden_size
+        self.input_layernorm = rms_norm(config, hidden)
+        self.self_attn = Attention(config, layer)
+        self.post_attention_layernorm = rms_norm(config, hidden)
+        if config.sandwich_norms:
+            self.pre_feedforward_layernorm = rms_norm(config, hidden)
+            self.post_feedforward_layernorm = rms_norm(config, hidden)
+        self.sandwich = config.sandwich_norms
         self.mlp = MLP(config)
+
+    def attention_write_scale(self, y: torch.Tensor) -> torch.Tensor | None:
+        """What the norm after attention multiplies the attention's output `y` by, elementwise, frozen
+        at y's RMS: a head's part of y times it is that head's part of what is written (None: no such
+        norm, the parts are written as they are).  # [..., hidden] -> [..., hidden] float32"""
+        if not self.sandwich:
+            return None
+        return self.post_attention_layernorm.scale(y)
+
+    def attention_written(self, y: torch.Tensor) -> torch.Tensor:
+        """What the attention's output adds to the stream: itself, or normed (Gemma).  # [..., hidden]"""
+        return self.post_attention_layernorm(y) if self.sandwich else y
+
+    def mlp_output(self, x: torch.Tensor) -> torch.Tensor:
+        """What the MLP adds to the stream after attention.  # [B, M, hidden] -> same"""
+        if not self.sandwich:
+            return self.mlp(self.post_attention_layernorm(x))
+        return self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
 
     def attention_input(self, x: torch.Tensor) -> torch.Tensor:
         """What the attention reads: the stream entering the block, normed.  # [..., hidden] -> same"""
@@ -199,8 +267,8 @@ class Block(nn.Module):
         attended = self.attend(x, layer, p, last_only)
         if last_only:
             x = x[:, -1:]
-        x = tapped(taps.after_attention, layer, x + attended)
-        x = x + tapped(taps.mlp_output, layer, self.mlp(self.post_attention_layernorm(x)))
+        x = tapped(taps.after_attention, layer, x + self.attention_written(attended))
+        x = x + tapped(taps.mlp_output, layer, self.mlp_output(x))
         return tapped(taps.block_output, layer, x)
 
 
@@ -209,12 +277,33 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.layers = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
+        self.norm = rms_norm(config, config.hidden_size)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.register_buffer("inv_freq", rope.config_inverse_frequencies(config), persistent=False)
+        sliding = rope.sliding_inverse_frequencies(config)  # None: the sliding layers turn as the rest
+        self.register_buffer("sliding_inv_freq", sliding, persistent=False)
+
+    def layer_inv_freq(self, layer: int) -> torch.Tensor:
+        """The θ_i `layer` turns its queries and keys by (a sliding layer's own base).  # [d/2]"""
+        if self.config.sliding(layer) and self.sliding_inv_freq is not None:
+            return self.sliding_inv_freq
+        return self.inv_freq
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """The stream entering the first block.  # [B, M] -> [B, M, hidden]"""
+        stream = self.embed_tokens(ids)
+        if self.config.embedding_scale != 1.0:  # as HF Gemma: the scale cast to the weights' dtype first
+            stream = stream * torch.tensor(self.config.embedding_scale, dtype=stream.dtype)
+        return stream
+
+    def logits(self, normed: torch.Tensor) -> torch.Tensor:
+        """The LM head, soft-capped where the config says.  # [..., hidden] -> [..., vocab]"""
+        logits = self.lm_head(normed)
+        cap = self.config.final_logit_softcapping
+        return logits if cap is None else torch.tanh(logits / cap) * cap
 
     def init_weights(self, std: float = 0.02, generator: torch.Generator | None = None) -> None:
         """Fresh weights as HF Llama initialises them: N(0, std) matrices, zero biases, unit norms."""
@@ -224,7 +313,7 @@ class Transformer(nn.Module):
                 if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, RMSNorm):
-                nn.init.ones_(module.weight)
+                nn.init.constant_(module.weight, 1.0 - module.offset)
 
     def pass_over(
         self,
@@ -236,7 +325,18 @@ class Transformer(nn.Module):
         """What the blocks share when they compute `positions` (consecutive)."""
         where = torch.arange(positions.start, positions.stop, device=self.inv_freq.device)
         cos, sin = rope.cos_sin(rope.angles(where, self.inv_freq), dtype)  # [M, d] ×2
-        return Pass(cos=cos, sin=sin, start=positions.start, cache=cache, taps=taps)
+        sliding = None, None
+        if self.sliding_inv_freq is not None:
+            sliding = rope.cos_sin(rope.angles(where, self.sliding_inv_freq), dtype)
+        return Pass(
+            cos=cos,
+            sin=sin,
+            sliding_cos=sliding[0],
+            sliding_sin=sliding[1],
+            start=positions.start,
+            cache=cache,
+            taps=taps,
+        )
 
     def hidden_states(
         self,
@@ -264,7 +364,7 @@ class Transformer(nn.Module):
         if stream is None:
             if layers.start != 0:
                 raise ValueError("token ids enter the first block; give the stream entering the others")
-            stream = self.embed_tokens(ids)  # [B, M, hidden]
+            stream = self.embed(ids)  # [B, M, hidden]
         positions = range(stream.shape[1]) if positions is None else positions
         if len(positions) != stream.shape[1]:
             raise ValueError(f"{len(positions)} positions for a stream of {stream.shape[1]}")
@@ -283,7 +383,7 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits for every position.  # [B, N] -> [B, N, vocab]"""
-        return self.lm_head(self.hidden_states(ids))
+        return self.logits(self.hidden_states(ids))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

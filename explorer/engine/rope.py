@@ -52,6 +52,14 @@ def config_inverse_frequencies(config: ModelConfig) -> torch.Tensor:
     return inv_freq
 
 
+def sliding_inverse_frequencies(config: ModelConfig) -> torch.Tensor | None:
+    """The θ_i of a model's sliding layers where they have their own base (Gemma 3: 10,000 against the
+    full layers' 1,000,000), else None.  # [d/2] float32"""
+    if config.sliding_rope_theta is None or config.layer_types is None:
+        return None
+    return inverse_frequencies(config.head_dim, config.sliding_rope_theta, config.sliding_rope_scaling)
+
+
 def angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """m·θ_i for every position m and frequency pair i.  # [N], [d/2] -> [N, d/2] float32"""
     return positions.float()[:, None] * inv_freq.float()[None, :]

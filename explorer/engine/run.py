@@ -85,12 +85,12 @@ class Run:
     def logits(self) -> torch.Tensor:
         """Next-token logits at every position.  # [N, vocab] float32 CPU"""
         with torch.inference_mode():
-            return self.explorer.model.lm_head(self.final_hidden).float().cpu()
+            return self.explorer.model.logits(self.final_hidden).float().cpu()
 
     def next_token_probs(self) -> torch.Tensor:
         """The model's distribution for the token after the prompt (last position only).  # [vocab]"""
         with torch.inference_mode():
-            return self.explorer.model.lm_head(self.final_hidden[-1]).float().softmax(-1).cpu()
+            return self.explorer.model.logits(self.final_hidden[-1]).float().softmax(-1).cpu()
 
     def top_next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         probs, ids = self.next_token_probs().topk(k)
@@ -148,7 +148,11 @@ class Run:
         start = time.perf_counter()
         with torch.inference_mode():
             internals = eager_attention(
-                model.layers[layer], self.layer_inputs[layer], model.inv_freq, layer, self.heads_tap
+                model.layers[layer],
+                self.layer_inputs[layer],
+                model.layer_inv_freq(layer),
+                layer,
+                self.heads_tap,
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
@@ -168,7 +172,9 @@ class Run:
             return self._projections[layer]
         model = self.explorer.model
         with torch.inference_mode():
-            projections = project(model.layers[layer], self.layer_inputs[layer], model.inv_freq, layer)
+            projections = project(
+                model.layers[layer], self.layer_inputs[layer], model.layer_inv_freq(layer), layer
+            )
         projections = _to_cpu(projections)
         if remember:
             self._projections[layer] = projections

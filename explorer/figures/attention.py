@@ -31,9 +31,11 @@ from explorer.figures.maps import (
     map_heatmap,
     mask_heatmap,
     masked_region,
+    outside_window_region,
 )
 
 MASKED_HOVER = "−∞: the key comes after the query"
+OUTSIDE_WINDOW_HOVER = "−∞: the key is outside this sliding layer's window of {window} tokens"
 
 
 def pipeline_figure(
@@ -48,6 +50,7 @@ def pipeline_figure(
     style: MapStyle = MapStyle(),
     key_writes: KeyWrites | None = None,
     qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
+    window: int | None = None,  # a sliding layer's window: the mask is a band, not the causal triangle
 ) -> go.Figure:
     """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
     drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
@@ -55,7 +58,8 @@ def pipeline_figure(
     and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
     `encode_mask`'s codes and block)."""
     n = len(tokens)
-    titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", "causal mask", "masked (−∞ hatched)"]
+    mask_title = "causal mask" if window is None else f"sliding window ({window} keys)"
+    titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", mask_title, "masked (−∞ hatched)"]
     titles.append(softmax_title(style))
     if qk_norms is not None:
         titles.append(QK_NORM_TITLE)
@@ -89,7 +93,7 @@ def pipeline_figure(
         data[1]["meta"] = dict(derived=dict(op="scale", source=0, by=float(np.float32(scale))))
     else:  # 8-bit codes relative to each panel's own limit: the same codes
         data[1]["meta"] = dict(derived=dict(op="same", source=0))
-    if masked_map.block == 1:  # masked = scaled where the mask allows, −∞ elsewhere (NaN, or code 0)
+    if masked_map.block == 1 and (window is None or window >= n):  # masked = scaled where j ≤ i, else −∞
         data[3]["meta"] = dict(derived=dict(op="causal", source=1, fill=None if masked_map.exact else 0))
     for trace in (data[2], data[4]):  # the mask and the softmax, unpooled: nothing above the diagonal
         fill = lower_triangle_fill(trace["z"])
@@ -97,6 +101,9 @@ def pipeline_figure(
             trace["meta"] = trace.get("meta", {}) | dict(packed=dict(op="tril", fill=fill))
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
+    if window is not None and n > window:
+        hover = OUTSIDE_WINDOW_HOVER.format(window=window)
+        data += [outside_window_region(n, window, hover, at) for at in (mask_at, masked_at)]
     if style.log:
         data.append(log_colour_bar(probs_map, colorbar_at_foot(layout, probs_at[0]), probs_at))
     if qk_norms is not None:  # last, so the maps' traces and axes are those of every other model

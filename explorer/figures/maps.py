@@ -196,6 +196,22 @@ def masked_region(n_tokens: int, hover: str, axes: tuple[str, str]) -> dict:
     steps = np.arange(n_tokens - 2, -1, -1, dtype=np.float32)  # rows N−2 .. 0
     xs = np.concatenate([[0.5, n_tokens - 0.5, n_tokens - 0.5], np.repeat(steps + 0.5, 2)])
     ys = np.concatenate([[-0.5, -0.5, n_tokens - 1.5], np.stack([steps + 0.5, steps - 0.5], 1).ravel()])
+    return _hatched(xs, ys, hover, axes)
+
+
+def outside_window_region(n_tokens: int, window: int, hover: str, axes: tuple[str, str]) -> dict | None:
+    """The cells a sliding window hides below the diagonal (key `window` or more before its query), as
+    one hatched polygon: a staircase down the left of rows window..N−1 (None: the window holds all)."""
+    if n_tokens <= window:
+        return None
+    rows = np.arange(window, n_tokens, dtype=np.float32)  # each hides keys 0 .. row − window
+    right = rows - window + 0.5
+    xs = np.concatenate([[-0.5], np.repeat(right, 2), [-0.5]])
+    ys = np.concatenate([[window - 0.5], np.stack([rows - 0.5, rows + 0.5], 1).ravel(), [n_tokens - 0.5]])
+    return _hatched(xs, ys, hover, axes)
+
+
+def _hatched(xs: np.ndarray, ys: np.ndarray, hover: str, axes: tuple[str, str]) -> dict:
     return dict(
         type="scatter",
         x=xs.astype(np.float32),

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 
 from explorer.engine.config import ModelConfig, brief
 from explorer.engine.model import Transformer
-from explorer.engine.rope import config_inverse_frequencies
+from explorer.engine.rope import config_inverse_frequencies, sliding_inverse_frequencies
 from explorer.errors import CheckpointError
 
 
@@ -54,6 +54,11 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         }
     if config.o_bias:
         layer["self_attn.o_proj.bias"] = (hidden,)
+    if config.sandwich_norms:
+        layer |= {
+            name: (hidden,)
+            for name in ("pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight")
+        }
     if config.qk_norm:
         layer |= {name: (config.head_dim,) for name in ("self_attn.q_norm.weight", "self_attn.k_norm.weight")}
     if config.mlp_bias:
@@ -144,5 +149,6 @@ def build_model(config: ModelConfig, hf_state: dict[str, torch.Tensor], dtype=to
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
     if config.tie_word_embeddings:
         model.lm_head.weight = model.embed_tokens.weight
-    model.inv_freq = config_inverse_frequencies(config)  # built on meta with the rest; make it real
+    model.inv_freq = config_inverse_frequencies(config)  # built on meta with the rest; make them real
+    model.sliding_inv_freq = sliding_inverse_frequencies(config)
     return model.eval()

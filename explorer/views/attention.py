@@ -47,8 +47,10 @@ WEIGHTED_NOTE = "weighted by what each key writes: ‖α·v·W_O‖ over its row
 
 def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
     stages_before = "QK-norm → RoPE → " if run.config.qk_norm else ""  # what q and k went through
+    window = run.config.window(layer)
+    mask_name = "causal mask" if window is None else f"sliding-window mask ({window} keys)"
     title = (
-        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×1/√d → causal mask → softmax"
+        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×1/√d → {mask_name} → softmax"
     )
     if maps_fit(run):
         att = run.attention(layer)
@@ -77,6 +79,7 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
         style,
         key_writes=writes,
         qk_norms=qk_norms(run, layer, head) if run.config.qk_norm else None,
+        window=window,
     )
 
 

@@ -13,7 +13,8 @@ normalised before they are pooled: the largest share in each cell, as the whole 
 A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
 The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
 float32(largest s · c), and so for the smallest); the masked map's are the scaled ones below the
-diagonal, gaps above it, and on it the bounds of the keys each cell's queries may see.
+diagonal, gaps above it, and on it the bounds of the keys each cell's queries may see (in a sliding
+layer, the bounds of each cell's keys within the band, from the block's scores).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import numpy as np
 import torch
 
 from explorer.engine import blockwise
-from explorer.engine.attention import causal_softmax_
+from explorer.engine.attention import causal_mask, causal_softmax_
+from explorer.engine.model import attention_mask
 from explorer.engine.run import Run
 from explorer.figures import codec
 from explorer.views.agreement import Faithfulness, check_outputs
@@ -46,10 +48,10 @@ def head_stages(
     block = codec.block_for(n, codec.MAP_BUDGET_BYTES)
     if block == 1:  # at most 512 × 512: small enough whole
         whole = blockwise.head_rows(p, head, 0, n)
-        return {name: t.numpy() for name, t in whole.items()}, np.tril(np.ones((n, n), dtype=bool))
+        return {name: t.numpy() for name, t in whole.items()}, causal_mask(n, window=p.window).numpy()
     cells = math.ceil(n / block)
     keys = p.k_rot[p.kv_head[head]]  # [N, d]
-    highs, lows, diagonal_highs, diagonal_lows, probs_cells = [], [], [], [], []
+    highs, lows, diagonal_highs, diagonal_lows, probs_cells, banded = [], [], [], [], [], []
     with torch.inference_mode():
         for start, stop in blockwise.query_blocks(n, 2, block_bytes, block):  # scores and probs rows
             scores = p.q_rot[head, start:stop] @ keys.T  # [R, N], as blockwise.head_rows
@@ -59,8 +61,11 @@ def head_stages(
             high, low = _diagonal_bounds(scores[:, start:stop].numpy(), block)  # [R/b] each
             diagonal_highs.append(high)
             diagonal_lows.append(low)
+            if p.window is not None:  # a sliding layer: its band's bounds, cell by cell
+                allowed = attention_mask(torch.arange(start, stop), n, p.window)  # [R, N]
+                banded.append(codec.pool_bounds(scores.masked_fill(~allowed, math.nan).numpy(), block))
             # the same product, softmaxed in place over the keys these queries may see (later: p = 0)
-            probs = causal_softmax_(scores[:, :stop], p.scale, start)  # [R, stop]
+            probs = causal_softmax_(scores[:, :stop], p.scale, start, p.window)  # [R, stop]
             if weighted:
                 probs = key_shares(probs, p.value_norms[head])[0]
             pooled = codec.pool(probs.numpy(), block, "max")  # [R/b, ceil(stop/b)]
@@ -72,6 +77,9 @@ def head_stages(
     masked_high[on] = np.concatenate(diagonal_highs)
     masked_low = np.where(below, low, math.inf).astype(np.float32)
     masked_low[on] = np.concatenate(diagonal_lows)
+    if banded:
+        masked_high = np.concatenate([high for high, _ in banded]).astype(np.float32)
+        masked_low = np.concatenate([low for _, low in banded]).astype(np.float32)
     scale = p.scale
     pooled = {
         "scores": codec.most_extreme(high, low),
@@ -85,6 +93,8 @@ def head_stages(
         "masked": codec.signed_codes(pooled["masked"], block, scaled_limit),
         "probs": codec.probs_codes(np.concatenate(probs_cells), block),
     }
+    if p.window is not None:
+        return encoded, codec.encode_mask(causal_mask(n, window=p.window).numpy())
     return encoded, codec.causal_mask_codes(n)
 
 

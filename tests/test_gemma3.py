@@ -1,0 +1,139 @@
+"""Gemma 3 (text): sliding and full layers, each kind with its own RoPE base, a window far shorter than
+the prompt, query_pre_attn_scalar, (1 + w) norms four a block, embeddings × √hidden and GeGLU. The
+logits and every layer's maps are held against transformers with the other families
+(tests/test_parity.py), greedy generation and its attention rows in tests/test_generate.py, every tap in
+tests/test_taps.py; here, what a sliding layer is."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer import UnsupportedConfigError, figures, views
+from explorer.engine import rope
+from explorer.engine.config import ModelConfig
+from explorer.views import attention as view_attention
+from explorer.views import pooled
+from tests.conftest import HF_CONFIGS, PROMPT, TEXT, make_hf_checkpoint
+
+SLIDING, FULL = 0, 1  # the layers of HF_CONFIGS["gemma3-sliding"]: sliding, full, sliding
+WINDOW = 5
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, tiny_tokenizer):
+    model_type, overrides = HF_CONFIGS["gemma3-sliding"]
+    directory = tmp_path_factory.mktemp("gemma3")
+    hf_model = make_hf_checkpoint(directory, tiny_tokenizer, model_type, **overrides)
+    return hf_model, explorer.load(directory, device="cpu").run(PROMPT)
+
+
+def test_the_config_reads_each_layers_kind_window_rope_base_and_scale(pair):
+    _, run = pair
+    config = run.config
+    assert config.layer_types == ("sliding_attention", "full_attention", "sliding_attention")
+    assert [config.window(layer) for layer in range(3)] == [WINDOW, None, WINDOW]
+    assert config.attention_scale == 24**-0.5 != config.head_dim**-0.5
+    assert config.embedding_scale == math.sqrt(config.hidden_size) and config.norm_offset == 1.0
+    local = rope.inverse_frequencies(config.head_dim, 100.0)
+    torch.testing.assert_close(run.projections(SLIDING).inv_freq, local, atol=0, rtol=0)
+    full = rope.inverse_frequencies(config.head_dim, 10000.0) / 2.0  # linear scaling, factor 2
+    torch.testing.assert_close(run.projections(FULL).inv_freq, full, atol=0, rtol=0)
+
+
+def test_a_sliding_layers_maps_are_exactly_0_beyond_its_window(pair):
+    _, run = pair
+    assert run.n_tokens > 4 * WINDOW
+    i, j = torch.meshgrid(torch.arange(run.n_tokens), torch.arange(run.n_tokens), indexing="ij")
+    outside = j <= i - WINDOW  # [N, N]: keys a window or more back
+    for layer in (SLIDING, 2):
+        att = run.attention(layer)
+        assert torch.equal(att.mask, (j <= i) & ~outside)
+        assert torch.all(att.probs[:, outside] == 0)  # exactly 0, every head
+        assert torch.all(att.probs[:, (j <= i) & ~outside] > 0)
+        torch.testing.assert_close(att.probs.sum(-1), torch.ones(att.probs.shape[:2]))
+        assert torch.all(att.masked[:, outside] == -math.inf)
+    full = run.attention(FULL)
+    assert torch.all(full.probs[:, outside] > 0)  # the full layer sees every key up to the query
+
+
+def test_the_eager_rerun_reproduces_the_sdpa_path_in_every_layer(pair):
+    _, run = pair
+    for layer in range(run.config.n_layers):
+        assert (run.attention(layer).output - run.sdpa_output(layer)).abs().max().item() <= 1e-5
+
+
+def test_the_heads_looking_at_a_token_get_no_weight_from_past_the_window(pair):
+    _, run = pair
+    weights = run.attention_to(key=0)  # [L, H] from the last position
+    assert torch.all(weights[SLIDING] == 0) and torch.all(weights[2] == 0) and torch.all(weights[FULL] > 0)
+    torch.testing.assert_close(weights[FULL], run.attention(FULL).probs[:, -1, 0], atol=1e-6, rtol=0)
+
+
+def test_the_lens_ends_at_the_logits_and_the_attribution_sums_through_the_norms_after_attention(pair):
+    _, run = pair
+    lens = run.logit_lens(positions=[-1])
+    torch.testing.assert_close(lens.logits(run.config.n_layers), run.logits[-1:], atol=1e-4, rtol=0)
+    answer = int(run.logits[-1].argmax())
+    a = run.logit_attribution(answer)
+    parts = a.embedding + a.heads.sum() + a.mlps.sum() + a.biases.sum()
+    assert abs(float(parts) - a.total) <= 1e-4 * max(1.0, abs(a.total))
+    assert a.total == pytest.approx(float(run.logits[-1, answer]), abs=1e-4)
+
+
+def test_the_pipeline_names_and_hatches_the_sliding_window(pair):
+    _, run = pair
+    title = views.pipeline(run, SLIDING, 0).layout.title.text
+    assert f"sliding-window mask ({WINDOW} keys)" in title
+    assert "causal mask" in views.pipeline(run, FULL, 0).layout.title.text
+    hover = [t.text for t in views.pipeline(run, SLIDING, 0).data if t.type == "scatter" and t.fill]
+    assert sum("outside this sliding layer's window" in text for text in hover) == 2  # mask and masked
+
+
+def test_gemma3_with_a_vision_tower_and_attention_soft_capping_are_refused_by_name():
+    text = dict(
+        vocab_size=320, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96
+    )
+    with pytest.raises(UnsupportedConfigError, match="vision tower"):
+        ModelConfig.from_hf_config(dict(model_type="gemma3", text_config=text))
+    with pytest.raises(UnsupportedConfigError, match="soft-capping"):
+        ModelConfig.from_hf_config(dict(model_type="gemma3_text", attn_logit_softcapping=50.0, **text))
+
+
+def test_a_long_prompts_pooled_sliding_stages_are_its_whole_maps_pooled(
+    tmp_path, tiny_tokenizer, monkeypatch
+):
+    """Past 512 tokens a sliding layer's stages come a block of queries at a time, the band's bounds taken
+    from each block's scores: the same codes as its whole maps pooled."""
+    model_type, overrides = HF_CONFIGS["gemma3-sliding"]
+    make_hf_checkpoint(
+        tmp_path,
+        tiny_tokenizer,
+        model_type,
+        **{**overrides, "sliding_window": 40},
+        max_position_embeddings=1024,
+    )
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 64 << 20)  # whole maps for the reference
+    run = explorer.load(tmp_path, device="cpu").run(TEXT * 6, max_tokens=701)
+    assert run.n_tokens == 701 and run.config.window(SLIDING) == 40
+    whole = views.pipeline(run, SLIDING, 3)
+    stages, mask = pooled.head_stages(run, SLIDING, 3, 8 * 701 * 4 * 10)
+    blocked = figures.pipeline_figure(
+        run.tokens,
+        *(stages[name] for name in ("scores", "scaled")),
+        mask,
+        stages["masked"],
+        stages["probs"],
+        run.projections(SLIDING).scale,
+        whole.layout.title.text,
+        window=40,
+    )
+    assert stages["scores"].block > 1
+    heatmaps = [[np.asarray(t.z) for t in figure.data if t.type == "heatmap"] for figure in (whole, blocked)]
+    assert len(heatmaps[0]) == 5
+    for a, b in zip(*heatmaps, strict=True):
+        np.testing.assert_array_equal(b, a)
