@@ -37,11 +37,20 @@ LAYER_HF_TO_GGUF = {
 }
 
 
-def gguf_name(hf_name: str) -> str:
+# Gemma's four norms a block, as llama.cpp's converter names them
+GEMMA_LAYER_HF_TO_GGUF = LAYER_HF_TO_GGUF | {
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
+
+
+def gguf_name(hf_name: str, architecture: str = "llama") -> str:
     if hf_name in HF_TO_GGUF:
         return HF_TO_GGUF[hf_name]
     _, _, layer, *module, kind = hf_name.split(".")
-    return f"blk.{layer}.{LAYER_HF_TO_GGUF['.'.join(module)]}.{kind}"
+    names = GEMMA_LAYER_HF_TO_GGUF if architecture == "gemma3" else LAYER_HF_TO_GGUF
+    return f"blk.{layer}.{names['.'.join(module)]}.{kind}"
 
 
 def permute(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -101,7 +110,12 @@ def write_gguf(
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_rope_dimension_count(head_dim)
-    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
+    gemma = architecture == "gemma3"
+    if gemma:  # llama.cpp keeps the full layers' base; the sliding layers' is its own default
+        writer.add_rope_freq_base(float(config.rope_parameters["full_attention"]["rope_theta"]))
+        writer.add_sliding_window(config.sliding_window)
+    else:
+        writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(config.vocab_size)
     writer.add_custom_alignment(32)
@@ -112,10 +126,12 @@ def write_gguf(
     for seed, (hf_name, tensor) in enumerate(hf_model.state_dict().items()):
         if hf_name == "lm_head.weight" and config.tie_word_embeddings:
             continue
-        target = gguf_name(hf_name)
+        target = gguf_name(hf_name, architecture)
         if target in drop:
             continue
         values = tensor.detach().float().numpy()
+        if gemma and target.endswith("norm.weight"):  # llama.cpp stores Gemma's norms as 1 + w
+            values = values + 1
         if permuted and ".attn_q." in target:
             values = permute(values, config.num_attention_heads)
         if permuted and ".attn_k." in target:

@@ -137,3 +137,35 @@ def test_a_long_prompts_pooled_sliding_stages_are_its_whole_maps_pooled(
     assert len(heatmaps[0]) == 5
     for a, b in zip(*heatmaps, strict=True):
         np.testing.assert_array_equal(b, a)
+
+
+def test_a_gemma3_gguf_file_gives_transformers_logits_and_maps(tmp_path, tiny_tokenizer):
+    """Written as llama.cpp writes Gemma 3 (norms stored as 1 + w, not permuted, the sliding pattern of six
+    and the local base of 10,000 assumed, queries scaled by 1/√head_dim: head_dim 256 is the 256 of
+    transformers' query_pre_attn_scalar default), and read by transformers as well as by us."""
+    from tests.gguf_files import write_gguf
+    from tests.test_gguf import hf_from_gguf, hf_outputs
+
+    source = make_hf_checkpoint(
+        tmp_path,
+        tiny_tokenizer,
+        "gemma3_text",
+        num_hidden_layers=7,
+        head_dim=256,
+        sliding_window=6,
+        query_pre_attn_scalar=256,
+        rope_parameters={
+            "sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+            "full_attention": dict(rope_type="default", rope_theta=1e6),
+        },
+    )
+    path = write_gguf(tmp_path / "gemma3.gguf", source, tiny_tokenizer, "gemma3", {"attn": "Q8_0"})
+    ex = explorer.load(path, device="cpu")
+    assert ex.config.model_type == "gemma3_text" and ex.config.window(5) is None and ex.config.window(6) == 6
+    run = ex.run(PROMPT)
+    hf_model, _ = hf_from_gguf(path)
+    out = hf_outputs(hf_model, run.ids)
+    assert (run.logits - out.logits[0]).abs().max().item() <= 1e-4
+    for layer, hf_probs in enumerate(out.attentions):
+        assert (run.attention(layer).probs - hf_probs[0]).abs().max().item() <= 1e-5
+    assert out.logits[0].std() > 0.1

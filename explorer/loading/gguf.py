@@ -38,6 +38,7 @@ from explorer.engine.config import (
 )
 from explorer.errors import CheckpointError
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
+from explorer.loading.gguf_tokenizer import check_tokenizer, read_tokenizer
 from explorer.loading.weights import Checkpoint, build_model, check_fits, tokenizer_nbytes
 
 ARCHITECTURES = {  # GGUF name -> model_type
@@ -45,9 +46,11 @@ ARCHITECTURES = {  # GGUF name -> model_type
     "mistral": "mistral",
     "qwen2": "qwen2",
     "qwen3": "qwen3",
+    "gemma3": "gemma3_text",
 }
 GGUF_VARIANTS = {"qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}  # GGUF name -> model_type refused
-UNPERMUTED = ("qwen2", "qwen3")  # written as they are: llama.cpp runs them with NEOX (rotate-half) RoPE
+# written as they are: llama.cpp runs them with NEOX (rotate-half) RoPE
+UNPERMUTED = ("qwen2", "qwen3", "gemma3_text")
 # llama.cpp's tensor names (gguf-py `TENSOR_NAMES`) -> ours (HF Llama's, which `build_model` reads).
 GLOBAL_TENSORS = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -71,6 +74,14 @@ LAYER_TENSORS = {
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
+# Gemma's four norms a block: llama.cpp's ffn_norm is the one before the MLP there
+SANDWICH_TENSORS = LAYER_TENSORS | {
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+}
+GEMMA3_SLIDING_PATTERN = 6  # llama.cpp's gemma3: every sixth layer full, the rest sliding
+GEMMA3_27B_LAYERS = 62  # llama.cpp scales its queries by 1/√(hidden/heads), the rest by 1/√head_dim
 ROPE_FREQS = "rope_freqs.weight"  # Llama 3.1+: per-pair divisors of θ_i (llama3 RoPE scaling)
 
 Progress = Callable[[float, str], None]
@@ -113,10 +124,12 @@ def _config(header: Header, name: str) -> ModelConfig:
     embeddings = header.tensors.get("token_embd.weight")
     if embeddings is None and header.key("vocab_size") is None:
         raise ValueError(f"there is neither {architecture}.vocab_size nor a token_embd.weight tensor.")
+    n_layers = _size(header, "block_count", "n_layers")
+    gemma = _gemma3(header, n_layers, hidden, n_heads, head_dim) if architecture == "gemma3" else {}
     return ModelConfig(
         vocab_size=_size(header, "vocab_size", "vocab_size", embeddings and embeddings.shape[0]),
         hidden_size=hidden,
-        n_layers=_size(header, "block_count", "n_layers"),
+        n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=_size(header, "attention.head_count_kv", "n_kv_heads", n_heads),
         intermediate_size=_size(header, "feed_forward_length", "intermediate_size"),
@@ -132,6 +145,28 @@ def _config(header: Header, name: str) -> ModelConfig:
         model_type=ARCHITECTURES[architecture],
         bos_token_id=header.metadata.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=header.metadata.get("tokenizer.ggml.eos_token_id"),
+        **gemma,
+    )
+
+
+def _gemma3(header: Header, n_layers: int, hidden: int, n_heads: int, head_dim: int) -> dict[str, Any]:
+    """What a gemma3 file adds, as llama.cpp reads it: the sliding pattern and local RoPE base it
+    assumes (10,000, or `rope.freq_base_swa`), the query scale, (1 + w) norms four a block, GeGLU."""
+    pattern = GEMMA3_SLIDING_PATTERN
+    cap = header.key("final_logit_softcapping")
+    return dict(
+        layer_types=tuple(
+            "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)
+        ),
+        sliding_window=_size(header, "attention.sliding_window", "sliding_window"),
+        sliding_rope_theta=_number(header, "rope.freq_base_swa", 10000.0),
+        query_pre_attn_scalar=hidden // n_heads if n_layers == GEMMA3_27B_LAYERS else head_dim,
+        activation="gelu_tanh",
+        embedding_scale=float(hidden) ** 0.5,
+        norm_offset=1.0,
+        sandwich_norms=True,
+        final_logit_softcapping=None if cap is None else _number(header, "final_logit_softcapping", 0.0),
+        mlp_bias=False,
     )
 
 
@@ -189,25 +224,6 @@ def _rope_scaling(header: Header, name: str) -> RopeScaling:
     )
 
 
-def check_tokenizer(header: Header, config: ModelConfig, name: str) -> None:
-    """The token list is there and no longer than the embedding (each token needs a row), and the
-    BOS and EOS ids name tokens of it: checked before transformers decodes a single token."""
-    tokens = header.string_arrays.get("tokenizer.ggml.tokens")
-    if tokens is None:
-        raise CheckpointError(f"{name} has no token list (tokenizer.ggml.tokens), so no tokenizer.")
-    n_tokens, _ = tokens
-    if n_tokens > config.vocab_size:
-        raise CheckpointError(
-            f"{name} lists {n_tokens:,} tokens for an embedding of {config.vocab_size:,} rows."
-        )
-    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
-        token_id = header.metadata.get(key)
-        if token_id is not None and not (isinstance(token_id, int) and 0 <= token_id < n_tokens):
-            raise CheckpointError(
-                f"{name}: {key} is {brief(token_id)}, not one of the {n_tokens:,} tokens it lists."
-            )
-
-
 def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor a GGUF file of this config must hold, by llama.cpp name, with its shape."""
     hidden, d, inner = config.hidden_size, config.head_dim, config.intermediate_size
@@ -232,6 +248,8 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         layer["attn_output.bias"] = (hidden,)
     if config.qk_norm:
         layer |= {"attn_q_norm.weight": (d,), "attn_k_norm.weight": (d,)}
+    if config.sandwich_norms:
+        layer |= {"post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
     for i in range(config.n_layers):
         shapes |= {f"blk.{i}.{suffix}": shape for suffix, shape in layer.items()}
     return shapes
@@ -289,8 +307,10 @@ def unpermute(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: Progress) -> dict:
-    """Every tensor dequantized, renamed to HF Llama keys, Q and K rows in rotate-half order."""
+    """Every tensor dequantized, renamed to HF keys, Q and K rows in rotate-half order; Gemma's norms
+    as HF stores them (llama.cpp writes 1 + w)."""
     permuted = config.model_type not in UNPERMUTED
+    layer_tensors = SANDWICH_TENSORS if config.sandwich_norms else LAYER_TENSORS
     state = {}
     names = list(expected_tensors(config))
     for done, gguf_name in enumerate(names):
@@ -298,6 +318,8 @@ def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: P
             progress(0.2 + 0.7 * done / len(names), f"Dequantizing {gguf_name} ({done + 1} of {len(names)})")
         tensor = dequantize(path, header.tensors[gguf_name])
         layer, _, suffix = gguf_name.removeprefix("blk.").partition(".")
+        if config.norm_offset and gguf_name.endswith("norm.weight"):
+            tensor = tensor - config.norm_offset
         if gguf_name in GLOBAL_TENSORS:
             state[GLOBAL_TENSORS[gguf_name]] = tensor
             continue
@@ -305,32 +327,8 @@ def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: P
             tensor = unpermute(tensor, config.n_heads)
         elif permuted and suffix.startswith("attn_k."):
             tensor = unpermute(tensor, config.n_kv_heads)
-        state[f"model.layers.{layer}.{LAYER_TENSORS[suffix]}"] = tensor
+        state[f"model.layers.{layer}.{layer_tensors[suffix]}"] = tensor
     return state
-
-
-def read_tokenizer(path: Path, model_type: str):
-    """The tokenizer transformers builds from this file's metadata, as a `tokenizers.Tokenizer` (its
-    post-processor adds BOS where the file asks for it). The class is the one `AutoTokenizer` picks
-    for the model type (Qwen2Tokenizer for qwen2, TokenizersBackend otherwise); naming it saves
-    AutoTokenizer's second full read of the file (15 s for SmolLM2) to find the model type."""
-    try:
-        from transformers import AutoTokenizer, TokenizersBackend
-        from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
-    except ImportError:
-        raise CheckpointError(
-            "Reading a GGUF file's tokenizer needs transformers (pip install transformers)."
-        ) from None
-    try:
-        if TOKENIZER_MAPPING_NAMES.get(model_type) not in (None, "TokenizersBackend", "MistralCommonBackend"):
-            tokenizer = AutoTokenizer.from_pretrained(
-                str(path.parent), gguf_file=path.name, tokenizer_type=model_type
-            )
-        else:
-            tokenizer = TokenizersBackend.from_pretrained(str(path.parent), gguf_file=path.name)
-    except Exception as error:  # its converters raise many types; the person needs one message
-        raise CheckpointError(f"The tokenizer in {path.name} could not be built: {error}") from None
-    return tokenizer.backend_tokenizer
 
 
 def load_gguf(
