@@ -169,3 +169,12 @@ def test_a_gemma3_gguf_file_gives_transformers_logits_and_maps(tmp_path, tiny_to
     for layer, hf_probs in enumerate(out.attentions):
         assert (run.attention(layer).probs - hf_probs[0]).abs().max().item() <= 1e-5
     assert out.logits[0].std() > 0.1
+
+
+def test_the_rope_view_draws_each_kind_of_layers_own_base(pair):
+    _, run = pair
+    lines = [t for t in views.rope_wavelengths(run).data if t.mode == "markers+lines"]
+    assert [t.name for t in lines] == ["full layers (base 10,000)", "sliding layers (base 100)"]
+    for line, layer in zip(lines, (FULL, SLIDING), strict=True):
+        expected = rope.wavelengths(run.projections(layer).inv_freq).numpy()
+        np.testing.assert_allclose(np.asarray(line.y), expected, rtol=1e-6)

@@ -58,7 +58,7 @@ def pipeline_figure(
     and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
     `encode_mask`'s codes and block)."""
     n = len(tokens)
-    mask_title = "causal mask" if window is None else f"sliding window ({window} keys)"
+    mask_title = "causal mask" if window is None else f"window of {window}"
     titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", mask_title, "masked (−∞ hatched)"]
     titles.append(softmax_title(style))
     if qk_norms is not None:

@@ -62,20 +62,38 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
     )
 
 
-def wavelengths_figure(wavelengths: np.ndarray, context_length: int, n_tokens: int) -> go.Figure:
-    """Each pair's wavelength 2π/θ_i in tokens, against the model's context and this prompt."""
+def wavelengths_figure(
+    wavelengths: np.ndarray,
+    context_length: int,
+    n_tokens: int,
+    sliding: tuple[np.ndarray, float, float] | None = None,
+) -> go.Figure:
+    """Each pair's wavelength 2π/θ_i in tokens, against the model's context and this prompt. `sliding`:
+    the sliding layers' own wavelengths, with both bases (sliding, full), for a model whose sliding
+    layers turn by another base (Gemma 3): a line for each kind of layer."""
     pairs = np.arange(len(wavelengths), dtype=np.int32)
+    lines = [(wavelengths, "wavelength of pair i", "#9ca3af", None)]
+    if sliding is not None:
+        local, local_base, full_base = sliding
+        lines = [
+            (wavelengths, f"full layers (base {full_base:,.0f})", "#9ca3af", "circle"),
+            (local, f"sliding layers (base {local_base:,.0f})", "#6b7280", "diamond"),
+        ]
     data = [
         dict(
             type="scatter",
             x=pairs,
-            y=wavelengths.astype(np.float32),
+            y=values.astype(np.float32),
             mode="markers+lines",
-            marker=dict(color=pairs, colorscale=PAIR_COLORSCALE, size=7),
-            line=dict(color="#9ca3af", width=1),
-            name="wavelength of pair i",
-            hovertemplate="pair %{x}<br>wavelength %{y:.4g} tokens<extra></extra>",
+            marker=dict(color=pairs, colorscale=PAIR_COLORSCALE, size=7)
+            | ({"symbol": symbol} if symbol else {}),
+            line=dict(color=colour, width=1),
+            name=name,
+            hovertemplate=f"{name}<br>pair %{{x}}<br>wavelength %{{y:.4g}} tokens<extra></extra>"
+            if sliding is not None
+            else "pair %{x}<br>wavelength %{y:.4g} tokens<extra></extra>",
         )
+        for values, name, colour, symbol in lines
     ]
     for length, label, dash in ((context_length, "context", "dash"), (n_tokens, "this prompt", "dot")):
         data.append(

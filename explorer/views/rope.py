@@ -23,8 +23,14 @@ def rope_angles(run: Run) -> go.Figure:
 
 
 def rope_wavelengths(run: Run) -> go.Figure:
-    wavelengths = rope.wavelengths(rope.config_inverse_frequencies(run.config))  # [d/2]
-    return figures.wavelengths_figure(wavelengths.numpy(), run.config.context_length, run.n_tokens)
+    """The wavelengths of the model's RoPE, and of its sliding layers' own base where it has one."""
+    config = run.config
+    wavelengths = rope.wavelengths(rope.config_inverse_frequencies(config))  # [d/2]
+    local = rope.sliding_inverse_frequencies(config)
+    sliding = None
+    if local is not None:
+        sliding = (rope.wavelengths(local).numpy(), config.sliding_rope_theta, config.rope_theta)
+    return figures.wavelengths_figure(wavelengths.numpy(), config.context_length, run.n_tokens, sliding)
 
 
 def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
