@@ -178,3 +178,22 @@ def test_the_rope_view_draws_each_kind_of_layers_own_base(pair):
     for line, layer in zip(lines, (FULL, SLIDING), strict=True):
         expected = rope.wavelengths(run.projections(layer).inv_freq).numpy()
         np.testing.assert_allclose(np.asarray(line.y), expected, rtol=1e-6)
+
+
+def test_flow_splits_what_the_heads_wrote_through_the_norm_after_attention(pair):
+    """Each head's part from each key, times the norm's scale frozen at the real output, plus o_proj's
+    input kept whole: together they are what the attention added to the stream."""
+    from explorer.engine import flow
+
+    _, run = pair
+    for layer in range(run.config.n_layers):
+        p = run.projections(layer)
+        at = flow._layer(run, p, run.n_tokens)
+        alpha = flow._weights(run, p, list(range(run.n_tokens)), run.n_tokens)  # [N, H, N]
+        written = flow.attention_parts(alpha, at.writes, at.write_scales).sum((1, 2))  # [N, hidden]
+        torch.testing.assert_close(written, at.after_attention - at.block_input, atol=1e-4, rtol=1e-4)
+    graph = run.information_flow(threshold=0.04)
+    assert graph.edges and {edge.kind for edge in graph.edges} >= {"attention", "residual"}
+    shares = run.contributions(FULL)
+    total = shares.heads.sum() + shares.residual
+    assert float(total) == pytest.approx(1.0, abs=1e-5)

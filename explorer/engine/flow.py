@@ -87,14 +87,12 @@ class _Layer:
     mlp_output: torch.Tensor  # [m, hidden]
     block_output: torch.Tensor  # [m, hidden]
     writes: torch.Tensor  # [H, m, hidden] v[g(h), j] · W_O[h]: what key j writes through head h
+    # [rows, hidden] what the norm after attention multiplies each query's parts by, frozen at its real
+    # output's RMS (Gemma; None: no such norm, the parts are written as they are)
+    write_scales: torch.Tensor | None = None
 
 
 def _check_plain_heads(run) -> None:
-    if run.config.sandwich_norms:
-        raise ValueError(
-            "Contributions split each head's output by key as it enters the stream; this model norms the "
-            "attention's output before adding it (Gemma 3), which this split does not follow yet."
-        )
     if run.ablation is not None and run.ablation.mode == "mean":
         raise ValueError(
             "Contributions split each head's output by key; a mean-ablated head writes its average over "
@@ -116,8 +114,13 @@ def _layer(run, p: Projections, m: int, last_only: bool = False) -> _Layer:
 
         return tap
 
+    def keep_write_scales(_layer: int, value: torch.Tensor) -> None:  # [1, rows, hidden] o_proj's output
+        scales = model.layers[layer].attention_write_scale(value[0])
+        read["write_scales"] = None if scales is None else scales.cpu()
+
     taps = Taps(
         heads=run.heads_tap,
+        attention_output=keep_write_scales,
         after_attention=keep("after_attention"),
         mlp_output=keep("mlp_output"),
         block_output=keep("block_output"),
@@ -130,7 +133,8 @@ def _layer(run, p: Projections, m: int, last_only: bool = False) -> _Layer:
     )  # [H, hidden, d]
     writes = p.v[p.kv_head, :m] @ w_o.transpose(1, 2)  # [H, m, d] @ [H, d, hidden] -> [H, m, hidden]
     first = m - 1 if last_only else 0
-    return _Layer(block_input=run.layer_inputs[layer, first:m].float().cpu(), writes=writes, **read)
+    block_input = run.layer_inputs[layer, first:m].float().cpu()
+    return _Layer(block_input=block_input, writes=writes, **read)
 
 
 def _weights(run, p: Projections, queries: list[int], m: int) -> torch.Tensor:
@@ -145,12 +149,26 @@ def _weights(run, p: Projections, queries: list[int], m: int) -> torch.Tensor:
     return alpha.transpose(0, 1)
 
 
+def attention_parts(alpha: torch.Tensor, writes: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:
+    """What each head wrote from each key into the stream at each query: α · v·W_O, times the frozen
+    scale of the norm after attention where the model has one.
+    # alpha [q, H, keys], writes [H, keys, hidden], scales [q, hidden] -> [q, H, keys, hidden]"""
+    parts = alpha[..., None] * writes[None]
+    return parts if scales is None else parts.mul_(scales[:, None, None])
+
+
 def _attention_shares(
-    alpha: torch.Tensor, writes: torch.Tensor, whole: torch.Tensor, residual: torch.Tensor, queries: list[int]
+    alpha: torch.Tensor,
+    writes: torch.Tensor,
+    whole: torch.Tensor,
+    residual: torch.Tensor,
+    queries: list[int],
+    scales: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Shares of every (head, key ≤ query) part and of the block input in the stream after attention at
     each query, a few queries at a time.  # alpha [Q, H, m], writes [H, m, hidden], whole and residual
-    [Q, hidden] -> heads [Q, H, m] (0 for keys after the query), residual [Q]"""
+    [Q, hidden], scales [Q, hidden] (`attention_parts`) -> heads [Q, H, m] (0 for keys after the query),
+    residual [Q]"""
     n_heads, m, hidden = writes.shape
     whole_norm = whole.abs().sum(-1)  # [Q]
     proximity = torch.zeros_like(alpha)
@@ -159,7 +177,10 @@ def _attention_shares(
     for first in range(0, len(queries), step):
         chunk = slice(first, first + step)
         keys = max(queries[chunk]) + 1
-        parts = alpha[chunk, :, :keys, None] * writes[None, :, :keys]  # [q, H, keys, hidden]
+        chunk_scales = None if scales is None else scales[chunk]
+        parts = attention_parts(
+            alpha[chunk, :, :keys], writes[:, :keys], chunk_scales
+        )  # [q, H, keys, hidden]
         distance = parts.sub_(whole[chunk, None, None]).abs_().sum(-1)  # [q, H, keys]
         proximity[chunk, :, :keys] = _proximity(whole_norm[chunk, None, None], distance)
     positions = torch.arange(m)[None, None, :]
@@ -179,7 +200,9 @@ def contributions(run, layer: int, position: int = -1) -> Contributions:
     p = run.projections(layer, remember=False)  # the layer's q, k, v: computed once, read twice
     at = _layer(run, p, m, last_only=True)  # streams at `position` alone
     alpha = _weights(run, p, [position], m)  # [1, H, m]
-    heads, residual = _attention_shares(alpha, at.writes, at.after_attention, at.block_input, [position])
+    heads, residual = _attention_shares(
+        alpha, at.writes, at.after_attention, at.block_input, [position], at.write_scales
+    )
     mlp = shares(torch.stack([at.mlp_output[0], at.after_attention[0]]), at.block_output[0])
     padded = torch.zeros(run.config.n_heads, run.n_tokens)
     padded[:, :m] = heads[0]
@@ -238,6 +261,7 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
             at.after_attention[after_attention],
             at.block_input[after_attention],
             after_attention,
+            None if at.write_scales is None else at.write_scales[after_attention],
         )
         heads, residual = renormalise(heads, residual, threshold)
         sources = set()
