@@ -250,3 +250,32 @@ def test_the_picker_says_why_the_search_stopped_short(at_home, monkeypatch):
     note = "The search for models on this machine stopped after 1,000 entries, in /somewhere: …"
     monkeypatch.setattr(local, "scan", lambda: local.LocalScan((), note))
     assert picker(build_demo(Workspace(device="cpu", policy=Policy())))["info"].endswith(note)
+
+
+def test_the_newer_families_are_found_too_a_gemma3_in_ollama_and_a_qwen3_in_the_hf_cache(
+    tmp_path, tiny_tokenizer
+):
+    """What people pull today: `ollama pull gemma3:270m` (a gemma3 GGUF blob) and Qwen3 from the hub;
+    both listed by their names, and the Ollama one loads and runs from its blob."""
+    from tests.conftest import HF_CONFIGS
+
+    gemma = make_hf_checkpoint(
+        tmp_path / "gemma",
+        tiny_tokenizer,
+        *HF_CONFIGS["gemma3-sliding"][:1],
+        **HF_CONFIGS["gemma3-sliding"][1],
+    )
+    gguf = write_gguf(tmp_path / "gemma.gguf", gemma, tiny_tokenizer, "gemma3").read_bytes()
+    home = tmp_path / "home"
+    blob = ollama_model(home / ".ollama" / "models", "gemma3", gguf)
+    model_type, overrides = HF_CONFIGS["qwen3-qk-norm"]
+    make_hf_checkpoint(tmp_path / "qwen3", tiny_tokenizer, model_type, **overrides)
+    snapshot = hf_snapshot(home / ".cache" / "huggingface" / "hub", "Qwen/tiny-qwen3", tmp_path / "qwen3")
+    found = local.scan({"HOME": str(home)})
+    assert found.choices == (
+        ("Qwen/tiny-qwen3 (HF cache)", str(snapshot)),
+        ("gemma3:latest (Ollama)", str(blob)),
+    )
+    run = explorer.load(blob, device="cpu").run("To be, or not to be")
+    assert run.config.model_type == "gemma3_text" and run.config.window(0) == 5 and run.n_tokens > 5
+    assert explorer.load(snapshot, device="cpu").config.qk_norm
