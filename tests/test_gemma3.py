@@ -88,7 +88,7 @@ def test_the_lens_ends_at_the_logits_and_the_attribution_sums_through_the_norms_
 def test_the_pipeline_names_and_hatches_the_sliding_window(pair):
     _, run = pair
     title = views.pipeline(run, SLIDING, 0).layout.title.text
-    assert f"sliding-window mask ({WINDOW} keys)" in title
+    assert f"→ ×1/√24 → sliding-window mask ({WINDOW} keys) →" in title  # query_pre_attn_scalar, not d = 16
     assert "causal mask" in views.pipeline(run, FULL, 0).layout.title.text
     hover = [t.text for t in views.pipeline(run, SLIDING, 0).data if t.type == "scatter" and t.fill]
     assert sum("outside this sliding layer's window" in text for text in hover) == 2  # mask and masked

@@ -51,6 +51,7 @@ def pipeline_figure(
     key_writes: KeyWrites | None = None,
     qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
     window: int | None = None,  # a sliding layer's window: the mask is a band, not the causal triangle
+    scale_name: str = "1/√d",  # what the scores are scaled by (Gemma: 1/√query_pre_attn_scalar)
 ) -> go.Figure:
     """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
     drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
@@ -59,7 +60,7 @@ def pipeline_figure(
     `encode_mask`'s codes and block)."""
     n = len(tokens)
     mask_title = "causal mask" if window is None else f"window of {window}"
-    titles = ["Q·Kᵀ", f"scaled × 1/√d = {scale:.4g}", mask_title, "masked (−∞ hatched)"]
+    titles = ["Q·Kᵀ", f"scaled × {scale_name} = {scale:.4g}", mask_title, "masked (−∞ hatched)"]
     titles.append(softmax_title(style))
     if qk_norms is not None:
         titles.append(QK_NORM_TITLE)

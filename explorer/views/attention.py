@@ -45,12 +45,19 @@ def block_bytes() -> int:
 WEIGHTED_NOTE = "weighted by what each key writes: ‖α·v·W_O‖ over its row's sum (Kobayashi et al. 2020)"
 
 
+def scale_name(config) -> str:
+    """What the scores are scaled by, as the pipeline names it: 1/√d, or Gemma's 1/√query_pre_attn_scalar."""
+    named = config.query_pre_attn_scalar
+    return "1/√d" if named is None or named == config.head_dim else f"1/√{named:g}"
+
+
 def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
     stages_before = "QK-norm → RoPE → " if run.config.qk_norm else ""  # what q and k went through
     window = run.config.window(layer)
     mask_name = "causal mask" if window is None else f"sliding-window mask ({window} keys)"
     title = (
-        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×1/√d → {mask_name} → softmax"
+        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×{scale_name(run.config)} → "
+        f"{mask_name} → softmax"
     )
     if maps_fit(run):
         att = run.attention(layer)
@@ -80,6 +87,7 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
         key_writes=writes,
         qk_norms=qk_norms(run, layer, head) if run.config.qk_norm else None,
         window=window,
+        scale_name=scale_name(run.config),
     )
 
 
