@@ -129,6 +129,7 @@ def at_home(machine, monkeypatch):
     monkeypatch.setenv("HOME", str(machine["home"]))
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(local, "OLLAMA_SERVICE_STORE", machine["home"] / "no-ollama-service")
     catalog.local_scan.cache_clear()
     yield machine
     catalog.local_scan.cache_clear()
@@ -157,6 +158,7 @@ def test_the_places_follow_their_environment_variables(machine, tmp_path, monkey
     monkeypatch.setenv("HOME", str(tmp_path))  # an empty HOME: only what the variables name is found
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(local, "OLLAMA_SERVICE_STORE", tmp_path / "no-ollama-service")
     assert local.local_models() == []
     monkeypatch.setenv("HF_HOME", str(home / ".cache" / "huggingface"))
     monkeypatch.setenv("OLLAMA_MODELS", str(home / ".ollama" / "models"))
@@ -279,3 +281,15 @@ def test_the_newer_families_are_found_too_a_gemma3_in_ollama_and_a_qwen3_in_the_
     run = explorer.load(blob, device="cpu").run("To be, or not to be")
     assert run.config.model_type == "gemma3_text" and run.config.window(0) == 5 and run.n_tokens > 5
     assert explorer.load(snapshot, device="cpu").config.qk_norm
+
+
+def test_the_linux_services_ollama_store_is_looked_in_unless_ollama_models_says_where(
+    machine, tmp_path, monkeypatch
+):
+    """Ollama's install script runs it as the user `ollama`: `ollama pull` fills /usr/share/ollama's
+    store, not the person's ~/.ollama. Both are looked in; OLLAMA_MODELS, when set, is the one store."""
+    service = machine["home"] / ".ollama" / "models"  # a store laid out as Ollama lays one out
+    monkeypatch.setattr(local, "OLLAMA_SERVICE_STORE", service)
+    found = local.scan({"HOME": str(tmp_path)})  # nothing in the person's own HOME
+    assert found.choices == ((FOUND[1], machine[FOUND[1]]),)
+    assert local.scan({"HOME": str(tmp_path), "OLLAMA_MODELS": str(tmp_path / "elsewhere")}).choices == ()

@@ -40,6 +40,9 @@ HF_REVISION = re.compile(r"[0-9a-f]{40}")
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
 OLLAMA_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 OLLAMA_REGISTRY = "registry.ollama.ai"
+# Ollama's Linux service runs as the user `ollama`, whose home is here (its install script): the models it
+# pulls are in this store, not in the person's own ~/.ollama
+OLLAMA_SERVICE_STORE = Path("/usr/share/ollama/.ollama/models")
 GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$")  # one part of a split file, which no loader here reads
 
 
@@ -60,13 +63,16 @@ def local_models() -> list[tuple[str, str]]:
 
 def places(environ: Mapping[str, str] = os.environ) -> list[tuple[str, Path]]:
     """Where each place keeps its models on this machine, as its own tools find them (HF_HUB_CACHE or
-    HF_HOME, OLLAMA_MODELS; LM Studio's folder and its older one)."""
+    HF_HOME; OLLAMA_MODELS, else the person's store and the Linux service's; LM Studio's folder and its
+    older one)."""
     home = Path(environ.get("HOME") or Path.home())
     hub = environ.get("HF_HUB_CACHE") or environ.get("HUGGINGFACE_HUB_CACHE")
     hf_home = environ.get("HF_HOME") or Path(environ.get("XDG_CACHE_HOME") or home / ".cache") / "huggingface"
+    ollama = environ.get("OLLAMA_MODELS")
+    stores = [Path(ollama)] if ollama else [home / ".ollama" / "models", OLLAMA_SERVICE_STORE]
     return [
         ("HF cache", Path(hub) if hub else Path(hf_home) / "hub"),
-        ("Ollama", Path(environ.get("OLLAMA_MODELS") or home / ".ollama" / "models")),
+        *(("Ollama", store) for store in stores),
         ("LM Studio", home / ".lmstudio" / "models"),
         ("LM Studio", home / ".cache" / "lm-studio" / "models"),
     ]
