@@ -117,9 +117,12 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
         assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated
         titles.add(title(pipeline))
-    for head in (7, 2):
-        _, pipeline, rotation, split, zoom, rows, _, _ = client.predict(1, head, 3, 1, api_name="/head")
-        assert all(is_plot(p) for p in (pipeline, rotation, split)) and is_kept(zoom) and is_kept(rows)
+    for head in (7, 2):  # the page switches heads itself; the views that follow the head ask "/head"
+        _, rotation, split, zoom, rows, _, _ = client.predict(f"1,{head},0", 3, 1, api_name="/head")
+        assert all(is_plot(p) for p in (rotation, split)) and is_kept(zoom) and is_kept(rows)
+        _, pipeline, *_ = client.predict(1, head, 3, 1, api_name="/layer")
+        heads = json.loads(pipeline["plot"])["layout"]["meta"]["heads"]
+        assert heads[head] is None and len(heads) == 8 and all(heads[h] for h in range(8) if h != head)
         titles.add(title(pipeline))
     client.predict(1, 0, 4, 2, api_name="/positions")
     client.predict(api_name="/overview")

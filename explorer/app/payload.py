@@ -10,9 +10,12 @@ from pathlib import PurePath
 import plotly.graph_objects as go
 
 from explorer import figures
+from explorer.app.head_switch import pipelines_payload
 from explorer.engine.run import Run
-from explorer.views.attention import head_figures, layer_figures
-from explorer.views.rope import default_positions
+from explorer.views.attention import layer_figures, pipeline, pipelines
+from explorer.views.rope import default_positions, rope_rotation, rope_score_split
+
+EVERY_HEAD_TOKENS = 256  # up to this, every head's pipeline rides with the layer (0.9 MB, 8 heads)
 
 
 def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
@@ -34,8 +37,15 @@ def update_payload_bytes(
     run: Run, layer: int, head: int, style: figures.MapStyle = figures.MapStyle()
 ) -> int:
     """Bytes of the JSON one layer switch sends, figures as the app sends them (softmax maps drawn in
-    `style`): `head_figures` (pipeline, RoPE rotation and score split) and `layer_figures` (all heads,
-    head similarity, faithfulness). A head switch sends the first three alone."""
+    `style`): every head's pipeline up to EVERY_HEAD_TOKENS (head `head`'s, carrying the others':
+    `head_switch`; past it, the head's alone), the RoPE rotation and score split, and `layer_figures`
+    (all heads, head similarity, faithfulness). A head switch within it sends nothing: the page draws
+    the head from this update."""
     query, key = default_positions(run)
-    update = head_figures(run, layer, head, query, key, style) + layer_figures(run, layer, style)
-    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update)
+    if run.n_tokens > EVERY_HEAD_TOKENS:
+        every_head = plot_payload(pipeline(run, layer, head, style))
+    else:
+        every_head = pipelines_payload([plot_payload(fig) for fig in pipelines(run, layer, style)], head)
+    rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]
+    sent = [every_head, *(plot_payload(fig) for fig in rope + layer_figures(run, layer, style))]
+    return sum(len(json.dumps(each, ensure_ascii=False).encode()) for each in sent)

@@ -15,7 +15,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot, plots
+from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, pipeline_plot, plot, plots
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -66,7 +66,7 @@ class AttentionTab:
             return (
                 gr.skip(),
                 style,
-                *plots([views.pipeline(run, layer, head, style)], run, layer, head),
+                pipeline_plot(run, layer, head, style),
                 *plots([views.all_heads(run, layer, style)], run, layer),
                 zoom,
                 *taken_away(),

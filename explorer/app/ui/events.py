@@ -30,7 +30,20 @@ from explorer.app.ui import (
     rope,
     share,
 )
-from explorer.app.ui.common import Follower, Followers, Handler, Shared, gpu, guarded, index, plot, plots, top
+from explorer.app.ui.common import (
+    Follower,
+    Followers,
+    Handler,
+    Shared,
+    gpu,
+    guarded,
+    head_plots,
+    index,
+    plot,
+    plots,
+    rope_plots,
+    top,
+)
 from explorer.app.workspace import Workspace
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
@@ -48,6 +61,8 @@ class Controls:
     model_card: gr.HTML
     token_strip: gr.HTML
     picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
+    page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
+    follow: gr.Textbox  # "layer,head,nonce": the page switched heads, and a view that follows is on screen
     model: gr.State  # the source of the loaded model ('' is the bundled one)
     current_tab: gr.State  # the name of the tab on screen, for links
 
@@ -115,7 +130,7 @@ class ViewEvents:
         self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
         self.switch_inputs += self.followers.inputs
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
-        self.head_outputs = [s.status, *self.head_plots, *self.followers.outputs]
+        self.follow_outputs = [s.status, t.rope.rotation, t.rope.split, *self.followers.outputs]
 
     # --- handlers -----------------------------------------------------------------------------------
 
@@ -134,8 +149,6 @@ class ViewEvents:
             gr.Warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
-        figures = views.head_figures(run, layer, head, query, key, style)
-        figures += views.layer_figures(run, layer, style)
         return (
             markup.status(message, "warning" if cut else "info"),
             markup.token_strip(run.tokens, cut),
@@ -144,7 +157,8 @@ class ViewEvents:
             gr.Slider(maximum=top(run.n_tokens), value=key),
             plot(views.rope_angles(run)),
             plot(views.rope_wavelengths(run)),
-            *plots(figures, run, layer, head),
+            *head_plots(run, layer, head, query, key, style),
+            *plots(views.layer_figures(run, layer, style), run, layer),
             *(overview.figures(cached) if overview_open else overview.EMPTY),
             *self.tabs.attention.after_run(run, layer, head, zoom_open, style),
             *offers_taken_away(),
@@ -172,15 +186,17 @@ class ViewEvents:
             *self.followers.update(layer, head, followed),
         )
 
-    def switch_head(self, layer, head, query, key, shown, style, *followed):
-        """The head's figures, and the followers', for another head."""
+    def follow_head(self, choice, query, key, shown, style, *followed):
+        """After the page switched heads itself (every head's pipeline came with the layer): the views
+        that follow the head elsewhere, when one is on screen (the page asks): RoPE's view of q and k,
+        the zoom, the generation's rows."""
         if shown is None:
-            return (gr.skip(),) * len(self.head_outputs)
+            return (gr.skip(),) * len(self.follow_outputs)
         run = self.workspace.run(*shown)
-        layer, head = index(layer, "layer"), index(head, "head")
+        layer, head = (int(part) for part in choice.split(",")[:2])
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, style)
-        return gr.skip(), *plots(figures, run, layer, head), *self.followers.update(layer, head, followed)
+        rope = rope_plots(run, layer, head, query, key)
+        return gr.skip(), *rope, *self.followers.update(layer, head, followed)
 
     def pick(self, choice, query, key, shown, style, *followed):
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
@@ -221,8 +237,10 @@ class ViewEvents:
     def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, style)
-        return plots(figures + views.layer_figures(run, layer, style), run, layer, head)
+        return [
+            *head_plots(run, layer, head, query, key, style),
+            *plots(views.layer_figures(run, layer, style), run, layer),
+        ]
 
     # --- wiring -------------------------------------------------------------------------------------
 
@@ -300,12 +318,16 @@ class ViewEvents:
             trigger_mode="always_last",  # dragging the slider: compute only where it stops
             **progress,
         )
-        # A pick in the dropdown: `select`, fired once. Its `input` fires twice (on the pick, and
-        # again on the blur that follows it, value unchanged), and a second head switch of 0.8 MB.
-        s.head.select(
-            gpu(guarded(len(self.head_outputs))(self.switch_head)),
-            self.switch_inputs,
-            self.head_outputs,
+        # A pick in the dropdown (`select`, fired once; its `input` fires again on the blur after it), a
+        # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
+        # from the layer's update, with no request, and takes the old view's link away. The head lives in
+        # the picker, which every later event reads.
+        s.head.select(None, s.head, link, js=SHOW_HEAD_JS, api_name=False)
+        c.page_head.change(None, c.page_head, [s.head, link], js=PAGE_HEAD_JS, api_name=False)
+        c.follow.change(
+            gpu(guarded(len(self.follow_outputs))(self.follow_head)),
+            [c.follow, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
+            self.follow_outputs,
             api_name="head",
             trigger_mode="always_last",
             **progress,
@@ -340,6 +362,10 @@ class ViewEvents:
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )
+
+
+SHOW_HEAD_JS = "(head) => { window.__attentionExplorerShowHead?.(head); return ''; }"
+PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"
 
 
 def restore_view(request: gr.Request):
