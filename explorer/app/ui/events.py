@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import markup, payload
 from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
@@ -39,6 +39,7 @@ from explorer.app.ui.common import (
     guarded,
     head_plots,
     index,
+    pipeline_plot,
     plot,
     plots,
     rope_plots,
@@ -88,8 +89,8 @@ EMPTY_PROMPT = "The prompt is empty: type one and press Run (or Enter) to see it
 
 
 def offers_taken_away() -> tuple:
-    """The updates that take away a file offered to download and a link: they belong to a view gone."""
-    return gr.File(value=None, visible=False), ""
+    """The update that takes away a link: it belongs to a view gone."""
+    return ("",)
 
 
 def truncation_message(run: Run, policy: Policy) -> str:
@@ -112,9 +113,9 @@ class ViewEvents:
         self.workspace, self.shared, self.controls, self.tabs = workspace, shared, controls, tabs
         self.link = link
         s, t = shared, tabs
-        # What was offered for the view before: a file to download, a link. Whatever changes the view
+        # What was offered for the view before: a link (downloads go at once). Whatever changes the view
         # takes them away, so nothing on screen belongs to another view.
-        self.stale = [t.attention.download, link]
+        self.stale = [link]
         self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
         self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
@@ -130,7 +131,7 @@ class ViewEvents:
         self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
         self.switch_inputs += self.followers.inputs
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
-        self.follow_outputs = [s.status, t.rope.rotation, t.rope.split, *self.followers.outputs]
+        self.follow_outputs = [s.status, *self.head_plots, *self.followers.outputs]
 
     # --- handlers -----------------------------------------------------------------------------------
 
@@ -172,7 +173,6 @@ class ViewEvents:
         updates = {id(c): gr.skip() for c in kept}
         updates[id(self.shared.status)] = markup.status(EMPTY_PROMPT, "info")
         updates |= {id(self.controls.token_strip): "", id(t.overview.top): "", id(self.link): ""}
-        updates[id(t.attention.download)] = offers_taken_away()[0]
         return tuple(updates.get(id(c)) for c in self.run_outputs)
 
     def switch_layer(self, layer, head, query, key, shown, style, *followed):
@@ -187,16 +187,18 @@ class ViewEvents:
         )
 
     def follow_head(self, choice, query, key, shown, style, *followed):
-        """After the page switched heads itself (every head's pipeline came with the layer): the views
-        that follow the head elsewhere, when one is on screen (the page asks): RoPE's view of q and k,
-        the zoom, the generation's rows."""
+        """After a head switch in the page: the views that follow the head elsewhere, when one is on
+        screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; and the head's
+        pipeline itself for a prompt whose heads do not all ride with the layer (`pipeline_plot`)."""
         if shown is None:
             return (gr.skip(),) * len(self.follow_outputs)
         run = self.workspace.run(*shown)
         layer, head = (int(part) for part in choice.split(",")[:2])
         query, key = index(query, "query position"), index(key, "key position")
+        drawn_here = run.n_tokens <= payload.EVERY_HEAD_TOKENS
+        pipeline = gr.skip() if drawn_here else pipeline_plot(run, layer, head, style)
         rope = rope_plots(run, layer, head, query, key)
-        return gr.skip(), *rope, *self.followers.update(layer, head, followed)
+        return gr.skip(), pipeline, *rope, *self.followers.update(layer, head, followed)
 
     def pick(self, choice, query, key, shown, style, *followed):
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""

@@ -375,7 +375,8 @@ if (!window.__attentionExplorerPage) {
     const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
     const pack = gd && packs.get(gd);
     if (!pack) {
-      if (gd) write("#picked-head", `${currentLayer()},${head},${Date.now()}`); // a long prompt's: the server draws it
+      // A long prompt's layer: the server draws the head, and what follows it, in one event.
+      if (gd) write("#head-follow", `${currentLayer()},${head},${Date.now()}`);
       return;
     }
     if (head === pack.drawn || !(head === pack.shown || pack.heads[head])) return;
