@@ -31,13 +31,14 @@ JS_DRAWN_MAPS = """() => {
         })),
     };
 }"""
-JS_HOVERS = """([panels, cells]) => {
+JS_HOVERS = """async ([panels, cells]) => {
     const gd = document.querySelector('#pipeline-plot .js-plotly-plot');
     const labels = [];
     for (const panel of panels) {
         for (const [query, key] of cells) {
             const n = panel === 1 ? '' : panel;
             window.Plotly.Fx.hover(gd, { xval: key, yval: query }, `x${n}y${n}`);
+            await new Promise((resolve) => setTimeout(resolve, 80)); // Plotly hovers once each 50 ms
             const shown = gd.querySelectorAll('.hoverlayer .hovertext');
             labels.push([...shown].map((e) => e.textContent).join('|'));
         }
@@ -55,12 +56,20 @@ def hovers(app) -> list[str]:
     return app.page.evaluate(JS_HOVERS, [PANELS, CELLS])
 
 
-@pytest.mark.parametrize("prompt", [SHORT, LONG], ids=["exact", "8-bit"])
-def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(app, browser_workspace, prompt):
+@pytest.mark.parametrize(
+    ("prompt", "weighted"), [(SHORT, False), (LONG, False), (SHORT, True)], ids=["exact", "8-bit", "weighted"]
+)
+def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
+    app, browser_workspace, prompt, weighted
+):
     config = browser_workspace.explorer("").config
     head = config.n_heads - 2
     label = f"head {head} · kv {head // (config.n_heads // config.n_kv_heads)}"
     app.run(prompt)
+    if weighted:  # hover gives α and ‖α·v·W_O‖ too, rebuilt in the page from each head's vectors
+        app.remember_plots()
+        app.page.locator("#weighted-maps input").check()
+        app.wait_redrawn(["pipeline-plot"])
     app.set_layer(2)
     asked = []
     app.page.on("request", lambda request: asked.append(request))
@@ -68,7 +77,8 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(app, bro
     app.page.wait_for_timeout(700)  # any request the pick made would be out by now
     assert not asked, [request.url for request in asked]
     in_page, hovered = app.page.evaluate(JS_DRAWN_MAPS), hovers(app)
-    assert all(hovered) and sum("query" in label for label in hovered) >= len(CELLS) * 3, hovered
+    assert all(hovered) and len(set(hovered)) == len(hovered), hovered  # each cell its own label
+    assert weighted == any("‖α·v·W_O‖" in label for label in hovered), hovered
     assert in_page["title"].startswith(f"Layer 2 · {label}")
     assert in_page["filename"].endswith(f"layer2-head{head}-pipeline")
 
