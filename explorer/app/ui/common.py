@@ -49,10 +49,10 @@ def plots(figures: list, run, layer: int) -> list[PlotData]:
 
 def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData:
     """Head `head`'s pipeline as plot data, carrying every other head's of the layer for the page to
-    switch to (`head_switch`) up to `payload.EVERY_HEAD_TOKENS` (past it, a head switch asks the
-    server), each download named by the model, layer, head and figure."""
+    switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the server),
+    each download named by the model, layer, head and figure."""
     name = run.explorer.name
-    if run.n_tokens > payload.EVERY_HEAD_TOKENS:
+    if not payload.every_head_rides(run):
         fig = views.pipeline(run, layer, head, style)
         return plot(fig, payload.file_name(name, f"layer{layer}", f"head{head}", "pipeline"))
     figures = views.pipelines(run, layer, style)

@@ -195,8 +195,7 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         layer, head = (int(part) for part in choice.split(",")[:2])
         query, key = index(query, "query position"), index(key, "key position")
-        drawn_here = run.n_tokens <= payload.EVERY_HEAD_TOKENS
-        pipeline = gr.skip() if drawn_here else pipeline_plot(run, layer, head, style)
+        pipeline = gr.skip() if payload.every_head_rides(run) else pipeline_plot(run, layer, head, style)
         rope = rope_plots(run, layer, head, query, key)
         return gr.skip(), pipeline, *rope, *self.followers.update(layer, head, followed)
 
