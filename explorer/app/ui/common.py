@@ -88,6 +88,15 @@ def index(value, name: str) -> int:
     return int(value)
 
 
+def picked_head(choice: str, run) -> tuple[int, int]:
+    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model."""
+    layer, head = (int(part) for part in choice.split(",")[:2])
+    config = run.config
+    if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+        raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+    return layer, head
+
+
 def top(count: int) -> int:
     """A slider's maximum over `count` items (Gradio needs maximum > minimum, even for one item)."""
     return max(count - 1, 1)

@@ -2,10 +2,12 @@
 
 Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
 (model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
-never a forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does
-a switch too. Each switch is one event: the views of other tabs that follow the layer and head (the
-zoom, the generation's rows) are redrawn by the same handler. A link (`?prompt=…&layer=…`) opens that
-view. A rejected input warns and leaves what is on screen in place (`guarded`).
+never a forward), every head's pipeline among them while they fit (`payload.every_head_rides`): a head
+switch is then the page's alone, and asks the server only for the views that follow the head on screen
+(RoPE's, the zoom, the generation's rows); else it asks for the head's figures too. A click on an
+Overview cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
+other tabs that follow the layer and head are redrawn by the same handler. A link (`?prompt=…&layer=…`)
+opens that view. A rejected input warns and leaves what is on screen in place (`guarded`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from explorer.app.ui.common import (
     guarded,
     head_plots,
     index,
+    picked_head,
     pipeline_plot,
     plot,
     plots,
@@ -193,7 +196,7 @@ class ViewEvents:
         if shown is None:
             return (gr.skip(),) * len(self.follow_outputs)
         run = self.workspace.run(*shown)
-        layer, head = (int(part) for part in choice.split(",")[:2])
+        layer, head = picked_head(choice, run)
         query, key = index(query, "query position"), index(key, "key position")
         pipeline = gr.skip() if payload.every_head_rides(run) else pipeline_plot(run, layer, head, style)
         rope = rope_plots(run, layer, head, query, key)
@@ -203,10 +206,7 @@ class ViewEvents:
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
         if shown is None:
             return (gr.skip(),) * (2 + len(self.layer_outputs))
-        layer, head = (int(part) for part in choice.split(",")[:2])
-        config = self.workspace.run(*shown).config
-        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        layer, head = picked_head(choice, self.workspace.run(*shown))
         figures = self._layer_figures(layer, head, query, key, shown, style)
         return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
 

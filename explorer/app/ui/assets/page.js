@@ -7,9 +7,9 @@
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
-//   screen is switched to in the page (every head's pipeline came with the layer: `showHead`), with
-//   no request; the views that follow the head elsewhere ask the server only when on screen. Clicking a cell of the
-//   patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
+//   screen is switched to in the page (every head's pipeline came with the layer: `showHead`), with no
+//   request; the views that follow the head elsewhere ask the server only when on screen. Clicking a
+//   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
 //   an attention edge of the Flow graph opens its layer and top head.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
@@ -401,13 +401,14 @@ if (!window.__attentionExplorerPage) {
   let unfollowed = null; // "layer,head" the followers off screen have not been drawn for
 
   function followHead(head) {
-    const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
     unfollowed = `${currentLayer()},${head}`;
-    if (onScreen) askFollowers();
+    askFollowers();
   }
 
   function askFollowers() {
-    if (unfollowed && write("#head-follow", `${unfollowed},${Date.now()}`)) unfollowed = null;
+    // One event for every follower, once one is on screen.
+    const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
+    if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()}`)) unfollowed = null;
   }
 
   window.__attentionExplorerShowHead = showHead;
@@ -486,7 +487,7 @@ if (!window.__attentionExplorerPage) {
       if (!event.target.closest || !event.target.closest("[role=tab], .tab-container button")) return;
       setTimeout(() => {
         flush();
-        if ([...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null)) askFollowers();
+        askFollowers();
       }, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
