@@ -84,7 +84,7 @@ def status_text(html: str) -> str:
 def test_a_prompt_produces_every_view(client):
     status, strip, _, _, *plots = run(client, "To be, or not to be, that is the question.", 1, 5)
     assert "tokens" in status_text(status) and "token-strip-content" in strip
-    angles, wavelengths, *layer_plots, overview, top, next_tokens, q0, q1, k0, k1, zoom, _, link = plots
+    angles, wavelengths, *layer_plots, overview, top, next_tokens, q0, q1, k0, k1, zoom, link = plots
     assert link == ""  # a link of an earlier view is taken away
     assert all(is_plot(p) for p in (angles, wavelengths, *layer_plots)) and len(layer_plots) == N_LAYER_PLOTS
     assert overview is None and not top and next_tokens is None  # the overview waits until its tab opens
@@ -105,7 +105,7 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
     before = forwards()
     titles = {title(first[6])}
     for layer in (1, 3, 1):
-        _, pipeline, *rest, zoom, rows, _, link = client.predict(layer, 0, 3, 1, api_name="/layer")
+        _, pipeline, *rest, zoom, rows, link = client.predict(layer, 0, 3, 1, api_name="/layer")
         assert link == ""
         names = [
             json.loads(p["plot"])["config"]["toImageButtonOptions"]["filename"] for p in (pipeline, *rest)
@@ -117,9 +117,13 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
         assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated
         titles.add(title(pipeline))
-    for head in (7, 2):
-        _, pipeline, rotation, split, zoom, rows, _, _ = client.predict(1, head, 3, 1, api_name="/head")
-        assert all(is_plot(p) for p in (pipeline, rotation, split)) and is_kept(zoom) and is_kept(rows)
+    for head in (7, 2):  # the page switches heads itself; the views that follow the head ask "/head"
+        _, pipeline, rotation, split, zoom, rows, _ = client.predict(f"1,{head},0", 3, 1, api_name="/head")
+        assert all(is_plot(p) for p in (rotation, split)) and is_kept(zoom) and is_kept(rows)
+        assert is_kept(pipeline)  # every head's pipeline came with the layer: the page draws it
+        _, pipeline, *_ = client.predict(1, head, 3, 1, api_name="/layer")
+        heads = json.loads(pipeline["plot"])["layout"]["meta"]["heads"]
+        assert heads[head] is None and len(heads) == 8 and all(heads[h] for h in range(8) if h != head)
         titles.add(title(pipeline))
     client.predict(1, 0, 4, 2, api_name="/positions")
     client.predict(api_name="/overview")
@@ -146,7 +150,7 @@ def test_an_empty_prompt_clears_the_views_of_the_prompt_before(client, prompt):
     status, strip, q, k, *plots = run(client, prompt)
     assert "The prompt is empty" in status_text(status) and strip == ""
     assert is_kept(q) and is_kept(k)  # the RoPE positions' sliders stay
-    *plots, q0, q1, k0, k1, zoom, _, link = plots
+    *plots, q0, q1, k0, k1, zoom, link = plots
     assert all(is_kept(v) for v in (q0, q1, k0, k1)) and zoom is None and link == ""
     assert all(p is None or p == "" for p in plots) and len(plots) == 2 + N_LAYER_PLOTS + 3
     status, *rest = run(client, "Whether 'tis nobler in the mind")  # the same prompt again: drawn again
@@ -384,9 +388,8 @@ def test_under_listed_a_typed_path_is_refused_and_loads_per_address_are_limited(
 def test_the_csv_download_is_the_heads_map_with_named_rows_and_columns(client, workspace):
     text = "Now is the winter of our discontent"
     run(client, text, 1, 6)
-    _, update = client.predict(1, 6, api_name="/csv")
-    assert update["visible"] is True
-    with open(update["value"], encoding="utf-8") as file:
+    _, path = client.predict(1, 6, api_name="/csv")
+    with open(path, encoding="utf-8") as file:
         rows = list(csv.reader(file))
     probs = workspace.run("", text).attention(1).head_stages(6)["probs"].numpy()
     tokens = workspace.run("", text).tokens

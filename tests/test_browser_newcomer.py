@@ -354,14 +354,16 @@ def link_box(app: AppPage):
 
 def test_a_download_or_link_of_an_earlier_view_is_taken_away_when_the_view_changes(app):
     app.run("To be, or not to be, that is the question")
-    app.page.locator("#download-csv").click()
-    app.page.locator("#download-file a").first.wait_for()
-    assert "layer0-head0" in app.page.locator("#download-file").inner_text()
+    with app.page.expect_download() as download:  # one click: the file comes at once, nothing is left
+        app.page.locator("#download-csv").click()
+    assert "layer0-head0" in download.value.suggested_filename
     app.page.locator("#copy-link").click()
     app.page.wait_for_function(JS_LINK_SHOWN)
-    app.pick_head("head 3 · kv 0")  # another view: the CSV of head 0 and the old link go
-    app.page.locator("#download-file").wait_for(state="hidden")
-    assert link_box(app).input_value() == ""
+    app.pick_head("head 3 · kv 0")  # another view: the old link goes
+    app.page.wait_for_function(f"() => !({JS_LINK_SHOWN})()")
+    with app.page.expect_download() as download:  # and the head's own map comes with the next click
+        app.page.locator("#download-csv").click()
+    assert "layer0-head3" in download.value.suggested_filename
 
     app.page.locator("#copy-link").click()
     app.page.wait_for_function(JS_LINK_SHOWN)
@@ -369,10 +371,21 @@ def test_a_download_or_link_of_an_earlier_view_is_taken_away_when_the_view_chang
     app.page.locator("#log-colours input").check()
     app.wait_redrawn(["pipeline-plot"])
     assert link_box(app).input_value() == ""
-    app.page.locator("#download-npz").click()
-    app.page.locator("#download-file a").first.wait_for()
-    app.run("Now is the winter of our discontent")
-    app.page.locator("#download-file").wait_for(state="hidden")
+
+
+JS_TRACKER_SHOWN = """() => {
+    const tracker = document.querySelector('#status [data-testid=status-tracker]');
+    return getComputedStyle(tracker).visibility === 'visible';
+}"""
+
+
+def test_progress_shows_only_for_work_longer_than_a_third_of_a_second(app):
+    tracker = "#status [data-testid=status-tracker]"
+    app.page.wait_for_function(f"() => document.querySelector('{tracker}').classList.contains('hide')")
+    app.page.evaluate(f"() => document.querySelector('{tracker}').classList.remove('hide')")  # pending now
+    assert not app.page.evaluate(JS_TRACKER_SHOWN)
+    app.page.wait_for_timeout(400)
+    assert app.page.evaluate(JS_TRACKER_SHOWN)
 
 
 # --- item 14: smaller things a newcomer meets --------------------------------------------------------------

@@ -193,10 +193,13 @@ def test_a_weighted_update_stays_within_a_megabyte_and_near_the_plain_ones_size(
     plain = payload.update_payload_bytes(run, LAYER, HEAD)
     weighted = payload.update_payload_bytes(run, LAYER, HEAD, WEIGHTED)
     assert weighted <= 1_000_000
-    # the shares in place of α, and for each exact map (the pipeline's up to 256 tokens, every head's
-    # up to 64) two float32 vectors (11 base64 bytes a position) the page rebuilds hover from
-    exact_maps = (n_tokens <= 256) + 8 * (n_tokens <= 64)
-    assert weighted - plain <= exact_maps * (11 * n_tokens + 300) + 1_000, (plain, weighted)
+    # the shares in place of α, and for each exact map (every head's pipeline while exact, and
+    # thumbnail up to 64 tokens) two float32 vectors (11 base64 bytes a position) the page rebuilds
+    # hover from
+    n_heads = run.config.n_heads
+    exact_maps = n_heads * views.pipeline_exact(run) + n_heads * (n_tokens <= 64)
+    titles = 150 * n_heads  # each head's pipeline title names the weighting
+    assert weighted - plain <= exact_maps * (11 * n_tokens + 300) + 1_000 + titles, (plain, weighted)
 
 
 @pytest.mark.parametrize(

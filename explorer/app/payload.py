@@ -10,9 +10,21 @@ from pathlib import PurePath
 import plotly.graph_objects as go
 
 from explorer import figures
+from explorer.app.head_switch import pipelines_payload
 from explorer.engine.run import Run
-from explorer.views.attention import head_figures, layer_figures
-from explorer.views.rope import default_positions
+from explorer.views.attention import layer_figures, pipeline, pipelines
+from explorer.views.rope import default_positions, rope_rotation, rope_score_split
+
+# Every head's pipeline rides with the layer while their 8-bit scores and softmax lower triangles fit
+# this: SmolLM2's 9 heads up to 256 tokens (its update then 0.95 MB, deflated), the bundled model's 8.
+EVERY_HEAD_BYTES = 870 << 10
+
+
+def every_head_rides(run: Run) -> bool:
+    """Whether a layer's update carries every head's pipeline (`head_switch`): the page then switches
+    heads itself; else a head switch asks the server."""
+    n = run.n_tokens
+    return run.config.n_heads * (n * n + n * (n + 1) // 2) <= EVERY_HEAD_BYTES
 
 
 def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
@@ -34,8 +46,15 @@ def update_payload_bytes(
     run: Run, layer: int, head: int, style: figures.MapStyle = figures.MapStyle()
 ) -> int:
     """Bytes of the JSON one layer switch sends, figures as the app sends them (softmax maps drawn in
-    `style`): `head_figures` (pipeline, RoPE rotation and score split) and `layer_figures` (all heads,
-    head similarity, faithfulness). A head switch sends the first three alone."""
+    `style`): every head's pipeline while `every_head_rides` (head `head`'s, carrying the others':
+    `head_switch`; past it, the head's alone), the RoPE rotation and score split, and `layer_figures`
+    (all heads, head similarity, faithfulness). A head switch within it sends nothing: the page draws
+    the head from this update."""
     query, key = default_positions(run)
-    update = head_figures(run, layer, head, query, key, style) + layer_figures(run, layer, style)
-    return sum(len(json.dumps(plot_payload(fig), ensure_ascii=False).encode()) for fig in update)
+    if every_head_rides(run):
+        every_head = pipelines_payload([plot_payload(fig) for fig in pipelines(run, layer, style)], head)
+    else:
+        every_head = plot_payload(pipeline(run, layer, head, style))
+    rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]
+    sent = [every_head, *(plot_payload(fig) for fig in rope + layer_figures(run, layer, style))]
+    return sum(len(json.dumps(each, ensure_ascii=False).encode()) for each in sent)

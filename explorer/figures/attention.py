@@ -52,12 +52,14 @@ def pipeline_figure(
     qk_norms: dict[str, np.ndarray] | None = None,  # q, q_normed, k, k_normed: [N] norms, with QK-norm
     window: int | None = None,  # a sliding layer's window: the mask is a band, not the causal triangle
     scale_name: str = "1/√d",  # what the scores are scaled by (Gemma: 1/√query_pre_attn_scalar)
+    exact: bool = True,
 ) -> go.Figure:
     """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
     drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
     shares, and `key_writes` what hover shows beside them). Each map comes as values, or already pooled
     and coded (a long prompt's, computed a block of queries at a time: EncodedMaps, and the mask as
-    `encode_mask`'s codes and block)."""
+    `encode_mask`'s codes and block). `exact=False` codes values in 8 bits even where float32 would
+    fit (a layer whose every head's pipeline goes to the page at once: `views.pipeline_exact`)."""
     n = len(tokens)
     mask_title = "causal mask" if window is None else f"window of {window}"
     titles = ["Q·Kᵀ", f"scaled × {scale_name} = {scale:.4g}", mask_title, "masked (−∞ hatched)"]
@@ -71,9 +73,9 @@ def pipeline_figure(
         scores_map, masked_map, mask_codes = scores, masked, mask
         scaled_map = dataclasses.replace(scores_map, limit=scaled.limit)
     else:
-        scores_map, mask_codes = encode_signed(scores), encode_mask(mask)
+        scores_map, mask_codes = encode_signed(scores, exact=exact), encode_mask(mask)
         scaled_map, masked_map = scaled_maps(scores_map, scaled, masked, mask)
-    probs_map = probs if isinstance(probs, EncodedMap) else encode_probs(probs)
+    probs_map = probs if isinstance(probs, EncodedMap) else encode_probs(probs, exact=exact)
     data = [
         map_heatmap(scores_map, "q·k", raw, colorbar_at_foot(layout, raw[0])),
         map_heatmap(scaled_map, "scaled", scaled_at, colorbar_at_foot(layout, scaled_at[0])),
@@ -184,7 +186,7 @@ def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, 
     """The scaled and masked panels' maps. Exact: float32 values. Coded in 8 bits: scaled × 1/√d is
     the raw map × a constant, so its codes are the raw map's (each panel's colour bar runs over its
     own limit), and unpooled, the masked codes are those where the mask allows (0, −∞, elsewhere)."""
-    scaled_map = encode_signed(scaled)
+    scaled_map = encode_signed(scaled, exact=scores_map.exact)
     if scores_map.exact:
         return scaled_map, encode_signed(masked, limit=scaled_map.limit)
     scaled_map = dataclasses.replace(scores_map, limit=scaled_map.limit)

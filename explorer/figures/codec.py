@@ -35,13 +35,14 @@ class EncodedMap:
         if self.exact:
             return ""
         if self.block == 1:
-            return "colours in 8 bits; exact values in hover up to 256 tokens"
+            return "colours and hover in 8 bits"
         return f"pooled into {self.block}×{self.block} blocks, colours in 8 bits"
 
 
-def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> EncodedMap:
-    """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent."""
-    if probs.size * 4 <= budget_bytes:
+def encode_probs(probs: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES, exact: bool = True) -> EncodedMap:
+    """Probabilities [N, N]: float32; else whole percents in uint8; else block maxima in percent.
+    `exact=False`: codes even where float32 would fit the budget."""
+    if exact and probs.size * 4 <= budget_bytes:
         return EncodedMap("probs", probs.astype(np.float32), block=1, exact=True, limit=1.0)
     block = block_for(probs.shape[0], budget_bytes)
     return probs_codes(pool(probs, block, "max"), block)
@@ -54,16 +55,17 @@ def probs_codes(pooled: np.ndarray, block: int) -> EncodedMap:
 
 
 def encode_signed(
-    values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES
+    values: np.ndarray, limit: float | None = None, budget_bytes: int = MAP_BUDGET_BYTES, exact: bool = True
 ) -> EncodedMap:
     """Real values [N, N], −inf allowed: float32 (−inf as NaN, a gap); else codes 1..255 over ±limit
     in uint8 (−inf as 0); else each block's most extreme finite value, coded the same way.
-    `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre."""
+    `limit` defaults to max |finite value|; the colour scale runs over ±limit, 0 at its centre.
+    `exact=False`: codes even where float32 would fit the budget."""
     finite = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
     if limit is None:
         limit = signed_limit(finite)
     limit = max(limit, 1e-12)
-    if values.size * 4 <= budget_bytes:
+    if exact and values.size * 4 <= budget_bytes:
         return EncodedMap("signed", finite, block=1, exact=True, limit=limit)
     block = block_for(values.shape[0], budget_bytes)
     return signed_codes(pool(finite, block, "extreme"), block, limit)

@@ -28,6 +28,8 @@ from explorer.views.attention import (
     layer_figures,
     maps_fit,
     pipeline,
+    pipeline_exact,
+    pipelines,
     zoom,
 )
 from explorer.views.flow import DEFAULT_THRESHOLD, flow
@@ -106,6 +108,8 @@ __all__ = [
     "overview",
     "patching",
     "pipeline",
+    "pipeline_exact",
+    "pipelines",
     "rope_angles",
     "rope_rotation",
     "rope_score_split",

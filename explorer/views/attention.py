@@ -42,6 +42,18 @@ def block_bytes() -> int:
     return VIEW_MAP_BYTES // 4
 
 
+# Every head's pipeline of a layer goes to the page at once (the page switches heads itself): its maps
+# stay exact float32 while all heads' scores and softmax lower triangles fit this, else 8-bit codes.
+PIPELINE_EXACT_BYTES = 512 << 10
+
+
+def pipeline_exact(run: Run) -> bool:
+    """Whether a layer's pipelines draw exact values: every head's N × N scores and N(N+1)/2 softmax
+    values in float32 within PIPELINE_EXACT_BYTES (the bundled model's 8 heads: up to 104 tokens)."""
+    n = run.n_tokens
+    return run.config.n_heads * (n * n + n * (n + 1) // 2) * 4 <= PIPELINE_EXACT_BYTES
+
+
 WEIGHTED_NOTE = "weighted by what each key writes: ‖α·v·W_O‖ over its row's sum (Kobayashi et al. 2020)"
 
 
@@ -88,7 +100,14 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
         qk_norms=qk_norms(run, layer, head) if run.config.qk_norm else None,
         window=window,
         scale_name=scale_name(run.config),
+        exact=pipeline_exact(run),
     )
+
+
+def pipelines(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[go.Figure]:
+    """Every head's `pipeline` of the layer, head by head: what a layer's update sends, so that the page
+    switches heads without asking the server."""
+    return [pipeline(run, layer, head, style) for head in range(run.config.n_heads)]
 
 
 def qk_norms(run: Run, layer: int, head: int) -> dict[str, np.ndarray]:

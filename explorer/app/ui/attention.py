@@ -15,7 +15,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, plot, plots
+from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, pipeline_plot, plot, plots
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -30,7 +30,8 @@ class AttentionTab:
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
     weighted_box: gr.Checkbox  # softmax maps weighted by what each key writes
-    download: gr.File  # the last file asked for (a layer's tensors, a head's map)
+    download: gr.DownloadButton  # hidden: the file asked for (a layer's tensors, a head's map), which the
+    # page downloads at once (`DOWNLOAD_JS`), one click on the visible button
 
     def after_run(self, run: Run, layer: int, head: int, is_open: bool, style: views.MapStyle) -> tuple:
         """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
@@ -66,7 +67,7 @@ class AttentionTab:
             return (
                 gr.skip(),
                 style,
-                *plots([views.pipeline(run, layer, head, style)], run, layer, head),
+                pipeline_plot(run, layer, head, style),
                 *plots([views.all_heads(run, layer, style)], run, layer),
                 zoom,
                 *taken_away(),
@@ -76,6 +77,11 @@ class AttentionTab:
         outputs = [shared.status, shared.map_style, self.pipeline, self.all_heads, self.zoom, *stale]
         boxes = [self.log_box.input, self.weighted_box.input]
         gr.on(boxes, restyle, [*inputs, *self.window], outputs, api_name=False)
+
+
+# One click downloads: the file the handler wrote goes to the hidden download button, which the page
+# clicks at once, then empties (so a refused export, which leaves it as it is, downloads nothing).
+DOWNLOAD_JS = "() => { document.querySelector('#download-file')?.click(); return null; }"
 
 
 def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
@@ -120,7 +126,7 @@ def build(shared: Shared) -> AttentionTab:
         with gr.Row():
             npz_button = gr.Button("Layer tensors (.npz)", size="sm", elem_id="download-npz")
             csv_button = gr.Button("This head's map (.csv)", size="sm", elem_id="download-csv")
-            download = gr.File(label="Download", interactive=False, visible=False, elem_id="download-file")
+            download = gr.DownloadButton(elem_id="download-file", elem_classes="hidden-input")
         zoom_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
 
     @gpu
@@ -155,7 +161,7 @@ def build(shared: Shared) -> AttentionTab:
             )
         folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
         path = export.write_layer_npz(run, layer, folder / f"layer{layer}.npz")
-        return gr.skip(), gr.File(str(path), visible=True)
+        return gr.skip(), str(path)
 
     @guarded(2)
     def head_csv(layer, head, shown):
@@ -165,12 +171,14 @@ def build(shared: Shared) -> AttentionTab:
         folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
         name = f"layer{layer}-head{head}-softmax.csv"
         path = export.write_head_csv(run, layer, head, folder / name, views.VIEW_MAP_BYTES)
-        return gr.skip(), gr.File(str(path), visible=True)
+        return gr.skip(), str(path)
 
-    npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz")
+    npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz").then(
+        None, None, download, js=DOWNLOAD_JS, api_name=False
+    )
     csv_button.click(
         head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
-    )
+    ).then(None, None, download, js=DOWNLOAD_JS, api_name=False)
     return AttentionTab(
         tab=tab,
         pipeline=pipeline,

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import gradio as gr
 from gradio.components.plot import PlotData
 
-from explorer.app import markup, payload
+from explorer import views
+from explorer.app import head_switch, markup, payload
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError, PromptError
 
@@ -37,15 +38,44 @@ HEAD_FIGURES = ("pipeline", "rope-rotation", "rope-score-split")  # views.head_f
 LAYER_FIGURES = ("all-heads", "head-similarity", "faithfulness")  # views.layer_figures
 
 
-def plots(figures: list, run, layer: int, head: int | None = None) -> list[PlotData]:
-    """A layer's figures (`views.head_figures` when `head` is given, then `views.layer_figures`, as many
-    as given) as plot data, each download named by the model, layer, head (where it shows one) and
-    figure."""
-    names = [(name, f"head{head}") for name in HEAD_FIGURES] if head is not None else []
-    names += [(name, "") for name in LAYER_FIGURES]
+def plots(figures: list, run, layer: int) -> list[PlotData]:
+    """A layer's figures (`views.layer_figures`, as many as given) as plot data, each download named by
+    the model, layer and figure."""
     return [
-        plot(fig, payload.file_name(run.explorer.name, f"layer{layer}", at, name))
-        for fig, (name, at) in zip(figures, names, strict=False)
+        plot(fig, payload.file_name(run.explorer.name, f"layer{layer}", name))
+        for fig, name in zip(figures, LAYER_FIGURES, strict=False)
+    ]
+
+
+def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData:
+    """Head `head`'s pipeline as plot data, carrying every other head's of the layer for the page to
+    switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the server),
+    each download named by the model, layer, head and figure."""
+    name = run.explorer.name
+    if not payload.every_head_rides(run):
+        fig = views.pipeline(run, layer, head, style)
+        return plot(fig, payload.file_name(name, f"layer{layer}", f"head{head}", "pipeline"))
+    figures = views.pipelines(run, layer, style)
+    names = [payload.file_name(name, f"layer{layer}", f"head{h}", "pipeline") for h in range(len(figures))]
+    payloads = [payload.plot_payload(fig, name) for fig, name in zip(figures, names, strict=True)]
+    return PlotData(**head_switch.pipelines_payload(payloads, head))
+
+
+def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list[PlotData]:
+    """What depends on the head (`HEAD_FIGURES`): every head's pipeline (`pipeline_plot`), and the
+    RoPE view of q and k of this one."""
+    return [pipeline_plot(run, layer, head, style), *rope_plots(run, layer, head, query, key)]
+
+
+def rope_plots(run, layer: int, head: int, query: int, key: int) -> list[PlotData]:
+    """The head's RoPE rotation and score split as plot data, downloads named by model, layer and head."""
+    figures = [
+        views.rope_rotation(run, layer, head, query, key),
+        views.rope_score_split(run, layer, head, query, key),
+    ]
+    return [
+        plot(fig, payload.file_name(run.explorer.name, f"layer{layer}", f"head{head}", name))
+        for fig, name in zip(figures, HEAD_FIGURES[1:], strict=True)
     ]
 
 
@@ -56,6 +86,15 @@ def index(value, name: str) -> int:
     if not number or not math.isfinite(value) or value != int(value):
         raise ValueError(f"{name} must be a whole number, got {str(value)[:40]!r}")
     return int(value)
+
+
+def picked_head(choice: str, run) -> tuple[int, int]:
+    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model."""
+    layer, head = (int(part) for part in choice.split(",")[:2])
+    config = run.config
+    if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+        raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+    return layer, head
 
 
 def top(count: int) -> int:

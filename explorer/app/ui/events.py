@@ -2,10 +2,12 @@
 
 Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
 (model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
-never a forward), a head switch the head's alone; a click on an Overview cell or a head's thumbnail does
-a switch too. Each switch is one event: the views of other tabs that follow the layer and head (the
-zoom, the generation's rows) are redrawn by the same handler. A link (`?prompt=…&layer=…`) opens that
-view. A rejected input warns and leaves what is on screen in place (`guarded`).
+never a forward), every head's pipeline among them while they fit (`payload.every_head_rides`): a head
+switch is then the page's alone, and asks the server only for the views that follow the head on screen
+(RoPE's, the zoom, the generation's rows); else it asks for the head's figures too. A click on an
+Overview cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
+other tabs that follow the layer and head are redrawn by the same handler. A link (`?prompt=…&layer=…`)
+opens that view. A rejected input warns and leaves what is on screen in place (`guarded`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import markup, payload
 from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
@@ -30,7 +32,22 @@ from explorer.app.ui import (
     rope,
     share,
 )
-from explorer.app.ui.common import Follower, Followers, Handler, Shared, gpu, guarded, index, plot, plots, top
+from explorer.app.ui.common import (
+    Follower,
+    Followers,
+    Handler,
+    Shared,
+    gpu,
+    guarded,
+    head_plots,
+    index,
+    picked_head,
+    pipeline_plot,
+    plot,
+    plots,
+    rope_plots,
+    top,
+)
 from explorer.app.workspace import Workspace
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
@@ -48,6 +65,8 @@ class Controls:
     model_card: gr.HTML
     token_strip: gr.HTML
     picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
+    page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
+    follow: gr.Textbox  # "layer,head,nonce": the page switched heads, and a view that follows is on screen
     model: gr.State  # the source of the loaded model ('' is the bundled one)
     current_tab: gr.State  # the name of the tab on screen, for links
 
@@ -73,8 +92,8 @@ EMPTY_PROMPT = "The prompt is empty: type one and press Run (or Enter) to see it
 
 
 def offers_taken_away() -> tuple:
-    """The updates that take away a file offered to download and a link: they belong to a view gone."""
-    return gr.File(value=None, visible=False), ""
+    """The update that takes away a link: it belongs to a view gone."""
+    return ("",)
 
 
 def truncation_message(run: Run, policy: Policy) -> str:
@@ -97,9 +116,9 @@ class ViewEvents:
         self.workspace, self.shared, self.controls, self.tabs = workspace, shared, controls, tabs
         self.link = link
         s, t = shared, tabs
-        # What was offered for the view before: a file to download, a link. Whatever changes the view
+        # What was offered for the view before: a link (downloads go at once). Whatever changes the view
         # takes them away, so nothing on screen belongs to another view.
-        self.stale = [t.attention.download, link]
+        self.stale = [link]
         self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
         self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
@@ -115,7 +134,7 @@ class ViewEvents:
         self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
         self.switch_inputs += self.followers.inputs
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
-        self.head_outputs = [s.status, *self.head_plots, *self.followers.outputs]
+        self.follow_outputs = [s.status, *self.head_plots, *self.followers.outputs]
 
     # --- handlers -----------------------------------------------------------------------------------
 
@@ -134,8 +153,6 @@ class ViewEvents:
             gr.Warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
-        figures = views.head_figures(run, layer, head, query, key, style)
-        figures += views.layer_figures(run, layer, style)
         return (
             markup.status(message, "warning" if cut else "info"),
             markup.token_strip(run.tokens, cut),
@@ -144,7 +161,8 @@ class ViewEvents:
             gr.Slider(maximum=top(run.n_tokens), value=key),
             plot(views.rope_angles(run)),
             plot(views.rope_wavelengths(run)),
-            *plots(figures, run, layer, head),
+            *head_plots(run, layer, head, query, key, style),
+            *plots(views.layer_figures(run, layer, style), run, layer),
             *(overview.figures(cached) if overview_open else overview.EMPTY),
             *self.tabs.attention.after_run(run, layer, head, zoom_open, style),
             *offers_taken_away(),
@@ -158,7 +176,6 @@ class ViewEvents:
         updates = {id(c): gr.skip() for c in kept}
         updates[id(self.shared.status)] = markup.status(EMPTY_PROMPT, "info")
         updates |= {id(self.controls.token_strip): "", id(t.overview.top): "", id(self.link): ""}
-        updates[id(t.attention.download)] = offers_taken_away()[0]
         return tuple(updates.get(id(c)) for c in self.run_outputs)
 
     def switch_layer(self, layer, head, query, key, shown, style, *followed):
@@ -172,24 +189,24 @@ class ViewEvents:
             *self.followers.update(layer, head, followed),
         )
 
-    def switch_head(self, layer, head, query, key, shown, style, *followed):
-        """The head's figures, and the followers', for another head."""
+    def follow_head(self, choice, query, key, shown, style, *followed):
+        """After a head switch in the page: the views that follow the head elsewhere, when one is on
+        screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; and the head's
+        pipeline itself for a prompt whose heads do not all ride with the layer (`pipeline_plot`)."""
         if shown is None:
-            return (gr.skip(),) * len(self.head_outputs)
+            return (gr.skip(),) * len(self.follow_outputs)
         run = self.workspace.run(*shown)
-        layer, head = index(layer, "layer"), index(head, "head")
+        layer, head = picked_head(choice, run)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, style)
-        return gr.skip(), *plots(figures, run, layer, head), *self.followers.update(layer, head, followed)
+        pipeline = gr.skip() if payload.every_head_rides(run) else pipeline_plot(run, layer, head, style)
+        rope = rope_plots(run, layer, head, query, key)
+        return gr.skip(), pipeline, *rope, *self.followers.update(layer, head, followed)
 
     def pick(self, choice, query, key, shown, style, *followed):
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
         if shown is None:
             return (gr.skip(),) * (2 + len(self.layer_outputs))
-        layer, head = (int(part) for part in choice.split(",")[:2])
-        config = self.workspace.run(*shown).config
-        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        layer, head = picked_head(choice, self.workspace.run(*shown))
         figures = self._layer_figures(layer, head, query, key, shown, style)
         return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
 
@@ -221,8 +238,10 @@ class ViewEvents:
     def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = views.head_figures(run, layer, head, query, key, style)
-        return plots(figures + views.layer_figures(run, layer, style), run, layer, head)
+        return [
+            *head_plots(run, layer, head, query, key, style),
+            *plots(views.layer_figures(run, layer, style), run, layer),
+        ]
 
     # --- wiring -------------------------------------------------------------------------------------
 
@@ -300,12 +319,16 @@ class ViewEvents:
             trigger_mode="always_last",  # dragging the slider: compute only where it stops
             **progress,
         )
-        # A pick in the dropdown: `select`, fired once. Its `input` fires twice (on the pick, and
-        # again on the blur that follows it, value unchanged), and a second head switch of 0.8 MB.
-        s.head.select(
-            gpu(guarded(len(self.head_outputs))(self.switch_head)),
-            self.switch_inputs,
-            self.head_outputs,
+        # A pick in the dropdown (`select`, fired once; its `input` fires again on the blur after it), a
+        # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
+        # from the layer's update, with no request, and takes the old view's link away. The head lives in
+        # the picker, which every later event reads.
+        s.head.select(None, s.head, link, js=SHOW_HEAD_JS, api_name=False)
+        c.page_head.change(None, c.page_head, [s.head, link], js=PAGE_HEAD_JS, api_name=False)
+        c.follow.change(
+            gpu(guarded(len(self.follow_outputs))(self.follow_head)),
+            [c.follow, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
+            self.follow_outputs,
             api_name="head",
             trigger_mode="always_last",
             **progress,
@@ -340,6 +363,10 @@ class ViewEvents:
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )
+
+
+SHOW_HEAD_JS = "(head) => { window.__attentionExplorerShowHead?.(head); return ''; }"
+PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"
 
 
 def restore_view(request: gr.Request):

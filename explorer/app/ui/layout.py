@@ -135,6 +135,8 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             min_width=200,
         )
     picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
+    page_head = gr.Textbox(elem_id="page-head", elem_classes="hidden-input", show_label=False)
+    follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
     controls = Controls(
         prompt=prompt,
         run_button=run_button,
@@ -144,6 +146,8 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         model_card=model_card,
         token_strip=token_strip,
         picked=picked,
+        page_head=page_head,
+        follow=follow,
         model=model,
         current_tab=current_tab,
     )

@@ -6,8 +6,10 @@
 //   no two ever collide (token axes leave the edge to this: Plotly's own check measured them twice).
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
-//   the Overview frames the picked cell and "Open in Attention" opens it there. Clicking a cell of the
-//   patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
+//   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
+//   screen is switched to in the page (every head's pipeline came with the layer: `showHead`), with no
+//   request; the views that follow the head elsewhere ask the server only when on screen. Clicking a
+//   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
 //   an attention edge of the Flow graph opens its layer and top head.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
@@ -89,11 +91,20 @@ if (!window.__attentionExplorerPage) {
     bar.appendChild(group);
   }
 
-  function pickHead(layer, head, box = "#picked-head") {
+  function write(box, value) {
+    // A hidden textbox's value, as typed: its Gradio event fires.
     const input = document.querySelector(`${box} textarea, ${box} input`);
-    if (!input) return;
-    input.value = `${layer},${head},${Date.now()}`;
+    if (!input) return false;
+    input.value = value;
     input.dispatchEvent(new Event("input", { bubbles: true }));
+    return true;
+  }
+
+  function pickHead(layer, head, box = "#picked-head") {
+    if (box === "#picked-head" && layer === currentLayer() && holdsHead(head)) {
+      write("#page-head", `${head},${Date.now()}`); // the head picker shows it (no request)
+      showHead(head);
+    } else if (!write(box, `${layer},${head},${Date.now()}`)) return;
     if (box === "#picked-head") {
       picked = { layer, head };
       markPicked();
@@ -102,10 +113,7 @@ if (!window.__attentionExplorerPage) {
 
   function pickToken(position) {
     // A token of the strip: which heads look at it (written into #picked-token, drawn under the strip).
-    const input = document.querySelector("#picked-token textarea, #picked-token input");
-    if (!input || !Number.isInteger(position)) return;
-    input.value = `${position},${Date.now()}`;
-    input.dispatchEvent(new Event("input", { bubbles: true }));
+    if (Number.isInteger(position)) write("#picked-token", `${position},${Date.now()}`);
   }
 
   function currentLayer() {
@@ -228,10 +236,13 @@ if (!window.__attentionExplorerPage) {
   // which Plotly reads without copying. Rows of typed arrays would cost more: Plotly's colour clean-up
   // walks every row's keys before it draws (~20 ms for the pipeline at 256 tokens).
   const ARRAYS = { f4: Float32Array, u1: Uint8Array };
+  const built = new WeakSet(); // maps rebuilt here (the others are as the server sent them)
 
   function spec(values, rows, cols) {
     const dtype = values instanceof Float32Array ? "f4" : "u1";
-    return { dtype, bdata: values.buffer, shape: `${rows},${cols}` };
+    const z = { dtype, bdata: values.buffer, shape: `${rows},${cols}` };
+    built.add(z);
+    return z;
   }
 
   function flat(z) {
@@ -276,7 +287,7 @@ if (!window.__attentionExplorerPage) {
     return spec(out, n, theta.length);
   }
 
-  const sent = (z) => z && typeof z.bdata === "string"; // as the server sent it: not rebuilt yet
+  const sent = (z) => z && !built.has(z); // as the server sent it: not rebuilt yet
 
   function keyWrites(trace) {
     // A weighted map's hover data, [α, ‖α·v·W_O‖] a cell (explorer/figures/maps.py, KeyWrites): each
@@ -325,6 +336,83 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
+  // Every head's pipeline of the layer (explorer/app/head_switch.py): the update draws one head and
+  // carries each other's as what differs from it (`layout.meta.heads[h]`: traces whole, by index; the
+  // layout's and config's keys), its arrays deflated. Kept here, as sent, before anything is rebuilt.
+  const packs = new WeakMap(); // pipeline plot -> { data, layout, config, heads, shown, drawn, inflated }
+
+  function keepPack(gd, args) {
+    const meta = args[1] && args[1].meta;
+    if (!meta || !meta.heads) return;
+    const { heads, head, ...rest } = meta;
+    args[1] = { ...args[1], meta: rest }; // Plotly never sees them
+    // Copies: rebuilding sets keys on the traces drawn, and Plotly its own on what it is given.
+    const [data, layout, config] = structuredClone([args[0], args[1], args[2] || {}]);
+    packs.set(gd, { data, layout, config, heads, shown: head, drawn: head, inflated: [] });
+  }
+
+  function holdsHead(head) {
+    const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
+    return Boolean(pack && (head === pack.shown || pack.heads[head]));
+  }
+
+  async function inflate(value) {
+    // Each `deflate` array of a head's difference as its bytes (zlib, in the browser's own inflater).
+    if (Array.isArray(value)) return Promise.all(value.map(inflate));
+    if (!value || typeof value !== "object") return value;
+    if (value.deflate) {
+      const bytes = Uint8Array.from(atob(value.bdata), (c) => c.charCodeAt(0));
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+      const { deflate, ...array } = value;
+      return { ...array, bdata: await new Response(stream).arrayBuffer() };
+    }
+    const entries = await Promise.all(Object.entries(value).map(async ([key, v]) => [key, await inflate(v)]));
+    return Object.fromEntries(entries);
+  }
+
+  async function showHead(head) {
+    // Head `head`'s pipeline, from the layer's update: the figure the server would have sent for it.
+    const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
+    const pack = gd && packs.get(gd);
+    if (!pack) {
+      // A long prompt's layer: the server draws the head, and what follows it, in one event.
+      if (gd) write("#head-follow", `${currentLayer()},${head},${Date.now()}`);
+      return;
+    }
+    if (head === pack.drawn || !(head === pack.shown || pack.heads[head])) return;
+    pack.drawn = head;
+    followHead(head);
+    const none = { data: {}, layout: {}, config: {} };
+    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await inflate(pack.heads[head]);
+    if (pack.drawn !== head || packs.get(gd) !== pack) return; // another head or update since
+    const diff = head === pack.shown ? none : pack.inflated[head];
+    const data = structuredClone(pack.data.map((trace, i) => diff.data[i] || trace));
+    // The config as it was (Plotly draws a whole new plot for a config that differs); the downloads'
+    // name, which the config alone changes, set on the plot after.
+    const options = { ...pack.config, ...diff.config }.toImageButtonOptions;
+    const layout = structuredClone({ ...pack.layout, ...diff.layout });
+    await window.Plotly.react(gd, data, layout, structuredClone(pack.config));
+    if (options && gd._context) gd._context.toImageButtonOptions = { ...options };
+  }
+
+  // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows): on
+  // screen, asked for at once (#head-follow, one event); off screen, when their tab is opened.
+  const FOLLOWERS = "#rope-rotation-plot, #zoom-plot, #generation-plot";
+  let unfollowed = null; // "layer,head" the followers off screen have not been drawn for
+
+  function followHead(head) {
+    unfollowed = `${currentLayer()},${head}`;
+    askFollowers();
+  }
+
+  function askFollowers() {
+    // One event for every follower, once one is on screen.
+    const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
+    if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()}`)) unfollowed = null;
+  }
+
+  window.__attentionExplorerShowHead = showHead;
+
   const pending = new Map(); // a hidden plot's latest arguments, drawn once it is shown
   const shown = (gd) => gd.offsetParent !== null;
 
@@ -336,6 +424,7 @@ if (!window.__attentionExplorerPage) {
     const resize = plotly.Plots.resize;
     const draw = (gd, args) => {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
+      keepPack(gd, args);
       rebuild(args[0]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
       // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
@@ -347,7 +436,12 @@ if (!window.__attentionExplorerPage) {
         return Promise.resolve(gd);
       }
       pending.delete(gd);
-      return react.call(plotly, gd, ...args);
+      const drawn = react.call(plotly, gd, ...args);
+      const pack = packs.get(gd);
+      if (pack && pack.drawn === pack.shown && currentHead() !== pack.shown) {
+        drawn.then(() => showHead(currentHead())); // a head picked while the layer's update was on its way
+      }
+      return drawn;
     };
     // Gradio's plot component is remounted for every new figure (a {#key} block): the figure is drawn
     // into the component on its way out, then into the new one, twice the work. A draw waits for the
@@ -390,7 +484,11 @@ if (!window.__attentionExplorerPage) {
       }
     };
     document.addEventListener("click", (event) => {
-      if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(flush, 0);
+      if (!event.target.closest || !event.target.closest("[role=tab], .tab-container button")) return;
+      setTimeout(() => {
+        flush();
+        askFollowers();
+      }, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
     const unbuilt = (t) =>

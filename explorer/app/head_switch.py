@@ -1,0 +1,56 @@
+"""Every head's pipeline in one update, so that the page switches heads without asking the server.
+
+The shown head's figure goes as the app sends any figure (`payload.plot_payload`: compact, packed, its
+derived panels left for the page to rebuild). Each other head's goes as what differs from it: the traces
+that differ, whole, and the layout's and config's keys that differ (its title, its downloads' name), in
+`layout.meta.heads[h]` (None for the shown head). Arrays of those traces ride deflated (zlib, which the
+page inflates with the browser's DecompressionStream): an update of every head of a 256-token layer in
+8-bit codes stays under 1 MB. Rebuilt in the page, head h's figure is the one the server would send for
+it, byte for byte, before the page's own rebuilding (explorer/app/ui/assets/page.js, `showHead`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+
+DEFLATE_FROM_BYTES = 1024  # smaller arrays ride as they are
+
+
+def pipelines_payload(payloads: list[dict[str, str]], shown: int) -> dict[str, str]:
+    """Gradio's plot data of head `shown`'s figure, carrying every other head's as a difference
+    (`payloads`: each head's figure as `payload.plot_payload` sends it, in order)."""
+    sent = [json.loads(each["plot"]) for each in payloads]
+    base = sent[shown]
+    heads = [None if h == shown else deflated(difference(base, plot)) for h, plot in enumerate(sent)]
+    base["layout"]["meta"] = base["layout"].get("meta", {}) | {"heads": heads, "head": shown}
+    return {"type": "plotly", "plot": json.dumps(base, separators=(",", ":"))}
+
+
+def difference(base: dict, other: dict) -> dict:
+    """What turns figure `base` into `other` (both as sent): each trace that differs, whole, by its
+    index; the layout's and config's top-level keys that differ (a key gone from `other` as None)."""
+    if len(base["data"]) != len(other["data"]):
+        raise ValueError("every head's pipeline has the same traces")
+    data = {str(i): b for i, (a, b) in enumerate(zip(base["data"], other["data"], strict=True)) if a != b}
+    return {"data": data, **{part: _keys(base[part], other[part]) for part in ("layout", "config")}}
+
+
+def _keys(base: dict, other: dict) -> dict:
+    changed = {key: value for key, value in other.items() if base.get(key) != value}
+    return changed | {key: None for key in base.keys() - other.keys()}
+
+
+def deflated(value):
+    """`value` with each typed array of DEFLATE_FROM_BYTES or more (Plotly's {dtype, bdata, shape}) as
+    its zlib-compressed bytes, base64, marked `deflate`."""
+    if isinstance(value, list):
+        return [deflated(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    bdata = value.get("bdata")
+    if isinstance(bdata, str) and len(bdata) * 3 // 4 >= DEFLATE_FROM_BYTES:
+        packed = zlib.compress(base64.b64decode(bdata), 6)
+        return value | {"bdata": base64.b64encode(packed).decode(), "deflate": True}
+    return {key: deflated(v) for key, v in value.items()}

@@ -1,0 +1,110 @@
+"""A head switch in Chromium is the page's alone: every head's pipeline came with the layer, so picking a
+head sends no request, and draws the pipeline the server would have drawn, cell for cell and hover for
+hover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from browser_support import CHROMIUM
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
+    )
+
+SHORT = "To be, or not to be, that is the question"  # exact float32 maps
+LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
+# Every heatmap of the pipeline as drawn: its values, colour range, colour bar ticks and hover template.
+JS_DRAWN_MAPS = """() => {
+    const gd = document.querySelector('#pipeline-plot .js-plotly-plot');
+    const plain = (v) => (v && typeof v === 'object' ? Array.from(v, plain) : Number.isNaN(v) ? 'NaN' : v);
+    return {
+        title: gd._fullLayout.title.text,
+        filename: gd._context.toImageButtonOptions.filename,
+        maps: gd._fullData.filter((t) => t.type === 'heatmap').map((t) => ({
+            z: plain(t.z), zmin: t.zmin, zmax: t.zmax, ticks: (t.colorbar && t.colorbar.tickvals) || null,
+            hover: t.hovertemplate, custom: t.customdata ? plain(t.customdata) : null,
+        })),
+    };
+}"""
+JS_HOVERS = """async ([panels, cells]) => {
+    const gd = document.querySelector('#pipeline-plot .js-plotly-plot');
+    const labels = [];
+    for (const panel of panels) {
+        for (const [query, key] of cells) {
+            const n = panel === 1 ? '' : panel;
+            window.Plotly.Fx.hover(gd, { xval: key, yval: query }, `x${n}y${n}`);
+            await new Promise((resolve) => setTimeout(resolve, 80)); // Plotly hovers once each 50 ms
+            const shown = gd.querySelectorAll('.hoverlayer .hovertext');
+            labels.push([...shown].map((e) => e.textContent).join('|'));
+        }
+    }
+    window.Plotly.Fx.unhover(gd);
+    return labels;
+}"""
+CELLS = [(0, 0), (3, 1), (7, 7), (9, 2)]  # (query, key) hovered
+PANELS = (1, 2, 4, 5)  # Q·Kᵀ, scaled, masked, softmax
+
+
+def hovers(app) -> list[str]:
+    """The hover label of each of CELLS on each of PANELS, as Plotly draws it for that cell (its own
+    hover call, not the mouse: at 150 tokens a cell is about a pixel)."""
+    return app.page.evaluate(JS_HOVERS, [PANELS, CELLS])
+
+
+@pytest.mark.parametrize(
+    ("prompt", "weighted"), [(SHORT, False), (LONG, False), (SHORT, True)], ids=["exact", "8-bit", "weighted"]
+)
+def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
+    app, browser_workspace, prompt, weighted
+):
+    config = browser_workspace.explorer("").config
+    head = config.n_heads - 2
+    label = f"head {head} · kv {head // (config.n_heads // config.n_kv_heads)}"
+    app.run(prompt)
+    if weighted:  # hover gives α and ‖α·v·W_O‖ too, rebuilt in the page from each head's vectors
+        app.remember_plots()
+        app.page.locator("#weighted-maps input").check()
+        app.wait_redrawn(["pipeline-plot"])
+    app.set_layer(2)
+    asked = []
+    app.page.on("request", lambda request: asked.append(request))
+    app.pick_head(label)
+    app.page.wait_for_timeout(700)  # any request the pick made would be out by now
+    assert not asked, [request.url for request in asked]
+    in_page, hovered = app.page.evaluate(JS_DRAWN_MAPS), hovers(app)
+    assert all(hovered) and len(set(hovered)) == len(hovered), hovered  # each cell its own label
+    assert weighted == any("‖α·v·W_O‖" in label for label in hovered), hovered
+    assert in_page["title"].startswith(f"Layer 2 · {label}")
+    assert in_page["filename"].endswith(f"layer2-head{head}-pipeline")
+
+    app.set_layer(1)  # and back: the server draws the head the picker holds
+    app.set_layer(2)
+    from_server = app.page.evaluate(JS_DRAWN_MAPS)
+    assert from_server["title"] == in_page["title"]
+    assert from_server == in_page
+    assert hovers(app) == hovered
+    assert not app.problems()
+
+
+def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
+    app.run(SHORT)
+    asked = []
+    app.page.on("request", lambda request: asked.append(request))
+    app.remember_plots()
+    app.click_cell("all-heads-plot", 4, 2, 1)  # head 3's thumbnail
+    app.wait_redrawn(["pipeline-plot"])
+    app.page.wait_for_timeout(700)
+    assert not asked, [request.url for request in asked]
+    assert app.title("pipeline-plot").startswith("Layer 0 · head 3 ")
+    assert app.page.locator("#head-picker input").input_value().startswith("head 3 ")
+    app.open_tab("RoPE")  # the views that follow the head on other tabs are drawn when opened
+    app.page.wait_for_function(
+        "() => document.querySelector('#rope-rotation-plot .js-plotly-plot')"
+        "?._context.toImageButtonOptions.filename.includes('head3')"
+    )
+    assert not app.problems()
