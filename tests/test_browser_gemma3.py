@@ -1,5 +1,6 @@
 """A Gemma 3 model in Chromium: a sliding layer's pipeline draws its banded mask, the keys outside
-its window hatched and given no weight, beside a full layer's causal one (screenshot)."""
+its window hatched and given no weight (for a head the page switches to as well), beside a full
+layer's causal one (screenshot)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ def test_a_gemma3_sliding_layer_draws_its_window(browser, tmp_path, tiny_tokeniz
             assert inside[-1].split()[-1] not in ("0", "0.000", "0.0000"), inside
             app.move_mouse_away()
             match_baseline(app.screenshot(app.page.locator("#pipeline-plot"), []), "pipeline-gemma3-sliding")
+            app.pick_head("head 6 · kv 1")  # drawn in the page from the layer's update: the band is kept
+            assert app.title("pipeline-plot").startswith("Layer 0 · head 6 · kv 1: ")
+            outside = app.hover_cell("pipeline-plot", SOFTMAX_PANEL, last, 0)
+            assert outside[-1].split()[-1] in ("0", "0.000", "0.0000"), outside
             app.set_layer(1)
             assert "→ causal mask →" in app.title("pipeline-plot")
             assert not app.problems()

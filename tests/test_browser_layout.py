@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
 from PIL import Image
+from playwright.sync_api import Error as PlaywrightError
 
 from explorer import figures
 from explorer.app.examples import LONG_PASSAGE, SHAKESPEARE_LINE
@@ -131,8 +132,13 @@ def layout_problems(app: AppPage, plot: str) -> list[str]:
     """What overlaps or is cut in a plot on the page, then in its export at publication size."""
     page = app.page
     page.locator(f"#{plot}").scroll_into_view_if_needed()
+    page.wait_for_function(JS_SETTLED, arg=[plot], polling=50)
     on_page = page.evaluate(JS_LAYOUT_PROBLEMS, page.locator(f"#{plot} .js-plotly-plot").element_handle())
-    page.evaluate(JS_EXPORT, [plot, PUBLICATION_WIDTH])
+    try:
+        page.evaluate(JS_EXPORT, [plot, PUBLICATION_WIDTH])
+    except PlaywrightError:  # a figure arrived meanwhile (Gradio remounts the plot for each): once more
+        page.wait_for_function(JS_SETTLED, arg=[plot], polling=50)
+        page.evaluate(JS_EXPORT, [plot, PUBLICATION_WIDTH])
     try:
         exported = page.evaluate(JS_LAYOUT_PROBLEMS, page.locator("#exported-figure").element_handle())
     finally:
