@@ -177,9 +177,6 @@ class ModelConfig:
             return None
         return self.sliding_window
 
-    def sliding(self, layer: int) -> bool:
-        return self.window(layer) is not None
-
     @property
     def attention_scale(self) -> float:
         """What Q·Kᵀ is multiplied by: 1/√head_dim, or 1/√query_pre_attn_scalar where the model sets it."""

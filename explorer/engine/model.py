@@ -288,7 +288,7 @@ class Transformer(nn.Module):
 
     def layer_inv_freq(self, layer: int) -> torch.Tensor:
         """The θ_i `layer` turns its queries and keys by (a sliding layer's own base).  # [d/2]"""
-        if self.config.sliding(layer) and self.sliding_inv_freq is not None:
+        if self.config.window(layer) is not None and self.sliding_inv_freq is not None:
             return self.sliding_inv_freq
         return self.inv_freq
 

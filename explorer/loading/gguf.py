@@ -166,7 +166,6 @@ def _gemma3(header: Header, n_layers: int, hidden: int, n_heads: int, head_dim: 
         norm_offset=1.0,
         sandwich_norms=True,
         final_logit_softcapping=None if cap is None else _number(header, "final_logit_softcapping", 0.0),
-        mlp_bias=False,
     )
 
 
