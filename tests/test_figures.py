@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 from plotly.colors import sample_colorscale
+from plotly.utils import PlotlyJSONEncoder
 
 import explorer
 from explorer import views
@@ -156,6 +157,29 @@ def test_a_figure_edited_after_it_is_built_is_validated_like_any_plotly_figure(r
         fig.update_layout(not_a_property=1)
     with pytest.raises(ValueError):
         fig.data[0].not_a_property = 1
+
+
+@pytest.mark.parametrize("name", ["pipeline", "all_heads", "rope_angles", "overview", "next_tokens"])
+def test_a_figure_is_sent_as_plotly_writes_it(figures, name):
+    """`sendable` reads the figure without Plotly's deep copy and checks: the JSON is Plotly's own."""
+    fig = figures[name]
+    assert to_json(fig) == json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def test_values_plotly_writes_its_own_way_are_sent_as_it_writes_them():
+    """A property's array goes as a typed array (int64 narrowed), one inside a list as numbers, one
+    under `range` as numbers, a numpy number as a number, NaN as null; and the figure is unchanged."""
+    fig = go.Figure(
+        go.Heatmap(z=np.arange(6).reshape(2, 3), x=np.array([0.5, np.nan, 2.5]), customdata=[np.arange(3)]),
+        layout=dict(xaxis=dict(range=np.array([0.0, 3.0])), meta=dict(limit=np.float32(1.5))),
+        _validate=False,
+    )
+    before = fig.to_plotly_json()
+    assert to_json(fig) == json.dumps(before, cls=PlotlyJSONEncoder, separators=(",", ":"))
+    sent = json.loads(to_json(fig))
+    assert sent["data"][0]["z"]["dtype"] == "i1" and sent["data"][0]["customdata"] == [[0, 1, 2]]
+    assert sent["layout"]["xaxis"]["range"] == [0.0, 3.0] and sent["layout"]["meta"]["limit"] == 1.5
+    assert isinstance(fig.data[0].z, np.ndarray) and fig.data[0].z.dtype == np.int64
 
 
 @pytest.mark.parametrize("name", FIGURE_NAMES)

@@ -12,20 +12,20 @@ it, byte for byte, before the page's own rebuilding (explorer/app/ui/assets/page
 from __future__ import annotations
 
 import base64
-import json
 import zlib
+
+from explorer.figures import json_text
 
 DEFLATE_FROM_BYTES = 1024  # smaller arrays ride as they are
 
 
-def pipelines_payload(payloads: list[dict[str, str]], shown: int) -> dict[str, str]:
+def pipelines_payload(sent: list[dict], shown: int) -> dict[str, str]:
     """Gradio's plot data of head `shown`'s figure, carrying every other head's as a difference
-    (`payloads`: each head's figure as `payload.plot_payload` sends it, in order)."""
-    sent = [json.loads(each["plot"]) for each in payloads]
+    (`sent`: each head's figure as `payload.sent_figure` gives it, in order)."""
     base = sent[shown]
     heads = [None if h == shown else deflated(difference(base, plot)) for h, plot in enumerate(sent)]
-    base["layout"]["meta"] = base["layout"].get("meta", {}) | {"heads": heads, "head": shown}
-    return {"type": "plotly", "plot": json.dumps(base, separators=(",", ":"))}
+    layout = base["layout"] | {"meta": base["layout"].get("meta", {}) | {"heads": heads, "head": shown}}
+    return {"type": "plotly", "plot": json_text(base | {"layout": layout})}
 
 
 def difference(base: dict, other: dict) -> dict:

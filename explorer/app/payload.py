@@ -30,8 +30,12 @@ def every_head_rides(run: Run) -> bool:
 def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
     """A figure as the app sends it to the browser (Gradio's plot data), with its export settings: its
     SVG and PNG downloads are named `filename`."""
-    config = figures.export_config(fig, filename)
-    return {"type": "plotly", "plot": figures.to_json(fig, config, compact=True)}
+    return {"type": "plotly", "plot": figures.json_text(sent_figure(fig, filename))}
+
+
+def sent_figure(fig: go.Figure, filename: str = "attention-explorer") -> dict:
+    """What `plot_payload` sends of a figure, as plain values (`figures.sendable`, compact)."""
+    return figures.sendable(fig, figures.export_config(fig, filename), compact=True)
 
 
 def file_name(model: str, *parts) -> str:
@@ -52,7 +56,7 @@ def update_payload_bytes(
     the head from this update."""
     query, key = default_positions(run)
     if every_head_rides(run):
-        every_head = pipelines_payload([plot_payload(fig) for fig in pipelines(run, layer, style)], head)
+        every_head = pipelines_payload([sent_figure(fig) for fig in pipelines(run, layer, style)], head)
     else:
         every_head = plot_payload(pipeline(run, layer, head, style))
     rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]

@@ -4,7 +4,7 @@ No torch, no Gradio: each works in a notebook with `fig.show()`.
 """
 
 from explorer.figures.attention import ZOOM_CELLS, all_heads_figure, pipeline_figure, zoom_figure
-from explorer.figures.common import export_config, to_json, token_label
+from explorer.figures.common import export_config, json_text, sendable, to_json, token_label
 from explorer.figures.faithfulness import faithfulness_figure
 from explorer.figures.generation import candidates_figure, generation_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
@@ -25,6 +25,7 @@ __all__ = [
     "generation_figure",
     "gqa_diagram_figure",
     "head_similarity_figure",
+    "json_text",
     "kv_cache_figure",
     "next_tokens_figure",
     "patching_figure",
@@ -33,6 +34,7 @@ __all__ = [
     "rope_angles_figure",
     "rotation_figure",
     "score_split_figure",
+    "sendable",
     "to_json",
     "token_label",
     "wavelengths_figure",

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from _plotly_utils.utils import to_typed_array_spec
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.engine.tokens import printable
@@ -72,10 +73,43 @@ def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -
     `compact` leaves out the values of traces whose `meta.derived` says how to rebuild them from
     another trace's, and sends a `meta.packed` map's lower triangle alone (the app's page script
     rebuilds both before drawing, bit for bit)."""
-    plot = fig.to_plotly_json() | ({"config": config} if config else {})
+    return json_text(sendable(fig, config, compact))
+
+
+def json_text(plot: dict) -> str:
+    """A figure's plain values (`sendable`) as compact JSON (NaN as null, as Plotly writes it)."""
+    return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
+
+
+def sendable(fig: go.Figure, config: dict | None = None, compact: bool = False) -> dict:
+    """The figure as `to_json` writes it, as plain values: `fig.to_plotly_json()` (numpy arrays that
+    are a property's value as typed-array specs, base64 `bdata`), read from the figure without the
+    deep copy and the per-value checks Plotly makes (a layer switch builds a dozen figures: together
+    they took 0.1 s of its 0.18 s at 256 tokens). Other numpy values are Python's, as the JSON
+    encoder would write them; the figure is not changed."""
+    plot = {"data": [_sendable(trace) for trace in fig._data], "layout": _sendable(fig._layout)}
+    plot |= {"config": config} if config else {}
     if compact:
         plot["data"] = [compact_trace(trace) for trace in plot["data"]]
-    return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
+    return plot
+
+
+_NOT_TYPED = frozenset(("geojson", "layer", "layers", "range"))  # as Plotly's convert_to_base64
+
+
+def _sendable(value):
+    if isinstance(value, dict):
+        return {
+            key: to_typed_array_spec(v)
+            if isinstance(v, np.ndarray) and key not in _NOT_TYPED
+            else _sendable(v)
+            for key, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_sendable(v) for v in value]
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return value
 
 
 def compact_trace(trace: dict) -> dict:

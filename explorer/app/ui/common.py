@@ -57,8 +57,8 @@ def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData
         return plot(fig, payload.file_name(name, f"layer{layer}", f"head{head}", "pipeline"))
     figures = views.pipelines(run, layer, style)
     names = [payload.file_name(name, f"layer{layer}", f"head{h}", "pipeline") for h in range(len(figures))]
-    payloads = [payload.plot_payload(fig, name) for fig, name in zip(figures, names, strict=True)]
-    return PlotData(**head_switch.pipelines_payload(payloads, head))
+    sent = [payload.sent_figure(fig, name) for fig, name in zip(figures, names, strict=True)]
+    return PlotData(**head_switch.pipelines_payload(sent, head))
 
 
 def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list[PlotData]:
