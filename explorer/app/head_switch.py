@@ -14,18 +14,32 @@ from __future__ import annotations
 import base64
 import zlib
 
-from explorer.figures import json_text
+from explorer.figures import PipelineParts, json_text, sendable_traces
 
 DEFLATE_FROM_BYTES = 1024  # smaller arrays ride as they are
 
 
-def pipelines_payload(sent: list[dict], shown: int) -> dict[str, str]:
-    """Gradio's plot data of head `shown`'s figure, carrying every other head's as a difference
-    (`sent`: each head's figure as `payload.sent_figure` gives it, in order)."""
-    base = sent[shown]
-    heads = [None if h == shown else deflated(difference(base, plot)) for h, plot in enumerate(sent)]
-    layout = base["layout"] | {"meta": base["layout"].get("meta", {}) | {"heads": heads, "head": shown}}
-    return {"type": "plotly", "plot": json_text(base | {"layout": layout})}
+def pipelines_payload(shown: dict, others: dict[int, dict]) -> dict[str, str]:
+    """Gradio's plot data of the shown head's figure (as `payload.sent_figure` gives it), carrying each
+    other head's (`others`, by head: `head_figure`) as a difference."""
+    heads = [None] * (len(others) + 1)
+    for h, plot in others.items():
+        heads[h] = deflated(difference(shown, plot))
+    head = heads.index(None)
+    layout = shown["layout"] | {"meta": shown["layout"].get("meta", {}) | {"heads": heads, "head": head}}
+    return {"type": "plotly", "plot": json_text(shown | {"layout": layout})}
+
+
+def head_figure(shown: dict, parts: PipelineParts, filename: str) -> dict:
+    """Another head's figure as sent, from the shown head's and the other's parts (its traces and
+    title; every head's layout is alike): what `payload.sent_figure` would give for it, without
+    building its layout again. Its downloads are named `filename`."""
+    options = shown["config"]["toImageButtonOptions"] | {"filename": filename}
+    return {
+        "data": sendable_traces(parts.data),
+        "layout": shown["layout"] | {"title": {"text": parts.title}},
+        "config": shown["config"] | {"toImageButtonOptions": options},
+    }
 
 
 def difference(base: dict, other: dict) -> dict:

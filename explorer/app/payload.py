@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import PurePath
 
 import plotly.graph_objects as go
 
 from explorer import figures
-from explorer.app.head_switch import pipelines_payload
+from explorer.app import head_switch
 from explorer.engine.run import Run
-from explorer.views.attention import layer_figures, pipeline, pipelines
+from explorer.views.attention import layer_figures, pipeline, pipeline_parts
 from explorer.views.rope import default_positions, rope_rotation, rope_score_split
 
 # Every head's pipeline rides with the layer while their 8-bit scores and softmax lower triangles fit
@@ -38,6 +39,27 @@ def sent_figure(fig: go.Figure, filename: str = "attention-explorer") -> dict:
     return figures.sendable(fig, figures.export_config(fig, filename), compact=True)
 
 
+def pipeline_payload(
+    run: Run,
+    layer: int,
+    head: int,
+    style: figures.MapStyle = figures.MapStyle(),
+    name: Callable[[int], str] = lambda head: "attention-explorer",
+) -> dict[str, str]:
+    """Head `head`'s pipeline as the app sends it, carrying every other head's of the layer while
+    `every_head_rides` (`head_switch`; else a head switch asks the server). Each head's downloads are
+    named `name(head)`."""
+    shown = sent_figure(pipeline(run, layer, head, style), name(head))
+    if not every_head_rides(run):
+        return {"type": "plotly", "plot": figures.json_text(shown)}
+    others = {
+        h: head_switch.head_figure(shown, pipeline_parts(run, layer, h, style), name(h))
+        for h in range(run.config.n_heads)
+        if h != head
+    }
+    return head_switch.pipelines_payload(shown, others)
+
+
 def file_name(model: str, *parts) -> str:
     """A download's name from the model's name and what it shows: 'smollm2-135m-instruct-q4-1-layer18-
     head8-pipeline'. Letters, digits and dashes alone, so any file system takes it."""
@@ -55,10 +77,7 @@ def update_payload_bytes(
     (all heads, head similarity, faithfulness). A head switch within it sends nothing: the page draws
     the head from this update."""
     query, key = default_positions(run)
-    if every_head_rides(run):
-        every_head = pipelines_payload([sent_figure(fig) for fig in pipelines(run, layer, style)], head)
-    else:
-        every_head = plot_payload(pipeline(run, layer, head, style))
+    every_head = pipeline_payload(run, layer, head, style)
     rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]
     sent = [every_head, *(plot_payload(fig) for fig in rope + layer_figures(run, layer, style))]
     return sum(len(json.dumps(each, ensure_ascii=False).encode()) for each in sent)

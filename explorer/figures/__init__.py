@@ -3,8 +3,22 @@
 No torch, no Gradio: each works in a notebook with `fig.show()`.
 """
 
-from explorer.figures.attention import ZOOM_CELLS, all_heads_figure, pipeline_figure, zoom_figure
-from explorer.figures.common import export_config, json_text, sendable, to_json, token_label
+from explorer.figures.attention import (
+    ZOOM_CELLS,
+    PipelineParts,
+    all_heads_figure,
+    pipeline_figure,
+    pipeline_parts,
+    zoom_figure,
+)
+from explorer.figures.common import (
+    export_config,
+    json_text,
+    sendable,
+    sendable_traces,
+    to_json,
+    token_label,
+)
 from explorer.figures.faithfulness import faithfulness_figure
 from explorer.figures.generation import candidates_figure, generation_figure
 from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_cache_figure
@@ -17,6 +31,7 @@ __all__ = [
     "ZOOM_CELLS",
     "KeyWrites",
     "MapStyle",
+    "PipelineParts",
     "ablation_next_tokens_figure",
     "all_heads_figure",
     "candidates_figure",
@@ -30,11 +45,13 @@ __all__ = [
     "next_tokens_figure",
     "patching_figure",
     "pipeline_figure",
+    "pipeline_parts",
     "profile_figure",
     "rope_angles_figure",
     "rotation_figure",
     "score_split_figure",
     "sendable",
+    "sendable_traces",
     "to_json",
     "token_label",
     "wavelengths_figure",

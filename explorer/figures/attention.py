@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
@@ -38,7 +39,32 @@ MASKED_HOVER = "−∞: the key comes after the query"
 OUTSIDE_WINDOW_HOVER = "−∞: the key is outside this sliding layer's window of {window} tokens"
 
 
-def pipeline_figure(
+class PipelineParts(NamedTuple):
+    """A head's pipeline before it is a figure: its traces, its layout (every head's of a layer alike)
+    and its title (the only part of the layout that tells heads apart)."""
+
+    data: list[dict]
+    layout: dict
+    title: str
+    tokens: list[str]
+
+    def figure(self) -> go.Figure:
+        return figure(
+            self.data,
+            self.tokens,
+            title=self.title,
+            height=480,
+            margin=dict(l=70, r=20, t=80, b=40),
+            **self.layout,
+        )
+
+
+def pipeline_figure(*args, **kwargs) -> go.Figure:
+    """One head's stages side by side (`pipeline_parts`, which takes the same arguments), as a figure."""
+    return pipeline_parts(*args, **kwargs).figure()
+
+
+def pipeline_parts(
     tokens: list[str],
     scores: np.ndarray | EncodedMap,  # [N, N] Q·Kᵀ after RoPE
     scaled: np.ndarray | EncodedMap,  # [N, N] scores · scale
@@ -53,7 +79,7 @@ def pipeline_figure(
     window: int | None = None,  # a sliding layer's window: the mask is a band, not the causal triangle
     scale_name: str = "1/√d",  # what the scores are scaled by (Gemma: 1/√query_pre_attn_scalar)
     exact: bool = True,
-) -> go.Figure:
+) -> PipelineParts:
     """Q·Kᵀ → scaled → causal mask → masked → softmax, side by side on shared token axes, the softmax
     drawn in `style` (on a log colour scale; weighted by what each key writes: then `probs` holds the
     shares, and `key_writes` what hover shows beside them). Each map comes as values, or already pooled
@@ -131,14 +157,7 @@ def pipeline_figure(
             range=[n - 0.5, -0.5], showticklabels=i == 0, title=dict(text="query") if i == 0 else None
         )
     note = scores_map.note
-    return figure(
-        data,
-        tokens,
-        title=title + (f"<br><sup>{note}</sup>" if note else ""),
-        height=480,
-        margin=dict(l=70, r=20, t=80, b=40),
-        **layout,
-    )
+    return PipelineParts(data, layout, title + (f"<br><sup>{note}</sup>" if note else ""), tokens)
 
 
 QK_NORM_TITLE = (

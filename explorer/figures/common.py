@@ -94,6 +94,13 @@ def sendable(fig: go.Figure, config: dict | None = None, compact: bool = False) 
     return plot
 
 
+def sendable_traces(data: list[dict]) -> list[dict]:
+    """Traces as `sendable(fig, compact=True)` gives them inside a figure, without building its layout
+    (a head's pipeline beside another's: `PipelineParts`)."""
+    held = go.Figure(data=data, layout=dict(template={}), _validate=False)._data
+    return [compact_trace(_sendable(trace)) for trace in held]
+
+
 _NOT_TYPED = frozenset(("geojson", "layer", "layers", "range"))  # as Plotly's convert_to_base64
 
 

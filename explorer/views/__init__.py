@@ -29,7 +29,7 @@ from explorer.views.attention import (
     maps_fit,
     pipeline,
     pipeline_exact,
-    pipelines,
+    pipeline_parts,
     zoom,
 )
 from explorer.views.flow import DEFAULT_THRESHOLD, flow
@@ -109,7 +109,7 @@ __all__ = [
     "patching",
     "pipeline",
     "pipeline_exact",
-    "pipelines",
+    "pipeline_parts",
     "rope_angles",
     "rope_rotation",
     "rope_score_split",

@@ -64,6 +64,13 @@ def scale_name(config) -> str:
 
 
 def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
+    """The head's stages, Q·Kᵀ to softmax, side by side (`figures.pipeline_figure`)."""
+    return pipeline_parts(run, layer, head, style).figure()
+
+
+def pipeline_parts(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> figures.PipelineParts:
+    """The head's `pipeline` before it is a figure: its traces, layout and title. A layer's update sends
+    every head's (the page switches heads without asking the server), the others' as traces and title."""
     stages_before = "QK-norm → RoPE → " if run.config.qk_norm else ""  # what q and k went through
     window = run.config.window(layer)
     mask_name = "causal mask" if window is None else f"sliding-window mask ({window} keys)"
@@ -86,7 +93,7 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
             shares, sums = key_shares(probs, norms)
             softmax, writes = shares.numpy(), key_writes(probs, norms, sums)
     scores, scaled, masked = (stages[name] for name in ("scores", "scaled", "masked"))
-    return figures.pipeline_figure(
+    return figures.pipeline_parts(
         run.tokens,
         scores,
         scaled,
@@ -102,12 +109,6 @@ def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> g
         scale_name=scale_name(run.config),
         exact=pipeline_exact(run),
     )
-
-
-def pipelines(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[go.Figure]:
-    """Every head's `pipeline` of the layer, head by head: what a layer's update sends, so that the page
-    switches heads without asking the server."""
-    return [pipeline(run, layer, head, style) for head in range(run.config.n_heads)]
 
 
 def qk_norms(run: Run, layer: int, head: int) -> dict[str, np.ndarray]:

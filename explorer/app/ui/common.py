@@ -14,7 +14,7 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 from explorer import views
-from explorer.app import head_switch, markup, payload
+from explorer.app import markup, payload
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError, PromptError
 
@@ -51,14 +51,12 @@ def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData
     """Head `head`'s pipeline as plot data, carrying every other head's of the layer for the page to
     switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the server),
     each download named by the model, layer, head and figure."""
-    name = run.explorer.name
-    if not payload.every_head_rides(run):
-        fig = views.pipeline(run, layer, head, style)
-        return plot(fig, payload.file_name(name, f"layer{layer}", f"head{head}", "pipeline"))
-    figures = views.pipelines(run, layer, style)
-    names = [payload.file_name(name, f"layer{layer}", f"head{h}", "pipeline") for h in range(len(figures))]
-    sent = [payload.sent_figure(fig, name) for fig, name in zip(figures, names, strict=True)]
-    return PlotData(**head_switch.pipelines_payload(sent, head))
+    model = run.explorer.name
+
+    def name(h: int) -> str:
+        return payload.file_name(model, f"layer{layer}", f"head{h}", "pipeline")
+
+    return PlotData(**payload.pipeline_payload(run, layer, head, style, name))
 
 
 def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list[PlotData]:

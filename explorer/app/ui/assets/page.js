@@ -413,6 +413,47 @@ if (!window.__attentionExplorerPage) {
 
   window.__attentionExplorerShowHead = showHead;
 
+  // Plotly settles a new plot's margins by drawing it twice: at the layout's own margins, then at
+  // those its axes' tick labels and colour bars push out (a tenth of a second for the pipeline at 256
+  // tokens). Gradio makes a new plot for every figure, so a figure whose layout differs from the one
+  // before it only in its title and meta (another layer of the prompt) starts from the margins that
+  // one settled on, and is drawn once. (A figure drawn into the same plot keeps its margins.) Should
+  // its labels or bars push otherwise, it is drawn again from its own margins, as Plotly would have
+  // drawn it. Either way the layout keeps its own margins after, for exports and resizes.
+  const settled = new Map(); // a plot's block id -> { key, size: the margins it settled on, pushes }
+
+  function marginKey(layout) {
+    const { title, meta, ...rest } = layout || {};
+    return JSON.stringify(rest);
+  }
+
+  function pushes(gd) {
+    // What pushed the margins out (Plotly's own record; colour bars' ids are new in every figure).
+    const push = gd._fullLayout && gd._fullLayout._pushmargin;
+    if (!push) return null;
+    const entries = Object.entries(push).filter(([id]) => id !== "base");
+    return JSON.stringify(entries.map(([, margins]) => JSON.stringify(margins)).sort());
+  }
+
+  async function drawSettled(gd, [, layout], react) {
+    const block = gd.closest(".block[id]")?.id;
+    const key = marginKey(layout);
+    const last = block && !gd._fullLayout && settled.get(block); // a new plot (Gradio remounts it)
+    if (last && last.key === key && last.pushes !== null) {
+      const own = layout.margin;
+      await react({ ...layout, margin: { ...own, ...last.size } });
+      if (pushes(gd) === last.pushes) {
+        if (own === undefined) delete gd.layout.margin;
+        else gd.layout.margin = own;
+        return gd;
+      }
+    }
+    await react(layout);
+    const { l, r, t, b } = gd._fullLayout._size;
+    if (block) settled.set(block, { key, size: { l, r, t, b }, pushes: pushes(gd) });
+    return gd;
+  }
+
   const pending = new Map(); // a hidden plot's latest arguments, drawn once it is shown
   const shown = (gd) => gd.offsetParent !== null;
 
@@ -436,7 +477,7 @@ if (!window.__attentionExplorerPage) {
         return Promise.resolve(gd);
       }
       pending.delete(gd);
-      const drawn = react.call(plotly, gd, ...args);
+      const drawn = drawSettled(gd, args, (layout) => react.call(plotly, gd, args[0], layout, args[2]));
       const pack = packs.get(gd);
       if (pack && pack.drawn === pack.shown && currentHead() !== pack.shown) {
         drawn.then(() => showHead(currentHead())); // a head picked while the layer's update was on its way

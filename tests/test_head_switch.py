@@ -1,0 +1,84 @@
+"""Every head's pipeline rides with a layer's update (explorer/app/head_switch.py). Each other head's
+figure, built from its parts against the shown head's, is the one the server sends for that head, and
+the update rebuilt as the page rebuilds it gives every head's figure back, key for key."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+
+import pytest
+
+import explorer
+from explorer import views
+from explorer.app import head_switch, payload
+from explorer.figures import json_text
+
+SHORT = "To be, or not to be, that is the question"  # exact float32 maps
+LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
+STYLES = {
+    "plain": views.MapStyle(),
+    "log": views.MapStyle(log=True),
+    "weighted": views.MapStyle(weighted=True),
+}
+LAYER = 1
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return explorer.load(device="cpu")
+
+
+def name(head: int) -> str:
+    return f"layer{LAYER}-head{head}-pipeline"
+
+
+@pytest.mark.parametrize("style", STYLES, ids=list(STYLES))
+@pytest.mark.parametrize("prompt", [SHORT, LONG], ids=["exact", "8-bit"])
+def test_another_heads_figure_built_from_its_parts_is_the_one_sent_for_it(bundled, prompt, style):
+    run, style = bundled.run(prompt), STYLES[style]
+    assert views.pipeline_exact(run) == (prompt == SHORT)
+    shown = payload.sent_figure(views.pipeline(run, LAYER, 0, style), name(0))
+    for head in range(1, run.config.n_heads):
+        parts = views.pipeline_parts(run, LAYER, head, style)
+        sent = payload.sent_figure(views.pipeline(run, LAYER, head, style), name(head))
+        assert json_text(head_switch.head_figure(shown, parts, name(head))) == json_text(sent)
+
+
+def inflated(value):
+    """A difference's arrays as sent to Plotly: each `deflate` array's bytes inflated, as the page does."""
+    if isinstance(value, list):
+        return [inflated(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("deflate"):
+        raw = zlib.decompress(base64.b64decode(value["bdata"]))
+        return {k: v for k, v in value.items() if k != "deflate"} | {"bdata": base64.b64encode(raw).decode()}
+    return {k: inflated(v) for k, v in value.items()}
+
+
+def applied(base: dict, difference: dict) -> dict:
+    """Head h's figure from the shown head's and h's difference, as the page's `showHead` builds it."""
+    data = [difference["data"].get(str(i), trace) for i, trace in enumerate(base["data"])]
+    parts = {}
+    for part in ("layout", "config"):
+        merged = base[part] | difference[part]
+        parts[part] = {key: value for key, value in merged.items() if value is not None}
+    return {"data": data, **parts}
+
+
+@pytest.mark.parametrize("prompt", [SHORT, LONG], ids=["exact", "8-bit"])
+def test_the_update_carries_every_heads_figure_and_stays_under_a_megabyte(bundled, prompt):
+    run, shown = bundled.run(prompt), 2
+    sent = payload.pipeline_payload(run, LAYER, shown, name=name)["plot"]
+    assert len(sent.encode()) <= 1 << 20
+    plot = json.loads(sent)
+    meta = plot["layout"]["meta"]
+    heads, head = meta.pop("heads"), meta.pop("head")
+    if not meta:
+        del plot["layout"]["meta"]
+    assert head == shown and heads[shown] is None
+    for h in range(run.config.n_heads):
+        want = json.loads(payload.plot_payload(views.pipeline(run, LAYER, h), name(h))["plot"])
+        assert (plot if h == shown else applied(plot, inflated(heads[h]))) == want
