@@ -1,13 +1,13 @@
-"""A head switch in Chromium is the page's alone: every head's pipeline came with the layer, so picking a
-head sends no request, and draws the pipeline the server would have drawn, cell for cell and hover for
-hover."""
+"""A head switch in Chromium is the page's alone: every head's pipeline came with the layer (or, for a
+long prompt, followed it), so picking a head sends no request, and draws the pipeline the server would
+have drawn, cell for cell and hover for hover."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM
+from browser_support import CHROMIUM, CONTEXT, AppPage
 
 pytestmark = pytest.mark.browser
 
@@ -108,3 +108,38 @@ def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
         "?._context.toImageButtonOptions.filename.includes('head3')"
     )
     assert not app.problems()
+
+
+def test_a_long_prompts_other_heads_follow_the_layer_and_then_switch_in_the_page(
+    browser, tmp_path, tiny_tokenizer
+):
+    """700 tokens, pooled maps: the layer's update carries the shown head alone, the page then asks
+    for the others, and once they are in, a pick is drawn in the page as the server would draw it."""
+    from explorer.app.policy import Policy
+    from explorer.app.workspace import Workspace
+    from tests.conftest import make_hf_checkpoint, served
+
+    make_hf_checkpoint(tmp_path, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    workspace = Workspace(tmp_path, device="cpu", policy=Policy())
+    prompt = "To be, or not to be, that is the question. " * 30
+    assert 512 < workspace.run("", prompt).n_tokens <= 1024
+    with served(workspace) as url:
+        context = browser.new_context(**CONTEXT)
+        try:
+            app = AppPage(context.new_page(), url).open()
+            app.run(prompt)
+            app.set_layer(2)
+            app.page.wait_for_function("() => window.__attentionExplorerHoldsHead(5)", timeout=60_000)
+            asked = []
+            app.page.on("request", lambda request: asked.append(request))
+            app.pick_head("head 5 · kv 1")
+            app.page.wait_for_timeout(700)
+            assert not asked, [request.url for request in asked]
+            in_page = app.page.evaluate(JS_DRAWN_MAPS)
+            assert in_page["title"].startswith("Layer 2 · head 5 · kv 1")
+            app.set_layer(1)  # and back: the server draws the head the picker holds
+            app.set_layer(2)
+            assert app.page.evaluate(JS_DRAWN_MAPS) == in_page
+            assert not app.problems()
+        finally:
+            context.close()

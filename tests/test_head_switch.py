@@ -82,3 +82,52 @@ def test_the_update_carries_every_heads_figure_and_stays_under_a_megabyte(bundle
     for h in range(run.config.n_heads):
         want = json.loads(payload.plot_payload(views.pipeline(run, LAYER, h), name(h))["plot"])
         assert (plot if h == shown else applied(plot, inflated(heads[h]))) == want
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory, tiny_tokenizer):
+    """700 tokens on an 8-head llama: past what rides with the layer, its maps pooled (8-bit, 350²)."""
+    from tests.conftest import make_hf_checkpoint
+
+    directory = tmp_path_factory.mktemp("llama-1k-context")
+    make_hf_checkpoint(directory, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    run = explorer.load(directory, device="cpu").run("To be, or not to be. " * 300, max_tokens=700)
+    assert not payload.every_head_rides(run) and payload.others_follow(run)
+    return run
+
+
+@pytest.mark.parametrize("blockwise", [False, True], ids=["whole maps", "block by block"])
+@pytest.mark.parametrize("style", ["plain", "weighted"])
+def test_a_long_prompts_other_heads_follow_as_differences_from_the_shown_one(
+    long_run, style, blockwise, monkeypatch
+):
+    if blockwise:  # the layer's maps past the views' budget: each head's computed a block at a time
+        monkeypatch.setattr("explorer.views.attention.VIEW_MAP_BYTES", 4 << 20)
+    assert views.maps_fit(long_run) != blockwise
+    style, shown = STYLES[style], 5
+    plot = json.loads(payload.pipeline_payload(long_run, LAYER, shown, style, name)["plot"])
+    meta = plot["layout"]["meta"]
+    others = meta.pop("others")
+    if not meta:
+        del plot["layout"]["meta"]
+    assert "heads" not in meta
+    layer, head, fingerprint = payload.asked_heads(long_run, f"{others},1733000000000")
+    assert (layer, head) == (LAYER, shown)
+    sent = json.loads(payload.other_heads(long_run, layer, head, fingerprint, style, name))
+    assert sent["others"] == others and sent["heads"][shown] is None
+    for h in range(long_run.config.n_heads):
+        if h != shown:
+            want = json.loads(
+                payload.plot_payload(views.pipeline(long_run, LAYER, h, style), name(h))["plot"]
+            )
+            assert applied(plot, inflated(sent["heads"][h])) == want
+    other_style = views.MapStyle(log=True)  # the page's figure is not this style's: nothing follows
+    assert payload.other_heads(long_run, layer, head, fingerprint, other_style, name) is None
+
+
+@pytest.mark.parametrize(
+    "ask", ["1,2", "1,2,zz", "a,b,0123456789abcdef01234567", "9,0,0123456789abcdef01234567"]
+)
+def test_a_bad_ask_for_the_other_heads_is_refused_clearly(long_run, ask):
+    with pytest.raises(ValueError, match="layer|heads are asked"):
+        payload.asked_heads(long_run, ask)

@@ -22,11 +22,21 @@ DEFLATE_FROM_BYTES = 1024  # smaller arrays ride as they are
 def pipelines_payload(shown: dict, others: dict[int, dict]) -> dict[str, str]:
     """Gradio's plot data of the shown head's figure (as `payload.sent_figure` gives it), carrying each
     other head's (`others`, by head: `head_figure`) as a difference."""
+    heads = differences(shown, others)
+    return marked(shown, heads=heads, head=heads.index(None))
+
+
+def differences(shown: dict, others: dict[int, dict]) -> list[dict | None]:
+    """Each head's figure as what differs from the shown head's, deflated (None for the shown head)."""
     heads = [None] * (len(others) + 1)
     for h, plot in others.items():
         heads[h] = deflated(difference(shown, plot))
-    head = heads.index(None)
-    layout = shown["layout"] | {"meta": shown["layout"].get("meta", {}) | {"heads": heads, "head": head}}
+    return heads
+
+
+def marked(shown: dict, **meta) -> dict[str, str]:
+    """Gradio's plot data of a figure as sent, with `meta` added to its layout's meta (for the page)."""
+    layout = shown["layout"] | {"meta": shown["layout"].get("meta", {}) | meta}
     return {"type": "plotly", "plot": json_text(shown | {"layout": layout})}
 
 

@@ -3,6 +3,7 @@ settings), and the bytes of a layer switch's update."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import plotly.graph_objects as go
 from explorer import figures
 from explorer.app import head_switch
 from explorer.engine.run import Run
+from explorer.figures.codec import MAP_BUDGET_BYTES
 from explorer.views.attention import layer_figures, pipeline, pipeline_parts
 from explorer.views.rope import default_positions, rope_rotation, rope_score_split
 
@@ -21,11 +23,24 @@ from explorer.views.rope import default_positions, rope_rotation, rope_score_spl
 EVERY_HEAD_BYTES = 870 << 10
 
 
+# Past that, the layer's update carries the shown head's pipeline alone, and the page asks for the other
+# heads' once it has drawn it (`other_heads`: an update of their own, so the layer draws as soon as
+# before) while their 8-bit maps (three a head, each pooled to MAP_BUDGET_BYTES) fit this: 16 heads.
+OTHER_HEADS_BYTES = 12 << 20
+
+
 def every_head_rides(run: Run) -> bool:
     """Whether a layer's update carries every head's pipeline (`head_switch`): the page then switches
-    heads itself; else a head switch asks the server."""
+    heads itself; else a head switch asks the server, until the other heads follow (`others_follow`)."""
     n = run.n_tokens
     return run.config.n_heads * (n * n + n * (n + 1) // 2) <= EVERY_HEAD_BYTES
+
+
+def others_follow(run: Run) -> bool:
+    """Whether, past `every_head_rides`, the page asks for the other heads' pipelines once it has drawn
+    the layer (`other_heads`), to switch heads itself from then on."""
+    per_head = 3 * min(run.n_tokens**2, MAP_BUDGET_BYTES)
+    return (run.config.n_heads - 1) * per_head <= OTHER_HEADS_BYTES
 
 
 def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
@@ -50,14 +65,55 @@ def pipeline_payload(
     `every_head_rides` (`head_switch`; else a head switch asks the server). Each head's downloads are
     named `name(head)`."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
-    if not every_head_rides(run):
-        return {"type": "plotly", "plot": figures.json_text(shown)}
-    others = {
+    if every_head_rides(run):
+        return head_switch.pipelines_payload(shown, _others(run, layer, head, style, name, shown))
+    if others_follow(run):  # what the page asks for: this layer and head, and this very figure
+        return head_switch.marked(shown, others=f"{layer},{head},{_fingerprint(shown)}")
+    return {"type": "plotly", "plot": figures.json_text(shown)}
+
+
+def other_heads(
+    run: Run,
+    layer: int,
+    head: int,
+    fingerprint: str,
+    style: figures.MapStyle = figures.MapStyle(),
+    name: Callable[[int], str] = lambda head: "attention-explorer",
+) -> str | None:
+    """The other heads' pipelines of the layer the page shows (head `head`'s, whose figure as sent has
+    `fingerprint`: `asked_heads`), as what differs from it (`head_switch.differences`), JSON:
+    {"others": "layer,head,fingerprint", "heads": [...]}. None when the page's figure is not the one
+    this run and style draw (another prompt, model or style since)."""
+    shown = sent_figure(pipeline(run, layer, head, style), name(head))
+    if not others_follow(run) or _fingerprint(shown) != fingerprint:
+        return None
+    heads = head_switch.differences(shown, _others(run, layer, head, style, name, shown))
+    return json.dumps({"others": f"{layer},{head},{fingerprint}", "heads": heads}, separators=(",", ":"))
+
+
+def _others(run: Run, layer: int, head: int, style, name, shown: dict) -> dict[int, dict]:
+    """Every other head's pipeline as sent, built against the shown head's (`head_switch.head_figure`)."""
+    return {
         h: head_switch.head_figure(shown, pipeline_parts(run, layer, h, style), name(h))
         for h in range(run.config.n_heads)
         if h != head
     }
-    return head_switch.pipelines_payload(shown, others)
+
+
+def _fingerprint(shown: dict) -> str:
+    return hashlib.blake2b(figures.json_text(shown).encode(), digest_size=12).hexdigest()
+
+
+def asked_heads(run: Run, ask: str) -> tuple[int, int, str]:
+    """The layer, head and fingerprint of "layer,head,fingerprint,nonce" (`pipeline_payload`'s, as the
+    page asks for the other heads), checked against the run's model."""
+    asked = re.fullmatch(r"(\d{1,4}),(\d{1,4}),([0-9a-f]{24})(,\d*)?", str(ask))
+    if asked is None:
+        raise ValueError("The other heads are asked for as 'layer,head,fingerprint'.")
+    layer, head = int(asked[1]), int(asked[2])
+    if not (0 <= layer < run.config.n_layers and 0 <= head < run.config.n_heads):
+        raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+    return layer, head, asked[3]
 
 
 def file_name(model: str, *parts) -> str:

@@ -13,9 +13,19 @@ from pathlib import Path
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import markup, payload
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Follower, Shared, gpu, guarded, index, pipeline_plot, plot, plots
+from explorer.app.ui.common import (
+    Follower,
+    Shared,
+    gpu,
+    guarded,
+    index,
+    pipeline_names,
+    pipeline_plot,
+    plot,
+    plots,
+)
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -84,6 +94,10 @@ class AttentionTab:
 DOWNLOAD_JS = "() => { document.querySelector('#download-file')?.click(); return null; }"
 
 
+# The other heads' pipelines go to the page, which keeps them beside the pipeline they belong to.
+OTHER_HEADS_JS = "(others) => { window.__attentionExplorerOtherHeads?.(others); }"
+
+
 def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
     """The window's four numbers as whole numbers (a cleared box counts as 0)."""
     names = ("first query", "last query", "first key", "last key")
@@ -112,6 +126,10 @@ def build(shared: Shared) -> AttentionTab:
             elem_id="pipeline-key",
         )
         pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
+        # A long prompt's layer: once the page has drawn the head's pipeline it asks for the other heads'
+        # ("layer,head,fingerprint,nonce": `payload.other_heads`), which arrive in `others`.
+        ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
+        others = gr.Textbox(visible=False)
         all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
             with gr.Row():
@@ -137,6 +155,25 @@ def build(shared: Shared) -> AttentionTab:
         run = shared.workspace.run(*shown)
         window = _window(q0, q1, k0, k1)
         return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))
+
+    @gpu
+    @guarded(2)
+    def other_heads(ask, shown, style):
+        if shown is None:
+            return gr.skip(), gr.skip()
+        run = shared.workspace.run(*shown)
+        layer, head, fingerprint = payload.asked_heads(run, ask)
+        sent = payload.other_heads(run, layer, head, fingerprint, style, pipeline_names(run, layer))
+        return gr.skip(), gr.skip() if sent is None else sent
+
+    ask_others.change(
+        other_heads,
+        [ask_others, shared.shown, shared.map_style],
+        [shared.status, others],
+        api_name=False,
+        trigger_mode="always_last",
+        show_progress="hidden",
+    ).then(None, others, None, js=OTHER_HEADS_JS, api_name=False)
 
     inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]
     gr.on(

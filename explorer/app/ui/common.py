@@ -51,12 +51,13 @@ def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData
     """Head `head`'s pipeline as plot data, carrying every other head's of the layer for the page to
     switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the server),
     each download named by the model, layer, head and figure."""
+    return PlotData(**payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer)))
+
+
+def pipeline_names(run, layer: int) -> Callable[[int], str]:
+    """Each head's pipeline downloads' name: the model's, the layer's and the head's."""
     model = run.explorer.name
-
-    def name(h: int) -> str:
-        return payload.file_name(model, f"layer{layer}", f"head{h}", "pipeline")
-
-    return PlotData(**payload.pipeline_payload(run, layer, head, style, name))
+    return lambda head: payload.file_name(model, f"layer{layer}", f"head{head}", "pipeline")
 
 
 def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list[PlotData]:

@@ -171,6 +171,9 @@ class Session:
         """Do `act` and wait until each of `plots` has redrawn; the time it took, split. `prepare` (not
         timed) does what comes before the action itself, such as opening a dropdown."""
         self.page.wait_for_timeout(300)  # let the previous action's chained events settle
+        # A long prompt's layer: the other heads the page asks for once it is drawn are in (a person
+        # reads the layer meanwhile; they cost the server `payload.other_heads`, not this action).
+        self.page.wait_for_function("() => !window.__attentionExplorerAsking?.()", timeout=TIMEOUT_MS)
         if prepare is not None:
             prepare()
         start = time.perf_counter()

@@ -341,15 +341,45 @@ if (!window.__attentionExplorerPage) {
   // layout's and config's keys), its arrays deflated. Kept here, as sent, before anything is rebuilt.
   const packs = new WeakMap(); // pipeline plot -> { data, layout, config, heads, shown, drawn, inflated }
 
+  // A long prompt's layer carries the shown head's alone (`meta.others`: "layer,head,fingerprint");
+  // once it is drawn the page asks for the other heads' (#other-heads-ask), which join its pack when
+  // they arrive (`otherHeads`). A head picked before then is drawn by the server.
   function keepPack(gd, args) {
     const meta = args[1] && args[1].meta;
-    if (!meta || !meta.heads) return;
-    const { heads, head, ...rest } = meta;
+    if (!meta || !(meta.heads || meta.others)) return;
+    const { heads, head, others, ...rest } = meta;
     args[1] = { ...args[1], meta: rest }; // Plotly never sees them
     // Copies: rebuilding sets keys on the traces drawn, and Plotly its own on what it is given.
     const [data, layout, config] = structuredClone([args[0], args[1], args[2] || {}]);
-    packs.set(gd, { data, layout, config, heads, shown: head, drawn: head, inflated: [] });
+    const shown = others ? Number(others.split(",")[1]) : head;
+    packs.set(gd, { data, layout, config, heads: heads || [], shown, drawn: shown, inflated: [], others });
   }
+
+  let askedAt = 0, answeredAt = 0; // the last ask for other heads, and the last answer (maybe none)
+
+  function askOthers(gd) {
+    const pack = packs.get(gd);
+    if (!pack || !pack.others || pack.asked) return;
+    pack.asked = true;
+    askedAt = performance.now();
+    write("#other-heads-ask", `${pack.others},${Date.now()}`);
+  }
+
+  function otherHeads(text) {
+    // The other heads' differences from the pipeline on screen, if it is still the one they were asked
+    // for ('' or an older answer: the server found the page's pipeline stale, and sent none).
+    answeredAt = performance.now();
+    if (!text) return;
+    const { others, heads } = JSON.parse(text);
+    const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
+    if (pack && pack.others === others && !pack.heads.length) pack.heads = heads;
+  }
+
+  window.__attentionExplorerOtherHeads = otherHeads;
+  // For tests and the benchmark: whether a head would be switched to in the page, and whether the
+  // other heads are on their way.
+  window.__attentionExplorerHoldsHead = (head) => holdsHead(head);
+  window.__attentionExplorerAsking = () => askedAt > answeredAt;
 
   function holdsHead(head) {
     const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
@@ -374,12 +404,13 @@ if (!window.__attentionExplorerPage) {
     // Head `head`'s pipeline, from the layer's update: the figure the server would have sent for it.
     const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
     const pack = gd && packs.get(gd);
-    if (!pack) {
-      // A long prompt's layer: the server draws the head, and what follows it, in one event.
+    if (!pack || !(head === pack.shown || pack.heads[head])) {
+      // A layer whose other heads are not in the page (yet): the server draws the head, and what
+      // follows it, in one event.
       if (gd) write("#head-follow", `${currentLayer()},${head},${Date.now()}`);
       return;
     }
-    if (head === pack.drawn || !(head === pack.shown || pack.heads[head])) return;
+    if (head === pack.drawn) return;
     pack.drawn = head;
     followHead(head);
     const none = { data: {}, layout: {}, config: {} };
@@ -482,6 +513,7 @@ if (!window.__attentionExplorerPage) {
       if (pack && pack.drawn === pack.shown && currentHead() !== pack.shown) {
         drawn.then(() => showHead(currentHead())); // a head picked while the layer's update was on its way
       }
+      if (pack && pack.others) drawn.then(() => askOthers(gd));
       return drawn;
     };
     // Gradio's plot component is remounted for every new figure (a {#key} block): the figure is drawn
