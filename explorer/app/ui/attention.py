@@ -104,7 +104,10 @@ def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
     return tuple(index(value or 0, name) for value, name in zip((q0, q1, k0, k1), names, strict=True))
 
 
-def build(shared: Shared) -> AttentionTab:
+def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> AttentionTab:
+    """The tab; `ask_others` and `others` (hidden, among the page's controls) carry a long prompt's
+    other heads: once the page has drawn the head's pipeline it writes "layer,head,fingerprint,nonce"
+    (`payload.other_heads`) into the first, and they arrive in the second."""
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         with gr.Row():  # side by side; on a phone one above the other
             with gr.Column(min_width=300):
@@ -126,10 +129,6 @@ def build(shared: Shared) -> AttentionTab:
             elem_id="pipeline-key",
         )
         pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
-        # A long prompt's layer: once the page has drawn the head's pipeline it asks for the other heads'
-        # ("layer,head,fingerprint,nonce": `payload.other_heads`), which arrive in `others`.
-        ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
-        others = gr.Textbox(visible=False)
         all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
             with gr.Row():

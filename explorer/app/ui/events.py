@@ -67,6 +67,8 @@ class Controls:
     picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
     page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
     follow: gr.Textbox  # "layer,head,nonce": the page switched heads, and a view that follows is on screen
+    ask_others: gr.Textbox  # "layer,head,fingerprint,nonce": a long prompt's layer is drawn (attention.build)
+    others: gr.Textbox  # what differs from it in the layer's other heads, for the page
     model: gr.State  # the source of the loaded model ('' is the bundled one)
     current_tab: gr.State  # the name of the tab on screen, for links
 
