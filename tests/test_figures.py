@@ -167,10 +167,18 @@ def test_a_figure_is_sent_as_plotly_writes_it(figures, name):
 
 
 def test_values_plotly_writes_its_own_way_are_sent_as_it_writes_them():
-    """A property's array goes as a typed array (int64 narrowed), one inside a list as numbers, one
-    under `range` as numbers, a numpy number as a number, NaN as null; and the figure is unchanged."""
+    """A property's array goes as a typed array (int64 narrowed where it fits), one of text, empty or
+    inside a list as a list, one under `range` as numbers, a numpy number as a number; and the figure
+    is unchanged."""
     fig = go.Figure(
-        go.Heatmap(z=np.arange(6).reshape(2, 3), x=np.array([0.5, np.nan, 2.5]), customdata=[np.arange(3)]),
+        go.Heatmap(
+            z=np.arange(6).reshape(2, 3),
+            x=np.array([0.5, np.nan, 2.5]),
+            y=np.array([70_000, 2**40]),  # too big for 32 bits: numbers
+            customdata=[np.arange(3)],
+            text=np.array(["a", "<b>"]),
+            ids=np.array([], dtype=np.float32),
+        ),
         layout=dict(xaxis=dict(range=np.array([0.0, 3.0])), meta=dict(limit=np.float32(1.5))),
         _validate=False,
     )

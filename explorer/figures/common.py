@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from _plotly_utils.utils import to_typed_array_spec
+from _plotly_utils.utils import plotlyjsShortTypes as PLOTLY_JS_TYPES
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.engine.tokens import printable
@@ -101,15 +101,30 @@ def sendable_traces(data: list[dict]) -> list[dict]:
     return [compact_trace(_sendable(trace)) for trace in held]
 
 
+def _typed_array(values: np.ndarray) -> dict | list:
+    """A numpy array as Plotly's `to_typed_array_spec` writes it ({dtype, bdata, shape}, 64-bit integers
+    narrowed to the smallest type that holds them; an empty or non-numeric one as a list), without its
+    copies and its checks for other array types."""
+    if values.size and values.dtype in (np.int64, np.uint64):
+        low, high = values.min(), values.max()
+        for kind in ("int8", "int16", "int32") if values.dtype == np.int64 else ("uint8", "uint16", "uint32"):
+            if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
+                values = values.astype(kind)
+                break
+    dtype = PLOTLY_JS_TYPES.get(str(values.dtype))
+    if not values.size or dtype is None:
+        return values.tolist()
+    spec = {"dtype": dtype, "bdata": base64.b64encode(np.ascontiguousarray(values)).decode("ascii")}
+    return spec | ({"shape": str(values.shape)[1:-1]} if values.ndim > 1 else {})
+
+
 _NOT_TYPED = frozenset(("geojson", "layer", "layers", "range"))  # as Plotly's convert_to_base64
 
 
 def _sendable(value):
     if isinstance(value, dict):
         return {
-            key: to_typed_array_spec(v)
-            if isinstance(v, np.ndarray) and key not in _NOT_TYPED
-            else _sendable(v)
+            key: _typed_array(v) if isinstance(v, np.ndarray) and key not in _NOT_TYPED else _sendable(v)
             for key, v in value.items()
         }
     if isinstance(value, list | tuple):
