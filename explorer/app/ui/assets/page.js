@@ -449,8 +449,9 @@ if (!window.__attentionExplorerPage) {
   // tokens). Gradio makes a new plot for every figure, so a figure whose layout differs from the one
   // before it only in its title and meta (another layer of the prompt) starts from the margins that
   // one settled on, and is drawn once. (A figure drawn into the same plot keeps its margins.) Should
-  // its labels or bars push otherwise, it is drawn again from its own margins, as Plotly would have
-  // drawn it. Either way the layout keeps its own margins after, for exports and resizes.
+  // its labels or bars push otherwise (or the figure's size differ), it is drawn again from its own
+  // margins, as Plotly would have drawn it. Either way the layout keeps its own margins after, for
+  // exports and resizes.
   const settled = new Map(); // a plot's block id -> { key, size: the margins it settled on, pushes }
 
   function marginKey(layout) {
@@ -459,11 +460,13 @@ if (!window.__attentionExplorerPage) {
   }
 
   function pushes(gd) {
-    // What pushed the margins out (Plotly's own record; colour bars' ids are new in every figure).
-    const push = gd._fullLayout && gd._fullLayout._pushmargin;
-    if (!push) return null;
-    const entries = Object.entries(push).filter(([id]) => id !== "base");
-    return JSON.stringify(entries.map(([, margins]) => JSON.stringify(margins)).sort());
+    // What pushed the margins out, and how far (Plotly's own record; colour bars' ids are new in every
+    // figure), at the figure's size.
+    const full = gd._fullLayout;
+    if (!full || !full._pushmargin) return null;
+    const entries = Object.entries(full._pushmargin).filter(([id]) => id !== "base");
+    const pushed = entries.map(([, margins]) => JSON.stringify(margins)).sort();
+    return JSON.stringify([full.width, full.height, ...pushed]);
   }
 
   async function drawSettled(gd, [, layout], react) {
