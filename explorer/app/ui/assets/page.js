@@ -379,7 +379,11 @@ if (!window.__attentionExplorerPage) {
   // For tests and the benchmark: whether a head would be switched to in the page, and whether the
   // other heads are on their way.
   window.__attentionExplorerHoldsHead = (head) => holdsHead(head);
-  window.__attentionExplorerAsking = () => askedAt > answeredAt;
+  window.__attentionExplorerAsking = () => {
+    const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
+    const pack = gd && packs.get(gd);
+    return askedAt > answeredAt || Boolean(pack && pack.others && !pack.asked && gd.offsetParent !== null);
+  };
 
   function holdsHead(head) {
     const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
@@ -516,7 +520,9 @@ if (!window.__attentionExplorerPage) {
       if (pack && pack.drawn === pack.shown && currentHead() !== pack.shown) {
         drawn.then(() => showHead(currentHead())); // a head picked while the layer's update was on its way
       }
-      if (pack && pack.others) drawn.then(() => askOthers(gd));
+      // Asked once the page is idle (the update's other plots drawn): the server's work then waits on
+      // no drawing, nor the drawing on it.
+      if (pack && pack.others) drawn.then(() => requestIdleCallback(() => askOthers(gd), { timeout: 1000 }));
       return drawn;
     };
     // Gradio's plot component is remounted for every new figure (a {#key} block): the figure is drawn
