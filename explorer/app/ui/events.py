@@ -194,13 +194,14 @@ class ViewEvents:
     def follow_head(self, choice, query, key, shown, style, *followed):
         """After a head switch in the page: the views that follow the head elsewhere, when one is on
         screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; and the head's
-        pipeline itself for a prompt whose heads do not all ride with the layer (`pipeline_plot`)."""
+        pipeline itself where the page does not hold it ("layer,head,nonce"; "…,drawn" where it drew it)."""
         if shown is None:
             return (gr.skip(),) * len(self.follow_outputs)
         run = self.workspace.run(*shown)
         layer, head = picked_head(choice, run)
         query, key = index(query, "query position"), index(key, "key position")
-        pipeline = gr.skip() if payload.every_head_rides(run) else pipeline_plot(run, layer, head, style)
+        drawn = payload.every_head_rides(run) or str(choice).endswith(",drawn")
+        pipeline = gr.skip() if drawn else pipeline_plot(run, layer, head, style)
         rope = rope_plots(run, layer, head, query, key)
         return gr.skip(), pipeline, *rope, *self.followers.update(layer, head, followed)
 

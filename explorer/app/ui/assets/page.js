@@ -443,7 +443,7 @@ if (!window.__attentionExplorerPage) {
   function askFollowers() {
     // One event for every follower, once one is on screen.
     const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
-    if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()}`)) unfollowed = null;
+    if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()},drawn`)) unfollowed = null;
   }
 
   window.__attentionExplorerShowHead = showHead;
