@@ -7,8 +7,9 @@
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
-//   screen is switched to in the page (every head's pipeline came with the layer: `showHead`), with no
-//   request; the views that follow the head elsewhere ask the server only when on screen. Clicking a
+//   screen is switched to in the page (every head's pipeline came with the layer, or for a long prompt
+//   followed it once it was drawn: `showHead`, `otherHeads`), with no request; the views that follow
+//   the head elsewhere ask the server only when on screen. Clicking a
 //   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
 //   an attention edge of the Flow graph opens its layer and top head.
@@ -21,8 +22,9 @@
 //   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
 //   it is drawn; a weighted softmax map's hover (`meta.weighted`: each cell's α and ‖α·v·W_O‖, from
 //   its share, its row's sum and its key's ‖v·W_O‖) is rebuilt too, to float32 rounding. Gradio's plot
-//   component is remounted for every new figure, and
-//   would draw it twice (into the plot on its way out, then the new one): it is drawn once.
+//   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
+//   then the new one): it is drawn once, starting from the margins the figure before it settled on
+//   where its layout is that one's (`drawSettled`), so Plotly does not draw it twice more to settle them.
 
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
