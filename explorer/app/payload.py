@@ -62,8 +62,9 @@ def pipeline_payload(
     name: Callable[[int], str] = lambda head: "attention-explorer",
 ) -> dict[str, str]:
     """Head `head`'s pipeline as the app sends it, carrying every other head's of the layer while
-    `every_head_rides` (`head_switch`; else a head switch asks the server). Each head's downloads are
-    named `name(head)`."""
+    `every_head_rides` (`head_switch`); past it, marked with what the page asks for the others by once
+    it has drawn it ("layer,head,fingerprint": `other_heads`) while `others_follow`. Each head's
+    downloads are named `name(head)`."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
     if every_head_rides(run):
         return head_switch.pipelines_payload(shown, _others(run, layer, head, style, name, shown))
