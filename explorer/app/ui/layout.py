@@ -89,9 +89,9 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
 def progress_on_status(demo: gr.Blocks, status: gr.HTML) -> None:
     """Every event shows its progress on the status line alone (past 0.3 s: page.css). Gradio's page
     keeps a loading status for each component an event shows progress on (by default, its outputs)
-    and, at every status message of every later event, copies each such component's value back into
-    its props: with every output of the page's load and of the tabs' events, a tenth of a second of
-    each Run at 256 tokens."""
+    and, at every status message of every later event, looks each such component up in its tree and
+    copies its value back into its props: the page's load and the tabs' events had put some 40
+    components there, plots among them."""
     for event in demo.fns.values():
         if event.fn is not None and event.show_progress_on is None:
             event.show_progress_on = [status]
