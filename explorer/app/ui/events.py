@@ -4,8 +4,9 @@ Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt
 (model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
 never a forward), every head's pipeline among them while they fit (`payload.every_head_rides`): a head
 switch is then the page's alone, and asks the server only for the views that follow the head on screen
-(RoPE's, the zoom, the generation's rows); else it asks for the head's figures too. A click on an
-Overview cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
+(RoPE's, the zoom, the generation's rows). Past them the other heads follow once the page has drawn
+the layer (attention.build); a head picked before asks for its figures too. A click on an Overview
+cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
 other tabs that follow the layer and head are redrawn by the same handler. A link (`?prompt=…&layer=…`)
 opens that view. A rejected input warns and leaves what is on screen in place (`guarded`).
 """
