@@ -233,3 +233,47 @@ def test_a_sink_heads_first_column_is_drawn_apart_from_its_thumbnail_frame(wide)
     clear = [kind for kind in kinds if kind != "other"]  # "other": an edge's anti-aliased blend
     runs = [kind for i, kind in enumerate(clear) if i == 0 or clear[i - 1] != kind]
     assert runs[-3:] == ["frame", "white", "sink"], kinds
+
+
+# How many times each plot (by its card's id) is laid out from now on: Plotly's afterplot events, on
+# the plots there now and on those Gradio mounts for new figures.
+JS_COUNT_LAYOUTS = """() => {
+  window.__layouts = {};
+  const hook = (gd) => {
+    if (gd.__counted || typeof gd.on !== "function") return;
+    gd.__counted = true;
+    gd.on("plotly_afterplot", () => {
+      const id = gd.closest(".block[id]").id;
+      window.__layouts[id] = (window.__layouts[id] || 0) + 1;
+    });
+  };
+  document.querySelectorAll(".js-plotly-plot").forEach(hook);
+  new MutationObserver(() => document.querySelectorAll(".js-plotly-plot").forEach(hook))
+    .observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ["class"] });
+}"""
+
+
+def test_a_layer_switch_lays_each_plot_out_once_and_a_narrower_window_again(browser, app_url):
+    """Gradio asks for every new plot to be resized just after drawing it, and Plotly laid it out again
+    (a tenth of a second for the pipeline): now a plot drawn at its card's width is left as it is, and
+    one whose card changes width is laid out at the new width."""
+    context = browser.new_context(**{**CONTEXT, "viewport": WIDE})
+    try:
+        app = AppPage(context.new_page(), app_url).open()
+        app.run(PROMPTS[0])
+        app.page.evaluate(JS_COUNT_LAYOUTS)
+        app.set_layer(2)
+        app.page.wait_for_timeout(800)  # Plotly's resize waits 100 ms, then lays the plot out
+        assert app.page.evaluate("() => window.__layouts") == {"pipeline-plot": 1, "all-heads-plot": 1}
+        app.page.set_viewport_size({"width": 1000, "height": 900})
+        widths = "(id) => { const gd = document.querySelector(`#${id} .js-plotly-plot`); "
+        widths += "return [gd._fullLayout.width, gd.clientWidth]; }"
+        for plot in TABS["Attention"]:
+            app.page.wait_for_function(
+                f"(id) => {{ const [a, b] = ({widths})(id); return Math.abs(a - b) <= 1; }}", arg=plot
+            )
+            laid_out, card = app.page.evaluate(widths, plot)
+            assert card < 1000 and abs(laid_out - card) <= 1
+        assert not app.problems()
+    finally:
+        context.close()

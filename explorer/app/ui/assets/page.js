@@ -552,7 +552,16 @@ if (!window.__attentionExplorerPage) {
       ask.args = [data, layout, config];
       return new Promise((resolve, reject) => ask.settle.push([resolve, reject]));
     };
-    plotly.Plots.resize = (gd) => (shown(gd) ? resize(gd) : Promise.resolve(gd));
+    // Gradio resizes every plot just after it asks for it to be drawn, and Plotly then lays it out
+    // again (a tenth of a second for the pipeline at 256 tokens): a plot drawn at its card's width
+    // needs none.
+    const fits = (gd) => gd._fullLayout && Math.abs(gd._fullLayout.width - gd.clientWidth) <= 1;
+    plotly.Plots.resize = (gd) => {
+      if (!shown(gd)) return Promise.resolve(gd);
+      const ask = asked.get(gd);
+      const drawn = ask ? new Promise((done) => ask.settle.push([done, done])) : Promise.resolve();
+      return drawn.then(() => (!shown(gd) || fits(gd) ? gd : resize(gd))); // (maybe gone from the page since)
+    };
     // A tab opened: its plots left pending are drawn, and any laid out at another width than it has now
     // (a new plot drawn while its tab was hidden, at Plotly's default 700 px; or one the window was
     // resized under while hidden) is laid out again at its card's width.
