@@ -255,8 +255,8 @@ JS_COUNT_LAYOUTS = """() => {
 
 def test_a_layer_switch_lays_each_plot_out_once_and_a_narrower_window_again(browser, app_url):
     """Gradio asks for every new plot to be resized just after drawing it, and Plotly laid it out again
-    (a tenth of a second for the pipeline): now a plot drawn at its card's width is left as it is, and
-    one whose card changes width is laid out at the new width."""
+    (some 25–35 ms for the pipeline): now a plot drawn at its card's width is left as it is, and one
+    whose card changes width is laid out at the new width."""
     context = browser.new_context(**{**CONTEXT, "viewport": WIDE})
     try:
         app = AppPage(context.new_page(), app_url).open()

@@ -552,9 +552,9 @@ if (!window.__attentionExplorerPage) {
       ask.args = [data, layout, config];
       return new Promise((resolve, reject) => ask.settle.push([resolve, reject]));
     };
-    // Gradio resizes every plot just after it asks for it to be drawn, and Plotly then lays it out
-    // again (a tenth of a second for the pipeline at 256 tokens): a plot drawn at its card's width
-    // needs none.
+    // Gradio resizes every plot just after it asks for it to be drawn, and Plotly then laid it out again
+    // (some 25–35 ms for the pipeline at 256 tokens, 10–20 for the grid): a plot drawn at its card's
+    // width needs none.
     const fits = (gd) => gd._fullLayout && Math.abs(gd._fullLayout.width - gd.clientWidth) <= 1;
     plotly.Plots.resize = (gd) => {
       if (!shown(gd)) return Promise.resolve(gd);
