@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -158,6 +159,10 @@ def pipeline_parts(
         )
     note = scores_map.note
     return PipelineParts(data, layout, title + (f"<br><sup>{note}</sup>" if note else ""), tokens)
+
+
+# help() and editors show pipeline_figure's arguments: pipeline_parts'
+pipeline_figure.__signature__ = inspect.signature(pipeline_parts).replace(return_annotation="go.Figure")
 
 
 QK_NORM_TITLE = (

@@ -572,8 +572,7 @@ if (!window.__attentionExplorerPage) {
         plotly.react(gd, ...args).then(() => resize(gd));
       }
       for (const gd of document.querySelectorAll(".js-plotly-plot")) {
-        const width = gd._fullLayout && gd._fullLayout.width;
-        if (shown(gd) && !pending.has(gd) && width && Math.abs(width - gd.clientWidth) > 1) resize(gd);
+        if (shown(gd) && !pending.has(gd) && gd._fullLayout && !fits(gd)) resize(gd);
       }
     };
     document.addEventListener("click", (event) => {
