@@ -48,6 +48,17 @@ JS_OVERLAPS = """(id) => {
     }
   return overlaps;
 }"""
+# How far a plot's first x axis title sits below the lowest of that axis' tick labels as shown: the
+# room its margin keeps beyond the labels a person reads.
+JS_TITLE_GAP = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const shown = [...gd.querySelectorAll(".subplot.xy .xaxislayer-above .xtick text")]
+    .filter((t) => getComputedStyle(t).visibility !== "hidden")
+    .map((t) => t.getBoundingClientRect())
+    .filter((b) => b.height > 0);
+  const title = gd.querySelector(".g-xtitle text").getBoundingClientRect();
+  return title.top - Math.max(...shown.map((b) => b.bottom));
+}"""
 JS_SOFTMAX_IMAGE = """() => {
   const images = document.querySelectorAll('#pipeline-plot .heatmaplayer image');
   return images[images.length - 1].getAttribute('href');
@@ -73,6 +84,18 @@ def test_accented_and_emoji_prompts_show_characters_in_the_strip_and_on_the_axes
     position = strip.index("è¹")
     hover = app.hover_cell("pipeline-plot", 5, position, position)
     assert "byte 1 of 2 of “è”" in hover[0], hover
+
+
+def test_a_split_characters_tick_label_takes_the_room_it_shows_not_its_hover_text(app):
+    # "è¹" is a tick (a short prompt labels every position) whose hover text goes on: "è¹ (byte 1 of 2
+    # of “è”)". Plotly sized the margin to the whole text before the page cut it, and the maps lost a
+    # third of their height to a blank band (a 90 px gap above "key"). The title stands off the shown
+    # labels by its standoff (TITLE_STANDOFF, 6 px), and the hover still says it all.
+    app.run(ACCENTS)
+    assert "è¹" in app.tick_labels("pipeline-plot", "x").values()
+    assert 0 <= app.page.evaluate(JS_TITLE_GAP, "pipeline-plot") <= 12
+    position = app.strip_tokens().index("è¹")
+    assert "byte 1 of 2 of “è”" in app.hover_cell("pipeline-plot", 1, position, position)[0]
 
 
 def test_a_link_opens_exactly_that_view(browser_context, app_url):

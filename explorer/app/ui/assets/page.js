@@ -1,9 +1,10 @@
 // Attention Explorer: what the page does in the browser, loaded once by explorer/ui/page.py.
 //
 // - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
-//   hover shows it all, ticks are cut at the invisible separator U+2063. Then every axis hides the
-//   labels that would overlap the last one shown or pass the figure's edge, measured as drawn, so
-//   no two ever collide (token axes leave the edge to this: Plotly's own check measured them twice).
+//   hover shows it all, ticks are drawn cut at the invisible separator U+2063 (so the margins fit what
+//   they show: `shortTicks`). Then every axis hides the labels that would overlap the last one shown
+//   or pass the figure's edge, measured as drawn, so no two ever collide (token axes leave the edge
+//   to this: Plotly's own check measured them twice).
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
@@ -64,6 +65,30 @@ if (!window.__attentionExplorerPage) {
           box.bottom > last.top - 1;
         if (overlaps || !inside(box)) text.style.visibility = "hidden";
         else last = box;
+      }
+    }
+  }
+
+  // Plotly sizes a plot's margins to its tick labels as it draws them, before tidyTicks cuts them: a
+  // split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") would push the margin out as if it
+  // were shown, and squash the maps (the pipeline's from 277 to 187 px tall at 256 tokens). So an axis
+  // holding such labels formats its ticks apart from its hover ("00000012", hover "12"), and those
+  // keys alias each label as the tick shows it, cut at SHORT_END: drawn as short as shown. (Hover
+  // formats positions with the axis' hoverformat, "d" on every token axis.)
+  const TICK_FORMAT = "08d";
+  const CUT = new RegExp(`${SHORT_END}[^<]*`, "g"); // to the label's end, or its next line (the flow's "<br>12")
+
+  function shortTicks(layout) {
+    const holders = [layout, layout && layout.template && layout.template.layout].filter(Boolean);
+    for (const holder of holders) {
+      for (const name of Object.keys(holder)) {
+        const axis = holder[name];
+        if (!/^[xy]axis\d*$/.test(name) || !axis || !axis.labelalias || axis.tickformat === TICK_FORMAT) continue;
+        const labels = Object.entries(axis.labelalias);
+        if (!labels.some(([, label]) => typeof label === "string" && label.includes(SHORT_END))) continue;
+        const ticks = {};
+        for (const [key, label] of labels) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
+        holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
       }
     }
   }
@@ -507,6 +532,7 @@ if (!window.__attentionExplorerPage) {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
       keepPack(gd, args);
       rebuild(args[0]);
+      shortTicks(args[1]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
       // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
       const minWidth = args[1] && args[1].meta && args[1].meta.min_width;
