@@ -34,16 +34,12 @@ if (!window.__attentionExplorerPage) {
   const hooked = new WeakSet();
 
   function tidyTicks(gd) {
-    // Every write first (labels cut, all shown), then every box read, then the hiding: the page is laid
-    // out once for the whole figure, not once per axis (a read after a write lays it out again).
+    // Every write first (all labels shown), then every box read, then the hiding: the page is laid out
+    // once for the whole figure, not once per axis (a read after a write lays it out again).
     const axes = [...gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")];
     const labels = axes.map((axis) => [...axis.querySelectorAll("text")]);
     for (const texts of labels) {
-      for (const text of texts) {
-        const cut = text.textContent.indexOf(SHORT_END);
-        if (cut >= 0) text.textContent = text.textContent.slice(0, cut);
-        if (text.style.visibility) text.style.visibility = "";
-      }
+      for (const text of texts) if (text.style.visibility) text.style.visibility = "";
     }
     const frame = gd.getBoundingClientRect();
     const inside = (box) =>
@@ -69,27 +65,33 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
-  // Plotly sizes a plot's margins to its tick labels as it draws them, before tidyTicks cuts them: a
-  // split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") would push the margin out as if it
-  // were shown, and squash the maps (the pipeline's from 277 to 187 px tall at 256 tokens). So an axis
-  // holding such labels formats its ticks apart from its hover ("00000012", hover "12"), and those
-  // keys alias each label as the tick shows it, cut at SHORT_END: drawn as short as shown. (Hover
-  // formats positions with the axis' hoverformat, "d" on every token axis.)
+  // Plotly sizes a plot's margins to its tick labels as it draws them: a tick cut after drawing would
+  // leave a split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") pushing the margin out as
+  // if it were shown, and squash the maps (the pipeline's from 277 to 187 px tall at 256 tokens). So
+  // an axis holding such labels formats its ticks apart from its hover ("00000012", hover "12"), and
+  // those keys alias each label as the tick shows it, cut at SHORT_END: drawn as short as shown.
+  // (Hover formats positions with the axis' hoverformat, "d" on every token axis.)
   const TICK_FORMAT = "08d";
   const CUT = new RegExp(`${SHORT_END}[^<]*`, "g"); // to the label's end, or its next line (the flow's "<br>12")
 
-  function shortTicks(layout) {
+  function uncutAxes(layout) {
+    // [where, name] of each axis whose ticks would show a label's hover part (the layout's own, or its
+    // template's defaults for every axis)
     const holders = [layout, layout && layout.template && layout.template.layout].filter(Boolean);
-    for (const holder of holders) {
-      for (const name of Object.keys(holder)) {
-        const axis = holder[name];
-        if (!/^[xy]axis\d*$/.test(name) || !axis || !axis.labelalias || axis.tickformat === TICK_FORMAT) continue;
-        const labels = Object.entries(axis.labelalias);
-        if (!labels.some(([, label]) => typeof label === "string" && label.includes(SHORT_END))) continue;
-        const ticks = {};
-        for (const [key, label] of labels) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
-        holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
-      }
+    return holders.flatMap((holder) =>
+      Object.entries(holder)
+        .filter(([name, axis]) => /^[xy]axis\d*$/.test(name) && axis && axis.labelalias && axis.tickformat !== TICK_FORMAT)
+        .filter(([, axis]) => Object.values(axis.labelalias).some((label) => String(label).includes(SHORT_END)))
+        .map(([name]) => [holder, name]),
+    );
+  }
+
+  function shortTicks(layout) {
+    for (const [holder, name] of uncutAxes(layout)) {
+      const axis = holder[name];
+      const ticks = {};
+      for (const [key, label] of Object.entries(axis.labelalias)) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
+      holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
     }
   }
 
@@ -608,11 +610,11 @@ if (!window.__attentionExplorerPage) {
         askFollowers();
       }, 0);
     });
-    // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt.
+    // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt and its ticks cut.
     const unbuilt = (t) =>
       t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)) || (t.meta.weighted && !t.customdata));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
-      if ((gd.data || []).some(unbuilt)) plotly.react(gd, gd.data, gd.layout);
+      if ((gd.data || []).some(unbuilt) || uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
     });
   }
 
