@@ -1,5 +1,6 @@
 """Attention Explorer: see how a Llama-family transformer attends, stage by stage.
 
+explorer   `Explorer` and `load`: a checkpoint loaded and run through the engine
 engine/    the model and its one forward with taps, the eager rerun, runs, generation, interventions
 loading/   checkpoints: safetensors folders, GGUF files, the hub, the picker's catalogue, the models
            already on this machine (`local_models`)
@@ -7,14 +8,35 @@ views/     what each view of the app shows, pulled from a Run
 figures/   numpy and token strings -> Plotly figures
 app/       the Gradio app: its workspace, policy and one module per tab
 tools/     the benchmark, the stress run and the training of the bundled model
+
+The public names are imported when first read (PEP 562), so `import explorer.figures` loads no torch.
 """
 
-from explorer.engine.attention import AttentionInternals, kv_head_map
-from explorer.engine.config import ModelConfig, RopeScaling
-from explorer.engine.explorer import Explorer, load
-from explorer.engine.run import Run
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from explorer.errors import CheckpointError, PromptError, UnsupportedConfigError
-from explorer.loading.local import local_models
+
+if TYPE_CHECKING:
+    from explorer.engine.attention import AttentionInternals, kv_head_map
+    from explorer.engine.config import ModelConfig, RopeScaling
+    from explorer.engine.run import Run
+    from explorer.explorer import Explorer, load
+    from explorer.loading.local import local_models
+
+# name -> the module that defines it
+_LAZY = {
+    "AttentionInternals": "explorer.engine.attention",
+    "kv_head_map": "explorer.engine.attention",
+    "ModelConfig": "explorer.engine.config",
+    "RopeScaling": "explorer.engine.config",
+    "Run": "explorer.engine.run",
+    "Explorer": "explorer.explorer",
+    "load": "explorer.explorer",
+    "local_models": "explorer.loading.local",
+}
 
 __all__ = [
     "AttentionInternals",
@@ -29,3 +51,15 @@ __all__ = [
     "load",
     "local_models",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "explorer"
@@ -100,11 +102,14 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_imports_go_one_way_between_the_layers():
-    """engine <- loading, views <- figures' users; figures know no engine but token text, the engine
-    knows no views, figures, app or tools, and nothing but the tools imports the tools."""
+    """engine <- loading <- explorer (Explorer, load); engine <- figures <- views <- app: figures know
+    no engine but token text, the engine knows no loading, views, figures, app or tools, and nothing
+    but the tools imports the tools."""
     graph = import_graph()
     for module, targets in graph.items():
         for target in targets:
+            if module.startswith("explorer.engine"):
+                assert not target.startswith(("explorer.loading", "explorer.explorer")), (module, target)
             if module.startswith(("explorer.engine", "explorer.loading")):
                 assert not target.startswith(("explorer.views", "explorer.figures", "explorer.app")), module
             if module.startswith("explorer.figures"):
@@ -126,6 +131,15 @@ def test_figures_and_views_import_no_gradio_and_figures_no_torch():
         assert not re.search(r"^\s*(import|from) (torch|gradio)\b", text, re.M), path
     for path in (PACKAGE / "views").rglob("*.py"):
         assert not re.search(r"^\s*(import|from) gradio\b", path.read_text(encoding="utf-8"), re.M), path
+
+
+def test_importing_the_figures_loads_no_torch():
+    """Figures are numpy in, Plotly out: the package's public names are read lazily, so importing
+    `explorer.figures` runs no engine module that needs torch."""
+    code = "import sys, explorer.figures; print(sorted(m for m in ('torch', 'gradio') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_blocks_norms_and_mlp_are_called_in_the_model_module_alone():

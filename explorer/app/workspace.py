@@ -37,12 +37,12 @@ import torch
 
 from explorer.app import memory
 from explorer.app.policy import UNREADABLE, Policy, normalised
-from explorer.engine.explorer import Explorer, load
 from explorer.engine.generate import Generation, Step
 from explorer.engine.interventions import Ablation
 from explorer.engine.run import Run
 from explorer.engine.tokens import char_budget
 from explorer.errors import CheckpointError
+from explorer.explorer import Explorer, load
 from explorer.loading.checkpoints import BUNDLED_MODEL
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Run: one prompt's fast forward, and lazy access to what it holds.
 
-A Run costs one fast SDPA forward (`explorer.engine.explorer.Explorer.run`). It keeps each layer's input
+A Run costs one fast SDPA forward (`explorer.explorer.Explorer.run`). It keeps each layer's input
 hidden state ([L, N, hidden], linear in N), so any layer's attention can be rerun through the eager path
 later without a second forward. Nothing N×N is computed until a layer is asked for, and logits only where
 they are read.

@@ -17,7 +17,7 @@ from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
 from explorer.app.ui.common import plot, top, warn
 from explorer.app.workspace import Workspace
-from explorer.engine.explorer import Explorer
+from explorer.explorer import Explorer
 from explorer.loading import catalog
 
 MODEL_INFO = {  # by the policy's EXPLORER_MODELS

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from explorer.engine import heads
-from explorer.engine.explorer import load
 from explorer.engine.model import Transformer
+from explorer.explorer import load
 from explorer.loading.folders import save_checkpoint
 from explorer.tools.training import model_card
 from explorer.tools.training.config import PRESETS, TrainConfig

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 
 from explorer.engine import heads
-from explorer.engine.explorer import Explorer
 from explorer.engine.model import Transformer
+from explorer.explorer import Explorer
 from explorer.tools.training.config import TrainConfig
 from explorer.tools.training.data import heldout_sample
 from explorer.tools.training.train import mean_loss, next_token_losses

@@ -1,4 +1,6 @@
 """Explorer (a loaded model and its tokenizer) and `load`, which makes one: the entry to the Python API.
+It stands above the engine and the loading code: it loads a checkpoint (`explorer.loading`) and runs it
+through the engine, which knows neither.
 
 ex = explorer.load()            # the bundled model; or a folder, a .gguf file, a hub id
 run = ex.run(text)              # one fast forward -> Run
