@@ -19,8 +19,8 @@ import torch
 from explorer.engine.config import ModelConfig
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
-from explorer.engine.model import Taps, recorder
 from explorer.engine.run import Run
+from explorer.engine.taps import Taps, recorder
 from explorer.engine.tokens import encode
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
 

@@ -154,6 +154,42 @@ def test_the_blocks_norms_and_mlp_are_called_in_the_model_module_alone():
     assert where == {"engine/model.py"}
 
 
+def code_lines(path: Path) -> list[str]:
+    """A module's lines of code: its docstrings and comments left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    prose = {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for line in range(node.lineno, node.end_lineno + 1)
+    }
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.split("#")[0] for number, line in enumerate(lines, 1) if number not in prose]
+
+
+def test_the_mask_and_the_softmax_of_scores_are_written_once():
+    """engine/rows.py alone masks scores with −∞ and softmaxes them, and builds the mask (the fast
+    path's SDPA takes the same `attention_mask`): every reading calls it. The engine's other softmaxes
+    are of logits (the lens, sampling, the next-token distribution); the views compute none."""
+    stage = re.compile(r"-inf|-math\.inf|-torch\.inf|softmax\(|\.exp_\(")
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        if path.name != "rows.py":
+            for line in code_lines(path):
+                assert not stage.search(line) or "logits" in line, (path.name, line)
+    for path in (PACKAGE / "views").rglob("*.py"):
+        assert not [
+            line for line in code_lines(path) if re.search(r"softmax\(|\.exp_\(|masked_fill_?\(.*inf", line)
+        ], path
+    masks = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if any(re.search(r"\battention_mask\(", line) for line in code_lines(path))
+    }
+    assert masks == {"engine/rows.py", "engine/model.py"}
+
+
 def test_the_top_level_stays_small_and_no_module_passes_400_lines():
     top = [path.name for path in PACKAGE.glob("*.py")]
     assert len(top) <= MAX_TOP_LEVEL_MODULES, top

@@ -14,6 +14,7 @@ from conftest import TEXT, make_hf_checkpoint
 import explorer
 from explorer import figures, views
 from explorer.engine import attention, blockwise
+from explorer.engine import rows as rows_module
 from explorer.views import attention as view_attention
 from explorer.views import export, pooled
 
@@ -128,38 +129,39 @@ def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
 
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
     sizes = []
-    rows = attention.softmax_rows
+    made = attention.attention_rows
 
-    def counted(p, start, stop, heads=slice(None), causal=False):
-        probs = rows(p, start, stop, heads, causal)
-        sizes.append(probs.numel() * 4)
-        return probs
+    def counted(*args, **kwargs):
+        rows = made(*args, **kwargs)
+        sizes.append(math.prod(rows.shape) * 4)
+        return rows
 
-    for module in (attention, blockwise):
-        monkeypatch.setattr(module, "softmax_rows", counted)
+    monkeypatch.setattr(attention, "attention_rows", counted)
     every_view(blockwise_run)
     views.head_profile(blockwise_run)
     whole_layer = 8 * 702 * 702 * 4
     assert sizes and max(sizes) <= view_attention.VIEW_MAP_BYTES // 4 < whole_layer // 10
 
 
-def test_softmax_rows_by_blocks_are_the_eager_maps(ex):
+def test_rows_by_blocks_are_the_eager_maps_bit_for_bit(ex):
+    """A query's row is computed over the same keys in the same cell whoever asks for it: the rows of
+    a layer a block at a time, and the output from them, are the whole layer's to the bit."""
     run = ex.run(PROMPT)
-    p, whole = run.projections(LAYER), run.attention(LAYER).probs
-    blocks = blockwise.query_blocks(702, 8, 10**6)
-    blocks = torch.cat([attention.softmax_rows(p, a, b) for a, b in blocks], dim=1)  # [H, N, N]
-    torch.testing.assert_close(blocks, whole, atol=1e-7, rtol=0)
-    # The block pass leaves out the keys after each block's last query: the output sums the same
-    # terms, of rows that stop there, in another order (a few float32 ulps).
+    p, whole = run.projections(LAYER), run.attention(LAYER)
+    blocks = blockwise.query_blocks(702, 8, 10**6, multiple=rows_module.CELL)
+    assert len(blocks) > 3
+    rows = [p.rows(range(a, b)) for a, b in blocks]
+    assert torch.equal(torch.cat([r.probs for r in rows], dim=1), whole.probs)  # [H, N, N]
+    assert torch.equal(torch.cat([r.scores for r in rows], dim=1), whole.scores)
     output = blockwise.layer_pass(p, 10**6, ex.model.layers[LAYER].self_attn)[1]
-    torch.testing.assert_close(output, run.attention(LAYER).output, atol=1e-6, rtol=1e-6)
+    assert torch.equal(output, whole.output)
 
 
-def test_causal_rows_leave_out_only_keys_of_probability_zero(ex):
+def test_rows_cut_at_the_last_query_leave_out_only_keys_of_probability_zero(ex):
     p = ex.run(PROMPT).projections(LAYER)
     for start, stop in [(0, 1), (100, 180), (650, 702)]:
-        rows = attention.softmax_rows(p, start, stop)  # [H, R, N]
-        causal = attention.softmax_rows(p, start, stop, causal=True)  # [H, R, stop]
+        rows = p.rows(range(start, stop)).probs  # [H, R, N]
+        causal = p.rows(range(start, stop), n_keys=stop).probs  # [H, R, stop]
         assert causal.shape == (8, stop - start, stop)
         assert not rows[..., stop:].any()
         torch.testing.assert_close(causal, rows[..., :stop], atol=1e-7, rtol=0)

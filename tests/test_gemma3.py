@@ -139,6 +139,29 @@ def test_a_long_prompts_pooled_sliding_stages_are_its_whole_maps_pooled(
         np.testing.assert_array_equal(b, a)
 
 
+def test_a_sliding_layers_zoom_block_by_block_masks_the_band_as_the_eager_rerun(pair, monkeypatch):
+    """The zoom past the view budget reads a head's rows a block of queries at a time: the same −∞ cells
+    (the band, not only the causal triangle) and the same values as the whole layer's eager stages."""
+    from explorer.engine import blockwise
+
+    _, run = pair
+    att, p = run.attention(SLIDING), run.projections(SLIDING)
+    for start, stop in [(0, run.n_tokens), (7, 19)]:
+        rows = blockwise.head_rows(p, 3, start, stop)
+        eager = att.head_stages(3)
+        assert torch.equal(rows["masked"].isinf(), eager["masked"][start:stop].isinf())
+        for name in ("scores", "masked", "probs"):
+            torch.testing.assert_close(rows[name], eager[name][start:stop], atol=1e-6, rtol=0)
+    window = (10, run.n_tokens - 1, 0, run.n_tokens - 1)
+    whole = views.zoom(run, SLIDING, 3, window)
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 1000)  # the zoom goes block by block
+    assert not views.maps_fit(run)
+    blocked = views.zoom(run, SLIDING, 3, window)
+    for a, b in zip(whole.data, blocked.data, strict=True):
+        if getattr(a, "z", None) is not None:
+            np.testing.assert_allclose(np.asarray(b.z, dtype=float), np.asarray(a.z, dtype=float), atol=1e-6)
+
+
 def test_a_gemma3_gguf_file_gives_transformers_logits_and_maps(tmp_path, tiny_tokenizer):
     """Written as llama.cpp writes Gemma 3 (norms stored as 1 + w, not permuted, the sliding pattern of six
     and the local base of 10,000 assumed, queries scaled by 1/√head_dim: head_dim 256 is the 256 of

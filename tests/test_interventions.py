@@ -169,6 +169,26 @@ def test_patched_logit_diffs_match_transformers_for_every_head(hf_pair, pair):
     assert (patched - corrupted).abs().max().item() > 1e-2  # some patch moves the logit difference
 
 
+def test_a_soft_capped_models_sweep_reads_its_capped_logits(tmp_path, tiny_tokenizer):
+    """The sweep reads logits through the model's LM head, soft cap included (Gemma 3 with
+    final_logit_softcapping): every patched difference is transformers', hooked the same way."""
+    model_type, overrides = HF_CONFIGS["gemma3-sliding"]
+    hf_model = make_hf_checkpoint(
+        tmp_path, tiny_tokenizer, model_type, **overrides, final_logit_softcapping=2.0
+    )
+    ex = explorer.load(tmp_path, device="cpu")
+    assert ex.config.final_logit_softcapping == 2.0
+    result = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], answer=ANSWER, distractor=DISTRACTOR)
+    clean_ids, corrupted_ids = ex.run(CLEAN).ids, ex.run(CORRUPTED["differ-mid-prompt"]).ids
+    clean, corrupted, patched = hf_patching_reference(
+        hf_model, clean_ids, corrupted_ids, result.answer_id, result.distractor_id
+    )
+    assert result.clean_logit_diff == pytest.approx(clean, abs=1e-4)
+    assert result.corrupted_logit_diff == pytest.approx(corrupted, abs=1e-4)
+    assert (result.logit_diff - patched).abs().max().item() <= 1e-4
+    assert abs(clean) < 2 * 2.0 and (patched - corrupted).abs().max().item() > 1e-3
+
+
 def test_a_sweep_split_into_passes_gives_the_same_result_and_reports_progress(hf_pair, monkeypatch):
     _, ex = hf_pair
     fractions = []

@@ -9,7 +9,7 @@ import torch
 
 import explorer
 from explorer.engine.kv_cache import KVCache, PrefixCache
-from explorer.engine.model import Taps, recorder
+from explorer.engine.taps import Taps, recorder
 from tests.conftest import HF_CONFIGS, PROMPT, make_hf_checkpoint
 
 POINTS = ("block_input", "heads", "attention_output", "after_attention", "mlp_output", "block_output")

@@ -6,12 +6,13 @@
       -> output
 
 It goes through the block's own methods (`Block.attention_input`, `Attention.project`,
-`Attention.merge_heads`), so the weights are the model's and nothing is duplicated. All internals are
-float32 whatever the model's dtype.
+`Attention.merge_heads`), so the weights are the model's and nothing is duplicated; from the rotated
+queries and keys on, it is the one attention (`explorer.engine.rows`), as is every other reading of
+a layer's rows (`Projections.rows`). All internals are float32 whatever the model's dtype.
 
 Memory: only `probs` among the [H, N, N] stages is kept when the layer is computed; `scores`, `scaled`
-and `masked` are rebuilt from q_rot and k_rot the first time they are read (bit-identical to the values
-`probs` was computed from), and `head_stages(h)` gives one head's stages without touching the others.
+and `masked` are computed from q_rot and k_rot the first time they are read, and `head_stages(h)`
+gives one head's stages without touching the others.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from functools import cached_property
 import torch
 
 from explorer.engine import rope
-from explorer.engine.model import Block, Tap, attention_mask, tapped
+from explorer.engine.model import Block
+from explorer.engine.rows import AttentionRows, attention_rows
+from explorer.engine.taps import NO_TAPS, Taps, tapped
 
 ROUNDING_UNITS = 64  # float32 roundings two orders of the same sums may differ by (float32_tolerance)
 
@@ -44,12 +47,6 @@ def kv_head_map(n_heads: int, n_kv_heads: int) -> torch.Tensor:
     if n_heads % n_kv_heads:
         raise ValueError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
     return torch.arange(n_heads) // (n_heads // n_kv_heads)
-
-
-def causal_mask(n_tokens: int, device: torch.device | str = "cpu", window: int | None = None) -> torch.Tensor:
-    """True where query i may attend to key j, i.e. j <= i (and i − window < j in a sliding layer).
-    # [N, N] bool"""
-    return attention_mask(torch.arange(n_tokens, device=device), n_tokens, window)
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +88,29 @@ class Projections:
     def n_tokens(self) -> int:
         return self.q.shape[1]
 
+    def rows(
+        self,
+        queries: range | list[int],
+        head: int | None = None,
+        n_keys: int | None = None,
+        taps: Taps = NO_TAPS,
+    ) -> AttentionRows:
+        """The one attention's rows of `queries` (positions), every head or `head` alone, over keys
+        0..n_keys−1 (default every key): the keys after the last query have probability 0, so a
+        caller may leave them out. `taps` see the scores and the pattern.  # stages [H or 1, Q, n_keys]"""
+        n_keys = self.n_tokens if n_keys is None else n_keys
+        if isinstance(queries, range) and queries.step == 1:
+            positions, picked = torch.arange(queries.start, queries.stop), slice(queries.start, queries.stop)
+        else:
+            positions = picked = torch.as_tensor(list(queries), dtype=torch.long)
+        if head is None:
+            q, k = self.q_rot[:, picked], self.k_rot[:, :n_keys]  # [H, Q, d], [H_kv, K, d]
+        else:
+            if not 0 <= head < self.n_heads:
+                raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
+            q, k = self.q_rot[head, picked][None], self.k_rot[self.kv_head[head], :n_keys][None]
+        return attention_rows(q, k, positions, self.scale, self.window, self.layer, taps)
+
     def tensors(self) -> dict[str, torch.Tensor]:
         return {name: value for name, value in vars(self).items() if isinstance(value, torch.Tensor)}
 
@@ -103,11 +123,11 @@ def _projected(name: str) -> property:
 @dataclass(frozen=True, eq=False)
 class AttentionInternals:
     """Every stage of one layer's attention for one prompt (batch 1), float32: the projections it is
-    computed from (each of their fields read as this one's: `att.q`, `att.k_rot` ...), and the rest."""
+    computed from (each of their fields read as this one's: `att.q`, `att.k_rot` ...), the one
+    attention's rows of every query, and the output."""
 
     projections: Projections
-    mask: torch.Tensor  # [N, N] bool, True where a query may attend
-    probs: torch.Tensor  # [H, N, N] softmax; rows sum to 1, masked entries exactly 0
+    rows: AttentionRows  # every query's rows over every key (`explorer.engine.rows`)
     output: torch.Tensor  # [N, hidden] the layer's attention output (after o_proj)
 
     layer = _projected("layer")
@@ -129,20 +149,30 @@ class AttentionInternals:
     n_heads = _projected("n_heads")
     n_tokens = _projected("n_tokens")
 
-    @cached_property
+    @property
+    def mask(self) -> torch.Tensor:
+        """True where a query may attend.  # [N, N] bool"""
+        return self.rows.allowed
+
+    @property
+    def probs(self) -> torch.Tensor:
+        """Softmax; rows sum to 1, masked entries exactly 0.  # [H, N, N]"""
+        return self.rows.probs
+
+    @property
     def scores(self) -> torch.Tensor:
         """Raw Q·Kᵀ after RoPE, before scaling.  # [H, N, N]"""
-        return self.q_rot @ self.k_rot[self.kv_head].transpose(-1, -2)
+        return self.rows.scores
 
-    @cached_property
+    @property
     def scaled(self) -> torch.Tensor:
         """scores · scale.  # [H, N, N]"""
-        return self.scores * self.scale
+        return self.rows.scaled
 
-    @cached_property
+    @property
     def masked(self) -> torch.Tensor:
         """scaled with −inf where the mask is False.  # [H, N, N]"""
-        return self.scaled.masked_fill(~self.mask, float("-inf"))
+        return self.rows.masked
 
     @cached_property
     def weighted_norms(self) -> torch.Tensor:
@@ -152,21 +182,24 @@ class AttentionInternals:
         return self.probs * self.value_norms[:, None, :]
 
     def head_stages(self, head: int) -> dict[str, torch.Tensor]:
-        """One head's scores, scaled, masked and probs, computed for that head alone.  # each [N, N]"""
-        if not 0 <= head < self.n_heads:
-            raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
-        scores = self.q_rot[head] @ self.k_rot[self.kv_head[head]].T
-        scaled = scores * self.scale
+        """One head's scores, scaled, masked and probs, computed for that head alone (its probs are
+        the layer's).  # each [N, N]"""
+        rows = self.projections.rows(range(self.n_tokens), head)
         return {
-            "scores": scores,
-            "scaled": scaled,
-            "masked": scaled.masked_fill(~self.mask, float("-inf")),
+            "scores": rows.scores[0],
+            "scaled": rows.scaled[0],
+            "masked": rows.masked[0],
             "probs": self.probs[head],
         }
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        """Every tensor held (the stages rebuilt on demand among them, once read)."""
-        own = {name: value for name, value in vars(self).items() if isinstance(value, torch.Tensor)}
+        """Every tensor held (the stages computed on demand among them, once read)."""
+        own = {"output": self.output, "mask": self.rows.allowed}
+        own |= {
+            name: self.rows.__dict__[name]
+            for name in ("scores", "scaled", "masked", "probs")
+            if name in self.rows.__dict__
+        }
         return self.projections.tensors() | own
 
 
@@ -215,43 +248,16 @@ def value_norms(attn, v: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def softmax_rows(
-    p: Projections, start: int, stop: int, heads: slice | list[int] = slice(None), causal: bool = False
-) -> torch.Tensor:
-    """The softmax maps of queries start..stop−1 over every key, or with `causal` over the keys up to
-    the last of them (0..stop−1: the keys after it have probability 0; on average half the work).
-    # [h, stop − start, N], or [h, stop − start, stop] with `causal`
-
-    One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
-    n_keys = stop if causal else p.n_tokens
-    scores = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
-    return causal_softmax_(scores, p.scale, start, p.window)
-
-
-def causal_softmax_(
-    scores: torch.Tensor, scale: float, start: int, window: int | None = None
-) -> torch.Tensor:
-    """In place: raw scores of queries start, start+1, … over keys 0, 1, … -> scaled, masked (a key
-    after its query, or in a sliding layer `window` or more before it: −∞) and softmaxed, as the eager
-    path does it.  # [..., R, K] -> [..., R, K]"""
-    queries = torch.arange(start, start + scores.shape[-2], device=scores.device)
-    allowed = attention_mask(queries, scores.shape[-1], window)  # [R, K]
-    scores.mul_(scale).masked_fill_(~allowed, float("-inf"))
-    scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
-    return scores.div_(scores.sum(dim=-1, keepdim=True))
-
-
-@torch.inference_mode()
 def eager_attention(
-    block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, heads_tap: Tap | None = None
+    block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, taps: Taps = NO_TAPS
 ) -> AttentionInternals:
     """Rerun one layer's attention step by step.  # x [N, hidden]: the stream entering the block
 
-    `heads_tap` edits the heads' outputs before o_proj as it did in the fast path (an ablated run's).
+    `taps` read the scores and the pattern, and edit the heads' outputs before o_proj as they did in the
+    fast path (an ablated run's `heads` tap).
     """
     p = project(block, x, inv_freq, layer)
-    probs = softmax_rows(p, 0, p.n_tokens)  # [H, N, N]
-    heads_out = tapped(heads_tap, layer, (probs @ p.v[p.kv_head])[None])  # [1, H, N, d]
+    rows = p.rows(range(p.n_tokens), taps=taps)
+    heads_out = tapped(taps.heads, layer, rows.mix(p.v)[None])  # [1, H, N, d]
     output = block.self_attn.merge_heads(heads_out.to(x.dtype))[0].float()  # [N, hidden]
-    mask = causal_mask(p.n_tokens, x.device, p.window)
-    return AttentionInternals(p, mask=mask, probs=probs, output=output)
+    return AttentionInternals(p, rows=rows, output=output)

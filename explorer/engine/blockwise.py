@@ -1,6 +1,6 @@
 """One layer's attention a block of queries at a time, for prompts whose [H, N, N] maps are too big to
-hold: each block's softmax rows are computed from the layer's projections (linear in N) as the eager
-path computes them (`attention.softmax_rows`), reduced to what a view shows, and dropped before the
+hold: each block's rows are the one attention's (`Projections.rows`, `explorer.engine.rows`), computed
+from the layer's projections (linear in N), reduced to what a view shows, and dropped before the
 next block. Peak memory is one block of rows, whatever N. (The heads' scores go block by block too:
 `explorer.engine.heads.prompt_profile`.)
 
@@ -11,10 +11,14 @@ next block. Peak memory is one block of rows, whatever N. (The heads' scores go 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from explorer.engine.attention import Projections, softmax_rows
-from explorer.engine.model import Attention, Tap, tapped
+from explorer.engine.attention import Projections
+from explorer.engine.model import Attention
+from explorer.engine.rows import CELL
+from explorer.engine.taps import Tap, tapped
 
 
 def query_blocks(n_tokens: int, n_heads: int, budget_bytes: int, multiple: int = 1) -> list[tuple[int, int]]:
@@ -30,17 +34,8 @@ def query_blocks(n_tokens: int, n_heads: int, budget_bytes: int, multiple: int =
 def head_rows(p: Projections, head: int, start: int, stop: int) -> dict[str, torch.Tensor]:
     """One head's stages for queries start..stop−1, as `AttentionInternals.head_stages` gives them
     for the whole map.  # each [stop − start, N]"""
-    if not 0 <= head < p.n_heads:
-        raise ValueError(f"head must be in [0, {p.n_heads - 1}], got {head}")
-    scores = p.q_rot[head, start:stop] @ p.k_rot[p.kv_head[head]].T
-    scaled = scores * p.scale
-    allowed = torch.arange(p.n_tokens)[None, :] <= torch.arange(start, stop)[:, None]  # [R, N]
-    return {
-        "scores": scores,
-        "scaled": scaled,
-        "masked": scaled.masked_fill(~allowed, float("-inf")),
-        "probs": softmax_rows(p, start, stop, [head])[0],
-    }
+    rows = p.rows(range(start, stop), head)
+    return {name: getattr(rows, name)[0] for name in ("scores", "scaled", "masked", "probs")}
 
 
 @torch.inference_mode()
@@ -56,16 +51,18 @@ def layer_pass(
     every pair of heads' maps (each map a vector of N·N values), the attention output if `attn` is
     given (the heads' outputs, linear in N, edited by `heads_tap` as an ablated run's are), and each
     block handed to `on_rows(start, probs)` (to pool it) before it is dropped. A block's rows stop at
-    its last query's key (`softmax_rows(causal=True)`): the keys after it, all 0, are left out.
+    its last query's key: the keys after it, all 0, are neither computed nor pooled.
     # probs [H, R, stop] -> [H, H], [N, hidden] float32 CPU or None"""
     gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
     heads_out = []  # [H, R, d] per block
-    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, multiple):
-        probs = softmax_rows(p, start, stop, causal=True)  # [H, R, stop]
-        flat = probs.flatten(1)  # [H, R·stop]
+    # blocks of whole cells of the one attention: its rows, and the output, come out as the whole layer's
+    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, math.lcm(multiple, CELL)):
+        rows = p.rows(range(start, stop))
+        probs = rows.probs[..., :stop]  # [H, R, stop]: the keys after are 0
+        flat = probs.reshape(p.n_heads, -1)  # [H, R·stop]
         gram += (flat @ flat.T).double()
         if attn is not None:
-            heads_out.append(probs @ p.v[p.kv_head, :stop])  # [H, R, d]
+            heads_out.append(rows.mix(p.v))  # [H, R, d]
         if on_rows is not None:
             on_rows(start, probs)
     norms = gram.diagonal().sqrt()

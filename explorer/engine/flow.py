@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import torch
 
-from explorer.engine.attention import Projections, causal_softmax_
+from explorer.engine.attention import Projections
 from explorer.engine.lens import check_position
-from explorer.engine.model import Taps, attention_mask, tapped
+from explorer.engine.taps import Taps, tapped
 
 PROXIMITY_FLOOR = 1e-5  # the tool's: a part pointing away from the whole still counts this much
 DISTANCE_BLOCK_BYTES = 32 * 2**20  # [queries, H, keys, hidden] float32 held at once
@@ -140,11 +140,7 @@ def _layer(run, p: Projections, m: int, last_only: bool = False) -> _Layer:
 def _weights(run, p: Projections, queries: list[int], m: int) -> torch.Tensor:
     """The attention weights of `queries` over keys 0..m−1, as the run's heads apply them (a
     zero-ablated head's are 0).  # -> [Q, H, m]"""
-    rows = torch.tensor(queries)
-    scores = p.q_rot[:, rows] @ p.k_rot[p.kv_head, :m].transpose(-1, -2)  # [H, Q, m]
-    allowed = attention_mask(rows, m, p.window)  # [Q, m]
-    scores.mul_(p.scale).masked_fill_(~allowed, float("-inf"))
-    alpha = scores.softmax(-1)
+    alpha = p.rows(queries, n_keys=m).probs  # [H, Q, m]
     alpha = tapped(run.heads_tap, p.layer, alpha[None])[0]  # [H, Q, m]
     return alpha.transpose(0, 1)
 
@@ -297,8 +293,7 @@ def rollout(run, position: int = -1) -> torch.Tensor:
         mixed = torch.zeros(m)
         for start in range(0, m, block):
             stop = min(m, start + block)
-            scores = p.q_rot[:, start:stop] @ p.k_rot[p.kv_head, :stop].transpose(-1, -2)  # [H, b, stop]
-            probs = causal_softmax_(scores, p.scale, start, p.window).mean(0)  # [b, stop]
+            probs = p.rows(range(start, stop), n_keys=stop).probs.mean(0)  # [b, stop]
             mixed[:stop] += row[start:stop] @ probs
         row = 0.5 * mixed + 0.5 * row
     out = torch.zeros(run.n_tokens)

@@ -30,8 +30,9 @@ import torch
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.kv_cache import KVCache
-from explorer.engine.model import Taps
+from explorer.engine.rows import attention_rows
 from explorer.engine.run import Run
+from explorer.engine.taps import Taps
 from explorer.engine.tokens import display_tokens, encode, next_token_labels
 from explorer.errors import PromptError
 
@@ -57,27 +58,20 @@ class Step:
     attention: torch.Tensor  # [L, H, q+1] float32 CPU: row q of every layer's and head's softmax map
 
 
-def attention_rows(
-    queries: torch.Tensor, keys: torch.Tensor, scale: float, windows: list[int | None] | None = None
+def step_rows(
+    queries: torch.Tensor, keys: torch.Tensor, scale: float, windows: list[int | None]
 ) -> torch.Tensor:
-    """The last query's softmax row in every layer and head, from the cached keys of the kv heads; a
-    layer with a sliding window gives the keys a window or more back no weight.
-    # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
+    """The last query's softmax row in every layer and head, from the cached keys of the kv heads: the
+    one attention (`explorer.engine.rows`) over every layer at once, each layer masked by its own
+    window (None: causal). # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
 
-    Query head h reads kv head h // (H / H_kv), the grouping of `kv_head_map`: viewed as [L·H_kv, G, d],
-    each kv head's group of queries meets its keys in one batched product over every layer at once, and
-    no key is copied. One product and one softmax a step, not one per layer: at a step's sizes each
-    enters a parallel region, which on a busy machine costs a scheduler tick.
+    Each kv head's group of queries meets its keys in one product over every layer, no key copied: one
+    product and one softmax a step, not one per layer (at a step's sizes each enters a parallel region,
+    which on a busy machine costs a scheduler tick).
     """
-    n_layers, n_heads, d = queries.shape
-    n_kv = keys.shape[1]
-    grouped = queries.float().reshape(n_layers * n_kv, n_heads // n_kv, d)  # [L·H_kv, G, d]
-    flat_keys = keys.float().flatten(0, 1)  # [L·H_kv, N, d]
-    scores = (torch.bmm(grouped, flat_keys.transpose(1, 2)) * scale).view(n_layers, n_heads, -1)  # [L, H, N]
-    for layer, window in enumerate(windows or []):
-        if window is not None:
-            scores[layer, :, : max(0, scores.shape[-1] - window)] = float("-inf")
-    return scores.softmax(-1)
+    position = torch.tensor([keys.shape[-2] - 1], device=keys.device)
+    rows = attention_rows(queries.float()[:, :, None], keys.float(), position, scale, windows)
+    return rows.probs[:, :, 0]
 
 
 def sampling_probs(
@@ -86,16 +80,16 @@ def sampling_probs(
     """The distribution a sampled step draws from, as transformers' warpers make it: logits / temperature,
     then all but the top-k set to −∞ (ties with the k-th kept), then all but the smallest set of most
     likely tokens whose probability reaches top_p (at least one kept).  # [vocab] -> [vocab] float32"""
-    scores = logits.float() / temperature
-    if top_k is not None and top_k < scores.numel():
-        kth = torch.topk(scores, top_k).values[-1]
-        scores = scores.masked_fill(scores < kth, -math.inf)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.numel():
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, -math.inf)
     if top_p is not None and top_p < 1.0:
-        ascending, order = torch.sort(scores)
-        drop_sorted = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+        ascending_logits, order = torch.sort(logits)
+        drop_sorted = ascending_logits.softmax(-1).cumsum(-1) <= 1 - top_p
         drop_sorted[-1] = False
-        scores = scores.masked_fill(drop_sorted.scatter(0, order, drop_sorted), -math.inf)
-    return scores.softmax(-1)
+        logits = logits.masked_fill(drop_sorted.scatter(0, order, drop_sorted), -math.inf)
+    return logits.softmax(-1)
 
 
 def check_settings(
@@ -275,7 +269,7 @@ class Generation:
         self.cache.length = end
         self._logits = model.logits(hidden[-1]).float()  # [vocab]
         scale, windows = model.layers[0].self_attn.scale, [block.self_attn.window for block in model.layers]
-        self._rows = attention_rows(queries, self.cache.k[:, :, :end], scale, windows).cpu()  # [L, H, end]
+        self._rows = step_rows(queries, self.cache.k[:, :, :end], scale, windows).cpu()  # [L, H, end]
 
     @property
     def run(self) -> Run:

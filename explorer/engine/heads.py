@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import torch
 
-from explorer.engine.attention import eager_attention, softmax_rows
+from explorer.engine.attention import eager_attention
 from explorer.engine.blockwise import query_blocks
-from explorer.engine.model import Taps, recorder
+from explorer.engine.taps import Taps, recorder
 
 PROFILE_SCORES = ("previous_token", "sink", "induction", "entropy", "distance")
 PROFILE_BLOCK_BYTES = 16 << 20  # a block of softmax rows a profile holds at once
@@ -110,7 +110,7 @@ def layer_profile(probs: torch.Tensor, ids: torch.Tensor) -> dict[str, torch.Ten
 
 def prompt_profile(run, block_bytes: int = PROFILE_BLOCK_BYTES) -> dict[str, torch.Tensor]:
     """Every profile score for every layer and head of a run, from each layer's projections a block of
-    queries at a time (rows up to the block's last key: `softmax_rows(causal=True)`), none of them kept
+    queries at a time (rows up to the block's last key: the later ones are 0), none of them kept
     in the run's cache.  # -> {name: [L, H]}"""
     ids = torch.tensor(run.ids)
     rows = []
@@ -118,7 +118,7 @@ def prompt_profile(run, block_bytes: int = PROFILE_BLOCK_BYTES) -> dict[str, tor
         p = run.projections(layer, remember=False)
         sums = ScoreSums(p.n_heads)
         for start, stop in query_blocks(p.n_tokens, p.n_heads, block_bytes):
-            sums.add(softmax_rows(p, start, stop, causal=True), start, ids)
+            sums.add(p.rows(range(start, stop), n_keys=stop).probs, start, ids)
         rows.append(sums.means())
     return {name: torch.stack([row[name] for row in rows]) for name in PROFILE_SCORES}
 

@@ -19,7 +19,7 @@ it), and runs through the model's one forward:
   causal), so only the positions from there on are recomputed, reading the earlier keys and values from
   the corrupted run's KV cache;
 - in the last layer only the last position is recomputed, and of the LM head only the answer's and the
-  distractor's rows are used.
+  distractor's rows are used (through `Transformer.logits`, soft-capped where the model caps them).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import torch
 from explorer.engine.attention import kv_head_map
 from explorer.engine.config import ModelConfig
 from explorer.engine.kv_cache import KVCache, PrefixCache
-from explorer.engine.model import Taps, Transformer, recorder
+from explorer.engine.model import Transformer
+from explorer.engine.taps import Taps, recorder
 from explorer.engine.tokens import check_characters, display_tokens, encode, quoted
 from explorer.errors import PromptError
 
@@ -224,12 +225,12 @@ def patch_heads(
     if not differ:
         raise PromptError("The clean and corrupted prompts are the same tokens: there is nothing to patch.")
 
-    direction = model.lm_head.weight[answer_id] - model.lm_head.weight[distractor_id]  # [hidden]
+    pair = [answer_id, distractor_id]
     clean_trace, corrupted_trace = _trace(model, clean_encoded.ids), _trace(model, corrupted_encoded.ids)
     explorer.forward_count += 2
-    clean_diff = float(clean_trace.last_hidden.float() @ direction.float())
-    corrupted_diff = float(corrupted_trace.last_hidden.float() @ direction.float())
-    patched = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], direction, progress)  # [L, H]
+    clean_diff = float(_logit_diff(model, clean_trace.last_hidden, pair))
+    corrupted_diff = float(_logit_diff(model, corrupted_trace.last_hidden, pair))
+    patched = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], pair, progress)  # [L, H]
     return PatchResult(
         logit_diff=patched,
         recovered=(patched - corrupted_diff) / (clean_diff - corrupted_diff),
@@ -247,12 +248,19 @@ def patch_heads(
     )
 
 
+def _logit_diff(model: Transformer, normed: torch.Tensor, pair: list[int]) -> torch.Tensor:
+    """logit(answer) − logit(distractor) through the model's LM head (soft-capped where it is), of the
+    (answer, distractor) `pair`.  # [..., hidden] -> [...] float32"""
+    logits = model.logits(normed, pair).float()  # [..., 2]
+    return logits[..., 0] - logits[..., 1]
+
+
 def _sweep(
     model: Transformer,
     corrupted: _Trace,
     clean_heads: torch.Tensor,
     start: int,
-    direction: torch.Tensor,
+    pair: list[int],
     progress: Progress | None,
 ) -> torch.Tensor:
     """The patched logit difference of every head.  # -> [L, H] float32 CPU
@@ -287,7 +295,7 @@ def _sweep(
             if progress is not None:
                 progress(done / steps)
         final = rows[:, -1]  # [R, hidden] after the final norm
-        passes.append((final.float() @ direction.float()).view(len(patched_layers), c.n_heads))
+        passes.append(_logit_diff(model, final, pair).view(len(patched_layers), c.n_heads))
     return torch.cat(passes).cpu()
 
 

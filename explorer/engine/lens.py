@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from explorer.engine.interventions import single_token
-from explorer.engine.model import Taps, tapped
+from explorer.engine.taps import Taps, tapped
 
 LENS_SLAB = 2048  # vocabulary columns a lens tile takes at once
 LENS_TILE_BYTES = 8 * 2**20  # one lens tile, [(L+1)·positions, slab] float32: held in cache
@@ -271,11 +271,6 @@ def attention_to(run, key: int, query: int = -1) -> torch.Tensor:
     if key > query:
         return weights
     for layer in range(config.n_layers):
-        p = run.projections(layer, remember=False)
-        q = p.q_rot[:, query].float()  # [H, d]
-        k = p.k_rot[p.kv_head, : query + 1].float()  # [H, query + 1, d]: each head's kv head
-        scores = (k @ q[:, :, None])[..., 0] * p.scale  # [H, query + 1]
-        if p.window is not None:  # a sliding layer: the keys a window or more back get no weight
-            scores[:, : max(0, query + 1 - p.window)] = float("-inf")
-        weights[layer] = scores.softmax(-1)[:, key]
+        rows = run.projections(layer, remember=False).rows([query], n_keys=query + 1)
+        weights[layer] = rows.probs[:, 0, key]  # [H]
     return weights

@@ -12,15 +12,15 @@ is written here once; no other module calls its norms or its MLP (the eager path
 input through `Block.attention_input`).
 
 Attention here is the fast path: PyTorch SDPA with `enable_gqa=True`, causal (or the banded mask of a
-sliding layer, `attention_mask`), which never materialises an N×N map. The step-by-step eager path
-that exposes every stage is `explorer.engine.attention`; it reuses these modules' weights through
-`Attention.project` and `Attention.merge_heads`.
+sliding layer, `rows.attention_mask`), which never materialises an N×N map; a forward whose taps read the
+scores or the pattern attends stage by stage instead (`explorer.engine.rows`, the one attention). The
+eager rerun that exposes every stage is `explorer.engine.attention`; it reuses these modules' weights
+through `Attention.project` and `Attention.merge_heads`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -29,45 +29,8 @@ from torch import nn
 
 from explorer.engine import rope
 from explorer.engine.config import ModelConfig
-
-# A tap: called with the layer (n_layers for `final`) and the tensor at its point, it returns the tensor
-# the forward goes on with, or None to leave it as it is (a tap that only reads).
-Tap = Callable[[int, torch.Tensor], torch.Tensor | None]
-
-
-@dataclass(frozen=True)
-class Taps:
-    """The points of the stream a forward reads or edits, in the order it passes them (M: positions
-    computed; in the last block with `last_only`, 1 from the attention's output on)."""
-
-    block_input: Tap | None = None  # [B, M, hidden] the stream entering the block
-    queries: Tap | None = None  # [B, H, M, d] the queries after RoPE
-    heads: Tap | None = None  # [B, H, M, d] each head's output probs @ v, before o_proj (TL's hook_z)
-    attention_output: Tap | None = None  # [B, M, hidden] o_proj of the heads' outputs
-    after_attention: Tap | None = None  # [B, M, hidden] the stream after attention (TL's resid_mid)
-    mlp_output: Tap | None = None  # [B, M, hidden]
-    block_output: Tap | None = None  # [B, M, hidden] the stream leaving the block
-    final: Tap | None = None  # [B, M, hidden] after the final norm
-
-
-NO_TAPS = Taps()
-
-
-def recorder(store: torch.Tensor) -> Tap:
-    """A tap that writes what passes into `store[layer]` and leaves it as it is."""
-
-    def record(layer: int, value: torch.Tensor) -> None:
-        store[layer].copy_(value)
-
-    return record
-
-
-def tapped(tap: Tap | None, layer: int, value: torch.Tensor) -> torch.Tensor:
-    """`value` as `tap` leaves it."""
-    if tap is None:
-        return value
-    edited = tap(layer, value)
-    return value if edited is None else edited
+from explorer.engine.rows import attention_mask, attention_rows
+from explorer.engine.taps import NO_TAPS, Taps, tapped
 
 
 class KeyValues(Protocol):
@@ -93,6 +56,7 @@ class Pass:
     start: int = 0  # position of the first of the M tokens
     cache: KeyValues | None = None
     taps: Taps = NO_TAPS
+    masks: dict[tuple, torch.Tensor] = field(default_factory=dict)  # built once a forward, by shape
 
     def rope(self, sliding: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """A layer's RoPE tables.  # -> [M, d] ×2"""
@@ -100,16 +64,14 @@ class Pass:
             return self.sliding_cos, self.sliding_sin
         return self.cos, self.sin
 
-
-def attention_mask(queries: torch.Tensor, n_keys: int, window: int | None) -> torch.Tensor:
-    """True where a query at each of `queries` (positions) may attend to keys 0..n_keys−1: the keys up
-    to itself, and with a sliding `window` only the last `window` of them (i − window < j ≤ i, as HF's
-    sliding_window_overlay).  # [M] -> [M, n_keys] bool"""
-    keys = torch.arange(n_keys, device=queries.device)[None, :]
-    allowed = keys <= queries[:, None]
-    if window is not None:
-        allowed &= keys > queries[:, None] - window
-    return allowed
+    def mask(self, n_queries: int, n_keys: int, window: int | None, device) -> torch.Tensor:
+        """The mask of the last `n_queries` positions over `n_keys` keys (`rows.attention_mask`), built
+        once for every layer of the forward that asks for it.  # [M, keys] bool"""
+        key = (n_queries, n_keys, window)
+        if key not in self.masks:
+            queries = torch.arange(n_keys - n_queries, n_keys, device=device)
+            self.masks[key] = attention_mask(queries, n_keys, window)
+        return self.masks[key]
 
 
 class RMSNorm(nn.Module):
@@ -184,12 +146,15 @@ class Attention(nn.Module):
             q = q[:, :, -1:]
         q = tapped(p.taps.queries, layer, q)
         n_queries, n_keys = q.shape[2], k.shape[2]
+        if p.taps.stagewise:  # taps on the scores or the pattern: attention stage by stage, float32
+            positions = torch.arange(n_keys - n_queries, n_keys, device=q.device)
+            rows = attention_rows(q.float(), k.float(), positions, self.scale, self.window, layer, p.taps)
+            return rows.mix(v.float()).to(q.dtype)
         # The queries are the last positions the keys reach: one of them sees every key (no mask) and
         # as many as the keys the causal mask (SDPA's own), unless a sliding window cuts either.
         mask, causal = None, self.window is None and 1 < n_queries == n_keys
         if not causal and (n_queries > 1 or (self.window is not None and n_keys > self.window)):
-            queries = torch.arange(n_keys - n_queries, n_keys, device=q.device)
-            mask = attention_mask(queries, n_keys, self.window)  # [M, keys]
+            mask = p.mask(n_queries, n_keys, self.window, q.device)  # [M, keys]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True, scale=self.scale
         )
@@ -214,7 +179,9 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = self.gate_proj(x)
         gate = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
-        return self.down_proj(gate * self.up_proj(x))
+        if torch.is_grad_enabled():  # training: autograd keeps each factor
+            return self.down_proj(gate * self.up_proj(x))
+        return self.down_proj(gate.mul_(self.up_proj(x)))  # no [M, inner] product allocated
 
 
 class Block(nn.Module):
@@ -299,9 +266,13 @@ class Transformer(nn.Module):
             stream = stream * torch.tensor(self.config.embedding_scale, dtype=stream.dtype)
         return stream
 
-    def logits(self, normed: torch.Tensor) -> torch.Tensor:
-        """The LM head, soft-capped where the config says.  # [..., hidden] -> [..., vocab]"""
-        logits = self.lm_head(normed)
+    def logits(self, normed: torch.Tensor, token_ids: list[int] | None = None) -> torch.Tensor:
+        """The LM head, soft-capped where the config says; only the columns of `token_ids` if given.
+        # [..., hidden] -> [..., vocab] (or [..., len(token_ids)])"""
+        if token_ids is None:
+            logits = self.lm_head(normed)
+        else:
+            logits = F.linear(normed, self.lm_head.weight[token_ids])
         cap = self.config.final_logit_softcapping
         return logits if cap is None else torch.tanh(logits / cap) * cap
 

@@ -21,7 +21,8 @@ from explorer.engine import flow, lens
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import Ablation
-from explorer.engine.model import Tap, Taps
+from explorer.engine.rows import AttentionRows
+from explorer.engine.taps import Tap, Taps
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
 
@@ -152,13 +153,35 @@ class Run:
                 self.layer_inputs[layer],
                 model.layer_inv_freq(layer),
                 layer,
-                self.heads_tap,
+                Taps(heads=self.heads_tap),
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
         if remember:
             self._remember(layer, internals)
         return internals
+
+    def attention_rows(
+        self, layer: int, queries: range | list[int] | int, head: int | None = None
+    ) -> AttentionRows:
+        """The one attention's rows of `queries` (a range or list of positions, negative from the end),
+        every head or `head` alone, over every key, from the layer's projections: `.scores`, `.scaled`,
+        `.masked` (−inf outside the mask) and `.probs`, each [H or 1, Q, N] float32 CPU, computed when
+        read. The weights as the model computes them: an ablated run's edit is on the heads' outputs."""
+        self._check_layer(layer)
+        if isinstance(queries, int) and not isinstance(queries, bool):
+            queries = [queries]
+        if (
+            isinstance(queries, range)
+            and queries.step == 1
+            and 0 <= queries.start <= queries.stop <= self.n_tokens
+        ):
+            picked = queries
+        else:
+            picked = [lens.check_position(self, q, "query") for q in queries]
+        if head is not None and (isinstance(head, bool) or not isinstance(head, int)):
+            raise ValueError(f"head must be a whole number or None, got {head!r}")
+        return self.projections(layer).rows(picked, head)
 
     def projections(self, layer: int, remember: bool = True) -> Projections:
         """q, k, v of `layer` before and after RoPE (linear in N), from the cached input: what the
@@ -220,8 +243,12 @@ def _to_cpu(internals: AttentionInternals | Projections) -> AttentionInternals |
     if internals.q.device.type == "cpu":
         return internals
     if isinstance(internals, AttentionInternals):
-        own = {name: internals.tensors()[name].cpu() for name in ("mask", "probs", "output")}
-        return AttentionInternals(_to_cpu(internals.projections), **own)
+        rows = internals.rows
+        moved = dataclasses.replace(
+            rows, q=rows.q.cpu(), k=rows.k.cpu(), positions=rows.positions.cpu(), allowed=rows.allowed.cpu()
+        )
+        moved.__dict__["probs"] = rows.probs.cpu()  # the stage computed, kept as it was
+        return AttentionInternals(_to_cpu(internals.projections), rows=moved, output=internals.output.cpu())
     return dataclasses.replace(internals, **{name: t.cpu() for name, t in internals.tensors().items()})
 
 

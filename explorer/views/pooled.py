@@ -10,7 +10,8 @@ they show what the whole maps would have shown, code for code.
 Weighted by what each key writes (`explorer.views.weighting`), a block's rows are weighted and
 normalised before they are pooled: the largest share in each cell, as the whole maps would show it.
 
-A head's stages take one product q·kᵀ per block and one softmax over the keys its queries may see.
+A head's stages take one product q·kᵀ per block (the one attention's rows, `Projections.rows`), and
+one softmax over the keys its queries may see.
 The scaled map's cells follow from the scores' (rounding is monotone: the largest of float32(s·c) is
 float32(largest s · c), and so for the smallest); the masked map's are the scaled ones below the
 diagonal, gaps above it, and on it the bounds of the keys each cell's queries may see (in a sliding
@@ -27,8 +28,7 @@ import numpy as np
 import torch
 
 from explorer.engine import blockwise
-from explorer.engine.attention import causal_mask, causal_softmax_
-from explorer.engine.model import attention_mask
+from explorer.engine.rows import causal_mask
 from explorer.engine.run import Run
 from explorer.figures import codec
 from explorer.views.agreement import Faithfulness, check_outputs
@@ -50,11 +50,11 @@ def head_stages(
         whole = blockwise.head_rows(p, head, 0, n)
         return {name: t.numpy() for name, t in whole.items()}, causal_mask(n, window=p.window).numpy()
     cells = math.ceil(n / block)
-    keys = p.k_rot[p.kv_head[head]]  # [N, d]
     highs, lows, diagonal_highs, diagonal_lows, probs_cells, banded = [], [], [], [], [], []
     with torch.inference_mode():
         for start, stop in blockwise.query_blocks(n, 2, block_bytes, block):  # scores and probs rows
-            scores = p.q_rot[head, start:stop] @ keys.T  # [R, N], as blockwise.head_rows
+            rows = p.rows(range(start, stop), head)
+            scores = rows.scores[0]  # [R, N]
             high, low = codec.pool_bounds(scores.numpy(), block)  # [R/b, cells] each
             highs.append(high)
             lows.append(low)
@@ -62,10 +62,10 @@ def head_stages(
             diagonal_highs.append(high)
             diagonal_lows.append(low)
             if p.window is not None:  # a sliding layer: its band's bounds, cell by cell
-                allowed = attention_mask(torch.arange(start, stop), n, p.window)  # [R, N]
-                banded.append(codec.pool_bounds(scores.masked_fill(~allowed, math.nan).numpy(), block))
-            # the same product, softmaxed in place over the keys these queries may see (later: p = 0)
-            probs = causal_softmax_(scores[:, :stop], p.scale, start, p.window)  # [R, stop]
+                banded.append(codec.pool_bounds(scores.masked_fill(~rows.allowed, math.nan).numpy(), block))
+            # softmaxed from the scores read (no second product); the keys after the block's last
+            # query have probability 0
+            probs = rows.probs[0, :, :stop]  # [R, stop]
             if weighted:
                 probs = key_shares(probs, p.value_norms[head])[0]
             pooled = codec.pool(probs.numpy(), block, "max")  # [R/b, ceil(stop/b)]
