@@ -6,6 +6,7 @@ ex = explorer.load()            # the bundled model; or a folder, a .gguf file, 
 run = ex.run(text)              # one fast forward -> Run
 ex.generate(prompt, ...)        # one token at a time from a KV cache -> Generation
 ex.patch_heads(clean, corrupted, answer, distractor)   # every head patched -> PatchResult
+ex.composition_scores()         # Q-, K-, V-composition of every pair of heads -> Composition
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from explorer.engine.composition import Composition, composition_scores
 from explorer.engine.config import ModelConfig
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
@@ -41,6 +43,7 @@ class Explorer:
         self.device = torch.device(device) if device else default_device()
         self.model = checkpoint.model.to(self.device).eval()
         self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
+        self._composition: Composition | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -84,6 +87,14 @@ class Explorer:
             n_chars_dropped=encoded.n_chars_dropped,
             ablation=ablation,
         )
+
+    def composition_scores(self) -> Composition:
+        """Q-, K- and V-composition of every earlier head into every later head, from the weights alone
+        (Elhage et al. 2021): `.q`, `.k`, `.v` [L, H, L, H], earlier head first, 0 unless the earlier
+        layer is before the later one (`explorer.engine.composition`). Computed once, then kept."""
+        if self._composition is None:
+            self._composition = composition_scores(self.model)
+        return self._composition
 
     def patch_heads(
         self,

@@ -56,6 +56,7 @@ class Pass:
     start: int = 0  # position of the first of the M tokens
     cache: KeyValues | None = None
     taps: Taps = NO_TAPS
+    stagewise: bool = False  # attend through the one attention (`rows`), as taps on scores or pattern do
     masks: dict[tuple, torch.Tensor] = field(default_factory=dict)  # built once a forward, by shape
 
     def rope(self, sliding: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,12 +65,11 @@ class Pass:
             return self.sliding_cos, self.sliding_sin
         return self.cos, self.sin
 
-    def mask(self, n_queries: int, n_keys: int, window: int | None, device) -> torch.Tensor:
-        """The mask of the last `n_queries` positions over `n_keys` keys (`rows.attention_mask`), built
-        once for every layer of the forward that asks for it.  # [M, keys] bool"""
-        key = (n_queries, n_keys, window)
+    def mask(self, queries: torch.Tensor, n_keys: int, window: int | None) -> torch.Tensor:
+        """The mask of queries at `queries` (positions) over `n_keys` keys (`rows.attention_mask`),
+        built once for every layer of the forward that asks for it.  # [R] -> [R, keys] bool"""
+        key = (tuple(queries.tolist()), n_keys, window)
         if key not in self.masks:
-            queries = torch.arange(n_keys - n_queries, n_keys, device=device)
             self.masks[key] = attention_mask(queries, n_keys, window)
         return self.masks[key]
 
@@ -84,8 +84,14 @@ class RMSNorm(nn.Module):
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
         """What the norm multiplies x by, elementwise: (offset + weight) / RMS(x).  # [..., size] float32"""
+        inverse_rms, weight = self.factors(x)
+        return inverse_rms * weight
+
+    def factors(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`scale` as its two factors: 1 / RMS(x), and the weight as applied (offset + weight).
+        # [..., size] -> [..., 1], [size] float32"""
         x32 = x.float()
-        return torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps) * (self.offset + self.weight.float())
+        return torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps), self.offset + self.weight.float()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
@@ -115,11 +121,19 @@ class Attention(nn.Module):
 
     def project(self, x: torch.Tensor):
         """Queries, keys and values before RoPE.  # x [B, N, hidden] -> [B, H, N, d], [B, H_kv, N, d] ×2"""
+        return self.project_queries(x), *self.project_keys_values(x)
+
+    def project_queries(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries before RoPE.  # x [B, N, hidden] -> [B, H, N, d]"""
         B, N, _ = x.shape
-        q = self.q_proj(x).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+        return self.q_proj(x).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys before RoPE, and values.  # x [B, N, hidden] -> [B, H_kv, N, d] ×2"""
+        B, N, _ = x.shape
         k = self.k_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        return q, k, v
+        return k, v
 
     def qk_normed(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Queries and keys RMS-normed over each head (QK-norm, qwen3), or as they are where the model
@@ -133,35 +147,37 @@ class Attention(nn.Module):
         B, _, N, _ = y.shape
         return self.o_proj(y.transpose(1, 2).reshape(B, N, self.n_heads * self.head_dim))
 
-    def heads(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
-        """Each head's output probs @ v, by SDPA.  # x [B, M, hidden] normed -> [B, H, M, d] ([B, H, 1, d]
-        with `last_only`: the last position's query alone, over every key)"""
-        q, k, v = self.project(x)
+    def heads(self, x: torch.Tensor, layer: int, p: Pass, kept: torch.Tensor | None = None) -> torch.Tensor:
+        """Each head's output probs @ v, by SDPA.  # x [B, M, hidden] normed -> [B, H, M, d], or with `kept`
+        (indices among the M) those positions' queries alone, over every key: [B, H, R, d]"""
+        k, v = self.project_keys_values(x)
+        q = self.project_queries(x if kept is None else x[:, kept])
         q, k = self.qk_normed(q, k)
         cos, sin = p.rope(self.window is not None)
-        q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
+        k = rope.apply_rope(k, cos, sin)
+        q = rope.apply_rope(q, cos, sin) if kept is None else rope.apply_rope(q, cos[kept], sin[kept])
         if p.cache is not None:
             k, v = p.cache.update(layer, p.start, k, v)  # [B, H_kv, start + M, d] ×2
-        if last_only:
-            q = q[:, :, -1:]
         q = tapped(p.taps.queries, layer, q)
         n_queries, n_keys = q.shape[2], k.shape[2]
-        if p.taps.stagewise:  # taps on the scores or the pattern: attention stage by stage, float32
-            positions = torch.arange(n_keys - n_queries, n_keys, device=q.device)
-            rows = attention_rows(q.float(), k.float(), positions, self.scale, self.window, layer, p.taps)
+        where = torch.arange(n_keys - x.shape[1], n_keys, device=q.device)  # the M positions
+        queries = where if kept is None else where[kept]  # [R]
+        if p.stagewise or p.taps.stagewise:  # attention stage by stage (the one attention), float32
+            rows = attention_rows(q.float(), k.float(), queries, self.scale, self.window, layer, p.taps)
             return rows.mix(v.float()).to(q.dtype)
-        # The queries are the last positions the keys reach: one of them sees every key (no mask) and
-        # as many as the keys the causal mask (SDPA's own), unless a sliding window cuts either.
-        mask, causal = None, self.window is None and 1 < n_queries == n_keys
-        if not causal and (n_queries > 1 or (self.window is not None and n_keys > self.window)):
-            mask = p.mask(n_queries, n_keys, self.window, q.device)  # [M, keys]
+        # As many queries as keys, the last positions they reach: the causal mask (SDPA's own); queries
+        # at the last key alone see every key (no mask); else the mask, unless a sliding window cuts none.
+        mask, causal = None, kept is None and self.window is None and 1 < n_queries == n_keys
+        sees_all = bool(queries.min() == n_keys - 1) and (self.window is None or n_keys <= self.window)
+        if not causal and not sees_all:
+            mask = p.mask(queries, n_keys, self.window)  # [R, keys]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True, scale=self.scale
         )
 
-    def forward(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
-        """The attention's output.  # x [B, M, hidden] normed -> [B, M, hidden] ([B, 1, hidden] last_only)"""
-        y = tapped(p.taps.heads, layer, self.heads(x, layer, p, last_only))
+    def forward(self, x: torch.Tensor, layer: int, p: Pass, kept: torch.Tensor | None = None) -> torch.Tensor:
+        """The attention's output.  # x [B, M, hidden] normed -> [B, M, hidden] ([B, R, hidden] `kept`)"""
+        y = tapped(p.taps.heads, layer, self.heads(x, layer, p, kept))
         return tapped(p.taps.attention_output, layer, self.merge_heads(y))
 
 
@@ -223,17 +239,27 @@ class Block(nn.Module):
         """What the attention reads: the stream entering the block, normed.  # [..., hidden] -> same"""
         return self.input_layernorm(x)
 
-    def attend(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
-        """The attention's output, from the stream entering the block.  # [B, M, hidden] -> same"""
-        return self.self_attn(self.attention_input(x), layer, p, last_only)
+    def attention_input_factors(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the norm before attention multiplies the stream x by, frozen at x's RMS, as 1 / RMS(x) and
+        the weight as applied: a part of x times both is that part of what the attention reads."""
+        return self.input_layernorm.factors(x)
 
-    def forward(self, x: torch.Tensor, layer: int, p: Pass, last_only: bool = False) -> torch.Tensor:
-        """The stream through the block.  # [B, M, hidden] -> [B, M, hidden] ([B, 1, hidden] last_only)"""
+    def attention_write_factors(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """`attention_write_scale` as its two factors (`RMSNorm.factors`); None: no such norm."""
+        return self.post_attention_layernorm.factors(y) if self.sandwich else None
+
+    def attend(self, x: torch.Tensor, layer: int, p: Pass, kept: torch.Tensor | None = None) -> torch.Tensor:
+        """The attention's output, from the stream entering the block.  # [B, M, hidden] -> same
+        ([B, R, hidden]: the `kept` positions, indices among the M)"""
+        return self.self_attn(self.attention_input(x), layer, p, kept)
+
+    def forward(self, x: torch.Tensor, layer: int, p: Pass, kept: torch.Tensor | None = None) -> torch.Tensor:
+        """The stream through the block.  # [B, M, hidden] -> [B, M, hidden] ([B, R, hidden] `kept`)"""
         taps = p.taps
         x = tapped(taps.block_input, layer, x)
-        attended = self.attend(x, layer, p, last_only)
-        if last_only:
-            x = x[:, -1:]
+        attended = self.attend(x, layer, p, kept)
+        if kept is not None:
+            x = x[:, kept]
         x = tapped(taps.after_attention, layer, x + self.attention_written(attended))
         x = x + tapped(taps.mlp_output, layer, self.mlp_output(x))
         return tapped(taps.block_output, layer, x)
@@ -292,8 +318,10 @@ class Transformer(nn.Module):
         dtype: torch.dtype,
         cache: KeyValues | None = None,
         taps: Taps = NO_TAPS,
+        stagewise: bool = False,
     ) -> Pass:
-        """What the blocks share when they compute `positions` (consecutive)."""
+        """What the blocks share when they compute `positions` (consecutive); `stagewise`: attention
+        through the one attention (`explorer.engine.rows`) instead of SDPA."""
         where = torch.arange(positions.start, positions.stop, device=self.inv_freq.device)
         cos, sin = rope.cos_sin(rope.angles(where, self.inv_freq), dtype)  # [M, d] ×2
         sliding = None, None
@@ -307,6 +335,7 @@ class Transformer(nn.Module):
             start=positions.start,
             cache=cache,
             taps=taps,
+            stagewise=stagewise,
         )
 
     def hidden_states(
@@ -319,6 +348,7 @@ class Transformer(nn.Module):
         cache: KeyValues | None = None,
         taps: Taps = NO_TAPS,
         last_only: bool = False,
+        kept: list[int] | None = None,
     ) -> torch.Tensor:
         """The one forward: the stream through `layers` (every block by default), then, when they end
         with the last block, the final norm.  # ids [B, M] or stream [B, M, hidden] -> [B, M, hidden]
@@ -327,9 +357,9 @@ class Transformer(nn.Module):
         - `positions` of the M tokens (default 0..M−1); `cache` holds the keys and values of the ones
           before, and takes the new ones if it keeps them (`explorer.engine.kv_cache`).
         - `taps` read or edit the stream at their points (`Taps`).
-        - `last_only`: the last of `layers` computes the last position alone (no later block reads the
-          others); the stream returned is then [B, 1, hidden]. The keys and values of every position
-          are still computed.
+        - `kept`: the last of `layers` computes these of the M positions (indices, in order) alone from
+          its queries on (no later block reads the others); the stream returned is then [B, R, hidden].
+          The keys and values of every position are still computed. `last_only`: the last one alone.
         """
         layers = range(self.config.n_layers) if layers is None else layers
         if stream is None:
@@ -341,8 +371,11 @@ class Transformer(nn.Module):
             raise ValueError(f"{len(positions)} positions for a stream of {stream.shape[1]}")
         p = self.pass_over(positions, stream.dtype, cache, taps)
         last = self.config.n_layers - 1
+        if last_only:
+            kept = [stream.shape[1] - 1]
+        rows = None if kept is None else torch.tensor(kept, device=stream.device)
         for layer in layers:
-            stream = self.layers[layer](stream, layer, p, last_only and layer == layers[-1])
+            stream = self.layers[layer](stream, layer, p, rows if layer == layers[-1] else None)
         if layers.stop <= last:
             return stream
         return tapped(taps.final, self.config.n_layers, self.norm(stream))

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from explorer.engine import flow, lens
+from explorer.engine import flow, lens, qk
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import Ablation
@@ -130,6 +130,17 @@ class Run:
     def rollout(self, position: int = -1) -> torch.Tensor:
         """Attention rollout (Abnar & Zuidema 2020): row `position` of Â_{L−1} ⋯ Â_0.  # [N] float32 CPU"""
         return flow.rollout(self, position)
+
+    def score_attribution(self, layer: int, head: int, query: int, key: int) -> qk.ScoreAttribution:
+        """Why `head` of `layer` scores `key` as it does from `query`: the scaled score split into
+        query-side × key-side sources (the embedding, each earlier head, o_proj bias and MLP, the q/k
+        biases); `.table` [S_q, S_k] sums to `.score` (`explorer.engine.qk`)."""
+        return qk.score_attribution(self, layer, head, query, key)
+
+    def key_drivers(self, layer: int, head: int, query: int) -> qk.KeyDrivers:
+        """Each key-side source's part of `head`'s scaled score of `query` at every key, the query side
+        summed: `.parts` [S, N], column j summing to `.scores[j]`, 0 outside the mask."""
+        return qk.key_drivers(self, layer, head, query)
 
     def _check_layer(self, layer: int) -> None:
         n_layers = self.config.n_layers

@@ -18,7 +18,7 @@ Tap = Callable[[int, torch.Tensor], torch.Tensor | None]
 @dataclass(frozen=True)
 class Taps:
     """The points of the stream a forward reads or edits, in the order it passes them (M: positions
-    computed; in the last block with `last_only`, 1 from the attention's output on; K: keys).
+    computed; in the last block with `kept` positions, R of them from the queries on; K: keys).
 
     `scores` and `pattern` exist only where attention is computed stage by stage: the eager rerun
     (`engine.attention`, `engine.rows`), and a forward given either of them, whose layers then attend

@@ -14,6 +14,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --browser  # what a person waits for in Chromium (tools.bench.browser)
     python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
     python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
+    python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import against, browser, flow, generate, lens, patching
+from explorer.tools.bench import against, browser, flow, generate, lens, patching, qk
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -121,6 +122,11 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="contributions, the information-flow graph and weighted norms (tools.bench.flow)",
     )
+    parser.add_argument(
+        "--qk",
+        action="store_true",
+        help="a score split into its sources, key drivers and composition (tools.bench.qk)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
@@ -134,7 +140,7 @@ def parse_args(argv: list[str] | None):
         args.repeats = 2 if args.quick else 5
     if args.lengths is None:
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
-        args.lengths = (against.N_TOKENS,) if args.lens or args.flow else args.lengths
+        args.lengths = (against.N_TOKENS,) if args.lens or args.flow or args.qk else args.lengths
     return args
 
 
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return against.main(lens.SUITE, args)
     if args.flow:
         return against.main(flow.SUITE, args)
+    if args.qk:
+        return qk.main(args)
     if args.model == "smollm2-gguf":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
