@@ -14,6 +14,8 @@ knows Gradio; the app only wires these to its components.
     export        a layer's tensors as .npz, a head's map as .csv
     lens          the logit lens over positions × layers, a target’s rank, direct logit attribution,
                   the heads looking at a token
+    qk            why a head looks there: a score split into its sources, a row's key drivers, the
+                  composition of every pair of heads
 """
 
 from explorer.figures import MapStyle
@@ -60,6 +62,7 @@ from explorer.views.overview import (
     overview,
     top_heads,
 )
+from explorer.views.qk import composition, what_drives_row, why_score
 from explorer.views.rope import (
     default_positions,
     rope_angles,
@@ -83,6 +86,7 @@ __all__ = [
     "all_heads",
     "attribution",
     "clamp_position",
+    "composition",
     "default_positions",
     "default_target",
     "default_zoom",
@@ -116,5 +120,7 @@ __all__ = [
     "rope_wavelengths",
     "target_rank",
     "top_heads",
+    "what_drives_row",
+    "why_score",
     "zoom",
 ]

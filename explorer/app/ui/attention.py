@@ -1,7 +1,7 @@
-"""The Attention tab: one head stage by stage, every head of the layer side by side, a zoom window
-showing exact values of any part of the head's maps (the full maps are pooled past 512 tokens), how
-the softmax maps are drawn (log colours for faint attention; weighted by what each key writes), and
-the layer's tensors or the head's map to download."""
+"""The Attention tab: one head stage by stage, why a clicked cell scores as it does (`why`), every head
+of the layer side by side, a zoom window showing exact values of any part of the head's maps (the full
+maps are pooled past 512 tokens), how the softmax maps are drawn (log colours for faint attention;
+weighted by what each key writes), and the layer's tensors or the head's map to download."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import markup, payload
 from explorer.app.ui import inputs as checked
+from explorer.app.ui import why
 from explorer.app.ui.common import (
     Follower,
     Shared,
@@ -42,6 +43,7 @@ class AttentionTab:
     weighted_box: gr.Checkbox  # softmax maps weighted by what each key writes
     download: gr.DownloadButton  # hidden: the file asked for (a layer's tensors, a head's map), which the
     # page downloads at once (`DOWNLOAD_JS`), one click on the visible button
+    why: why.WhyPanel  # a clicked cell's score split into its sources, under the pipeline
 
     def after_run(self, run: Run, layer: int, head: int, is_open: bool, style: views.MapStyle) -> tuple:
         """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
@@ -129,6 +131,7 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
             elem_id="pipeline-key",
         )
         pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
+        why_panel = why.build()
         all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
             with gr.Row():
@@ -215,6 +218,7 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
     csv_button.click(
         head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
     ).then(None, None, download, js=DOWNLOAD_JS, api_name=False)
+    why_panel.wire(shared)
     return AttentionTab(
         tab=tab,
         pipeline=pipeline,
@@ -225,4 +229,5 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
         log_box=log_box,
         weighted_box=weighted_box,
         download=download,
+        why=why_panel,
     )

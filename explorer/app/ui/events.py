@@ -363,7 +363,7 @@ class ViewEvents:
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
-        view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target]
+        view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target, t.attention.why.cell]
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )

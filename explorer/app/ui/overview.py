@@ -12,6 +12,7 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup
+from explorer.app.ui import composition
 from explorer.app.ui.common import Shared, gpu, guarded, plot
 from explorer.app.workspace import CachedRun
 
@@ -23,6 +24,7 @@ class OverviewTab:
     top: gr.HTML  # each score's top heads, as buttons that pick them
     next_tokens: gr.Plot
     is_open: gr.State  # whether the tab is on screen, so a new run fills it at once
+    composition: composition.CompositionCard  # which heads read which heads' writes, drawn when opened
 
     @property
     def outputs(self) -> list:
@@ -62,6 +64,7 @@ def build(shared: Shared) -> OverviewTab:
         profile = gr.Plot(show_label=False, elem_id="overview-plot", elem_classes="wide-plot")
         top = gr.HTML(elem_id="top-heads", padding=False)
         next_tokens = gr.Plot(show_label=False, elem_id="next-tokens-plot", elem_classes="wide-plot")
+        card = composition.build()
 
     @gpu
     @guarded(5)
@@ -72,4 +75,7 @@ def build(shared: Shared) -> OverviewTab:
 
     outputs = [shared.status, is_open, profile, top, next_tokens]
     tab.select(open_overview, [shared.shown], outputs, api_name="overview")
-    return OverviewTab(tab=tab, profile=profile, top=top, next_tokens=next_tokens, is_open=is_open)
+    card.wire(shared)
+    return OverviewTab(
+        tab=tab, profile=profile, top=top, next_tokens=next_tokens, is_open=is_open, composition=card
+    )

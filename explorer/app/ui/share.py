@@ -1,7 +1,8 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
 `ablate` with their `mode` and `views`, and the patching prompts `clean`, `corrupted`, `answer`,
-`distractor`, and the lens' `target`), and "Copy link" gives the link of what is on screen. A link
+`distractor`, the lens' `target`, and the `cell` whose score is split: "query,key"), and "Copy link"
+gives the link of what is on screen. A link
 names a picker model by its label, so it works on any machine that has that model; any other model by
 its source as typed."""
 
@@ -47,6 +48,7 @@ def query_string(
     answer: str = "",
     distractor: str = "",
     target: str = "",
+    cell: str = "",
 ) -> str:
     """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
     the heads to ablate and how, the patching prompts, the lens' target), each only when it is not the
@@ -71,6 +73,13 @@ def query_string(
     params.update({name: text for name, text in patching.items() if text})
     if target:
         params["target"] = target
+    shown = str(cell or "").split(",")  # the clicked cell, "layer,head,query,key,nonce": on this head
+    if (
+        len(shown) >= 4
+        and all(part.isdecimal() for part in shown[:4])
+        and shown[:2] == [str(params["layer"]), str(params["head"])]
+    ):
+        params["cell"] = f"{int(shown[2])},{int(shown[3])}"
     return "?" + urlencode(params)
 
 

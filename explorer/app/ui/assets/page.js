@@ -6,6 +6,10 @@
 //   or pass the figure's edge, measured as drawn, so no two ever collide (token axes leave the edge
 //   to this: Plotly's own check measured them twice).
 // - A PNG button beside the modebar's SVG download, at publication size.
+// - Clicking a cell of the head's maps (the pipeline, its own thumbnail, the zoom) asks why it scores
+//   as it does (#score-cell; a link's `cell=query,key` once its pipeline is drawn; "Open in Attention":
+//   the last query's most attended key); a head source there, or a cell of the Overview's composition,
+//   opens that head.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
 //   screen is switched to in the page (every head's pipeline came with the layer, or for a long prompt
@@ -140,6 +144,24 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
+  function pickCell(layer, head, query, key) {
+    // A cell of a head's maps: why it scores as it does (written into #score-cell, drawn under the
+    // pipeline: explorer/app/ui/why.py).
+    if ([layer, head, query, key].every((n) => Number.isInteger(n) && n >= 0)) {
+      write("#score-cell", `${layer},${head},${query},${key},${Date.now()}`);
+    }
+  }
+
+  // A link's cell ("cell=query,key"), opened once its pipeline is drawn.
+  let linkCell = /^(\d+),(\d+)$/.exec(new URLSearchParams(window.location.search).get("cell") || "");
+
+  function openLinkCell(gd) {
+    if (!linkCell || !gd.closest("#pipeline-plot")) return;
+    const [, query, key] = linkCell.map(Number);
+    linkCell = null;
+    pickCell(currentLayer(), currentHead(), query, key);
+  }
+
   function pickToken(position) {
     // A token of the strip: which heads look at it (written into #picked-token, drawn under the strip).
     if (Number.isInteger(position)) write("#picked-token", `${position},${Date.now()}`);
@@ -192,6 +214,9 @@ if (!window.__attentionExplorerPage) {
   }
 
   function openInAttention() {
+    // The head opens on why it looks where it looks most from the last position.
+    const opened = picked || { layer: currentLayer(), head: currentHead() };
+    write("#score-cell", `${opened.layer},${opened.head},last,top,${Date.now()}`);
     document.querySelector("#views #tab-attention-button")?.click();
     setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
   }
@@ -221,7 +246,18 @@ if (!window.__attentionExplorerPage) {
       pickHead(Math.round(point.y), Math.round(point.x));
     } else if (gd.closest("#all-heads-plot")) {
       const axis = point.data.xaxis || "x";
-      pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
+      const head = Number(axis.slice(1) || 1) - 1; // thumbnail h sits on axis x{h+1}
+      // Another head's thumbnail switches to it in the page (no request); the shown head's opens the cell.
+      if (head === currentHead()) pickCell(currentLayer(), head, Math.round(point.y), Math.round(point.x));
+      else pickHead(currentLayer(), head);
+    } else if (gd.closest("#pipeline-plot, #zoom-plot") && point.data.type === "heatmap") {
+      pickCell(currentLayer(), currentHead(), Math.round(point.y), Math.round(point.x));
+    } else if (gd.closest("#why-split-plot, #why-row-plot") && point.customdata && point.customdata[0] >= 0) {
+      pickHead(Number(point.customdata[0]), Number(point.customdata[1])); // a head source
+    } else if (gd.closest("#composition-plot") && point.data.type === "heatmap") {
+      const heads = (gd.layout.meta && gd.layout.meta.composition_heads) || 1; // columns: later heads, layer by layer
+      const later = Math.round(point.x);
+      pickHead(Math.floor(later / heads), later % heads);
     } else if (gd.closest("#patching-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
     } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
@@ -257,6 +293,7 @@ if (!window.__attentionExplorerPage) {
       addPngButton(gd);
       letTouchScroll(gd);
       if (gd.closest("#overview-plot")) markPicked();
+      openLinkCell(gd);
     });
     gd.on("plotly_click", (data) => onClick(gd, data));
   }

@@ -1,0 +1,47 @@
+"""The Overview's composition card: how much each head reads what an earlier head writes (K-, Q- and
+V-composition from the weights alone, `views.composition`), drawn when the card is opened (endpoint
+`/composition`), the head on screen framed. A click on a cell opens its later head (page.js)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import views
+from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+
+HINT = (
+    "Rows: earlier heads; columns: later heads, in layer order. K: the later head's keys read what the "
+    "earlier one wrote (an induction head reading a previous-token head); Q: its queries do; V: its "
+    "values do. Weights only: ‖W_QK·W_OV‖ over the two norms, the norms' weights folded in. Click a cell "
+    "to open its later head."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompositionCard:
+    panel: gr.Accordion
+    plot: gr.Plot
+
+    def wire(self, shared: Shared) -> None:
+        @gpu
+        @guarded(2)
+        def draw(layer, head, shown):
+            if shown is None:
+                return gr.skip(), gr.skip()
+            explorer = shared.workspace.run(*shown).explorer
+            picked = index(layer, "layer"), index(head, "head")
+            return gr.skip(), plot(views.composition(explorer, picked), "composition")
+
+        inputs, outputs = [shared.layer, shared.head, shared.shown], [shared.status, self.plot]
+        self.panel.expand(draw, inputs, outputs, api_name="composition")
+
+
+def build() -> CompositionCard:
+    with gr.Accordion(
+        "Composition: which heads read which heads' writes", open=False, elem_id="composition"
+    ) as panel:
+        gr.Markdown(HINT)
+        figure = gr.Plot(show_label=False, elem_id="composition-plot", elem_classes="wide-plot")
+    return CompositionCard(panel=panel, plot=figure)

@@ -1,0 +1,113 @@
+"""Why this score, over HTTP: `/score_attribution` draws a cell's score split into its sources and its row's
+key drivers as the engine computes them, `/composition` every pair of heads' composition; bad cells get a
+clear message; a link carries the cell."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from gradio_client import Client
+
+from explorer.app.ui import share
+from explorer.app.ui.why import cell_numbers
+from explorer.app.workspace import Workspace
+from tests.test_app import LOADS_UNLIMITED, is_plot, serve, status_text
+
+PROMPT = "To be, or not to be, that is the question. To be, or not to be"
+
+
+@pytest.fixture(scope="module")
+def workspace(gqa_checkpoint):
+    return Workspace(gqa_checkpoint, device="cpu", policy=LOADS_UNLIMITED)
+
+
+@pytest.fixture(scope="module")
+def client(workspace):
+    demo = serve(workspace)
+    try:
+        client = Client(demo.local_url, verbose=False)
+        client.predict(PROMPT, 2, 3, api_name="/run")
+        yield client
+    finally:
+        demo.close()
+
+
+def traces(value) -> list[dict]:
+    return json.loads(value["plot"])["data"]
+
+
+def title(value) -> str:
+    return json.loads(value["plot"])["layout"]["title"]["text"]
+
+
+def as_array(z) -> np.ndarray:
+    """A heatmap's z as the JSON sends it: a typed-array spec (base64 bdata) or nested lists."""
+    if isinstance(z, dict):
+        import base64
+
+        shape = tuple(int(n) for n in z["shape"].split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.float32).reshape(shape)
+    return np.asarray(z, dtype=float)
+
+
+def test_a_cells_score_is_split_into_its_sources_as_the_engine_splits_it(client, workspace):
+    _, split, row, *numbers = client.predict(2, 3, 14, 9, api_name="/score_attribution")
+    run = workspace.run("", PROMPT)
+    a = run.score_attribution(2, 3, 14, 9)
+    assert numbers == [2, 3, 14, 9]
+    assert is_plot(split) and is_plot(row)
+    table = as_array(traces(split)[0]["z"])
+    assert table.sum() == pytest.approx(a.score, abs=1e-4)  # the named sources and "other": every part
+    assert f"{a.score:+.4f}" in title(split) and f"{float(a.table.sum()):+.4f}" in title(split)
+    d = run.key_drivers(2, 3, 14)
+    drivers = as_array(traces(row)[0]["z"])
+    np.testing.assert_allclose(drivers.sum(0), d.parts.sum(0).numpy(), atol=1e-4)
+    assert "query 14" in title(row)
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [((9, 0, 1, 1), "no layer 9"), ((0, 8, 1, 1), "no layer 0, head 8")],
+)
+def test_a_cell_not_in_the_model_is_a_clear_message_and_the_panel_stays(client, cell, message):
+    status, split, row, *_ = client.predict(*cell, api_name="/score_attribution")
+    assert message in status_text(status)
+    assert all(value.get("__type__") == "update" and "value" not in value for value in (split, row))
+
+
+def test_a_cell_the_page_writes_is_read_whole_or_refused():
+    assert cell_numbers("2,3,14,9,1712345678") == (2, 3, 14, 9)
+    assert cell_numbers("2,3,last,top,1712345678") == (2, 3, None, None)  # "Open in Attention"
+    for bad in ("2,3,14", "2,3,-1,4,0", "a,b,c,d,e", "1" * 12 + ",0,0,0,1", "last,3,1,1,0"):
+        with pytest.raises(ValueError, match="A cell is"):
+            cell_numbers(bad)
+
+
+def test_composition_draws_every_pair_of_heads_as_the_engine_scores_it(client, workspace):
+    _, figure = client.predict(1, 5, api_name="/composition")
+    c = workspace.run("", PROMPT).explorer.composition_scores()
+    data = traces(figure)
+    assert [t["type"] for t in data] == ["heatmap"] * 3
+    n = c.k.shape[0] * c.k.shape[1]
+    for trace, expected in zip(data, (c.k, c.q, c.v), strict=True):
+        np.testing.assert_allclose(as_array(trace["z"]), expected.reshape(n, n).numpy(), atol=1e-6)
+    assert "head 1.5 framed" in re.sub(r"<[^>]+>", " ", title(figure))
+
+
+def test_a_link_carries_the_cell_of_the_head_it_names():
+    link = share.query_string("x", 2, 3, "", "attention", cell="2,3,14,9,123")
+    assert "cell=14%2C9" in link
+    assert "cell" not in share.query_string("x", 2, 4, "", "attention", cell="2,3,14,9,123")  # another head
+    assert "cell" not in share.query_string("x", 2, 3, "", "attention", cell="")
+
+
+def test_the_readings_behind_the_panel_change_no_view_of_the_run(client, workspace):
+    """Splitting a score reads the run; the pipeline drawn after is the one drawn before, value for value."""
+    run = workspace.run("", PROMPT)
+    before = run.attention(2).probs.clone()
+    client.predict(2, 3, 14, 9, api_name="/score_attribution")
+    assert torch.equal(run.attention(2).probs, before)

@@ -1,0 +1,150 @@
+"""Why this score, in Chromium: a click on a cell of the pipeline opens the score split into its sources
+under it (the engine's split, screenshot) and the row's key drivers; a head's bar opens that head; a link
+carries the cell; the Overview's composition card draws every pair of heads (screenshot) and a cell opens
+its later head; a head opened from the Overview shows why it looks where it looks most."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlparse
+
+import numpy as np
+import pytest
+from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
+    )
+
+PROMPT = "To be, or not to be, that is the question. To be, or not to be"
+LAYER, SOFTMAX_PANEL = 2, 5  # of the pipeline's panels: Q·Kᵀ, scaled, mask, masked, softmax
+WHY = ["why-split-plot", "why-row-plot"]
+# Whether the page's controls show this layer and head (the Attention tab draws it when opened).
+JS_PICKED = """([layer, head]) =>
+    document.querySelector("#layer-slider input[type=number]")?.value === String(layer)
+    && (document.querySelector("#head-picker input")?.value || "").startsWith(`head ${head} `)"""
+# The pixel centre of the first bar of a trace whose customdata names a head: [x, y, layer, head].
+JS_HEAD_BAR = """([id, trace]) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const t = gd._fullData[trace];
+    const i = t.customdata.findIndex((c) => c[0] >= 0);
+    const xa = gd._fullLayout[t.xaxis.replace("x", "xaxis")];
+    const ya = gd._fullLayout[t.yaxis.replace("y", "yaxis")];
+    const box = gd.querySelector(".main-svg").getBoundingClientRect();
+    const x = box.left + xa._offset + xa.d2p(t.x[i]), y = box.top + ya._offset + ya.d2p(t.y[i] / 2);
+    return [x, y, ...t.customdata[i]];
+}"""
+
+
+def open_why(app: AppPage, query: int, key: int) -> None:
+    from test_browser_intervene import settle
+
+    app.remember_plots()
+    app.click_cell("pipeline-plot", SOFTMAX_PANEL, query, key)
+    app.wait_redrawn(WHY)
+    settle(app)
+
+
+def test_a_pipeline_cell_click_splits_its_score_and_a_head_bar_opens_that_head(app, browser_workspace):
+    from test_browser_intervene import JS_HEATMAP, settle
+
+    app.run(PROMPT)
+    app.set_layer(LAYER)
+    settle(app)
+    open_why(app, 14, 9)
+    run = browser_workspace.run("", PROMPT)
+    a = run.score_attribution(LAYER, 0, 14, 9)
+    table = np.array(app.page.evaluate(JS_HEATMAP, ["why-split-plot", 0]))
+    assert table.sum() == pytest.approx(a.score, abs=1e-4)  # named sources and "other": every part
+    assert "(key 9)" in app.title("why-split-plot") and "(query 14)" in app.title("why-split-plot")
+    drivers = np.array(app.page.evaluate(JS_HEATMAP, ["why-row-plot", 0]))
+    np.testing.assert_allclose(drivers.sum(0), run.key_drivers(LAYER, 0, 14).parts.sum(0).numpy(), atol=1e-4)
+    match_baseline(app.screenshot(app.page.locator("#why-score"), []), "why-score")
+
+    x, y, layer, head = app.page.evaluate(JS_HEAD_BAR, ["why-split-plot", 1])  # a key-side head's bar
+    app.remember_plots()
+    app.page.mouse.move(x, y, steps=2)
+    app.page.mouse.click(x, y)
+    app.page.wait_for_function(
+        "(name) => (document.querySelector('#pipeline-plot .gtitle') || {}).textContent?.startsWith(name)",
+        arg=f"Layer {layer} · head {head} ",
+        timeout=60_000,
+    )
+    assert not app.problems()
+
+
+def test_the_shown_heads_thumbnail_opens_a_cell_and_anothers_switches_to_it(app):
+    from test_browser_intervene import settle
+
+    app.run(PROMPT)
+    settle(app)
+    app.remember_plots()
+    app.click_cell("all-heads-plot", 1, 12, 4)  # head 0's own thumbnail: the cell's split
+    app.wait_redrawn(WHY)
+    assert "head 0 scores" in app.title("why-split-plot") and "(key 4)" in app.title("why-split-plot")
+    assert not app.problems()
+
+
+def test_a_link_carries_the_cell_and_opens_its_split(browser, app_url):
+    context = browser.new_context(**CONTEXT)
+    try:
+        app = AppPage(context.new_page(), app_url)
+        app.page.goto(f"{app_url}?__theme=light&prompt={quote(PROMPT)}&layer={LAYER}&head=3&cell=14,9")
+        app.wait_drawn(WHY)
+        assert "head 3 scores" in app.title("why-split-plot") and "(key 9)" in app.title("why-split-plot")
+        app.page.locator("#copy-link").click()
+        app.page.wait_for_function(
+            "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value",
+            timeout=30_000,
+        )
+        link = app.page.locator("#share-link textarea, #share-link input").first.input_value()
+        assert parse_qs(urlparse(link).query)["cell"] == ["14,9"]
+        assert not app.problems()
+    finally:
+        context.close()
+
+
+def test_the_composition_card_draws_every_pair_and_a_cell_opens_its_later_head(app, browser_workspace):
+    from test_browser_intervene import JS_HEATMAP, settle
+
+    app.run(PROMPT)
+    app.open_tab("Overview")
+    app.page.locator("#composition").get_by_text("Composition", exact=False).first.click()
+    app.wait_drawn(["composition-plot"])
+    settle(app)
+    c = browser_workspace.run("", PROMPT).explorer.composition_scores()
+    n = c.k.shape[0] * c.k.shape[1]
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["composition-plot", 0]))
+    np.testing.assert_allclose(drawn, c.k.reshape(n, n).numpy(), atol=1e-6)
+    match_baseline(app.screenshot(app.page.locator("#composition"), []), "composition")
+    hover = " ".join(app.hover_cell("composition-plot", 1, 2, 3 * 8 + 5))  # the cell under the mouse
+    later = re.search(r"later head (\d+)\.(\d+)", hover)
+    assert later, hover
+    app.page.mouse.down()
+    app.page.mouse.up()
+    app.page.wait_for_function(JS_PICKED, arg=[int(later[1]), int(later[2])], timeout=60_000)
+    assert not app.problems()
+
+
+def test_a_head_opened_from_the_overview_shows_why_it_looks_where_it_looks_most(app, browser_workspace):
+    from test_browser_intervene import settle
+
+    app.run(PROMPT)
+    app.open_tab("Overview")
+    settle(app)
+    button = app.page.locator(".top-head").first
+    layer, head = int(button.get_attribute("data-layer")), int(button.get_attribute("data-head"))
+    button.click()
+    app.remember_plots()
+    app.page.locator("#open-in-attention").click()
+    app.wait_redrawn(WHY)
+    run = browser_workspace.run("", PROMPT)
+    last = run.n_tokens - 1
+    top = int(run.attention_rows(layer, [last], head).probs[0, 0].argmax())
+    title = app.title("why-split-plot")
+    assert f"head {head} scores" in title and f"(query {last})" in title and f"(key {top})" in title
+    assert not app.problems()
