@@ -111,3 +111,13 @@ def test_the_readings_behind_the_panel_change_no_view_of_the_run(client, workspa
     before = run.attention(2).probs.clone()
     client.predict(2, 3, 14, 9, api_name="/score_attribution")
     assert torch.equal(run.attention(2).probs, before)
+
+
+def test_the_panels_figures_are_sent_as_plotly_validates_them(workspace):
+    from explorer import views
+    from tests.test_figures import assert_valid_as_sent
+
+    run = workspace.run("", PROMPT)
+    assert_valid_as_sent(views.why_score(run, 2, 3, 14, 9))
+    assert_valid_as_sent(views.what_drives_row(run, 2, 3, 14))
+    assert_valid_as_sent(views.composition(run.explorer, (1, 5)))

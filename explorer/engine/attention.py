@@ -120,6 +120,11 @@ def _projected(name: str) -> property:
     return property(lambda self: getattr(self.projections, name), doc=f"`Projections.{name}`")
 
 
+def _staged(name: str) -> property:
+    """A stage of the layer's rows (`AttentionRows`), read as the internals' own."""
+    return property(lambda self: getattr(self.rows, name), doc=f"`AttentionRows.{name}`")
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionInternals:
     """Every stage of one layer's attention for one prompt (batch 1), float32: the projections it is
@@ -149,30 +154,11 @@ class AttentionInternals:
     n_heads = _projected("n_heads")
     n_tokens = _projected("n_tokens")
 
-    @property
-    def mask(self) -> torch.Tensor:
-        """True where a query may attend.  # [N, N] bool"""
-        return self.rows.allowed
-
-    @property
-    def probs(self) -> torch.Tensor:
-        """Softmax; rows sum to 1, masked entries exactly 0.  # [H, N, N]"""
-        return self.rows.probs
-
-    @property
-    def scores(self) -> torch.Tensor:
-        """Raw Q·Kᵀ after RoPE, before scaling.  # [H, N, N]"""
-        return self.rows.scores
-
-    @property
-    def scaled(self) -> torch.Tensor:
-        """scores · scale.  # [H, N, N]"""
-        return self.rows.scaled
-
-    @property
-    def masked(self) -> torch.Tensor:
-        """scaled with −inf where the mask is False.  # [H, N, N]"""
-        return self.rows.masked
+    mask = _staged("allowed")  # [N, N] bool, True where a query may attend
+    scores = _staged("scores")  # [H, N, N] raw Q·Kᵀ after RoPE, before scaling
+    scaled = _staged("scaled")  # [H, N, N] scores · scale
+    masked = _staged("masked")  # [H, N, N] scaled, −inf where the mask is False
+    probs = _staged("probs")  # [H, N, N] softmax; rows sum to 1, masked entries exactly 0
 
     @cached_property
     def weighted_norms(self) -> torch.Tensor:

@@ -49,7 +49,7 @@ def score_split_figure(
     bars above and its query-side sums as bars beside it. `where`: layer, head, query and key (each a
     position and its token). A click on a cell opens its key-side head (else its query-side one).
     # table [Q, K], *_heads [Q or K, 2] int (−1: not a head)"""
-    n_q, n_k = table.shape
+    n_q = table.shape[0]
     bound = _bound(table)
     cell_heads = np.where(key_heads[None, :, :] >= 0, key_heads[None, :, :], query_heads[:, None, :])
     names = np.array([[f"{q} × {k}" for k in key_labels] for q in query_labels], dtype=object)
@@ -70,29 +70,8 @@ def score_split_figure(
             xgap=1,
             ygap=1,
         ),
-        dict(
-            type="bar",
-            x=np.arange(n_k, dtype=np.int32),
-            y=table.sum(0).astype(np.float32),
-            customdata=key_heads.astype(np.int16),
-            marker_color="#0891b2",
-            hovertext=[html.escape(label, quote=False) for label in key_labels],
-            hovertemplate="key side: %{hovertext}<br>its part (every query side): %{y:+.4f}<extra></extra>",
-            xaxis="x2",
-            yaxis="y2",
-        ),
-        dict(
-            type="bar",
-            orientation="h",
-            y=np.arange(n_q, dtype=np.int32),
-            x=table.sum(1).astype(np.float32),
-            customdata=query_heads.astype(np.int16),
-            marker_color="#7c3aed",
-            hovertext=[html.escape(label, quote=False) for label in query_labels],
-            hovertemplate="query side: %{hovertext}<br>its part (every key side): %{x:+.4f}<extra></extra>",
-            xaxis="x3",
-            yaxis="y3",
-        ),
+        _marginal(table.sum(0), key_labels, key_heads, "key", "#0891b2", ("x2", "y2")),
+        _marginal(table.sum(1), query_labels, query_heads, "query", "#7c3aed", ("x3", "y3")),
     ]
     query, key = where["query"], where["key"]
     title = (
@@ -115,6 +94,26 @@ def score_split_figure(
         yaxis2=dict(domain=[0.68, 1.0], anchor="x2", zeroline=True, title=dict(text="key side")),
         xaxis3=dict(domain=[0.8, 0.95], anchor="y3", zeroline=True, title=dict(text="query side")),
         yaxis3=dict(domain=heat_y, matches="y", showticklabels=False, anchor="x3"),
+    )
+
+
+def _marginal(values: np.ndarray, labels: list[str], heads: np.ndarray, side: str, colour: str, axes):
+    """One side's sources' parts (each summed over the other side) as bars: upright above the table for
+    the key side, lying beside it for the query side."""
+    at, other = np.arange(len(values), dtype=np.int32), "query" if side == "key" else "key"
+    upright = side == "key"
+    return dict(
+        type="bar",
+        orientation="v" if upright else "h",
+        x=at if upright else values.astype(np.float32),
+        y=values.astype(np.float32) if upright else at,
+        customdata=heads.astype(np.int16),
+        marker_color=colour,
+        hovertext=[html.escape(label, quote=False) for label in labels],
+        hovertemplate=f"{side} side: %{{hovertext}}<br>its part (every {other} side): "
+        f"%{{{'y' if upright else 'x'}:+.4f}}<extra></extra>",
+        xaxis=axes[0],
+        yaxis=axes[1],
     )
 
 

@@ -1,7 +1,6 @@
-"""Why this score: a click on a cell of the head's maps (the pipeline, its thumbnail among every head's, the
-zoom)
-opens a panel under the pipeline with that score split into the sources that built it (query-side ×
-key-side, `views.why_score`), and the query's whole row split into key-side sources at every key
+"""Why this score: a click on a cell of the head's maps (the pipeline, its thumbnail among every head's,
+the zoom) opens a panel under the pipeline with that score split into the sources that built it
+(query-side × key-side, `views.why_score`), and the query's whole row split into key-side sources at every key
 (`views.what_drives_row`). The page writes "layer,head,query,key,nonce" into #score-cell (opening a head
 from the Overview: its last query and the key it looks at most there); the endpoint
 `/score_attribution` takes the four numbers. A click on a head source opens that head (page.js); a new
