@@ -156,9 +156,8 @@ class AttentionRows:
         *lead, n_heads, n_rows, _ = probs.shape
         out = torch.empty(*lead, n_heads, n_rows, v.shape[-1], dtype=probs.dtype, device=probs.device)
         for start, stop, low, high in self.blocks:
-            grouped = probs[..., start:stop, low:high].unflatten(
-                -3, (n_kv, n_heads // n_kv)
-            )  # [.., H_kv, G, R, k]
+            block = probs[..., start:stop, low:high]  # [..., H, R, k]
+            grouped = block.unflatten(-3, (n_kv, n_heads // n_kv))  # [..., H_kv, G, R, k]
             mixed = grouped @ v[..., None, low:high, :]  # [..., H_kv, G, R, d]
             out[..., start:stop, :] = mixed.flatten(-4, -3)
         return out
