@@ -7,6 +7,10 @@ run = ex.run(text)              # one fast forward -> Run
 ex.generate(prompt, ...)        # one token at a time from a KV cache -> Generation
 ex.patch_heads(clean, corrupted, answer, distractor)   # every head patched -> PatchResult
 ex.composition_scores()         # Q-, K-, V-composition of every pair of heads -> Composition
+ex.patch_nodes(clean, corrupted, answer, distractor, nodes=[("z", 9, 3, -1)])  # exact, per node
+ex.attribution_patching(...)    # the same nodes estimated from one backward (AtP, AtP*)
+ex.edge_attribution(cleans, corrupteds, answers, distractors)   # EAP-IG -> EdgeAttribution
+ex.circuit_metric(clean, corrupted, answer, distractor, edges=e.edges[:k])   # exact
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from explorer.engine import circuits
 from explorer.engine.composition import Composition, composition_scores
 from explorer.engine.config import ModelConfig
 from explorer.engine.generate import Generation
@@ -109,6 +114,29 @@ class Explorer:
         time, and read logit(answer) − logit(distractor) at the last position (`engine.interventions`).
         `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
         return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens)
+
+    def patch_nodes(self, clean, corrupted, answer, distractor=None, nodes=(), metric="logit_diff"):
+        """Each node (`explorer.engine.nodes`: z, q, k, v, resid, mlp at a position or every one) patched
+        alone from the clean run into the corrupted one; the metric averaged over the pairs (one pair, or
+        lists of prompts, answers, distractors).  # -> [len(nodes)] float32"""
+        return circuits.patch_nodes(self, clean, corrupted, answer, distractor, nodes, metric)
+
+    def attribution_patching(
+        self, clean, corrupted, answer, distractor=None, nodes=(), metric="logit_diff", qk_fix=False
+    ):
+        """Attribution patching of each node: (a_clean − a_corrupted) · ∂M/∂a at the corrupted run (AtP);
+        `qk_fix`: q and k nodes through the exact attention pattern (AtP*).  # -> [len(nodes)] float32"""
+        return circuits.attribution_patching(self, clean, corrupted, answer, distractor, nodes, metric, qk_fix)
+
+    def edge_attribution(self, clean, corrupted, answers, distractors=None, steps=5, metric="logit_diff"):
+        """EAP-IG over a dataset of pairs: every edge upstream -> downstream scored, `.edges` best first
+        (`explorer.engine.edges`)."""
+        return circuits.edge_attribution(self, clean, corrupted, answers, distractors, steps, metric)
+
+    def circuit_metric(self, clean, corrupted, answer, distractor=None, edges=(), metric="logit_diff"):
+        """The metric, exactly, of the clean run where every input reads its upstream's clean write along
+        the kept `edges` and its corrupted write along every other edge, averaged over the pairs."""
+        return circuits.circuit_metric(self, clean, corrupted, answer, distractor, edges, metric)
 
     def generate(
         self,

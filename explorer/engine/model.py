@@ -151,7 +151,8 @@ class Attention(nn.Module):
         """Each head's output probs @ v, by SDPA.  # x [B, M, hidden] normed -> [B, H, M, d], or with `kept`
         (indices among the M) those positions' queries alone, over every key: [B, H, R, d]"""
         k, v = self.project_keys_values(x)
-        q = self.project_queries(x if kept is None else x[:, kept])
+        k, v = tapped(p.taps.k, layer, k), tapped(p.taps.v, layer, v)
+        q = tapped(p.taps.q, layer, self.project_queries(x if kept is None else x[:, kept]))
         q, k = self.qk_normed(q, k)
         cos, sin = p.rope(self.window is not None)
         k = rope.apply_rope(k, cos, sin)
@@ -261,7 +262,7 @@ class Block(nn.Module):
         if kept is not None:
             x = x[:, kept]
         x = tapped(taps.after_attention, layer, x + self.attention_written(attended))
-        x = x + tapped(taps.mlp_output, layer, self.mlp_output(x))
+        x = x + tapped(taps.mlp_output, layer, self.mlp_output(tapped(taps.mlp_input, layer, x)))
         return tapped(taps.block_output, layer, x)
 
 

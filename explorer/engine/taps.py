@@ -25,13 +25,18 @@ class Taps:
     through `engine.rows` instead of SDPA (which never holds them)."""
 
     block_input: Tap | None = None  # [B, M, hidden] the stream entering the block
+    k: Tap | None = None  # [B, H_kv, M, d] k_proj's output, before QK-norm and RoPE (TL's hook_k)
+    v: Tap | None = None  # [B, H_kv, M, d] v_proj's output (TL's hook_v)
+    q: Tap | None = None  # [B, H, M, d] q_proj's output, before QK-norm and RoPE (TL's hook_q)
     queries: Tap | None = None  # [B, H, M, d] the queries after RoPE
     scores: Tap | None = None  # [B, H, M, K] scaled, −∞ outside the mask (TL's hook_attn_scores)
     pattern: Tap | None = None  # [B, H, M, K] the softmax (TL's hook_pattern)
     heads: Tap | None = None  # [B, H, M, d] each head's output probs @ v, before o_proj (TL's hook_z)
     attention_output: Tap | None = None  # [B, M, hidden] o_proj of the heads' outputs
     after_attention: Tap | None = None  # [B, M, hidden] the stream after attention (TL's resid_mid)
-    mlp_output: Tap | None = None  # [B, M, hidden]
+    mlp_input: Tap | None = None  # [B, M, hidden] the stream the MLP reads, before its norm; an edit
+    # changes what the MLP reads alone, not the stream that goes on (TL's hook_mlp_in)
+    mlp_output: Tap | None = None  # [B, M, hidden] what the MLP writes (after Gemma's norm)
     block_output: Tap | None = None  # [B, M, hidden] the stream leaving the block
     final: Tap | None = None  # [B, M, hidden] after the final norm
 

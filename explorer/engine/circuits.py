@@ -1,0 +1,31 @@
+"""Circuits: the entry points the Explorer calls, each a dataset of prompt pairs in (`engine.pairs`) and
+one of the engine's readings out: nodes patched exactly or by attribution (`engine.nodes`), edges
+scored by EAP-IG and circuits measured exactly (`engine.edges`)."""
+
+from __future__ import annotations
+
+import torch
+
+from explorer.engine import edges as edge_module
+from explorer.engine import nodes as node_module
+from explorer.engine import pairs
+
+
+def patch_nodes(explorer, clean, corrupted, answer, distractor, nodes, metric) -> torch.Tensor:
+    data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
+    return node_module.patch_nodes(explorer, data, list(nodes))
+
+
+def attribution_patching(explorer, clean, corrupted, answer, distractor, nodes, metric, qk_fix) -> torch.Tensor:
+    data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
+    return node_module.attribution_patching(explorer, data, list(nodes), qk_fix)
+
+
+def edge_attribution(explorer, clean, corrupted, answers, distractors, steps, metric):
+    data = pairs.dataset(explorer, clean, corrupted, answers, distractors, metric)
+    return edge_module.edge_attribution(explorer, data, steps)
+
+
+def circuit_metric(explorer, clean, corrupted, answer, distractor, edges, metric) -> float:
+    data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
+    return edge_module.circuit_metric(explorer, data, edges)

@@ -1,0 +1,302 @@
+"""Nodes of a model's computation, patched exactly from a clean run into a corrupted one, or estimated
+by attribution patching (AtP, Nanda 2023), every one on the model's one forward with taps.
+
+A node is a tuple:
+    ("z", layer, head, pos)     a head's output probs @ v, before o_proj (TL's hook_z)
+    ("q", layer, head, pos)     q_proj's output, before QK-norm and RoPE (TL's hook_q)
+    ("k", layer, kv_head, pos)  k_proj's output, per kv head (TL's hook_k)
+    ("v", layer, kv_head, pos)  v_proj's output, per kv head (TL's hook_v)
+    ("resid", layer, pos)       the stream entering block `layer` (TL's hook_resid_pre)
+    ("mlp", layer, pos)         what the MLP writes (TL's hook_mlp_out)
+pos None: every position at once.
+
+- `patch_nodes`: the corrupted run with one node alone set to its clean value; the metric per node,
+  averaged over the pairs. As the head-patching sweep does (`explorer.engine.interventions`), the patches
+  that start at position s go down the model in one batch that grows as it goes: a node of layer l joins
+  at l from the corrupted run's cached input of l, and only positions s.. are recomputed (the causal
+  model leaves the earlier ones as they were), reading the corrupted keys and values before s from a
+  prefix cache; the last block computes the last position alone.
+- `attribution_patching`: (a_clean − a_corrupted) · ∂M/∂a at the corrupted run, every node from one
+  forward and one backward of each batch of pairs; the gradient of a tapped activation is that of a
+  zero tensor added to it by its tap. `qk_fix` (AtP*, Kramár et al. 2024): a q or k node's effect is
+  read through the exact change of the attention pattern it causes, times ∂M/∂pattern (the pattern
+  enters the head's output linearly, z = pattern @ v, so ∂M/∂pattern = ∂M/∂z · vᵀ), in place of the
+  linear estimate through the softmax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from explorer.engine import pairs, rope
+from explorer.engine.attention import kv_head_map
+from explorer.engine.kv_cache import KVCache, PrefixCache
+from explorer.engine.rows import attention_rows
+from explorer.engine.taps import NO_TAPS, Taps, recorder
+
+HEAD_KINDS = ("z", "q", "k", "v")  # (kind, layer, head, pos)
+STREAM_KINDS = ("resid", "mlp")  # (kind, layer, pos)
+KINDS = HEAD_KINDS + STREAM_KINDS
+
+
+@dataclass(frozen=True)
+class Node:
+    kind: str
+    layer: int
+    head: int | None  # the query head (z, q) or kv head (k, v); None for stream kinds
+    pos: int | None  # None: every position
+
+
+def parse_node(config, node) -> Node:
+    """A checked node from its tuple (see the module doc); pos may be negative (from the end)."""
+    if not isinstance(node, (tuple, list)) or not node or node[0] not in KINDS:
+        raise ValueError(f"a node is a tuple whose first item is one of {', '.join(KINDS)}, got {node!r}")
+    kind, *rest = node
+    expected = 3 if kind in HEAD_KINDS else 2
+    if len(rest) != expected:
+        shape = "(kind, layer, head, pos)" if kind in HEAD_KINDS else "(kind, layer, pos)"
+        raise ValueError(f"a {kind!r} node is {shape}, got {tuple(node)!r}")
+    layer, *head, pos = rest
+    _check_index("layer", layer, config.n_layers, node)
+    if head:
+        count = config.n_kv_heads if kind in ("k", "v") else config.n_heads
+        _check_index("kv head" if kind in ("k", "v") else "head", head[0], count, node)
+    if pos is not None and (isinstance(pos, bool) or not isinstance(pos, int)):
+        raise ValueError(f"pos of node {tuple(node)!r} is a position or None (every position)")
+    return Node(kind, layer, head[0] if head else None, pos)
+
+
+def _check_index(name: str, value, count: int, node) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+        raise ValueError(f"{name} {value!r} of node {tuple(node)!r} is out of range: 0 to {count - 1}")
+
+
+def _position(node: Node, n: int) -> int | None:
+    if node.pos is None:
+        return None
+    if not -n <= node.pos < n:
+        raise ValueError(f"position {node.pos} of a {node.kind!r} node is outside the {n}-token prompts")
+    return node.pos % n
+
+
+@dataclass(kw_only=True)
+class Trace:
+    """A batch of prompts' forward, every node kind recorded (model dtype, model device)."""
+
+    resid: torch.Tensor  # [L, B, N, hidden] the stream entering each block
+    q: torch.Tensor  # [L, B, H, N, d]
+    k: torch.Tensor  # [L, B, H_kv, N, d]
+    v: torch.Tensor  # [L, B, H_kv, N, d]
+    z: torch.Tensor  # [L, B, H, N, d]
+    attention_output: torch.Tensor  # [L, B, N, hidden] o_proj's output
+    mlp: torch.Tensor  # [L, B, N, hidden]
+    final: torch.Tensor  # [B, N, hidden] after the final norm
+    cache: KVCache | None  # rotated keys and values (batch 1 only)
+
+    def of(self, kind: str) -> torch.Tensor:
+        return self.resid if kind == "resid" else getattr(self, kind)
+
+
+def trace(model, ids: torch.Tensor, keep_cache: bool = False) -> Trace:
+    """One forward of `ids` [B, N] with every node kind recorded; its rotated keys and values too for a
+    single prompt with `keep_cache`."""
+    c, weight = model.config, model.embed_tokens.weight
+    (b, n), options = ids.shape, dict(dtype=weight.dtype, device=weight.device)
+    heads, kv = (c.n_layers, b, c.n_heads, n, c.head_dim), (c.n_layers, b, c.n_kv_heads, n, c.head_dim)
+    stream = (c.n_layers, b, n, c.hidden_size)
+    stores = dict(
+        resid=torch.empty(stream, **options),
+        q=torch.empty(heads, **options),
+        k=torch.empty(kv, **options),
+        v=torch.empty(kv, **options),
+        z=torch.empty(heads, **options),
+        attention_output=torch.empty(stream, **options),
+        mlp=torch.empty(stream, **options),
+    )
+    taps = Taps(
+        block_input=recorder(stores["resid"]),
+        q=recorder(stores["q"]),
+        k=recorder(stores["k"]),
+        v=recorder(stores["v"]),
+        heads=recorder(stores["z"]),
+        attention_output=recorder(stores["attention_output"]),
+        mlp_output=recorder(stores["mlp"]),
+    )
+    cache = KVCache(c, n, **options) if keep_cache else None
+    with torch.no_grad():
+        final = model.hidden_states(ids, taps=taps, cache=cache)
+    return Trace(**stores, final=final, cache=cache)
+
+
+def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
+    """Each node patched alone from the clean run into the corrupted one: the metric averaged over the
+    dataset's pairs (see the module doc).  # -> [len(nodes)] float32 CPU"""
+    model = explorer.model
+    parsed = [parse_node(model.config, node) for node in nodes]
+    total = torch.zeros(len(parsed))
+    with torch.no_grad():
+        for batch in data.batches:
+            for b in range(batch.size):
+                one = _pair(batch, b)
+                clean, corrupted = trace(model, one.clean, True), trace(model, one.corrupted, True)
+                explorer.forward_count += 2
+                reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
+                total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference).cpu()
+    return total / data.size
+
+
+def _pair(batch: pairs.Batch, b: int) -> pairs.Batch:
+    pick = slice(b, b + 1)
+    distractors = None if batch.distractors is None else batch.distractors[pick]
+    return pairs.Batch(
+        batch.clean[pick], batch.corrupted[pick], batch.answers[pick], distractors, batch.indices[pick]
+    )
+
+
+def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metric, reference) -> torch.Tensor:
+    """The patched metric of each node for one pair (module doc).  # -> [len(parsed)] float32"""
+    n, last = one.n_tokens, model.config.n_layers - 1
+    result = torch.zeros(len(parsed), device=clean.final.device)
+    starts: dict[int, list[int]] = {}
+    for i, node in enumerate(parsed):
+        pos = _position(node, n)
+        starts.setdefault(0 if pos is None else pos, []).append(i)
+    for start, members in starts.items():
+        prefix = PrefixCache(corrupted.cache.k[:, :, :start], corrupted.cache.v[:, :, :start])
+        rows, order = None, []
+        for layer in range(min(parsed[i].layer for i in members), last + 1):
+            joining = [i for i in members if parsed[i].layer == layer]
+            taps = NO_TAPS
+            if joining:
+                stream = corrupted.resid[layer, :, start:].expand(len(joining), -1, -1).clone()  # [J, M, h]
+                offset = 0 if rows is None else rows.shape[0]
+                edits = [(offset + j, parsed[i], _position(parsed[i], n)) for j, i in enumerate(joining)]
+                for row, node, pos in edits:
+                    if node.kind == "resid":
+                        where = slice(None) if pos is None else pos - start
+                        stream[row - offset, where] = clean.resid[layer, 0, start:][where]
+                rows = stream if rows is None else torch.cat([rows, stream])
+                order += joining
+                taps = _patch_taps(clean, layer, edits, n)
+            rows = model.hidden_states(
+                stream=rows,
+                layers=range(layer, layer + 1),
+                positions=range(start, n),
+                cache=prefix,
+                taps=taps,
+                last_only=layer == last,
+            )
+        result[order] = pairs.metric_of(model, rows[:, -1], one, metric, reference)
+    return result
+
+
+def _patch_taps(clean: Trace, layer: int, edits: list[tuple[int, Node, int | None]], n: int) -> Taps:
+    """Taps that set each edited row's node to its clean value at `layer` (the rows of a pass: positions
+    n − M.. of the M computed)."""
+
+    def tap_for(kind: str):
+        mine = [(row, node, pos) for row, node, pos in edits if node.kind == kind]
+        if not mine:
+            return None
+
+        def tap(at: int, value: torch.Tensor) -> torch.Tensor | None:
+            if at != layer:
+                return None
+            value = value.clone()
+            axis = 1 if kind == "mlp" else 2  # the positions' axis
+            first = n - value.shape[axis]
+            source = clean.of(kind)[layer, 0]  # [(H,) N, ...]
+            for row, node, pos in mine:
+                if pos is not None and pos < first:
+                    continue  # a position this block does not compute (the last block: the last alone)
+                where = slice(first, None) if pos is None else slice(pos, pos + 1)
+                local = slice(None) if pos is None else slice(pos - first, pos - first + 1)
+                if kind == "mlp":
+                    value[row, local] = source[where]
+                else:
+                    value[row, node.head, local] = source[node.head, where]
+            return value
+
+        return tap
+
+    return Taps(q=tap_for("q"), k=tap_for("k"), v=tap_for("v"), heads=tap_for("z"), mlp_output=tap_for("mlp"))
+
+
+def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: bool = False) -> torch.Tensor:
+    """AtP of each node, averaged over the dataset's pairs; with `qk_fix`, AtP*'s exact attention for q
+    and k nodes (see the module doc).  # -> [len(nodes)] float32 CPU"""
+    model = explorer.model
+    parsed = [parse_node(model.config, node) for node in nodes]
+    kinds = {node.kind for node in parsed} | ({"z"} if qk_fix else set())
+    total = torch.zeros(len(parsed))
+    for batch in data.batches:
+        clean, corrupted = trace(model, batch.clean), trace(model, batch.corrupted)
+        explorer.forward_count += 2
+        reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
+        grads = _gradients(model, batch, kinds, corrupted, data.metric, reference)
+        explorer.forward_count += 1
+        for i, node in enumerate(parsed):
+            pos = _position(node, batch.n_tokens)
+            if qk_fix and node.kind in ("q", "k"):
+                total[i] += float(_pattern_effect(model, node, pos, clean, corrupted, grads["z"]))
+                continue
+            where = slice(None) if pos is None else pos
+            difference = (clean.of(node.kind) - corrupted.of(node.kind))[node.layer].float()
+            grad = grads[node.kind][node.layer]
+            if node.head is not None:
+                difference, grad = difference[:, node.head], grad[:, node.head]
+            total[i] += float((difference[:, where] * grad[:, where]).sum())
+    return total / data.size
+
+
+def _gradients(model, batch, kinds: set[str], corrupted: Trace, metric: str, reference) -> dict:
+    """∂(Σ over pairs of the metric)/∂a at the corrupted run, for each node kind in `kinds`: a zero leaf
+    added to each by its tap.  # -> {kind: [L, B, ...] float32}"""
+    leaves = {kind: torch.zeros_like(corrupted.of(kind), requires_grad=True) for kind in kinds}
+
+    def add(kind):
+        return (lambda layer, value: value + leaves[kind][layer]) if kind in leaves else None
+
+    taps = Taps(
+        block_input=add("resid"), q=add("q"), k=add("k"), v=add("v"), heads=add("z"), mlp_output=add("mlp")
+    )
+    with torch.enable_grad():
+        final = model.hidden_states(batch.corrupted, taps=taps)
+        total = pairs.metric_of(model, final[:, -1], batch, metric, reference).sum()
+        found = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
+    return {
+        kind: (torch.zeros_like(leaf) if grad is None else grad).float()
+        for (kind, leaf), grad in zip(leaves.items(), found, strict=True)
+    }
+
+
+def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad_z: torch.Tensor):
+    """AtP*'s estimate for a q or k node: Σ (pattern patched − pattern) · ∂M/∂pattern over the heads it
+    reaches, the pattern recomputed exactly through QK-norm, RoPE, the mask and the softmax."""
+    layer, c = node.layer, model.config
+    attn = model.layers[layer].self_attn
+    n = corrupted.q.shape[3]
+    q, k = corrupted.q[layer].float(), corrupted.k[layer].float()  # [B, H, N, d], [B, H_kv, N, d]
+    where = slice(None) if pos is None else slice(pos, pos + 1)
+    patched_q, patched_k = q.clone(), k.clone()
+    if node.kind == "q":
+        patched_q[:, node.head, where] = clean.q[layer, :, node.head, where].float()
+        heads = [node.head]
+    else:
+        patched_k[:, node.head, where] = clean.k[layer, :, node.head, where].float()
+        heads = (kv_head_map(c.n_heads, c.n_kv_heads) == node.head).nonzero().flatten().tolist()
+    cos, sin = model.pass_over(range(n), torch.float32).rope(attn.window is not None)
+    positions = torch.arange(n, device=q.device)
+
+    def pattern(q_proj, k_proj):
+        q_normed, k_normed = attn.qk_normed(q_proj, k_proj)
+        q_rot, k_rot = rope.apply_rope(q_normed, cos, sin), rope.apply_rope(k_normed, cos, sin)
+        return attention_rows(q_rot, k_rot, positions, attn.scale, attn.window, layer).probs  # [B, H, N, N]
+
+    change = (pattern(patched_q, patched_k) - pattern(q, k))[:, heads]  # [B, h, N, N]
+    kv = kv_head_map(c.n_heads, c.n_kv_heads)[heads]
+    values = corrupted.v[layer][:, kv].float()  # [B, h, N, d]
+    grad_pattern = grad_z[layer][:, heads] @ values.transpose(-1, -2)  # [B, h, N queries, N keys]
+    return (change * grad_pattern).sum()
