@@ -126,7 +126,9 @@ class Explorer:
     ):
         """Attribution patching of each node: (a_clean − a_corrupted) · ∂M/∂a at the corrupted run (AtP);
         `qk_fix`: q and k nodes through the exact attention pattern (AtP*).  # -> [len(nodes)] float32"""
-        return circuits.attribution_patching(self, clean, corrupted, answer, distractor, nodes, metric, qk_fix)
+        return circuits.attribution_patching(
+            self, clean, corrupted, answer, distractor, nodes, metric, qk_fix
+        )
 
     def edge_attribution(self, clean, corrupted, answers, distractors=None, steps=5, metric="logit_diff"):
         """EAP-IG over a dataset of pairs: every edge upstream -> downstream scored, `.edges` best first

@@ -16,7 +16,7 @@ def patch_nodes(explorer, clean, corrupted, answer, distractor, nodes, metric) -
     return node_module.patch_nodes(explorer, data, list(nodes))
 
 
-def attribution_patching(explorer, clean, corrupted, answer, distractor, nodes, metric, qk_fix) -> torch.Tensor:
+def attribution_patching(explorer, clean, corrupted, answer, distractor, nodes, metric, qk_fix):
     data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
     return node_module.attribution_patching(explorer, data, list(nodes), qk_fix)
 
