@@ -240,7 +240,8 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
         for i, node in enumerate(parsed):
             pos = _position(node, batch.n_tokens)
             if qk_fix and node.kind in ("q", "k"):
-                total[i] += float(_pattern_effect(model, node, pos, clean, corrupted, grads["z"]))
+                with torch.no_grad():
+                    total[i] += float(_pattern_effect(model, node, pos, clean, corrupted, grads["z"]))
                 continue
             where = slice(None) if pos is None else pos
             difference = (clean.of(node.kind) - corrupted.of(node.kind))[node.layer].float()
