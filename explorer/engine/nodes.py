@@ -34,7 +34,7 @@ from explorer.engine import pairs, rope
 from explorer.engine.attention import kv_head_map
 from explorer.engine.kv_cache import KVCache, PrefixCache
 from explorer.engine.rows import attention_rows
-from explorer.engine.taps import NO_TAPS, Taps, recorder
+from explorer.engine.taps import NO_TAPS, Taps
 
 HEAD_KINDS = ("z", "q", "k", "v")  # (kind, layer, head, pos)
 STREAM_KINDS = ("resid", "mlp")  # (kind, layer, pos)
@@ -94,40 +94,44 @@ class Trace:
     mlp: torch.Tensor  # [L, B, N, hidden]
     final: torch.Tensor  # [B, N, hidden] after the final norm
     cache: KVCache | None  # rotated keys and values (batch 1 only)
+    leaves: dict[str, torch.Tensor]  # kind -> zero leaf its taps added, shaped as its record
 
     def of(self, kind: str) -> torch.Tensor:
         return self.resid if kind == "resid" else getattr(self, kind)
 
 
-def trace(model, ids: torch.Tensor, keep_cache: bool = False) -> Trace:
+def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=()) -> Trace:
     """One forward of `ids` [B, N] with every node kind recorded; its rotated keys and values too for a
-    single prompt with `keep_cache`."""
+    single prompt with `keep_cache`. The kinds in `grad_kinds` get a zero leaf added by their taps
+    (`Trace.leaves`), the forward recorded by autograd, `Trace.final` its output."""
     c, weight = model.config, model.embed_tokens.weight
     (b, n), options = ids.shape, dict(dtype=weight.dtype, device=weight.device)
     heads, kv = (c.n_layers, b, c.n_heads, n, c.head_dim), (c.n_layers, b, c.n_kv_heads, n, c.head_dim)
     stream = (c.n_layers, b, n, c.hidden_size)
-    stores = dict(
-        resid=torch.empty(stream, **options),
-        q=torch.empty(heads, **options),
-        k=torch.empty(kv, **options),
-        v=torch.empty(kv, **options),
-        z=torch.empty(heads, **options),
-        attention_output=torch.empty(stream, **options),
-        mlp=torch.empty(stream, **options),
-    )
+    shapes = dict(resid=stream, q=heads, k=kv, v=kv, z=heads, attention_output=stream, mlp=stream)
+    stores = {name: torch.empty(shape, **options) for name, shape in shapes.items()}
+    leaves = {kind: torch.zeros(shapes[kind], **options, requires_grad=True) for kind in grad_kinds}
+
+    def point(name):
+        def tap(layer: int, value: torch.Tensor) -> torch.Tensor | None:
+            stores[name][layer].copy_(value.detach())
+            return value + leaves[name][layer] if name in leaves else None
+
+        return tap
+
     taps = Taps(
-        block_input=recorder(stores["resid"]),
-        q=recorder(stores["q"]),
-        k=recorder(stores["k"]),
-        v=recorder(stores["v"]),
-        heads=recorder(stores["z"]),
-        attention_output=recorder(stores["attention_output"]),
-        mlp_output=recorder(stores["mlp"]),
+        block_input=point("resid"),
+        q=point("q"),
+        k=point("k"),
+        v=point("v"),
+        heads=point("z"),
+        attention_output=point("attention_output"),
+        mlp_output=point("mlp"),
     )
     cache = KVCache(c, n, **options) if keep_cache else None
-    with torch.no_grad():
+    with torch.set_grad_enabled(bool(leaves)):
         final = model.hidden_states(ids, taps=taps, cache=cache)
-    return Trace(**stores, final=final, cache=cache)
+    return Trace(**stores, final=final, cache=cache, leaves=leaves)
 
 
 def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
@@ -229,48 +233,33 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
     and k nodes (see the module doc).  # -> [len(nodes)] float32 CPU"""
     model = explorer.model
     parsed = [parse_node(model.config, node) for node in nodes]
-    kinds = {node.kind for node in parsed} | ({"z"} if qk_fix else set())
+    kinds = sorted({node.kind for node in parsed} | ({"z"} if qk_fix else set()))
     total = torch.zeros(len(parsed))
     for batch in data.batches:
-        clean, corrupted = trace(model, batch.clean), trace(model, batch.corrupted)
-        explorer.forward_count += 2
+        clean = trace(model, batch.clean)
         reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
-        grads = _gradients(model, batch, kinds, corrupted, data.metric, reference)
-        explorer.forward_count += 1
-        for i, node in enumerate(parsed):
-            pos = _position(node, batch.n_tokens)
-            if qk_fix and node.kind in ("q", "k"):
-                with torch.no_grad():
+        corrupted = trace(model, batch.corrupted, grad_kinds=kinds)  # its activations and the graph
+        metric = pairs.metric_of(model, corrupted.final[:, -1], batch, data.metric, reference).sum()
+        grads = dict(
+            zip(kinds, torch.autograd.grad(metric, [corrupted.leaves[k] for k in kinds]), strict=True)
+        )
+        explorer.forward_count += 2
+        with torch.no_grad():
+            # (a_clean − a_corrupted) · ∂M/∂a over the head size (or hidden), summed over the pairs
+            # -> [L, H, N] for a head kind, [L, N] for a stream kind
+            products = {
+                kind: ((clean.of(kind) - corrupted.of(kind)).float() * grads[kind].float()).sum(-1).sum(1)
+                for kind in kinds
+            }
+            for i, node in enumerate(parsed):
+                pos = _position(node, batch.n_tokens)
+                if qk_fix and node.kind in ("q", "k"):
                     total[i] += float(_pattern_effect(model, node, pos, clean, corrupted, grads["z"]))
-                continue
-            where = slice(None) if pos is None else pos
-            difference = (clean.of(node.kind) - corrupted.of(node.kind))[node.layer].float()
-            grad = grads[node.kind][node.layer]
-            if node.head is not None:
-                difference, grad = difference[:, node.head], grad[:, node.head]
-            total[i] += float((difference[:, where] * grad[:, where]).sum())
+                    continue
+                row = products[node.kind][node.layer]
+                row = row if node.head is None else row[node.head]  # [N]
+                total[i] += float(row.sum() if pos is None else row[pos])
     return total / data.size
-
-
-def _gradients(model, batch, kinds: set[str], corrupted: Trace, metric: str, reference) -> dict:
-    """∂(Σ over pairs of the metric)/∂a at the corrupted run, for each node kind in `kinds`: a zero leaf
-    added to each by its tap.  # -> {kind: [L, B, ...] float32}"""
-    leaves = {kind: torch.zeros_like(corrupted.of(kind), requires_grad=True) for kind in kinds}
-
-    def add(kind):
-        return (lambda layer, value: value + leaves[kind][layer]) if kind in leaves else None
-
-    taps = Taps(
-        block_input=add("resid"), q=add("q"), k=add("k"), v=add("v"), heads=add("z"), mlp_output=add("mlp")
-    )
-    with torch.enable_grad():
-        final = model.hidden_states(batch.corrupted, taps=taps)
-        total = pairs.metric_of(model, final[:, -1], batch, metric, reference).sum()
-        found = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
-    return {
-        kind: (torch.zeros_like(leaf) if grad is None else grad).float()
-        for (kind, leaf), grad in zip(leaves.items(), found, strict=True)
-    }
 
 
 def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad_z: torch.Tensor):

@@ -15,6 +15,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
     python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
     python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
+    python -m explorer.bench --circuits # AtP, EAP-IG, the circuit metric, a node sweep (tools.bench.circuits)
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import against, browser, flow, generate, lens, patching, qk
+from explorer.tools.bench import against, browser, circuits, flow, generate, lens, patching, qk
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -127,6 +128,11 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="a score split into its sources, key drivers and composition (tools.bench.qk)",
     )
+    parser.add_argument(
+        "--circuits",
+        action="store_true",
+        help="AtP, EAP-IG, the circuit metric and a node sweep on IOI pairs (tools.bench.circuits)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
@@ -141,6 +147,7 @@ def parse_args(argv: list[str] | None):
     if args.lengths is None:
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
         args.lengths = (against.N_TOKENS,) if args.lens or args.flow or args.qk else args.lengths
+        args.lengths = (circuits.IOI_TOKENS,) if args.circuits else args.lengths
     return args
 
 
@@ -156,6 +163,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return against.main(flow.SUITE, args)
     if args.qk:
         return qk.main(args)
+    if args.circuits:
+        return against.main(circuits.SUITE, args)
     if args.model == "smollm2-gguf":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:

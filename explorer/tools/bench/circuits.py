@@ -1,0 +1,94 @@
+"""`python -m explorer.bench --circuits`: node and edge attribution, the exact circuit metric and the
+position-level patching sweep, each against one fast forward of an IOI prompt (`explorer.tools.bench
+.against`), on SmolLM2 with 15-token IOI pairs (`explorer.engine.prompt_sets.ioi`, the pairs of that
+length). Writes `bench/circuits-DEVICE.*`.
+
+    python -m explorer.bench --circuits --threads 2
+"""
+
+from __future__ import annotations
+
+from explorer.tools.bench.against import Measure, Suite
+
+FORWARD = "one forward"
+IOI_TOKENS = 15
+PAIRS = 8
+LAST_POSITIONS = 4
+
+
+def ioi_pairs(ex, n_tokens: int = IOI_TOKENS, count: int = PAIRS):
+    """`count` seeded IOI pairs of `n_tokens` tokens (the generator's templates differ in length)."""
+    from explorer.engine.prompt_sets import PromptSet, ioi
+
+    drawn = ioi(count * 8, seed=0, tokenizer=ex.tokenizer)
+    rows = [
+        row for row in zip(*drawn.args(), strict=True) if len(ex.tokenizer.encode(row[0]).ids) == n_tokens
+    ]
+    if len(rows) < count:
+        raise SystemExit(f"only {len(rows)} IOI pairs of {n_tokens} tokens in this tokenizer")
+    return PromptSet("ioi", *(list(column) for column in zip(*rows[:count], strict=True)))
+
+
+def baselines(run, text: str) -> dict:
+    clean = ioi_pairs(run.explorer).clean[0]
+    return {FORWARD: lambda: run.explorer.run(clean)}
+
+
+def measures(run) -> list[Measure]:
+    ex, c = run.explorer, run.config
+    data = ioi_pairs(ex)
+    one = (data.clean[0], data.corrupted[0], data.answers[0], data.distractors[0])
+    every_head = [("z", layer, head, None) for layer in range(c.n_layers) for head in range(c.n_heads)]
+    n = len(ex.tokenizer.encode(one[0]).ids)
+    at_positions = [
+        ("z", layer, head, pos)
+        for layer in range(c.n_layers)
+        for head in range(c.n_heads)
+        for pos in range(n - LAST_POSITIONS, n)
+    ]
+    every_position = [(kind, layer, head, pos) for kind, layer, head, _ in every_head for pos in range(n)]
+    edges = ex.edge_attribution(*data.args(), steps=5).edges
+    kept = edges[: len(edges) // 10]
+    per_node = len(at_positions)
+    return [
+        Measure(
+            "AtP, every head at every position",
+            f"`ex.attribution_patching` of {len(every_position):,} z nodes, one pair",
+            lambda: ex.attribution_patching(*one, nodes=every_position),
+            FORWARD,
+            4.0,
+        ),
+        Measure(
+            "AtP* (QK fix), every head's q at the last position",
+            f"`qk_fix=True` on {c.n_layers * c.n_heads} q nodes, one pair: exact patterns, shown beside AtP",
+            lambda: ex.attribution_patching(
+                *one, nodes=[("q", l, h, -1) for _, l, h, _ in every_head], qk_fix=True
+            ),
+            FORWARD,
+            None,
+        ),
+        Measure(
+            "EAP-IG, 5 steps, 8 pairs",
+            f"`ex.edge_attribution` of every edge ({len(edges):,}) over {PAIRS} pairs",
+            lambda: ex.edge_attribution(*data.args(), steps=5),
+            FORWARD,
+            100.0,
+        ),
+        Measure(
+            "circuit_metric, top 10% of edges",
+            f"`ex.circuit_metric` of {len(kept):,} kept edges, one pair, exact",
+            lambda: ex.circuit_metric(*one, edges=kept),
+            FORWARD,
+            2.0,
+        ),
+        Measure(
+            f"exact sweep, every head at the last {LAST_POSITIONS} positions, per node",
+            f"`ex.patch_nodes` of {per_node:,} z nodes, one pair; the ratio is per node",
+            lambda: ex.patch_nodes(*one, nodes=at_positions),
+            FORWARD,
+            0.5 * per_node,
+        ),
+    ]
+
+
+SUITE = Suite("circuits", "Circuits: node and edge attribution, exact patching", baselines, measures)
