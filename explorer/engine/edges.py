@@ -323,3 +323,8 @@ def _through_input_norm(model, layer: int, x: torch.Tensor, found) -> torch.Tens
             projected = _project_heads(block, kind, inputs)
             parts.append(torch.autograd.grad(projected, inputs, grad)[0])
     return torch.cat([*parts, grad_mlp[:, None]], dim=1).float()
+
+
+def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
+    """The exact circuit metric of the first `count` of the `ranked` edges, for each count."""
+    return [circuit_metric(explorer, data, ranked[:count]) for count in counts]

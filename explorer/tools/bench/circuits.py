@@ -92,3 +92,89 @@ def measures(run) -> list[Measure]:
 
 
 SUITE = Suite("circuits", "Circuits: node and edge attribution, exact patching", baselines, measures)
+
+
+FRACTIONS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def ioi_circuit(ex, pairs: int = PAIRS, seed: int = 0, steps: int = 5) -> dict:
+    """The acceptance measurement: the EAP-IG circuit of the built-in IOI set, its faithfulness curve
+    (recovered = (circuit − corrupted) / (clean − corrupted), by `ex.circuit_metric`), the heads of its
+    top 10% of edges beside the exact node patching's top heads."""
+    import torch
+
+    from explorer.engine import edges as edge_module
+    from explorer.engine import pairs as pair_module
+    from explorer.engine.prompt_sets import ioi
+
+    data = ioi(pairs, seed, ex.tokenizer)
+    c = ex.config
+    attribution = ex.edge_attribution(*data.args(), steps=steps)
+    ranked = attribution.edges
+    counts = [round(f * len(ranked)) for f in FRACTIONS]
+    encoded = pair_module.dataset(ex, *data.args())
+    metrics = edge_module.faithfulness(ex, encoded, ranked, counts)
+    clean, corrupted = metrics[-1], metrics[0]
+    curve = [
+        {"fraction": f, "edges": k, "metric": m, "recovered": (m - corrupted) / (clean - corrupted)}
+        for f, k, m in zip(FRACTIONS, counts, metrics, strict=True)
+    ]
+    weight: dict[tuple[int, int], float] = {}
+    for up, down, score in ranked[: len(ranked) // 10]:
+        for node in (up, down):
+            if node[0] not in ("head", "q"):  # heads by their writes and queries; kv heads are shared
+                continue
+            head = node[1:]
+            weight[head] = weight.get(head, 0.0) + abs(score)
+    circuit_heads = sorted(weight, key=weight.get, reverse=True)
+    nodes = [("z", layer, head, None) for layer in range(c.n_layers) for head in range(c.n_heads)]
+    patched = ex.patch_nodes(*data.args(), nodes=nodes)
+    recovered = (patched - corrupted) / (clean - corrupted)
+    order = recovered.abs().argsort(descending=True).tolist()
+    top = [(nodes[i][1], nodes[i][2], float(recovered[i])) for i in order[:15]]
+    qk_nodes = [("q", layer, head, -1) for layer in range(c.n_layers) for head in range(c.n_heads)]
+    qk_nodes += [("k", layer, kv, None) for layer in range(c.n_layers) for kv in range(c.n_kv_heads)]
+    exact = ex.patch_nodes(*data.args(), nodes=qk_nodes) - corrupted
+    estimates = {
+        name: ex.attribution_patching(*data.args(), nodes=qk_nodes, qk_fix=fix)
+        for name, fix in (("AtP", False), ("AtP*", True))
+    }
+    atp_star = {
+        name: {
+            "mean_abs_error": float((value - exact).abs().mean()),
+            "correlation": float(torch.corrcoef(torch.stack([value, exact]))[0, 1]),
+        }
+        for name, value in estimates.items()
+    }
+    return {
+        "atp_vs_exact": {
+            "nodes": "q of every head at the last position, k of every kv head at every position",
+            **atp_star,
+        },
+        "pairs": data.clean,
+        "clean": clean,
+        "corrupted": corrupted,
+        "n_edges": len(ranked),
+        "curve": curve,
+        "circuit_heads": [(layer, head, weight[layer, head]) for layer, head in circuit_heads[:15]],
+        "exact_top_heads": top,
+        "top_edges": [(list(u), list(v), s) for u, v, s in ranked[:20]],
+    }
+
+
+def main() -> None:
+    import json
+    import sys
+
+    import torch
+
+    import explorer
+    from explorer.loading.catalog import smollm2_gguf
+
+    torch.set_num_threads(2)
+    result = ioi_circuit(explorer.load(smollm2_gguf(), device="cpu"))
+    json.dump(result, sys.stdout, indent=2)
+
+
+if __name__ == "__main__":
+    main()
