@@ -160,20 +160,29 @@ def kept_mask(config, edges) -> torch.Tensor:
 
 def circuit_metric(explorer, data: pairs.Dataset, edges) -> float:
     """The metric of the circuit of kept `edges`, exactly, averaged over the pairs (module doc)."""
+    return faithfulness(explorer, data, list(edges), [len(edges)])[0]
+
+
+def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
+    """The exact circuit metric of the first `count` of the `ranked` edges, for each count: each batch's
+    corrupted run (and clean one for KL) traced once for every count."""
     model, config = explorer.model, explorer.config
-    removed = ~kept_mask(config, edges) & valid_edges(config)
-    total = 0.0
+    valid = valid_edges(config)
+    totals = [0.0] * len(counts)
     with torch.no_grad():
         for batch in data.batches:
-            clean_final = None
+            reference = None
             if data.metric == "kl":
-                clean_final = trace(model, batch.clean).final[:, -1]
+                reference = pairs.log_probs(model, trace(model, batch.clean).final[:, -1])
             corrupted = trace(model, batch.corrupted)
-            explorer.forward_count += 2
-            final = _circuit_forward(model, batch, writes(model, corrupted), removed.to(corrupted.z.device))
-            reference = None if clean_final is None else pairs.log_probs(model, clean_final)
-            total += float(pairs.metric_of(model, final[:, -1], batch, data.metric, reference).sum())
-    return total / data.size
+            corrupted_writes = writes(model, corrupted)
+            explorer.forward_count += 1 + len(counts)
+            for i, count in enumerate(counts):
+                removed = (~kept_mask(config, ranked[:count]) & valid).to(corrupted.z.device)
+                final = _circuit_forward(model, batch, corrupted_writes, removed)
+                metric = pairs.metric_of(model, final[:, -1], batch, data.metric, reference)
+                totals[i] += float(metric.sum())
+    return [total / data.size for total in totals]
 
 
 def _circuit_forward(model, batch, corrupted_writes: torch.Tensor, removed: torch.Tensor) -> torch.Tensor:
@@ -323,8 +332,3 @@ def _through_input_norm(model, layer: int, x: torch.Tensor, found) -> torch.Tens
             projected = _project_heads(block, kind, inputs)
             parts.append(torch.autograd.grad(projected, inputs, grad)[0])
     return torch.cat([*parts, grad_mlp[:, None]], dim=1).float()
-
-
-def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
-    """The exact circuit metric of the first `count` of the `ranked` edges, for each count."""
-    return [circuit_metric(explorer, data, ranked[:count]) for count in counts]
