@@ -322,13 +322,16 @@ def _input_gradients(model, batch, clean: Trace, corrupted: Trace, steps, metric
 
 def _through_input_norm(model, layer: int, x: torch.Tensor, found) -> torch.Tensor:
     """The gradients at q/k/v's outputs carried back to each head's own input, through its projection
-    and the block's input norm; the MLP input's beside them.  # -> [B, readers, N, hidden] float32"""
+    and the block's input norm y = g ⊙ x · r, r = 1 / RMS(x), whose backward is r (g ⊙ u) − x r³ ·
+    mean(x ⊙ g ⊙ u); the MLP input's beside them.  # -> [B, readers, N, hidden] float32"""
     block = model.layers[layer]
-    grad_q, grad_k, grad_v, grad_mlp = (g[layer] for g in found[:4])
-    with torch.enable_grad():
-        parts = []
-        for kind, grad in (("q", grad_q), ("k", grad_k), ("v", grad_v)):
-            inputs = x[:, None].expand(-1, grad.shape[1], -1, -1).clone().requires_grad_(True)
-            projected = _project_heads(block, kind, inputs)
-            parts.append(torch.autograd.grad(projected, inputs, grad)[0])
-    return torch.cat([*parts, grad_mlp[:, None]], dim=1).float()
+    attn = block.self_attn
+    inverse_rms, weight = block.attention_input_factors(x)  # [B, N, 1], [hidden]
+    x32, r = x.float()[:, None], inverse_rms[:, None]  # [B, 1, N, hidden], [B, 1, N, 1]
+    parts = []
+    for proj, grad in ((attn.q_proj, found[0]), (attn.k_proj, found[1]), (attn.v_proj, found[2])):
+        grad = grad[layer].float()  # [B, heads, N, d]
+        w = proj.weight.float().view(grad.shape[1], attn.head_dim, -1)  # [heads, d, hidden]
+        gu = torch.einsum("bhnd,hdk->bhnk", grad, w) * weight  # [B, heads, N, hidden]
+        parts.append(r * gu - x32 * r.pow(3) * (gu * x32).mean(-1, keepdim=True))
+    return torch.cat([*parts, found[3][layer].float()[:, None]], dim=1)
