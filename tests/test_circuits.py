@@ -66,6 +66,7 @@ NODES = [
     ("v", 2, 1, -1),
     ("resid", 1, MIDDLE),
     ("resid", 2, None),
+    ("resid", 1, 3),  # before the first difference: the same in both runs
     ("mlp", 0, MIDDLE),
     ("mlp", 2, -1),
 ]

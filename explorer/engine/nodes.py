@@ -163,10 +163,13 @@ def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metri
     """The patched metric of each node for one pair (module doc).  # -> [len(parsed)] float32"""
     n, last = one.n_tokens, model.config.n_layers - 1
     result = torch.zeros(len(parsed), device=clean.final.device)
+    # Positions before the first difference hold the same values in both runs: a patch there changes
+    # nothing, so no node is recomputed from before it.
+    first = min(one.first_difference, n - 1)
     starts: dict[int, list[int]] = {}
     for i, node in enumerate(parsed):
         pos = _position(node, n)
-        starts.setdefault(0 if pos is None else pos, []).append(i)
+        starts.setdefault(max(first, 0 if pos is None else pos), []).append(i)
     for start, members in starts.items():
         prefix = PrefixCache(corrupted.cache.k[:, :, :start], corrupted.cache.v[:, :, :start])
         rows, order = None, []
@@ -178,7 +181,7 @@ def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metri
                 offset = 0 if rows is None else rows.shape[0]
                 edits = [(offset + j, parsed[i], _position(parsed[i], n)) for j, i in enumerate(joining)]
                 for row, node, pos in edits:
-                    if node.kind == "resid":
+                    if node.kind == "resid" and (pos is None or pos >= start):
                         where = slice(None) if pos is None else pos - start
                         stream[row - offset, where] = clean.resid[layer, 0, start:][where]
                 rows = stream if rows is None else torch.cat([rows, stream])
@@ -210,7 +213,7 @@ def _patch_taps(clean: Trace, layer: int, edits: list[tuple[int, Node, int | Non
                 return None
             value = value.clone()
             axis = 1 if kind == "mlp" else 2  # the positions' axis
-            first = n - value.shape[axis]
+            first = n - value.shape[axis]  # the first position computed
             source = clean.of(kind)[layer, 0]  # [(H,) N, ...]
             for row, node, pos in mine:
                 if pos is not None and pos < first:
