@@ -5,20 +5,14 @@ baseline screenshots in tests/screenshots/ (`UPDATE_SCREENSHOTS=1` rewrites them
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, TABS, AppPage, match_baseline
+from browser_support import TABS, AppPage, match_baseline
 
 from explorer.engine.tokens import printable
 from explorer.figures.common import MAX_TICK_LABELS
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 
 @pytest.fixture(scope="module")

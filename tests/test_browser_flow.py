@@ -3,17 +3,10 @@ and a click on it opens its layer and top head."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from browser_support import CHROMIUM, TABS
+from browser_support import TABS
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PROMPT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 # The middle of the first attention edge between two tokens, in page pixels, and its (layer, head).

@@ -6,11 +6,10 @@ IOI example loading SmolLM2 and sweeping it, at 1,200 px (against a baseline scr
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, JS_REDRAWN, AppPage, match_baseline
+from browser_support import CONTEXT, JS_REDRAWN, AppPage, match_baseline
 from test_browser_readable import JS_OVERLAPS, PHONE
 
 from explorer import views
@@ -18,11 +17,6 @@ from explorer.app import examples
 from explorer.engine.interventions import Ablation
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PLOTS = ["ablation-plot", "patching-plot"]
 COPY_PAIR = examples.PATCHING_EXAMPLES["induction (bundled model)"]

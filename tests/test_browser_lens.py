@@ -3,19 +3,13 @@ direct effect beside its total; a click on a token of the strip shows which head
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+from browser_support import CONTEXT, TABS, AppPage
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 
 JS_RANK_OF_BE = (

@@ -6,21 +6,15 @@ offered."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, JS_CELL_CENTRE, TABS, AppPage
+from browser_support import CONTEXT, JS_CELL_CENTRE, TABS, AppPage
 from playwright.sync_api import Error as PlaywrightError
 
 from explorer.loading import catalog
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1400, "height": 900}

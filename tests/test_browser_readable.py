@@ -5,20 +5,14 @@ width with no overlapping labels and no sideways scroll, log colours, links that
 from __future__ import annotations
 
 import urllib.parse
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage, match_baseline
+from browser_support import CONTEXT, TABS, AppPage, match_baseline
 
 from explorer.views.export import LAYER_FIELDS
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 ACCENTS = "Crème brûlée 🌹 — naïve"
 PHONE = {"width": 390, "height": 844}
