@@ -18,8 +18,13 @@ from explorer.loading.folders import load_folder
 from explorer.loading.gguf_header import MAGIC
 from explorer.loading.weights import Checkpoint
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-BUNDLED_MODEL = ASSETS / "shakespeare-gqa"
+# A checkout holds the bundled model in assets/; an installed wheel inside the package (pyproject.toml).
+INSTALLED_MODEL = Path(__file__).resolve().parents[1] / "bundled"
+BUNDLED_MODEL = (
+    INSTALLED_MODEL
+    if INSTALLED_MODEL.is_dir()
+    else Path(__file__).resolve().parents[2] / "assets" / "shakespeare-gqa"
+)
 
 
 def resolve(source: str | Path | None) -> Path:
