@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_support import CONTEXT, GENERATE_PLOTS, TABS, AppPage, match_baseline
-from test_browser_readable import JS_OVERLAPS, PHONE
+from browser_support import CONTEXT, GENERATE_PLOTS, JS_OVERLAPS, TABS, AppPage, match_baseline
+from test_browser_readable import PHONE
 
 from explorer.app.examples import SHAKESPEARE_LINE
 

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, JS_REDRAWN, AppPage, match_baseline
-from test_browser_readable import JS_OVERLAPS, PHONE
+from browser_support import CONTEXT, JS_OVERLAPS, JS_REDRAWN, AppPage, match_baseline
+from test_browser_readable import PHONE
 
 from explorer import views
 from explorer.app import examples

@@ -1,5 +1,7 @@
-"""The Lens tab in Chromium: a link opens it on its target, and "Copy link" carries the target; a sweep's
-direct effect beside its total; a click on a token of the strip shows which heads look at it."""
+"""The Lens tab in Chromium: a link opens it on its target and what it is read against, and "Copy link"
+carries both; each cell shows as much of its token as it holds; a new prompt empties the target unless it
+is pinned; a sweep's direct effect beside its total; a click on a token of the strip shows which heads
+look at it."""
 
 from __future__ import annotations
 
@@ -15,17 +17,36 @@ pytestmark = pytest.mark.browser
 JS_RANK_OF_BE = (
     "() => (document.querySelector('#lens-rank-plot .gtitle') || {}).textContent?.startsWith('“ be”')"
 )
+JS_RANK_TITLE_HAS = (
+    "(text) => (document.querySelector('#lens-rank-plot .gtitle') || {}).textContent?.includes(text)"
+)
+# Each drawn cell of the lens' grid: its row and column, its text, and how wide it is drawn beside the
+# cell's width.
+JS_LENS_CELLS = """() => {
+    const gd = document.querySelector('#lens-plot .js-plotly-plot');
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, first = gd._fullData[0].x[0];
+    const room = Math.abs(xa.d2p(1) - xa.d2p(0));
+    return [...gd.querySelectorAll('.heatmaplayer g.heatmap-label')].map((g) => [
+        Math.round(ya.p2d(g.__data__.y)), Math.round(xa.p2d(g.__data__.x)) - first,
+        g.textContent, g.querySelector('text').getComputedTextLength(), room,
+    ]);
+}"""
+WINTER = "Now is the winter of our discontent made glorious summer"
 
 
 def test_a_link_opens_the_lens_on_its_target_and_copying_the_link_keeps_it(browser, app_url):
     context = browser.new_context(**CONTEXT)
     try:
         app = AppPage(context.new_page(), app_url)
-        app.page.goto(f"{app_url}?__theme=light&prompt=To+be%2C+or+not+to+be&tab=lens&target=+be")
+        link = "prompt=To+be%2C+or+not+to+be&tab=lens&target=+be&against=+to"
+        app.page.goto(f"{app_url}?__theme=light&{link}")
         app.wait_drawn(TABS["Lens"])
         assert app.page.locator("#lens-target textarea, #lens-target input").first.input_value() == " be"
+        assert (
+            app.page.locator("#lens-distractor textarea, #lens-distractor input").first.input_value() == " to"
+        )
         app.page.wait_for_function(JS_RANK_OF_BE, timeout=30_000)
-        assert "“ be”" in app.title("lens-attribution-plot")
+        assert "logit(“ be”) − logit(“ to”)" in app.title("lens-attribution-plot")
         app.page.locator("#copy-link").click()
         box = app.page.locator("#share-link textarea, #share-link input").first
         app.page.wait_for_function(
@@ -33,7 +54,7 @@ def test_a_link_opens_the_lens_on_its_target_and_copying_the_link_keeps_it(brows
             timeout=30_000,
         )
         params = parse_qs(urlparse(box.input_value()).query)
-        assert params["tab"] == ["lens"] and params["target"] == [" be"]
+        assert params["tab"] == ["lens"] and params["target"] == [" be"] and params["against"] == [" to"]
         assert not app.problems()
     finally:
         context.close()
@@ -80,4 +101,67 @@ def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens
     app.page.wait_for_function(
         "() => !document.querySelector('#heads-looking-at-plot .js-plotly-plot')", timeout=30_000
     )
+    assert not app.problems()
+
+
+def lens_cells(app: AppPage) -> list[tuple[int, int, str, float, float]]:
+    return [(int(r), int(c), text, w, room) for r, c, text, w, room in app.page.evaluate(JS_LENS_CELLS)]
+
+
+def test_each_lens_cell_shows_as_much_of_its_token_as_it_holds(browser, app_url, browser_workspace):
+    """At 1,400 px ten positions leave a cell some 100 px: every token whole (it was cut to three
+    characters and "…" at any width); squeezed to the grid's narrowest, each is cut to fit its cell."""
+    from explorer import views
+
+    context = browser.new_context(**{**CONTEXT, "viewport": {"width": 1400, "height": 900}})
+    try:
+        app = AppPage(context.new_page(), app_url).open()
+        app.run(WINTER)
+        app.open_tab("Lens")
+        whole = views.lens_grid(browser_workspace.run("", WINTER)).data[0].meta["fit_text"]
+        cells = lens_cells(app)
+        assert len(cells) == sum(map(len, whole))
+        assert all(text == whole[row][col] for row, col, text, _, _ in cells)
+        assert any(len(text) > 5 for _, _, text, _, _ in cells)  # " glorious", " summer"
+        assert all(width <= room for *_, width, room in cells)
+
+        app.remember_plots()
+        app.page.set_viewport_size({"width": 560, "height": 900})  # the card scrolls: 44 px a cell
+        app.page.wait_for_function(
+            "() => document.querySelector('#lens-plot .js-plotly-plot')._fullLayout.width < 1000"
+        )
+        app.page.wait_for_timeout(300)  # the redraw's labels fitted again
+        cut = [(row, col, text) for row, col, text, _, _ in lens_cells(app) if text != whole[row][col]]
+        assert cut and all(text.endswith("…") and whole[r][c].startswith(text[:-1]) for r, c, text in cut)
+        assert all(width <= room for *_, width, room in lens_cells(app))
+        assert not app.problems()
+    finally:
+        context.close()
+
+
+def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
+    target = app.page.locator("#lens-target textarea, #lens-target input").first
+    against = app.page.locator("#lens-distractor textarea, #lens-distractor input").first
+    app.run("To be, or not to be, that is the question")
+    app.open_tab("Lens")
+    target.fill(" be")
+    target.press("Enter")
+    app.page.wait_for_function(JS_RANK_OF_BE, timeout=30_000)
+    against.fill(" to")
+    against.press("Enter")
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=30_000)
+
+    app.run("Now is the winter of our discontent")
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="(the model's prediction there)", timeout=30_000)
+    assert target.input_value() == "" and against.input_value() == ""
+    assert "−" not in app.title("lens-attribution-plot")
+
+    app.page.locator("#lens-pinned input").check()
+    target.fill(" the")
+    target.press("Enter")
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ the” (typed)", timeout=30_000)
+    app.remember_plots()
+    app.run("Now is the winter of our discontent made glorious summer")
+    app.wait_redrawn(["lens-rank-plot"])
+    assert target.input_value() == " the" and "“ the” (typed)" in app.title("lens-rank-plot")
     assert not app.problems()

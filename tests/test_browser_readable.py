@@ -8,7 +8,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, TABS, AppPage, match_baseline
+from browser_support import CONTEXT, JS_OVERLAPS, TABS, AppPage, match_baseline
 
 from explorer.views.export import LAYER_FIELDS
 
@@ -17,31 +17,6 @@ pytestmark = pytest.mark.browser
 ACCENTS = "Crème brûlée 🌹 — naïve"
 PHONE = {"width": 390, "height": 844}
 LONG = " ".join(["To be, or not to be, that is the question: whether 'tis nobler in the mind"] * 3)
-# Every drawn text of a figure (ticks, titles, annotations, legend, colour bars), as shown, and each
-# pair whose boxes overlap by more than a pixel each way.
-JS_OVERLAPS = """(id) => {
-  const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  const shown = (t) => {
-    for (let e = t; e && e !== gd; e = e.parentElement) {
-      const s = getComputedStyle(e);
-      if (s.visibility === "hidden" || s.display === "none" || s.opacity === "0") return false;
-    }
-    return true;
-  };
-  const items = [...gd.querySelectorAll("text")]
-    .filter((t) => t.textContent.trim() && !t.closest(".hoverlayer") && shown(t))
-    .map((t) => [t.textContent, t.getBoundingClientRect()])
-    .filter(([, b]) => b.width > 0 && b.height > 0);
-  const overlaps = [];
-  for (let i = 0; i < items.length; i++)
-    for (let j = i + 1; j < items.length; j++) {
-      const [a, p] = items[i], [b, q] = items[j];
-      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
-      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
-      if (w > 1 && h > 1) overlaps.push(`${a} ⨯ ${b}`);
-    }
-  return overlaps;
-}"""
 # How far a plot's first x axis title sits below the lowest of that axis' tick labels as shown: the
 # room its margin keeps beyond the labels a person reads.
 JS_TITLE_GAP = """(id) => {

@@ -287,7 +287,7 @@ class ViewEvents:
                 t.intervene.mode,
                 t.intervene.in_views,
                 *t.intervene.prompts,
-                t.lens.target,
+                *t.lens.linked,
             ],
             api_name=False,
         )
@@ -363,7 +363,7 @@ class ViewEvents:
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
-        view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target]
+        view += [i.heads, i.mode, i.in_views, *i.prompts, *t.lens.linked]
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )
@@ -376,7 +376,8 @@ PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"
 def restore_view(request: gr.Request):
     """What a link asks for before its run (each left as it is when the link does not say): the prompt,
     layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), how maps are drawn, the heads to
-    ablate (ablated after the run, as after any run), the patching prompts and the lens' target."""
+    ablate (ablated after the run, as after any run), the patching prompts and the lens' target and
+    what it is read against."""
     params = share.requested(request)
     layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
 
@@ -395,6 +396,5 @@ def restore_view(request: gr.Request):
         ablate or gr.skip(),
         given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
         share.flag(params, "views") if "views" in params else gr.skip(),
-        *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
-        given("target"),
+        *(given(name) for name in ("clean", "corrupted", "answer", "distractor", "target", "against")),
     )
