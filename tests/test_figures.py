@@ -20,6 +20,7 @@ import explorer
 from explorer import views
 from explorer.app import payload
 from explorer.engine import heads, rope
+from explorer.figures.attention import group_columns
 from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, pool
 from explorer.figures.common import lower_triangle_fill, to_json, token_label
 from explorer.figures.maps import SIGNED_COLORSCALE, masked_region
@@ -231,9 +232,19 @@ def test_all_heads_hold_every_heads_map_titled_by_kv_group(run, where, figures):
     sent = decoded(figures["all_heads"])
     maps = np.stack([t["z"] for t in sent["data"]])
     np.testing.assert_allclose(maps, att.probs.numpy(), atol=1e-7)
-    titles = [a["text"] for a in sent["layout"]["annotations"]]
+    n_heads, n = run.config.n_heads, run.n_tokens
+    titles = [a["text"] for a in sent["layout"]["annotations"][:n_heads]]
     kv_head = explorer.kv_head_map(*_heads(run)).tolist()
     assert titles == [f"head {h} · kv {kv}" for h, kv in enumerate(kv_head)]
+    # each thumbnail names its first and last keys under it; a row's first, its first and last queries
+    ends = [a["text"] for a in sent["layout"]["annotations"][n_heads:]]
+    assert ends == [token_label(run.tokens[0]), token_label(run.tokens[-1])] * n_heads
+    y_axes = [sent["layout"][f"yaxis{'' if h == 0 else h + 1}"] for h in range(n_heads)]
+    labelled = [h for h, axis in enumerate(y_axes) if axis.get("showticklabels")]
+    cols = group_columns(n_heads, n_heads // run.config.n_kv_heads)
+    assert labelled == list(range(0, n_heads, cols)) and all(
+        y_axes[h]["tickvals"] == [0, n - 1] for h in labelled
+    )
 
 
 def _heads(run) -> tuple[int, int]:

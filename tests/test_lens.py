@@ -287,7 +287,7 @@ def test_the_grid_labels_a_top_token_holding_part_of_a_character_by_what_it_read
     fig = json_of(lens_figure(run.tokens, [at, at - 1], labels, probs, np.zeros((1, 2), np.float32)))
     assert fig["data"][0]["text"][0] == ["è²", "◌¹"]
     hover = fig["data"][0]["customdata"][0][0]
-    assert hover.startswith("the embeddings<br>“è²” (byte 2 of 2 of “è”) 0.500<br>“◌¹” (byte 1")
+    assert hover.startswith("the embeddings<br>“è²” (byte 2 of 2 of “è”) 0.5<br>“◌¹” (byte 1")
 
 
 def json_of(fig):

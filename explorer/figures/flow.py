@@ -123,9 +123,9 @@ def _midpoints(tokens: list[str], edges: list[tuple], slot: dict[int, int]) -> d
         where = f"layer {layer}: {quoted_token(tokens[source])} ({source})"
         if source != target:
             where += f" → {quoted_token(tokens[target])} ({target})"
-        text = f"{where}<br>{KIND_NAMES[kind]}: {weight:.3f}"
+        text = f"{where}<br>{KIND_NAMES[kind]}: {weight:.3g}"
         if heads:
-            text += "<br>" + "<br>".join(f"head {h}: {w:.3f}" for h, w in heads[:8])
+            text += "<br>" + "<br>".join(f"head {h}: {w:.3g}" for h, w in heads[:8])
             text += f"<br>(+{len(heads) - 8} more)" if len(heads) > 8 else ""
         hover.append(text)
         picks.append([layer, heads[0][0] if heads else -1])
@@ -164,7 +164,7 @@ def rollout_figure(tokens: list[str], row: np.ndarray, position: int, reached: l
             x=np.arange(n, dtype=np.int32),
             y=row[:n].astype(np.float32),
             marker=dict(color=colours),
-            hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+            hovertemplate="%{x:d} %{x}: %{y:.3g}<extra></extra>",
         )
     ]
     axis = token_axis(tokens[:n])

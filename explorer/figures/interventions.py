@@ -28,7 +28,7 @@ def ablation_next_tokens_figure(
             marker_color=colour,
             text=[f"{p:.1%}" for p in probs],
             textposition="outside",
-            hovertemplate=f"next token %{{y}}<br>{name}: %{{x:.4f}}<extra></extra>",
+            hovertemplate=f"next token %{{y}}<br>{name}: %{{x:.3g}}<extra></extra>",
         )
         for name, probs, colour in (("before", before, BEFORE_COLOUR), ("after", after, AFTER_COLOUR))
     ]
@@ -74,8 +74,8 @@ def patching_figure(
         colorscale=get_colorscale("RdBu"),
         colorbar=dict(title=dict(text="recovered"), thickness=12),
         customdata=hover,
-        hovertemplate="layer %{y} · head %{x} · kv %{customdata[0]:d}<br>recovered %{z:.3f}"
-        "<br>patched logit diff %{customdata[1]:.3f}<extra></extra>",
+        hovertemplate="layer %{y} · head %{x} · kv %{customdata[0]:d}<br>recovered %{z:.3g}"
+        "<br>patched logit diff %{customdata[1]:.3g}<extra></extra>",
     )
     integers = dict(tickmode="linear", tick0=0, dtick=1, showgrid=False, zeroline=False)
     difference = f"{quoted_token(answer)} − {quoted_token(distractor)}"

@@ -44,7 +44,7 @@ def lens_figure(
     hover = [
         [
             f"{name}<br>"
-            + "<br>".join(f"{quoted_token(t)} {p:.3f}" for t, p in zip(row, probs, strict=True))
+            + "<br>".join(f"{quoted_token(t)} {p:.3g}" for t, p in zip(row, probs, strict=True))
             + f"<br>KL to the output: {k:.3g} nats"
             for row, probs, k in zip(layer, layer_probs, layer_kl, strict=True)
         ]
@@ -198,7 +198,7 @@ def attribution_figure(
             colorbar=dict(
                 title=dict(text="logit", side="right"), thickness=12, x=layout["xaxis"]["domain"][1] + 0.01
             ),
-            hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.4f}"
+            hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.3g}"
             "<extra></extra>",
         ),
         _bars(mlps, rows, (bx, by), "MLP", "#7c3aed", "layer %{y} MLP"),
@@ -246,7 +246,7 @@ def _bars(values: np.ndarray, rows: np.ndarray, axes: tuple[str, str], name: str
         yaxis=axes[1],
         name=name,
         marker_color=colour,
-        hovertemplate=f"{what}: %{{x:+.4f}}<extra></extra>",
+        hovertemplate=f"{what}: %{{x:+.3g}}<extra></extra>",
     )
 
 
@@ -265,7 +265,7 @@ def attention_to_figure(
         colorscale=get_colorscale("Blues"),
         customdata=kv,
         colorbar=dict(title=dict(text="attention weight", side="right"), thickness=12),
-        hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>weight: %{z:.4f}<extra></extra>",
+        hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>weight: %{z:.3g}<extra></extra>",
         xgap=1,
         ygap=1,
     )
