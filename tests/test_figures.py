@@ -325,6 +325,16 @@ def test_overview_is_the_prompt_profile(run, figures):
         np.testing.assert_allclose(panel, profile[name].numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_overview_bars_sit_at_its_foot_under_axes_titled_head(figures):
+    """Placed on the figure, each bar goes under its panel's head axis and its title, wherever the
+    plot area ends (at -0.3 of it they stood some 170 px below the maps)."""
+    layout = figures["overview"].layout
+    for trace in traces(figures["overview"]):
+        assert trace["colorbar"]["yref"] == "container" and trace["colorbar"]["y"] == 0
+        axis = layout[f"xaxis{trace['xaxis'][1:]}"]
+        assert axis.title.text == "head" and axis.automargin
+
+
 def test_next_tokens_are_the_models_most_likely(run, figures):
     bars = traces(figures["next_tokens"])[0]
     expected = run.next_token_probs().topk(views.TOP_NEXT_TOKENS).values.numpy()
