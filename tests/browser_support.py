@@ -307,6 +307,9 @@ class AppPage:
         """Each pair of the plot's shown texts whose boxes overlap (none, on a readable figure)."""
         return self.page.evaluate(JS_OVERLAPS, plot)
 
+    def selected_tab(self) -> str:
+        return self.page.locator("#views [role=tab][aria-selected=true]").inner_text().strip()
+
     def title(self, plot: str) -> str:
         return self.page.locator(f"#{plot} .gtitle").first.text_content()
 

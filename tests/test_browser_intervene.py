@@ -49,9 +49,10 @@ def settle(app: AppPage, timeout_s: float = 60.0) -> None:
     raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
 
 
-def open_head_by_click(app: AppPage, plot: str, layer: int, head: int) -> None:
+def open_head_by_click(app: AppPage, plot: str, layer: int, head: int, back_to: str) -> None:
     """Hover the cell (layer, head) of `plot`'s heads × layers heatmap, click it where the hover was, and
-    wait until the pipeline shows that head."""
+    wait until the pipeline shows that head: in the Attention tab, opened, with a button back to
+    `back_to` (what the button names)."""
     hover = app.hover_cell(plot, 1, layer, head)  # the cell under the mouse is the one clicked
     assert hover[0].startswith(f"layer {layer} · head {head} · kv"), hover
     app.remember_plots()
@@ -59,7 +60,9 @@ def open_head_by_click(app: AppPage, plot: str, layer: int, head: int) -> None:
     app.page.mouse.up()
     app.wait_redrawn(["pipeline-plot"])
     settle(app)
+    assert app.selected_tab() == "Attention" and app.page.locator("#pipeline-plot").is_visible()
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+    assert app.page.locator("#back-to-chart").inner_text() == f"← Back to {back_to}"
 
 
 def click_example(app: AppPage, examples_id: str, label: str) -> None:
@@ -150,9 +153,15 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
     assert app.points("patching-plot") == ex.config.n_layers * ex.config.n_heads
     assert "Patched each of 32 heads" in app.status()
 
-    open_head_by_click(app, "patching-plot", 3, 2)
+    open_head_by_click(app, "patching-plot", 3, 2, back_to="Intervene")
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert "".join(app.strip_tokens()) == COPY_PAIR.clean.replace("\n", "↵")
+    app.page.locator("#back-to-chart").click()
+    assert app.selected_tab() == "Intervene" and not app.page.locator("#back-to-chart").is_visible()
+    app.page.wait_for_function(
+        "() => { const r = document.querySelector('#patching-plot').getBoundingClientRect();"
+        " return r.top < innerHeight && r.bottom > 0; }"
+    )
     assert not app.problems()
 
 

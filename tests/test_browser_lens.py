@@ -75,7 +75,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
     drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-direct-plot", 0]))
     np.testing.assert_allclose(drawn, expected.heads.numpy(), atol=1e-5)
 
-    open_head_by_click(app, "patching-direct-plot", 3, 2)
+    open_head_by_click(app, "patching-direct-plot", 3, 2, back_to="Intervene")
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert not app.problems()
 
@@ -95,7 +95,7 @@ def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens
     np.testing.assert_allclose(drawn, run.attention_to(2, -1).numpy(), atol=1e-6)
     assert "(position 2)" in app.title("heads-looking-at-plot")
 
-    open_head_by_click(app, "heads-looking-at-plot", 1, 3)
+    open_head_by_click(app, "heads-looking-at-plot", 1, 3, back_to="the heads looking at the token")
 
     app.run("Now is the winter of our discontent")  # a new prompt: the old positions' panel goes
     app.page.wait_for_function(
@@ -164,4 +164,16 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.run("Now is the winter of our discontent made glorious summer")
     app.wait_redrawn(["lens-rank-plot"])
     assert target.input_value() == " the" and "“ the” (typed)" in app.title("lens-rank-plot")
+    assert not app.problems()
+
+
+def test_a_head_clicked_in_the_attribution_opens_in_the_attention_tab_and_the_button_comes_back(app):
+    from test_browser_intervene import open_head_by_click, settle
+
+    app.run("To be, or not to be, that is the question")
+    app.open_tab("Lens")
+    settle(app)
+    open_head_by_click(app, "lens-attribution-plot", 1, 3, back_to="Lens")
+    app.page.locator("#back-to-chart").click()
+    assert app.selected_tab() == "Lens" and not app.page.locator("#back-to-chart").is_visible()
     assert not app.problems()

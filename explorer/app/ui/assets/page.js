@@ -15,7 +15,8 @@
 //   the head elsewhere ask the server only when on screen. Clicking a
 //   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
-//   an attention edge of the Flow graph opens its layer and top head.
+//   an attention edge of the Flow graph opens its layer and top head. A head picked in a chart of
+//   another view opens the Attention tab on it, with a button back to the chart.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
@@ -252,8 +253,54 @@ if (!window.__attentionExplorerPage) {
     setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
   }
 
+  // A head clicked in a chart of another view (patching, direct effects, the flow graph, the heads
+  // looking at a token) opens the Attention tab on it, and a button takes the person back to the chart
+  // (it goes when they open a tab themselves).
+  let cameFrom = null; // { tab: the tab button the chart was on (none under the strip), chart }
+  const BACK_ID = "back-to-chart";
+
+  function backButton() {
+    let button = document.getElementById(BACK_ID);
+    if (!button) {
+      button = document.createElement("button");
+      button.id = BACK_ID;
+      button.type = "button";
+      button.hidden = true;
+      button.addEventListener("click", goBack);
+      document.body.appendChild(button);
+    }
+    return button;
+  }
+
+  function openFrom(gd) {
+    const tab = document.querySelector("#views [role=tab][aria-selected=true]");
+    const attention = tab && tab.id === "tab-attention-button";
+    const chart = gd.closest(".block") || gd;
+    cameFrom = { tab: attention ? null : tab, chart };
+    const where = cameFrom.tab ? cameFrom.tab.textContent.trim() : "the heads looking at the token";
+    const button = backButton();
+    button.textContent = `← Back to ${where}`;
+    button.hidden = false;
+    openInAttention();
+  }
+
+  function goBack() {
+    const from = cameFrom;
+    leaveBack();
+    if (!from) return;
+    if (from.tab) from.tab.click();
+    setTimeout(() => from.chart.scrollIntoView({ block: "center", behavior: "auto" }), 0);
+  }
+
+  function leaveBack() {
+    cameFrom = null;
+    const button = document.getElementById(BACK_ID);
+    if (button) button.hidden = true;
+  }
+
   document.addEventListener("click", (event) => {
     const target = event.target.closest ? event.target : null;
+    if (event.isTrusted && target && target.closest("[role=tab]")) leaveBack(); // a tab opened by hand
     const row = target && target.closest(".top-head");
     const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
@@ -280,12 +327,16 @@ if (!window.__attentionExplorerPage) {
       pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
     } else if (gd.closest("#patching-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
+      openFrom(gd);
     } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
+      openFrom(gd);
     } else if (gd.closest("#lens-attribution-plot, #heads-looking-at-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x));
+      openFrom(gd);
     } else if (gd.closest("#flow-plot") && point.customdata && point.customdata[1] >= 0) {
       pickHead(point.customdata[0], point.customdata[1]); // an attention edge: its layer and top head
+      openFrom(gd);
     }
   }
 
