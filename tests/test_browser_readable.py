@@ -110,12 +110,23 @@ def test_the_npz_download_holds_the_layers_tensors_as_the_python_api_gives_them(
     assert saved["ids"].tolist() == run.ids and saved["tokens"].tolist() == [str(t) for t in run.tokens]
 
 
+# Whether a plot's toolbar (shown on a tap) would cover its title.
+JS_TOOLBAR_ON_TITLE = """(id) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const bar = gd.querySelector('.modebar').getBoundingClientRect();
+    const title = gd.querySelector('.gtitle').getBoundingClientRect();
+    const across = bar.left < title.right && bar.right > title.left;
+    return across && bar.top < title.bottom && bar.bottom > title.top;
+}"""
+
+
 @pytest.mark.parametrize("tab", list(TABS))
 def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(phone, tab):
     phone.run(LONG)
     phone.open_tab(tab)
     for plot in TABS[tab]:
         assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
+        assert not phone.page.evaluate(JS_TOOLBAR_ON_TITLE, plot), plot
     assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
@@ -163,3 +174,24 @@ def test_phone_view_matches_its_baseline_screenshot(phone, tab):
     phone.open_tab(tab)
     panel = phone.page.locator(f"#tab-{tab.lower()}")
     match_baseline(phone.screenshot(panel, []), f"view-{tab.lower()}-390")
+
+
+# The strip's scrolling box, and the tokens it shows only in part (cut by its top or bottom edge).
+JS_STRIP_CUT = """() => {
+    const box = document.querySelector('#token-strip-content .token').parentElement;
+    const frame = box.getBoundingClientRect();
+    const cut = [...box.querySelectorAll('.token')].filter((token) => {
+        const r = token.getBoundingClientRect();
+        const seen = r.top < frame.bottom && r.bottom > frame.top;
+        return seen && (r.top < frame.top - 0.5 || r.bottom > frame.bottom + 0.5);
+    });
+    return [box.scrollHeight > box.clientHeight, cut.map((token) => token.textContent)];
+}"""
+
+
+def test_the_token_strip_shows_whole_rows_and_scrolls_the_rest(app):
+    from explorer.app.examples import LONG_PASSAGE
+
+    app.run(LONG_PASSAGE)
+    scrolls, cut = app.page.evaluate(JS_STRIP_CUT)
+    assert scrolls and cut == []  # its last row was cut in half

@@ -319,18 +319,18 @@ class _Events:
     def follow(self, heads, mode, in_views, shown, model, listed_for):
         """After a run: the heads of the loaded model listed (those picked kept where it has them), and
         the heads picked ablated again in the run on screen."""
-        picked, choices = heads or [], gr.skip()
-        if model != listed_for:
+        picked, choices, listed = heads or [], gr.skip(), listed_for
+        if model != listed_for and self.workspace.is_loaded(model):  # (a model that failed: the run warned)
             config = self.workspace.explorer(model, load=False).config
             picked = [value for value in picked if has_head(config, value)]
-            choices = gr.Dropdown(choices=head_choices(config), value=picked)
+            choices, listed = gr.Dropdown(choices=head_choices(config), value=picked), model
         if shown is None:
-            return gr.skip(), choices, model, gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), choices, listed, gr.skip(), gr.skip(), gr.skip()
         ablation = self.ablation(shown, picked, mode)
         if ablation is None:
-            return gr.skip(), choices, model, None, gr.skip(), gr.skip()
+            return gr.skip(), choices, listed, None, gr.skip(), gr.skip()
         status, bars, on_screen, stale = self.ablated(shown, ablation, in_views)
-        return status if in_views else gr.skip(), choices, model, bars, on_screen, stale
+        return status if in_views else gr.skip(), choices, listed, bars, on_screen, stale
 
     @staticmethod
     def add(heads, layer, head):
