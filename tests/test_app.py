@@ -537,17 +537,24 @@ def test_ablating_no_head_or_a_head_not_in_the_model_is_refused_and_the_bars_sta
 
 
 def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes_it(client, workspace):
-    status, heatmap, direct = client.predict(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be", api_name="/patch")
+    status, heatmap, direct, ranked = client.predict(
+        INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be", api_name="/patch"
+    )
     ex = workspace.explorer("")
     expected = ex.patch_heads(INTERVENE_TEXT, CORRUPTED_TEXT, " to", " be")
     (trace,) = sent_arrays(heatmap)["data"]
     np.testing.assert_allclose(trace["z"], expected.recovered.numpy(), atol=1e-5)
     assert trace["z"].shape == (ex.config.n_layers, ex.config.n_heads) and trace["zmid"] == 0
-    layer, head, value = expected.top_heads(1)[0]
-    assert "Patched each of 32 heads in" in status_text(status)
-    assert f"the most recovered: {layer}.{head} ({value:.2f})" in status_text(status)
-    direct_heads = sent_arrays(direct)["data"][0]  # the direct effect beside the total
+    assert "Patched each of 32 heads in" in status_text(status) and "recovered" not in status_text(status)
     a = workspace.run("", INTERVENE_TEXT).logit_attribution(" to", " be")
+    rows = re.findall(r'data-layer="(\d+)" data-head="(\d+)".*?<td>([^<]+)</td><td>([^<]+)</td></tr>', ranked)
+    assert len(rows) == 10  # the ten that recover the most, ranked, beside the map
+    for (layer, head, recovered, direct_effect), (l, h, value) in zip(
+        rows, expected.top_heads(10), strict=True
+    ):
+        assert (int(layer), int(head)) == (l, h) and float(recovered) == pytest.approx(value, abs=1e-3)
+        assert float(direct_effect) == pytest.approx(float(a.heads[l, h]), abs=1e-3)
+    direct_heads = sent_arrays(direct)["data"][0]  # the direct effect beside the total
     np.testing.assert_allclose(direct_heads["z"], a.heads.numpy(), atol=1e-5)
 
 
@@ -560,8 +567,11 @@ def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes
     ],
 )
 def test_a_patch_that_cannot_be_made_says_why_and_the_heatmap_stays(client, corrupted, answer, message):
-    status, heatmap, direct = client.predict(INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch")
+    status, heatmap, direct, ranked = client.predict(
+        INTERVENE_TEXT, corrupted, answer, " be", api_name="/patch"
+    )
     assert message in status_text(status).replace("&quot;", '"') and is_kept(heatmap) and is_kept(direct)
+    assert is_kept(ranked)
 
 
 # --- the Generate tab: /generate streams each step, the step slider looks back, Show in every view ---

@@ -208,3 +208,83 @@ def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(ph
         assert phone.points(plot)
         assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
     assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+NAMES = "When Romeo and Juliet went to the store, Juliet gave a drink to"
+SWAPPED = "When Juliet and Romeo went to the store, Romeo gave a drink to"
+JS_VALUE = "([id, value]) => document.querySelector(`#${id} textarea, #${id} input`).value === value"
+
+
+def box(app: AppPage, elem_id: str):
+    return app.page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+
+
+def test_a_sweep_starts_from_the_prompt_on_screen_reads_any_metric_ranks_heads_and_downloads(
+    app, browser_workspace, tmp_path
+):
+    """The tab opens with the prompt on screen as the clean prompt and its two names swapped; the
+    sweep's heads are ranked beside the map (not on the status line), another metric redraws both
+    from the same sweep, the sweep downloads, and a ranked head opens in the Attention tab."""
+    app.run(NAMES)
+    app.open_tab("Intervene")
+    for elem_id, value in (
+        ("patch-clean", NAMES),
+        ("patch-corrupted", SWAPPED),
+        ("patch-answer", " Romeo"),
+        ("patch-distractor", " Juliet"),
+    ):
+        app.page.wait_for_function(JS_VALUE, arg=[elem_id, value], timeout=30_000)
+    box(app, "patch-corrupted").fill("")
+    app.page.locator("#patch-swap").click()  # one click swaps them again
+    app.page.wait_for_function(JS_VALUE, arg=["patch-corrupted", SWAPPED], timeout=30_000)
+
+    app.remember_plots()
+    app.page.locator("#patch-button").click()
+    app.wait_redrawn(["patching-plot"])
+    settle(app)
+    ex = browser_workspace.explorer("")
+    expected = ex.patch_heads(NAMES, SWAPPED, " Romeo", " Juliet")
+    rows = app.page.locator("#ranked-heads tr.ranked-head")
+    assert rows.count() == views.RANKED_HEADS and "recovered" not in app.status()
+    first = (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head")))
+    assert first == expected.top_heads(1)[0][:2]
+
+    app.remember_plots()
+    app.page.locator("#patch-metric").get_by_label("KL(clean ‖ patched)").check()
+    app.wait_redrawn(["patching-plot"])
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-plot", 0]))
+    np.testing.assert_allclose(drawn, expected.readings["kl"].recovered.numpy(), atol=1e-4)
+    assert "KL" in app.page.locator("#ranked-heads .ranked-title").inner_text()
+    top_kl = expected.top_heads(1, "kl")[0][:2]
+    assert (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head"))) == top_kl
+
+    with app.page.expect_download() as download:
+        app.page.locator("#sweep-npz").click()
+    path = tmp_path / "sweep.npz"
+    download.value.save_as(path)
+    saved = np.load(path)
+    np.testing.assert_allclose(saved["kl_recovered"], expected.readings["kl"].recovered.numpy(), atol=1e-5)
+
+    app.remember_plots()
+    rows.first.click()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    assert app.selected_tab() == "Attention"
+    assert app.title("pipeline-plot").startswith(f"Layer {top_kl[0]} · head {top_kl[1]} ")
+    assert app.page.locator("#back-to-chart").inner_text() == "← Back to Intervene"
+    assert not app.problems()
+
+
+def test_an_ablation_says_what_it_did_to_the_answers_logit_difference(app):
+    app.run(NAMES)
+    app.open_tab("Intervene")
+    app.page.wait_for_function(JS_VALUE, arg=["patch-answer", " Romeo"], timeout=30_000)
+    settle(app)
+    app.page.locator("#ablate-add").click()
+    app.page.locator("#ablate-heads").get_by_text("0.0 · kv 0").wait_for()
+    app.remember_plots()
+    app.page.locator("#ablate-button").click()
+    app.wait_redrawn(["ablation-plot"])
+    title = app.page.locator("#ablation-plot .gtitle").first.text_content()
+    assert "logit(“ Romeo”) − logit(“ Juliet”)" in title and "before" in title and "after" in title
+    assert not app.problems()

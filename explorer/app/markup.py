@@ -142,3 +142,24 @@ def top_heads(lists: dict[str, list], titles: dict[str, str]) -> str:
         title = f'<div class="top-title">{escape(titles[name])}</div>'
         columns.append(f'<div class="top-column">{title}{rows}</div>')
     return f'<div id="top-heads-content">{"".join(columns)}</div>'
+
+
+def ranked_heads(rows: list, metric: str) -> str:
+    """A patching sweep's heads that recover the most of `metric`, ranked, each with its direct effect;
+    a row is a button the page turns into opening that head (explorer/app/ui/assets/page.js).
+    # rows [views.RankedHead]"""
+    body = "".join(
+        f'<tr class="ranked-head" data-layer="{h.layer}" data-head="{h.head}" '
+        f'title="open layer {h.layer}, head {h.head} (kv {h.kv_head}) on the clean prompt">'
+        f"<td>{rank}</td><td><b>{h.layer}.{h.head}</b> · kv {h.kv_head}</td>"
+        f"<td>{h.recovered:.3g}</td><td>{h.direct:+.3g}</td></tr>"
+        for rank, h in enumerate(rows, start=1)
+    )
+    head = "<tr><th>#</th><th>head</th><th>recovered</th><th>direct effect</th></tr>"
+    title = f'<div class="ranked-title">The heads that recover the most {escape(metric)}</div>'
+    note = (
+        '<div class="ranked-note">Direct effect: on the logit difference, in the clean run. Click a row '
+        "to open that head.</div>"
+    )
+    table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
+    return f'<div id="ranked-heads-content">{title}{table}{note}</div>'

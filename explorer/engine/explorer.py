@@ -18,6 +18,7 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.engine.model import Taps, recorder
+from explorer.engine.patch_metrics import METRICS
 from explorer.engine.run import Run
 from explorer.engine.tokens import encode
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
@@ -91,11 +92,13 @@ class Explorer:
         distractor: str,
         progress: Progress | None = None,
         max_tokens: int | None = None,
+        metrics: tuple[str, ...] = METRICS,
     ) -> PatchResult:
         """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
-        time, and read logit(answer) − logit(distractor) at the last position (`engine.interventions`).
+        time, and read at the last position logit(answer) − logit(distractor) and each of `metrics`
+        (p(answer), KL(clean ‖ patched): `result.readings`; `engine.interventions`).
         `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
-        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens)
+        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens, metrics)
 
     def generate(
         self,

@@ -30,6 +30,12 @@ def gpu(fn):
     return spaces.GPU(fn)
 
 
+def on_gpu(handler, n_outputs: int):
+    """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
+    `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
+    return gpu(guarded(n_outputs)(handler))
+
+
 def plot(fig, filename: str = "attention-explorer") -> PlotData:
     return PlotData(**payload.plot_payload(fig, filename))
 

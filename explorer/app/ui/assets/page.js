@@ -302,8 +302,13 @@ if (!window.__attentionExplorerPage) {
     const target = event.target.closest ? event.target : null;
     if (event.isTrusted && target && target.closest("[role=tab]")) leaveBack(); // a tab opened by hand
     const row = target && target.closest(".top-head");
+    const ranked = target && target.closest(".ranked-head");
     const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
+    else if (ranked) {
+      pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patched-head"); // a sweep's ranked head
+      openFrom(ranked);
+    }
     else if (token) pickToken(Number(token.querySelector(".position")?.textContent));
     else if (target && target.closest("#open-in-attention")) openInAttention();
     else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
