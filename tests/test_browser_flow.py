@@ -35,7 +35,7 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
         ".customdata.length"
     )
     assert drawn == len(g.edges)
-    assert app.points("rollout-plot") == run.n_tokens
+    assert app.points("rollout-plot") == 2 * run.n_tokens  # rollout beside the graph's own share
 
     app.page.locator("#flow-plot").scroll_into_view_if_needed()
     x, y, (layer, head) = app.page.evaluate(JS_ATTENTION_EDGE)
