@@ -196,11 +196,11 @@ def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False, top
         if not m.exact:
             bar["ticksuffix"] = "%"
         if top < 1 and not log_colours:  # the bar says where its colours stop: "≥ 0.05" at the top
-            ticks = [0.0, top / 2, top]
+            ticks, unit = [0.0, top / 2, top], bar.get("ticksuffix", "")  # (tick text takes no suffix)
             bar.update(
                 tickmode="array",
                 tickvals=[v * scale for v in ticks],
-                ticktext=[f"{v * scale:g}" for v in ticks[:2]] + [f"≥ {top * scale:g}"],
+                ticktext=[f"{v * scale:g}{unit}" for v in ticks[:2]] + [f"≥ {top * scale:g}{unit}"],
             )
         return dict(
             colorscale=log_colorscale(log_floor(m)) if log_colours else PROBS_COLORSCALE,
