@@ -307,8 +307,12 @@ class AppPage:
         """Each pair of the plot's shown texts whose boxes overlap (none, on a readable figure)."""
         return self.page.evaluate(JS_OVERLAPS, plot)
 
-    def selected_tab(self) -> str:
-        return self.page.locator("#views [role=tab][aria-selected=true]").inner_text().strip()
+    def wait_for_tab(self, name: str) -> None:
+        """Wait until the tab `name` is the one selected (a click selects it a render later)."""
+        selected = "document.querySelector('#views [role=tab][aria-selected=true]')"
+        self.page.wait_for_function(
+            f"(name) => {selected}?.innerText.trim() === name", arg=name, timeout=DRAW_TIMEOUT_MS
+        )
 
     def title(self, plot: str) -> str:
         return self.page.locator(f"#{plot} .gtitle").first.text_content()

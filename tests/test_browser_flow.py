@@ -48,10 +48,11 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
     app.page.mouse.click(x, y)
     app.wait_redrawn(["pipeline-plot"])
     settle(app)
-    assert app.selected_tab() == "Attention" and app.page.locator("#pipeline-plot").is_visible()
+    app.wait_for_tab("Attention")
+    assert app.page.locator("#pipeline-plot").is_visible()
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
     app.page.locator("#back-to-chart").click()
-    assert app.selected_tab() == "Flow"
+    app.wait_for_tab("Flow")
     assert not app.problems()
 
 

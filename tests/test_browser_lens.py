@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, TABS, AppPage
+from browser_support import CONTEXT, DRAW_TIMEOUT_MS, TABS, AppPage
 
 pytestmark = pytest.mark.browser
 
@@ -45,13 +45,13 @@ def test_a_link_opens_the_lens_on_its_target_and_copying_the_link_keeps_it(brows
         assert (
             app.page.locator("#lens-distractor textarea, #lens-distractor input").first.input_value() == " to"
         )
-        app.page.wait_for_function(JS_RANK_OF_BE, timeout=30_000)
+        app.page.wait_for_function(JS_RANK_OF_BE, timeout=DRAW_TIMEOUT_MS)
         assert "logit(“ be”) − logit(“ to”)" in app.title("lens-attribution-plot")
         app.page.locator("#copy-link").click()
         box = app.page.locator("#share-link textarea, #share-link input").first
         app.page.wait_for_function(
             "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value",
-            timeout=30_000,
+            timeout=DRAW_TIMEOUT_MS,
         )
         params = parse_qs(urlparse(box.input_value()).query)
         assert params["tab"] == ["lens"] and params["target"] == [" be"] and params["against"] == [" to"]
@@ -99,7 +99,7 @@ def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens
 
     app.run("Now is the winter of our discontent")  # a new prompt: the old positions' panel goes
     app.page.wait_for_function(
-        "() => !document.querySelector('#heads-looking-at-plot .js-plotly-plot')", timeout=30_000
+        "() => !document.querySelector('#heads-looking-at-plot .js-plotly-plot')", timeout=DRAW_TIMEOUT_MS
     )
     assert not app.problems()
 
@@ -146,20 +146,22 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.open_tab("Lens")
     target.fill(" be")
     target.press("Enter")
-    app.page.wait_for_function(JS_RANK_OF_BE, timeout=30_000)
+    app.page.wait_for_function(JS_RANK_OF_BE, timeout=DRAW_TIMEOUT_MS)
     against.fill(" to")
     against.press("Enter")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=30_000)
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=DRAW_TIMEOUT_MS)
 
     app.run("Now is the winter of our discontent")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="(the model's prediction there)", timeout=30_000)
+    app.page.wait_for_function(
+        JS_RANK_TITLE_HAS, arg="(the model's prediction there)", timeout=DRAW_TIMEOUT_MS
+    )
     assert target.input_value() == "" and against.input_value() == ""
     assert "−" not in app.title("lens-attribution-plot")
 
     app.page.locator("#lens-pinned input").check()
     target.fill(" the")
     target.press("Enter")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ the” (typed)", timeout=30_000)
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ the” (typed)", timeout=DRAW_TIMEOUT_MS)
     app.remember_plots()
     app.run("Now is the winter of our discontent made glorious summer")
     app.wait_redrawn(["lens-rank-plot"])
@@ -175,5 +177,6 @@ def test_a_head_clicked_in_the_attribution_opens_in_the_attention_tab_and_the_bu
     settle(app)
     open_head_by_click(app, "lens-attribution-plot", 1, 3, back_to="Lens")
     app.page.locator("#back-to-chart").click()
-    assert app.selected_tab() == "Lens" and not app.page.locator("#back-to-chart").is_visible()
+    app.wait_for_tab("Lens")
+    assert not app.page.locator("#back-to-chart").is_visible()
     assert not app.problems()

@@ -229,7 +229,7 @@ FRAME_WIDTH = 1.5  # px, a thumbnail's frame
 FRAME_GAP = 0.004  # of the plot's width, between a thumbnail's cells and its frame (4.7 px at 1,400)
 FRAME_GAP_PX = 4  # the same gap above and below
 ROW_GAP_PX = 46  # between rows of thumbnails: a frame's gap and line, its keys, the next row's titles
-END_LABEL_CHARS = 12  # of a first or last token under a thumbnail (hover names every one whole)
+END_LABEL_CHARS = 10  # of a first or last token under a thumbnail (hover names every one whole)
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:

@@ -104,7 +104,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     model = gr.State("")  # the source of the loaded model ('' is the bundled one)
     shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
     map_style = gr.State(views.MapStyle())
-    current_tab = gr.State("attention")
 
     gr.Markdown(INTRO, elem_id="intro")
     with gr.Row():
@@ -151,6 +150,10 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
     ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
     others = gr.Textbox(elem_id="other-heads", elem_classes="hidden-input", show_label=False)
+    # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
+    current_tab = gr.Textbox(
+        "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
+    )
     controls = Controls(
         prompt=prompt,
         run_button=run_button,

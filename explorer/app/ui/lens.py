@@ -12,7 +12,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
+from explorer.app.ui.common import Shared, close_when, gpu, guarded, index, plot, top
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -43,13 +43,9 @@ class LensTab:
         close_when(self.is_open, tabs)
 
     def wire(self, shared: Shared, runs: list) -> None:
-        """Open: everything; after a run (while open) the same, the target emptied first for a new
-        prompt; window, target and position: their part."""
-        kept = [self.target, self.distractor, self.typed_for]
-        runs = [
-            event.then(forget_targets, [shared.shown, self.pinned, *kept], kept, api_name=False)
-            for event in runs
-        ]
+        """Open: everything; after a run, the target emptied for a new prompt and, while open, everything
+        again (one step, so a run costs the page no more requests); window, target and position: their
+        part."""
         everything = [
             shared.status,
             self.is_open,
@@ -78,7 +74,23 @@ class LensTab:
                 plot(attribution(run, target, distractor, position), "lens-attribution"),
             )
 
-        draw_while_open(self.tab, self.is_open, open_lens, reads, everything, runs, api_name="lens")
+        kept = [self.target, self.distractor, self.typed_for]
+
+        def after_run(opened, pinned, typed_for, shown, start, target, distractor, position):
+            emptied = forgets(shown, pinned, typed_for)
+            target, distractor = ("", "") if emptied else (target, distractor)
+            drawn = open_lens(shown, start, target, distractor, position) if opened else None
+            boxes = ("", "") if emptied else (gr.skip(), gr.skip())
+            return *(drawn or (gr.skip(),) * len(everything)), *boxes, shown
+
+        self.tab.select(open_lens, reads, everything, api_name="lens")
+        for event in runs:
+            event.then(
+                after_run,
+                [self.is_open, self.pinned, self.typed_for, *reads],
+                [*everything, *kept],
+                api_name=False,
+            )
 
         @gpu
         @guarded(2)
@@ -124,12 +136,10 @@ def attribution(run, target: str, distractor: str, position: int):
     return views.attribution(run, target or views.default_target(run, position), distractor, position)
 
 
-def forget_targets(shown, pinned: bool, target: str, distractor: str, typed_for):
-    """After a run: the target and "Against" emptied when they were typed for another prompt (or model)
-    and not pinned; those of a link, typed for no run yet, belong to the run it opens."""
-    if typed_for is None or pinned or tuple(shown or ()) == tuple(typed_for):
-        return gr.skip(), gr.skip(), shown
-    return "", "", shown
+def forgets(shown, pinned: bool, typed_for) -> bool:
+    """Whether a run empties the target and "Against": they were typed for another prompt (or model)
+    and are not pinned. Those of a link, typed for no run yet, belong to the run it opens."""
+    return typed_for is not None and not pinned and tuple(shown or ()) != tuple(typed_for)
 
 
 def build() -> LensTab:

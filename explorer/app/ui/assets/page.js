@@ -80,6 +80,18 @@ if (!window.__attentionExplorerPage) {
         else last = box;
       }
     }
+    // Annotations (panel titles, the thumbnails' first and last keys, the flow's named routes): one that
+    // would overlap an earlier one shown is hidden.
+    const notes = [...gd.querySelectorAll(".annotation")];
+    for (const note of notes) if (note.style.visibility) note.style.visibility = "";
+    const covers = (a, b) =>
+      Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+    const shownNotes = [];
+    for (const { note, box } of notes.map((note) => ({ note, box: note.getBoundingClientRect() }))) {
+      if (box.width === 0 || box.height === 0) continue;
+      if (shownNotes.some((other) => covers(other, box))) note.style.visibility = "hidden";
+      else shownNotes.push(box);
+    }
   }
 
   // Plotly sizes a plot's margins to its tick labels as it draws them: a tick cut after drawing would
