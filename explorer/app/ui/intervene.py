@@ -30,6 +30,7 @@ from explorer.app.ui.overview import OverviewTab
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import ABLATE_MODES, Ablation, single_token
 from explorer.engine.tokens import quoted
+from explorer.errors import PromptError
 from explorer.loading import catalog
 
 HEAD = re.compile(r"\s*(\d+)\s*[.,:]\s*(\d+)\s*(·.*)?")  # "3.1", "3.1 · kv 0", "3, 1"
@@ -307,5 +308,5 @@ def token_pair(tokenizer, answer: str, distractor: str) -> tuple[int, int] | Non
     """The ids of the answer and distractor when both are single tokens, else None."""
     try:
         return single_token(tokenizer, answer, "answer"), single_token(tokenizer, distractor, "distractor")
-    except Exception:
+    except PromptError:
         return None

@@ -27,6 +27,7 @@ from explorer.app.ui.common import Shared, guarded, on_gpu, plot
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
 from explorer.engine.patch_metrics import METRIC_NAMES, METRICS
+from explorer.errors import PromptError
 from explorer.loading import catalog
 from explorer.views import sweep_export
 
@@ -137,7 +138,7 @@ def first_token(tokenizer, text: str) -> str:
     """`text` when it is one token of the vocabulary, else '' (a prefilled answer must be one)."""
     try:
         single_token(tokenizer, text, "answer")
-    except Exception:
+    except PromptError:
         return ""
     return text
 
