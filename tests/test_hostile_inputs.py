@@ -5,6 +5,7 @@ leaves the loaded one named."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -96,6 +97,24 @@ def test_a_value_no_control_could_send_is_refused_naming_the_control(served, api
     assert served.call("run", [CLEAN, 0, 0], "probe")[0]
     ok, answer = raw(served, api, data)
     assert not ok and message in answer and len(answer) < 300
+
+
+@pytest.mark.parametrize(
+    "choice, message",
+    [
+        ("null", "got None."),
+        ('"x"', "got 'x'."),
+        ('"1"', "got '1'."),
+        (f'"{BIG},0,1"', "got '10000000000000000000000000000000000000…."),
+        ('"7,99,1"', "There is no layer 7, head 99 in this model (4 layers of 8 heads)."),
+    ],
+)
+def test_a_picked_head_that_is_not_layer_and_head_is_refused_quoting_it_briefly(served, choice, message):
+    """`/head` with None, 'x' or '1' gave Python's own errors; a 4,001-digit value was quoted whole."""
+    assert served.call("run", [CLEAN, 0, 0], "picking")[0]
+    ok, status = raw(served, "head", f"[{choice}, 0, 1, 0, 0, 0, 0, 0]", "picking")
+    status = html.unescape(status)
+    assert ok and message in status and "Something went wrong" not in status and len(status) < 300
 
 
 def test_a_typed_head_to_ablate_is_quoted_briefly(served):

@@ -7,6 +7,7 @@ import functools
 import inspect
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from gradio.components.plot import PlotData
 from explorer import views
 from explorer.app import markup, payload
 from explorer.app.workspace import Workspace
+from explorer.engine.values import brief
 from explorer.errors import CheckpointError, PromptError
 
 log = logging.getLogger(__name__)
@@ -87,12 +89,22 @@ def index(value, name: str) -> int:
     return int(value)
 
 
-def picked_head(choice: str, run) -> tuple[int, int]:
-    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model."""
-    layer, head = (int(part) for part in choice.split(",")[:2])
+PICKED_HEAD = re.compile(r"(\d{1,9}),(\d{1,9})(,.*)?", re.DOTALL)
+
+
+def picked_head(choice, run) -> tuple[int, int]:
+    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model
+    (an API call may send anything: it is refused quoting the value briefly)."""
+    matched = PICKED_HEAD.fullmatch(choice) if isinstance(choice, str) else None
+    if matched is None:
+        raise ValueError(f"A picked head is written 'layer,head' (whole numbers), got {brief(choice)}.")
+    layer, head = int(matched[1]), int(matched[2])
     config = run.config
     if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-        raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        raise ValueError(
+            f"There is no layer {layer:,}, head {head:,} in this model "
+            f"({config.n_layers} layers of {config.n_heads} heads)."
+        )
     return layer, head
 
 
