@@ -201,3 +201,55 @@ def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on
     finally:
         context.close()
         demo.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    "query, said, layer, head",
+    [
+        (
+            "model=/etc/passwd&layer=2&head=8",
+            "The link's head 8 is not one of this model's 8 heads: head 7 is shown.",
+            "2",
+            "7",
+        ),
+        (
+            "layer=1" + "0" * 30 + "&head=-4",
+            "The link's layer 1,000,000,000,000,000,00… (31 digits) is not one of this model's 4 layers: "
+            "layer 3 is shown. The link's head -4 is not one of this model's 8 heads: head 0 is shown.",
+            "3",
+            "0",
+        ),
+        (
+            "layer=two",
+            "The link's layer 'two' is not one of this model's 4 layers: the layer on screen",
+            "0",
+            "0",
+        ),
+    ],
+)
+def test_a_link_with_a_layer_or_head_the_model_lacks_runs_its_prompt_and_says_so(
+    browser, query, said, layer, head
+):
+    """A link with layer=2&head=8 on a model of 8 heads (or layer=10³⁰, which broke the response) ran
+    nothing: no token strip, no views. It runs the prompt on the nearest layer and head, and says so."""
+    from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no {CHROMIUM}")
+    demo = serve(Workspace(device="cpu", policy=Policy.from_environment({"SPACE_ID": "someone/explorer"})))
+    context = browser.new_context(**CONTEXT)
+    try:
+        page = AppPage(context.new_page(), demo.local_url)
+        page.page.goto(f"{demo.local_url}?__theme=light&prompt=To+be+or+not+to+be&{query}")
+        page.wait_drawn(TABS["Attention"])
+        page.page.wait_for_function(
+            "() => document.querySelector('#status').innerText.includes(\"The link's\")", timeout=30_000
+        )
+        assert said in page.status()
+        assert page.page.locator("#token-strip").inner_text().strip()  # the prompt ran
+        assert page.page.locator("#layer-slider input[type=number]").input_value() == layer
+        assert re.match(r"head (\d+)", page.page.locator("#head-picker input").input_value())[1] == head
+    finally:
+        context.close()
+        demo.close()

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
+from explorer.engine.values import brief
 from explorer.loading import catalog
 from explorer.views import MapStyle
 
@@ -98,6 +99,25 @@ def integer(params: dict[str, str], key: str) -> int | None:
         return max(int(params[key]), 0)
     except (KeyError, ValueError):
         return None
+
+
+def index_within(params: dict[str, str], key: str, count: int) -> tuple[int | None, str]:
+    """The link's layer or head (`key`) as one of the model's `count`, and what the page says of a value
+    it could not take ('' when it took it as it is): a number past the model is its last, one below 0
+    its first; text that is no whole number is dropped (None: the control keeps its value)."""
+    text = params.get(key)
+    if text is None or count < 1:  # not asked for, or no model to hold it against
+        return None, ""
+    try:
+        value = int(text)
+    except ValueError:  # not a number, or one of more than 4,300 digits
+        value = None
+    if value is not None and 0 <= value < count:
+        return value, ""
+    kept = None if value is None else min(max(value, 0), count - 1)
+    shown = f"{key} {kept} is shown" if kept is not None else f"the {key} on screen stays"
+    quoted = brief(text) if value is None else brief(value)
+    return kept, f"The link's {key} {quoted} is not one of this model's {count:,} {key}s: {shown}."
 
 
 def tab_of(params: dict[str, str]) -> str | None:
