@@ -16,7 +16,7 @@ import pytest
 
 from explorer.app.policy import REFUSED, UNREADABLE, LoadLimit, Policy
 from explorer.app.ui import build_demo
-from explorer.app.ui.model_loading import address
+from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
 from explorer.loading import catalog

@@ -17,6 +17,9 @@ recently used dropped first once everything together passes it.
   either alike. A generation grows as it steps, so the cache is trimmed after each step.
 - Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), once the policy allows the source;
   a model whose weights would not fit the budget is refused before a weight is read.
+- An expensive reading's working memory (the flow graph's shares, a patching sweep's two traces) is
+  reserved in the budget while it runs (`reserve`): what it needs is made room for, as a run would be,
+  and a reading that would not fit beside the model and run it reads is refused before it starts.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from explorer.engine.generate import Generation, Step
 from explorer.engine.interventions import Ablation
 from explorer.engine.run import Run
 from explorer.engine.tokens import char_budget
-from explorer.errors import CheckpointError
+from explorer.errors import CheckpointError, LimitError
 from explorer.loading.checkpoints import BUNDLED_MODEL
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,7 @@ class Workspace:
             OrderedDict()
         )
         self._serials = itertools.count()
+        self._reserved: dict[int, int] = {}  # bytes of the readings running now, by a serial of their own
         self._lock = threading.RLock()
         self._loading = threading.Lock()  # one model load at a time
 
@@ -291,10 +295,42 @@ class Workspace:
 
     # --- the budget ---
 
-    def nbytes(self) -> int:
-        """Everything held: models, runs (and the text of their keys) and generations."""
+    @contextmanager
+    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[None]:
+        """`nbytes` of working memory counted in the budget while the block inside runs: older entries
+        dropped to make room (never `run` and its model, which the reading reads); LimitError, naming
+        both sizes, if it cannot fit beside what must stay."""
+        serial = next(self._serials)
         with self._lock:
-            return sum(self._size(key, value) for key, value in self._entries.items())
+            keep = {key for key, value in self._entries.items() if _holds(value, run)}
+            keep |= {self._model_of(key) for key in keep}
+            self._reserved[serial] = nbytes
+            dropped = self._trim(keep)
+            if self._total() > self.max_bytes:
+                del self._reserved[serial]
+                beside = sum(self._size(key, self._entries[key]) for key in keep)
+                raise LimitError(
+                    f"{what[:1].upper()}{what[1:]} needs about {nbytes / 1e9:.2f} GB of working memory; "
+                    f"this app's memory budget is {self.max_bytes / 1e9:.2f} GB (EXPLORER_MEMORY_GB), "
+                    f"{beside / 1e9:.2f} GB of it the model and run it reads: use a shorter prompt."
+                )
+        if dropped:
+            memory.release()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._reserved[serial]
+
+    def nbytes(self) -> int:
+        """Everything held: models, runs (and the text of their keys) and generations, and the working
+        memory reserved by readings running now."""
+        with self._lock:
+            return self._total()
+
+    def _total(self) -> int:
+        held = sum(self._size(key, value) for key, value in self._entries.items())
+        return held + sum(self._reserved.values())
 
     def __contains__(self, key: str | tuple | GenerationKey) -> bool:
         return key in self._entries
@@ -334,10 +370,11 @@ class Workspace:
         return value.nbytes()  # its text is the key's: one string, counted once
 
     def _trim(self, keep: set) -> bool:
-        """Drop least recently used entries while the total passes the budget; what the request in
-        hand uses (`keep`) stays. A model goes with its runs. Whether anything was dropped."""
+        """Drop least recently used entries while the total (readings' reservations included) passes
+        the budget; what the request in hand uses (`keep`) stays. A model goes with its runs. Whether
+        anything was dropped."""
         sizes = {key: self._size(key, value) for key, value in self._entries.items()}
-        total, dropped = sum(sizes.values()), False
+        total, dropped = sum(sizes.values()) + sum(self._reserved.values()), False
         for key in list(self._entries):
             if total <= self.max_bytes:
                 break
@@ -351,3 +388,8 @@ class Workspace:
                 del self._entries[k]
             dropped = True
         return dropped
+
+
+def _holds(value, run: Run | None) -> bool:
+    """Whether a kept entry holds `run` (a cached run, or a generation's sequence)."""
+    return run is not None and isinstance(value, CachedRun) and value.run is run

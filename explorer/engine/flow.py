@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.attention import Projections, causal_softmax_
 from explorer.engine.lens import check_position
 from explorer.engine.model import Taps, attention_mask, tapped
@@ -175,6 +176,7 @@ def _attention_shares(
     per_query = 4 * n_heads * m * hidden
     step = max(1, DISTANCE_BLOCK_BYTES // per_query)
     for first in range(0, len(queries), step):
+        deadline.check()
         chunk = slice(first, first + step)
         keys = max(queries[chunk]) + 1
         chunk_scales = None if scales is None else scales[chunk]

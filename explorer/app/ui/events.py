@@ -50,9 +50,7 @@ from explorer.app.ui.common import (
     top,
 )
 from explorer.app.workspace import Workspace
-from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
-from explorer.errors import CheckpointError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,41 +240,8 @@ class ViewEvents:
             plot(views.rope_score_split(run, layer, head, query, key)),
         )
 
-    def restore_view(self, model: str, request: gr.Request):
-        """What a link asks for before its run (each left as it is when the link does not say): the
-        prompt, layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), how maps are
-        drawn, the heads to ablate (ablated after the run, as after any run), the patching prompts and
-        the lens' target. First, what the page says of a layer or head the loaded model lacks (taken to
-        its nearest, or dropped)."""
-        params = share.requested(request)
-        try:
-            config = self.workspace.explorer(model, load=False).config
-            counts = {"layer": config.n_layers, "head": config.n_heads}
-        except CheckpointError:  # no model to hold them against: the controls keep theirs
-            counts = {"layer": 0, "head": 0}
-        layer, layer_note = share.index_within(params, "layer", counts["layer"])
-        head, head_note = share.index_within(params, "head", counts["head"])
-        tab = share.tab_of(params)
-
-        def given(key: str):
-            return params.get(key, gr.skip())
-
-        style = share.map_style(params)
-        ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
-        return (
-            " ".join(filter(None, (layer_note, head_note))),
-            given("prompt"),
-            gr.skip() if layer is None else layer,
-            gr.skip() if head is None else head,
-            gr.skip() if tab is None else tab,
-            tab == "overview",
-            *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
-            ablate or gr.skip(),
-            given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
-            share.flag(params, "views") if "views" in params else gr.skip(),
-            *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
-            given("target"),
-        )
+    def restore_view(self, model, request: gr.Request) -> tuple:
+        return share.restore_view(self.workspace, model, request)
 
     def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
         run = self.workspace.run(*shown)

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import limits, markup
 from explorer.app.examples import ABLATION_EXAMPLES, ABLATION_LABELS, PATCHING_EXAMPLES, SWAPS_MODEL
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import overview
-from explorer.app.ui.common import Handler, Shared, gpu, guarded, plot
+from explorer.app.ui.common import COSTLY, Handler, Shared, gpu, guarded, plot
 from explorer.app.ui.model_loading import Loader
 from explorer.app.ui.overview import OverviewTab
 from explorer.engine.config import ModelConfig
@@ -228,7 +228,7 @@ class _Events:
 
         patch_inputs = [*t.prompts, p.model]
         patched = [s.status, t.heatmap, t.direct, t.patched]
-        t.patch.click(on_gpu(self.patch, 4), patch_inputs, patched, api_name="patch")
+        t.patch.click(on_gpu(self.patch, 4), patch_inputs, patched, api_name="patch", **COSTLY)
         clicked = t.picked.change(
             self.open_patched,
             [t.picked, t.patched, p.model],
@@ -246,7 +246,7 @@ class _Events:
             for examples in (t.ablation_examples, t.patching_examples)
         ]
         example_runs[1].then(
-            on_gpu(self.patch_example, 4), [*patch_inputs, p.picker], patched, api_name=False
+            on_gpu(self.patch_example, 4), [*patch_inputs, p.picker], patched, api_name=False, **COSTLY
         )
         runs += [*example_runs, p.run.after(clicked)]
         follow_inputs = [*ablation_inputs, p.model, t.listed_for]
@@ -341,12 +341,14 @@ class _Events:
 
     # --- patching ---------------------------------------------------------------------------------
 
-    def sweep(self, clean, corrupted, answer, distractor, model, progress):
+    def sweep(self, request, clean, corrupted, answer, distractor, model, progress):
         explorer = self.workspace.explorer(model, load=False)
         n = explorer.config.n_layers * explorer.config.n_heads
         progress(0, desc="Running both prompts …")
         told = lambda done: progress(done, desc=f"Patching {n} heads")  # noqa: E731
-        result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
+        cost = limits.patching_cost(explorer.config, PATCH_MAX_TOKENS)
+        with self.shared.readings.reading(request, cost):
+            result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
         top = ", ".join(f"{layer}.{head} ({value:.2f})" for layer, head, value in result.top_heads(3))
         message = (
             f"Patched each of {n} heads in {result.seconds:.1f} s; the most recovered: {top}. "
@@ -357,15 +359,17 @@ class _Events:
         direct = plot(views.attribution(run, result.answer_id, result.distractor_id), "direct-effect")
         return markup.status(message, "info"), plot(views.patching(result)), direct, (model, clean)
 
-    def patch(self, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
+    def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
-        return self.sweep(clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
-    def patch_example(self, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()):
+    def patch_example(
+        self, request: gr.Request, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()
+    ):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if catalog.source_of(choice) != (model or ""):
             return (gr.skip(),) * 4
-        return self.sweep(clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
     @guarded(5)
     def open_patched(self, choice, patched, model):

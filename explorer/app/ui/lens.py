@@ -10,8 +10,19 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
+from explorer.app import limits
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
+from explorer.app.ui.common import (
+    COSTLY,
+    Shared,
+    close_when,
+    draw_while_open,
+    gpu,
+    guarded,
+    index,
+    plot,
+    top,
+)
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -49,50 +60,55 @@ class LensTab:
 
         @gpu
         @guarded(len(everything))
-        def open_lens(shown, start, target, distractor, position):
+        def open_lens(request: gr.Request, shown, start, target, distractor, position):
             if shown is None:
                 return gr.skip(), True, *(gr.skip(),) * 5
             run = shared.workspace.run(*shown)  # opened: the window's start, the position read at the end
             start, position = 0, run.n_tokens - 1
-            target = target or views.default_target(run, position)
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                target = target or views.default_target(run, position)
+                drawn = (
+                    plot(views.lens_grid(run, start), "lens"),
+                    plot(views.target_rank(run, target, position), "lens-rank"),
+                    plot(views.attribution(run, target, distractor, position), "lens-attribution"),
+                )
             return (
                 gr.skip(),
                 True,
                 gr.Slider(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
                 gr.Slider(maximum=top(run.n_tokens), value=position),
-                plot(views.lens_grid(run, start), "lens"),
-                plot(views.target_rank(run, target, position), "lens-rank"),
-                plot(views.attribution(run, target, distractor, position), "lens-attribution"),
+                *drawn,
             )
 
         draw_while_open(self.tab, self.is_open, open_lens, reads, everything, runs, api_name="lens")
 
         @gpu
         @guarded(2)
-        def move_window(shown, start):
+        def move_window(request: gr.Request, shown, start):
             if shown is None:
                 return gr.skip(), gr.skip()
-            return gr.skip(), plot(
-                views.lens_grid(shared.workspace.run(*shown), index(start, "first position")), "lens"
-            )
+            run = shared.workspace.run(*shown)
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                return gr.skip(), plot(views.lens_grid(run, index(start, "first position")), "lens")
 
         self.start.release(
-            move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False
+            move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False, **COSTLY
         )
 
         @gpu
         @guarded(3)
-        def read_target(shown, target, distractor, position):
+        def read_target(request: gr.Request, shown, target, distractor, position):
             if shown is None:
                 return (gr.skip(),) * 3
             run = shared.workspace.run(*shown)
             position = index(position, "position")
-            target = target or views.default_target(run, position)
-            return (
-                gr.skip(),
-                plot(views.target_rank(run, target, position), "lens-rank"),
-                plot(views.attribution(run, target, distractor, position), "lens-attribution"),
-            )
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                target = target or views.default_target(run, position)
+                return (
+                    gr.skip(),
+                    plot(views.target_rank(run, target, position), "lens-rank"),
+                    plot(views.attribution(run, target, distractor, position), "lens-attribution"),
+                )
 
         targets = [shared.shown, self.target, self.distractor, self.position]
         gr.on(
@@ -101,6 +117,7 @@ class LensTab:
             targets,
             [shared.status, self.rank, self.attribution],
             api_name="attribution",
+            **COSTLY,
         )
 
 

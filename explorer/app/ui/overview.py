@@ -11,8 +11,8 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 from explorer import views
-from explorer.app import markup
-from explorer.app.ui.common import Shared, gpu, guarded, plot
+from explorer.app import limits, markup
+from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, plot
 from explorer.app.workspace import CachedRun
 
 
@@ -65,11 +65,13 @@ def build(shared: Shared) -> OverviewTab:
 
     @gpu
     @guarded(5)
-    def open_overview(shown):
+    def open_overview(request: gr.Request, shown):
         if shown is None:
             return gr.skip(), True, gr.skip(), gr.skip(), gr.skip()
-        return gr.skip(), True, *figures(shared.workspace.cached_run(*shown))
+        cached = shared.workspace.cached_run(*shown)
+        with shared.readings.reading(request, limits.overview_cost(cached.run), cached.run):
+            return gr.skip(), True, *figures(cached)
 
     outputs = [shared.status, is_open, profile, top, next_tokens]
-    tab.select(open_overview, [shared.shown], outputs, api_name="overview")
+    tab.select(open_overview, [shared.shown], outputs, api_name="overview", **COSTLY)
     return OverviewTab(tab=tab, profile=profile, top=top, next_tokens=next_tokens, is_open=is_open)

@@ -11,7 +11,9 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
+from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.values import brief
+from explorer.errors import CheckpointError
 from explorer.loading import catalog
 from explorer.views import MapStyle
 
@@ -123,3 +125,40 @@ def index_within(params: dict[str, str], key: str, count: int) -> tuple[int | No
 def tab_of(params: dict[str, str]) -> str | None:
     tab = params.get("tab", "").lower()
     return tab if tab in TABS else None
+
+
+def restore_view(workspace, model: str, request: gr.Request) -> tuple:
+    """What a link asks for before its run (each left as it is when the link does not say): the
+    prompt, layer, head and tab (the page itself opens the tab: OPEN_TAB_JS), how maps are
+    drawn, the heads to ablate (ablated after the run, as after any run), the patching prompts and
+    the lens' target. First, what the page says of a layer or head the loaded model lacks (taken to
+    its nearest, or dropped)."""
+    params = requested(request)
+    try:
+        config = workspace.explorer(model, load=False).config
+        counts = {"layer": config.n_layers, "head": config.n_heads}
+    except CheckpointError:  # no model to hold them against: the controls keep theirs
+        counts = {"layer": 0, "head": 0}
+    layer, layer_note = index_within(params, "layer", counts["layer"])
+    head, head_note = index_within(params, "head", counts["head"])
+    tab = tab_of(params)
+
+    def given(key: str):
+        return params.get(key, gr.skip())
+
+    style = map_style(params)
+    ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
+    return (
+        " ".join(filter(None, (layer_note, head_note))),
+        given("prompt"),
+        gr.skip() if layer is None else layer,
+        gr.skip() if head is None else head,
+        gr.skip() if tab is None else tab,
+        tab == "overview",
+        *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
+        ablate or gr.skip(),
+        given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
+        flag(params, "views") if "views" in params else gr.skip(),
+        *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
+        given("target"),
+    )
