@@ -54,18 +54,15 @@ def test_a_place_comes_back_when_its_event_completes_or_the_queue_refused_it():
     assert shares.admit(visitor) is not None
 
 
-def test_when_a_page_closes_its_waiting_events_go_and_a_running_one_keeps_its_place_for_the_grace():
-    clock = Clock()
-    shares = QueueShares(per_visitor=2, grace=60.0, clock=clock)
-    visitor = Visitor("10.0.0.1", "page")
-    running, waiting = shares.admit(visitor), shares.admit(visitor)
-    shares.joined(running, "running")
-    shares.joined(waiting, "waiting")
-    shares.started("running")
+def test_when_a_page_or_an_events_stream_closes_its_places_go():
+    shares = QueueShares(per_visitor=3)
+    page, other = Visitor("10.0.0.1", "page"), Visitor("10.0.0.1", "other")
+    for visitor, event in ((page, "a"), (page, "b"), (other, "c")):
+        shares.joined(shares.admit(visitor), event)
     shares.closed(session="page")
-    assert shares.held(visitor) == 1  # the running event still computes
-    clock.now = 61.0
-    assert shares.held(visitor) == 0
+    assert shares.held(page) == 1  # the other session's event
+    shares.closed(event_id="c")
+    assert shares.held(page) == 0
 
 
 def test_a_place_whose_stream_never_opened_is_given_back_after_a_while():

@@ -8,11 +8,14 @@ sessions of one address cannot fill the queue, and a visitor from elsewhere alwa
 - a join (`POST …/queue/join`, and the REST API's `POST …/call/<api>`) is admitted or refused by the
   visitor's places (`QueueShares`), and the event id Gradio answers with names its place;
 - the event streams (`GET …/queue/data?session_hash=…`, `GET …/call/<api>/<event_id>`) say when an
-  event starts and when it completes, which gives its place back;
-- when a session's stream ends (the page closed), Gradio drops its waiting events: their places go at
-  once; one already running goes on until it ends or its time bound passes (`grace`), and keeps its place
-  until then;
+  event completes, which gives its place back;
+- when a session's stream ends (the page closed), Gradio drops its waiting events, and their places go;
+  so does the place of one still running, which its time bound ends (`Policy.request_seconds`) and
+  which the readings' own rule keeps the visitor from doubling (`explorer.app.limits.Readings`);
 - a place whose stream never opened is given back after `stale` seconds.
+
+The trivial events of the page (a tab's name kept, a flag set) skip the queue (`queue=False`): a click
+on a tab would otherwise take four places at once.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ MESSAGE = re.compile(rb'"msg"\s*:\s*"(?P<msg>\w+)"')
 EVENT_ID = re.compile(rb'"event_id"\s*:\s*"(?P<id>[^"]{1,200})"')
 HEAD_BYTES = 512  # of a message, searched for its kind and event id (what follows may be megabytes)
 STALE_SECONDS = 900.0  # a place whose event's stream never opened is given back after this
-GRACE_SECONDS = 600.0  # on a server without a time bound: how long a running event keeps its place
 
 
 @dataclass(eq=False)
@@ -45,8 +47,6 @@ class Place:
     visitor: Visitor
     since: float
     event_id: str = ""  # '' while the join is being answered
-    started: bool = False
-    ends_by: float | None = None  # its stream closed while it ran: it holds its place until then
 
 
 @dataclass
@@ -54,7 +54,6 @@ class QueueShares:
     """How many places each visitor holds, by address and by session, and their giving back."""
 
     per_visitor: int
-    grace: float = GRACE_SECONDS  # how long an event still running after its stream closed keeps its place
     stale: float = STALE_SECONDS
     clock: Callable[[], float] = time.monotonic
     _places: list[Place] = field(default_factory=list)
@@ -80,32 +79,18 @@ class QueueShares:
             elif place in self._places:
                 self._places.remove(place)
 
-    def started(self, event_id: str) -> None:
-        with self._lock:
-            for place in self._places:
-                if place.event_id == event_id:
-                    place.started = True
-
     def finished(self, event_id: str) -> None:
         with self._lock:
             self._places = [p for p in self._places if p.event_id != event_id]
 
     def closed(self, session: str = "", event_id: str = "") -> None:
-        """A stream ended (the session's, or one event's): its events that never started leave the
-        queue with it; one running keeps its place for `grace` seconds at most."""
-        now = self.clock()
+        """A stream ended (the session's, or one event's): its events' places go."""
         with self._lock:
-            kept = []
-            for place in self._places:
-                ours = place.event_id and (
-                    place.event_id == event_id or (session and place.visitor.session == session)
-                )
-                if not ours:
-                    kept.append(place)
-                elif place.started or event_id:  # a lone event's stream never says it started
-                    place.ends_by = min(place.ends_by or now + self.grace, now + self.grace)
-                    kept.append(place)
-            self._places = kept
+            self._places = [
+                p
+                for p in self._places
+                if not (p.event_id and (p.event_id == event_id or (session and p.visitor.session == session)))
+            ]
 
     def held(self, visitor: Visitor) -> int:
         with self._lock:
@@ -114,9 +99,7 @@ class QueueShares:
 
     def _expire(self) -> None:
         now = self.clock()
-        self._places = [
-            p for p in self._places if now - p.since < self.stale and (p.ends_by is None or now < p.ends_by)
-        ]
+        self._places = [p for p in self._places if now - p.since < self.stale]
 
     def refusal(self) -> str:
         return (
@@ -223,11 +206,8 @@ class FairQueue:
         kind, named = MESSAGE.search(head), EVENT_ID.search(head)
         if kind is None or named is None:
             return
-        event = named["id"].decode("latin-1")
-        if kind["msg"] == b"process_starts":
-            self.shares.started(event)
-        elif kind["msg"] in (b"process_completed", b"unexpected_error"):
-            self.shares.finished(event)
+        if kind["msg"] in (b"process_completed", b"unexpected_error"):
+            self.shares.finished(named["id"].decode("latin-1"))
 
 
 class _Lines:

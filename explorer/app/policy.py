@@ -8,7 +8,7 @@ from the environment (docs/deploying.md):
     EXPLORER_MAX_TOKENS        tokens per run                                          2048
     EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
     EXPLORER_QUEUE_SIZE        requests waiting in the queue                           64
-    EXPLORER_QUEUE_PER_VISITOR requests one visitor (address, or session) holds in it  4
+    EXPLORER_QUEUE_PER_VISITOR requests one visitor (address, or session) holds in it  8
     EXPLORER_CONCURRENCY       requests of one kind computed at once (the expensive    1
                                readings count as one kind)
     EXPLORER_REQUEST_SECONDS   how long one request may compute, then it stops         60 on a Space, else
@@ -59,7 +59,7 @@ class Policy:
     max_tokens: int = 2048
     memory_bytes: int = 4_000_000_000
     queue_size: int = 64
-    queue_per_visitor: int = 4  # places one address, or one session, holds in the queue
+    queue_per_visitor: int = 8  # places one address, or one session, holds in the queue
     concurrency: int = 1
     request_seconds: float = 0.0  # how long one request computes before it stops (0: no bound)
     download_bytes: int = 256 << 20  # one download; the one file each visitor keeps on disk

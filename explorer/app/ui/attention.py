@@ -183,8 +183,8 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
         [shared.status, zoom],
         api_name="zoom",
     )
-    accordion.expand(lambda: True, None, zoom_open, api_name=False)
-    accordion.collapse(lambda: False, None, zoom_open, api_name=False)
+    accordion.expand(lambda: True, None, zoom_open, api_name=False, queue=False)
+    accordion.collapse(lambda: False, None, zoom_open, api_name=False, queue=False)
 
     policy = shared.workspace.policy
     downloads = Downloads(

@@ -248,4 +248,4 @@ def draw_while_open(
 
 def close_when(is_open: gr.State, tabs: list[gr.Tab]) -> None:
     """Selecting any of `tabs` takes the tab whose `is_open` this is off screen."""
-    gr.on([t.select for t in tabs], lambda: False, None, is_open, api_name=False)
+    gr.on([t.select for t in tabs], lambda: False, None, is_open, api_name=False, queue=False)

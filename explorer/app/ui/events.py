@@ -261,7 +261,7 @@ class ViewEvents:
         for drawn_open in (t.lens, t.flow):
             drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
         for tab, name in zip(every_tab, share.TABS, strict=True):
-            tab.select(lambda name=name: name, None, c.current_tab, api_name=False)
+            tab.select(lambda name=name: name, None, c.current_tab, api_name=False, queue=False)
 
         run_prompt = gpu(guarded(len(self.run_outputs))(self.run_prompt))
         run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)

@@ -14,7 +14,7 @@ from explorer import views
 from explorer.app import limits, markup
 from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
-from explorer.app.fair_queue import GRACE_SECONDS, QueueShares
+from explorer.app.fair_queue import QueueShares
 from explorer.app.limits import Readings
 from explorer.app.ui import (
     attention,
@@ -65,7 +65,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     workspace = workspace or Workspace()
     startup = Startup.of(workspace)
     policy = workspace.policy
-    shares = QueueShares(policy.queue_per_visitor, grace=policy.request_seconds or GRACE_SECONDS)
+    shares = QueueShares(policy.queue_per_visitor)
     with page.Page(
         title="Attention Explorer",
         shares=shares,

@@ -31,7 +31,7 @@ class OverviewTab:
 
     def close_when(self, tabs: list[gr.Tab]) -> None:
         """Selecting any of these tabs takes the overview off screen."""
-        gr.on([t.select for t in tabs], lambda: False, None, self.is_open, api_name=False)
+        gr.on([t.select for t in tabs], lambda: False, None, self.is_open, api_name=False, queue=False)
 
 
 PICKED_BAR = (
