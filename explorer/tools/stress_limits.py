@@ -3,8 +3,9 @@
     queue     one address holds the queue: an expensive flow graph, then 64 raw joins from new sessions
               of that address, their streams never read; a visitor from another address runs a prompt
     disk      three layer downloads (.npz) from one visitor: how many files stay on the server's disk
-    expensive nine expensive readings at once from eight sessions at the app's token limit (flow graphs,
-              the lens, attribution, the Overview, a patching sweep): the server's memory and `GET /`
+    expensive nine expensive readings at once from nine sessions of eight addresses at the app's token
+              limit (flow graphs, the lens, attribution, the Overview, a patching sweep): the server's
+              memory and `GET /`
     configs   hostile Gemma 3 configs (10¹² layers, a window pattern of 0, an infinite window, RoPE
               parameters of the wrong kind, nested layer kinds, near-zero scalars); the server itself
               starts beside a HF cache holding JSON nested 400,000 deep and a snapshot link loop
