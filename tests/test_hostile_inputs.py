@@ -5,6 +5,7 @@ leaves the loaded one named."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
@@ -181,8 +182,10 @@ def test_on_a_space_a_listed_hub_id_that_fails_gets_the_one_message(gqa_checkpoi
 # --- item 10: a link to a refused model --------------------------------------------------------------
 
 
-@pytest.mark.browser
-def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on_screen(browser):
+@contextlib.contextmanager
+def link_on_a_space(browser, query: str, status_says: str):
+    """A page opened at `?prompt=To+be+or+not+to+be&{query}` of an app set up as a public Space, once its
+    views are drawn and its status line says `status_says`."""
     from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
 
     if not Path(CHROMIUM).exists():
@@ -191,16 +194,24 @@ def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on
     context = browser.new_context(**CONTEXT)
     try:
         page = AppPage(context.new_page(), demo.local_url)
-        page.page.goto(f"{demo.local_url}?__theme=light&model=/etc/passwd&prompt=To+be+or+not+to+be")
+        page.page.goto(f"{demo.local_url}?__theme=light&prompt=To+be+or+not+to+be&{query}")
         page.wait_drawn(TABS["Attention"])
         page.page.wait_for_function(
-            "() => document.querySelector('#status').innerText.includes('shown on')", timeout=30_000
+            "(said) => document.querySelector('#status').innerText.includes(said)",
+            arg=status_says,
+            timeout=30_000,
         )
-        assert page.page.locator("#model-source input").input_value() == catalog.BUNDLED_LABEL
-        assert REFUSED["listed"] in page.status()
+        yield page
     finally:
         context.close()
         demo.close()
+
+
+@pytest.mark.browser
+def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on_screen(browser):
+    with link_on_a_space(browser, "model=/etc/passwd", "shown on") as page:
+        assert page.page.locator("#model-source input").input_value() == catalog.BUNDLED_LABEL
+        assert REFUSED["listed"] in page.status()
 
 
 @pytest.mark.browser
@@ -233,23 +244,8 @@ def test_a_link_with_a_layer_or_head_the_model_lacks_runs_its_prompt_and_says_so
 ):
     """A link with layer=2&head=8 on a model of 8 heads (or layer=10³⁰, which broke the response) ran
     nothing: no token strip, no views. It runs the prompt on the nearest layer and head, and says so."""
-    from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no {CHROMIUM}")
-    demo = serve(Workspace(device="cpu", policy=Policy.from_environment({"SPACE_ID": "someone/explorer"})))
-    context = browser.new_context(**CONTEXT)
-    try:
-        page = AppPage(context.new_page(), demo.local_url)
-        page.page.goto(f"{demo.local_url}?__theme=light&prompt=To+be+or+not+to+be&{query}")
-        page.wait_drawn(TABS["Attention"])
-        page.page.wait_for_function(
-            "() => document.querySelector('#status').innerText.includes(\"The link's\")", timeout=30_000
-        )
+    with link_on_a_space(browser, query, "The link's") as page:
         assert said in page.status()
         assert page.page.locator("#token-strip").inner_text().strip()  # the prompt ran
         assert page.page.locator("#layer-slider input[type=number]").input_value() == layer
         assert re.match(r"head (\d+)", page.page.locator("#head-picker input").input_value())[1] == head
-    finally:
-        context.close()
-        demo.close()
