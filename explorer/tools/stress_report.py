@@ -42,15 +42,19 @@ def table(results: list[Result], monitor: Monitor, budget: float, baseline: int,
         f"| {peak / gib:.2f} GiB | {resting / gib:.2f} GiB ({resting / budget:.2f}× budget) "
         f"| {budget / gib:.2f} GiB (startup RSS {baseline / gib:.2f} GiB) |",
         "",
-        "| category | requests | failures | p50 | p95 | max |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| category | requests | failures | p50 | p95 | max | GET / (max) | peak RSS |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for category in dict.fromkeys(r.category for r in results):
-        times = [r.seconds for r in results if r.category == category]
-        failed = sum(not r.ok for r in results if r.category == category)
+        ran = [r for r in results if r.category == category]
+        times = [r.seconds for r in ran]
+        first, last = min(r.start for r in ran), max(r.end for r in ran)
+        pages = [s for start, s in monitor.pages if first <= start <= last] or [0.0]
+        rss = [rss for t, rss in monitor.rss if first <= t <= last] or [0]
         lines.append(
-            f"| {category} | {len(times)} | {failed} | {statistics.median(times):.2f} s "
-            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s |"
+            f"| {category} | {len(times)} | {sum(not r.ok for r in ran)} | {statistics.median(times):.2f} s "
+            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s | {max(pages):.2f} s "
+            f"| {max(rss) / gib:.2f} GiB ({max(rss) / budget:.2f}×) |"
         )
     return "\n".join(lines)
 
