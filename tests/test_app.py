@@ -357,10 +357,10 @@ def test_a_full_queue_answers_at_once_that_it_is_full(gqa_checkpoint, monkeypatc
     slow = workspace.cached_run
     monkeypatch.setattr(workspace, "cached_run", lambda *a: time.sleep(2) or slow(*a))
     demo = serve(workspace)
-    app = App(demo.local_url, timeout=30)
+    apps = [App(demo.local_url, timeout=30, address=f"127.0.0.{2 + i}") for i in range(4)]  # 4 visitors
     try:
         with ThreadPoolExecutor(4) as pool:
-            answers = list(pool.map(lambda i: timed(app.call, "run", [f"To be {i}", 0, 0]), range(4)))
+            answers = list(pool.map(lambda i: timed(apps[i].call, "run", [f"To be {i}", 0, 0]), range(4)))
     finally:
         demo.close()
     full = [seconds for (ok, text), seconds in answers if not ok and "Queue is full" in text]
