@@ -159,20 +159,25 @@ class FairQueue:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        status, answer = 0, b""
+        status, answer, answered = 0, b"", False
 
         async def capture(message):
-            nonlocal status, answer
+            nonlocal status, answer, answered
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body":
                 answer += message.get("body", b"")
+                if not message.get("more_body", False):
+                    # the place is named before the client has the event's id, so no end goes unheard
+                    answered = True
+                    self.shares.joined(place, _event_id(answer) if status == 200 else None)
             await send(message)
 
         try:
             await self.app(scope, replay, capture)
         finally:
-            self.shares.joined(place, _event_id(answer) if status == 200 else None)
+            if not answered:
+                self.shares.joined(place, None)
 
     def _asked(self, scope, body: bytes) -> tuple[Visitor, str]:
         """Who joins (address and session), and for which event (an API name, or the page's index)."""
