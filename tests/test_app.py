@@ -20,10 +20,11 @@ import pytest
 from gradio_client import Client
 
 from explorer.app import markup
+from explorer.app.kept import GenerationKey, model_nbytes
 from explorer.app.policy import REFUSED, Policy
 from explorer.app.ui import build_demo
 from explorer.app.ui import generate as generate_tab
-from explorer.app.workspace import GenerationKey, Workspace, model_nbytes
+from explorer.app.workspace import Workspace
 from explorer.engine.tokens import printable
 from explorer.tools.stress_client import App
 
