@@ -66,7 +66,7 @@ def costs(results: list[Result], monitor: Monitor) -> str:
         return ""
     lines = [
         "",
-        "| probe | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
+        "| request | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -74,7 +74,7 @@ def costs(results: list[Result], monitor: Monitor) -> str:
         before = [rss for t, rss in monitor.rss if t <= r.start][-1:] or [0]
         during = [rss for t, rss in monitor.rss if r.start <= t <= r.end] or before
         lines.append(
-            f"| {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
+            f"| {r.category}: {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
             f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
             f"| {r.answer_bytes:,} B |"
         )
