@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import statistics
 from dataclasses import dataclass
 
 from explorer.tools.stress_client import Monitor
+
+SAID_CHARS = 90  # of a request's status line, in the table of what each cost
 
 
 @dataclass(kw_only=True)
@@ -61,13 +64,13 @@ def table(results: list[Result], monitor: Monitor, budget: float, baseline: int,
 
 def costs(results: list[Result], monitor: Monitor) -> str:
     """One line per request: its time, the slowest `GET /` while it ran, the server's RSS before it and
-    at its peak, and the bytes of its answer."""
+    at its peak, the bytes of its answer and the start of what its status line said."""
     if not results:
         return ""
     lines = [
         "",
-        "| request | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
-        "|---|---|---:|---:|---:|---:|",
+        "| request | answered | time | GET / while it ran (max) | RSS before → peak | answer | said |",
+        "|---|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
         pages = [seconds for start, seconds in monitor.pages if r.start <= start <= r.end] or [0.0]
@@ -76,7 +79,7 @@ def costs(results: list[Result], monitor: Monitor) -> str:
         lines.append(
             f"| {r.category}: {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
             f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
-            f"| {r.answer_bytes:,} B |"
+            f"| {r.answer_bytes:,} B | {html.unescape(r.detail)[:SAID_CHARS].replace('|', '/')} |"
         )
     return "\n".join(lines)
 
