@@ -16,7 +16,7 @@ import explorer
 from explorer.app import limits
 from explorer.app.policy import Policy
 from explorer.app.workspace import Workspace
-from explorer.engine import deadline, flow
+from explorer.engine import deadline, flow, working_memory
 from explorer.errors import LimitError
 from explorer.tools.stress_client import App, status_of
 from tests.conftest import PROMPT, served
@@ -114,6 +114,31 @@ def test_a_reading_that_cannot_fit_beside_its_model_and_run_is_refused_before_it
     assert str(error.value).startswith("The flow graph at 32 tokens needs about 1.00 GB of working memory")
     assert "(EXPLORER_MEMORY_GB)" in str(error.value)
     assert workspace.run("", PROMPT) is run  # what it reads stays
+
+
+def test_the_flow_graph_tells_its_working_memory_layer_by_layer(run):
+    """Its size is known only as it reaches positions: six [Q, H, keys] tensors a layer at most."""
+    told = []
+    with working_memory.metered(told.append):
+        run.information_flow(threshold=0.01)
+    c, n = run.config, run.n_tokens
+    widest = 4 * (6 * c.n_heads * n * n + c.n_heads * n * c.hidden_size + 4 * n * c.hidden_size)
+    assert 0 < len(told) <= c.n_layers and max(told) <= widest + flow.DISTANCE_BLOCK_BYTES
+
+
+def test_a_flow_graph_that_outgrows_the_budget_is_stopped_naming_its_need(gqa_checkpoint):
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy(**UNLIMITED_LOADS))
+    run = workspace.run("", PROMPT)
+    workspace.max_bytes = workspace.nbytes() + (1 << 20)  # less than one layer's shares need
+    readings = limits.Readings(workspace)
+    with (
+        pytest.raises(
+            LimitError, match=r"^The flow graph at 52 tokens \(threshold 0.01\) needs about 0.03 GB"
+        ),
+        readings.reading(request_from("10.0.0.1"), limits.flow_cost(run, 0.01), run),
+    ):
+        run.information_flow(threshold=0.01)
+    assert workspace.nbytes() <= workspace.max_bytes - (1 << 20)  # nothing reserved after
 
 
 # --- who computes what ---

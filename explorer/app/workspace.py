@@ -25,13 +25,14 @@ recently used dropped first once everything together passes it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -149,11 +150,7 @@ class Workspace:
             """A model past the budget refused; else its size counted while it loads, older entries
             dropped first (a model being loaded does not sit beside a full cache)."""
             size.refuse_past(self.max_bytes)
-            with self._lock:
-                self._reserved[serial] = size.nbytes
-                dropped = self._trim(keep=set())
-            if dropped:
-                memory.release()
+            self._make_room(serial, size.nbytes, keep=set(), what="the model")
 
         try:
             explorer = load(source or self.default_model, self.device, progress, fits=make_room)
@@ -261,19 +258,36 @@ class Workspace:
     # --- the budget ---
 
     @contextmanager
-    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[None]:
+    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[Callable[[int], None]]:
         """`nbytes` of working memory counted in the budget while the block inside runs: older entries
         dropped to make room (never `run` and its model, which the reading reads); LimitError, naming
-        both sizes, if it cannot fit beside what must stay."""
+        both sizes, if it cannot fit beside what must stay. Yields `resize(nbytes)`, for a reading whose
+        size grows as it goes (the same rules; a size that cannot fit leaves the one before)."""
         serial = next(self._serials)
         with self._lock:
             keep = {key for key, value in self._entries.items() if holds(value, run)}
             keep |= {self._model_of(key) for key in keep}
+        resize = functools.partial(self._make_room, serial, keep=keep, what=what)
+        resize(nbytes)
+        try:
+            yield resize
+        finally:
+            with self._lock:
+                self._reserved.pop(serial, None)
+
+    def _make_room(self, serial: int, nbytes: int, keep: set, what: str) -> None:
+        """Reservation `serial` set to `nbytes`, entries not in `keep` dropped to make room; refused
+        (LimitError, the reservation as it was) if it cannot fit."""
+        with self._lock:
+            before = self._reserved.get(serial)
             self._reserved[serial] = nbytes
             dropped = self._trim(keep)
             if self._total() > self.max_bytes:
-                del self._reserved[serial]
-                beside = sum(self._size(key, self._entries[key]) for key in keep)
+                if before is None:
+                    del self._reserved[serial]
+                else:
+                    self._reserved[serial] = before
+                beside = sum(self._size(key, self._entries[key]) for key in keep if key in self._entries)
                 raise LimitError(
                     f"{what[:1].upper()}{what[1:]} needs about {nbytes / 1e9:.2f} GB of working memory; "
                     f"this app's memory budget is {self.max_bytes / 1e9:.2f} GB (EXPLORER_MEMORY_GB), "
@@ -281,11 +295,6 @@ class Workspace:
                 )
         if dropped:
             memory.release()
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._reserved[serial]
 
     def nbytes(self) -> int:
         """Everything held: models, runs (and the text of their keys) and generations, and the working
