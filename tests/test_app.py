@@ -20,10 +20,11 @@ import pytest
 from gradio_client import Client
 
 from explorer.app import markup
+from explorer.app.kept import GenerationKey, model_nbytes
 from explorer.app.policy import REFUSED, Policy
 from explorer.app.ui import build_demo
 from explorer.app.ui import generate as generate_tab
-from explorer.app.workspace import GenerationKey, Workspace, model_nbytes
+from explorer.app.workspace import Workspace
 from explorer.engine.tokens import printable
 from explorer.tools.stress_client import App
 
@@ -354,10 +355,10 @@ def test_a_full_queue_answers_at_once_that_it_is_full(gqa_checkpoint, monkeypatc
     held, slow = threading.Event(), workspace.cached_run
     monkeypatch.setattr(workspace, "cached_run", lambda *a: held.wait(60) and slow(*a))
     demo = serve(workspace)
-    app = App(demo.local_url, timeout=60)
+    apps = [App(demo.local_url, timeout=60, address=f"127.0.0.{2 + i}") for i in range(4)]  # 4 visitors
     try:
         with ThreadPoolExecutor(4) as pool:
-            calls = [pool.submit(app.call, "run", [f"To be {i}", 0, 0]) for i in range(4)]
+            calls = [pool.submit(apps[i].call, "run", [f"To be {i}", 0, 0]) for i in range(4)]
             told, _ = wait(calls, timeout=60, return_when=FIRST_COMPLETED)
             early = [call.result() for call in told]
             held.set()
@@ -414,6 +415,18 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
         "model": [models.SMOLLM2_LABEL],
     }
     assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
+
+
+def test_a_links_lens_target_and_against_come_back_from_the_link_it_wrote(workspace):
+    """The lens' "Against" was dropped from links: attribution reopened as a logit, not the difference."""
+    from urllib.parse import parse_qsl
+
+    from explorer.app.ui import share
+
+    query = share.query_string("To be", 0, 0, "", "lens", target=" be", against=" to")
+    request = types.SimpleNamespace(query_params=dict(parse_qsl(query[1:])), session_hash="s")
+    restored = share.restore_view(workspace, "", request)
+    assert restored[1] == "To be" and restored[-2:] == (" be", " to")
 
 
 def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads(

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import HF_CONFIGS, refusal
+from conftest import HF_CONFIGS, make_hf_checkpoint, refusal
 
 import explorer
 from explorer.engine.model import Transformer
@@ -57,7 +57,7 @@ def test_a_million_layer_config_is_refused_with_nothing_built(tmp_path, gqa_chec
         (dict(num_hidden_layers=4.5), "n_layers must be a whole number, got 4.5"),
         (dict(num_hidden_layers="4"), "n_layers must be a whole number, got '4'"),
         (dict(hidden_size=True), "hidden_size must be a whole number, got True"),
-        (dict(rms_norm_eps="tiny"), "rms_norm_eps must be a finite number in (0, 1], got 'tiny'"),
+        (dict(rms_norm_eps="tiny"), "rms_norm_eps must be a finite number in (1e-30, 1], got 'tiny'"),
     ],
 )
 def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
@@ -74,7 +74,7 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
             dict(rope_parameters=dict(rope_type="default", rope_theta=math.nan)),
             "rope_theta must be a finite number in (1, 1e12], got nan",
         ),
-        (dict(rms_norm_eps=math.inf), "rms_norm_eps must be a finite number in (0, 1], got inf"),
+        (dict(rms_norm_eps=math.inf), "rms_norm_eps must be a finite number in (1e-30, 1], got inf"),
         (
             dict(rope_parameters=dict(rope_type="default", rope_theta=10**400)),
             "rope_theta must be a finite number in (1, 1e12], got 10,000,000,000",
@@ -83,10 +83,10 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
             dict(rope_theta=-math.inf, rope_parameters=None),
             "rope_theta must be a finite number in (1, 1e12], got -inf",
         ),
-        (dict(rms_norm_eps=0), "rms_norm_eps must be a finite number in (0, 1], got 0"),
+        (dict(rms_norm_eps=0), "rms_norm_eps must be a finite number in (1e-30, 1], got 0"),
         (
             dict(rope_parameters=dict(rope_type="linear", rope_theta=1e4, factor=math.nan)),
-            "rope scaling factor must be a finite number in (0, 1e6], got nan",
+            "rope scaling factor must be a finite number in (0.001, 1e6], got nan",
         ),
         (
             dict(
@@ -98,7 +98,7 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
                     original_max_position_embeddings=64,
                 )
             ),
-            "rope scaling low_freq_factor must be a finite number in (0, 1e6], got -inf",
+            "rope scaling low_freq_factor must be a finite number in (0.001, 1e6], got -inf",
         ),
         (
             dict(
@@ -120,6 +120,77 @@ def test_nan_and_infinite_config_json_numbers_are_refused_by_name(
     """json writes NaN and Infinity as literals, and json.loads reads them back."""
     message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "nan", **change))
     assert expected in message and len(message.removeprefix(str(tmp_path))) < 200
+
+
+@pytest.fixture(scope="module")
+def gemma3_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """A seeded Gemma 3 text checkpoint (sliding, full, sliding layers; window 5), on disk."""
+    model_type, overrides = HF_CONFIGS["gemma3-sliding"]
+    directory = tmp_path_factory.mktemp("gemma3-source")
+    make_hf_checkpoint(directory, tiny_tokenizer, model_type, **overrides)
+    return directory
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        # counted before anything is built for each layer (it built 10¹² layer types, growing without bound)
+        (
+            dict(num_hidden_layers=10**12, layer_types=None),
+            "n_layers is 1,000,000,000,000; this engine reads at most 256",
+        ),
+        (
+            dict(layer_types=None, sliding_window_pattern=0),
+            "sliding_window_pattern must be a whole number from 1 to 256, got 0",
+        ),
+        (
+            dict(layer_types=None, sliding_window_pattern="6"),
+            "sliding_window_pattern must be a whole number from 1 to 256, got '6'",
+        ),
+        (dict(sliding_window=math.inf), "sliding_window must be a whole number, got inf"),
+        (dict(rope_parameters=[1, 2]), "rope_parameters must be a JSON object, got [1, 2]"),
+        (
+            dict(rope_parameters={"full_attention": "fast", "sliding_attention": {"rope_theta": 1e4}}),
+            "rope_parameters['full_attention'] must be a JSON object, got 'fast'",
+        ),
+        (
+            dict(layer_types=[["sliding_attention"]] * 3),
+            "layer_types must name 3 layers, each 'sliding_attention' or 'full_attention', got ([",
+        ),
+        (dict(layer_types="sliding"), "layer_types must be a list, got 'sliding'"),
+        (
+            dict(query_pre_attn_scalar=1e-300),
+            "query_pre_attn_scalar must be a finite number in (0.001, 1e6], got 1e-300",
+        ),
+        (
+            dict(final_logit_softcapping=1e-300),
+            "final_logit_softcapping must be a finite number in (0.001, 1e6], got 1e-300",
+        ),
+    ],
+)
+def test_hostile_gemma3_configs_are_refused_naming_the_value(
+    tmp_path, gemma3_checkpoint, nothing_is_built, change, expected
+):
+    message = refusal(copy_checkpoint(gemma3_checkpoint, tmp_path / "gemma3", **change))
+    assert expected in message
+    assert len(message.removeprefix(str(tmp_path))) < 200
+
+
+def test_a_llama_configs_rope_scaling_that_is_no_object_is_refused_by_name(
+    tmp_path, gqa_checkpoint, nothing_is_built
+):
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "list", rope_scaling=["linear", 2]))
+    assert "rope_scaling must be a JSON object, got ['linear', 2]" in message
+
+
+def test_numbers_just_inside_their_ranges_give_finite_logits(tmp_path, gemma3_checkpoint):
+    """The lower bounds are where float32 stops computing: each number just above its bound still runs."""
+    edge = dict(query_pre_attn_scalar=1.1e-3, final_logit_softcapping=1.1e-3, rms_norm_eps=1.1e-30)
+    run = explorer.load(copy_checkpoint(gemma3_checkpoint, tmp_path / "edge", **edge), device="cpu").run(
+        "To be, or not"
+    )
+    assert torch.isfinite(run.logits).all()
+    assert torch.isfinite(run.attention(0).probs).all()
 
 
 def test_a_4001_digit_layer_count_is_quoted_briefly(tmp_path, gqa_checkpoint, nothing_is_built):

@@ -228,7 +228,7 @@ def test_a_gguf_tensor_name_past_ggml_limit_is_refused_and_quoted_briefly(tmp_pa
         (
             "llama.attention.layer_norm_rms_epsilon",
             math.inf,
-            "rms_norm_eps must be a finite number in (0, 1]",
+            "rms_norm_eps must be a finite number in (1e-30, 1]",
         ),
     ],
 )

@@ -21,7 +21,7 @@ from functools import cached_property
 
 import torch
 
-from explorer.engine import rope
+from explorer.engine import deadline, rope
 from explorer.engine.model import Block, Tap, attention_mask, tapped
 
 ROUNDING_UNITS = 64  # float32 roundings two orders of the same sums may differ by (float32_tolerance)
@@ -174,6 +174,7 @@ class AttentionInternals:
 def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
     """q, k, v of one layer, after QK-norm (where the model has it) and after RoPE, float32.
     # x [N, hidden]: the stream entering the block"""
+    deadline.check()
     n_tokens = x.shape[0]
     attn = block.self_attn
     projected = attn.project(block.attention_input(x)[None])  # [1, H, N, d], [1, H_kv, N, d] ×2
@@ -223,6 +224,7 @@ def softmax_rows(
     # [h, stop − start, N], or [h, stop − start, stop] with `causal`
 
     One buffer goes scores -> scaled -> masked -> probs in place (peak memory: one block of maps)."""
+    deadline.check()
     n_keys = stop if causal else p.n_tokens
     scores = p.q_rot[heads, start:stop] @ p.k_rot[p.kv_head[heads], :n_keys].transpose(-1, -2)
     return causal_softmax_(scores, p.scale, start, p.window)

@@ -22,6 +22,7 @@ from explorer.engine.patch_metrics import METRICS
 from explorer.engine.run import Run
 from explorer.engine.tokens import encode
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
+from explorer.loading.weights import Fits, within
 
 
 def default_device() -> torch.device:
@@ -135,11 +136,14 @@ def load(
     device: torch.device | str | None = None,
     progress=None,
     max_bytes: float | None = None,
+    fits: Fits | None = None,
 ) -> Explorer:
     """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
     ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading; a model whose
-    float32 weights would pass `max_bytes` is refused before any is read."""
-    explorer = Explorer(load_checkpoint(source, progress=progress, max_bytes=max_bytes), device)
+    float32 weights would pass `max_bytes` is refused before any is read (`fits`, if given, is told
+    the model's size instead: `loading.weights.Fits`)."""
+    fits = fits or within(max_bytes)
+    explorer = Explorer(load_checkpoint(source, progress=progress, fits=fits), device)
     if progress is not None:
         progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
     return explorer

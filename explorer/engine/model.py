@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.engine import rope
+from explorer.engine import deadline, rope
 from explorer.engine.config import ModelConfig
 
 # A tap: called with the layer (n_layers for `final`) and the tensor at its point, it returns the tensor
@@ -371,6 +371,7 @@ class Transformer(nn.Module):
         p = self.pass_over(positions, stream.dtype, cache, taps)
         last = self.config.n_layers - 1
         for layer in layers:
+            deadline.check()
             stream = self.layers[layer](stream, layer, p, last_only and layer == layers[-1])
         if layers.stop <= last:
             return stream

@@ -35,6 +35,14 @@ def sweep_arrays(result: PatchResult, direct: Attribution) -> dict[str, np.ndarr
     return arrays
 
 
+def sweep_bytes(result: PatchResult) -> int:
+    """At most how many bytes the sweep takes as .npz or .csv: up to 16 bytes a value (a float32, or
+    "%.9g" and its comma) for every head's row, and each token as up to four bytes a character."""
+    values = result.n_layers * result.n_heads * (2 * len(result.readings) + 4)
+    text = sum(len(str(t)) for t in (*result.clean_tokens, *result.corrupted_tokens, result.answer))
+    return 16 * values + 4 * (text + len(str(result.distractor))) + 4096  # 4096: headers, the zip's
+
+
 def write_sweep_npz(result: PatchResult, direct: Attribution, path: Path) -> Path:
     np.savez(path, **sweep_arrays(result, direct))
     return path

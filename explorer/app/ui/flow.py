@@ -11,8 +11,19 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
+from explorer.app import limits, markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
+from explorer.app.ui.common import (
+    COSTLY,
+    Shared,
+    close_when,
+    draw_while_open,
+    gpu,
+    guarded,
+    index,
+    plot,
+    top,
+)
 
 ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
@@ -49,16 +60,23 @@ class FlowTab:
         """Open, or a run while open: the last position; a threshold or position: that one."""
         opened = [shared.status, self.is_open, self.position, self.graph, self.rollout]
 
+        def flow(request: gr.Request, run, position: int, threshold: float):
+            """The graph and rollout, drawn within the server's limits, and what the status says of them."""
+            threshold, note = limits.flow_threshold(threshold, run.n_tokens, shared.workspace.policy)
+            with shared.readings.reading(request, limits.flow_cost(run, threshold), run):
+                graph, rollout = views.flow(run, position, threshold)
+            status = markup.status(note, "warning") if note else gr.skip()
+            return status, plot(graph, "flow"), plot(rollout, "rollout")
+
         @gpu
         @guarded(len(opened))
-        def open_flow(shown, threshold):
+        def open_flow(request: gr.Request, shown, threshold):
             if shown is None:
                 return gr.skip(), True, *(gr.skip(),) * 3
             run = shared.workspace.run(*shown)
             last = run.n_tokens - 1
-            graph, rollout = views.flow(run, last, threshold)
-            slider = gr.Slider(maximum=top(run.n_tokens), value=last)
-            return gr.skip(), True, slider, plot(graph, "flow"), plot(rollout, "rollout")
+            status, graph, rollout = flow(request, run, last, threshold)
+            return status, True, gr.Slider(maximum=top(run.n_tokens), value=last), graph, rollout
 
         draw_while_open(
             self.tab, self.is_open, open_flow, [shared.shown, self.threshold], opened, runs, api_name="flow"
@@ -66,11 +84,10 @@ class FlowTab:
 
         @gpu
         @guarded(3)
-        def redraw(shown, threshold, position):
+        def redraw(request: gr.Request, shown, threshold, position):
             if shown is None:
                 return (gr.skip(),) * 3
-            graph, rollout = views.flow(shared.workspace.run(*shown), index(position, "position"), threshold)
-            return gr.skip(), plot(graph, "flow"), plot(rollout, "rollout")
+            return flow(request, shared.workspace.run(*shown), index(position, "position"), threshold)
 
         gr.on(
             [self.threshold.release, self.position.release],
@@ -78,6 +95,7 @@ class FlowTab:
             [shared.shown, self.threshold, self.position],
             [shared.status, self.graph, self.rollout],
             api_name="flow_at",
+            **COSTLY,
         )
 
 

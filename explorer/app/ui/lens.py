@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
+from explorer.app import limits
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, close_when, gpu, guarded, index, plot, top
+from explorer.app.ui.common import COSTLY, Shared, close_when, gpu, guarded, index, plot, top
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -59,64 +60,72 @@ class LensTab:
 
         @gpu
         @guarded(len(everything))
-        def open_lens(shown, start, target, distractor, position):
+        def open_lens(request: gr.Request, shown, start, target, distractor, position):
             if shown is None:
                 return gr.skip(), True, *(gr.skip(),) * 5
             run = shared.workspace.run(*shown)  # opened: the window's start, the position read at the end
             start, position = 0, run.n_tokens - 1
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                drawn = (
+                    plot(views.lens_grid(run, start), "lens"),
+                    plot(views.target_rank(run, target, position), "lens-rank"),
+                    plot(attribution(run, target, distractor, position), "lens-attribution"),
+                )
             return (
                 gr.skip(),
                 True,
                 gr.Slider(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
                 gr.Slider(maximum=top(run.n_tokens), value=position),
-                plot(views.lens_grid(run, start), "lens"),
-                plot(views.target_rank(run, target, position), "lens-rank"),
-                plot(attribution(run, target, distractor, position), "lens-attribution"),
+                *drawn,
             )
 
         kept = [self.target, self.distractor, self.typed_for]
 
-        def after_run(opened, pinned, typed_for, shown, start, target, distractor, position):
+        def after_run(
+            request: gr.Request, opened, pinned, typed_for, shown, start, target, distractor, position
+        ):
             emptied = forgets(shown, pinned, typed_for)
             target, distractor = ("", "") if emptied else (target, distractor)
-            drawn = open_lens(shown, start, target, distractor, position) if opened else None
+            drawn = open_lens(request, shown, start, target, distractor, position) if opened else None
             boxes = ("", "") if emptied else (gr.skip(), gr.skip())
             return *(drawn or (gr.skip(),) * len(everything)), *boxes, shown
 
-        self.tab.select(open_lens, reads, everything, api_name="lens")
+        self.tab.select(open_lens, reads, everything, api_name="lens", **COSTLY)
         for event in runs:
             event.then(
                 after_run,
                 [self.is_open, self.pinned, self.typed_for, *reads],
                 [*everything, *kept],
                 api_name=False,
+                **COSTLY,
             )
 
         @gpu
         @guarded(2)
-        def move_window(shown, start):
+        def move_window(request: gr.Request, shown, start):
             if shown is None:
                 return gr.skip(), gr.skip()
-            return gr.skip(), plot(
-                views.lens_grid(shared.workspace.run(*shown), index(start, "first position")), "lens"
-            )
+            run = shared.workspace.run(*shown)
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                return gr.skip(), plot(views.lens_grid(run, index(start, "first position")), "lens")
 
         self.start.release(
-            move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False
+            move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False, **COSTLY
         )
 
         @gpu
         @guarded(3)
-        def read_target(shown, target, distractor, position):
+        def read_target(request: gr.Request, shown, target, distractor, position):
             if shown is None:
                 return (gr.skip(),) * 3
             run = shared.workspace.run(*shown)
             position = index(position, "position")
-            return (
-                gr.skip(),
-                plot(views.target_rank(run, target, position), "lens-rank"),
-                plot(attribution(run, target, distractor, position), "lens-attribution"),
-            )
+            with shared.readings.reading(request, limits.lens_cost(run), run):
+                return (
+                    gr.skip(),
+                    plot(views.target_rank(run, target, position), "lens-rank"),
+                    plot(attribution(run, target, distractor, position), "lens-attribution"),
+                )
 
         targets = [shared.shown, self.target, self.distractor, self.position]
         gr.on(
@@ -125,9 +134,10 @@ class LensTab:
             targets,
             [shared.status, self.rank, self.attribution],
             api_name="attribution",
+            **COSTLY,
         )
         typed = [self.target.submit, self.distractor.submit]  # what they were typed for
-        gr.on(typed, lambda shown: shown, shared.shown, self.typed_for, api_name=False)
+        gr.on(typed, lambda shown: shown, shared.shown, self.typed_for, api_name=False, queue=False)
 
 
 def attribution(run, target: str, distractor: str, position: int):

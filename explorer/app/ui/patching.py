@@ -14,16 +14,17 @@ download as .npz or .csv.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup, prefill
+from explorer.app import limits, markup, prefill
+from explorer.app.downloads import Downloads
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
-from explorer.app.ui.common import Shared, guarded, on_gpu, plot
+from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
+from explorer.app.visitors import address
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
 from explorer.engine.patch_metrics import METRIC_NAMES, METRICS
@@ -150,6 +151,9 @@ class PatchingEvents:
     def __init__(self, section: PatchingSection, shared: Shared, page):
         self.section, self.shared, self.page = section, shared, page
         self.workspace = shared.workspace
+        policy = self.workspace.policy  # the Attention tab's folder: a visitor keeps one download of either
+        root = Path(section.download.GRADIO_CACHE) / "explorer-downloads"
+        self.downloads = Downloads(root, policy.download_bytes, policy.downloads_bytes)
 
     def wire(self, tab: gr.Tab, runs: list, load_for) -> None:
         """Wire the section's events; the runs they start join `runs`. `load_for` loads an example's
@@ -157,7 +161,7 @@ class PatchingEvents:
         s, p, shared = self.section, self.page, self.shared
         patch_inputs = [*s.prompts, p.model]
         drawn = [shared.status, s.heatmap, s.direct, s.ranked, s.patched, s.sweep]
-        swept = s.patch.click(on_gpu(self.patch, len(drawn)), patch_inputs, drawn, api_name="patch")
+        swept = s.patch.click(on_gpu(self.patch, len(drawn)), patch_inputs, drawn, api_name="patch", **COSTLY)
         redrawn = [shared.status, s.heatmap, s.ranked]
         swept.then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
         s.metric.input(self.show_metric, [s.sweep, s.metric], redrawn, api_name=False)
@@ -176,7 +180,11 @@ class PatchingEvents:
             s.examples.load_input_event.then(load_for, [p.picker, p.model], p.loader.outputs, api_name=False)
         )
         example_run.then(
-            on_gpu(self.patch_example, len(drawn)), [*patch_inputs, p.picker], drawn, api_name=False
+            on_gpu(self.patch_example, len(drawn)),
+            [*patch_inputs, p.picker],
+            drawn,
+            api_name=False,
+            **COSTLY,
         ).then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
         runs += [example_run, p.run.after(clicked)]
         for button, write in ((s.npz, sweep_export.write_sweep_npz), (s.csv, sweep_export.write_sweep_csv)):
@@ -186,12 +194,14 @@ class PatchingEvents:
 
     # --- the sweep ------------------------------------------------------------------------------------
 
-    def sweep(self, clean, corrupted, answer, distractor, model, progress) -> tuple:
+    def sweep(self, request, clean, corrupted, answer, distractor, model, progress) -> tuple:
         explorer = self.workspace.explorer(model, load=False)
         n = explorer.config.n_layers * explorer.config.n_heads
         progress(0, desc="Running both prompts …")
         told = lambda done: progress(done, desc=f"Patching {n} heads")  # noqa: E731
-        result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
+        cost = limits.patching_cost(explorer.config, PATCH_MAX_TOKENS)
+        with self.shared.readings.reading(request, cost):
+            result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
         message = (
             f"Patched each of {n} heads in {result.seconds:.1f} s: the heads ranked beside the map, each "
             "head's direct effect on the clean prompt under it."
@@ -209,15 +219,17 @@ class PatchingEvents:
             sweep,
         )
 
-    def patch(self, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
+    def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
-        return self.sweep(clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
-    def patch_example(self, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()):
+    def patch_example(
+        self, request: gr.Request, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()
+    ):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if catalog.source_of(choice) != (model or ""):
             return (gr.skip(),) * 6
-        return self.sweep(clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
     def show_metric(self, sweep, metric, after_sweep: bool = False):
         """The map and the ranking for another metric, from the sweep on screen (after a sweep, which
@@ -230,12 +242,13 @@ class PatchingEvents:
         """A handler writing the sweep on screen with `write` into a file of its own, for the page."""
         suffix = ".npz" if write is sweep_export.write_sweep_npz else ".csv"
 
-        def export(sweep):
+        def export(request: gr.Request, sweep):
             if sweep is None:
                 raise ValueError("Patch every head first: the download is the sweep on screen.")
-            folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
-            path = write(sweep.result, sweep.direct, folder / f"patching{suffix}")
-            return gr.skip(), str(path)
+            size, what = sweep_export.sweep_bytes(sweep.result), "The patching sweep"
+            visitor = address(request, self.workspace.policy.public)
+            path = self.downloads.path(visitor, f"patching{suffix}", size, what)
+            return gr.skip(), str(write(sweep.result, sweep.direct, path))
 
         return export
 
