@@ -162,6 +162,8 @@ def test_a_sweep_downloads_as_npz_and_csv_with_every_metric_and_the_direct_effec
     row = dict(zip(header, rows[layer * patch.n_heads + head], strict=True))
     assert float(row["kl_recovered"]) == pytest.approx(float(patch.readings["kl"].recovered[layer, head]))
     assert float(row["direct_effect"]) == pytest.approx(float(direct.heads[layer, head]))
+    bound = sweep_export.sweep_bytes(patch)  # what the app's downloads count before writing
+    assert max((tmp_path / "sweep.npz").stat().st_size, (tmp_path / "sweep.csv").stat().st_size) <= bound
 
 
 def test_patching_title_escapes_the_answer_and_distractor():

@@ -37,10 +37,12 @@ def sweep_arrays(result: PatchResult, direct: Attribution) -> dict[str, np.ndarr
 
 def sweep_bytes(result: PatchResult) -> int:
     """At most how many bytes the sweep takes as .npz or .csv: up to 16 bytes a value (a float32, or
-    "%.9g" and its comma) for every head's row, and each token as up to four bytes a character."""
+    "%.9g" and its comma) for every head's row, each token list as long as its longest token times
+    four bytes a character (numpy's unicode arrays), and 16 KiB for the headers and the zip's own."""
     values = result.n_layers * result.n_heads * (2 * len(result.readings) + 4)
-    text = sum(len(str(t)) for t in (*result.clean_tokens, *result.corrupted_tokens, result.answer))
-    return 16 * values + 4 * (text + len(str(result.distractor))) + 4096  # 4096: headers, the zip's
+    lists = (result.clean_tokens, result.corrupted_tokens, (result.answer, result.distractor))
+    text = sum(len(tokens) * max((len(str(t)) for t in tokens), default=0) for tokens in lists)
+    return 16 * values + 4 * text + 16_384
 
 
 def write_sweep_npz(result: PatchResult, direct: Attribution, path: Path) -> Path:
