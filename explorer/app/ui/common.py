@@ -16,6 +16,7 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup, payload
+from explorer.app.downloads import Downloads
 from explorer.app.limits import Readings
 from explorer.app.workspace import Workspace
 from explorer.engine.values import brief
@@ -171,6 +172,7 @@ class Shared:
 
     workspace: Workspace
     readings: Readings  # expensive readings: one per visitor at a time, their memory in the budget
+    downloads: Downloads  # files written for visitors: one each, whichever tab wrote it
     status: gr.HTML
     shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the
     # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either

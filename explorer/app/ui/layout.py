@@ -7,12 +7,14 @@ shares (Run, a layer or head switch, a link) is wired by `explorer.app.ui.events
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from explorer import views
 from explorer.app import limits, markup
-from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS
+from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS, Downloads
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.app.fair_queue import QueueShares
 from explorer.app.limits import Readings
@@ -193,6 +195,11 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     shared = Shared(
         workspace=workspace,
         readings=Readings(workspace),
+        downloads=Downloads(
+            Path(get_upload_folder()) / "explorer-downloads",
+            workspace.policy.download_bytes,
+            workspace.policy.downloads_bytes,
+        ),
         status=status,
         shown=shown,
         layer=layer,

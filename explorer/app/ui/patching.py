@@ -15,13 +15,11 @@ download as .npz or .csv.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
 from explorer import views
 from explorer.app import limits, markup, prefill
-from explorer.app.downloads import Downloads
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
 from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
 from explorer.app.visitors import address
@@ -151,9 +149,7 @@ class PatchingEvents:
     def __init__(self, section: PatchingSection, shared: Shared, page):
         self.section, self.shared, self.page = section, shared, page
         self.workspace = shared.workspace
-        policy = self.workspace.policy  # the Attention tab's folder: a visitor keeps one download of either
-        root = Path(section.download.GRADIO_CACHE) / "explorer-downloads"
-        self.downloads = Downloads(root, policy.download_bytes, policy.downloads_bytes)
+        self.downloads = shared.downloads  # the page's one: a visitor keeps one download of any kind
 
     def wire(self, tab: gr.Tab, runs: list, load_for) -> None:
         """Wire the section's events; the runs they start join `runs`. `load_for` loads an example's
