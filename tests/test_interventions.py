@@ -199,7 +199,7 @@ def test_a_soft_capped_models_sweep_reads_its_capped_logits(tmp_path, tiny_token
     clean_ids, corrupted_ids = ex.run(CLEAN).ids, ex.run(CORRUPTED["differ-mid-prompt"]).ids
     clean, corrupted, patched = hf_patching_reference(
         hf_model, clean_ids, corrupted_ids, result.answer_id, result.distractor_id
-    )
+    )["logit_diff"]
     assert result.clean_logit_diff == pytest.approx(clean, abs=1e-4)
     assert result.corrupted_logit_diff == pytest.approx(corrupted, abs=1e-4)
     assert (result.logit_diff - patched).abs().max().item() <= 1e-4
