@@ -163,7 +163,10 @@ class Attention(nn.Module):
         where = torch.arange(n_keys - x.shape[1], n_keys, device=q.device)  # the M positions
         queries = where if kept is None else where[kept]  # [R]
         if p.stagewise or p.taps.stagewise:  # attention stage by stage (the one attention), float32
-            rows = attention_rows(q.float(), k.float(), queries, self.scale, self.window, layer, p.taps)
+            allowed = p.mask(queries, n_keys, self.window)  # [R, keys]
+            rows = attention_rows(
+                q.float(), k.float(), queries, self.scale, self.window, layer, p.taps, allowed
+            )
             return rows.mix(v.float()).to(q.dtype)
         # As many queries as keys, the last positions they reach: the causal mask (SDPA's own); queries
         # at the last key alone see every key (no mask); else the mask, unless a sliding window cuts none.

@@ -197,14 +197,15 @@ def key_drivers(run, layer: int, head: int, query: int) -> KeyDrivers:
     block, device = model.layers[layer], run.layer_inputs.device
     attn, kv, d = block.self_attn, int(p.kv_head[head]), config.head_dim
     seen = run.attention_rows(layer, [query], head)  # the query's row: its mask and scaled scores
-    keys = torch.nonzero(seen.allowed[0]).flatten()  # [n] the keys it may see
+    keys = torch.nonzero(seen.allowed[0]).flatten()  # [n] the keys it may see: a band, up to the query
+    at = slice(int(keys[0]), query + 1)
     # A key-side part t at key j scores scale·⟨R_i q, R_j (s_k ⊙ W_K (ρ_j w ⊙ t))⟩ = ρ_j·⟨g_j, W_K (w ⊙ t)⟩:
     # g_j is the rotated query turned back to j, times QK-norm's scale and the attention's.
     cos, sin = rope.cos_sin(rope.angles(keys, p.inv_freq))  # [n, d] ×2
     g = rope.apply_rope(p.q_rot[head, query].expand(len(keys), -1), cos, -sin) * p.scale  # [n, d]
     if attn.k_norm is not None:
         g = g * attn.k_norm.scale(p.k[kv, keys])
-    g, at = g.to(device), keys.to(device)
+    g = g.to(device)
     w_k = attn.k_proj.weight.float().view(-1, d, config.hidden_size)[kv]  # [d, hidden]
     inverse_rms, weight = block.attention_input_factors(run.layer_inputs[layer, at])  # [n, 1], [hidden]
     u = inverse_rms * (g @ w_k) * weight  # [n, hidden]: a part t at key j scores t · u_j
