@@ -10,8 +10,8 @@ score is bilinear in them: table[s, t] = scale · ⟨q part s, k part t⟩, and 
 score. b_Q and b_K are one more source on each side ("bias"). GQA: a head reads its kv head's keys.
 
 - What each earlier block wrote comes from its cached input through its own attention alone
-  (`Attention.heads` through the one attention, no MLP run): every head's output z there, and o_proj's
-  output for Gemma's norm;
+  (`Attention.heads` on the fast path, as the forward computed it, no MLP run): every head's output z
+  there, and o_proj's output for Gemma's norm;
   an MLP's part is what its block added to the stream less what the attention wrote (the cached inputs
   of consecutive layers).
 - `score_attribution`: one (query, key) of one head, the two positions' queries alone computed.
@@ -103,9 +103,10 @@ def _attention_at(run, layer: int, p, kept: list[int] | None = None):
 
 
 def _pass(run, m: int):
-    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables, and the
-    one attention (`explorer.engine.rows`) in place of SDPA."""
-    return run.explorer.model.pass_over(range(m), run.layer_inputs.dtype, stagewise=True)
+    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables and masks.
+    Its heads' outputs come from SDPA, as in the forward that wrote the cached stream (no stage of the
+    attention is read here)."""
+    return run.explorer.model.pass_over(range(m), run.layer_inputs.dtype)
 
 
 def _written_by_heads(block: Block, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
