@@ -14,3 +14,8 @@ class CheckpointError(RuntimeError):
 
 class PromptError(ValueError):
     """The prompt cannot be run; the message is meant for the person who typed it."""
+
+
+class LimitError(RuntimeError):
+    """A request would cost, or has cost, more than the app allows: the message names the limit and what
+    to ask for instead (a shorter prompt, a higher threshold)."""

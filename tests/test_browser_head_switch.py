@@ -4,17 +4,10 @@ have drawn, cell for cell and hover for hover."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from browser_support import CHROMIUM, CONTEXT, AppPage
+from browser_support import CONTEXT, AppPage
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 SHORT = "To be, or not to be, that is the question"  # exact float32 maps
 LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
@@ -56,6 +49,15 @@ def hovers(app) -> list[str]:
     return app.page.evaluate(JS_HOVERS, [PANELS, CELLS])
 
 
+def work_asked_for(app) -> list:
+    """The requests the page sends from now on that ask the server for work: every event is a POST (a
+    queue join, or a call that skips the queue); a GET of the queue's stream, which the page may open
+    again for an event sent earlier, asks for none."""
+    asked = []
+    app.page.on("request", lambda request: asked.append(request) if request.method == "POST" else None)
+    return asked
+
+
 @pytest.mark.parametrize(
     ("prompt", "weighted"), [(SHORT, False), (LONG, False), (SHORT, True)], ids=["exact", "8-bit", "weighted"]
 )
@@ -71,8 +73,7 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
         app.page.locator("#weighted-maps input").check()
         app.wait_redrawn(["pipeline-plot"])
     app.set_layer(2)
-    asked = []
-    app.page.on("request", lambda request: asked.append(request))
+    asked = work_asked_for(app)
     app.pick_head(label)
     app.page.wait_for_timeout(700)  # any request the pick made would be out by now
     assert not asked, [request.url for request in asked]
@@ -93,8 +94,7 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
 
 def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
     app.run(SHORT)
-    asked = []
-    app.page.on("request", lambda request: asked.append(request))
+    asked = work_asked_for(app)
     app.remember_plots()
     app.click_cell("all-heads-plot", 4, 2, 1)  # head 3's thumbnail
     app.wait_redrawn(["pipeline-plot"])
@@ -130,8 +130,7 @@ def test_a_long_prompts_other_heads_follow_the_layer_and_then_switch_in_the_page
             app.run(prompt)
             app.set_layer(2)
             app.page.wait_for_function("() => window.__attentionExplorerHoldsHead(5)", timeout=60_000)
-            asked = []
-            app.page.on("request", lambda request: asked.append(request))
+            asked = work_asked_for(app)
             app.pick_head("head 5 · kv 1")
             app.page.wait_for_timeout(700)
             assert not asked, [request.url for request in asked]

@@ -5,17 +5,18 @@ leaves the loaded one named."""
 
 from __future__ import annotations
 
+import contextlib
+import html
 import json
 import re
 import time
 import types
-from pathlib import Path
 
 import pytest
 
 from explorer.app.policy import REFUSED, UNREADABLE, LoadLimit, Policy
 from explorer.app.ui import build_demo
-from explorer.app.ui.model_loading import address
+from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
@@ -98,6 +99,24 @@ def test_a_value_no_control_could_send_is_refused_naming_the_control(served, api
     assert not ok and message in answer and len(answer) < 300
 
 
+@pytest.mark.parametrize(
+    "choice, message",
+    [
+        ("null", "got None."),
+        ('"x"', "got 'x'."),
+        ('"1"', "got '1'."),
+        (f'"{BIG},0,1"', "got '10000000000000000000000000000000000000…."),
+        ('"7,99,1"', "There is no layer 7, head 99 in this model (4 layers of 8 heads)."),
+    ],
+)
+def test_a_picked_head_that_is_not_layer_and_head_is_refused_quoting_it_briefly(served, choice, message):
+    """`/head` with None, 'x' or '1' gave Python's own errors; a 4,001-digit value was quoted whole."""
+    assert served.call("run", [CLEAN, 0, 0], "picking")[0]
+    ok, status = raw(served, "head", f"[{choice}, 0, 1, 0, 0, 0, 0, 0]", "picking")
+    status = html.unescape(status)
+    assert ok and message in status and "Something went wrong" not in status and len(status) < 300
+
+
 def test_a_typed_head_to_ablate_is_quoted_briefly(served):
     assert served.call("run", [CLEAN, 0, 0], "ablating")[0]
     ok, status = raw(served, "ablate", json.dumps([["x" * 100_000], "zero", True]), "ablating")
@@ -162,23 +181,68 @@ def test_on_a_space_a_listed_hub_id_that_fails_gets_the_one_message(gqa_checkpoi
 # --- item 10: a link to a refused model --------------------------------------------------------------
 
 
-@pytest.mark.browser
-def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on_screen(browser):
-    from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+@contextlib.contextmanager
+def link_on_a_space(browser, query: str, status_says: str):
+    """A page opened at `?prompt=To+be+or+not+to+be&{query}` of an app set up as a public Space, once its
+    views are drawn and its status line says `status_says`."""
+    from browser_support import CONTEXT, TABS, AppPage
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no {CHROMIUM}")
     demo = serve(Workspace(device="cpu", policy=Policy.from_environment({"SPACE_ID": "someone/explorer"})))
     context = browser.new_context(**CONTEXT)
     try:
         page = AppPage(context.new_page(), demo.local_url)
-        page.page.goto(f"{demo.local_url}?__theme=light&model=/etc/passwd&prompt=To+be+or+not+to+be")
+        page.page.goto(f"{demo.local_url}?__theme=light&prompt=To+be+or+not+to+be&{query}")
         page.wait_drawn(TABS["Attention"])
         page.page.wait_for_function(
-            "() => document.querySelector('#status').innerText.includes('shown on')", timeout=30_000
+            "(said) => document.querySelector('#status').innerText.includes(said)",
+            arg=status_says,
+            timeout=30_000,
         )
-        assert page.page.locator("#model-source input").input_value() == catalog.BUNDLED_LABEL
-        assert REFUSED["listed"] in page.status()
+        yield page
     finally:
         context.close()
         demo.close()
+
+
+@pytest.mark.browser
+def test_a_link_to_a_refused_model_names_the_loaded_one_and_keeps_the_refusal_on_screen(browser):
+    with link_on_a_space(browser, "model=/etc/passwd", "shown on") as page:
+        assert page.page.locator("#model-source input").input_value() == catalog.BUNDLED_LABEL
+        assert REFUSED["listed"] in page.status()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    "query, said, layer, head",
+    [
+        (
+            "model=/etc/passwd&layer=2&head=8",
+            "The link's head 8 is not one of this model's 8 heads: head 7 is shown.",
+            "2",
+            "7",
+        ),
+        (
+            "layer=1" + "0" * 30 + "&head=-4",
+            "The link's layer 1,000,000,000,000,000,00… (31 digits) is not one of this model's 4 layers: "
+            "layer 3 is shown. The link's head -4 is not one of this model's 8 heads: head 0 is shown.",
+            "3",
+            "0",
+        ),
+        (
+            "layer=two",
+            "The link's layer 'two' is not one of this model's 4 layers: the layer on screen",
+            "0",
+            "0",
+        ),
+    ],
+)
+def test_a_link_with_a_layer_or_head_the_model_lacks_runs_its_prompt_and_says_so(
+    browser, query, said, layer, head
+):
+    """A link with layer=2&head=8 on a model of 8 heads (or layer=10³⁰, which broke the response) ran
+    nothing: no token strip, no views. It runs the prompt on the nearest layer and head, and says so."""
+    with link_on_a_space(browser, query, "The link's") as page:
+        assert said in page.status()
+        assert page.page.locator("#token-strip").inner_text().strip()  # the prompt ran
+        assert page.page.locator("#layer-slider input[type=number]").input_value() == layer
+        assert re.match(r"head (\d+)", page.page.locator("#head-picker input").input_value())[1] == head

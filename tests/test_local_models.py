@@ -193,9 +193,7 @@ def test_a_scan_stops_after_1000_entries_and_says_where(machine, tmp_path):
     for i in range(5000):
         (studio / f"publisher-{i:04}").mkdir(parents=True)
     environ = {"HOME": str(tmp_path), "HF_HUB_CACHE": str(machine["home"] / ".cache" / "huggingface" / "hub")}
-    start = time.perf_counter()
-    found = local.scan(environ)
-    assert time.perf_counter() - start < 1.0
+    found = local.scan(environ, clock=lambda: 0.0)  # a clock that never moves: only the entries stop it
     assert found.choices == ((FOUND[0], machine[FOUND[0]]),)  # what it found before the bound is kept
     assert "stopped after 1,000 entries, in " + str(studio) in found.note and "listed (1)" in found.note
 
@@ -293,3 +291,54 @@ def test_the_linux_services_ollama_store_is_looked_in_unless_ollama_models_says_
     found = local.scan({"HOME": str(tmp_path)})  # nothing in the person's own HOME
     assert found.choices == ((FOUND[1], machine[FOUND[1]]),)
     assert local.scan({"HOME": str(tmp_path), "OLLAMA_MODELS": str(tmp_path / "elsewhere")}).choices == ()
+
+
+# --- entries that cost themselves alone ---
+
+
+def test_a_link_loop_in_a_snapshot_folder_skips_the_loop_not_the_cache(machine, tmp_path):
+    """`snapshots/loopy -> loopy` hid every model of the HF cache: the scan of the folder ended at it."""
+    hub = tmp_path / "hub"
+    shutil.copytree(machine["home"] / ".cache" / "huggingface" / "hub", hub, symlinks=True)
+    (hub / "models--org--tiny-llama" / "refs" / "main").unlink()  # the newest snapshot: each is looked at
+    loop = hub / "models--org--tiny-llama" / "snapshots" / "loopy"
+    loop.symlink_to("loopy")
+    (hub / "models--org--looped").mkdir()
+    (hub / "models--org--looped" / "snapshots").mkdir()
+    (hub / "models--org--looped" / "snapshots" / "again").symlink_to("again")
+    found = local.scan({"HOME": str(tmp_path), "HF_HUB_CACHE": str(hub)})
+    assert [label for label, _ in found.choices] == [FOUND[0]]
+    assert "Skipped 2 entries it could not read: " in found.note
+    assert f"{loop} (a link loop)" in found.note
+
+
+@pytest.mark.parametrize("where", ["hf", "ollama"])
+def test_json_nested_past_the_recursion_limit_skips_its_entry_alone(machine, tmp_path, where):
+    """400,000 '[' as a config.json or an Ollama manifest ended the server at start-up (RecursionError)."""
+    home = tmp_path / "home"
+    shutil.copytree(machine["home"], home, symlinks=True)
+    deep = "[" * 400_000 + "]" * 400_000
+    if where == "hf":
+        files = tmp_path / "deep"
+        files.mkdir()
+        for name in ("model.safetensors", "tokenizer.json", "config.json"):
+            (files / name).write_bytes(b"{}")
+        snapshot = hf_snapshot(home / ".cache" / "huggingface" / "hub", "org/deep", files)
+        bad = snapshot / "config.json"
+        bad.unlink()
+    else:
+        bad = home / ".ollama" / "models" / "manifests" / "registry.ollama.ai" / "library" / "deep" / "latest"
+        bad.parent.mkdir(parents=True)
+    bad.write_text(deep)
+    found = local.scan({"HOME": str(home)})
+    assert [label for label, _ in found.choices] == FOUND
+    assert f"Skipped 1 entry it could not read: {bad.parents[2] if where == 'hf' else bad}" in found.note
+    assert "(JSON nested too deep)" in found.note
+
+
+def test_the_note_names_three_skipped_entries_and_counts_the_rest():
+    skipped = [(f"/m/{i}", "a link loop") for i in range(5)]
+    assert local.skipped_note(skipped) == (
+        "Skipped 5 entries it could not read: /m/0 (a link loop); /m/1 (a link loop); "
+        "/m/2 (a link loop); and 2 more."
+    )

@@ -8,7 +8,13 @@ from the environment (docs/deploying.md):
     EXPLORER_MAX_TOKENS        tokens per run                                          2048
     EXPLORER_MEMORY_GB         models, runs, eager layers and prompt text together     4
     EXPLORER_QUEUE_SIZE        requests waiting in the queue                           64
-    EXPLORER_CONCURRENCY       requests of one kind computed at once                   1
+    EXPLORER_QUEUE_PER_VISITOR requests one visitor (address, or session) holds in it  8
+    EXPLORER_CONCURRENCY       requests of one kind computed at once (the expensive    1
+                               readings count as one kind)
+    EXPLORER_REQUEST_SECONDS   how long one request may compute, then it stops         60 on a Space, else
+                               (0: no bound)                                           no bound
+    EXPLORER_DOWNLOAD_MB       the largest download, the one file a visitor keeps      256
+    EXPLORER_DOWNLOADS_GB      every visitor's downloads together on disk              2
     EXPLORER_LOADS_PER_MINUTE         model loads started from one address a minute      3
     EXPLORER_SERVER_LOADS_PER_MINUTE  model loads started by all visitors a minute       12
 
@@ -32,6 +38,7 @@ from explorer.loading import catalog
 from explorer.loading.hub import HUB_ID
 
 MODES = ("any", "listed", "bundled")
+PUBLIC_REQUEST_SECONDS = 60.0  # a Space's bound on one request's work, unless the operator sets another
 MAX_SOURCE_CHARS = 1024  # a model source (a path or a hub id) longer than this is refused unread
 REFUSED = {
     "listed": "This app loads only the models in its list (EXPLORER_MODELS=listed): pick one of them.",
@@ -52,18 +59,27 @@ class Policy:
     max_tokens: int = 2048
     memory_bytes: int = 4_000_000_000
     queue_size: int = 64
+    queue_per_visitor: int = 8  # places one address, or one session, holds in the queue
     concurrency: int = 1
+    request_seconds: float = 0.0  # how long one request computes before it stops (0: no bound)
+    download_bytes: int = 256 << 20  # one download; the one file each visitor keeps on disk
+    downloads_bytes: int = 2_000_000_000  # every visitor's downloads on disk together
     loads_per_minute: int = 3  # from one client address
     server_loads_per_minute: int = 12  # from all of them together
 
     def __post_init__(self):
         if self.models not in MODES:
             raise ValueError(f"EXPLORER_MODELS must be one of {', '.join(MODES)}, got {self.models!r}")
-        numbers = ("max_tokens", "memory_bytes", "queue_size", "concurrency")
-        for name in (*numbers, "loads_per_minute", "server_loads_per_minute"):
+        numbers = ("max_tokens", "memory_bytes", "queue_size", "queue_per_visitor", "concurrency")
+        numbers += ("download_bytes", "downloads_bytes", "loads_per_minute", "server_loads_per_minute")
+        for name in numbers:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        if not (isinstance(self.request_seconds, int | float) and 0 <= self.request_seconds < math.inf):
+            raise ValueError(
+                f"request_seconds must be a number of seconds (0: none), got {self.request_seconds!r}"
+            )
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Policy:
@@ -77,7 +93,13 @@ class Policy:
             max_tokens=_whole(environ, "EXPLORER_MAX_TOKENS", cls.max_tokens),
             memory_bytes=int(_number(environ, "EXPLORER_MEMORY_GB", cls.memory_bytes / 1e9) * 1e9),
             queue_size=_whole(environ, "EXPLORER_QUEUE_SIZE", cls.queue_size),
+            queue_per_visitor=_whole(environ, "EXPLORER_QUEUE_PER_VISITOR", cls.queue_per_visitor),
             concurrency=_whole(environ, "EXPLORER_CONCURRENCY", cls.concurrency),
+            request_seconds=_number(
+                environ, "EXPLORER_REQUEST_SECONDS", PUBLIC_REQUEST_SECONDS if public else 0
+            ),
+            download_bytes=int(_number(environ, "EXPLORER_DOWNLOAD_MB", cls.download_bytes / 2**20) * 2**20),
+            downloads_bytes=int(_number(environ, "EXPLORER_DOWNLOADS_GB", cls.downloads_bytes / 1e9) * 1e9),
             loads_per_minute=_whole(environ, "EXPLORER_LOADS_PER_MINUTE", cls.loads_per_minute),
             server_loads_per_minute=_whole(
                 environ, "EXPLORER_SERVER_LOADS_PER_MINUTE", cls.server_loads_per_minute
@@ -209,6 +231,9 @@ def _whole(environ: Mapping[str, str], name: str, default: int) -> int:
 def _number(environ: Mapping[str, str], name: str, default: float) -> float:
     value = environ.get(name, "").strip()
     try:
-        return float(value) if value else default
+        number = float(value) if value else default
     except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number.") from None
+        number = math.nan
+    if not 0 <= number < math.inf:
+        raise ValueError(f"{name}={value!r} is not a finite number of at least 0.")
+    return number

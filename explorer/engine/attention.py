@@ -23,7 +23,7 @@ from functools import cached_property
 
 import torch
 
-from explorer.engine import rope
+from explorer.engine import deadline, rope
 from explorer.engine.model import Block
 from explorer.engine.rows import AttentionRows, attention_rows
 from explorer.engine.taps import NO_TAPS, Taps, tapped
@@ -194,6 +194,7 @@ class AttentionInternals:
 def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
     """q, k, v of one layer, after QK-norm (where the model has it) and after RoPE, float32.
     # x [N, hidden]: the stream entering the block"""
+    deadline.check()
     n_tokens = x.shape[0]
     attn = block.self_attn
     projected = attn.project(block.attention_input(x)[None])  # [1, H, N, d], [1, H_kv, N, d] ×2

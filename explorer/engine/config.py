@@ -18,8 +18,10 @@ from explorer.engine.values import (
     check_size,
     is_integer,
     is_number,
+    mapping,
     number_in_range,
     single_id,
+    whole,
 )
 from explorer.errors import UnsupportedConfigError
 
@@ -148,7 +150,7 @@ class ModelConfig:
             return
         types = tuple(self.layer_types)
         object.__setattr__(self, "layer_types", types)
-        if len(types) != self.n_layers or not set(types) <= {SLIDING, FULL}:
+        if len(types) != self.n_layers or not all(t in (SLIDING, FULL) for t in types):
             raise ValueError(
                 f"layer_types must name {self.n_layers} layers, each {SLIDING!r} or {FULL!r}, "
                 f"got {brief(types)}"
@@ -251,12 +253,20 @@ class ModelConfig:
         if SUPPORTED_ACTIVATIONS.get(activation) != "gelu_tanh":
             raise UnsupportedConfigError(f"hidden_activation {brief(activation)} is not supported here.")
         n_heads, hidden, n_layers = hf["num_attention_heads"], hf["hidden_size"], hf["num_hidden_layers"]
-        layer_types = hf.get("layer_types") or [
-            FULL if (i + 1) % hf.get("sliding_window_pattern", 6) == 0 else SLIDING for i in range(n_layers)
-        ]
-        params = hf.get("rope_parameters") or {}
-        full = params.get(FULL) or {"rope_theta": hf.get("rope_theta", 1e6), **(hf.get("rope_scaling") or {})}
-        local = params.get(SLIDING) or {"rope_theta": hf.get("rope_local_base_freq", 1e4)}
+        check_size("n_layers", n_layers)  # before anything is built layer by layer
+        layer_types = hf.get("layer_types") or _gemma3_layer_types(
+            n_layers, hf.get("sliding_window_pattern", 6)
+        )
+        if not isinstance(layer_types, list | tuple):
+            raise ValueError(f"layer_types must be a list, got {brief(layer_types)}")
+        params = mapping("rope_parameters", hf.get("rope_parameters"))
+        full = mapping(f"rope_parameters[{FULL!r}]", params.get(FULL)) or {
+            "rope_theta": hf.get("rope_theta", 1e6),
+            **mapping("rope_scaling", hf.get("rope_scaling")),
+        }
+        local = mapping(f"rope_parameters[{SLIDING!r}]", params.get(SLIDING)) or {
+            "rope_theta": hf.get("rope_local_base_freq", 1e4)
+        }
         bias = bool(hf.get("attention_bias", False))
         return cls(
             vocab_size=hf["vocab_size"],
@@ -276,7 +286,7 @@ class ModelConfig:
             qkv_bias=bias,
             o_bias=bias,
             qk_norm=True,
-            sliding_window=int(hf["sliding_window"]) if hf.get("sliding_window") else None,
+            sliding_window=whole(hf["sliding_window"]) if hf.get("sliding_window") else None,
             layer_types=tuple(layer_types),
             activation="gelu_tanh",
             query_pre_attn_scalar=hf.get("query_pre_attn_scalar"),
@@ -325,11 +335,21 @@ class ModelConfig:
         }
 
 
+def _gemma3_layer_types(n_layers: int, pattern: Any) -> list[str]:
+    """Gemma 3's layers before `layer_types` was written: every `pattern`-th one full, the rest sliding."""
+    if not is_integer(pattern) or not 1 <= pattern <= SIZE_LIMITS["n_layers"]:
+        raise ValueError(
+            f"sliding_window_pattern must be a whole number from 1 to {SIZE_LIMITS['n_layers']}, "
+            f"got {brief(pattern)}"
+        )
+    return [FULL if (i + 1) % pattern == 0 else SLIDING for i in range(n_layers)]
+
+
 def _rope_parameters(hf: dict[str, Any]) -> dict[str, Any]:
     """transformers 5 writes `rope_parameters`; 4.x wrote `rope_theta` + `rope_scaling`."""
     merged = {"rope_theta": hf.get("rope_theta", 10000.0)}
-    merged.update(hf.get("rope_scaling") or {})
-    merged.update(hf.get("rope_parameters") or {})
+    merged.update(mapping("rope_scaling", hf.get("rope_scaling")))
+    merged.update(mapping("rope_parameters", hf.get("rope_parameters")))
     return merged
 
 
@@ -357,4 +377,4 @@ def _sliding_window(hf: dict[str, Any]) -> int | None:
     if hf.get("model_type") in ("qwen2", "qwen3") and not hf.get("use_sliding_window", False):
         return None
     window = hf.get("sliding_window")
-    return int(window) if window else None
+    return whole(window) if window else None

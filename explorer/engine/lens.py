@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.interventions import single_token
 from explorer.engine.taps import Taps, tapped
 
@@ -130,6 +131,7 @@ def _top(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _lens_block(run, positions: list[int], top_k: int, slab: int):
     """The lens at a block of positions, every layer: top-k ids and logits, logsumexp and KL.
     # -> [L+1, B, k] int64, [L+1, B, k], [L+1, B], [L+1, B] float32"""
+    deadline.check()
     model = run.explorer.model
     streams = run.layer_inputs[:, positions]  # [L, B, hidden]
     normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, B, hidden]

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.engine import rope
+from explorer.engine import deadline, rope
 from explorer.engine.config import ModelConfig
 from explorer.engine.rows import attention_mask, attention_rows
 from explorer.engine.taps import NO_TAPS, Taps, tapped
@@ -378,6 +378,7 @@ class Transformer(nn.Module):
             kept = [stream.shape[1] - 1]
         rows = None if kept is None else torch.tensor(kept, device=stream.device)
         for layer in layers:
+            deadline.check()
             stream = self.layers[layer](stream, layer, p, rows if layer == layers[-1] else None)
         if layers.stop <= last:
             return stream

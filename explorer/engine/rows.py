@@ -25,6 +25,7 @@ from functools import cached_property
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.taps import NO_TAPS, Taps, tapped
 
 # `probs` and `mix` go a cell of query positions at a time (queries CELL·c .. CELL·(c+1)−1), each over
@@ -112,6 +113,7 @@ class AttentionRows:
             return self._tapped(self.taps.pattern, softmax_(masked))
         probs = torch.empty(self.shape, dtype=self.q.dtype, device=self.q.device)
         for start, stop, low, high in self.blocks:
+            deadline.check()  # a bounded request stops between two blocks
             block = self._raw(slice(start, stop), slice(low, high))  # [..., H, R, high − low]
             allowed = self.allowed[..., start:stop, low:high]
             probs[..., start:stop, low:high] = softmax_(mask_(block, self.scale, allowed))
@@ -160,6 +162,7 @@ class AttentionRows:
         n_kv = v.shape[-3]
         out = torch.empty(*lead, n_heads, n_rows, v.shape[-1], dtype=self.q.dtype, device=self.q.device)
         for start, stop, low, high in self.blocks:
+            deadline.check()
             if held:
                 block = self.probs[..., start:stop, low:high]  # [..., H, R, k]
             else:

@@ -25,13 +25,16 @@ SIZE_LIMITS = {
 NUMBER_RANGES = {
     "rope_theta": (1.0, 1e12),
     "sliding_rope_theta": (1.0, 1e12),
-    "query_pre_attn_scalar": (0.0, 1e6),
-    "final_logit_softcapping": (0.0, 1e6),
+    # Each lower bound keeps what the model computes from the number finite in float32: a scale of
+    # query_pre_attn_scalar^-½, logits capped by cap·tanh(x / cap), a norm's 1/√(mean + ε) of a zero
+    # stream, θ / factor (released models: 144 to 256; 30; 1e-6 to 1e-5; 2 to 64).
+    "query_pre_attn_scalar": (1e-3, 1e6),
+    "final_logit_softcapping": (1e-3, 1e6),
     "embedding_scale": (0.0, 1e6),
-    "rms_norm_eps": (0.0, 1.0),
-    "rope scaling factor": (0.0, 1e6),
-    "rope scaling low_freq_factor": (0.0, 1e6),
-    "rope scaling high_freq_factor": (0.0, 1e6),
+    "rms_norm_eps": (1e-30, 1.0),
+    "rope scaling factor": (1e-3, 1e6),
+    "rope scaling low_freq_factor": (1e-3, 1e6),
+    "rope scaling high_freq_factor": (1e-3, 1e6),
 }
 
 
@@ -80,6 +83,23 @@ def is_integer(value: Any) -> bool:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def whole(value: Any) -> Any:
+    """A size as JSON may write it: an integral float (4096.0) as the int it names; anything else as it
+    is, for `check_size` to refuse by name (Infinity, 4.5, "4096")."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def mapping(name: str, value: Any) -> dict:
+    """A config's nested object (rope_parameters, rope_scaling): a dict, {} when absent, else refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object, got {brief(value)}")
+    return value
 
 
 def single_id(token_id: int | list[int] | None) -> int | None:

@@ -12,21 +12,25 @@ read are listed: a config.json's `model_type` in `SUPPORTED_MODEL_TYPES`, a GGUF
 A scan reads at most MAX_ENTRIES directory entries in about MAX_SECONDS, and never follows a symlink out
 of the folder it scans (the HF cache's snapshot files link into its own blobs/, inside it; a place's
 folder that is itself a link, as ~/.ollama/models may be, is scanned where it leads); a scan cut short
-keeps what it found and says where it stopped (`LocalScan.note`).
+keeps what it found and says where it stopped (`LocalScan.note`). Whatever one entry holds (a link
+loop, JSON nested past Python's recursion limit, a file that vanishes midway), it costs that entry alone:
+the entry is skipped and named in the note, and the scan goes on.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from explorer.engine.config import SUPPORTED_MODEL_TYPES
+from explorer.engine.config import SUPPORTED_MODEL_TYPES, brief
 from explorer.loading.gguf import ARCHITECTURES
 from explorer.loading.gguf_header import read_architecture
 
@@ -44,6 +48,7 @@ OLLAMA_REGISTRY = "registry.ollama.ai"
 # pulls are in this store, not in the person's own ~/.ollama
 OLLAMA_SERVICE_STORE = Path("/usr/share/ollama/.ollama/models")
 GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$")  # one part of a split file, which no loader here reads
+NAMED_SKIPS = 3  # entries a note names; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,30 @@ def scan(
             f"the models found before it are listed ({len(scanner.found)}); type the path of any other."
         )
         log.warning(note)
+    if scanner.skipped:
+        note = " ".join(filter(None, (note, skipped_note(scanner.skipped))))
+        log.warning("looking for models on this machine: %s", skipped_note(scanner.skipped))
     found = sorted(scanner.found, key=lambda f: (PLACES.index(f[0]), f[1].lower(), f[1]))
     return LocalScan(tuple((f"{name} ({place})", source) for place, name, source in found), note)
+
+
+def skipped_note(skipped: list[tuple[str, str]]) -> str:
+    """What the note says of the entries skipped: the first few by path and reason, the rest counted."""
+    named = "; ".join(f"{path} ({reason})" for path, reason in skipped[:NAMED_SKIPS])
+    more = f"; and {len(skipped) - NAMED_SKIPS:,} more" if len(skipped) > NAMED_SKIPS else ""
+    entries = "entry" if len(skipped) == 1 else "entries"
+    return f"Skipped {len(skipped):,} {entries} it could not read: {named}{more}."
+
+
+def reason(error: BaseException) -> str:
+    """Why an entry was skipped, in a few words."""
+    if isinstance(error, RecursionError):
+        return "JSON nested too deep"
+    if isinstance(error, OSError) and error.errno == errno.ELOOP:
+        return "a link loop"
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return brief(str(error) or type(error).__name__, 60)
 
 
 class _Stop(Exception):
@@ -128,11 +155,22 @@ class _Scanner:
     clock: Callable[[], float]
     entries: int = 0
     found: list[tuple[str, str, str]] = field(default_factory=list)  # (place, name, source)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+    @contextmanager
+    def each(self, path: str | Path) -> Iterator[None]:
+        """One entry's work: whatever it raises (but a bound of the scan's) skips it alone, named."""
+        try:
+            yield
+        except _Stop:
+            raise
+        except Exception as error:
+            self.skipped.append((str(path), reason(error)))
 
     def listing(self, folder: Path, real_root: str) -> Iterator[os.DirEntry]:
         """The entries of `folder` as they are read, each counted against the scan's bounds (so what
-        was found before a bound is kept); a link leading out of the place's folder left out, and an
-        unreadable folder empty."""
+        was found before a bound is kept); a link leading out of the place's folder left out, a link
+        that loops or leads nowhere skipped (named), and an unreadable folder empty."""
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
@@ -141,10 +179,22 @@ class _Scanner:
                         raise _Stop("entries", folder)
                     if self.clock() > self.deadline:
                         raise _Stop("seconds", folder)
-                    if not entry.is_symlink() or inside(entry.path, real_root):
-                        yield entry
+                    if entry.is_symlink() and not (inside(entry.path, real_root) and self.resolves(entry)):
+                        continue
+                    yield entry
         except OSError:
             return
+
+    def resolves(self, link: os.DirEntry) -> bool:
+        """Whether a link leads to something: a link to nothing is left out, as a missing file; a loop
+        is skipped and named."""
+        with self.each(link.path):
+            try:
+                link.stat()
+            except FileNotFoundError:
+                return False
+            return True
+        return False
 
     def files(self, folder: Path, real_root: str, depth: int, parts=()) -> Iterator[tuple[Path, tuple]]:
         """Every file `depth` folders below `folder` (1: its own files), with the names on the way."""
@@ -165,10 +215,11 @@ class _Scanner:
         safetensors weights: the revision refs/main names, else the newest snapshot."""
         for repo in self.listing(root, real_root):
             if repo.name.startswith("models--") and repo.is_dir():
-                snapshot = self._hf_snapshot(Path(repo.path), real_root)
-                if snapshot is not None and self._hf_supported(snapshot, real_root):
-                    name = repo.name.removeprefix("models--").replace("--", "/")
-                    self.found.append(("HF cache", name, str(snapshot)))
+                with self.each(repo.path):
+                    snapshot = self._hf_snapshot(Path(repo.path), real_root)
+                    if snapshot is not None and self._hf_supported(snapshot, real_root):
+                        name = repo.name.removeprefix("models--").replace("--", "/")
+                        self.found.append(("HF cache", name, str(snapshot)))
 
     def _hf_snapshot(self, repo: Path, real_root: str) -> Path | None:
         revision = _read(repo / "refs" / "main", real_root, 64).decode("ascii", "replace").strip()
@@ -190,16 +241,18 @@ class _Scanner:
     def ollama(self, root: Path, real_root: str) -> None:
         """manifests/<host>/<namespace>/<name>/<tag>, each naming its model layer's blob, a GGUF file."""
         for manifest, (host, namespace, name, tag) in self.files(root / "manifests", real_root, 4):
-            blob = _ollama_blob(manifest, root, real_root)
-            if blob is not None and read_architecture(blob) in ARCHITECTURES:
-                self.found.append(("Ollama", ollama_name(host, namespace, name, tag), str(blob)))
+            with self.each(manifest):
+                blob = _ollama_blob(manifest, root, real_root)
+                if blob is not None and read_architecture(blob) in ARCHITECTURES:
+                    self.found.append(("Ollama", ollama_name(host, namespace, name, tag), str(blob)))
 
     def lm_studio(self, root: Path, real_root: str) -> None:
         """<publisher>/<repo>/<file>.gguf (a vision projector's file has an architecture of its own)."""
         for file, parts in self.files(root, real_root, 3):
             whole = file.suffix.lower() == ".gguf" and not GGUF_SHARD.search(file.name)
-            if whole and read_architecture(file) in ARCHITECTURES:
-                self.found.append(("LM Studio", "/".join(parts), str(file)))
+            with self.each(file):
+                if whole and read_architecture(file) in ARCHITECTURES:
+                    self.found.append(("LM Studio", "/".join(parts), str(file)))
 
 
 def ollama_name(host: str, namespace: str, name: str, tag: str) -> str:
@@ -234,6 +287,8 @@ def _read(path: Path, real_root: str, limit: int) -> bytes:
 
 
 def _json(path: Path, real_root: str) -> object:
+    """A small JSON file inside the place's folder; None if it is missing, too big or not JSON (JSON
+    nested past the recursion limit raises, for the entry to be skipped and named)."""
     try:
         return json.loads(_read(path, real_root, MAX_JSON_BYTES) or b"null")
     except ValueError:

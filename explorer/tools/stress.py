@@ -13,9 +13,12 @@ budget of `--budget-gb`) and drives it over plain HTTP from threads, every reque
                 prompt, a GGUF listing 10⁷ tokens for 263 embeddings, a tokenizer.json of 400,000 added
                 tokens, one giving ids past the vocabulary, and loads from fresh sessions of one address
     burst       more requests at once than the queue holds
+    queue, disk, expensive, and Gemma 3 configs: round three (issue 38), `explorer.tools.stress_limits`
 
-Visitors come from addresses of their own (127.0.0.2 and on), as loads a minute are counted by address;
-the server allows 60 loads a minute in all, so that the run's own loads pass. Each probe request is
+The server runs with a Space's bound on each request (`EXPLORER_REQUEST_SECONDS=60`) and starts beside a
+HF cache holding a config.json nested 400,000 deep and a snapshot link loop. Visitors come from addresses
+of their own (127.0.0.2 and on), as loads a minute are counted by address; the server allows 60 loads a
+minute in all, so that the run's own loads pass. Each probe request is
 also listed with what it cost: its time, `GET /` while it ran, and the server's RSS.
 
 A request fails when it errors, times out or answers other than expected (a refusal with its clear
@@ -31,7 +34,6 @@ import itertools
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,12 +41,13 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.app import memory
 from explorer.tools.stress_client import App, Monitor, guard, status_of, wait_until_up
 from explorer.tools.stress_files import make_checkpoints
+from explorer.tools.stress_limits import RoundThree, write_round_three_files
+from explorer.tools.stress_report import Result, costs, table
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
@@ -52,21 +55,7 @@ SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=i
 # (views that follow the switch; gradio_client fills them in, a raw call sends them).
 FOLLOWED = [0, 0, 0, 0, 0]
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
-
-
-@dataclass(kw_only=True)
-class Result:
-    category: str
-    name: str
-    start: float
-    end: float
-    ok: bool
-    detail: str = ""
-    answer_bytes: int = 0
-
-    @property
-    def seconds(self) -> float:
-        return self.end - self.start
+PER_VISITOR = 8  # the server's EXPLORER_QUEUE_PER_VISITOR (the default)
 
 
 def free_port() -> int:
@@ -94,9 +83,17 @@ class Stress:
         with self._lock:
             return next(self._addresses)
 
-    def app(self, address: str) -> App:
+    def app(self, address: str, timeout: float | None = None) -> App:
+        """The client of `address`, made with `timeout` (the run's, by default) when first asked for."""
         with self._lock:
-            return self._apps.setdefault(address, App(self.url, self.timeout, address))
+            return self._apps.setdefault(address, App(self.url, timeout or self.timeout, address))
+
+    def record(self, category: str, name: str, start: float, ok: bool, detail: str = "") -> Result:
+        """A result measured otherwise than by one event (joins counted, files left on disk)."""
+        result = Result(category=category, name=name, start=start, end=time.monotonic(), ok=ok, detail=detail)
+        with self._lock:
+            self.results.append(result)
+        return result
 
     def request(self, category, name, api, data, expect, session=None, body=None, address=None) -> Result:
         """One event, from `address` (a new one if not given); `expect(status_text)` says whether its
@@ -242,65 +239,6 @@ def _ran_or_queue_full(status: str) -> bool:
     return _ran(status) or "Queue is full" in status
 
 
-def table(results: list[Result], monitor: Monitor, budget: float, baseline: int, resting: int) -> str:
-    """The summary table, then one line per category."""
-    seconds = [r.seconds for r in results]
-    worst = max(results, key=lambda r: r.seconds)
-    during = [s for start, s in monitor.pages if worst.start <= start <= worst.end] or [0.0]
-    peak = max(rss for _, rss in monitor.rss)
-    queue_full = sum("Queue is full" in r.detail for r in results)
-    gib = 2**30
-    lines = [
-        "| requests | failures | p50 | p95 | worst request | GET / while it ran (max) | GET / (max) "
-        "| peak RSS | resting RSS | budget |",
-        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
-        f"| {len(results)} ({queue_full} told the queue is full) | {sum(not r.ok for r in results)} "
-        f"| {statistics.median(seconds):.2f} s | {_percentile(seconds, 95):.2f} s "
-        f"| {worst.name} ({worst.category}), {worst.seconds:.1f} s | {max(during):.2f} s "
-        f"| {max(s for _, s in monitor.pages):.2f} s "
-        f"| {peak / gib:.2f} GiB | {resting / gib:.2f} GiB ({resting / budget:.2f}× budget) "
-        f"| {budget / gib:.2f} GiB (startup RSS {baseline / gib:.2f} GiB) |",
-        "",
-        "| category | requests | failures | p50 | p95 | max |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for category in dict.fromkeys(r.category for r in results):
-        times = [r.seconds for r in results if r.category == category]
-        failed = sum(not r.ok for r in results if r.category == category)
-        lines.append(
-            f"| {category} | {len(times)} | {failed} | {statistics.median(times):.2f} s "
-            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s |"
-        )
-    return "\n".join(lines)
-
-
-def costs(results: list[Result], monitor: Monitor) -> str:
-    """One line per request: its time, the slowest `GET /` while it ran, the server's RSS before it and
-    at its peak, and the bytes of its answer."""
-    if not results:
-        return ""
-    lines = [
-        "",
-        "| probe | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        pages = [seconds for start, seconds in monitor.pages if r.start <= start <= r.end] or [0.0]
-        before = [rss for t, rss in monitor.rss if t <= r.start][-1:] or [0]
-        during = [rss for t, rss in monitor.rss if r.start <= t <= r.end] or before
-        lines.append(
-            f"| {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
-            f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
-            f"| {r.answer_bytes:,} B |"
-        )
-    return "\n".join(lines)
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.stress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=6, help="concurrent visitors")
@@ -308,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=2048, help="EXPLORER_MAX_TOKENS of the server")
     parser.add_argument("--burst", type=int, default=80, help="requests sent at once (the queue holds 64)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take")
+    parser.add_argument(
+        "--slow-timeout",
+        type=float,
+        default=900.0,
+        help="seconds one of round three's may take, queue included",
+    )
     parser.add_argument("--rest", type=float, default=8.0, help="seconds idle before resting RSS is read")
     parser.add_argument("--guard-gb", type=float, default=8.0, help="the server is killed past this RSS")
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose app is served")
@@ -322,10 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         print("writing the checkpoints …", file=sys.stderr, flush=True)
         sizes = dict(wide_mlp=256, added=100_000, gguf_tokens=2_200_000) if args.quick else {}
         paths = make_checkpoints(Path(folder), context=args.max_tokens, **sizes)
+        paths |= write_round_three_files(Path(folder))
+        downloads = Path(folder) / "gradio"
         port = free_port()
         env = {**os.environ, "EXPLORER_MODELS": "any", "EXPLORER_MEMORY_GB": str(args.budget_gb)}
         env |= {"EXPLORER_MAX_TOKENS": str(args.max_tokens), "GRADIO_ANALYTICS_ENABLED": "False"}
         env |= {"EXPLORER_SERVER_LOADS_PER_MINUTE": "60"}  # the run's own loads; 3 per address stays
+        env |= {"EXPLORER_REQUEST_SECONDS": "60", "HF_HUB_CACHE": str(paths["hub"])}
+        env |= {"GRADIO_TEMP_DIR": str(downloads), "EXPLORER_QUEUE_PER_VISITOR": str(PER_VISITOR)}
         env.pop("SPACE_ID", None)
         server = subprocess.Popen(
             [sys.executable, "-c", SERVE, str(port)],
@@ -346,14 +294,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             guarding.start()
             stress = Stress(url, args.timeout, paths, args.clients, args.max_tokens)
+            three = RoundThree(stress, paths, downloads, PER_VISITOR, args.slow_timeout)
             started = time.monotonic()
             phases = {
                 "concurrent": lambda: _together(stress.visitor, range(args.clients)),
                 "prompts": stress.hostile_prompts,
-                "configs": stress.hostile_configs,
+                "configs": lambda: (stress.hostile_configs(), three.configs()),
                 "memory": stress.memory_pressure,
                 "probe": stress.probe,
                 "burst": lambda: stress.burst(args.burst),
+                "queue": three.queue,
+                "disk": three.disk,
+                "expensive": three.expensive,
             }
             for name, phase in phases.items():
                 if name not in args.skip and server.poll() is None:
@@ -371,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 server.kill()
     load = os.getloadavg()
     print(table(stress.results, monitor, budget, baseline, resting))
-    print(costs([r for r in stress.results if r.category == "probe"], monitor))
+    listed = ("probe", "queue", "disk", "expensive")  # each request of these with what it cost
+    print(costs([r for r in stress.results if r.category in listed], monitor))
     averages = " / ".join(f"{value:.2f}" for value in load)
     print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
     for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:

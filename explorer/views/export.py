@@ -48,6 +48,13 @@ def layer_bytes(run: Run) -> int:
     return 4 * (maps + projections + n * config.head_dim // 2 + config.n_heads)  # angles, kv_head
 
 
+def head_csv_bytes(run: Run) -> int:
+    """At most how many bytes a head's map takes as .csv (`write_head_csv`): up to 16 characters a value
+    ("%.9g" and its comma) and the position:token headers."""
+    header = sum(len(str(t).encode()) + 8 for t in run.tokens)
+    return run.n_tokens * (run.n_tokens * 16 + 2) + 2 * header
+
+
 def write_layer_npz(run: Run, layer: int, path: Path) -> Path:
     np.savez(path, **layer_arrays(run, layer))
     return path

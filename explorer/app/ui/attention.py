@@ -5,10 +5,8 @@ weighted by what each key writes), and the layer's tensors or the head's map to 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
@@ -27,6 +25,7 @@ from explorer.app.ui.common import (
     plot,
     plots,
 )
+from explorer.app.visitors import address
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -185,11 +184,13 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
         [shared.status, zoom],
         api_name="zoom",
     )
-    accordion.expand(lambda: True, None, zoom_open, api_name=False)
-    accordion.collapse(lambda: False, None, zoom_open, api_name=False)
+    accordion.expand(lambda: True, None, zoom_open, api_name=False, queue=False)
+    accordion.collapse(lambda: False, None, zoom_open, api_name=False, queue=False)
+
+    policy, downloads = shared.workspace.policy, shared.downloads
 
     @guarded(2)
-    def layer_npz(layer, shown):
+    def layer_npz(layer, shown, request: gr.Request):
         if shown is None:
             return gr.skip(), gr.skip()
         run, layer = shared.workspace.run(*shown), index(layer, "layer")
@@ -198,19 +199,19 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
                 f"This app exports a layer's tensors up to {views.VIEW_MAP_BYTES >> 20} MiB of maps; "
                 f"{run.n_tokens:,} tokens on this model pass it. Use a shorter prompt, or the Python API."
             )
-        folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
-        path = export.write_layer_npz(run, layer, folder / f"layer{layer}.npz")
-        return gr.skip(), str(path)
+        size, what = export.layer_bytes(run), f"Layer {layer}'s tensors for {run.n_tokens:,} tokens"
+        path = downloads.path(address(request, policy.public), f"layer{layer}.npz", size, what)
+        return gr.skip(), str(export.write_layer_npz(run, layer, path))
 
     @guarded(2)
-    def head_csv(layer, head, shown):
+    def head_csv(layer, head, shown, request: gr.Request):
         if shown is None:
             return gr.skip(), gr.skip()
         run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
-        folder = Path(tempfile.mkdtemp(prefix="attention-explorer-"))
         name = f"layer{layer}-head{head}-softmax.csv"
-        path = export.write_head_csv(run, layer, head, folder / name, views.VIEW_MAP_BYTES)
-        return gr.skip(), str(path)
+        size, what = export.head_csv_bytes(run), f"Head {head}'s map for {run.n_tokens:,} tokens"
+        path = downloads.path(address(request, policy.public), name, size, what)
+        return gr.skip(), str(export.write_head_csv(run, layer, head, path, views.VIEW_MAP_BYTES))
 
     npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz").then(
         None, None, download, js=DOWNLOAD_JS, api_name=False

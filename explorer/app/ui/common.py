@@ -7,6 +7,7 @@ import functools
 import inspect
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,8 +16,11 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup, payload
+from explorer.app.downloads import Downloads
+from explorer.app.limits import Readings
 from explorer.app.workspace import Workspace
-from explorer.errors import CheckpointError, PromptError
+from explorer.engine.values import brief
+from explorer.errors import CheckpointError, LimitError, PromptError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,12 @@ def gpu(fn):
     except ImportError:
         return fn
     return spaces.GPU(fn)
+
+
+def on_gpu(handler, n_outputs: int):
+    """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
+    `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
+    return gpu(guarded(n_outputs)(handler))
 
 
 def plot(fig, filename: str = "attention-explorer") -> PlotData:
@@ -87,12 +97,22 @@ def index(value, name: str) -> int:
     return int(value)
 
 
-def picked_head(choice: str, run) -> tuple[int, int]:
-    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model."""
-    layer, head = (int(part) for part in choice.split(",")[:2])
+PICKED_HEAD = re.compile(r"(\d{1,9}),(\d{1,9})(,.*)?", re.DOTALL)
+
+
+def picked_head(choice, run) -> tuple[int, int]:
+    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model
+    (an API call may send anything: it is refused quoting the value briefly)."""
+    matched = PICKED_HEAD.fullmatch(choice) if isinstance(choice, str) else None
+    if matched is None:
+        raise ValueError(f"A picked head is written 'layer,head' (whole numbers), got {brief(choice)}.")
+    layer, head = int(matched[1]), int(matched[2])
     config = run.config
     if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-        raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        raise ValueError(
+            f"There is no layer {layer:,}, head {head:,} in this model "
+            f"({config.n_layers} layers of {config.n_heads} heads)."
+        )
     return layer, head
 
 
@@ -104,7 +124,7 @@ def top(count: int) -> int:
 def warn(error: Exception, where: str) -> str:
     """What a person is told of an error (a toast, and the words for the status line): its message
     when it is theirs to fix, else that something went wrong, its trace kept in the log."""
-    if isinstance(error, (PromptError, CheckpointError, ValueError)):
+    if isinstance(error, (PromptError, CheckpointError, LimitError, ValueError)):
         message = str(error)
     else:
         log.exception("handler %s failed", where)
@@ -151,6 +171,8 @@ class Shared:
     """The page's controls every tab may read or write."""
 
     workspace: Workspace
+    readings: Readings  # expensive readings: one per visitor at a time, their memory in the budget
+    downloads: Downloads  # files written for visitors: one each, whichever tab wrote it
     status: gr.HTML
     shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the
     # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either
@@ -210,22 +232,28 @@ class Followers:
         return tuple(updates)
 
 
+# The events of expensive readings take turns in one queue of their own, as many at once as the policy's
+# concurrency (explorer.app.limits).
+COSTLY = dict(concurrency_id="costly")
+
+
 def draw_while_open(
     tab: gr.Tab, is_open: gr.State, draw: Callable, reads: list, outputs: list, runs: list, api_name
 ):
-    """`draw(*reads)` when `tab` opens, and after each of `runs` while it is open (a tab that is drawn
-    only when on screen; `outputs` start with the status line and `is_open`, which `draw` sets)."""
+    """`draw(request, *reads)` when `tab` opens, and after each of `runs` while it is open (a tab drawn
+    only when on screen, by an expensive reading; `outputs` start with the status line and `is_open`,
+    which `draw` sets). The request comes first: Gradio passes it to a parameter before any `*values`."""
 
-    def after_run(opened, *values):
+    def after_run(request: gr.Request, opened, *values):
         if not opened:
             return (gr.skip(),) * len(outputs)
-        return draw(*values)
+        return draw(request, *values)
 
-    tab.select(draw, reads, outputs, api_name=api_name)
+    tab.select(draw, reads, outputs, api_name=api_name, **COSTLY)
     for event in runs:
-        event.then(after_run, [is_open, *reads], outputs, api_name=False)
+        event.then(after_run, [is_open, *reads], outputs, api_name=False, **COSTLY)
 
 
 def close_when(is_open: gr.State, tabs: list[gr.Tab]) -> None:
     """Selecting any of `tabs` takes the tab whose `is_open` this is off screen."""
-    gr.on([t.select for t in tabs], lambda: False, None, is_open, api_name=False)
+    gr.on([t.select for t in tabs], lambda: False, None, is_open, api_name=False, queue=False)

@@ -50,7 +50,6 @@ from explorer.app.ui.common import (
     top,
 )
 from explorer.app.workspace import Workspace
-from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.run import Run
 
 
@@ -71,7 +70,7 @@ class Controls:
     ask_others: gr.Textbox  # "layer,head,fingerprint,nonce": a long prompt's layer is drawn (attention.build)
     others: gr.Textbox  # what differs from it in the layer's other heads, for the page
     model: gr.State  # the source of the loaded model ('' is the bundled one)
-    current_tab: gr.State  # the name of the tab on screen, for links
+    current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,18 +213,20 @@ class ViewEvents:
         figures = self._layer_figures(layer, head, query, key, shown, style)
         return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
 
-    def restore_positions(self, layer, head, shown, refusal, request: gr.Request):
+    def restore_positions(self, layer, head, shown, refusal, notes, request: gr.Request):
         """After a link's run: the RoPE positions it names, and the figures that show them (a run
-        moves them to their defaults); and, when the link's model could not load, why, back on the
-        status line the run wrote over."""
+        moves them to their defaults); and, when the link's model could not load or a value of the link
+        was not the model's, why, back on the status line the run wrote over."""
         params = share.requested(request)
         query, key = share.integer(params, "q"), share.integer(params, "k")
-        status = gr.skip()
+        said = []
         if refusal:
             shown_on = (
                 "the model loaded" if shown is None else self.workspace.explorer(shown[0], load=False).name
             )
-            status = markup.status(f"{refusal} The link's prompt is shown on {shown_on} instead.", "warning")
+            said.append(f"{refusal} The link's prompt is shown on {shown_on} instead.")
+        said += [notes] if notes else []
+        status = markup.status(" ".join(said), "warning") if said else gr.skip()
         if shown is None or query is None or key is None:
             return status, *(gr.skip(),) * 4
         run = self.workspace.run(*shown)
@@ -238,6 +239,9 @@ class ViewEvents:
             plot(views.rope_rotation(run, layer, head, query, key)),
             plot(views.rope_score_split(run, layer, head, query, key)),
         )
+
+    def restore_view(self, model, request: gr.Request) -> tuple:
+        return share.restore_view(self.workspace, model, request)
 
     def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
         run = self.workspace.run(*shown)
@@ -256,8 +260,8 @@ class ViewEvents:
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
         for drawn_open in (t.lens, t.flow):
             drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
-        for tab, name in zip(every_tab, share.TABS, strict=True):
-            tab.select(lambda name=name: name, None, c.current_tab, api_name=False)
+        for tab, name in zip(every_tab, share.TABS, strict=True):  # in the page; the old link goes
+            tab.select(None, None, [c.current_tab, link], js=f"() => ['{name}', '']", api_name=False)
 
         run_prompt = gpu(guarded(len(self.run_outputs))(self.run_prompt))
         run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)
@@ -269,12 +273,14 @@ class ViewEvents:
         )
         loader.outputs += [t.gqa.diagram, t.gqa.kv_cache, s.shown]
         link_refusal = gr.State(None)  # why the model a link names could not load
+        link_notes = gr.State("")  # what of a link's layer and head the model could not take
         restored = demo.load(
             loader.restore, c.model, [*loader.outputs, c.picker, link_refusal], api_name=False
         ).then(
-            restore_view,
-            None,
+            self.restore_view,
+            c.model,
             [
+                link_notes,
                 c.prompt,
                 s.layer,
                 s.head,
@@ -287,7 +293,7 @@ class ViewEvents:
                 t.intervene.mode,
                 t.intervene.in_views,
                 *t.intervene.prompts,
-                t.lens.target,
+                *t.lens.linked,
             ],
             api_name=False,
         )
@@ -308,7 +314,7 @@ class ViewEvents:
             *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
             run_handler.after(restored).then(
                 gpu(guarded(5)(self.restore_positions)),
-                [s.layer, s.head, s.shown, link_refusal],
+                [s.layer, s.head, s.shown, link_refusal, link_notes],
                 [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
                 api_name=False,
             ),
@@ -363,7 +369,7 @@ class ViewEvents:
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
-        view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target, t.attention.why.cell]
+        view += [i.heads, i.mode, i.in_views, *i.prompts, *t.lens.linked, t.attention.why.cell]
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )
@@ -371,30 +377,3 @@ class ViewEvents:
 
 SHOW_HEAD_JS = "(head) => { window.__attentionExplorerShowHead?.(head); return ''; }"
 PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"
-
-
-def restore_view(request: gr.Request):
-    """What a link asks for before its run (each left as it is when the link does not say): the prompt,
-    layer, head and tab (the page itself opens the tab: share.OPEN_TAB_JS), how maps are drawn, the heads to
-    ablate (ablated after the run, as after any run), the patching prompts and the lens' target."""
-    params = share.requested(request)
-    layer, head, tab = share.integer(params, "layer"), share.integer(params, "head"), share.tab_of(params)
-
-    def given(key: str):
-        return params.get(key, gr.skip())
-
-    style = share.map_style(params)
-    ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
-    return (
-        given("prompt"),
-        gr.skip() if layer is None else layer,
-        gr.skip() if head is None else head,
-        gr.skip() if tab is None else tab,
-        tab == "overview",
-        *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
-        ablate or gr.skip(),
-        given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
-        share.flag(params, "views") if "views" in params else gr.skip(),
-        *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
-        given("target"),
-    )

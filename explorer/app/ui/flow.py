@@ -11,22 +11,36 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
+from explorer.app import limits, markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, close_when, draw_while_open, gpu, guarded, index, plot, top
+from explorer.app.ui.common import (
+    COSTLY,
+    Shared,
+    close_when,
+    draw_while_open,
+    gpu,
+    guarded,
+    index,
+    plot,
+    top,
+)
 
 ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
     "(each head's share from each key, the MLP, the residual) weighed by how much it moves the stream "
     "toward what it becomes, routes under the threshold dropped (Ferrando & Voita 2024, *Information flow "
-    "routes*). Hover an edge for its weight and heads; click an attention edge to open its top head. "
+    "routes*). Each edge is as wide as the share of the output it carries; the strongest attention routes "
+    "are named by their head (23.4: layer 23, head 4). Hover an edge for its weight and heads; click an "
+    "attention edge to open its top head. "
     "The threshold drops each head's share before the heads are summed, as the LLM Transparency Tool "
     "does: a route spread thinly over several heads shows only at a lower threshold."
 )
 ROLLOUT_NOTE = (
-    "**Attention rollout** (Abnar & Zuidema 2020), below, multiplies every layer's head-averaged weights "
-    "with half the stream assumed kept. It never looks at what a key writes (‖v·W_O‖) or at the MLPs, so "
-    "tokens that draw weight but write little, like the first token (a sink), stand out: the graph above "
-    "measures what each part actually adds."
+    "**Attention rollout** (Abnar & Zuidema 2020), below in light blue, multiplies every layer's "
+    "head-averaged weights with half the stream assumed kept. It never looks at what a key writes "
+    "(‖v·W_O‖) or at the MLPs, so tokens that draw weight but write little, like the first token (a sink), "
+    "stand out. In dark blue, the graph's own answer: each token's share of the output along the routes "
+    "above, which measure what each part actually adds."
 )
 
 
@@ -46,16 +60,23 @@ class FlowTab:
         """Open, or a run while open: the last position; a threshold or position: that one."""
         opened = [shared.status, self.is_open, self.position, self.graph, self.rollout]
 
+        def flow(request: gr.Request, run, position: int, threshold: float):
+            """The graph and rollout, drawn within the server's limits, and what the status says of them."""
+            threshold, note = limits.flow_threshold(threshold, run.n_tokens, shared.workspace.policy)
+            with shared.readings.reading(request, limits.flow_cost(run, threshold), run):
+                graph, rollout = views.flow(run, position, threshold)
+            status = markup.status(note, "warning") if note else gr.skip()
+            return status, plot(graph, "flow"), plot(rollout, "rollout")
+
         @gpu
         @guarded(len(opened))
-        def open_flow(shown, threshold):
+        def open_flow(request: gr.Request, shown, threshold):
             if shown is None:
                 return gr.skip(), True, *(gr.skip(),) * 3
             run = shared.workspace.run(*shown)
             last = run.n_tokens - 1
-            graph, rollout = views.flow(run, last, threshold)
-            slider = gr.Slider(maximum=top(run.n_tokens), value=last)
-            return gr.skip(), True, slider, plot(graph, "flow"), plot(rollout, "rollout")
+            status, graph, rollout = flow(request, run, last, threshold)
+            return status, True, gr.Slider(maximum=top(run.n_tokens), value=last), graph, rollout
 
         draw_while_open(
             self.tab, self.is_open, open_flow, [shared.shown, self.threshold], opened, runs, api_name="flow"
@@ -63,11 +84,10 @@ class FlowTab:
 
         @gpu
         @guarded(3)
-        def redraw(shown, threshold, position):
+        def redraw(request: gr.Request, shown, threshold, position):
             if shown is None:
                 return (gr.skip(),) * 3
-            graph, rollout = views.flow(shared.workspace.run(*shown), index(position, "position"), threshold)
-            return gr.skip(), plot(graph, "flow"), plot(rollout, "rollout")
+            return flow(request, shared.workspace.run(*shown), index(position, "position"), threshold)
 
         gr.on(
             [self.threshold.release, self.position.release],
@@ -75,6 +95,7 @@ class FlowTab:
             [shared.shown, self.threshold, self.position],
             [shared.status, self.graph, self.rollout],
             api_name="flow_at",
+            **COSTLY,
         )
 
 

@@ -7,12 +7,17 @@ shares (Run, a layer or head switch, a link) is wired by `explorer.app.ui.events
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import limits, markup
+from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS, Downloads
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
+from explorer.app.fair_queue import QueueShares
+from explorer.app.limits import Readings
 from explorer.app.ui import (
     attention,
     faithfulness,
@@ -61,7 +66,14 @@ class Startup:
 def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     workspace = workspace or Workspace()
     startup = Startup.of(workspace)
-    with page.Page(title="Attention Explorer") as demo:
+    policy = workspace.policy
+    shares = QueueShares(policy.queue_per_visitor)
+    with page.Page(
+        title="Attention Explorer",
+        shares=shares,
+        behind_proxy=policy.public,
+        delete_cache=(DOWNLOAD_SWEEP_SECONDS, DOWNLOAD_SECONDS),
+    ) as demo:
         page.assets()
         controls, shared = lay_out_controls(workspace, startup)
         with gr.Tabs(elem_id="views", overflow_behavior="wrap"):
@@ -81,9 +93,19 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
         ViewEvents(workspace, shared, controls, tabs, link).wire(demo, copy_link)
         progress_on_status(demo, shared.status)
-    # A bounded queue: past `queue_size` waiting requests, a new one is told the queue is full.
-    policy = workspace.policy
-    return demo.queue(max_size=policy.queue_size, default_concurrency_limit=policy.concurrency)
+        bound_every_request(demo, policy.request_seconds)
+    # A bounded queue that every event goes through (api_open=False: no REST call skips it, and with it
+    # the fair shares): past `queue_size` waiting requests, a new one is told the queue is full.
+    return demo.queue(
+        max_size=policy.queue_size, default_concurrency_limit=policy.concurrency, api_open=False
+    )
+
+
+def bound_every_request(demo: gr.Blocks, seconds: float) -> None:
+    """Every handler stops once it has computed `seconds` (the policy's bound; 0: none), saying so."""
+    for event in demo.fns.values():
+        if event.fn is not None:
+            event.fn = limits.bounded(event.fn, seconds)
 
 
 def progress_on_status(demo: gr.Blocks, status: gr.HTML) -> None:
@@ -104,7 +126,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     model = gr.State("")  # the source of the loaded model ('' is the bundled one)
     shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
     map_style = gr.State(views.MapStyle())
-    current_tab = gr.State("attention")
 
     gr.Markdown(INTRO, elem_id="intro")
     with gr.Row():
@@ -151,6 +172,10 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
     ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
     others = gr.Textbox(elem_id="other-heads", elem_classes="hidden-input", show_label=False)
+    # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
+    current_tab = gr.Textbox(
+        "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
+    )
     controls = Controls(
         prompt=prompt,
         run_button=run_button,
@@ -168,7 +193,18 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         current_tab=current_tab,
     )
     shared = Shared(
-        workspace=workspace, status=status, shown=shown, layer=layer, head=head, map_style=map_style
+        workspace=workspace,
+        readings=Readings(workspace),
+        downloads=Downloads(
+            Path(get_upload_folder()) / "explorer-downloads",
+            workspace.policy.download_bytes,
+            workspace.policy.downloads_bytes,
+        ),
+        status=status,
+        shown=shown,
+        layer=layer,
+        head=head,
+        map_style=map_style,
     )
     heads_looking_at.wire(shared, token_strip)
     return controls, shared

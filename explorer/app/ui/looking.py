@@ -45,7 +45,11 @@ class HeadsLookingAt:
             trigger_mode="always_last",
         )
         token_strip.change(
-            lambda: (gr.Accordion(visible=False), None), None, [self.panel, self.plot], api_name=False
+            lambda: (gr.Accordion(visible=False), None),
+            None,
+            [self.panel, self.plot],
+            api_name=False,
+            queue=False,
         )
 
 

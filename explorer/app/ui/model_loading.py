@@ -16,6 +16,7 @@ from explorer.app import markup
 from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
 from explorer.app.ui.common import plot, top, warn
+from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.explorer import Explorer
 from explorer.loading import catalog
@@ -32,18 +33,6 @@ MODEL_INFO = {  # by the policy's EXPLORER_MODELS
 def picker_info(policy: Policy) -> str:
     """The picker's line of help under the policy, and why the search for local models stopped short."""
     return " ".join(filter(None, (MODEL_INFO[policy.models], policy.local_note())))
-
-
-def address(request: gr.Request | None, behind_proxy: bool) -> str:
-    """The visitor's address, which loads are counted by: the socket's peer, or on a Space, where every
-    request comes through the hub's proxy, the address that proxy reports first in X-Forwarded-For
-    (one a client could forge: the limit on all visitors together still holds)."""
-    if request is None:
-        return ""
-    forwarded = (request.headers.get("x-forwarded-for") or "") if behind_proxy else ""
-    if forwarded.split(",")[0].strip():
-        return forwarded.split(",")[0].strip()[:64]
-    return request.client.host if request.client else ""
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import limits, markup
+from explorer.app.kept import CachedRun
 from explorer.app.ui import composition
-from explorer.app.ui.common import Shared, gpu, guarded, plot
-from explorer.app.workspace import CachedRun
+from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, plot
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +33,7 @@ class OverviewTab:
 
     def close_when(self, tabs: list[gr.Tab]) -> None:
         """Selecting any of these tabs takes the overview off screen."""
-        gr.on([t.select for t in tabs], lambda: False, None, self.is_open, api_name=False)
+        gr.on([t.select for t in tabs], lambda: False, None, self.is_open, api_name=False, queue=False)
 
 
 PICKED_BAR = (
@@ -68,13 +68,15 @@ def build(shared: Shared) -> OverviewTab:
 
     @gpu
     @guarded(5)
-    def open_overview(shown):
+    def open_overview(request: gr.Request, shown):
         if shown is None:
             return gr.skip(), True, gr.skip(), gr.skip(), gr.skip()
-        return gr.skip(), True, *figures(shared.workspace.cached_run(*shown))
+        cached = shared.workspace.cached_run(*shown)
+        with shared.readings.reading(request, limits.overview_cost(cached.run), cached.run):
+            return gr.skip(), True, *figures(cached)
 
     outputs = [shared.status, is_open, profile, top, next_tokens]
-    tab.select(open_overview, [shared.shown], outputs, api_name="overview")
+    tab.select(open_overview, [shared.shown], outputs, api_name="overview", **COSTLY)
     card.wire(shared)
     return OverviewTab(
         tab=tab, profile=profile, top=top, next_tokens=next_tokens, is_open=is_open, composition=card

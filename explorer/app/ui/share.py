@@ -1,10 +1,9 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
-`ablate` with their `mode` and `views`, and the patching prompts `clean`, `corrupted`, `answer`,
-`distractor`, the lens' `target`, and the `cell` whose score is split: "query,key"), and "Copy link"
-gives the link of what is on screen. A link
-names a picker model by its label, so it works on any machine that has that model; any other model by
-its source as typed."""
+`ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
+`distractor`, the lens' `target` and `against`, and the `cell` whose score is split: "query,key"), and
+"Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
+any machine that has that model; any other model by its source as typed."""
 
 from __future__ import annotations
 
@@ -12,6 +11,9 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
+from explorer.engine.interventions import ABLATE_MODES
+from explorer.engine.values import brief
+from explorer.errors import CheckpointError
 from explorer.loading import catalog
 from explorer.views import MapStyle
 
@@ -48,11 +50,12 @@ def query_string(
     answer: str = "",
     distractor: str = "",
     target: str = "",
+    against: str = "",
     cell: str = "",
 ) -> str:
     """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
-    the heads to ablate and how, the patching prompts, the lens' target), each only when it is not the
-    default."""
+    the heads to ablate and how, the patching prompts, the lens' target and what it is read against),
+    each only when it is not the default."""
     label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
@@ -71,8 +74,7 @@ def query_string(
             params["views"] = 1
     patching = {"clean": clean, "corrupted": corrupted, "answer": answer, "distractor": distractor}
     params.update({name: text for name, text in patching.items() if text})
-    if target:
-        params["target"] = target
+    params.update({name: text for name, text in (("target", target), ("against", against)) if text})
     shown = str(cell or "").split(",")  # the clicked cell, "layer,head,query,key,nonce": on this head
     if (
         len(shown) >= 4
@@ -109,6 +111,61 @@ def integer(params: dict[str, str], key: str) -> int | None:
         return None
 
 
+def index_within(params: dict[str, str], key: str, count: int) -> tuple[int | None, str]:
+    """The link's layer or head (`key`) as one of the model's `count`, and what the page says of a value
+    it could not take ('' when it took it as it is): a number past the model is its last, one below 0
+    its first; text that is no whole number is dropped (None: the control keeps its value)."""
+    text = params.get(key)
+    if text is None or count < 1:  # not asked for, or no model to hold it against
+        return None, ""
+    try:
+        value = int(text)
+    except ValueError:  # not a number, or one of more than 4,300 digits
+        value = None
+    if value is not None and 0 <= value < count:
+        return value, ""
+    kept = None if value is None else min(max(value, 0), count - 1)
+    shown = f"{key} {kept} is shown" if kept is not None else f"the {key} on screen stays"
+    quoted = brief(text) if value is None else brief(value)
+    return kept, f"The link's {key} {quoted} is not one of this model's {count:,} {key}s: {shown}."
+
+
 def tab_of(params: dict[str, str]) -> str | None:
     tab = params.get("tab", "").lower()
     return tab if tab in TABS else None
+
+
+def restore_view(workspace, model: str, request: gr.Request) -> tuple:
+    """What a link asks for before its run (each left as it is when the link does not say): the
+    prompt, layer, head and tab (the page itself opens the tab: OPEN_TAB_JS), how maps are
+    drawn, the heads to ablate (ablated after the run, as after any run), the patching prompts and
+    the lens' target and what it is read against. First, what the page says of a layer or head the
+    loaded model lacks (taken to its nearest, or dropped)."""
+    params = requested(request)
+    try:
+        config = workspace.explorer(model, load=False).config
+        counts = {"layer": config.n_layers, "head": config.n_heads}
+    except CheckpointError:  # no model to hold them against: the controls keep theirs
+        counts = {"layer": 0, "head": 0}
+    layer, layer_note = index_within(params, "layer", counts["layer"])
+    head, head_note = index_within(params, "head", counts["head"])
+    tab = tab_of(params)
+
+    def given(key: str):
+        return params.get(key, gr.skip())
+
+    style = map_style(params)
+    ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
+    return (
+        " ".join(filter(None, (layer_note, head_note))),
+        given("prompt"),
+        gr.skip() if layer is None else layer,
+        gr.skip() if head is None else head,
+        gr.skip() if tab is None else tab,
+        tab == "overview",
+        *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
+        ablate or gr.skip(),
+        given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
+        flag(params, "views") if "views" in params else gr.skip(),
+        *(given(name) for name in ("clean", "corrupted", "answer", "distractor", "target", "against")),
+    )

@@ -1,0 +1,161 @@
+"""What a request may cost on this server, checked before the work starts and held while it runs.
+
+- Every request is bounded in time (`Policy.request_seconds`, on a Space 60 s): `bounded` wraps each
+  handler, and the engine's loops stop at the bound with a message saying so (`engine.deadline`).
+- An expensive reading (the flow graph, the lens, the Overview's head scores, a patching sweep, an ablated
+  run) has a cost model (`Cost`, from its tokens, layers, heads, vocabulary): its working memory is
+  reserved in the workspace's budget while it runs (`Workspace.reserve`), so the process stays near the
+  budget however many visitors ask at once; a visitor computes one at a time (`Readings`), and the
+  events that compute them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
+- The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
+  threshold has a floor that rises with the prompt's length (`flow_threshold`), and the graph is drawn
+  there, the status saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from explorer.app.policy import Policy
+from explorer.app.visitors import address
+from explorer.app.workspace import Workspace
+from explorer.engine import deadline, working_memory
+from explorer.engine.config import ModelConfig
+from explorer.engine.run import Run
+from explorer.errors import LimitError
+
+FLOW_FLOOR = 0.01  # the flow threshold's floor up to FLOW_FLOOR_TOKENS; it grows with the prompt past them
+FLOW_FLOOR_TOKENS = 256
+TILE_BYTES = 64 << 20  # what a reading holds besides its named tensors (blocks of rows, tiles of the vocab)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one expensive reading asks of the server, known before it starts."""
+
+    what: str  # the reading, as messages name it ("the flow graph at 2,048 tokens")
+    nbytes: int  # its working memory while it runs
+    instead: str = "use a shorter prompt"  # what to ask for instead when it is stopped
+
+
+def flow_cost(run: Run, threshold: float) -> Cost:
+    """The flow graph: what it holds grows with the positions it reaches, which the engine tells before
+    each layer (`engine.working_memory`), up to six [H, N, N] tensors when every position is reached."""
+    return Cost(
+        f"the flow graph at {run.n_tokens:,} tokens (threshold {threshold:g})",
+        0,
+        "raise the threshold, or use a shorter prompt",
+    )
+
+
+def lens_cost(run: Run) -> Cost:
+    """The lens and attribution: the run's logits at every position (the default target reads them)
+    and the lens' tiles of the vocabulary."""
+    held = "logits" in vars(run)
+    return Cost(f"the lens at {run.n_tokens:,} tokens", (0 if held else logits_bytes(run)) + TILE_BYTES)
+
+
+def overview_cost(run: Run) -> Cost:
+    """The Overview's head scores: one layer's q, k, v and a block of softmax rows at a time."""
+    c, n = run.config, run.n_tokens
+    projections = 4 * n * c.head_dim * (3 * c.n_heads + 3 * c.n_kv_heads)
+    return Cost(f"the Overview's head scores at {n:,} tokens", projections + TILE_BYTES)
+
+
+def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
+    """A patching sweep of prompts of up to `n_tokens`: the clean and corrupted runs' traces (each
+    layer's input and every head's output), their logits, and the patched block's work."""
+    c, n = config, n_tokens
+    traces = 2 * 4 * c.n_layers * n * (c.hidden_size + c.n_heads * c.head_dim)
+    logits = 2 * 4 * n * c.vocab_size
+    return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + logits + TILE_BYTES)
+
+
+def logits_bytes(run: Run) -> int:
+    return 4 * run.n_tokens * run.config.vocab_size
+
+
+def flow_threshold(threshold: float, n_tokens: int, policy: Policy) -> tuple[float, str]:
+    """The threshold the flow graph is drawn at, and why it is not the one asked for ('' when it is): on
+    a server bounding each request's time, at least FLOW_FLOOR × tokens / FLOW_FLOOR_TOKENS."""
+    if not policy.request_seconds:
+        return threshold, ""
+    floor = round(FLOW_FLOOR * max(1.0, n_tokens / FLOW_FLOOR_TOKENS), 2)
+    if threshold >= floor:
+        return threshold, ""
+    return floor, (
+        f"The flow graph is drawn at threshold {floor:g}, the lowest this app computes at {n_tokens:,} "
+        f"tokens (each request is bounded to {policy.request_seconds:g} s; below it, routes multiply): "
+        f"{threshold:g} needs a shorter prompt."
+    )
+
+
+class Readings:
+    """Expensive readings under way: one per visitor (address) at a time, each with its working memory
+    reserved in the workspace's budget and its own wording of the time bound."""
+
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+        self._running: dict[str, str] = {}  # what each visitor is computing
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def reading(self, request, cost: Cost, run: Run | None = None) -> Iterator[None]:
+        policy = self.workspace.policy
+        visitor = address(request, policy.public)
+        with self._lock:
+            if visitor in self._running:
+                running = self._running[visitor]
+                raise LimitError(
+                    f"{running[:1].upper()}{running[1:]} that you asked for is still being computed, and "
+                    "this app computes one expensive reading per visitor at a time: ask for "
+                    f"{cost.what} once it is drawn."
+                )
+            self._running[visitor] = cost.what
+        try:
+            with (
+                self.workspace.reserve(cost.nbytes, cost.what, run) as resize,
+                working_memory.metered(resize),
+                deadline.bounded(policy.request_seconds, cost.what, cost.instead),
+            ):
+                yield
+        finally:
+            with self._lock:
+                del self._running[visitor]
+
+
+def bounded(fn: Callable, seconds: float) -> Callable:
+    """`fn`, a Gradio handler, stopped by the engine once it has computed `seconds` (0: as it is). A
+    stream's steps share one bound, from its start."""
+    if not seconds:
+        return fn
+    what, instead = "this request", "ask for less (a shorter prompt), or try again"
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def stream(*args, **kwargs):
+            end, steps = time.monotonic() + seconds, fn(*args, **kwargs)
+            while True:
+                with deadline.until(end, seconds, what, instead):
+                    update = next(steps, _DONE)
+                if update is _DONE:
+                    return
+                yield update
+
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with deadline.bounded(seconds, what, instead):
+            return fn(*args, **kwargs)
+
+    return call
+
+
+_DONE = object()

@@ -1,0 +1,103 @@
+"""Downloads on disk within bounds: written once into Gradio's cache (no second copy), one file per visitor
+(asking for another deletes it), each and all of them under a size, old ones deleted, and a download too
+big refused before a byte is written."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from gradio_client import Client
+
+from explorer.app.downloads import Downloads
+from explorer.app.policy import Policy
+from explorer.app.workspace import Workspace
+from explorer.errors import LimitError
+from tests.conftest import PROMPT, served
+
+UNLIMITED_LOADS = dict(loads_per_minute=10_000, server_loads_per_minute=10_000)
+
+
+def files_under(folder) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
+
+
+def test_a_visitors_next_download_deletes_the_one_before(tmp_path):
+    downloads = Downloads(tmp_path, per_visitor=100, total=1000)
+    first = downloads.path("10.0.0.1", "layer0.npz", 10, "Layer 0's tensors")
+    other = downloads.path("10.0.0.2", "layer0.npz", 10, "Layer 0's tensors")
+    second = downloads.path("10.0.0.1", "layer1.npz", 10, "Layer 1's tensors")
+    assert not first.exists() and second.exists() and other.exists()
+    assert len(files_under(tmp_path)) == 2
+
+
+def test_a_download_past_the_visitors_size_is_refused_before_it_is_written(tmp_path):
+    downloads = Downloads(tmp_path, per_visitor=256 << 20, total=1 << 40)
+    with pytest.raises(LimitError) as error:
+        downloads.path("10.0.0.1", "layer0.npz", 364 << 20, "Layer 0's tensors for 1,300 tokens")
+    assert str(error.value).startswith(
+        "Layer 0's tensors for 1,300 tokens would be 364 MiB; this app writes downloads of up to 256 MiB "
+        "(EXPLORER_DOWNLOAD_MB)"
+    )
+    assert files_under(tmp_path) == []
+
+
+def test_downloads_past_their_age_go_and_all_together_stay_within_the_total(tmp_path):
+    clock = [time.time()]
+    downloads = Downloads(tmp_path, per_visitor=100, total=250, max_age=600, clock=lambda: clock[0])
+    for address in ("10.0.0.1", "10.0.0.2"):
+        downloads.path(address, "x.csv", 100, "A map").write_bytes(b"x" * 100)
+    with pytest.raises(LimitError, match=r"fill this app.s disk allowance .* try again in 60[01] s"):
+        downloads.path("10.0.0.3", "x.csv", 100, "A map")
+    clock[0] += 601  # the first two are past their age: deleted when the next is asked for
+    downloads.path("10.0.0.3", "x.csv", 100, "A map").write_bytes(b"x" * 100)
+    assert files_under(tmp_path) == [os.path.relpath(p, tmp_path) for p in tmp_path.glob("*/x.csv")]
+    assert downloads.held_bytes() == 100
+
+
+def test_three_layer_downloads_leave_one_file_on_disk(gqa_checkpoint, tmp_path, monkeypatch):
+    """Each .npz was written twice (a temporary folder, then Gradio's cache) and never deleted: a visitor
+    could fill the disk. Now one file, in Gradio's cache, the last one asked for."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "temporary"))
+    (tmp_path / "temporary").mkdir()
+    policy = Policy(**UNLIMITED_LOADS)
+    with served(Workspace(gqa_checkpoint, device="cpu", policy=policy)) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path / "client"))
+        client.predict(PROMPT, 0, 0, api_name="/run")
+        for layer in range(3):
+            _, path = client.predict(layer, api_name="/npz")
+            assert np.load(path)["probs"].shape[0] == 8
+        kept = [f for f in files_under(tmp_path / "gradio") if f.endswith(".npz")]
+        assert len(kept) == 1 and kept[0].endswith("layer2.npz")
+        assert files_under(tmp_path / "temporary") == []
+
+
+def test_a_patching_sweeps_downloads_are_the_visitors_one_file_as_a_layers_are(tmp_path):
+    """The sweep's .npz and .csv went into a temporary folder each, never deleted. They are the visitor's
+    one download, whichever tab wrote it: a sweep's replaces a layer's, and the other way round."""
+    import types
+    from pathlib import Path
+
+    import explorer
+    from explorer.app import examples
+    from explorer.app.ui import patching
+    from explorer.views import sweep_export
+
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    ex = explorer.load(device="cpu")
+    result = ex.patch_heads(example.clean, example.corrupted, example.answer, example.distractor)
+    direct = ex.run(example.clean).logit_attribution(example.answer, example.distractor)
+    workspace = Workspace(device="cpu", policy=Policy(**UNLIMITED_LOADS))
+    downloads = Downloads(tmp_path / "explorer-downloads", per_visitor=1 << 30, total=1 << 30)
+    shared = types.SimpleNamespace(workspace=workspace, downloads=downloads)  # the page's one, as layout's
+    events = patching.PatchingEvents(types.SimpleNamespace(), shared, page=None)
+    request = types.SimpleNamespace(headers={}, client=types.SimpleNamespace(host="10.0.0.1"))
+    sweep = patching.Sweep(result, direct, "")
+    _, npz = events.exporter(sweep_export.write_sweep_npz)(request, sweep)
+    _, csv = events.exporter(sweep_export.write_sweep_csv)(request, sweep)
+    assert not Path(npz).exists() and files_under(tmp_path) == [str(Path(csv).relative_to(tmp_path))]
+    layer = downloads.path("10.0.0.1", "layer0.npz", 10, "Layer 0's tensors")
+    assert not Path(csv).exists() and files_under(tmp_path) == [str(layer.relative_to(tmp_path))]
