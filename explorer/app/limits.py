@@ -3,10 +3,11 @@
 - Every request is bounded in time (`Policy.request_seconds`, on a Space 60 s): `bounded` wraps each
   handler, and the engine's loops stop at the bound with a message saying so (`engine.deadline`).
 - An expensive reading (the flow graph, the lens, the Overview's head scores, a patching sweep, an ablated
-  run) has a cost model (`Cost`, from its tokens, layers, heads, vocabulary): its working memory is
-  reserved in the workspace's budget while it runs (`Workspace.reserve`), so the process stays near the
-  budget however many visitors ask at once; a visitor computes one at a time (`Readings`), and the
-  events that compute them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
+  run, a score's sources, the composition of every pair of heads) has a cost model (`Cost`, from its
+  tokens, layers, heads, vocabulary): its working memory is reserved in the workspace's budget while it
+  runs (`Workspace.reserve`), so the process stays near the budget however many visitors ask at once; a
+  visitor computes one at a time (`Readings`), and the events that compute them take turns in one queue
+  of their own (`COSTLY`, the layout's concurrency).
 - The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
   threshold has a floor that rises with the prompt's length (`flow_threshold`), and the graph is drawn
   there, the status saying so.
@@ -26,6 +27,7 @@ from explorer.app.policy import Policy
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.engine import deadline, working_memory
+from explorer.engine.composition import BAND_ROWS
 from explorer.engine.config import ModelConfig
 from explorer.engine.run import Run
 from explorer.errors import LimitError
@@ -66,6 +68,27 @@ def overview_cost(run: Run) -> Cost:
     c, n = run.config, run.n_tokens
     projections = 4 * n * c.head_dim * (3 * c.n_heads + 3 * c.n_kv_heads)
     return Cost(f"the Overview's head scores at {n:,} tokens", projections + TILE_BYTES)
+
+
+def why_cost(run: Run) -> Cost:
+    """A score's sources and its row's key drivers: every earlier layer's heads rerun over the positions
+    up to the query, one layer at a time (its q, k, v, every head's output, the key side read at every
+    key), and a block of rows."""
+    c, n = run.config, run.n_tokens
+    layer = 4 * n * (4 * c.hidden_size + 3 * c.n_heads * c.head_dim)
+    return Cost(f"a score's sources at {n:,} tokens", layer + TILE_BYTES)
+
+
+def composition_cost(explorer) -> Cost:
+    """The composition of every pair of heads, from the weights (kept once computed): every head's
+    Grams as two hidden × d factors on each side, one band of their rows, the pairs' sums."""
+    c = explorer.config
+    heads = c.n_layers * c.n_heads
+    if explorer.composition_computed:
+        return Cost("the composition of every pair of heads", 0)
+    factors = 4 * 8 * heads * c.hidden_size * c.head_dim
+    bands = 4 * 4 * heads * BAND_ROWS * c.hidden_size
+    return Cost(f"the composition of every pair of {heads:,} heads", factors + bands + 8 * 3 * heads**2)
 
 
 def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
