@@ -46,15 +46,18 @@ def read_states(
     distractor_id: int,
     metrics: tuple[str, ...] = METRICS,
 ) -> dict[str, Reading]:
-    """The logit difference (through the LM head's rows of the two tokens alone, before any
-    soft-capping) and each other reading of `metrics` (the answer's probability and KL need every row
-    of the LM head: on SmolLM2's 49,152 tokens, some 0.3 s for its 270 heads)."""
-    weight = model.lm_head.weight
-    direction = (weight[answer_id] - weight[distractor_id]).float()  # [hidden]
+    """The logit difference (through `Transformer.logits` with the LM head's rows of the two tokens
+    alone, soft-capped where the model caps them) and each other reading of `metrics` (the answer's
+    probability and KL need every row of the LM head: on SmolLM2's 49,152 tokens, some 0.3 s for its
+    270 heads)."""
+    pair, dtype = [answer_id, distractor_id], model.lm_head.weight.dtype
     n_layers, n_heads, hidden = states.shape
-    readings = {
-        "logit_diff": (states.float() @ direction, clean.float() @ direction, corrupted.float() @ direction)
-    }
+
+    def difference(x: torch.Tensor) -> torch.Tensor:  # [..., hidden] -> [...]
+        logits = model.logits(x.to(dtype), pair).float()  # [..., 2]
+        return logits[..., 0] - logits[..., 1]
+
+    readings = {"logit_diff": (difference(states), difference(clean), difference(corrupted))}
     if {"prob", "kl"} & set(metrics):
         readings |= _distribution_readings(model, states.reshape(-1, hidden), clean, corrupted, answer_id)
     return {
