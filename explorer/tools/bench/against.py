@@ -102,9 +102,13 @@ def markdown(suite: Suite, results: dict[str, Any]) -> str:
 
 
 def main(suite: Suite, args) -> dict[str, Any]:
+    """SmolLM2 (a random checkpoint of its shape when it is not installed), or with `--model
+    gemma3-gguf` Gemma-3-270M; writes bench/NAME-DEVICE.* (NAME-DEVICE-gemma3-gguf.* for Gemma)."""
     from explorer.loading.catalog import smollm2_gguf
+    from explorer.tools.bench.loading import model_path
 
-    path = smollm2_gguf()
+    gemma = getattr(args, "model", "random") == "gemma3-gguf"
+    path = model_path("gemma3-gguf") if gemma else smollm2_gguf()
     with tempfile.TemporaryDirectory(prefix=f"explorer-bench-{suite.name}-") as tmp:
         if path is None:  # not installed: a random-init checkpoint of its shape
             path, model = Path(tmp), "a random-init SmolLM2-135M-shaped checkpoint"
@@ -120,7 +124,7 @@ def main(suite: Suite, args) -> dict[str, Any]:
         "measured": measured,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{suite.name}-{args.device}"
+    stem = args.out / (f"{suite.name}-{args.device}" + ("-gemma3-gguf" if gemma else ""))
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(suite, results)
     stem.with_suffix(".md").write_text(text)
