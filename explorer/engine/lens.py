@@ -141,15 +141,16 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     final = final - final.logsumexp(-1, keepdim=True)  # [B, V] log p_final
     p_final = final.exp()
     weight, cap = model.lm_head.weight, run.config.final_logit_softcapping  # [V, hidden]
-    # Σ_v p_final·logit_layer, read back through the LM head: normed · (W_Uᵀ p_final) (soft-capped
-    # logits are not linear in the stream: their sum is taken tile by tile)
-    cross = torch.zeros(layers, b) if cap else (normed * (p_final @ weight.float())).sum(-1)  # [L+1, B]
+    # Σ_v p_final·logit_layer, summed tile by tile while each is in cache: a product of p_final with
+    # the LM head would read its weights once more, the cost of the last position's lens with a large
+    # vocabulary (soft-capped logits are not linear in the stream either)
+    cross = torch.zeros(layers, b)  # [L+1, B]
     slab_values, slab_ids, slab_lse = [], [], []
     for start in range(0, weight.shape[0], slab):
         logits = torch.nn.functional.linear(rows, weight[start : start + slab]).float()  # [R, S]
         if cap:
             logits = torch.tanh(logits / cap) * cap
-            cross += (logits.view(layers, b, -1) * p_final[:, start : start + slab]).sum(-1)
+        cross += (logits.view(layers, b, -1) * p_final[:, start : start + slab]).sum(-1)
         values, ids = _top(logits, top_k)  # [R, k]
         # lse = max + log Σ exp(logit − max), the tile overwritten in place
         top = values[:, :1]
