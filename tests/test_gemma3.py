@@ -136,7 +136,7 @@ def test_the_overview_outlines_and_names_the_global_layers(pair):
         "global layers (every earlier key) outlined: 1; the others slide over 5 keys"
         in figure.layout.title.text
     )
-    assert figure.layout.yaxis.labelalias == {"1": "<b>1 global</b>"}
+    assert figure.layout.yaxis.labelalias == {"1": "<b>1</b>"}
     assert figure.layout.yaxis2.labelalias == {"1": "<b>1</b>"}
     outlined = {(shape.yref, shape.y0, shape.y1) for shape in figure.layout.shapes}
     assert outlined == {(f"y{'' if i == 1 else i}", 0.5, 1.5) for i in range(1, 6)}

@@ -86,3 +86,54 @@ def test_gemma3_270m_lens_last_layer_is_the_models_prediction(long_run):
     a = long_run.logit_attribution(int(predicted[-1]))
     parts = a.embedding + float(a.heads.sum() + a.mlps.sum() + a.biases.sum())
     assert abs(parts - a.total) <= 1e-4 * abs(a.total) + 1e-3
+
+
+# In a fresh process: load, forget the load's peak (Linux's clear_refs 5), then a 2,048-token run and
+# every view the app draws of it on a sliding and a global layer; prints the peak and the resident
+# growth over what the loaded model held, in bytes.
+GROWTH_OF_A_RUN = r"""
+import sys
+from pathlib import Path
+import explorer
+from explorer import views
+from explorer.app.examples import LONG_PASSAGE
+
+def status(field):
+    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(field))
+    return int(line.split()[1]) * 1024
+
+ex = explorer.load(sys.argv[1], device="cpu")
+Path("/proc/self/clear_refs").write_text("5")
+loaded = status("VmRSS:")
+run = ex.run("\n\n".join([LONG_PASSAGE] * 12), max_tokens=2048)
+assert run.n_tokens == 2048, run.n_tokens
+for layer in (0, 5):
+    views.pipeline(run, layer, 0)
+    views.all_heads(run, layer)
+    views.zoom(run, layer, 0, views.default_zoom(run))
+views.overview(run, views.head_profile(run))
+views.next_tokens(run)
+target = views.default_target(run)
+views.lens_grid(run, 2048 - views.LENS_WINDOW)
+views.target_rank(run, target)
+views.attribution(run, target)
+views.flow(run)
+print(status("VmHWM:") - loaded, status("VmRSS:") - loaded)
+"""
+
+
+@pytest.mark.slow
+def test_a_2048_token_run_and_its_views_grow_the_process_by_at_most_1_gib(gemma3_path):
+    """No [N, vocab] tensor is kept: a run of 2,048 tokens and every view drawn of it keep at most
+    1 GiB over the loaded model (0.5 GiB measured); their transient peak is bounded more loosely."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", GROWTH_OF_A_RUN, str(gemma3_path)], capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    peak, resident = map(int, out.stdout.split()[-2:])
+    print(f"2,048 tokens: peak {peak / 2**20:.0f} MiB, resident {resident / 2**20:.0f} MiB over the load")
+    assert resident <= 2**30, resident  # what the run and its views keep
+    assert peak <= 1.5 * 2**30, peak  # and what they pass through (0.7–1.1 GiB measured)

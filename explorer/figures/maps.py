@@ -212,28 +212,25 @@ def outside_window_region(n_tokens: int, window: int, hover: str, axes: tuple[st
 
 
 WINDOW_EDGE = dict(color="#ea580c", width=1.2, dash="dash")
-WINDOW_EDGE_HOVER = (
-    "the window's edge: a key left of it is {window} or more tokens before its query, given weight 0"
-)
 
 
 def window_edge(n_tokens: int, window: int, axes: tuple[str, str]) -> dict | None:
     """A sliding window's lower edge across a map, where the weights stop: between key i − window and
     key i − window + 1 of each query i (the model attends i − window < j ≤ i). A straight dashed line, so
     it stays visible over maps of weights (which fade near it) and pooled cells (where the staircase
-    of the mask is a blur). None: the window holds every key."""
+    of the mask is a blur). It takes no hover, which stays with the cells it runs between (the hatched
+    region says what lies left of it). None: the window holds every key."""
     if n_tokens <= window:
         return None
     return dict(
         type="scatter",
-        x=np.array([-0.5, n_tokens - window], dtype=np.float32),  # x = y − window + 0.5
-        y=np.array([window - 1.0, n_tokens - 0.5], dtype=np.float32),
+        x=[-0.5, float(n_tokens - window)],  # x = y − window + 0.5; two points, sent as a list
+        y=[window - 1.0, n_tokens - 0.5],
         xaxis=axes[0],
         yaxis=axes[1],
         mode="lines",
         line=WINDOW_EDGE,
-        hoverinfo="text",
-        text=WINDOW_EDGE_HOVER.format(window=window),
+        hoverinfo="skip",
         showlegend=False,
     )
 

@@ -26,8 +26,8 @@ def profile_figure(
     profile: dict[str, np.ndarray], kv_head: np.ndarray, global_layers: list[int] = (), window: int = 0
 ) -> go.Figure:
     """One layers × heads grid per score, side by side; in a model with both kinds of layer, the
-    `global_layers` (which see every key, where the rest slide over `window` keys) outlined and named
-    on the layer axis.  # profile {name: [L, H]}, kv_head [H]"""
+    `global_layers` (which see every key, where the rest slide over `window` keys) outlined, in bold
+    on the layer axis and named in the title.  # profile {name: [L, H]}, kv_head [H]"""
     n_layers, n_heads = profile["previous_token"].shape
     titles = [
         title + ("<br>(no token repeats)" if np.isnan(profile[name]).all() else "")
@@ -65,8 +65,8 @@ def profile_figure(
         layout[f"yaxis{y[1:]}"].update(
             integers, dtick=1, autorange="reversed", title=dict(text="layer") if y == "y" else None
         )
-        if global_layers:  # the first panel names them on its axis; every panel outlines their rows
-            named = {str(layer): f"<b>{layer}{' global' if y == 'y' else ''}</b>" for layer in global_layers}
+        if global_layers:  # in bold on every panel's layer axis, their rows outlined (the title names them)
+            named = {str(layer): f"<b>{layer}</b>" for layer in global_layers}
             layout[f"yaxis{y[1:]}"]["labelalias"] = named
             rows = [(layer - 0.5, layer + 0.5) for layer in global_layers]
             shapes += [
