@@ -91,6 +91,24 @@ JS_REDRAWN = """(id) => {
     if (!gd || !gd._fullLayout || !Array.isArray(gd.calcdata)) return false;
     return !window.__seenPlots || window.__seenPlots.get(gd) !== gd.data;
 }"""
+# A run's views are drawn: the token strip is the run's (not the one marked before it was asked for,
+# JS_MARK_STRIP_OLD), and the pipeline drawn labels the same tokens (not an older prompt's figure, which
+# a late redraw may still draw after the run was asked for).
+JS_MARK_STRIP_OLD = "() => document.querySelector('#token-strip-content')?.setAttribute('data-old', '1')"
+JS_RUN_DRAWN = """() => {
+    const strip = document.querySelector('#token-strip-content');
+    const gd = document.querySelector('#pipeline-plot .js-plotly-plot');
+    if (!strip || strip.dataset.old || !gd || !gd._fullLayout) return false;
+    const tokens = [...strip.querySelectorAll("span[title^='position']")].map((s) => s.lastChild.textContent);
+    const alias = gd._fullLayout.xaxis.labelalias || {};
+    const decode = document.createElement('textarea');
+    const label = (i) => {
+        decode.innerHTML = String(alias[String(i)] ?? '');
+        return decode.value.split('\u2063')[0];
+    };
+    const same = tokens.every((token, i) => label(i) === token);
+    return tokens.length > 0 && same && !(String(tokens.length) in alias);
+}"""
 # The page position of cell (row, col) of the heatmap on axes (x, y): Plotly's own data-to-pixel maps.
 # Elements a hostile prompt would have created, had it reached the page as HTML.
 JS_INJECTED = """() => [
@@ -98,6 +116,31 @@ JS_INJECTED = """() => [
     ...[...document.scripts].filter((s) => s.textContent.includes("alert(")),
     ...[...document.querySelectorAll("b")].filter((b) => b.textContent === "bold"),
 ].map((e) => e.outerHTML)"""
+# Every drawn text of a figure (ticks, titles, annotations, legend, colour bars), as shown, and each
+# pair whose boxes overlap by more than a pixel each way.
+JS_OVERLAPS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const shown = (t) => {
+    for (let e = t; e && e !== gd; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.visibility === "hidden" || s.display === "none" || s.opacity === "0") return false;
+    }
+    return true;
+  };
+  const items = [...gd.querySelectorAll("text")]
+    .filter((t) => t.textContent.trim() && !t.closest(".hoverlayer") && shown(t))
+    .map((t) => [t.textContent, t.getBoundingClientRect()])
+    .filter(([, b]) => b.width > 0 && b.height > 0);
+  const overlaps = [];
+  for (let i = 0; i < items.length; i++)
+    for (let j = i + 1; j < items.length; j++) {
+      const [a, p] = items[i], [b, q] = items[j];
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1) overlaps.push(`${a} ⨯ ${b}`);
+    }
+  return overlaps;
+}"""
 # Installed before the app loads: every toast the page ever shows, even one that has faded since.
 JS_RECORD_TOASTS = """
 window.__toasts = [];
@@ -148,11 +191,17 @@ class AppPage:
     # --- acting as a person -------------------------------------------------------------------
 
     def run(self, prompt: str) -> None:
-        """Type the prompt, press Run and wait until the attention views are redrawn for it."""
+        """Type the prompt, press Run and wait until the attention views are redrawn for it: its token
+        strip shown, and its own pipeline drawn (not a redraw of the one before)."""
         self.remember_plots()
+        self.page.evaluate(JS_MARK_STRIP_OLD)
         self.type_prompt(prompt)
         self.press_run()
         self.wait_redrawn(TABS["Attention"])
+        try:
+            self.page.wait_for_function(JS_RUN_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=100)
+        except PlaywrightError:
+            raise NeverDrawn(f"the run of {prompt[:40]!r} was never drawn; toasts: {self.toasts()}") from None
 
     def type_prompt(self, prompt: str) -> None:
         self.page.locator("#prompt textarea").fill(prompt)
@@ -245,6 +294,25 @@ class AppPage:
         ticks = self.page.locator(f"#{plot} .subplot.{subplot} .{axis}axislayer-above .{axis}tick")
         pairs = ticks.evaluate_all("ticks => ticks.map(t => [t.__data__.x, t.textContent])")
         return {int(position): text for position, text in pairs}
+
+    def shown_tick_labels(self, plot: str, axis: str, subplot: str = "xy") -> dict[int, str]:
+        """The labels of `tick_labels` that the page shows (it hides those that would overlap)."""
+        axis_id = re.search(f"{axis}\\d*", subplot).group()  # "x2" of "x2y2"
+        ticks = self.page.locator(f"#{plot} .subplot.{subplot} .{axis}axislayer-above .{axis_id}tick")
+        shown = "t => getComputedStyle(t.querySelector('text') || t).visibility !== 'hidden'"
+        pairs = ticks.evaluate_all(f"ticks => ticks.filter({shown}).map(t => [t.__data__.x, t.textContent])")
+        return {int(position): text for position, text in pairs}
+
+    def overlapping_texts(self, plot: str) -> list[str]:
+        """Each pair of the plot's shown texts whose boxes overlap (none, on a readable figure)."""
+        return self.page.evaluate(JS_OVERLAPS, plot)
+
+    def wait_for_tab(self, name: str) -> None:
+        """Wait until the tab `name` is the one selected (a click selects it a render later)."""
+        selected = "document.querySelector('#views [role=tab][aria-selected=true]')"
+        self.page.wait_for_function(
+            f"(name) => {selected}?.innerText.trim() === name", arg=name, timeout=DRAW_TIMEOUT_MS
+        )
 
     def title(self, plot: str) -> str:
         return self.page.locator(f"#{plot} .gtitle").first.text_content()

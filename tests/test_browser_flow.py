@@ -3,17 +3,10 @@ and a click on it opens its layer and top head."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from browser_support import CHROMIUM, TABS
+from browser_support import TABS
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PROMPT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 # The middle of the first attention edge between two tokens, in page pixels, and its (layer, head).
@@ -42,7 +35,7 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
         ".customdata.length"
     )
     assert drawn == len(g.edges)
-    assert app.points("rollout-plot") == run.n_tokens
+    assert app.points("rollout-plot") == 2 * run.n_tokens  # rollout beside the graph's own share
 
     app.page.locator("#flow-plot").scroll_into_view_if_needed()
     x, y, (layer, head) = app.page.evaluate(JS_ATTENTION_EDGE)
@@ -55,7 +48,11 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
     app.page.mouse.click(x, y)
     app.wait_redrawn(["pipeline-plot"])
     settle(app)
+    app.wait_for_tab("Attention")
+    assert app.page.locator("#pipeline-plot").is_visible()
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+    app.page.locator("#back-to-chart").click()
+    app.wait_for_tab("Flow")
     assert not app.problems()
 
 

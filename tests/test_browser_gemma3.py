@@ -4,17 +4,10 @@ layer's causal one (screenshot)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline
+from browser_support import CONTEXT, AppPage, match_baseline
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PROMPT = "To be, or not to be, that is the question"
 SOFTMAX_PANEL = 5

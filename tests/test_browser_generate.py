@@ -5,20 +5,14 @@ baseline screenshot at 1,200 px, and no overlapping labels or sideways scroll at
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, CONTEXT, GENERATE_PLOTS, TABS, AppPage, match_baseline
-from test_browser_readable import JS_OVERLAPS, PHONE
+from browser_support import CONTEXT, GENERATE_PLOTS, JS_OVERLAPS, TABS, AppPage, match_baseline
+from test_browser_readable import PHONE
 
 from explorer.app.examples import SHAKESPEARE_LINE
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 # The rows the generation heatmap holds, as drawn (0 before it is drawn).
 JS_ROWS = """() => {

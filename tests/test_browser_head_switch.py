@@ -4,17 +4,10 @@ have drawn, cell for cell and hover for hover."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from browser_support import CHROMIUM, CONTEXT, AppPage
+from browser_support import CONTEXT, AppPage
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 SHORT = "To be, or not to be, that is the question"  # exact float32 maps
 LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)

@@ -6,23 +6,17 @@ IOI example loading SmolLM2 and sweeping it, at 1,200 px (against a baseline scr
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, JS_REDRAWN, AppPage, match_baseline
-from test_browser_readable import JS_OVERLAPS, PHONE
+from browser_support import CONTEXT, JS_OVERLAPS, JS_REDRAWN, AppPage, match_baseline
+from test_browser_readable import PHONE
 
 from explorer import views
 from explorer.app import examples
 from explorer.engine.interventions import Ablation
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PLOTS = ["ablation-plot", "patching-plot"]
 COPY_PAIR = examples.PATCHING_EXAMPLES["induction (bundled model)"]
@@ -55,9 +49,10 @@ def settle(app: AppPage, timeout_s: float = 60.0) -> None:
     raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
 
 
-def open_head_by_click(app: AppPage, plot: str, layer: int, head: int) -> None:
+def open_head_by_click(app: AppPage, plot: str, layer: int, head: int, back_to: str) -> None:
     """Hover the cell (layer, head) of `plot`'s heads × layers heatmap, click it where the hover was, and
-    wait until the pipeline shows that head."""
+    wait until the pipeline shows that head: in the Attention tab, opened, with a button back to
+    `back_to` (what the button names)."""
     hover = app.hover_cell(plot, 1, layer, head)  # the cell under the mouse is the one clicked
     assert hover[0].startswith(f"layer {layer} · head {head} · kv"), hover
     app.remember_plots()
@@ -65,7 +60,10 @@ def open_head_by_click(app: AppPage, plot: str, layer: int, head: int) -> None:
     app.page.mouse.up()
     app.wait_redrawn(["pipeline-plot"])
     settle(app)
+    app.wait_for_tab("Attention")
+    assert app.page.locator("#pipeline-plot").is_visible()
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+    assert app.page.locator("#back-to-chart").inner_text() == f"← Back to {back_to}"
 
 
 def click_example(app: AppPage, examples_id: str, label: str) -> None:
@@ -104,7 +102,9 @@ def test_ablating_the_induction_heads_on_the_copy_example_changes_the_bars(app, 
     np.testing.assert_allclose(after, ablated.next_token_probs()[ids].numpy(), atol=1e-6)
     silver = ids.index(ex.tokenizer.encode(" silver", add_special_tokens=False).ids[0])
     assert silver == 0 and before[silver] > 0.25 and after[silver] < 0.01, (before, after)
-    assert app.title("ablation-plot") == "Next token before and after the zero ablation of 3.0, 3.1, 3.2"
+    title = app.title("ablation-plot")
+    assert title.startswith("Next token before and after the zero ablation of 3.0, 3.1, 3.2")
+    assert "logit(“ silver”) − logit(“" in title  # what it did to the two likeliest tokens' difference
     assert not app.problems()
 
 
@@ -156,9 +156,16 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
     assert app.points("patching-plot") == ex.config.n_layers * ex.config.n_heads
     assert "Patched each of 32 heads" in app.status()
 
-    open_head_by_click(app, "patching-plot", 3, 2)
+    open_head_by_click(app, "patching-plot", 3, 2, back_to="Intervene")
     assert app.page.locator("#prompt textarea").input_value() == COPY_PAIR.clean
     assert "".join(app.strip_tokens()) == COPY_PAIR.clean.replace("\n", "↵")
+    app.page.locator("#back-to-chart").click()
+    app.wait_for_tab("Intervene")
+    assert not app.page.locator("#back-to-chart").is_visible()
+    app.page.wait_for_function(
+        "() => { const r = document.querySelector('#patching-plot').getBoundingClientRect();"
+        " return r.top < innerHeight && r.bottom > 0; }"
+    )
     assert not app.problems()
 
 
@@ -205,3 +212,83 @@ def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(ph
         assert phone.points(plot)
         assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
     assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+NAMES = "When Romeo and Juliet went to the store, Juliet gave a drink to"
+SWAPPED = "When Juliet and Romeo went to the store, Romeo gave a drink to"
+JS_VALUE = "([id, value]) => document.querySelector(`#${id} textarea, #${id} input`).value === value"
+
+
+def box(app: AppPage, elem_id: str):
+    return app.page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+
+
+def test_a_sweep_starts_from_the_prompt_on_screen_reads_any_metric_ranks_heads_and_downloads(
+    app, browser_workspace, tmp_path
+):
+    """The tab opens with the prompt on screen as the clean prompt and its two names swapped; the
+    sweep's heads are ranked beside the map (not on the status line), another metric redraws both
+    from the same sweep, the sweep downloads, and a ranked head opens in the Attention tab."""
+    app.run(NAMES)
+    app.open_tab("Intervene")
+    for elem_id, value in (
+        ("patch-clean", NAMES),
+        ("patch-corrupted", SWAPPED),
+        ("patch-answer", " Romeo"),
+        ("patch-distractor", " Juliet"),
+    ):
+        app.page.wait_for_function(JS_VALUE, arg=[elem_id, value], timeout=30_000)
+    box(app, "patch-corrupted").fill("")
+    app.page.locator("#patch-swap").click()  # one click swaps them again
+    app.page.wait_for_function(JS_VALUE, arg=["patch-corrupted", SWAPPED], timeout=30_000)
+
+    app.remember_plots()
+    app.page.locator("#patch-button").click()
+    app.wait_redrawn(["patching-plot"])
+    settle(app)
+    ex = browser_workspace.explorer("")
+    expected = ex.patch_heads(NAMES, SWAPPED, " Romeo", " Juliet")
+    rows = app.page.locator("#ranked-heads tr.ranked-head")
+    assert rows.count() == views.RANKED_HEADS and "recovered" not in app.status()
+    first = (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head")))
+    assert first == expected.top_heads(1)[0][:2]
+
+    app.remember_plots()
+    app.page.locator("#patch-metric").get_by_label("KL(clean ‖ patched)").check()
+    app.wait_redrawn(["patching-plot"])
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-plot", 0]))
+    np.testing.assert_allclose(drawn, expected.readings["kl"].recovered.numpy(), atol=1e-4)
+    assert "KL" in app.page.locator("#ranked-heads .ranked-title").inner_text()
+    top_kl = expected.top_heads(1, "kl")[0][:2]
+    assert (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head"))) == top_kl
+
+    with app.page.expect_download() as download:
+        app.page.locator("#sweep-npz").click()
+    path = tmp_path / "sweep.npz"
+    download.value.save_as(path)
+    saved = np.load(path)
+    np.testing.assert_allclose(saved["kl_recovered"], expected.readings["kl"].recovered.numpy(), atol=1e-5)
+
+    app.remember_plots()
+    rows.first.click()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    app.wait_for_tab("Attention")
+    assert app.title("pipeline-plot").startswith(f"Layer {top_kl[0]} · head {top_kl[1]} ")
+    assert app.page.locator("#back-to-chart").inner_text() == "← Back to Intervene"
+    assert not app.problems()
+
+
+def test_an_ablation_says_what_it_did_to_the_answers_logit_difference(app):
+    app.run(NAMES)
+    app.open_tab("Intervene")
+    app.page.wait_for_function(JS_VALUE, arg=["patch-answer", " Romeo"], timeout=30_000)
+    settle(app)
+    app.page.locator("#ablate-add").click()
+    app.page.locator("#ablate-heads").get_by_text("0.0 · kv 0").wait_for()
+    app.remember_plots()
+    app.page.locator("#ablate-button").click()
+    app.wait_redrawn(["ablation-plot"])
+    title = app.page.locator("#ablation-plot .gtitle").first.text_content()
+    assert "logit(“ Romeo”) − logit(“ Juliet”)" in title and "before" in title and "after" in title
+    assert not app.problems()

@@ -5,11 +5,10 @@ a sink head's first column stands apart from its thumbnail's frame."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+from browser_support import CONTEXT, TABS, AppPage
 from PIL import Image
 from playwright.sync_api import Error as PlaywrightError
 
@@ -18,11 +17,6 @@ from explorer.app.examples import LONG_PASSAGE, SHAKESPEARE_LINE
 from explorer.figures.common import group_colour
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 WIDE = {"width": 1400, "height": 900}
 PUBLICATION_WIDTH = 1600  # the PNG button's (figures.export_config)

@@ -6,21 +6,15 @@ offered."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, JS_CELL_CENTRE, TABS, AppPage
+from browser_support import CONTEXT, JS_CELL_CENTRE, TABS, AppPage
 from playwright.sync_api import Error as PlaywrightError
 
 from explorer.loading import catalog
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1400, "height": 900}
@@ -372,6 +366,13 @@ def test_a_download_or_link_of_an_earlier_view_is_taken_away_when_the_view_chang
     app.wait_redrawn(["pipeline-plot"])
     assert link_box(app).input_value() == ""
 
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(JS_LINK_SHOWN)
+    app.open_tab("GQA")  # another tab is another view: its link is not the one shown
+    app.page.wait_for_function(f"() => !({JS_LINK_SHOWN})()")
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(f"() => ({JS_LINK_SHOWN})().includes('tab=gqa')")
+
 
 JS_TRACKER_SHOWN = """() => {
     const tracker = document.querySelector('#status [data-testid=status-tracker]');
@@ -426,3 +427,29 @@ def test_the_jargon_has_its_explanation_on_hover_in_the_page(app):
     )
     assert [text for text, _ in titles] == ["SDPA", "eager", "Hatched"]
     assert all(len(title) > 40 for _, title in titles)
+
+
+JS_TOAST_MESSAGES = "() => [...document.querySelectorAll('[data-testid=toast-text]')].map((e) => e.innerText)"
+
+
+def test_a_default_model_that_cannot_load_is_warned_of_once(browser):
+    """Each message of a toast counts ("Warning (2)" holds two): the run warned, and the Intervene tab's
+    step after every run tried the model again and warned a second time."""
+    from test_browser_intervene import settle
+
+    from explorer.app.policy import Policy
+    from explorer.app.workspace import Workspace
+    from tests.conftest import served
+
+    workspace = Workspace(default_model="/no/such/model", device="cpu", policy=Policy())
+    context = browser.new_context(**CONTEXT)
+    try:
+        with served(workspace) as url:
+            app = AppPage(context.new_page(), url)
+            app.page.goto(f"{url}?__theme=light")
+            app.page.locator("#status", has_text="/no/such/model").wait_for()
+            settle(app)
+            messages = app.page.evaluate(JS_TOAST_MESSAGES)
+            assert len(messages) == 1 and "/no/such/model" in messages[0], messages
+    finally:
+        context.close()

@@ -5,49 +5,18 @@ width with no overlapping labels and no sideways scroll, log colours, links that
 from __future__ import annotations
 
 import urllib.parse
-from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage, match_baseline
+from browser_support import CONTEXT, JS_OVERLAPS, TABS, AppPage, match_baseline
 
 from explorer.views.export import LAYER_FIELDS
 
 pytestmark = pytest.mark.browser
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
-
 ACCENTS = "Crème brûlée 🌹 — naïve"
 PHONE = {"width": 390, "height": 844}
 LONG = " ".join(["To be, or not to be, that is the question: whether 'tis nobler in the mind"] * 3)
-# Every drawn text of a figure (ticks, titles, annotations, legend, colour bars), as shown, and each
-# pair whose boxes overlap by more than a pixel each way.
-JS_OVERLAPS = """(id) => {
-  const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  const shown = (t) => {
-    for (let e = t; e && e !== gd; e = e.parentElement) {
-      const s = getComputedStyle(e);
-      if (s.visibility === "hidden" || s.display === "none" || s.opacity === "0") return false;
-    }
-    return true;
-  };
-  const items = [...gd.querySelectorAll("text")]
-    .filter((t) => t.textContent.trim() && !t.closest(".hoverlayer") && shown(t))
-    .map((t) => [t.textContent, t.getBoundingClientRect()])
-    .filter(([, b]) => b.width > 0 && b.height > 0);
-  const overlaps = [];
-  for (let i = 0; i < items.length; i++)
-    for (let j = i + 1; j < items.length; j++) {
-      const [a, p] = items[i], [b, q] = items[j];
-      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
-      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
-      if (w > 1 && h > 1) overlaps.push(`${a} ⨯ ${b}`);
-    }
-  return overlaps;
-}"""
 # How far a plot's first x axis title sits below the lowest of that axis' tick labels as shown: the
 # room its margin keeps beyond the labels a person reads.
 JS_TITLE_GAP = """(id) => {
@@ -141,12 +110,23 @@ def test_the_npz_download_holds_the_layers_tensors_as_the_python_api_gives_them(
     assert saved["ids"].tolist() == run.ids and saved["tokens"].tolist() == [str(t) for t in run.tokens]
 
 
+# Whether a plot's toolbar (shown on a tap) would cover its title.
+JS_TOOLBAR_ON_TITLE = """(id) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const bar = gd.querySelector('.modebar').getBoundingClientRect();
+    const title = gd.querySelector('.gtitle').getBoundingClientRect();
+    const across = bar.left < title.right && bar.right > title.left;
+    return across && bar.top < title.bottom && bar.bottom > title.top;
+}"""
+
+
 @pytest.mark.parametrize("tab", list(TABS))
 def test_at_phone_width_no_labels_overlap_and_the_page_never_scrolls_sideways(phone, tab):
     phone.run(LONG)
     phone.open_tab(tab)
     for plot in TABS[tab]:
         assert phone.page.evaluate(JS_OVERLAPS, plot) == [], plot
+        assert not phone.page.evaluate(JS_TOOLBAR_ON_TITLE, plot), plot
     assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
@@ -194,3 +174,24 @@ def test_phone_view_matches_its_baseline_screenshot(phone, tab):
     phone.open_tab(tab)
     panel = phone.page.locator(f"#tab-{tab.lower()}")
     match_baseline(phone.screenshot(panel, []), f"view-{tab.lower()}-390")
+
+
+# The strip's scrolling box, and the tokens it shows only in part (cut by its top or bottom edge).
+JS_STRIP_CUT = """() => {
+    const box = document.querySelector('#token-strip-content .token').parentElement;
+    const frame = box.getBoundingClientRect();
+    const cut = [...box.querySelectorAll('.token')].filter((token) => {
+        const r = token.getBoundingClientRect();
+        const seen = r.top < frame.bottom && r.bottom > frame.top;
+        return seen && (r.top < frame.top - 0.5 || r.bottom > frame.bottom + 0.5);
+    });
+    return [box.scrollHeight > box.clientHeight, cut.map((token) => token.textContent)];
+}"""
+
+
+def test_the_token_strip_shows_whole_rows_and_scrolls_the_rest(app):
+    from explorer.app.examples import LONG_PASSAGE
+
+    app.run(LONG_PASSAGE)
+    scrolls, cut = app.page.evaluate(JS_STRIP_CUT)
+    assert scrolls and cut == []  # its last row was cut in half

@@ -5,19 +5,13 @@ by the page), and unticking it brings α back; a link carries it; weighted, noth
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+from browser_support import CONTEXT, TABS, AppPage
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"no {CHROMIUM}: `apt-get install -y chromium` to run the browser tests", allow_module_level=True
-    )
 
 PROMPT = "Now is the winter of our discontent made glorious summer"
 SOFTMAX = 4  # the pipeline's softmax panel, of its traces (panel 5)

@@ -41,11 +41,9 @@ def nothing_is_built(monkeypatch):
     monkeypatch.setattr(folders, "load_file", refuse)
 
 
-def test_a_million_layer_config_is_refused_in_under_a_second_with_nothing_built(
-    tmp_path, gqa_checkpoint, nothing_is_built
-):
-    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**6))
-    assert "n_layers is 1,000,000; this engine reads at most 256" in message and seconds < 1.0
+def test_a_million_layer_config_is_refused_with_nothing_built(tmp_path, gqa_checkpoint, nothing_is_built):
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**6))
+    assert "n_layers is 1,000,000; this engine reads at most 256" in message
 
 
 @pytest.mark.parametrize(
@@ -65,8 +63,8 @@ def test_a_million_layer_config_is_refused_in_under_a_second_with_nothing_built(
 def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
     tmp_path, gqa_checkpoint, nothing_is_built, change, expected
 ):
-    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "bad", **change))
-    assert expected in message and seconds < 1.0
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "bad", **change))
+    assert expected in message
 
 
 @pytest.mark.parametrize(
@@ -116,10 +114,12 @@ def test_sizes_out_of_bounds_or_not_whole_numbers_are_refused_by_name(
         ),
     ],
 )
-def test_nan_and_infinite_config_json_numbers_are_refused_by_name(tmp_path, gqa_checkpoint, change, expected):
+def test_nan_and_infinite_config_json_numbers_are_refused_by_name(
+    tmp_path, gqa_checkpoint, nothing_is_built, change, expected
+):
     """json writes NaN and Infinity as literals, and json.loads reads them back."""
-    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "nan", **change))
-    assert expected in message and seconds < 1.0 and len(message.removeprefix(str(tmp_path))) < 200
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "nan", **change))
+    assert expected in message and len(message.removeprefix(str(tmp_path))) < 200
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def gemma3_checkpoint(tmp_path_factory, tiny_tokenizer):
 def test_hostile_gemma3_configs_are_refused_naming_the_value(
     tmp_path, gemma3_checkpoint, nothing_is_built, change, expected
 ):
-    message, _ = refusal(copy_checkpoint(gemma3_checkpoint, tmp_path / "gemma3", **change))
+    message = refusal(copy_checkpoint(gemma3_checkpoint, tmp_path / "gemma3", **change))
     assert expected in message
     assert len(message.removeprefix(str(tmp_path))) < 200
 
@@ -179,7 +179,7 @@ def test_hostile_gemma3_configs_are_refused_naming_the_value(
 def test_a_llama_configs_rope_scaling_that_is_no_object_is_refused_by_name(
     tmp_path, gqa_checkpoint, nothing_is_built
 ):
-    message, _ = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "list", rope_scaling=["linear", 2]))
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "list", rope_scaling=["linear", 2]))
     assert "rope_scaling must be a JSON object, got ['linear', 2]" in message
 
 
@@ -194,7 +194,7 @@ def test_numbers_just_inside_their_ranges_give_finite_logits(tmp_path, gemma3_ch
 
 
 def test_a_4001_digit_layer_count_is_quoted_briefly(tmp_path, gqa_checkpoint, nothing_is_built):
-    message, _ = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**4000))
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deep", num_hidden_layers=10**4000))
     assert "n_layers is 10,000,000,000,000,000,0… (4,001 digits); this engine reads at most 256" in message
     assert len(message.removeprefix(str(tmp_path))) < 200
 
@@ -202,9 +202,9 @@ def test_a_4001_digit_layer_count_is_quoted_briefly(tmp_path, gqa_checkpoint, no
 def test_a_config_that_disagrees_with_the_safetensors_headers_is_refused_before_any_weight_is_read(
     tmp_path, gqa_checkpoint, nothing_is_built
 ):
-    message, seconds = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deeper", num_hidden_layers=200))
-    assert "The weights do not fit the config: missing 'model.layers.1" in message and seconds < 1.0
-    message, _ = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "wider", intermediate_size=128))
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "deeper", num_hidden_layers=200))
+    assert "The weights do not fit the config: missing 'model.layers.1" in message
+    message = refusal(copy_checkpoint(gqa_checkpoint, tmp_path / "wider", intermediate_size=128))
     assert "model.layers.0.mlp.gate_proj.weight has shape (96, 64), the config implies (128, 64)" in message
 
 
@@ -235,7 +235,7 @@ def test_a_shard_path_that_leaves_the_checkpoint_is_refused(
     (directory / "model.safetensors").unlink()
     index = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": shard}}
     (directory / "model.safetensors.index.json").write_text(json.dumps(index))
-    message, _ = refusal(directory)
+    message = refusal(directory)
     assert "names a shard" in message and "that is not a .safetensors file inside the checkpoint" in message
 
 
@@ -250,7 +250,7 @@ def test_sharded_checkpoints_inside_the_directory_still_load(tmp_path, tiny_toke
 def test_a_pickle_renamed_safetensors_is_refused_unread(tmp_path, gqa_checkpoint, nothing_is_built):
     directory = copy_checkpoint(gqa_checkpoint, tmp_path / "pickled")
     torch.save({"model.embed_tokens.weight": torch.zeros(2, 2)}, directory / "model.safetensors")
-    message, _ = refusal(directory)
+    message = refusal(directory)
     assert "model.safetensors is not a safetensors file (a renamed pickle, or damaged)" in message
 
 
@@ -261,22 +261,22 @@ def test_integer_weights_and_offsets_past_the_file_are_refused(tmp_path, gqa_che
     save_file(
         {"model.embed_tokens.weight": torch.zeros(2, 2, dtype=torch.int64)}, directory / "model.safetensors"
     )
-    assert "is 'I64'; weights are floats" in refusal(directory)[0]
+    assert "is 'I64'; weights are floats" in refusal(directory)
     (directory / "model.safetensors").write_bytes((gqa_checkpoint / "model.safetensors").read_bytes()[:-100])
-    assert "is not a safetensors file" in refusal(directory)[0]
+    assert "is not a safetensors file" in refusal(directory)
 
 
 def test_a_path_too_long_for_the_file_system_gets_a_clear_message():
-    message, _ = refusal("/" + "a" * 5000)
+    message = refusal("/" + "a" * 5000)
     assert "cannot be read as a path (File name too long)" in message
 
 
 def test_a_config_that_is_not_a_json_object_or_too_big_is_refused(tmp_path, gqa_checkpoint):
     directory = copy_checkpoint(gqa_checkpoint, tmp_path / "odd")
     (directory / "config.json").write_text("[1, 2, 3]")
-    assert "config.json does not hold a JSON object" in refusal(directory)[0]
+    assert "config.json does not hold a JSON object" in refusal(directory)
     (directory / "config.json").write_text(" " * (2 << 20))
-    assert "config.json is 2,097,152 bytes; at most 1,048,576 are read" in refusal(directory)[0]
+    assert "config.json is 2,097,152 bytes; at most 1,048,576 are read" in refusal(directory)
 
 
 def test_a_hub_model_is_named_by_its_id_never_by_its_cache_path(tmp_path, gqa_checkpoint, monkeypatch):
@@ -287,7 +287,7 @@ def test_a_hub_model_is_named_by_its_id_never_by_its_cache_path(tmp_path, gqa_ch
     listing = SimpleNamespace(siblings=[])
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: listing)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(directory))
-    message, _ = refusal("small-org/tiny")
+    message = refusal("small-org/tiny")
     assert message.startswith("small-org/tiny: there is no tokenizer.json") and str(tmp_path) not in message
 
 
@@ -330,7 +330,7 @@ def test_a_tokenizer_whose_ids_pass_the_vocabulary_is_refused_before_it_is_built
     checkpoint = copy_checkpoint(gqa_checkpoint, tmp_path / "past")
     vocab_size = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
     with_added_tokens(checkpoint, 1, first_id=vocab_size + 5)
-    message, _ = refusal(checkpoint)
+    message = refusal(checkpoint)
     assert (
         f"gives a token ('<t0>xxxxxxxx') the id {vocab_size + 5:,}, outside the model's vocabulary of"
         in message
@@ -343,7 +343,7 @@ def test_a_tokenizer_of_a_hundred_thousand_added_tokens_is_refused_before_it_is_
     """400,000 added tokens (62.7 MB) held every page for 6.5 s while the tokenizer was built."""
     checkpoint = copy_checkpoint(gqa_checkpoint, tmp_path / "added")
     with_added_tokens(checkpoint, 100_000, first_id=0)
-    message, _ = refusal(checkpoint)
+    message = refusal(checkpoint)
     assert re.search(r"tokenizer.json adds 100,00\d tokens \([\d,]+ bytes of text\)", message)
     assert "at most 65,536 tokens and 1,048,576 bytes are built" in message
 

@@ -73,3 +73,31 @@ def test_three_layer_downloads_leave_one_file_on_disk(gqa_checkpoint, tmp_path, 
         kept = [f for f in files_under(tmp_path / "gradio") if f.endswith(".npz")]
         assert len(kept) == 1 and kept[0].endswith("layer2.npz")
         assert files_under(tmp_path / "temporary") == []
+
+
+def test_a_patching_sweeps_downloads_are_the_visitors_one_file_as_a_layers_are(tmp_path):
+    """The sweep's .npz and .csv went into a temporary folder each, never deleted. They are the visitor's
+    one download, whichever tab wrote it: a sweep's replaces a layer's, and the other way round."""
+    import types
+    from pathlib import Path
+
+    import explorer
+    from explorer.app import examples
+    from explorer.app.ui import patching
+    from explorer.views import sweep_export
+
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    ex = explorer.load(device="cpu")
+    result = ex.patch_heads(example.clean, example.corrupted, example.answer, example.distractor)
+    direct = ex.run(example.clean).logit_attribution(example.answer, example.distractor)
+    workspace = Workspace(device="cpu", policy=Policy(**UNLIMITED_LOADS))
+    downloads = Downloads(tmp_path / "explorer-downloads", per_visitor=1 << 30, total=1 << 30)
+    shared = types.SimpleNamespace(workspace=workspace, downloads=downloads)  # the page's one, as layout's
+    events = patching.PatchingEvents(types.SimpleNamespace(), shared, page=None)
+    request = types.SimpleNamespace(headers={}, client=types.SimpleNamespace(host="10.0.0.1"))
+    sweep = patching.Sweep(result, direct, "")
+    _, npz = events.exporter(sweep_export.write_sweep_npz)(request, sweep)
+    _, csv = events.exporter(sweep_export.write_sweep_csv)(request, sweep)
+    assert not Path(npz).exists() and files_under(tmp_path) == [str(Path(csv).relative_to(tmp_path))]
+    layer = downloads.path("10.0.0.1", "layer0.npz", 10, "Layer 0's tensors")
+    assert not Path(csv).exists() and files_under(tmp_path) == [str(layer.relative_to(tmp_path))]

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from gradio_client import Client
 
-from explorer.app.fair_queue import QueueShares
+from explorer.app.fair_queue import Place, QueueShares
 from explorer.app.policy import Policy
 from explorer.app.visitors import Visitor
 from explorer.app.workspace import Workspace
@@ -32,14 +32,28 @@ class Clock:
         return self.now
 
 
+def admitted(shares: QueueShares, visitor: Visitor, event: str = "run") -> bool:
+    return isinstance(shares.admit(visitor, event), Place)
+
+
 def test_an_address_holds_its_places_across_sessions_and_a_session_across_addresses():
     shares = QueueShares(per_visitor=2)
-    a1, a2 = (Visitor("10.0.0.1", f"s{i}") for i in (1, 2))
-    assert shares.admit(a1) and shares.admit(a2)  # two sessions of one address: its two places
-    assert shares.admit(Visitor("10.0.0.1", "s3")) is None  # a third session: no new allowance
-    assert shares.admit(Visitor("10.0.0.2", "t1"))  # another address
+    assert admitted(shares, Visitor("10.0.0.1", "s1"), "run")
+    assert admitted(shares, Visitor("10.0.0.1", "s2"), "layer")  # two sessions of one address: its two
+    refused = shares.admit(Visitor("10.0.0.1", "s3"), "lens")  # a third session: no new allowance
+    assert "at most 2 requests at a time from one visitor (EXPLORER_QUEUE_PER_VISITOR)" in refused
+    assert admitted(shares, Visitor("10.0.0.2", "t1"))  # another address
     forged = [Visitor(f"10.1.0.{i}", "one-session") for i in range(3)]  # one session, forged addresses
-    assert [shares.admit(v) is not None for v in forged] == [True, True, False]
+    assert [admitted(shares, v, str(i)) for i, v in enumerate(forged)] == [True, True, False]
+
+
+def test_an_address_holds_two_places_of_one_event_so_two_runs_at_most_wait_ahead_of_others():
+    shares = QueueShares(per_visitor=8)
+    sessions = (Visitor("10.0.0.1", f"s{i}") for i in range(3))
+    assert [admitted(shares, visitor, "run") for visitor in sessions] == [True, True, False]
+    assert "at most 2 of one kind of request" in shares.admit(Visitor("10.0.0.1", "s9"), "run")
+    assert admitted(shares, Visitor("10.0.0.1", "s9"), "layer")
+    assert admitted(shares, Visitor("10.0.0.2", "t"), "run")
 
 
 def test_a_place_comes_back_when_its_event_completes_or_the_queue_refused_it():
@@ -47,18 +61,18 @@ def test_a_place_comes_back_when_its_event_completes_or_the_queue_refused_it():
     visitor = Visitor("10.0.0.1", "s")
     place = shares.admit(visitor)
     shares.joined(place, "event-1")
-    assert shares.admit(visitor) is None
+    assert not admitted(shares, visitor)
     shares.finished("event-1")
     refused = shares.admit(visitor)
     shares.joined(refused, None)  # the queue said no (full): the place goes with it
-    assert shares.admit(visitor) is not None
+    assert admitted(shares, visitor)
 
 
 def test_when_a_page_or_an_events_stream_closes_its_places_go():
     shares = QueueShares(per_visitor=3)
     page, other = Visitor("10.0.0.1", "page"), Visitor("10.0.0.1", "other")
     for visitor, event in ((page, "a"), (page, "b"), (other, "c")):
-        shares.joined(shares.admit(visitor), event)
+        shares.joined(shares.admit(visitor, event), event)
     shares.closed(session="page")
     assert shares.held(page) == 1  # the other session's event
     shares.closed(event_id="c")
@@ -70,9 +84,9 @@ def test_a_place_whose_stream_never_opened_is_given_back_after_a_while():
     shares = QueueShares(per_visitor=1, stale=900.0, clock=clock)
     visitor = Visitor("10.0.0.1", "silent")
     shares.joined(shares.admit(visitor), "never-read")
-    assert shares.admit(visitor) is None
+    assert not admitted(shares, visitor)
     clock.now = 901.0
-    assert shares.admit(visitor) is not None
+    assert admitted(shares, visitor)
 
 
 # --- served ---
@@ -95,7 +109,8 @@ def test_one_address_joining_from_64_sessions_leaves_room_for_a_visitor_from_ano
     gqa_checkpoint, slow_runs
 ):
     """64 joins from new sessions of one address were all admitted; every other visitor was then told
-    'Queue is full' while they waited. Three get places; the rest are refused at once, saying why."""
+    'Queue is full' while they waited. Two get places (of one event: the runs ahead of the visitor's);
+    the rest are refused at once, saying why."""
     policy = Policy(queue_size=64, queue_per_visitor=3, **UNLIMITED_LOADS)
     with served(Workspace(gqa_checkpoint, device="cpu", policy=policy)) as url:
         attacker = App(url, timeout=30, address="127.0.0.2")
@@ -106,10 +121,10 @@ def test_one_address_joining_from_64_sessions_leaves_room_for_a_visitor_from_ano
             )
             for i in range(64)
         ]
-        assert [a.status_code for a in answers].count(200) == 3
+        assert [a.status_code for a in answers].count(200) == 2
         refused = [a for a in answers if a.status_code == 429]
-        assert len(refused) == 61
-        assert "EXPLORER_QUEUE_PER_VISITOR" in refused[0].json()["detail"]
+        assert len(refused) == 62
+        assert "at most 2 of one kind of request at a time from one visitor" in refused[0].json()["detail"]
         visitor = App(url, timeout=30, address="127.0.0.3")
         ok, outputs = visitor.call("run", ["To be, or not to be", 0, 0], session="elsewhere")
         assert ok and "one fast forward" in status_of(outputs), outputs

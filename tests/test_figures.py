@@ -20,6 +20,7 @@ import explorer
 from explorer import views
 from explorer.app import payload
 from explorer.engine import heads, rope
+from explorer.figures.attention import group_columns
 from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, pool
 from explorer.figures.common import lower_triangle_fill, to_json, token_label
 from explorer.figures.maps import SIGNED_COLORSCALE, masked_region
@@ -231,9 +232,19 @@ def test_all_heads_hold_every_heads_map_titled_by_kv_group(run, where, figures):
     sent = decoded(figures["all_heads"])
     maps = np.stack([t["z"] for t in sent["data"]])
     np.testing.assert_allclose(maps, att.probs.numpy(), atol=1e-7)
-    titles = [a["text"] for a in sent["layout"]["annotations"]]
+    n_heads, n = run.config.n_heads, run.n_tokens
+    titles = [a["text"] for a in sent["layout"]["annotations"][:n_heads]]
     kv_head = explorer.kv_head_map(*_heads(run)).tolist()
     assert titles == [f"head {h} · kv {kv}" for h, kv in enumerate(kv_head)]
+    # each thumbnail names its first and last keys under it; a row's first, its first and last queries
+    ends = [a["text"] for a in sent["layout"]["annotations"][n_heads:]]
+    assert ends == [token_label(run.tokens[0]), token_label(run.tokens[-1])] * n_heads
+    y_axes = [sent["layout"][f"yaxis{'' if h == 0 else h + 1}"] for h in range(n_heads)]
+    labelled = [h for h, axis in enumerate(y_axes) if axis.get("showticklabels")]
+    cols = group_columns(n_heads, n_heads // run.config.n_kv_heads)
+    assert labelled == list(range(0, n_heads, cols)) and all(
+        y_axes[h]["tickvals"] == [0, n - 1] for h in labelled
+    )
 
 
 def _heads(run) -> tuple[int, int]:
@@ -312,6 +323,16 @@ def test_overview_is_the_prompt_profile(run, figures):
     panels = [t["z"] for t in traces(figures["overview"])]
     for panel, name in zip(panels, heads.PROFILE_SCORES, strict=True):
         np.testing.assert_allclose(panel, profile[name].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_overview_bars_sit_at_its_foot_under_axes_titled_head(figures):
+    """Placed on the figure, each bar goes under its panel's head axis and its title, wherever the
+    plot area ends (at -0.3 of it they stood some 170 px below the maps)."""
+    layout = figures["overview"].layout
+    for trace in traces(figures["overview"]):
+        assert trace["colorbar"]["yref"] == "container" and trace["colorbar"]["y"] == 0
+        axis = layout[f"xaxis{trace['xaxis'][1:]}"]
+        assert axis.title.text == "head" and axis.automargin
 
 
 def test_next_tokens_are_the_models_most_likely(run, figures):

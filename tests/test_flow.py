@@ -302,3 +302,17 @@ def test_the_flow_endpoint_draws_the_engines_graph_and_rollout(gqa_checkpoint):
         assert "rollout" in json.loads(rollout["plot"])["layout"]["title"]["text"]
         ok, answer = app.call("flow_at", [0.9, 9], "flow")  # past the slider's range: named
         assert "0.9" in (answer if isinstance(answer, str) else status_of([answer[0]]))
+
+
+@pytest.mark.slow
+def test_on_smollm2_the_capital_of_frances_key_route_is_the_boldest_and_named_23_4(smollm2_explorer):
+    """Head 23.4 moves “ France” into “ is”: of the routes between two tokens it carries the most of the
+    output, so it is drawn widest and named first."""
+    from explorer import views
+
+    run = smollm2_explorer.run("The capital of France is")
+    graph, _ = views.flow(run)
+    assert graph.layout.annotations[0].text == "<b>23.4</b>"
+    markers = next(t for t in graph.data if t.mode == "markers" and t.customdata is not None)
+    hover = markers.text[list(map(tuple, markers.customdata)).index((23, 4))]
+    assert "“ France” (3) → “ is” (4)" in hover

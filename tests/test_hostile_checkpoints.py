@@ -71,25 +71,24 @@ def header_refusal(path) -> str:
 
 def test_a_gguf_declaring_ten_million_tokens_is_refused_before_they_are_walked(good_file, nothing_is_built):
     patch_array_count(good_file, "tokenizer.ggml.tokens", 10**7)
-    message, seconds = refusal(good_file)
+    message = refusal(good_file)
     assert message == (
         "hostile.gguf: metadata 'tokenizer.ggml.tokens' is an array of 10,000,000 values; "
         "at most 2,097,152 are read."
     )
-    assert seconds < 1.0
 
 
 def test_a_gguf_whose_token_list_is_longer_than_its_embedding_is_refused_before_the_tokenizer_is_built(
     source, tiny_tokenizer, tmp_path, nothing_is_built
 ):
     path = write_gguf(tmp_path / "long.gguf", source, tiny_tokenizer, "llama", extra_tokens=1000)
-    message, seconds = refusal(path)
-    assert message == "long.gguf lists 1,320 tokens for an embedding of 320 rows." and seconds < 1.0
+    message = refusal(path)
+    assert message == "long.gguf lists 1,320 tokens for an embedding of 320 rows."
 
 
 def test_a_gguf_without_a_token_list_is_refused(good_file, nothing_is_built):
     patch_name(good_file, "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz")
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert message == "hostile.gguf has no token list (tokenizer.ggml.tokens), so no tokenizer."
 
 
@@ -105,7 +104,7 @@ def test_bos_and_eos_ids_outside_the_token_list_are_refused(
     good_file, nothing_is_built, key, value, value_type, quoted
 ):
     patch_value(good_file, key, value, value_type)
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert message == f"hostile.gguf: {key} is {quoted}, not one of the 320 tokens it lists."
 
 
@@ -127,7 +126,7 @@ def test_a_long_array_of_numbers_is_never_read_as_a_size(source, tiny_tokenizer,
     path = write_gguf(tmp_path / "long.gguf", source, tiny_tokenizer, "llama", extra_tokens=1000)
     patch_name(path, "llama.feed_forward_length", "llama.feed_forward_lengtx")
     patch_name(path, "tokenizer.ggml.token_type", "llama.feed_forward_length")  # 1,320 numbers
-    message, _ = refusal(path)
+    message = refusal(path)
     assert message == "long.gguf: llama.feed_forward_length is an array of 1,320 values, not a single number."
 
 
@@ -149,7 +148,7 @@ def test_a_gguf_declaring_a_billion_metadata_values_or_tensors_is_refused_unread
 def test_a_gguf_whose_tensor_regions_overlap_is_refused(good_file, nothing_is_built):
     _, gate_offset = tensor_entry(good_file, "blk.0.ffn_gate.weight")
     patch_tensor(good_file, "blk.0.ffn_up.weight", offset=gate_offset)  # same shape and type: it loaded
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert "blk.0.ffn_gate.weight (bytes" in message and "blk.0.ffn_up.weight (from byte" in message
     assert message.endswith("overlap; each tensor needs bytes of its own.")
 
@@ -162,7 +161,7 @@ def test_a_gguf_tensor_declared_larger_than_its_data_is_refused_for_reading_its_
 def test_a_gguf_tensor_at_a_misaligned_offset_is_refused(good_file, nothing_is_built):
     _, offset = tensor_entry(good_file, "blk.1.ffn_up.weight")
     patch_tensor(good_file, "blk.1.ffn_up.weight", offset=offset + 4)
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert message == (
         f"hostile.gguf: tensor blk.1.ffn_up.weight starts at data offset {offset + 4:,}, "
         "not a multiple of the file's alignment (32)."
@@ -235,14 +234,14 @@ def test_a_gguf_tensor_name_past_ggml_limit_is_refused_and_quoted_briefly(tmp_pa
 )
 def test_nan_and_infinite_gguf_numbers_are_refused_by_name(good_file, nothing_is_built, key, value, expected):
     patch_value(good_file, key, value)
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert message.startswith("hostile.gguf: ") and expected in message
 
 
 def test_nan_rope_freqs_in_a_gguf_are_refused(source, tiny_tokenizer, tmp_path, nothing_is_built):
     factors = np.full(8, np.nan, dtype=np.float32)  # head_dim 16: 8 pairs
     path = write_gguf(tmp_path / "freqs.gguf", source, tiny_tokenizer, "llama", rope_freqs=factors)
-    message, _ = refusal(path)
+    message = refusal(path)
     assert message == (
         "freqs.gguf: rope_freq_factors must be 8 finite positive numbers, got 8 starting (nan, nan, nan, nan)"
     )
@@ -271,7 +270,7 @@ def test_a_gguf_with_a_negative_width_or_no_heads_is_refused_by_that_size_not_as
 ):
     patch_name(good_file, "llama.attention.key_length", "llama.attention.key_lengtx")  # head_dim derived
     patch_value(good_file, key, value, INT32)
-    message, _ = refusal(good_file)
+    message = refusal(good_file)
     assert message == f"hostile.gguf: {expected}" and "partial RoPE" not in message
 
 
@@ -285,7 +284,7 @@ def test_a_long_architecture_name_is_quoted_briefly(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    message, _ = refusal(path)
+    message = refusal(path)
     assert "of architecture 'gemmagemma" in message and len(message) < 160
 
 

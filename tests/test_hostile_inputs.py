@@ -11,7 +11,6 @@ import json
 import re
 import time
 import types
-from pathlib import Path
 
 import pytest
 
@@ -186,10 +185,8 @@ def test_on_a_space_a_listed_hub_id_that_fails_gets_the_one_message(gqa_checkpoi
 def link_on_a_space(browser, query: str, status_says: str):
     """A page opened at `?prompt=To+be+or+not+to+be&{query}` of an app set up as a public Space, once its
     views are drawn and its status line says `status_says`."""
-    from browser_support import CHROMIUM, CONTEXT, TABS, AppPage
+    from browser_support import CONTEXT, TABS, AppPage
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no {CHROMIUM}")
     demo = serve(Workspace(device="cpu", policy=Policy.from_environment({"SPACE_ID": "someone/explorer"})))
     context = browser.new_context(**CONTEXT)
     try:

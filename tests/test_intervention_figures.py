@@ -10,7 +10,7 @@ import pytest
 
 import explorer
 from explorer import figures, views
-from explorer.app import examples
+from explorer.app import examples, markup
 from explorer.figures.common import to_json, token_label
 from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension
@@ -73,7 +73,26 @@ def test_paired_bars_are_both_runs_probabilities_of_either_runs_top_tokens(ex, r
     labels = decoded(intervention_figures["ablation_next_tokens"])["layout"]["yaxis"]["labelalias"]
     assert labels["0"] == token_label(" silver")  # the plain run's favourite leads
     title = decoded(intervention_figures["ablation_next_tokens"])["layout"]["title"]["text"]
-    assert title == "Next token before and after the zero ablation of 3.0, 3.1, 3.2"
+    assert title.startswith("Next token before and after the zero ablation of 3.0, 3.1, 3.2<br>")
+    np.testing.assert_allclose(before_bars["customdata"], plain.logits[-1, ids].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(after_bars["customdata"], ablated.logits[-1, ids].numpy(), rtol=1e-6)
+
+
+def test_the_ablation_says_what_it_did_to_a_logit_difference(ex, runs):
+    """By default the plain run's two likeliest tokens; or a pair given (the patching answer, distractor)."""
+    plain, ablated = runs
+    a, b = plain.next_token_probs().topk(2).indices.tolist()
+    assert ex.tokenizer.decode([a]) == " silver"
+
+    def said(fig, a, b):
+        diffs = [float(run.logits[-1, a] - run.logits[-1, b]) for run in runs]
+        return f": {diffs[0]:+.3g} before, {diffs[1]:+.3g} after</sup>"
+
+    title = views.ablation_next_tokens(plain, ablated).layout.title.text
+    assert "logit(“ silver”) − logit(“" in title and title.endswith(said(None, a, b))
+    golden = ex.tokenizer.encode(" golden", add_special_tokens=False).ids[0]
+    title = views.ablation_next_tokens(plain, ablated, (a, golden)).layout.title.text
+    assert "logit(“ silver”) − logit(“ golden”)" in title and title.endswith(said(None, a, golden))
 
 
 def test_bars_refuse_runs_of_different_prompts(ex, runs):
@@ -91,7 +110,60 @@ def test_patching_heatmap_is_the_recovered_fraction_centred_at_zero(patch, inter
     np.testing.assert_allclose(patched, patch.logit_diff.numpy(), rtol=1e-6)
     assert "layer %{y} · head %{x} · kv %{customdata[0]:d}" in heatmap["hovertemplate"]
     title = decoded(intervention_figures["patching"])["layout"]["title"]["text"]
-    assert f"clean {patch.clean_logit_diff:.3f}, corrupted {patch.corrupted_logit_diff:.3f}" in title
+    assert f"clean {patch.clean_logit_diff:.3g}, corrupted {patch.corrupted_logit_diff:.3g}" in title
+
+
+@pytest.mark.parametrize("metric", ["prob", "kl"])
+def test_the_patching_heatmap_of_another_metric_is_that_metrics_recovered_fraction(patch, metric):
+    reading = patch.readings[metric]
+    sent = decoded(views.patching(patch, metric))
+    heatmap = sent["data"][0]
+    np.testing.assert_allclose(heatmap["z"], reading.recovered.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(heatmap["customdata"][..., 1], reading.patched.numpy(), rtol=1e-6)
+    said = {"prob": "p(“ silver”): clean", "kl": "KL(clean ‖ run) of the next token: corrupted"}[metric]
+    assert said in sent["layout"]["title"]["text"]
+    if metric == "kl":  # 1 − KL(patched) / KL(corrupted): the clean run's own KL is 0
+        np.testing.assert_allclose(
+            reading.recovered.numpy(), 1 - reading.patched.numpy() / reading.corrupted, atol=1e-6
+        )
+
+
+def test_a_sweeps_heads_are_ranked_by_the_metric_with_their_direct_effect(ex, patch):
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    direct = ex.run(example.clean).logit_attribution(example.answer, example.distractor).heads
+    for metric in ("logit_diff", "kl"):
+        rows = views.ranked_heads(patch, direct, metric)
+        assert [(r.layer, r.head, r.recovered) for r in rows] == patch.top_heads(views.RANKED_HEADS, metric)
+        assert all(r.direct == pytest.approx(float(direct[r.layer, r.head])) for r in rows)
+    html = markup.ranked_heads(views.ranked_heads(patch, direct, "prob"), "probability <of> the answer")
+    assert html.count('class="ranked-head"') == views.RANKED_HEADS and "&lt;of&gt;" in html
+
+
+def test_a_sweep_downloads_as_npz_and_csv_with_every_metric_and_the_direct_effects(ex, patch, tmp_path):
+    import csv
+
+    from explorer.views import sweep_export
+
+    example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
+    direct = ex.run(example.clean).logit_attribution(example.answer, example.distractor)
+    saved = np.load(sweep_export.write_sweep_npz(patch, direct, tmp_path / "sweep.npz"))
+    for metric, reading in patch.readings.items():
+        np.testing.assert_array_equal(saved[f"{metric}_recovered"], reading.recovered.numpy())
+        np.testing.assert_array_equal(saved[f"{metric}_patched"], reading.patched.numpy())
+    np.testing.assert_array_equal(saved["direct_heads"], direct.heads.numpy())
+    assert saved["answer_distractor"].tolist() == [example.answer, example.distractor]
+    assert saved["clean_tokens"].tolist() == [str(t) for t in patch.clean_tokens]
+    with open(sweep_export.write_sweep_csv(patch, direct, tmp_path / "sweep.csv"), encoding="utf-8") as file:
+        lines = [row for row in csv.reader(file) if not row[0].startswith("#")]
+    header, rows = lines[0], lines[1:]
+    assert header[:3] == ["layer", "head", "kv_head"] and header[-1] == "direct_effect"
+    assert len(rows) == patch.n_layers * patch.n_heads
+    layer, head = 3, 1
+    row = dict(zip(header, rows[layer * patch.n_heads + head], strict=True))
+    assert float(row["kl_recovered"]) == pytest.approx(float(patch.readings["kl"].recovered[layer, head]))
+    assert float(row["direct_effect"]) == pytest.approx(float(direct.heads[layer, head]))
+    bound = sweep_export.sweep_bytes(patch)  # what the app's downloads count before writing
+    assert max((tmp_path / "sweep.npz").stat().st_size, (tmp_path / "sweep.csv").stat().st_size) <= bound
 
 
 def test_patching_title_escapes_the_answer_and_distractor():

@@ -122,20 +122,27 @@ def test_ablation_leaves_its_own_layers_maps_and_changes_the_later_ones(hf_pair)
 
 def hf_patching_reference(hf_model, clean_ids, corrupted_ids, answer_id, distractor_id):
     """Every head patched in turn, in transformers: the clean run's o_proj inputs captured by a pre-hook,
-    then the corrupted run with one head's slice of o_proj's input replaced by the clean one."""
+    then the corrupted run with one head's slice of o_proj's input replaced by the clean one. Each
+    metric's (clean, corrupted, patched [L, H]): the logit difference, p(answer), KL(clean ‖ run)."""
     config = hf_model.config
     captured = {}
     capture = {
         layer: lambda x, layer=layer: captured.__setitem__(layer, x.clone()) or x
         for layer in range(config.num_hidden_layers)
     }
+    clean_logits = hf_logits(hf_model, clean_ids, capture)[-1]
+    clean_log = clean_logits.log_softmax(-1)
 
-    def logit_diff(logits):
-        return float(logits[-1, answer_id] - logits[-1, distractor_id])
+    def read(logits):  # the last position's logits -> each metric
+        log = logits[-1].log_softmax(-1)
+        return {
+            "logit_diff": float(logits[-1, answer_id] - logits[-1, distractor_id]),
+            "prob": float(log[answer_id].exp()),
+            "kl": float((clean_log.exp() * (clean_log - log)).sum()),
+        }
 
-    clean = logit_diff(hf_logits(hf_model, clean_ids, capture))
-    corrupted = logit_diff(hf_logits(hf_model, corrupted_ids))
-    patched = torch.zeros(config.num_hidden_layers, config.num_attention_heads)
+    clean, corrupted = read(clean_logits[None]), read(hf_logits(hf_model, corrupted_ids))
+    patched = {name: torch.zeros(config.num_hidden_layers, config.num_attention_heads) for name in clean}
     for layer in range(config.num_hidden_layers):
         for head in range(config.num_attention_heads):
 
@@ -144,8 +151,9 @@ def hf_patching_reference(hf_model, clean_ids, corrupted_ids, answer_id, distrac
                 x[..., head_slice(hf_model, head)] = captured[layer][..., head_slice(hf_model, head)]
                 return x
 
-            patched[layer, head] = logit_diff(hf_logits(hf_model, corrupted_ids, {layer: patch}))
-    return clean, corrupted, patched
+            for name, value in read(hf_logits(hf_model, corrupted_ids, {layer: patch})).items():
+                patched[name][layer, head] = value
+    return {name: (clean[name], corrupted[name], patched[name]) for name in clean}
 
 
 @pytest.mark.parametrize("pair", sorted(CORRUPTED))
@@ -154,9 +162,18 @@ def test_patched_logit_diffs_match_transformers_for_every_head(hf_pair, pair):
     result = ex.patch_heads(CLEAN, CORRUPTED[pair], answer=ANSWER, distractor=DISTRACTOR)
     clean_ids, corrupted_ids = ex.run(CLEAN).ids, ex.run(CORRUPTED[pair]).ids
     assert result.first_difference == FIRST_DIFFERENCE[pair]
-    clean, corrupted, patched = hf_patching_reference(
+    reference = hf_patching_reference(
         hf_model, clean_ids, corrupted_ids, result.answer_id, result.distractor_id
     )
+    for name, (clean, corrupted, patched) in reference.items():  # every metric a sweep reads
+        reading = result.readings[name]
+        assert reading.clean == pytest.approx(clean, abs=1e-4), name
+        assert reading.corrupted == pytest.approx(corrupted, abs=1e-4), name
+        assert (reading.patched - patched).abs().max().item() <= 1e-4, name
+        torch.testing.assert_close(
+            reading.recovered, (reading.patched - corrupted) / (clean - corrupted), atol=2e-3, rtol=2e-3
+        )
+    clean, corrupted, patched = reference["logit_diff"]
     assert result.clean_logit_diff == pytest.approx(clean, abs=1e-4)
     assert result.corrupted_logit_diff == pytest.approx(corrupted, abs=1e-4)
     assert result.logit_diff.shape == result.recovered.shape == (ex.config.n_layers, ex.config.n_heads)
@@ -188,6 +205,10 @@ def test_top_heads_are_sorted_by_recovered_fraction(hf_pair):
     assert [value for *_, value in top] == sorted((value for *_, value in top), reverse=True)
     layer, head, value = top[0]
     assert value == pytest.approx(result.recovered.max().item()) and result.recovered[layer, head] == value
+    for metric in ("prob", "kl"):  # by another metric, its own order
+        recovered = result.readings[metric].recovered
+        layer, head, value = result.top_heads(1, metric)[0]
+        assert value == pytest.approx(recovered.max().item()) and recovered[layer, head] == value
 
 
 @pytest.fixture(scope="module")

@@ -237,7 +237,10 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
         lens = run.logit_lens(top_k=5)
         assert len(cells["text"]) == run.config.n_layers + 1 and len(cells["text"][0]) == run.n_tokens
         assert "KL to the output" in cells["customdata"][0][0]
-        assert "after every layer" in json.loads(rank["plot"])["layout"]["title"]["text"]
+        assert (
+            "(the model's prediction there) after every block"
+            in json.loads(rank["plot"])["layout"]["title"]["text"]
+        )
         ok, (status, rank, attribution) = app.call("attribution", [ANSWER, DISTRACTOR, 5], "lens")
         a = run.logit_attribution(ANSWER, DISTRACTOR, 5)
         title = json.loads(attribution["plot"])["layout"]["title"]["text"]
@@ -283,7 +286,8 @@ def test_the_grid_labels_a_top_token_holding_part_of_a_character_by_what_it_read
     probs = np.full((1, 2, 2), 0.5, dtype=np.float32)
     fig = json_of(lens_figure(run.tokens, [at, at - 1], labels, probs, np.zeros((1, 2), np.float32)))
     assert fig["data"][0]["text"][0] == ["è²", "◌¹"]
-    assert fig["data"][0]["customdata"][0][0].startswith("“è²” (byte 2 of 2 of “è”) 0.500<br>“◌¹” (byte 1")
+    hover = fig["data"][0]["customdata"][0][0]
+    assert hover.startswith("the embeddings<br>“è²” (byte 2 of 2 of “è”) 0.5<br>“◌¹” (byte 1")
 
 
 def json_of(fig):

@@ -16,7 +16,7 @@ import explorer
 from explorer.app import limits
 from explorer.app.policy import Policy
 from explorer.app.workspace import Workspace
-from explorer.engine import deadline, flow
+from explorer.engine import deadline, flow, working_memory
 from explorer.errors import LimitError
 from explorer.tools.stress_client import App, status_of
 from tests.conftest import PROMPT, served
@@ -55,17 +55,22 @@ def test_an_inner_bound_names_its_work_but_cannot_outlast_the_requests():
     deadline.check()  # no bound outside
 
 
-def test_a_streams_steps_share_one_bound_from_its_start():
+def test_a_streams_steps_share_one_bound_from_its_start(monkeypatch):
+    now = [0.0]  # a clock each step moves by 0.04 s, so what the bound stops is the same on any machine
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    monkeypatch.setattr(deadline, "time", clock)
+    monkeypatch.setattr(limits, "time", clock)
+
     def steps():
         for step in range(10):
             deadline.check()
-            time.sleep(0.04)
+            now[0] += 0.04
             yield step
 
     done = []
     with pytest.raises(LimitError, match="^This request was stopped after 0.1 s"):
         done.extend(limits.bounded(steps, 0.1)())
-    assert 2 <= len(done) < 10
+    assert done == [0, 1, 2]  # the fourth step starts at 0.12 s of the stream's, not of its own
 
 
 def test_a_served_reading_stops_at_the_servers_bound_and_says_so(gqa_checkpoint, monkeypatch):
@@ -133,6 +138,31 @@ def test_the_lens_and_patching_are_charged_what_they_hold_never_logits_at_every_
     assert limits.lens_cost(long).nbytes == 2 * 4 * 19 * 262_144 + limits.TILE_BYTES  # 102 MiB
     small_vocabulary = explorer.ModelConfig(**{**vars(gemma), "vocab_size": 1000})
     assert limits.patching_cost(gemma, 128).nbytes == limits.patching_cost(small_vocabulary, 128).nbytes
+
+
+def test_the_flow_graph_tells_its_working_memory_layer_by_layer(run):
+    """Its size is known only as it reaches positions: six [Q, H, keys] tensors a layer at most."""
+    told = []
+    with working_memory.metered(told.append):
+        run.information_flow(threshold=0.01)
+    c, n = run.config, run.n_tokens
+    widest = 4 * (6 * c.n_heads * n * n + c.n_heads * n * c.hidden_size + 4 * n * c.hidden_size)
+    assert 0 < len(told) <= c.n_layers and max(told) <= widest + flow.DISTANCE_BLOCK_BYTES
+
+
+def test_a_flow_graph_that_outgrows_the_budget_is_stopped_naming_its_need(gqa_checkpoint):
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy(**UNLIMITED_LOADS))
+    run = workspace.run("", PROMPT)
+    workspace.max_bytes = workspace.nbytes() + (1 << 20)  # less than one layer's shares need
+    readings = limits.Readings(workspace)
+    with (
+        pytest.raises(
+            LimitError, match=r"^The flow graph at 52 tokens \(threshold 0.01\) needs about 0.03 GB"
+        ),
+        readings.reading(request_from("10.0.0.1"), limits.flow_cost(run, 0.01), run),
+    ):
+        run.information_flow(threshold=0.01)
+    assert workspace.nbytes() <= workspace.max_bytes - (1 << 20)  # nothing reserved after
 
 
 # --- who computes what ---

@@ -6,12 +6,16 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import tomllib
+import torch
+from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 # Imported only where they exist: a ZeroGPU Space's `spaces`, the optional TransformerLens contender.
@@ -72,25 +76,133 @@ def test_every_module_any_code_imports_is_declared():
         assert dists & every, f"{module} is imported but neither requirements file lists it"
 
 
-def test_the_package_declares_its_dependencies_and_packages():
+def test_the_package_declares_its_dependencies_and_every_package_with_the_bundled_model():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    setuptools_config = project["tool"]["setuptools"]
     assert project["build-system"]["build-backend"] == "setuptools.build_meta"
     assert project["project"]["dynamic"] == ["dependencies"]
-    assert project["tool"]["setuptools"]["dynamic"]["dependencies"]["file"] == ["requirements.txt"]
-    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["explorer*"]
+    assert setuptools_config["dynamic"]["dependencies"]["file"] == ["requirements.txt"]
+    assert sorted(setuptools_config["packages"]) == sorted(
+        [*find_packages(include=["explorer*"]), "explorer.bundled"]
+    )
+    assert setuptools_config["package-dir"] == {"explorer.bundled": "assets/shakespeare-gqa"}
+    assert setuptools_config["package-data"] == {"explorer.app.ui": ["assets/*"], "explorer.bundled": ["*"]}
+
+
+def fresh_environment(path: Path) -> Path:
+    """A new virtual environment with nothing of this project in it, that sees the running interpreter's
+    packages (torch, gradio, ...): their directories listed in a .pth file of its own site-packages. Its
+    own site-packages come first, so what is installed into it wins. (`--system-site-packages` gives
+    the base interpreter's packages, and where the suite runs in a venv, they hold no torch.) Its
+    python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    running = [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
+    (Path(own) / "running-interpreter.pth").write_text("\n".join(running) + "\n")
+    return python
+
+
+def run_from(directory: Path, python: Path, code: str) -> list[str]:
+    """What `code` prints, run by `python` in `directory`, word by word."""
+    done = subprocess.run(
+        [str(python), "-c", code], cwd=directory, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
+@pytest.mark.slow
+def test_a_fresh_environment_sees_this_ones_packages_and_not_this_project(tmp_path):
+    python = fresh_environment(tmp_path / "venv")
+    probe = (
+        "import sys, torch, importlib.util as u; print(sys.prefix, torch.__file__, u.find_spec('explorer'))"
+    )
+    prefix, torch_file, found = run_from(tmp_path, python, probe)
+    assert Path(prefix) == tmp_path / "venv" and Path(torch_file) == Path(torch.__file__)
+    assert found == "None"
 
 
 @pytest.mark.slow
 def test_an_editable_install_imports_from_anywhere(tmp_path):
-    """`pip install -e .` in a fresh environment (this one's packages visible, none installed), then
-    `import explorer` and the bundled model from another directory."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)]
+    """`pip install -e .` in a fresh environment, then `import explorer` and the bundled model from
+    another directory."""
+    python = fresh_environment(tmp_path / "venv")
+    install = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-e",
+        str(ROOT),
+    ]
     subprocess.run(install, check=True, capture_output=True, timeout=600)
     probe = "import explorer; ex = explorer.load(device='cpu'); print(explorer.__file__, ex.config.n_layers)"
-    done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    path, layers = done.stdout.split()
+    path, layers = run_from(tmp_path, python, probe)
     assert Path(path) == ROOT / "explorer" / "__init__.py" and int(layers) == 4
+
+
+# What an installed copy needs at run time: the bundled model, and the page's style and script.
+WHEEL_PROBE = """
+import explorer
+from explorer.app.ui import page
+from explorer.loading.checkpoints import BUNDLED_MODEL
+ex = explorer.load(device="cpu")
+run = ex.run("To be, or not to be")
+assert page.assets() is not None
+print(explorer.__file__, BUNDLED_MODEL, ex.config.n_layers, run.n_tokens)
+"""
+
+
+@pytest.mark.slow
+def test_a_built_wheel_carries_the_bundled_model_and_the_page_and_runs_from_anywhere(tmp_path):
+    """`pip wheel .` from a copy of the checkout's files, installed into a fresh environment, then run
+    from a directory far from both: the model and the page's assets come from the installed package."""
+    source = tmp_path / "source"
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        "dist",
+        ".",
+    ]
+    subprocess.run(build, cwd=source, check=True, capture_output=True, timeout=600)
+    (wheel,) = (source / "dist").glob("attention_explorer-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    model_files = {p.name for p in (ROOT / "assets" / "shakespeare-gqa").iterdir()}
+    assert {f"explorer/bundled/{name}" for name in model_files} <= names
+    assert {"explorer/app/ui/assets/page.js", "explorer/app/ui/assets/page.css"} <= names
+
+    python = fresh_environment(tmp_path / "venv")
+    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=600)
+    shutil.rmtree(source)  # nothing of the checkout is left to lean on
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    package, model, layers, tokens = run_from(elsewhere, python, WHEEL_PROBE)
+    installed = tmp_path / "venv"
+    assert Path(package).is_relative_to(installed) and Path(model).is_relative_to(installed)
+    assert Path(model).name == "bundled" and int(layers) == 4 and int(tokens) > 0

@@ -21,5 +21,6 @@ def test_a_quick_stress_run_has_no_failures_and_prints_its_table(capsys):
         r"^\| (\d+) \(\d+ told the queue is full\) \| (\d+) \|", out, re.M
     ).groups()
     assert int(requests) > 30 and failures == "0"
-    for category in ("concurrent", "prompts", "configs", "memory", "probe", "burst"):
+    phases = ("concurrent", "prompts", "configs", "memory", "probe", "burst", "queue", "disk", "expensive")
+    for category in phases:
         assert re.search(rf"^\| {category} \| \d+ \| 0 \|", out, re.M)

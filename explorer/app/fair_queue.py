@@ -1,7 +1,9 @@
 """Fair shares of Gradio's queue: one visitor (an address, or one session of it) holds at most
-`Policy.queue_per_visitor` places in it, waiting or running; a join past that is answered at once
-(HTTP 429) with a message saying so, and never enters the queue. So one client joining from many
-sessions of one address cannot fill the queue, and a visitor from elsewhere always finds room.
+`Policy.queue_per_visitor` places in it, waiting or running, and at most PER_EVENT of one event (a
+Run, a layer switch: as the page's own "always last" switches, one computing and one waiting); a join
+past that is answered at once (HTTP 429) with a message saying so, and never enters the queue. So one
+client joining from many sessions of one address cannot fill the queue, nor line up more than two
+long runs ahead of a visitor from elsewhere, who always finds room.
 
 `FairQueue` is an ASGI middleware in front of Gradio's routes. It reads Gradio's public protocol alone:
 
@@ -30,7 +32,7 @@ from urllib.parse import parse_qs
 
 from explorer.app.visitors import MAX_SESSION_CHARS, Visitor, address_of
 
-JOIN = re.compile(r"/gradio_api/(queue/join|call/(v2/)?[^/]+)/?$")
+JOIN = re.compile(r"/gradio_api/(queue/join|call/(v2/)?(?P<api>[^/]+))/?$")
 SESSION_STREAM = re.compile(r"/gradio_api/queue/data/?$")
 EVENT_STREAM = re.compile(r"/gradio_api/call/(v2/)?[^/]+/(?P<event>[^/]+)/?$")
 # The head of a message of the session stream: Gradio writes each as `data: {"msg":…,"event_id":…,…}`
@@ -38,6 +40,7 @@ MESSAGE = re.compile(rb'"msg"\s*:\s*"(?P<msg>\w+)"')
 EVENT_ID = re.compile(rb'"event_id"\s*:\s*"(?P<id>[^"]{1,200})"')
 HEAD_BYTES = 512  # of a message, searched for its kind and event id (what follows may be megabytes)
 STALE_SECONDS = 900.0  # a place whose event's stream never opened is given back after this
+PER_EVENT = 2  # places one visitor holds of one event
 
 
 @dataclass(eq=False)
@@ -45,6 +48,7 @@ class Place:
     """One event's place in the queue, from its join until it completes."""
 
     visitor: Visitor
+    event: str  # which of the app's events (its api name or index)
     since: float
     event_id: str = ""  # '' while the join is being answered
 
@@ -59,15 +63,25 @@ class QueueShares:
     _places: list[Place] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def admit(self, visitor: Visitor) -> Place | None:
-        """A place for the visitor's next event, or None when its address or session holds all of its."""
+    def admit(self, visitor: Visitor, event: str = "") -> Place | str:
+        """A place for the visitor's next `event`, or why there is none: its address or its session holds
+        all of its places, or its address PER_EVENT of that event's."""
         with self._lock:
             self._expire()
-            by_address = sum(p.visitor.address == visitor.address for p in self._places)
+            by_address = [p for p in self._places if p.visitor.address == visitor.address]
             by_session = visitor.session and sum(p.visitor.session == visitor.session for p in self._places)
-            if max(by_address, by_session or 0) >= self.per_visitor:
-                return None
-            place = Place(visitor, self.clock())
+            if max(len(by_address), by_session or 0) >= self.per_visitor:
+                return (
+                    f"This app holds at most {self.per_visitor} requests at a time from one visitor "
+                    "(EXPLORER_QUEUE_PER_VISITOR), and yours are all waiting or running: try again in a "
+                    "few seconds, once one of them has finished."
+                )
+            if sum(p.event == event for p in by_address) >= PER_EVENT:
+                return (
+                    f"This app holds at most {PER_EVENT} of one kind of request at a time from one "
+                    "visitor, and two of yours are waiting or running: try again once one has finished."
+                )
+            place = Place(visitor, event, self.clock())
             self._places.append(place)
             return place
 
@@ -101,13 +115,6 @@ class QueueShares:
         now = self.clock()
         self._places = [p for p in self._places if now - p.since < self.stale]
 
-    def refusal(self) -> str:
-        return (
-            f"This app holds at most {self.per_visitor} requests at a time from one visitor "
-            "(EXPLORER_QUEUE_PER_VISITOR), and yours are all waiting or running: try again in a few "
-            "seconds, once one of them has finished."
-        )
-
 
 class FairQueue:
     """ASGI middleware: Gradio's queue joins admitted by `QueueShares`, its streams read for the end of
@@ -139,9 +146,10 @@ class FairQueue:
                 return
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        place = self.shares.admit(self._visitor(scope, body))
-        if place is None:
-            return await _refuse(send, self.shares.refusal())
+        visitor, event = self._asked(scope, body)
+        place = self.shares.admit(visitor, event)
+        if isinstance(place, str):
+            return await _refuse(send, place)
         replayed = False
 
         async def replay():
@@ -151,31 +159,41 @@ class FairQueue:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        status, answer = 0, b""
+        status, answer, answered = 0, b"", False
 
         async def capture(message):
-            nonlocal status, answer
+            nonlocal status, answer, answered
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body":
                 answer += message.get("body", b"")
+                if not message.get("more_body", False):
+                    # the place is named before the client has the event's id, so no end goes unheard
+                    answered = True
+                    self.shares.joined(place, _event_id(answer) if status == 200 else None)
             await send(message)
 
         try:
             await self.app(scope, replay, capture)
         finally:
-            self.shares.joined(place, _event_id(answer) if status == 200 else None)
+            if not answered:
+                self.shares.joined(place, None)
 
-    def _visitor(self, scope, body: bytes) -> Visitor:
+    def _asked(self, scope, body: bytes) -> tuple[Visitor, str]:
+        """Who joins (address and session), and for which event (an API name, or the page's index)."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         client = scope.get("client")
         try:
-            session = json.loads(body).get("session_hash") or ""
-        except (ValueError, AttributeError, RecursionError):
-            session = ""
-        session = session if isinstance(session, str) else ""
+            asked = json.loads(body)
+        except (ValueError, RecursionError):
+            asked = None
+        asked = asked if isinstance(asked, dict) else {}
+        session = asked.get("session_hash")
+        session = session[:MAX_SESSION_CHARS] if isinstance(session, str) else ""
+        named = JOIN.search(scope["path"])["api"]
+        event = named or str(asked.get("fn_index", asked.get("trigger_id", "")))[:40]
         peer = client[0] if client else None
-        return Visitor(address_of(headers, peer, self.behind_proxy), session[:MAX_SESSION_CHARS])
+        return Visitor(address_of(headers, peer, self.behind_proxy), session), event
 
     async def _stream(self, scope, receive, send, session: str = "", event_id: str = ""):
         """Pass a stream on, giving back each event's place as it completes; when it ends, what is

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from explorer.app.policy import Policy
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
-from explorer.engine import deadline
+from explorer.engine import deadline, working_memory
 from explorer.engine.config import ModelConfig
 from explorer.engine.run import Run
 from explorer.errors import LimitError
@@ -45,13 +45,11 @@ class Cost:
 
 
 def flow_cost(run: Run, threshold: float) -> Cost:
-    """The flow graph at its widest: every position reached, each holding [H, N] weights, proximities and
-    their renormalised copies (six), what each key writes [H, N, hidden] and the streams [N, hidden]."""
-    c, n = run.config, run.n_tokens
-    nbytes = 4 * (6 * c.n_heads * n * n + c.n_heads * n * c.hidden_size + 4 * n * c.hidden_size)
+    """The flow graph: what it holds grows with the positions it reaches, which the engine tells before
+    each layer (`engine.working_memory`), up to six [H, N, N] tensors when every position is reached."""
     return Cost(
-        f"the flow graph at {n:,} tokens (threshold {threshold:g})",
-        nbytes + TILE_BYTES,
+        f"the flow graph at {run.n_tokens:,} tokens (threshold {threshold:g})",
+        0,
         "raise the threshold, or use a shorter prompt",
     )
 
@@ -119,7 +117,8 @@ class Readings:
             self._running[visitor] = cost.what
         try:
             with (
-                self.workspace.reserve(cost.nbytes, cost.what, run),
+                self.workspace.reserve(cost.nbytes, cost.what, run) as resize,
+                working_memory.metered(resize),
                 deadline.bounded(policy.request_seconds, cost.what, cost.instead),
             ):
                 yield

@@ -12,13 +12,20 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget, printable
 from explorer.views.labels import global_layers
 
-STRIP_STYLE = "display:flex;flex-wrap:wrap;gap:3px;max-height:180px;overflow-y:auto;font-size:13px;"
+# Every token is TOKEN_PX tall, so the strip shows STRIP_ROWS whole rows and scrolls the rest, a row at
+# a time: its height is a whole number of rows, never one cut in half.
+TOKEN_PX, GAP_PX, STRIP_ROWS = 30, 3, 6
+STRIP_STYLE = (
+    f"display:flex;flex-wrap:wrap;gap:{GAP_PX}px;max-height:{STRIP_ROWS * (TOKEN_PX + GAP_PX) - GAP_PX}px;"
+    "overflow-y:auto;font-size:13px;scroll-snap-type:y proximity;"
+)
 TOKEN_STYLE = (
-    "display:inline-flex;flex-direction:column;align-items:center;padding:1px 5px;border-radius:4px;"
-    "background:#eef2ff;border:1px solid #c7d2fe;white-space:pre;font-family:ui-monospace,monospace;"
+    f"display:inline-flex;flex-direction:column;align-items:center;box-sizing:border-box;height:{TOKEN_PX}px;"
+    "padding:1px 5px;border-radius:4px;background:#eef2ff;border:1px solid #c7d2fe;white-space:pre;"
+    "font-family:ui-monospace,monospace;line-height:16px;overflow:hidden;scroll-snap-align:start;"
 )
 NOTE_STYLE = "font-size:12px;color:#78350f;margin-top:4px"
-POSITION_STYLE = "font-size:9px;color:#6b7280;line-height:1;"
+POSITION_STYLE = "font-size:9px;color:#6b7280;line-height:10px;"
 # Once per strip, not once per token: at 2,048 tokens the styles written on each were 480 KB of the
 # strip's 636 KB.
 STRIP_CSS = (
@@ -140,3 +147,24 @@ def top_heads(lists: dict[str, list], titles: dict[str, str]) -> str:
         title = f'<div class="top-title">{escape(titles[name])}</div>'
         columns.append(f'<div class="top-column">{title}{rows}</div>')
     return f'<div id="top-heads-content">{"".join(columns)}</div>'
+
+
+def ranked_heads(rows: list, metric: str) -> str:
+    """A patching sweep's heads that recover the most of `metric`, ranked, each with its direct effect;
+    a row is a button the page turns into opening that head (explorer/app/ui/assets/page.js).
+    # rows [views.RankedHead]"""
+    body = "".join(
+        f'<tr class="ranked-head" data-layer="{h.layer}" data-head="{h.head}" '
+        f'title="open layer {h.layer}, head {h.head} (kv {h.kv_head}) on the clean prompt">'
+        f"<td>{rank}</td><td><b>{h.layer}.{h.head}</b> · kv {h.kv_head}</td>"
+        f"<td>{h.recovered:.3g}</td><td>{h.direct:+.3g}</td></tr>"
+        for rank, h in enumerate(rows, start=1)
+    )
+    head = "<tr><th>#</th><th>head</th><th>recovered</th><th>direct effect</th></tr>"
+    title = f'<div class="ranked-title">The heads that recover the most {escape(metric)}</div>'
+    note = (
+        '<div class="ranked-note">Direct effect: on the logit difference, in the clean run. Click a row '
+        "to open that head.</div>"
+    )
+    table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
+    return f'<div id="ranked-heads-content">{title}{table}{note}</div>'

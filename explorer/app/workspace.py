@@ -16,7 +16,8 @@ recently used dropped first once everything together passes it.
   generated run (whose ids need not be the prompt's tokenization of its text), and every view reads
   either alike. A generation grows as it steps, so the cache is trimmed after each step.
 - Models load one at a time (`LOAD_WAIT_SECONDS` at most in line), once the policy allows the source;
-  a model whose weights would not fit the budget is refused before a weight is read.
+  a model whose weights would not fit the budget is refused before a weight is read, and one that fits
+  is counted from then on, older entries dropped to make room before its weights are read.
 - An expensive reading's working memory (the flow graph's shares, a patching sweep's two traces) is
   reserved in the budget while it runs (`reserve`): what it needs is made room for, as a run would be,
   and a reading that would not fit beside the model and run it reads is refused before it starts.
@@ -24,21 +25,21 @@ recently used dropped first once everything together passes it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from explorer.app import memory
+from explorer.app.kept import CachedRun, GenerationKey, KeptGeneration, holds, model_nbytes
 from explorer.app.policy import UNREADABLE, Policy, normalised
 from explorer.engine.explorer import Explorer, load
 from explorer.engine.generate import Generation, Step
@@ -47,60 +48,12 @@ from explorer.engine.run import Run
 from explorer.engine.tokens import char_budget
 from explorer.errors import CheckpointError, LimitError
 from explorer.loading.checkpoints import BUNDLED_MODEL
+from explorer.loading.weights import ModelSize
 
 log = logging.getLogger(__name__)
 
 EAGER_BYTES_PER_RUN = 128 << 20  # eager layers one run keeps (a layer of 64 MiB maps, and its projections)
 LOAD_WAIT_SECONDS = 120.0  # how long a request waits for another model's load before it is told to retry
-
-
-@dataclass(eq=False)
-class CachedRun:
-    """A run, the prompt text it was keyed by, and what the app derived from it that is worth keeping
-    (the overview's head profile)."""
-
-    run: Run
-    text: str | GenerationKey  # the prompt as the run read it (cut to the characters tokenized), or
-    # the key of the generation whose sequence it is
-    profile: dict[str, np.ndarray] | None = None  # {name: [L, H]}, filled when the Overview opens
-    _fixed_bytes: int = field(init=False, default=0)
-
-    def __post_init__(self):
-        tokens = sys.getsizeof(self.run.tokens) + sum(sys.getsizeof(t) for t in self.run.tokens)
-        ids = sys.getsizeof(self.run.ids) + sum(sys.getsizeof(i) for i in self.run.ids)
-        self._fixed_bytes = sys.getsizeof(self.text) + tokens + ids
-
-    def nbytes(self) -> int:
-        """Tensors the run holds now, the profile, and its Python text."""
-        profile = sum(a.nbytes for a in (self.profile or {}).values())
-        return self.run.cache_nbytes() + profile + self._fixed_bytes
-
-
-def model_nbytes(explorer: Explorer) -> int:
-    """Its weights and buffers, and the memory its tokenizer holds (estimated as it loaded)."""
-    tensors = [*explorer.model.parameters(), *explorer.model.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors) + explorer.tokenizer_nbytes
-
-
-@dataclass(frozen=True)
-class GenerationKey:
-    """Names one generation in the workspace: the model it ran on (its canonical key) and a serial number."""
-
-    model: str
-    serial: int
-
-
-@dataclass(eq=False)
-class KeptGeneration:
-    """A generation and the lock that makes its steps, its Run and every read of it take turns."""
-
-    generation: Generation
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def nbytes(self) -> int:
-        g = self.generation
-        tensors = (g.layer_inputs, g.final_hidden, *(step.attention for step in g.steps))
-        return g.cache.nbytes() + sum(t.numel() * t.element_size() for t in tensors)
 
 
 class Workspace:
@@ -191,8 +144,16 @@ class Workspace:
             self._loading.release()
 
     def _load(self, source: str, progress) -> Explorer:
+        serial = next(self._serials)
+
+        def make_room(size: ModelSize) -> None:
+            """A model past the budget refused; else its size counted while it loads, older entries
+            dropped first (a model being loaded does not sit beside a full cache)."""
+            size.refuse_past(self.max_bytes)
+            self._make_room(serial, size.nbytes, keep=set(), what="the model")
+
         try:
-            explorer = load(source or self.default_model, self.device, progress, max_bytes=self.max_bytes)
+            explorer = load(source or self.default_model, self.device, progress, fits=make_room)
         except CheckpointError as error:
             if self.policy.public:
                 # One message whatever failed, a typed source or a listed one: whether it names a file,
@@ -201,6 +162,9 @@ class Workspace:
                 log.warning("loading %r failed: %s", source[:200], error)
                 raise CheckpointError(UNREADABLE) from None
             raise
+        finally:
+            with self._lock:
+                self._reserved.pop(serial, None)
         # A model found on this machine is named as the picker names it ("qwen3:0.6b (Ollama)"), not by
         # its file (an Ollama blob is "sha256-…") or its snapshot folder.
         local = {found: label for label, found in self.policy.local_choices()}
@@ -294,19 +258,36 @@ class Workspace:
     # --- the budget ---
 
     @contextmanager
-    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[None]:
+    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[Callable[[int], None]]:
         """`nbytes` of working memory counted in the budget while the block inside runs: older entries
         dropped to make room (never `run` and its model, which the reading reads); LimitError, naming
-        both sizes, if it cannot fit beside what must stay."""
+        both sizes, if it cannot fit beside what must stay. Yields `resize(nbytes)`, for a reading whose
+        size grows as it goes (the same rules; a size that cannot fit leaves the one before)."""
         serial = next(self._serials)
         with self._lock:
-            keep = {key for key, value in self._entries.items() if _holds(value, run)}
+            keep = {key for key, value in self._entries.items() if holds(value, run)}
             keep |= {self._model_of(key) for key in keep}
+        resize = functools.partial(self._make_room, serial, keep=keep, what=what)
+        resize(nbytes)
+        try:
+            yield resize
+        finally:
+            with self._lock:
+                self._reserved.pop(serial, None)
+
+    def _make_room(self, serial: int, nbytes: int, keep: set, what: str) -> None:
+        """Reservation `serial` set to `nbytes`, entries not in `keep` dropped to make room; refused
+        (LimitError, the reservation as it was) if it cannot fit."""
+        with self._lock:
+            before = self._reserved.get(serial)
             self._reserved[serial] = nbytes
             dropped = self._trim(keep)
             if self._total() > self.max_bytes:
-                del self._reserved[serial]
-                beside = sum(self._size(key, self._entries[key]) for key in keep)
+                if before is None:
+                    del self._reserved[serial]
+                else:
+                    self._reserved[serial] = before
+                beside = sum(self._size(key, self._entries[key]) for key in keep if key in self._entries)
                 raise LimitError(
                     f"{what[:1].upper()}{what[1:]} needs about {nbytes / 1e9:.2f} GB of working memory; "
                     f"this app's memory budget is {self.max_bytes / 1e9:.2f} GB (EXPLORER_MEMORY_GB), "
@@ -314,11 +295,6 @@ class Workspace:
                 )
         if dropped:
             memory.release()
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._reserved[serial]
 
     def nbytes(self) -> int:
         """Everything held: models, runs (and the text of their keys) and generations, and the working
@@ -386,8 +362,3 @@ class Workspace:
                 del self._entries[k]
             dropped = True
         return dropped
-
-
-def _holds(value, run: Run | None) -> bool:
-    """Whether a kept entry holds `run` (a cached run, or a generation's sequence)."""
-    return run is not None and isinstance(value, CachedRun) and value.run is run

@@ -18,9 +18,11 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.engine.model import Taps, recorder
+from explorer.engine.patch_metrics import METRICS
 from explorer.engine.run import Run
 from explorer.engine.tokens import encode
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
+from explorer.loading.weights import Fits, within
 
 
 def default_device() -> torch.device:
@@ -91,11 +93,13 @@ class Explorer:
         distractor: str,
         progress: Progress | None = None,
         max_tokens: int | None = None,
+        metrics: tuple[str, ...] = METRICS,
     ) -> PatchResult:
         """Patch each head's output from the clean prompt's run into the corrupted one's, one head at a
-        time, and read logit(answer) − logit(distractor) at the last position (`engine.interventions`).
+        time, and read at the last position logit(answer) − logit(distractor) and each of `metrics`
+        (p(answer), KL(clean ‖ patched): `result.readings`; `engine.interventions`).
         `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
-        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens)
+        return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens, metrics)
 
     def generate(
         self,
@@ -132,11 +136,14 @@ def load(
     device: torch.device | str | None = None,
     progress=None,
     max_bytes: float | None = None,
+    fits: Fits | None = None,
 ) -> Explorer:
     """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
     ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading; a model whose
-    float32 weights would pass `max_bytes` is refused before any is read."""
-    explorer = Explorer(load_checkpoint(source, progress=progress, max_bytes=max_bytes), device)
+    float32 weights would pass `max_bytes` is refused before any is read (`fits`, if given, is told
+    the model's size instead: `loading.weights.Fits`)."""
+    fits = fits or within(max_bytes)
+    explorer = Explorer(load_checkpoint(source, progress=progress, fits=fits), device)
     if progress is not None:
         progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
     return explorer

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from explorer.engine import deadline
+from explorer.engine import deadline, working_memory
 from explorer.engine.attention import Projections, causal_softmax_
 from explorer.engine.lens import check_position
 from explorer.engine.model import Taps, attention_mask, tapped
@@ -240,6 +240,7 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
     edges: list[Edge] = []
     reached = [position]  # positions whose block output is on a route
     for layer in reversed(range(run.config.n_layers)):
+        working_memory.need(_shares_bytes(run.config, len(reached), max(reached) + 1))
         p = run.projections(layer, remember=False)
         at = _layer(run, p, max(reached) + 1)
         whole = at.block_output[reached]
@@ -283,6 +284,14 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
         if not reached:
             break
     return InformationFlow(position=position, threshold=threshold, edges=edges, n_layers=run.config.n_layers)
+
+
+def _shares_bytes(config, queries: int, keys: int) -> int:
+    """What one layer of the graph holds at most, `queries` positions reached over `keys`: their weights,
+    proximities, shares and renormalised copies ([Q, H, keys] six times), what each key writes
+    ([H, keys, hidden]), the streams at the keys, and one block of parts."""
+    heads, hidden = config.n_heads, config.hidden_size
+    return 4 * (6 * queries * heads * keys + heads * keys * hidden + 4 * keys * hidden) + DISTANCE_BLOCK_BYTES
 
 
 @torch.inference_mode()

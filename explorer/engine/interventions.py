@@ -35,6 +35,7 @@ from explorer.engine.attention import kv_head_map
 from explorer.engine.config import ModelConfig
 from explorer.engine.kv_cache import KVCache, PrefixCache
 from explorer.engine.model import Taps, Transformer, recorder
+from explorer.engine.patch_metrics import METRICS, Reading, read_states
 from explorer.engine.tokens import check_characters, display_tokens, encode, quoted
 from explorer.errors import PromptError
 
@@ -95,12 +96,15 @@ def _ablate(y: torch.Tensor, heads: list[int], mode: str) -> torch.Tensor:
 
 @dataclass(frozen=True, eq=False)
 class PatchResult:
-    """A sweep of head patching from a clean prompt into a corrupted one (float32 CPU tensors)."""
+    """A sweep of head patching from a clean prompt into a corrupted one (float32 CPU tensors). Each
+    metric (`patch_metrics.METRICS`: logit difference, the answer's probability, KL from the clean
+    run) is in `readings`; the logit difference's are also fields of their own."""
 
     logit_diff: torch.Tensor  # [L, H] logit(answer) − logit(distractor), corrupted run with (l, h) patched
     recovered: torch.Tensor  # [L, H] (patched − corrupted) / (clean − corrupted)
     clean_logit_diff: float
     corrupted_logit_diff: float
+    readings: dict[str, Reading]  # by metric name: patched [L, H], clean, corrupted
     clean_tokens: list[str]  # [N] display strings
     corrupted_tokens: list[str]  # [N]
     answer: str
@@ -119,9 +123,10 @@ class PatchResult:
     def n_heads(self) -> int:
         return self.logit_diff.shape[1]
 
-    def top_heads(self, k: int = 5) -> list[tuple[int, int, float]]:
-        """The k heads that recover the most, as (layer, head, recovered), most first."""
-        values, flat = self.recovered.flatten().topk(min(k, self.recovered.numel()))
+    def top_heads(self, k: int = 5, metric: str = "logit_diff") -> list[tuple[int, int, float]]:
+        """The k heads that recover the most of `metric`, as (layer, head, recovered), most first."""
+        recovered = self.readings[metric].recovered
+        values, flat = recovered.flatten().topk(min(k, recovered.numel()))
         pairs = zip(flat.tolist(), values.tolist(), strict=True)
         return [(i // self.n_heads, i % self.n_heads, v) for i, v in pairs]
 
@@ -188,9 +193,11 @@ def patch_heads(
     distractor: str,
     progress: Progress | None = None,
     max_tokens: int | None = None,
+    metrics: tuple[str, ...] = METRICS,
 ) -> PatchResult:
     """Patch every head, one at a time, from the clean run into the corrupted one (see the module doc).
     `progress` is called with the fraction of the sweep done (0 to 1) as it goes, layer by layer.
+    `metrics`: what is read off each patched run (`patch_metrics.METRICS`; the logit difference always).
     Prompts longer than the context (or `max_tokens`) are refused, not cut: cutting would move the
     position whose logits are read."""
     start = time.perf_counter()
@@ -224,17 +231,21 @@ def patch_heads(
     if not differ:
         raise PromptError("The clean and corrupted prompts are the same tokens: there is nothing to patch.")
 
-    direction = model.lm_head.weight[answer_id] - model.lm_head.weight[distractor_id]  # [hidden]
     clean_trace, corrupted_trace = _trace(model, clean_encoded.ids), _trace(model, corrupted_encoded.ids)
     explorer.forward_count += 2
-    clean_diff = float(clean_trace.last_hidden.float() @ direction.float())
-    corrupted_diff = float(corrupted_trace.last_hidden.float() @ direction.float())
-    patched = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], direction, progress)  # [L, H]
+    states = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], progress)  # [L, H, hidden]
+    ends = (clean_trace.last_hidden, corrupted_trace.last_hidden)
+    unknown = set(metrics) - set(METRICS)
+    if unknown:
+        raise ValueError(f"metrics must be among {', '.join(METRICS)}; got {', '.join(sorted(unknown))}")
+    readings = read_states(model, states, *ends, answer_id, distractor_id, tuple(metrics))
+    diff = readings["logit_diff"]
     return PatchResult(
-        logit_diff=patched,
-        recovered=(patched - corrupted_diff) / (clean_diff - corrupted_diff),
-        clean_logit_diff=clean_diff,
-        corrupted_logit_diff=corrupted_diff,
+        logit_diff=diff.patched,
+        recovered=diff.recovered,
+        clean_logit_diff=diff.clean,
+        corrupted_logit_diff=diff.corrupted,
+        readings=readings,
         clean_tokens=clean_encoded.tokens,
         corrupted_tokens=corrupted_encoded.tokens,
         answer=answer,
@@ -252,10 +263,9 @@ def _sweep(
     corrupted: _Trace,
     clean_heads: torch.Tensor,
     start: int,
-    direction: torch.Tensor,
     progress: Progress | None,
 ) -> torch.Tensor:
-    """The patched logit difference of every head.  # -> [L, H] float32 CPU
+    """The final normed state at the last position with each head patched.  # -> [L, H, hidden]
 
     Only positions `start`..N−1 are recomputed, by the model's forward one block at a time. The batch
     holds one row per patch; rows are ordered (layer, head). Patches of several layers share a pass down
@@ -287,8 +297,8 @@ def _sweep(
             if progress is not None:
                 progress(done / steps)
         final = rows[:, -1]  # [R, hidden] after the final norm
-        passes.append((final.float() @ direction.float()).view(len(patched_layers), c.n_heads))
-    return torch.cat(passes).cpu()
+        passes.append(final.view(len(patched_layers), c.n_heads, -1))
+    return torch.cat(passes)
 
 
 def _patched(

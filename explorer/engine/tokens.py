@@ -12,6 +12,7 @@ tokens can only be named from its neighbours; a next token is labelled after its
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
@@ -202,14 +203,21 @@ def _byte_level_decoder() -> dict[str, int]:
 
 
 VISIBLE_WHITESPACE = {"\n": "↵", "\r": "␍", "\t": "⇥"}
+OTHER_SPACE = "⍽"  # a space that is not the plain one: no-break, thin, ideographic … (Unicode's Zs)
 
 
 def printable(token: str) -> str:
     """A display string as a label: newlines, tabs and control characters drawn visibly (↵, ⇥, \\x0b),
-    and a token of spaces alone as ␣, so no token shows as nothing."""
+    every space but the plain one as ⍽, and a token of plain spaces alone as ␣, so no token shows as
+    nothing and none as an escape of a space."""
     visible = "".join(
         VISIBLE_WHITESPACE.get(
-            ch, ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode()
+            ch,
+            ch
+            if ch.isprintable() or ch == " "
+            else OTHER_SPACE
+            if unicodedata.category(ch) == "Zs"
+            else ch.encode("unicode_escape").decode(),
         )
         for ch in token
     )

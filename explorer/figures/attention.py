@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.engine.tokens import printable
 from explorer.figures.codec import (
     ALL_HEADS_BUDGET_BYTES,
     MAP_BUDGET_BYTES,
@@ -25,10 +26,12 @@ from explorer.figures.common import (
     grid,
     group_colour,
     lower_triangle_fill,
+    token_label,
 )
 from explorer.figures.maps import (
     KeyWrites,
     MapStyle,
+    colour_top,
     log_colour_bar,
     map_heatmap,
     mask_heatmap,
@@ -116,6 +119,7 @@ def pipeline_parts(
             colorbar_at_foot(layout, probs_at[0]),
             log_colours=style.log,
             key_writes=key_writes,
+            top=colour_top([probs_map]),
         ),
     ]
     # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
@@ -191,7 +195,7 @@ def qk_norm_traces(norms: dict[str, np.ndarray], axes: tuple[str, str]) -> list[
             yaxis=axes[1],
             name=label,
             line=dict(color=colour, dash=dash, width=1.5),
-            hovertemplate=f"position %{{y}}: {label} = %{{x:.3f}}<extra></extra>",
+            hovertemplate=f"position %{{y}}: {label} = %{{x:.4g}}<extra></extra>",
             showlegend=False,  # the panel's title names the lines
         )
         for name, label, colour, dash in QK_NORM_LINES
@@ -222,11 +226,12 @@ def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, 
     return scaled_map, dataclasses.replace(scaled_map, z=codes)
 
 
-THUMBNAIL_HEIGHT = 190  # px a row of thumbnails, its title included
+THUMBNAIL_HEIGHT = 204  # px a row of thumbnails, its title and its first and last keys included
 FRAME_WIDTH = 1.5  # px, a thumbnail's frame
 FRAME_GAP = 0.004  # of the plot's width, between a thumbnail's cells and its frame (4.7 px at 1,400)
 FRAME_GAP_PX = 4  # the same gap above and below
-ROW_GAP_PX = 32  # between rows of thumbnails: a frame's gap and line, then the next row's titles
+ROW_GAP_PX = 46  # between rows of thumbnails: a frame's gap and line, its keys, the next row's titles
+END_LABEL_CHARS = 10  # of a first or last token under a thumbnail (hover names every one whole)
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
@@ -261,23 +266,28 @@ def all_heads_figure(
         p if isinstance(p, EncodedMap) else encode_probs(p, ALL_HEADS_BUDGET_BYTES // n_heads) for p in probs
     ]
     colorbar = dict(thickness=10, len=0.8)
-    writes, value = key_writes or [None] * n_heads, softmax_value(style)
+    writes, value, top = key_writes or [None] * n_heads, softmax_value(style), colour_top(maps)
     data = [
-        map_heatmap(m, value, at, colorbar if h == 0 else None, log_colours=style.log, key_writes=w)
+        map_heatmap(m, value, at, colorbar if h == 0 else None, log_colours=style.log, key_writes=w, top=top)
         for h, (m, at, w) in enumerate(zip(maps, cells, writes, strict=True))
     ]
     if style.log:
         data.append(log_colour_bar(maps[0], colorbar, cells[0]))
     if window is not None and n > window:
         data += [window_edge(n, window, at) for at in cells]
-    shapes = []
+    shapes, ends = [], []
     for h, (x, y) in enumerate(cells):
         colour = group_colour(int(kv_head[h]))
         layout["annotations"][h].update(font=dict(size=11, color=colour), yshift=FRAME_GAP_PX + FRAME_WIDTH)
         x_axis, y_axis = layout[f"xaxis{x[1:]}"], layout[f"yaxis{y[1:]}"]
         x_axis.update(range=[-0.5, n - 0.5], showticklabels=False, ticks="")
-        y_axis.update(range=[n - 0.5, -0.5], showticklabels=False, ticks="")
+        y_axis.update(range=[n - 0.5, -0.5], showticklabels=h % cols == 0, ticks="")
+        if h % cols == 0:  # the first and last queries, left of a row's first thumbnail
+            y_axis.update(tickmode="array", tickvals=[0, n - 1], ticklabelstandoff=FRAME_GAP_PX + 4)
+            y_axis.update(tickfont=dict(size=9), automargin=True)
         shapes.append(thumbnail_frame(x_axis["domain"], y_axis["domain"], colour, plot_height))
+        ends += end_keys(tokens, x_axis["domain"], y_axis["domain"][0], plot_height)
+    layout["annotations"] += ends
     note = " · ".join(part for part in (subtitle, maps[0].note) if part)
     return figure(
         data,
@@ -288,6 +298,31 @@ def all_heads_figure(
         margin=margin,
         **layout,
     )
+
+
+def end_keys(tokens: list[str], x_domain: list[float], bottom: float, plot_height: int) -> list[dict]:
+    """A thumbnail's first and last keys under its frame, at its left and right edges (each cut to
+    END_LABEL_CHARS: hover names every key whole)."""
+    y = bottom - (FRAME_GAP_PX + FRAME_WIDTH + 2) / plot_height
+    return [
+        dict(
+            text=token_label(cut(printable(tokens[i]), END_LABEL_CHARS)),
+            x=x,
+            y=y,
+            xref="paper",
+            yref="paper",
+            xanchor=side,
+            yanchor="top",
+            showarrow=False,
+            font=dict(size=9, color="#4b5563"),
+            hovertext=f"key {i}",
+        )
+        for i, x, side in ((0, x_domain[0], "left"), (len(tokens) - 1, x_domain[1], "right"))
+    ]
+
+
+def cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def thumbnail_frame(x_domain: list[float], y_domain: list[float], colour: str, plot_height: int) -> dict:

@@ -227,14 +227,6 @@ def grid(
     return layout, cells
 
 
-def colorbar_below(layout: dict, x_axis: str, y: float) -> dict:
-    """A horizontal colour bar under the panel of `x_axis` ("x3"), as wide as the panel."""
-    start, end = layout[f"xaxis{x_axis[1:]}"]["domain"]
-    return dict(
-        orientation="h", x=(start + end) / 2, xanchor="center", len=0.9 * (end - start), y=y, thickness=10
-    )
-
-
 def axis_title(text: str) -> dict:
     """An axis title standing off its tick labels: on an axis with `automargin`, Plotly makes room
     for both, however long the labels (a token's)."""

@@ -29,7 +29,7 @@ def faithfulness_figure(
         marker_color=["#2563eb", "#d97706"],
         text=[f"{m:.1f} ms" for m in millis],
         textposition="auto",
-        hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>",
+        hovertemplate="%{y}<br>%{x:.3g} ms<extra></extra>",
     )
     return figure(
         [bars],

@@ -86,7 +86,7 @@ def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: s
         text=[f"{p:.1%}{' · chosen' if c else ''}" for p, c in zip(probs, picked, strict=True)],
         textposition="outside",
         cliponaxis=False,
-        hovertemplate="candidate %{y}<br>probability %{x:.4f}<extra></extra>",
+        hovertemplate="candidate %{y}<br>probability %{x:.3g}<extra></extra>",
     )
     labels = {str(i): token_label(token) for i, (token, _) in enumerate(candidates)}
     return figure(

@@ -90,7 +90,7 @@ def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: s
         zmax=1,
         colorscale=SIMILARITY_COLORSCALE,
         colorbar=dict(thickness=10),
-        hovertemplate="%{y} vs head %{x}<br>cosine similarity %{z:.3f}<extra></extra>",
+        hovertemplate="%{y} vs head %{x}<br>cosine similarity %{z:.3g}<extra></extra>",
     )
     ticks = dict(tickmode="array", tickvals=list(range(n_heads)), showgrid=False)
     return figure(

@@ -12,7 +12,19 @@ from plotly.colors import get_colorscale
 from explorer.engine.tokens import printable
 from explorer.figures.common import figure, grid, quoted_token, token_axis
 
-CELL_PX, CELL_CHARS = 44, 5  # a grid cell's width, and the characters of its token it shows
+CELL_PX, CELL_CHARS = 44, 5  # a grid cell's width, and the characters of its token an export shows
+
+
+def stream_names(n_layers: int) -> list[str]:
+    """What each of the lens' L + 1 readings of the stream is, by the blocks the views number (head 23.4
+    is in block 23): the embeddings, then the stream after each block, the last being the output."""
+    names = ["the embeddings", *(f"after block {b}" for b in range(n_layers))]
+    return [*names[:-1], f"{names[-1]}: the output"] if n_layers else names
+
+
+def stream_ticks(n_layers: int) -> dict[str, str]:
+    """The lens' readings as an axis labels them: "emb", then each block's number."""
+    return {str(i): "emb" if i == 0 else str(i - 1) for i in range(n_layers + 1)}
 
 
 def lens_figure(
@@ -22,29 +34,30 @@ def lens_figure(
     top_probs: np.ndarray,
     kl: np.ndarray,
 ) -> go.Figure:
-    """Positions × layers, each cell its top-1 token, shaded by its probability; hover: the top-k and
-    the KL to the output.  # top_tokens [L+1][P][k], top_probs [L+1, P, k], kl [L+1, P]"""
+    """Positions × readings of the stream (the embeddings, then after each block), each cell its top-1
+    token, shaded by its probability; hover: the top-k and the KL to the output. The page shows as
+    much of each cell's token as the cell holds (`meta.fit_text`: every token whole); an export, its
+    first CELL_CHARS characters.  # top_tokens [L+1][P][k], top_probs [L+1, P, k], kl [L+1, P]"""
     n_layers = top_probs.shape[0] - 1
-    labels = [[_cell_label(row[0]) for row in layer] for layer in top_tokens]  # [L+1][P]
+    whole = [[printable(row[0]) for row in layer] for layer in top_tokens]  # [L+1][P]
+    names = stream_names(n_layers)
     hover = [
         [
-            "<br>".join(f"{quoted_token(t)} {p:.3f}" for t, p in zip(row, probs, strict=True))
-            + f"<br>KL to the output: {k:.3f} nats"
+            f"{name}<br>"
+            + "<br>".join(f"{quoted_token(t)} {p:.3g}" for t, p in zip(row, probs, strict=True))
+            + f"<br>KL to the output: {k:.3g} nats"
             for row, probs, k in zip(layer, layer_probs, layer_kl, strict=True)
         ]
-        for layer, layer_probs, layer_kl in zip(top_tokens, top_probs, kl, strict=True)
+        for name, layer, layer_probs, layer_kl in zip(names, top_tokens, top_probs, kl, strict=True)
     ]
     axis = token_axis([tokens[p] for p in positions])  # labelled by the window's own tokens
     axis["labelalias"] = dict(zip(map(str, positions), axis["labelalias"].values(), strict=True))
     axis["tick0"] = positions[0]
-    layer_names = {
-        str(i): "embeddings" if i == 0 else "output" if i == n_layers else str(i) for i in range(n_layers + 1)
-    }
     heatmap = dict(
         type="heatmap",
         z=top_probs[..., 0].astype(np.float32),
         x=np.asarray(positions, dtype=np.int32),
-        text=labels,
+        text=[[_cell_label(label) for label in row] for row in whole],
         texttemplate="%{text}",
         textfont=dict(size=10),
         customdata=hover,
@@ -52,21 +65,22 @@ def lens_figure(
         zmax=1.0,
         colorscale=get_colorscale("Blues"),
         colorbar=dict(title=dict(text="top-1 probability", side="right"), thickness=12),
-        hovertemplate="position %{x} · layer %{y}<br>%{customdata}<extra></extra>",
+        hovertemplate="position %{x:d} (%{x})<br>%{customdata}<extra></extra>",
         xgap=1,
         ygap=1,
+        meta=dict(fit_text=whole),
     )
     first, last = positions[0], positions[-1]
     return figure(
         [heatmap],
-        title=f"The logit lens: the top token after every layer, positions {first}–{last}",
+        title=f"The logit lens: the top token after every block, positions {first}–{last}",
         xaxis=dict(axis, title=dict(text="position (the token read)")),
         yaxis=dict(
             tickmode="linear",
             tick0=0,
             dtick=1 if n_layers <= 32 else 2,
-            labelalias=layer_names,
-            title=dict(text="layer"),
+            labelalias=stream_ticks(n_layers),
+            title=dict(text="after block (emb: the embeddings)"),
             showgrid=False,
             zeroline=False,
         ),
@@ -76,23 +90,31 @@ def lens_figure(
     )
 
 
-def _cell_label(token: str) -> str:
-    """A token as its cell shows it: at most CELL_CHARS characters (hover gives it whole)."""
-    text = printable(token)
-    return html.escape(text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…", quote=False)
+def _cell_label(label: str) -> str:
+    """A cell's token as an export shows it: at most CELL_CHARS characters (hover gives it whole)."""
+    return html.escape(label if len(label) <= CELL_CHARS else label[: CELL_CHARS - 1] + "…", quote=False)
 
 
-def rank_figure(target: str, ranks: np.ndarray, probs: np.ndarray, position: tuple[int, str]) -> go.Figure:
-    """A token's rank (log scale, 1 at the top) and probability across layers at one position.
-    # ranks [L+1] (1 = top), probs [L+1]"""
+def rank_ticks(largest: int) -> tuple[list[int], list[str]]:
+    """A rank axis' ticks: every power of ten from 1 past `largest`, each written in full."""
+    decades = [10**k for k in range(len(str(max(int(largest), 1))) + 1)]
+    return decades, [f"{value:,}" for value in decades]
+
+
+def rank_figure(
+    target: str, ranks: np.ndarray, probs: np.ndarray, position: tuple[int, str], chosen: bool = True
+) -> go.Figure:
+    """A token's rank (log scale, 1 at the top) and probability after every block at one position;
+    `chosen`: typed by the person, else the model's own prediction.  # ranks [L+1] (1 = top), probs [L+1]"""
     n_layers = len(ranks) - 1
     layers = np.arange(n_layers + 1, dtype=np.int32)
     layout, cells = grid(
         2, cols=2, h_gap=0.12, titles=["rank (1: the top token)", "probability"], linked=False
     )
+    names = stream_names(n_layers)
     lines = (
-        (ranks.astype(np.int64), "#2563eb", "rank %{y}"),
-        (probs.astype(np.float32), "#dc2626", "p = %{y:.4f}"),
+        (ranks.astype(np.int64), "#2563eb", "rank %{y:,}"),
+        (probs.astype(np.float32), "#dc2626", "p = %{y:.4g}"),
     )
     data = [
         dict(
@@ -103,18 +125,36 @@ def rank_figure(target: str, ranks: np.ndarray, probs: np.ndarray, position: tup
             xaxis=x,
             yaxis=y,
             line=dict(color=colour),
-            hovertemplate=f"layer %{{x}}: {what}<extra></extra>",
+            customdata=names,
+            hovertemplate=f"%{{customdata}}: {what}<extra></extra>",
         )
         for (values, colour, what), (x, y) in zip(lines, cells, strict=True)
     ]
-    layout[f"yaxis{cells[0][1][1:]}"].update(type="log", autorange="reversed", title=dict(text="rank"))
+    tickvals, ticktext = rank_ticks(int(ranks.max(initial=1)))
+    layout[f"yaxis{cells[0][1][1:]}"].update(
+        type="log",
+        autorange="reversed",
+        tickmode="array",
+        tickvals=tickvals,
+        ticktext=ticktext,
+        title=dict(text="rank"),
+    )
     layout[f"yaxis{cells[1][1][1:]}"].update(range=[0, 1.02], title=dict(text="probability"))
+    ticks = stream_ticks(n_layers)
     for x, _ in cells:
-        layout[f"xaxis{x[1:]}"].update(title=dict(text="layer (0: embeddings)"), dtick=max(1, n_layers // 10))
+        layout[f"xaxis{x[1:]}"].update(
+            title=dict(text="after block (emb: the embeddings)"),
+            tickmode="linear",
+            tick0=0,
+            dtick=max(1, n_layers // 10),
+            labelalias=ticks,
+        )
     index, token = position
+    what = "typed" if chosen else "the model's prediction there"
     return figure(
         data,
-        title=f"{quoted_token(target)} after every layer, read at position {index} ({quoted_token(token)})",
+        title=f"{quoted_token(target)} ({what}) after every block, read at position {index} "
+        f"({quoted_token(token)})",
         showlegend=False,
         height=320,
         **layout,
@@ -158,7 +198,7 @@ def attribution_figure(
             colorbar=dict(
                 title=dict(text="logit", side="right"), thickness=12, x=layout["xaxis"]["domain"][1] + 0.01
             ),
-            hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.4f}"
+            hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>direct effect: %{z:+.3g}"
             "<extra></extra>",
         ),
         _bars(mlps, rows, (bx, by), "MLP", "#7c3aed", "layer %{y} MLP"),
@@ -206,7 +246,7 @@ def _bars(values: np.ndarray, rows: np.ndarray, axes: tuple[str, str], name: str
         yaxis=axes[1],
         name=name,
         marker_color=colour,
-        hovertemplate=f"{what}: %{{x:+.4f}}<extra></extra>",
+        hovertemplate=f"{what}: %{{x:+.3g}}<extra></extra>",
     )
 
 
@@ -225,7 +265,7 @@ def attention_to_figure(
         colorscale=get_colorscale("Blues"),
         customdata=kv,
         colorbar=dict(title=dict(text="attention weight", side="right"), thickness=12),
-        hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>weight: %{z:.4f}<extra></extra>",
+        hovertemplate="layer %{y} · head %{x} · kv %{customdata}<br>weight: %{z:.3g}<extra></extra>",
         xgap=1,
         ygap=1,
     )

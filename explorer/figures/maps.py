@@ -53,6 +53,26 @@ class KeyWrites:
         return dict(customdata=np.stack([probs, written], axis=-1), meta=meta)
 
 
+DATA_RANGE_FROM = 128  # positions: past this, a linear probability scale tops out where the rows peak
+
+
+def colour_top(maps: list[EncodedMap]) -> float:
+    """Where a linear probability scale tops out: 1 for a short prompt; past DATA_RANGE_FROM positions,
+    the median of the maps' row maxima (every row of every map together), rounded up to 1, 2 or 5 × a
+    power of ten. A long prompt's rows spread thin (at 384 tokens half of an early layer's rows peak
+    under 0.05) and a 0–1 scale leaves them white; cells past the top take its colour, and hover gives
+    every value as it is."""
+    if not maps or maps[0].z.shape[0] * maps[0].block < DATA_RANGE_FROM:
+        return 1.0
+    scale = 1.0 if maps[0].exact else 100.0  # 8-bit maps hold whole percents
+    peaks = np.concatenate([np.nanmax(m.z, axis=1).astype(np.float32) / scale for m in maps])
+    typical = float(np.nanmedian(peaks))
+    for top in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5):
+        if typical <= top:
+            return top
+    return 1.0
+
+
 KEY_WRITES_HOVER = "α = %{customdata[0]:.4g} · ‖α·v·W_O‖ = %{customdata[1]:.4g}"
 
 
@@ -64,12 +84,13 @@ def map_heatmap(
     origin: tuple[int, int] = (0, 0),
     log_colours: bool = False,
     key_writes: KeyWrites | None = None,
+    top: float = 1.0,
 ) -> dict:
     """A heatmap trace of an encoded map over token positions; hover names query, key and value.
     `origin` is the (query, key) position of its first cell, for a window cut from a bigger map.
     `log_colours` colours probabilities on a log scale; the values (and so the hover) stay as they are,
     and the colour bar is `log_colour_bar`'s. `key_writes`: a weighted map's α and ‖α·v·W_O‖ in hover,
-    where the map is exact."""
+    where the map is exact. `top`: where a linear probability scale tops out (`colour_top`)."""
     if m.block == 1:
         where = "query %{y:d} “%{y}”<br>key %{x:d} “%{x}”"
     else:
@@ -92,7 +113,7 @@ def map_heatmap(
         yaxis=axes[1],
         hoverongaps=False,
         hovertemplate=f"{where}<br>{value}<extra></extra>",
-        **_colour(m, colorbar, log_colours),
+        **_colour(m, colorbar, log_colours, top),
         **extra,
     )
 
@@ -167,16 +188,24 @@ def log_colour_bar(m: EncodedMap, colorbar: dict, axes: tuple[str, str]) -> dict
     )
 
 
-def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False) -> dict:
+def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False, top: float = 1.0) -> dict:
     bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
     shown = colorbar is not None
     if m.kind == "probs":
+        scale = 1.0 if m.exact else 100.0  # 8-bit maps hold whole percents
         if not m.exact:
             bar["ticksuffix"] = "%"
+        if top < 1 and not log_colours:  # the bar says where its colours stop: "≥ 0.05" at the top
+            ticks, unit = [0.0, top / 2, top], bar.get("ticksuffix", "")  # (tick text takes no suffix)
+            bar.update(
+                tickmode="array",
+                tickvals=[v * scale for v in ticks],
+                ticktext=[f"{v * scale:g}{unit}" for v in ticks[:2]] + [f"≥ {top * scale:g}{unit}"],
+            )
         return dict(
             colorscale=log_colorscale(log_floor(m)) if log_colours else PROBS_COLORSCALE,
             zmin=0.0,
-            zmax=1.0 if m.exact else 100.0,
+            zmax=(1.0 if log_colours else top) * scale,
             colorbar=bar,
             showscale=shown and not log_colours,  # log colours: `log_colour_bar` shows the scale
         )

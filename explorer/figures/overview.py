@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
-from explorer.figures.common import colorbar_below, figure, grid, hover_label
+from explorer.figures.common import axis_title, colorbar_at_foot, figure, grid, hover_label
 
 PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None for [0, max])
     "previous_token": ("previous-token score", "Blues", (0.0, 1.0)),
@@ -53,15 +53,17 @@ def profile_figure(
                 zmin=low,
                 zmax=high,
                 colorscale=get_colorscale(colorscale),
-                colorbar=colorbar_below(layout, x, y=-0.3),
+                colorbar=colorbar_at_foot(layout, x),
                 customdata=kv_of_cell,
                 hoverongaps=False,
-                hovertemplate=f"layer %{{y}} · head %{{x}} · kv %{{customdata}}<br>{title}: %{{z:.3f}}"
+                hovertemplate=f"layer %{{y}} · head %{{x}} · kv %{{customdata}}<br>{title}: %{{z:.3g}}"
                 "<extra></extra>",
             )
         )
         integers = dict(tickmode="linear", tick0=0, showgrid=False, zeroline=False)
-        layout[f"xaxis{x[1:]}"].update(integers, dtick=math.ceil(n_heads / 12))
+        layout[f"xaxis{x[1:]}"].update(
+            integers, dtick=math.ceil(n_heads / 12), title=axis_title("head"), automargin=True
+        )
         layout[f"yaxis{y[1:]}"].update(
             integers, dtick=1, autorange="reversed", title=dict(text="layer") if y == "y" else None
         )
@@ -83,8 +85,8 @@ def profile_figure(
     return figure(
         data,
         title=title,
-        height=max(360, 240 + 26 * n_layers) + (20 if wrapped else 0),
-        margin=dict(b=100, t=80 if wrapped or global_layers else 60),  # two lines of title need the room
+        height=max(360, 170 + 26 * n_layers) + (20 if wrapped else 0),
+        margin=dict(b=30, t=80 if wrapped or global_layers else 60),  # two lines of title need the room
         **layout,
     )
 
@@ -100,7 +102,7 @@ def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
         marker_color="#2563eb",
         text=[f"{p:.1%}" for p in probs],
         textposition="outside",
-        hovertemplate="next token %{y}<br>probability %{x:.4f}<extra></extra>",
+        hovertemplate="next token %{y}<br>probability %{x:.3g}<extra></extra>",
     )
     labels = {str(i): hover_label(token) for i, (token, _) in enumerate(top)}
     return figure(

@@ -49,7 +49,7 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
             tickvals=[-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
             ticktext=["−π", "−π/2", "0", "π/2", "π"],
         ),
-        hovertemplate="position %{y:d} “%{y}”<br>pair %{x}<br>m·θ = %{z:.3f} rad (wrapped)<extra></extra>",
+        hovertemplate="position %{y:d} “%{y}”<br>pair %{x}<br>m·θ = %{z:.3g} rad (wrapped)<extra></extra>",
     )
     return figure(
         [heatmap],
@@ -188,7 +188,7 @@ def _rotation_traces(
 
     def hover(stage: str) -> str:
         return (
-            f"pair %{{customdata}}<br>|{name}ᵢ| = %{{r:.4g}}<br>angle %{{theta:.1f}}°<extra>{stage}</extra>"
+            f"pair %{{customdata}}<br>|{name}ᵢ| = %{{r:.4g}}<br>angle %{{theta:.4g}}°<extra>{stage}</extra>"
         )
 
     return [

@@ -16,10 +16,15 @@ from explorer.errors import CheckpointError
 from explorer.loading import gguf, hub
 from explorer.loading.folders import load_folder
 from explorer.loading.gguf_header import MAGIC
-from explorer.loading.weights import Checkpoint
+from explorer.loading.weights import Checkpoint, Fits
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-BUNDLED_MODEL = ASSETS / "shakespeare-gqa"
+# A checkout holds the bundled model in assets/; an installed wheel inside the package (pyproject.toml).
+INSTALLED_MODEL = Path(__file__).resolve().parents[1] / "bundled"
+BUNDLED_MODEL = (
+    INSTALLED_MODEL
+    if INSTALLED_MODEL.is_dir()
+    else Path(__file__).resolve().parents[2] / "assets" / "shakespeare-gqa"
+)
 
 
 def resolve(source: str | Path | None) -> Path:
@@ -57,12 +62,13 @@ def is_gguf(path: Path) -> bool:
 
 
 def load_checkpoint(
-    source: str | Path | None = None, dtype=torch.float32, progress=None, max_bytes: float | None = None
+    source: str | Path | None = None, dtype=torch.float32, progress=None, fits: Fits | None = None
 ) -> Checkpoint:
-    """The model `source` names, on the CPU. `progress(fraction, message)` hears what loading does; a
-    model whose weights in `dtype` would pass `max_bytes` is refused before any is read."""
+    """The model `source` names, on the CPU. `progress(fraction, message)` hears what loading does;
+    `fits` is told the model's size in `dtype` before any weight is read, and may refuse it
+    (`weights.within`)."""
     path = resolve(source)
     if path.is_file():
-        return gguf.load_gguf(path, dtype, progress, max_bytes)
+        return gguf.load_gguf(path, dtype, progress, fits)
     name = "bundled: " + path.name if path == BUNDLED_MODEL else str(source).strip()
-    return load_folder(path, name, dtype, max_bytes)
+    return load_folder(path, name, dtype, fits)

@@ -23,6 +23,7 @@ from explorer.engine.model import Transformer
 from explorer.errors import CheckpointError, UnsupportedConfigError
 from explorer.loading.weights import (
     Checkpoint,
+    Fits,
     build_model,
     check_fits,
     check_shapes,
@@ -287,16 +288,16 @@ def read_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[Tokenizer
         raise CheckpointError(f"tokenizer.json could not be read: {brief(str(error), 120)}") from None
 
 
-def load_folder(path: Path, name: str, dtype=torch.float32, max_bytes: float | None = None) -> Checkpoint:
+def load_folder(path: Path, name: str, dtype=torch.float32, fits: Fits | None = None) -> Checkpoint:
     """The model in a folder. Everything is checked before a weight is read: the config's sizes, the
-    shard paths, every tensor's shape in the safetensors headers, and (if `max_bytes` is given) the
-    weights' size in `dtype`."""
+    shard paths, every tensor's shape in the safetensors headers, and (told to `fits`, if given) the
+    model's size in `dtype`."""
     try:
         config = read_config(path)
         check_shapes(config, tensor_shapes(safetensors_files(path)))
-        check_fits(config, dtype, max_bytes)
+        check_fits(config, dtype, fits)
         tokenizer, tokenizer_bytes = read_tokenizer(path, config.vocab_size)
-        check_fits(config, dtype, max_bytes, tokenizer_bytes)
+        check_fits(config, dtype, fits, tokenizer_bytes)
         model = build_model(config, read_state_dict(path), dtype)
     except CheckpointError as error:
         raise CheckpointError(f"{name}: {error}") from None

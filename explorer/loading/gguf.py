@@ -41,7 +41,7 @@ from explorer.errors import CheckpointError
 from explorer.loading import dequant
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
 from explorer.loading.gguf_tokenizer import check_tokenizer, read_tokenizer
-from explorer.loading.weights import Checkpoint, build_model, check_fits, tokenizer_nbytes
+from explorer.loading.weights import Checkpoint, Fits, build_model, check_fits, tokenizer_nbytes
 
 ARCHITECTURES = {  # GGUF name -> model_type
     "llama": "llama",
@@ -322,10 +322,10 @@ def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: P
 
 
 def load_gguf(
-    path: Path, dtype=torch.float32, progress: Progress | None = None, max_bytes: float | None = None
+    path: Path, dtype=torch.float32, progress: Progress | None = None, fits: Fits | None = None
 ) -> Checkpoint:
-    """A GGUF file as a Checkpoint: checked whole (and, if `max_bytes` is given, its size once
-    dequantized to `dtype`) before a single tensor is dequantized."""
+    """A GGUF file as a Checkpoint: checked whole (and its size once dequantized to `dtype` told to
+    `fits`, if given) before a single tensor is dequantized."""
     progress = progress or (lambda fraction, message: None)
     progress(0.0, f"Reading the header of {path.name}")
     header = read_header(path)
@@ -337,7 +337,7 @@ def load_gguf(
         header.string_arrays.get("tokenizer.ggml.merges", (0, 0))[0],
     )
     try:
-        check_fits(config, dtype, max_bytes, tokenizer_bytes)
+        check_fits(config, dtype, fits, tokenizer_bytes)
     except CheckpointError as error:
         raise CheckpointError(f"{path.name}: {error}") from None
     if ROPE_FREQS in header.tensors:

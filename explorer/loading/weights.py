@@ -5,6 +5,7 @@ together (`Checkpoint`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,20 +95,45 @@ def _first_five(names: list[str]) -> str:
     return ", ".join(brief(name, 80) for name in names[:5]) + (" …" if len(names) > 5 else "")
 
 
-def check_fits(
-    config: ModelConfig, dtype: torch.dtype, max_bytes: float | None, tokenizer_bytes: int = 0
-) -> None:
-    """Refuse, before loading, a model whose weights in `dtype` and tokenizer (its estimated memory)
-    would pass `max_bytes`."""
-    n_parameters = sum(math.prod(shape) for shape in expected_shapes(config).values())
-    nbytes = n_parameters * dtype.itemsize + tokenizer_bytes
-    if max_bytes is not None and nbytes > max_bytes:
-        tokenizer = f" and a tokenizer of ~{tokenizer_bytes / 1e9:.1f} GB" if tokenizer_bytes >= 5e7 else ""
-        raise CheckpointError(
-            f"it has {n_parameters / 1e6:,.0f}M parameters{tokenizer}, {nbytes / 1e9:.1f} GB in "
-            f"{str(dtype).removeprefix('torch.')}: above the memory budget of {max_bytes / 1e9:g} GB. "
-            "Pick a smaller model."
-        )
+@dataclass(frozen=True)
+class ModelSize:
+    """The memory a model will hold once loaded, known before a weight is read."""
+
+    n_parameters: int
+    dtype: torch.dtype
+    tokenizer_bytes: int = 0  # its estimated memory (`tokenizer_nbytes`)
+
+    @property
+    def nbytes(self) -> int:
+        return self.n_parameters * self.dtype.itemsize + self.tokenizer_bytes
+
+    def refuse_past(self, max_bytes: float) -> None:
+        """Refuse the model (CheckpointError) if it would hold more than `max_bytes`."""
+        if self.nbytes > max_bytes:
+            tokenizer = self.tokenizer_bytes
+            held = f" and a tokenizer of ~{tokenizer / 1e9:.1f} GB" if tokenizer >= 5e7 else ""
+            raise CheckpointError(
+                f"it has {self.n_parameters / 1e6:,.0f}M parameters{held}, {self.nbytes / 1e9:.1f} GB in "
+                f"{str(self.dtype).removeprefix('torch.')}: above the memory budget of "
+                f"{max_bytes / 1e9:g} GB. Pick a smaller model."
+            )
+
+
+# Told a model's size before anything is read (once more when its tokenizer has been counted): it
+# raises CheckpointError to refuse the model (`within`), or makes room for it (the app's workspace).
+Fits = Callable[[ModelSize], None]
+
+
+def within(max_bytes: float | None) -> Fits | None:
+    """Refuse a model that would hold more than `max_bytes` (None: any fits)."""
+    return None if max_bytes is None else lambda size: size.refuse_past(max_bytes)
+
+
+def check_fits(config: ModelConfig, dtype: torch.dtype, fits: Fits | None, tokenizer_bytes: int = 0) -> None:
+    """Tell `fits` the size of the model the config builds, in `dtype`, with its tokenizer."""
+    if fits is not None:
+        n_parameters = sum(math.prod(shape) for shape in expected_shapes(config).values())
+        fits(ModelSize(n_parameters, dtype, tokenizer_bytes))
 
 
 def tokenizer_nbytes(vocab: int, merges: int, added: int = 0, added_bytes: int = 0) -> int:

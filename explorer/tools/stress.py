@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 server.kill()
     load = os.getloadavg()
     print(table(stress.results, monitor, budget, baseline, resting))
-    print(costs([r for r in stress.results if r.category == "probe"], monitor))
+    listed = ("probe", "queue", "disk", "expensive")  # each request of these with what it cost
+    print(costs([r for r in stress.results if r.category in listed], monitor))
     averages = " / ".join(f"{value:.2f}" for value in load)
     print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
     for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:

@@ -70,7 +70,9 @@ class Monitor(threading.Thread):
     def __init__(self, url: str, pid: int):
         super().__init__(daemon=True)
         self.url, self.pid, self.stop = url, pid, threading.Event()
-        self.http = httpx.Client(timeout=30)
+        # a connection of its own for each GET, as a new visitor's page load: a kept-alive one can be
+        # closed by the server just as it is reused (reset by peer), which would count as 30 s
+        self.http = httpx.Client(timeout=30, limits=httpx.Limits(max_keepalive_connections=0))
         self.rss: list[tuple[float, int]] = []
         self.pages: list[tuple[float, float]] = []  # (start, seconds); a failed GET counts as 30 s
         self.errors: list[tuple[float, str]] = []  # (start, what went wrong) of each failed GET

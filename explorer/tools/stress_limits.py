@@ -1,7 +1,8 @@
 """The stress run's round three (issue 38): what one visitor's requests may cost the others.
 
     queue     one address holds the queue: an expensive flow graph, then 64 raw joins from new sessions
-              of that address, their streams never read; a visitor from another address runs a prompt
+              of that address, each a run at the token limit, their streams never read; a visitor from
+              another address runs a short prompt
     disk      three layer downloads (.npz) from one visitor: how many files stay on the server's disk
     expensive nine expensive readings at once from nine sessions of eight addresses at the app's token
               limit (flow graphs, the lens, attribution, the Overview, a patching sweep): the server's
@@ -23,6 +24,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from explorer.app.fair_queue import PER_EVENT
 from explorer.loading import catalog
 
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
@@ -113,14 +115,14 @@ class RoundThree:
         client = stress.app(visit["address"]).http
         joins, start = [], time.monotonic()
         for i in range(64):
-            body = {"data": [f"{LINE} {i}", 0, 0], "session_hash": uuid.uuid4().hex}
+            body = {"data": [f"{i} {self.long_text}", 0, 0], "session_hash": uuid.uuid4().hex}
             joins.append(client.post(f"{stress.url.rstrip('/')}/gradio_api/call/run", json=body).status_code)
         admitted = joins.count(200)
         stress.record(
             "queue",
             f"64 joins from one address ({admitted} admitted, {joins.count(429)} refused)",
             start,
-            admitted <= self.per_visitor and joins.count(429) == 64 - admitted,
+            admitted <= PER_EVENT and joins.count(429) == 64 - admitted,
             f"statuses {sorted(set(joins))}",
         )
         elsewhere = dict(session=uuid.uuid4().hex, address=stress.address())

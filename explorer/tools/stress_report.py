@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import statistics
 from dataclasses import dataclass
 
 from explorer.tools.stress_client import Monitor
+
+SAID_CHARS = 90  # of a request's status line, in the table of what each cost
 
 
 @dataclass(kw_only=True)
@@ -42,37 +45,41 @@ def table(results: list[Result], monitor: Monitor, budget: float, baseline: int,
         f"| {peak / gib:.2f} GiB | {resting / gib:.2f} GiB ({resting / budget:.2f}× budget) "
         f"| {budget / gib:.2f} GiB (startup RSS {baseline / gib:.2f} GiB) |",
         "",
-        "| category | requests | failures | p50 | p95 | max |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| category | requests | failures | p50 | p95 | max | GET / (max) | peak RSS |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for category in dict.fromkeys(r.category for r in results):
-        times = [r.seconds for r in results if r.category == category]
-        failed = sum(not r.ok for r in results if r.category == category)
+        ran = [r for r in results if r.category == category]
+        times = [r.seconds for r in ran]
+        first, last = min(r.start for r in ran), max(r.end for r in ran)
+        pages = [s for start, s in monitor.pages if first <= start <= last] or [0.0]
+        rss = [rss for t, rss in monitor.rss if first <= t <= last] or [0]
         lines.append(
-            f"| {category} | {len(times)} | {failed} | {statistics.median(times):.2f} s "
-            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s |"
+            f"| {category} | {len(times)} | {sum(not r.ok for r in ran)} | {statistics.median(times):.2f} s "
+            f"| {_percentile(times, 95):.2f} s | {max(times):.2f} s | {max(pages):.2f} s "
+            f"| {max(rss) / gib:.2f} GiB ({max(rss) / budget:.2f}×) |"
         )
     return "\n".join(lines)
 
 
 def costs(results: list[Result], monitor: Monitor) -> str:
     """One line per request: its time, the slowest `GET /` while it ran, the server's RSS before it and
-    at its peak, and the bytes of its answer."""
+    at its peak, the bytes of its answer and the start of what its status line said."""
     if not results:
         return ""
     lines = [
         "",
-        "| probe | answered | time | GET / while it ran (max) | RSS before → peak | answer |",
-        "|---|---|---:|---:|---:|---:|",
+        "| request | answered | time | GET / while it ran (max) | RSS before → peak | answer | said |",
+        "|---|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
         pages = [seconds for start, seconds in monitor.pages if r.start <= start <= r.end] or [0.0]
         before = [rss for t, rss in monitor.rss if t <= r.start][-1:] or [0]
         during = [rss for t, rss in monitor.rss if r.start <= t <= r.end] or before
         lines.append(
-            f"| {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
+            f"| {r.category}: {r.name} | {'as expected' if r.ok else 'NOT as expected'} | {r.seconds:.2f} s "
             f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
-            f"| {r.answer_bytes:,} B |"
+            f"| {r.answer_bytes:,} B | {html.unescape(r.detail)[:SAID_CHARS].replace('|', '/')} |"
         )
     return "\n".join(lines)
 

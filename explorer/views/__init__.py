@@ -36,9 +36,12 @@ from explorer.views.flow import DEFAULT_THRESHOLD, flow
 from explorer.views.gqa import gqa_diagram, kv_cache, kv_cache_bytes_per_token, kv_cache_contexts
 from explorer.views.interventions import (
     ABLATION_TOP_TOKENS,
+    RANKED_HEADS,
+    RankedHead,
     ablation_next_token_ids,
     ablation_next_tokens,
     patching,
+    ranked_heads,
 )
 from explorer.views.labels import clamp_position, head_name, kv_heads, layer_head_name
 from explorer.views.lens import (
@@ -73,10 +76,12 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "EAGER_TOLERANCE",
     "LENS_WINDOW",
+    "RANKED_HEADS",
     "TOP_HEAD_LISTS",
     "TOP_NEXT_TOKENS",
     "VIEW_MAP_BYTES",
     "MapStyle",
+    "RankedHead",
     "TopHead",
     "ablation_next_token_ids",
     "ablation_next_tokens",
@@ -110,6 +115,7 @@ __all__ = [
     "pipeline",
     "pipeline_exact",
     "pipeline_parts",
+    "ranked_heads",
     "rope_angles",
     "rope_rotation",
     "rope_score_split",

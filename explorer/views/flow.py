@@ -13,10 +13,11 @@ DEFAULT_THRESHOLD = 0.04  # the LLM Transparency Tool's default
 
 
 def flow(run: Run, position: int = -1, threshold: float = DEFAULT_THRESHOLD) -> tuple[go.Figure, go.Figure]:
-    """The routes to `position`'s output at `threshold`, and the rollout row beside them."""
+    """The routes to `position`'s output at `threshold`, and the rollout row beside the graph's own
+    share of the output from each token."""
     position = clamp_position(run, position % run.n_tokens)
     graph = run.information_flow(position, float(threshold))
     edges = [tuple(edge) for edge in graph.edges]
-    graph_figure, reached = flow_figure(run.tokens, edges, run.config.n_layers, position, graph.threshold)
+    graph_figure, by_token = flow_figure(run.tokens, edges, run.config.n_layers, position, graph.threshold)
     row = run.rollout(position).numpy()
-    return graph_figure, rollout_figure(run.tokens, row, position, reached)
+    return graph_figure, rollout_figure(run.tokens, row, position, by_token)

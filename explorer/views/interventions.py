@@ -1,8 +1,12 @@
-"""The Intervene tab's views: an ablated run beside the plain one, and a patching sweep."""
+"""The Intervene tab's views: an ablated run beside the plain one, and a patching sweep (its heatmap
+for any metric, and its heads ranked)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import plotly.graph_objects as go
+import torch
 
 from explorer import figures
 from explorer.engine.interventions import PatchResult
@@ -10,6 +14,7 @@ from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
 
 ABLATION_TOP_TOKENS = 8  # per run; the figure shows the union of both runs' top tokens
+RANKED_HEADS = 10  # heads in a sweep's ranked table
 
 
 def ablation_next_token_ids(plain: Run, ablated: Run, k: int = ABLATION_TOP_TOKENS) -> list[int]:
@@ -21,21 +26,56 @@ def ablation_next_token_ids(plain: Run, ablated: Run, k: int = ABLATION_TOP_TOKE
     return sorted(ids, key=lambda i: -max(float(before[i]), float(after[i])))
 
 
-def ablation_next_tokens(plain: Run, ablated: Run) -> go.Figure:
+def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None = None) -> go.Figure:
+    """The next token before and after the ablation, and what it did to logit(a) − logit(b) of `pair`
+    (token ids; by default the plain run's two likeliest next tokens)."""
     ids = ablation_next_token_ids(plain, ablated)
     before, after = plain.next_token_probs()[ids], ablated.next_token_probs()[ids]  # [K] each
-    tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, ids)  # as read after the prompt
+    last = (plain.logits[-1], ablated.logits[-1])  # [vocab] each
+    a, b = pair if pair is not None else plain.next_token_probs().topk(2).indices.tolist()
+    tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, [*ids, a, b])  # as read after the prompt
     label = str(ablated.ablation) if ablated.ablation else "ablation of no head"
-    return figures.ablation_next_tokens_figure(tokens, before.numpy(), after.numpy(), label)
+    diffs = [float(logits[a] - logits[b]) for logits in last]
+    return figures.ablation_next_tokens_figure(
+        tokens[:-2],
+        before.numpy(),
+        after.numpy(),
+        label,
+        tuple(logits[ids].numpy() for logits in last),
+        (tokens[-2], tokens[-1], *diffs),
+    )
 
 
-def patching(result: PatchResult) -> go.Figure:
+def patching(result: PatchResult, metric: str = "logit_diff") -> go.Figure:
+    """Every head's recovered fraction of `metric` (one `result` reads: `result.readings`)."""
+    reading = result.readings[metric]
     return figures.patching_figure(
-        result.recovered.numpy(),
-        result.logit_diff.numpy(),
+        reading.recovered.numpy(),
+        reading.patched.numpy(),
         result.kv_head.numpy(),
-        result.clean_logit_diff,
-        result.corrupted_logit_diff,
+        reading.clean,
+        reading.corrupted,
         result.answer,
         result.distractor,
+        metric,
     )
+
+
+class RankedHead(NamedTuple):
+    layer: int
+    head: int
+    kv_head: int
+    recovered: float  # of the metric ranked by
+    direct: float  # the head's direct effect on logit(answer) − logit(distractor) in the clean run
+
+
+def ranked_heads(
+    result: PatchResult, direct: torch.Tensor, metric: str, k: int = RANKED_HEADS
+) -> list[RankedHead]:
+    """The k heads that recover the most of `metric`, most first, each with its direct effect.
+    # direct [L, H] (the clean run's logit attribution)"""
+    kv = result.kv_head.tolist()
+    return [
+        RankedHead(layer, head, kv[head], value, float(direct[layer, head]))
+        for layer, head, value in result.top_heads(k, metric)
+    ]

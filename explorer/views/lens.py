@@ -54,15 +54,16 @@ def top_token_labels(run: Run, positions: list[int], top_ids: list) -> list[list
     ]
 
 
-def target_rank(run: Run, target: str | int, position: int = -1) -> go.Figure:
-    """`target` (its text, a single token of the vocabulary, or its id)'s rank and probability after
-    every layer at `position`."""
+def target_rank(run: Run, target: str | int | None = None, position: int = -1) -> go.Figure:
+    """`target` (its text, a single token of the vocabulary, or its id; None or '': the model's own
+    prediction at `position`)'s rank and probability after every block at `position`."""
     position = clamp_position(run, position % run.n_tokens)
-    target_id = resolve_token(run, target, "target")
+    chosen = target not in (None, "")
+    target_id = resolve_token(run, target, "target") if chosen else default_target(run, position)
     ranks, probs = token_across_layers(run, target_id, position)
     label = next_token_labels(run.explorer.tokenizer, run.ids[: position + 1], [target_id])[0]
     at = (position, run.tokens[position])
-    return rank_figure(label, ranks.numpy(), probs.numpy(), at)
+    return rank_figure(label, ranks.numpy(), probs.numpy(), at, chosen)
 
 
 def attribution(

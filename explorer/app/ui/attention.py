@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
 from explorer import views
 from explorer.app import markup, payload
-from explorer.app.downloads import Downloads
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import (
     Follower,
@@ -186,10 +184,7 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
     accordion.expand(lambda: True, None, zoom_open, api_name=False, queue=False)
     accordion.collapse(lambda: False, None, zoom_open, api_name=False, queue=False)
 
-    policy = shared.workspace.policy
-    downloads = Downloads(
-        Path(download.GRADIO_CACHE) / "explorer-downloads", policy.download_bytes, policy.downloads_bytes
-    )
+    policy, downloads = shared.workspace.policy, shared.downloads
 
     @guarded(2)
     def layer_npz(layer, shown, request: gr.Request):

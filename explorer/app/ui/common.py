@@ -16,6 +16,7 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup, payload
+from explorer.app.downloads import Downloads
 from explorer.app.limits import Readings
 from explorer.app.workspace import Workspace
 from explorer.engine.values import brief
@@ -31,6 +32,12 @@ def gpu(fn):
     except ImportError:
         return fn
     return spaces.GPU(fn)
+
+
+def on_gpu(handler, n_outputs: int):
+    """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
+    `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
+    return gpu(guarded(n_outputs)(handler))
 
 
 def plot(fig, filename: str = "attention-explorer") -> PlotData:
@@ -165,6 +172,7 @@ class Shared:
 
     workspace: Workspace
     readings: Readings  # expensive readings: one per visitor at a time, their memory in the budget
+    downloads: Downloads  # files written for visitors: one each, whichever tab wrote it
     status: gr.HTML
     shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the
     # Intervene tab shows an ablated run in them: `workspace.run(*shown)` takes either

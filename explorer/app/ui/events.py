@@ -70,7 +70,7 @@ class Controls:
     ask_others: gr.Textbox  # "layer,head,fingerprint,nonce": a long prompt's layer is drawn (attention.build)
     others: gr.Textbox  # what differs from it in the layer's other heads, for the page
     model: gr.State  # the source of the loaded model ('' is the bundled one)
-    current_tab: gr.State  # the name of the tab on screen, for links
+    current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,8 +260,8 @@ class ViewEvents:
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
         for drawn_open in (t.lens, t.flow):
             drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
-        for tab, name in zip(every_tab, share.TABS, strict=True):
-            tab.select(lambda name=name: name, None, c.current_tab, api_name=False, queue=False)
+        for tab, name in zip(every_tab, share.TABS, strict=True):  # in the page; the old link goes
+            tab.select(None, None, [c.current_tab, link], js=f"() => ['{name}', '']", api_name=False)
 
         run_prompt = gpu(guarded(len(self.run_outputs))(self.run_prompt))
         run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)
@@ -293,7 +293,7 @@ class ViewEvents:
                 t.intervene.mode,
                 t.intervene.in_views,
                 *t.intervene.prompts,
-                t.lens.target,
+                *t.lens.linked,
             ],
             api_name=False,
         )
@@ -369,7 +369,7 @@ class ViewEvents:
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
-        view += [i.heads, i.mode, i.in_views, *i.prompts, t.lens.target]
+        view += [i.heads, i.mode, i.in_views, *i.prompts, *t.lens.linked]
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )

@@ -29,15 +29,18 @@ ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
     "(each head's share from each key, the MLP, the residual) weighed by how much it moves the stream "
     "toward what it becomes, routes under the threshold dropped (Ferrando & Voita 2024, *Information flow "
-    "routes*). Hover an edge for its weight and heads; click an attention edge to open its top head. "
+    "routes*). Each edge is as wide as the share of the output it carries; the strongest attention routes "
+    "are named by their head (23.4: layer 23, head 4). Hover an edge for its weight and heads; click an "
+    "attention edge to open its top head. "
     "The threshold drops each head's share before the heads are summed, as the LLM Transparency Tool "
     "does: a route spread thinly over several heads shows only at a lower threshold."
 )
 ROLLOUT_NOTE = (
-    "**Attention rollout** (Abnar & Zuidema 2020), below, multiplies every layer's head-averaged weights "
-    "with half the stream assumed kept. It never looks at what a key writes (‖v·W_O‖) or at the MLPs, so "
-    "tokens that draw weight but write little, like the first token (a sink), stand out: the graph above "
-    "measures what each part actually adds."
+    "**Attention rollout** (Abnar & Zuidema 2020), below in light blue, multiplies every layer's "
+    "head-averaged weights with half the stream assumed kept. It never looks at what a key writes "
+    "(‖v·W_O‖) or at the MLPs, so tokens that draw weight but write little, like the first token (a sink), "
+    "stand out. In dark blue, the graph's own answer: each token's share of the output along the routes "
+    "above, which measure what each part actually adds."
 )
 
 

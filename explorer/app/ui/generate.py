@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.app import markup
+from explorer.app.kept import GenerationKey
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
-from explorer.app.workspace import GenerationKey
 from explorer.engine.generate import Generation
 from explorer.engine.tokens import printable
 from explorer.views import generation as generation_views

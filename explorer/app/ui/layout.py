@@ -7,12 +7,14 @@ shares (Run, a layer or head switch, a link) is wired by `explorer.app.ui.events
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from explorer import views
 from explorer.app import limits, markup
-from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS
+from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS, Downloads
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.app.fair_queue import QueueShares
 from explorer.app.limits import Readings
@@ -124,7 +126,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     model = gr.State("")  # the source of the loaded model ('' is the bundled one)
     shown = gr.State(None)  # (model, prompt) of the views on screen; (…, ablation): ablated
     map_style = gr.State(views.MapStyle())
-    current_tab = gr.State("attention")
 
     gr.Markdown(INTRO, elem_id="intro")
     with gr.Row():
@@ -171,6 +172,10 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
     ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
     others = gr.Textbox(elem_id="other-heads", elem_classes="hidden-input", show_label=False)
+    # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
+    current_tab = gr.Textbox(
+        "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
+    )
     controls = Controls(
         prompt=prompt,
         run_button=run_button,
@@ -190,6 +195,11 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     shared = Shared(
         workspace=workspace,
         readings=Readings(workspace),
+        downloads=Downloads(
+            Path(get_upload_folder()) / "explorer-downloads",
+            workspace.policy.download_bytes,
+            workspace.policy.downloads_bytes,
+        ),
         status=status,
         shown=shown,
         layer=layer,

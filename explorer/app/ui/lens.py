@@ -1,7 +1,8 @@
-"""The Lens tab: what the model is about to say after every layer (the logit lens), a target token's
-rank across layers, and who writes its logit (direct logit attribution). Computed when the tab opens,
+"""The Lens tab: what the model is about to say after every block (the logit lens), a target token's
+rank across blocks, and who writes its logit (direct logit attribution). Computed when the tab opens,
 and again after a run while it is open; moving the window redraws the grid alone, a new target or
-position the other two."""
+position the other two. A target and "Against" belong to the prompt they were typed for: a new prompt
+empties them (the rank then follows the model's own prediction), unless the person pinned them."""
 
 from __future__ import annotations
 
@@ -12,17 +13,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import (
-    COSTLY,
-    Shared,
-    close_when,
-    draw_while_open,
-    gpu,
-    guarded,
-    index,
-    plot,
-    top,
-)
+from explorer.app.ui.common import COSTLY, Shared, close_when, gpu, guarded, index, plot, top
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -37,16 +28,25 @@ class LensTab:
     grid: gr.Plot
     target: gr.Textbox
     distractor: gr.Textbox
+    pinned: gr.Checkbox  # keep the target and "Against" for new prompts
+    typed_for: gr.State  # what was shown when they were typed (None: not yet known, e.g. from a link)
     position: gr.Slider  # where the target is read and attributed
     rank: gr.Plot
     attribution: gr.Plot
+
+    @property
+    def linked(self) -> tuple[gr.Textbox, gr.Textbox]:
+        """What a link carries of the tab: the target and what it is read against (`share`)."""
+        return self.target, self.distractor
 
     def close_when(self, tabs: list[gr.Tab]) -> None:
         """Selecting any of these tabs takes the lens off screen."""
         close_when(self.is_open, tabs)
 
     def wire(self, shared: Shared, runs: list) -> None:
-        """Open: everything; after a run (while open) the same; window, target and position: their part."""
+        """Open: everything; after a run, the target emptied for a new prompt and, while open, everything
+        again (one step, so a run costs the page no more requests); window, target and position: their
+        part."""
         everything = [
             shared.status,
             self.is_open,
@@ -66,11 +66,10 @@ class LensTab:
             run = shared.workspace.run(*shown)  # opened: the window's start, the position read at the end
             start, position = 0, run.n_tokens - 1
             with shared.readings.reading(request, limits.lens_cost(run), run):
-                target = target or views.default_target(run, position)
                 drawn = (
                     plot(views.lens_grid(run, start), "lens"),
                     plot(views.target_rank(run, target, position), "lens-rank"),
-                    plot(views.attribution(run, target, distractor, position), "lens-attribution"),
+                    plot(attribution(run, target, distractor, position), "lens-attribution"),
                 )
             return (
                 gr.skip(),
@@ -80,7 +79,26 @@ class LensTab:
                 *drawn,
             )
 
-        draw_while_open(self.tab, self.is_open, open_lens, reads, everything, runs, api_name="lens")
+        kept = [self.target, self.distractor, self.typed_for]
+
+        def after_run(
+            request: gr.Request, opened, pinned, typed_for, shown, start, target, distractor, position
+        ):
+            emptied = forgets(shown, pinned, typed_for)
+            target, distractor = ("", "") if emptied else (target, distractor)
+            drawn = open_lens(request, shown, start, target, distractor, position) if opened else None
+            boxes = ("", "") if emptied else (gr.skip(), gr.skip())
+            return *(drawn or (gr.skip(),) * len(everything)), *boxes, shown
+
+        self.tab.select(open_lens, reads, everything, api_name="lens", **COSTLY)
+        for event in runs:
+            event.then(
+                after_run,
+                [self.is_open, self.pinned, self.typed_for, *reads],
+                [*everything, *kept],
+                api_name=False,
+                **COSTLY,
+            )
 
         @gpu
         @guarded(2)
@@ -103,11 +121,10 @@ class LensTab:
             run = shared.workspace.run(*shown)
             position = index(position, "position")
             with shared.readings.reading(request, limits.lens_cost(run), run):
-                target = target or views.default_target(run, position)
                 return (
                     gr.skip(),
                     plot(views.target_rank(run, target, position), "lens-rank"),
-                    plot(views.attribution(run, target, distractor, position), "lens-attribution"),
+                    plot(attribution(run, target, distractor, position), "lens-attribution"),
                 )
 
         targets = [shared.shown, self.target, self.distractor, self.position]
@@ -119,17 +136,34 @@ class LensTab:
             api_name="attribution",
             **COSTLY,
         )
+        typed = [self.target.submit, self.distractor.submit]  # what they were typed for
+        gr.on(typed, lambda shown: shown, shared.shown, self.typed_for, api_name=False, queue=False)
+
+
+def attribution(run, target: str, distractor: str, position: int):
+    """Who writes the target's logit (the model's own prediction when none is typed)."""
+    position = index(position, "position")
+    return views.attribution(run, target or views.default_target(run, position), distractor, position)
+
+
+def forgets(shown, pinned: bool, typed_for) -> bool:
+    """Whether a run empties the target and "Against": they were typed for another prompt (or model)
+    and are not pinned. Those of a link, typed for no run yet, belong to the run it opens."""
+    return typed_for is not None and not pinned and tuple(shown or ()) != tuple(typed_for)
 
 
 def build() -> LensTab:
     with gr.Tab("Lens", id="lens", elem_id="tab-lens") as tab:
         is_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
         gr.Markdown(
-            "What the model is about to say after every layer: each layer's stream read through the final "
-            "norm and the LM head (the logit lens; layer 0 is the embeddings, the last is the model's "
-            "output). Hover a cell for its top five and how far it is from the output (KL). Below, a "
-            "target's rank across layers, and its **direct** attribution: what each head, MLP and the "
-            "embedding wrote straight into that logit (patching, in Intervene, measures the total effect)."
+            "What the model is about to say after every block: the stream read through the final norm "
+            "and the LM head (the logit lens), first as the embeddings, then after each block, numbered "
+            "as the layers and heads are elsewhere (head 23.4 writes into the row after block 23; the "
+            "last row is the model's output). Hover a cell for its top five and how far it is from the "
+            "output (KL). Below, a target's rank after every block, and its **direct** attribution: what "
+            "each head, MLP and the embedding wrote straight into that logit (patching, in Intervene, "
+            "measures the total effect). "
+            "The target follows the model's prediction until you type one."
         )
         start = checked.Slider(0, 1, value=0, step=1, label="First position shown", elem_id="lens-start")
         grid = gr.Plot(show_label=False, elem_id="lens-plot", elem_classes="wide-plot")
@@ -144,6 +178,12 @@ def build() -> LensTab:
                 max_length=1024,
             )
             position = checked.Slider(0, 1, value=1, step=1, label="Position read", elem_id="lens-position")
+        pinned = gr.Checkbox(
+            False,
+            label="Keep the target and “Against” for new prompts (else a new prompt empties them)",
+            elem_id="lens-pinned",
+        )
+        typed_for = gr.State(None)
         rank = gr.Plot(show_label=False, elem_id="lens-rank-plot", elem_classes="wide-plot")
         attribution = gr.Plot(show_label=False, elem_id="lens-attribution-plot", elem_classes="wide-plot")
     return LensTab(
@@ -153,6 +193,8 @@ def build() -> LensTab:
         grid=grid,
         target=target,
         distractor=distractor,
+        pinned=pinned,
+        typed_for=typed_for,
         position=position,
         rank=rank,
         attribution=attribution,

@@ -12,8 +12,8 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import limits, markup
+from explorer.app.kept import CachedRun
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, plot
-from explorer.app.workspace import CachedRun
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,9 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
-`ablate` with their `mode` and `views`, and the patching prompts `clean`, `corrupted`, `answer`,
-`distractor`, and the lens' `target`), and "Copy link" gives the link of what is on screen. A link
-names a picker model by its label, so it works on any machine that has that model; any other model by
-its source as typed."""
+`ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
+`distractor`, and the lens' `target` and `against`), and "Copy link" gives the link of what is on screen.
+A link names a picker model by its label, so it works on any machine that has that model; any other
+model by its source as typed."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ def query_string(
     answer: str = "",
     distractor: str = "",
     target: str = "",
+    against: str = "",
 ) -> str:
     """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
-    the heads to ablate and how, the patching prompts, the lens' target), each only when it is not the
-    default."""
+    the heads to ablate and how, the patching prompts, the lens' target and what it is read against),
+    each only when it is not the default."""
     label = catalog.label_of(model)
     params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
     if label and label != catalog.BUNDLED_LABEL:
@@ -72,8 +73,7 @@ def query_string(
             params["views"] = 1
     patching = {"clean": clean, "corrupted": corrupted, "answer": answer, "distractor": distractor}
     params.update({name: text for name, text in patching.items() if text})
-    if target:
-        params["target"] = target
+    params.update({name: text for name, text in (("target", target), ("against", against)) if text})
     return "?" + urlencode(params)
 
 
@@ -131,8 +131,8 @@ def restore_view(workspace, model: str, request: gr.Request) -> tuple:
     """What a link asks for before its run (each left as it is when the link does not say): the
     prompt, layer, head and tab (the page itself opens the tab: OPEN_TAB_JS), how maps are
     drawn, the heads to ablate (ablated after the run, as after any run), the patching prompts and
-    the lens' target. First, what the page says of a layer or head the loaded model lacks (taken to
-    its nearest, or dropped)."""
+    the lens' target and what it is read against. First, what the page says of a layer or head the
+    loaded model lacks (taken to its nearest, or dropped)."""
     params = requested(request)
     try:
         config = workspace.explorer(model, load=False).config
@@ -159,6 +159,5 @@ def restore_view(workspace, model: str, request: gr.Request) -> tuple:
         ablate or gr.skip(),
         given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
         flag(params, "views") if "views" in params else gr.skip(),
-        *(given(name) for name in ("clean", "corrupted", "answer", "distractor")),
-        given("target"),
+        *(given(name) for name in ("clean", "corrupted", "answer", "distractor", "target", "against")),
     )

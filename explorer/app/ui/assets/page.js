@@ -2,9 +2,11 @@
 //
 // - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
 //   hover shows it all, ticks are drawn cut at the invisible separator U+2063 (so the margins fit what
-//   they show: `shortTicks`). Then every axis hides the labels that would overlap the last one shown
-//   or pass the figure's edge, measured as drawn, so no two ever collide (token axes leave the edge
-//   to this: Plotly's own check measured them twice).
+//   they show: `shortTicks`). Then an axis whose labels would overlap sets them a little smaller, and
+//   hides only those that would overlap the last one shown still, or pass the figure's edge, measured
+//   as drawn, so no two ever collide (token axes leave the edge to this: Plotly's own check measured
+//   them twice).
+// - A heatmap whose cells name tokens (the lens) shows in each as much of its token as the cell holds.
 // - A PNG button beside the modebar's SVG download, at publication size.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
@@ -13,7 +15,8 @@
 //   the head elsewhere ask the server only when on screen. Clicking a
 //   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
-//   an attention edge of the Flow graph opens its layer and top head.
+//   an attention edge of the Flow graph opens its layer and top head. A head picked in a chart of
+//   another view opens the Attention tab on it, with a button back to the chart.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
@@ -33,35 +36,61 @@ if (!window.__attentionExplorerPage) {
   const SHORT_END = "\u2063";
   const hooked = new WeakSet();
 
+  // An axis whose labels would overlap sets them smaller, down to SMALLEST_TICK_PX, and hides only
+  // those that overlap still: at a few dozen tokens every label fits, a little smaller (Plotly has
+  // already turned them upright where they would not fit across).
+  const SMALLEST_TICK_PX = 9;
+
   function tidyTicks(gd) {
-    // Every write first (all labels shown), then every box read, then the hiding: the page is laid out
-    // once for the whole figure, not once per axis (a read after a write lays it out again).
+    // Writes and reads in batches, every axis at once: the page is laid out once a batch, not once
+    // per axis (a read after a write lays it out again).
     const axes = [...gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")];
     const labels = axes.map((axis) => [...axis.querySelectorAll("text")]);
-    for (const texts of labels) {
-      for (const text of texts) if (text.style.visibility) text.style.visibility = "";
+    for (const text of labels.flat()) {
+      if (text.style.visibility) text.style.visibility = "";
+      if (text.dataset.fontSize) text.style.fontSize = text.dataset.fontSize; // as Plotly set it
     }
     const frame = gd.getBoundingClientRect();
     const inside = (box) =>
       box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
-    const measured = labels.map((texts) =>
-      texts.map((text) => ({ text, box: text.getBoundingClientRect() })).filter(({ box }) => box.width > 0 && box.height > 0),
-    );
-    for (const placed of measured) {
+    const overlap = (a, b) => a.left < b.right + 1 && a.right > b.left - 1 && a.top < b.bottom + 1 && a.bottom > b.top - 1;
+    const placedOf = (texts) => {
+      const placed = texts.map((text) => ({ text, box: text.getBoundingClientRect() })).filter(({ box }) => box.width > 0 && box.height > 0);
       const spread = (key) => Math.max(...placed.map((p) => p.box[key])) - Math.min(...placed.map((p) => p.box[key]));
       const along = spread("left") > spread("top") ? "left" : "top"; // ticks run across or down
-      placed.sort((a, b) => a.box[along] - b.box[along]);
+      return placed.sort((a, b) => a.box[along] - b.box[along]);
+    };
+    const crowded = (placed) => placed.some((p, i) => i > 0 && overlap(placed[i - 1].box, p.box));
+    let measured = labels.map(placedOf);
+    let tight = labels.filter((_, i) => crowded(measured[i]));
+    const size = (text) => parseFloat(text.dataset.fontSize || text.style.fontSize) || 12;
+    for (let px = Math.max(0, ...tight.flat().map(size)) - 1; tight.length && px >= SMALLEST_TICK_PX; px--) {
+      for (const text of tight.flat()) {
+        if (!text.dataset.fontSize) text.dataset.fontSize = text.style.fontSize;
+        if (size(text) > px) text.style.fontSize = `${px}px`;
+      }
+      const remeasured = tight.map(placedOf);
+      measured = labels.map((texts) => remeasured[tight.indexOf(texts)] || measured[labels.indexOf(texts)]);
+      tight = tight.filter((_, i) => crowded(remeasured[i]));
+    }
+    for (const placed of measured) {
       let last = null;
       for (const { text, box } of placed) {
-        const overlaps =
-          last &&
-          box.left < last.right + 1 &&
-          box.right > last.left - 1 &&
-          box.top < last.bottom + 1 &&
-          box.bottom > last.top - 1;
-        if (overlaps || !inside(box)) text.style.visibility = "hidden";
+        if ((last && overlap(last, box)) || !inside(box)) text.style.visibility = "hidden";
         else last = box;
       }
+    }
+    // Annotations (panel titles, the thumbnails' first and last keys, the flow's named routes): one that
+    // would overlap an earlier one shown is hidden.
+    const notes = [...gd.querySelectorAll(".annotation")];
+    for (const note of notes) if (note.style.visibility) note.style.visibility = "";
+    const covers = (a, b) =>
+      Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+    const shownNotes = [];
+    for (const { note, box } of notes.map((note) => ({ note, box: note.getBoundingClientRect() }))) {
+      if (box.width === 0 || box.height === 0) continue;
+      if (shownNotes.some((other) => covers(other, box))) note.style.visibility = "hidden";
+      else shownNotes.push(box);
     }
   }
 
@@ -92,6 +121,46 @@ if (!window.__attentionExplorerPage) {
       const ticks = {};
       for (const [key, label] of Object.entries(axis.labelalias)) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
       holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
+    }
+  }
+
+  // A heatmap whose cells name tokens (the lens' grid) carries each cell's whole label in
+  // `meta.fit_text` ([rows][columns]; its own `text`, short, is what an export draws): each cell shows
+  // as much of its label as the cell's width holds, cut with "…" (hover gives it whole). Widths come
+  // from a canvas in the labels' own font, so the page is not laid out once per label.
+  const measure = document.createElement("canvas").getContext("2d");
+
+  function fitted(whole, room) {
+    if (measure.measureText(whole).width <= room) return whole;
+    const chars = Array.from(whole); // characters, not UTF-16 halves
+    let low = 0;
+    let high = chars.length - 1; // the most characters that fit before "…"
+    while (low < high) {
+      const mid = (low + high + 1) >> 1;
+      if (measure.measureText(chars.slice(0, mid).join("") + "…").width <= room) low = mid;
+      else high = mid - 1;
+    }
+    return chars.slice(0, low).join("") + "…";
+  }
+
+  function fitCellText(gd) {
+    for (const group of gd.querySelectorAll(".heatmaplayer g.hm")) {
+      const trace = group.__data__ && group.__data__[0] && group.__data__[0].trace;
+      const whole = trace && trace.meta && trace.meta.fit_text;
+      if (!whole) continue;
+      const xa = gd._fullLayout[`xaxis${(trace.xaxis || "x").slice(1)}`];
+      const ya = gd._fullLayout[`yaxis${(trace.yaxis || "y").slice(1)}`];
+      const room = Math.abs(xa.d2p(1) - xa.d2p(0)) - (trace.xgap || 0) - 4; // a little margin each side
+      const first = Number(trace.x ? trace.x[0] : 0);
+      for (const label of group.querySelectorAll("g.heatmap-label")) {
+        const text = label.querySelector("text");
+        const at = label.__data__;
+        const row = whole[Math.round(ya.p2d(at.y))];
+        const cell = row && row[Math.round(xa.p2d(at.x)) - first];
+        if (!text || cell === undefined) continue;
+        measure.font = `${text.style.fontSize} ${text.style.fontFamily}`;
+        text.textContent = fitted(String(cell), room);
+      }
     }
   }
 
@@ -196,11 +265,62 @@ if (!window.__attentionExplorerPage) {
     setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
   }
 
+  // A head clicked in a chart of another view (patching, direct effects, the flow graph, the heads
+  // looking at a token) opens the Attention tab on it, and a button takes the person back to the chart
+  // (it goes when they open a tab themselves).
+  let cameFrom = null; // { tab: the tab button the chart was on (none under the strip), chart }
+  const BACK_ID = "back-to-chart";
+
+  function backButton() {
+    let button = document.getElementById(BACK_ID);
+    if (!button) {
+      button = document.createElement("button");
+      button.id = BACK_ID;
+      button.type = "button";
+      button.hidden = true;
+      button.addEventListener("click", goBack);
+      document.body.appendChild(button);
+    }
+    return button;
+  }
+
+  function openFrom(gd) {
+    const tab = document.querySelector("#views [role=tab][aria-selected=true]");
+    const attention = tab && tab.id === "tab-attention-button";
+    const chart = gd.closest(".block") || gd;
+    cameFrom = { tab: attention ? null : tab, chart };
+    const where = cameFrom.tab ? cameFrom.tab.textContent.trim() : "the heads looking at the token";
+    const button = backButton();
+    button.textContent = `← Back to ${where}`;
+    button.hidden = false;
+    openInAttention();
+  }
+
+  function goBack() {
+    const from = cameFrom;
+    leaveBack();
+    if (!from) return;
+    if (from.tab) from.tab.click();
+    setTimeout(() => from.chart.scrollIntoView({ block: "center", behavior: "auto" }), 0);
+  }
+
+  function leaveBack() {
+    cameFrom = null;
+    const button = document.getElementById(BACK_ID);
+    if (button) button.hidden = true;
+  }
+
   document.addEventListener("click", (event) => {
     const target = event.target.closest ? event.target : null;
+    if (event.isTrusted && target && target.closest("[role=tab]")) leaveBack(); // a tab opened by hand
     const row = target && target.closest(".top-head");
+    const ranked = target && target.closest(".ranked-head");
     const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
+    else if (ranked) {
+      pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patched-head"); // a sweep's ranked head
+      openFrom(ranked);
+    }
     else if (token) pickToken(Number(token.querySelector(".position")?.textContent));
     else if (target && target.closest("#open-in-attention")) openInAttention();
     else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
@@ -224,12 +344,16 @@ if (!window.__attentionExplorerPage) {
       pickHead(currentLayer(), Number(axis.slice(1) || 1) - 1); // thumbnail h sits on axis x{h+1}
     } else if (gd.closest("#patching-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
+      openFrom(gd);
     } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
+      openFrom(gd);
     } else if (gd.closest("#lens-attribution-plot, #heads-looking-at-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x));
+      openFrom(gd);
     } else if (gd.closest("#flow-plot") && point.customdata && point.customdata[1] >= 0) {
       pickHead(point.customdata[0], point.customdata[1]); // an attention edge: its layer and top head
+      openFrom(gd);
     }
   }
 
@@ -253,6 +377,7 @@ if (!window.__attentionExplorerPage) {
     if (hooked.has(gd) || typeof gd.on !== "function") return;
     hooked.add(gd);
     gd.on("plotly_afterplot", () => {
+      fitCellText(gd);
       tidyTicks(gd);
       addPngButton(gd);
       letTouchScroll(gd);
@@ -647,6 +772,7 @@ if (!window.__attentionExplorerPage) {
   });
   document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
     hook(gd); // drawn before this script: tidied now, later on each draw
+    fitCellText(gd);
     tidyTicks(gd);
     addPngButton(gd);
     letTouchScroll(gd);

@@ -1,0 +1,295 @@
+"""The Intervene tab's patching section: patch every head from a clean prompt into a corrupted one and
+see how much of a metric each head brings back (the logit difference, the answer's probability, or KL
+from the clean run), its heads ranked beside the map with their direct effect, and the whole sweep to
+download as .npz or .csv.
+
+- The prompts start from the prompt on screen when the tab opens with them empty; where it names two
+  people, the corrupted prompt swaps them and the answer and distractor are the names ("Swap the two
+  names" does it again for the clean prompt typed).
+- A sweep computes every metric at once: picking another metric redraws the map and the ranking from
+  the sweep on screen (`sweep`), with no new sweep.
+- A click on a cell or a ranked head (the page writes "layer,head,nonce" into #patched-head) puts the
+  clean prompt in the prompt box, runs it and opens that layer and head in the Attention tab.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import views
+from explorer.app import limits, markup, prefill
+from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
+from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
+from explorer.app.visitors import address
+from explorer.engine.interventions import PatchResult, single_token
+from explorer.engine.lens import Attribution
+from explorer.engine.patch_metrics import METRIC_NAMES, METRICS
+from explorer.errors import PromptError
+from explorer.loading import catalog
+from explorer.views import sweep_export
+
+# A sweep batches every head's patch, so its memory grows with L · H · N: the app takes short prompts
+# (an IOI pair is ~20 tokens); from Python, patch_heads takes up to the model's context.
+PATCH_MAX_TOKENS = 128
+PATCHING_INTRO = (
+    "### Patch heads\nThe corrupted prompt runs with one head's output taken from the clean run, for "
+    "every head in turn: how much of the metric at the last position comes back (1: all of the clean "
+    "run's, 0: none): logit(answer) − logit(distractor), p(answer), or the KL divergence of the next "
+    "token from the clean run's. The prompts need the same number of tokens; answer and distractor are "
+    "single tokens (mind the leading space). Click a cell or a ranked head to open it."
+)
+# One click downloads, as the Attention tab's (attention.DOWNLOAD_JS): the hidden button is clicked.
+DOWNLOAD_JS = "() => { document.querySelector('#sweep-download-file')?.click(); return null; }"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The sweep on screen: what it found, the clean prompt's direct effects, the model it ran on."""
+
+    result: PatchResult
+    direct: Attribution
+    model: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchingSection:
+    prompts: tuple[gr.Textbox, gr.Textbox, gr.Textbox, gr.Textbox]  # clean, corrupted, answer, distractor
+    swap: gr.Button  # the clean prompt's two names swapped into the corrupted one
+    metric: gr.Radio  # what recovered is the fraction of
+    patch: gr.Button
+    heatmap: gr.Plot  # recovered fraction, layers × heads: each head's total effect
+    ranked: gr.HTML  # the heads that recover the most, with their direct effects
+    direct: gr.Plot  # the clean prompt's direct logit attribution, beside it
+    examples: gr.Examples
+    picked: gr.Textbox  # "layer,head,nonce" of a clicked cell or ranked head, written by the page
+    patched: gr.State  # (model source, clean prompt) of the heatmap on screen
+    sweep: gr.State  # the Sweep on screen
+    npz: gr.Button
+    csv: gr.Button
+    download: gr.DownloadButton  # hidden: the file the page downloads at once
+
+
+def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
+    gr.Markdown(PATCHING_INTRO)
+    with gr.Row():
+        clean = gr.Textbox(label="Clean prompt", lines=2, elem_id="patch-clean", min_width=260)
+        corrupted = gr.Textbox(
+            label="Corrupted prompt (as many tokens)", lines=2, elem_id="patch-corrupted", min_width=260
+        )
+    with gr.Row():
+        answer = gr.Textbox(label="Answer (one token)", elem_id="patch-answer", min_width=140)
+        distractor = gr.Textbox(label="Distractor (one token)", elem_id="patch-distractor", min_width=140)
+        swap = gr.Button("Swap the two names", elem_id="patch-swap", min_width=140)
+    with gr.Row():
+        metric = gr.Radio(
+            [(METRIC_NAMES[name], name) for name in METRICS],
+            value="logit_diff",
+            label="Recovered fraction of",
+            elem_id="patch-metric",
+            scale=3,
+        )
+        patch = gr.Button("Patch every head", variant="primary", elem_id="patch-button", min_width=140)
+    gr.Markdown(SWAPS_MODEL, elem_classes="swaps-model")
+    examples = gr.Examples(
+        [[e.clean, e.corrupted, e.answer, e.distractor, e.model] for e in PATCHING_EXAMPLES.values()],
+        inputs=[clean, corrupted, answer, distractor, picker],
+        example_labels=[e.shows for e in PATCHING_EXAMPLES.values()],
+        label="Patching examples",
+        elem_id="patching-examples",
+    )
+    with gr.Row():
+        heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot", scale=3)
+        ranked = gr.HTML(elem_id="ranked-heads", min_width=300)
+    direct = gr.Plot(show_label=False, elem_id="patching-direct-plot", elem_classes="wide-plot")
+    with gr.Row():
+        npz = gr.Button("The sweep (.npz)", size="sm", elem_id="sweep-npz")
+        csv = gr.Button("The sweep (.csv)", size="sm", elem_id="sweep-csv")
+    download = gr.DownloadButton(elem_id="sweep-download-file", elem_classes="hidden-input")
+    picked = gr.Textbox(elem_id="patched-head", elem_classes="hidden-input", show_label=False)
+    patched, sweep = gr.State(None), gr.State(None)
+    return PatchingSection(
+        prompts=(clean, corrupted, answer, distractor),
+        swap=swap,
+        metric=metric,
+        patch=patch,
+        heatmap=heatmap,
+        ranked=ranked,
+        direct=direct,
+        examples=examples,
+        picked=picked,
+        patched=patched,
+        sweep=sweep,
+        npz=npz,
+        csv=csv,
+        download=download,
+    )
+
+
+def ranked(sweep: Sweep, metric: str) -> str:
+    """The sweep's heads that recover the most of `metric`, as the table beside the map shows them."""
+    rows = views.ranked_heads(sweep.result, sweep.direct.heads, metric)
+    return markup.ranked_heads(rows, METRIC_NAMES[metric])
+
+
+def first_token(tokenizer, text: str) -> str:
+    """`text` when it is one token of the vocabulary, else '' (a prefilled answer must be one)."""
+    try:
+        single_token(tokenizer, text, "answer")
+    except PromptError:
+        return ""
+    return text
+
+
+class PatchingEvents:
+    """The section's handlers, closed over the page they act on (`page`: the tab's
+    `intervene.PageParts`, what its events reach outside it)."""
+
+    def __init__(self, section: PatchingSection, shared: Shared, page):
+        self.section, self.shared, self.page = section, shared, page
+        self.workspace = shared.workspace
+        self.downloads = shared.downloads  # the page's one: a visitor keeps one download of any kind
+
+    def wire(self, tab: gr.Tab, runs: list, load_for) -> None:
+        """Wire the section's events; the runs they start join `runs`. `load_for` loads an example's
+        model first (the tab's)."""
+        s, p, shared = self.section, self.page, self.shared
+        patch_inputs = [*s.prompts, p.model]
+        drawn = [shared.status, s.heatmap, s.direct, s.ranked, s.patched, s.sweep]
+        swept = s.patch.click(on_gpu(self.patch, len(drawn)), patch_inputs, drawn, api_name="patch", **COSTLY)
+        redrawn = [shared.status, s.heatmap, s.ranked]
+        swept.then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
+        s.metric.input(self.show_metric, [s.sweep, s.metric], redrawn, api_name=False)
+        s.swap.click(
+            guarded(4)(self.swap), [s.prompts[0], p.model], [shared.status, *s.prompts[1:]], api_name=False
+        )
+        tab.select(self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False)
+        clicked = s.picked.change(
+            guarded(5)(self.open_patched),
+            [s.picked, s.patched, p.model],
+            [shared.status, p.prompt, shared.layer, shared.head, shared.shown],
+            api_name=False,
+            trigger_mode="always_last",
+        )
+        example_run = p.run.after(
+            s.examples.load_input_event.then(load_for, [p.picker, p.model], p.loader.outputs, api_name=False)
+        )
+        example_run.then(
+            on_gpu(self.patch_example, len(drawn)),
+            [*patch_inputs, p.picker],
+            drawn,
+            api_name=False,
+            **COSTLY,
+        ).then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
+        runs += [example_run, p.run.after(clicked)]
+        for button, write in ((s.npz, sweep_export.write_sweep_npz), (s.csv, sweep_export.write_sweep_csv)):
+            button.click(
+                on_gpu(self.exporter(write), 2), s.sweep, [shared.status, s.download], api_name=False
+            ).then(None, None, s.download, js=DOWNLOAD_JS, api_name=False)
+
+    # --- the sweep ------------------------------------------------------------------------------------
+
+    def sweep(self, request, clean, corrupted, answer, distractor, model, progress) -> tuple:
+        explorer = self.workspace.explorer(model, load=False)
+        n = explorer.config.n_layers * explorer.config.n_heads
+        progress(0, desc="Running both prompts …")
+        told = lambda done: progress(done, desc=f"Patching {n} heads")  # noqa: E731
+        cost = limits.patching_cost(explorer.config, PATCH_MAX_TOKENS)
+        with self.shared.readings.reading(request, cost):
+            result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
+        message = (
+            f"Patched each of {n} heads in {result.seconds:.1f} s: the heads ranked beside the map, each "
+            "head's direct effect on the clean prompt under it."
+        )
+        run = self.workspace.run(model, clean)  # the clean run the sweep read (cached after the first)
+        direct = run.logit_attribution(result.answer_id, result.distractor_id)
+        sweep = Sweep(result, direct, model)
+        figure = views.attribution(run, result.answer_id, result.distractor_id)
+        return (
+            markup.status(message, "info"),
+            plot(views.patching(result)),
+            plot(figure, "direct-effect"),
+            ranked(sweep, "logit_diff"),
+            (model, clean),
+            sweep,
+        )
+
+    def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
+        """Patch every head (and /patch): the heatmap of the recovered fraction."""
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
+
+    def patch_example(
+        self, request: gr.Request, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()
+    ):
+        """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
+        if catalog.source_of(choice) != (model or ""):
+            return (gr.skip(),) * 6
+        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
+
+    def show_metric(self, sweep, metric, after_sweep: bool = False):
+        """The map and the ranking for another metric, from the sweep on screen (after a sweep, which
+        drew the logit difference's: only for another metric)."""
+        if sweep is None or metric not in METRICS or (after_sweep and metric == "logit_diff"):
+            return (gr.skip(),) * 3
+        return gr.skip(), plot(views.patching(sweep.result, metric)), ranked(sweep, metric)
+
+    def exporter(self, write):
+        """A handler writing the sweep on screen with `write` into a file of its own, for the page."""
+        suffix = ".npz" if write is sweep_export.write_sweep_npz else ".csv"
+
+        def export(request: gr.Request, sweep):
+            if sweep is None:
+                raise ValueError("Patch every head first: the download is the sweep on screen.")
+            size, what = sweep_export.sweep_bytes(sweep.result), "The patching sweep"
+            visitor = address(request, self.workspace.policy.public)
+            path = self.downloads.path(visitor, f"patching{suffix}", size, what)
+            return gr.skip(), str(write(sweep.result, sweep.direct, path))
+
+        return export
+
+    # --- the prompts ----------------------------------------------------------------------------------
+
+    def prefill(self, prompt, clean, corrupted, answer, distractor, model):
+        """The tab opened: empty prompts start from the prompt on screen, its names swapped."""
+        if clean or corrupted or not isinstance(prompt, str) or not prompt.strip():
+            return (gr.skip(),) * 4
+        swap = prefill.swap_names(prompt)
+        if swap is None:
+            return prompt, gr.skip(), gr.skip(), gr.skip()
+        return prompt, swap.corrupted, *self.names(swap, model, answer, distractor)
+
+    def swap(self, clean, model):
+        """ "Swap the two names": the clean prompt's names swapped into the corrupted prompt."""
+        swap = prefill.swap_names(clean or "")
+        if swap is None:
+            found = prefill.names(clean or "")
+            raise ValueError(
+                f"The clean prompt names {len(found)} people ({', '.join(found) or 'none'}): a swap needs "
+                "two (a capitalised word that does not start a sentence is a name)."
+            )
+        return gr.skip(), swap.corrupted, *self.names(swap, model, "", "")
+
+    def names(self, swap: prefill.Swap, model, answer, distractor) -> tuple:
+        """The answer (the name said once) and distractor (said twice) with their leading space, where
+        each is one token of the loaded model and the box is empty."""
+        tokenizer = self.workspace.explorer(model, load=False).tokenizer
+        return tuple(
+            gr.skip() if typed else first_token(tokenizer, f" {name}") or gr.skip()
+            for typed, name in ((answer, swap.said_once), (distractor, swap.said_twice))
+        )
+
+    def open_patched(self, choice, patched, model):
+        """A click on a heatmap cell or a ranked head: the clean prompt in the prompt box, that layer and
+        head; clearing `shown` makes the run that follows draw them even when the clean prompt is on
+        screen."""
+        if not choice or patched is None:
+            return (gr.skip(),) * 5
+        sweep_model, clean = patched
+        if sweep_model != model:
+            raise ValueError("This heatmap is of another model than the one loaded: patch again.")
+        layer, head = (int(part) for part in choice.split(",")[:2])
+        config = self.workspace.explorer(model, load=False).config
+        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        return gr.skip(), clean, layer, head, None
