@@ -57,10 +57,11 @@ def flow_cost(run: Run, threshold: float) -> Cost:
 
 
 def lens_cost(run: Run) -> Cost:
-    """The lens and attribution: the run's logits at every position (the default target reads them)
-    and the lens' tiles of the vocabulary."""
-    held = "logits" in vars(run)
-    return Cost(f"the lens at {run.n_tokens:,} tokens", (0 if held else logits_bytes(run)) + TILE_BYTES)
+    """The lens and attribution: the lens' tiles of the vocabulary, and a token's rank line, which
+    holds every layer's logits at its position and their softmax ([L+1, vocab] twice)."""
+    c = run.config
+    rank_line = 2 * 4 * (c.n_layers + 1) * c.vocab_size
+    return Cost(f"the lens at {run.n_tokens:,} tokens", rank_line + TILE_BYTES)
 
 
 def overview_cost(run: Run) -> Cost:
@@ -93,15 +94,11 @@ def composition_cost(explorer) -> Cost:
 
 def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
     """A patching sweep of prompts of up to `n_tokens`: the clean and corrupted runs' traces (each
-    layer's input and every head's output), their logits, and the patched block's work."""
+    layer's input and every head's output) and the patched block's work. It reads one logit difference
+    through one direction of the LM head, never a row of the vocabulary."""
     c, n = config, n_tokens
     traces = 2 * 4 * c.n_layers * n * (c.hidden_size + c.n_heads * c.head_dim)
-    logits = 2 * 4 * n * c.vocab_size
-    return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + logits + TILE_BYTES)
-
-
-def logits_bytes(run: Run) -> int:
-    return 4 * run.n_tokens * run.config.vocab_size
+    return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + TILE_BYTES)
 
 
 def flow_threshold(threshold: float, n_tokens: int, policy: Policy) -> tuple[float, str]:

@@ -272,7 +272,10 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # left uninitialised (`init_weights` or a checkpoint sets it): on the meta device, nn.Embedding's
+        # own normal_ init would import torch._dynamo (slow to import) for nothing
+        embedding = torch.empty(config.vocab_size, config.hidden_size)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, _weight=embedding)
         self.layers = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
         self.norm = rms_norm(config, config.hidden_size)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)

@@ -104,12 +104,16 @@ def markdown(suite: Suite, results: dict[str, Any]) -> str:
 
 
 def main(suite: Suite, args) -> dict[str, Any]:
+    """SmolLM2 (a random checkpoint of its shape when it is not installed), or with `--model
+    gemma3-gguf` Gemma-3-270M; writes bench/NAME-DEVICE.* (NAME-DEVICE-gemma3-gguf.* for Gemma)."""
     import torch
 
     from explorer.loading.catalog import smollm2_gguf
+    from explorer.tools.bench.loading import model_path
 
     torch.set_num_threads(args.threads)  # the threads the machine line states
-    path = smollm2_gguf()
+    gemma = getattr(args, "model", "random") == "gemma3-gguf"
+    path = model_path("gemma3-gguf") if gemma else smollm2_gguf()
     load = [os.getloadavg()[0]]  # other work on a shared machine skews times: kept beside them
     with tempfile.TemporaryDirectory(prefix=f"explorer-bench-{suite.name}-") as tmp:
         if path is None:  # not installed: a random-init checkpoint of its shape
@@ -128,7 +132,7 @@ def main(suite: Suite, args) -> dict[str, Any]:
         "load_average": load,  # 1-minute, before and after
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{suite.name}-{args.device}"
+    stem = args.out / (f"{suite.name}-{args.device}" + ("-gemma3-gguf" if gemma else ""))
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(suite, results)
     stem.with_suffix(".md").write_text(text)
