@@ -141,10 +141,10 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     # Σ_v p_final·logit_layer for the KL, summed from each [rows, slab] tile while it is in cache, so
     # the LM head's weights are read once (a product with them for each term would read them again:
     # with a large vocabulary, most of the last position's cost). p_final = exp(final − lse_final) is
-    # known only after the last tile: the sums are kept against the running maximum `peak` of the final
-    # logits, rescaled when it grows (as an online softmax): mass = Σ exp(final − peak), cross =
-    # Σ exp(final − peak)·logit_layer.
-    peak = torch.full((b,), -torch.inf)  # [B]
+    # known only after the last tile: the sums are kept against the running maximum `logits_peak` of
+    # the final logits, rescaled when it grows (as an online softmax): mass = Σ exp(final − logits_peak),
+    # cross = Σ exp(final − logits_peak)·logit_layer.
+    logits_peak = torch.full((b,), -torch.inf)  # [B]
     mass, cross = torch.zeros(b), torch.zeros(layers, b)  # [B], [L+1, B]
     slab_values, slab_ids, slab_lse = [], [], []
     for start in range(0, weight.shape[0], slab):
@@ -152,12 +152,12 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
         if cap:
             logits = torch.tanh(logits / cap) * cap
         tile = logits.view(layers, b, -1)  # [L+1, B, S]: its last layer is the model's own logits
-        grown = torch.maximum(peak, tile[-1].amax(-1))
-        rescale = (peak - grown).exp()  # 0 at the first tile
+        grown = torch.maximum(logits_peak, tile[-1].amax(-1))
+        rescale = (logits_peak - grown).exp()  # 0 at the first tile
         weights = (tile[-1] - grown[:, None]).exp()  # [B, S]
         mass = mass * rescale + weights.sum(-1)
         cross = cross * rescale + (tile * weights).sum(-1)
-        peak = grown
+        logits_peak = grown
         values, ids = _top(logits, top_k)  # [R, k]
         # lse = max + log Σ exp(logit − max), the tile overwritten in place
         top = values[:, :1]
