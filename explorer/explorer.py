@@ -95,6 +95,11 @@ class Explorer:
             ablation=ablation,
         )
 
+    @property
+    def composition_computed(self) -> bool:
+        """Whether `composition_scores` is kept already (asking again costs nothing)."""
+        return self._composition is not None
+
     def composition_scores(self) -> Composition:
         """Q-, K- and V-composition of every earlier head into every later head, from the weights alone
         (Elhage et al. 2021): `.q`, `.k`, `.v` [L, H, L, H], earlier head first, 0 unless the earlier

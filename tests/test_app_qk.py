@@ -4,8 +4,10 @@ clear message; a link carries the cell."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -121,3 +123,27 @@ def test_the_panels_figures_are_sent_as_plotly_validates_them(workspace):
     assert_valid_as_sent(views.why_score(run, 2, 3, 14, 9))
     assert_valid_as_sent(views.what_drives_row(run, 2, 3, 14))
     assert_valid_as_sent(views.composition(run.explorer, (1, 5)))
+
+
+def test_a_split_and_composition_are_expensive_readings_counted_in_the_budget(client, workspace):
+    """Both compute through the readings' limits: their working memory is reserved in the workspace's
+    budget (refused with a message when it cannot fit), composition's nothing once kept."""
+    from explorer.app import limits
+
+    run = workspace.run("", PROMPT)
+    assert limits.why_cost(run).nbytes > limits.TILE_BYTES
+    ex = workspace.explorer("")
+    fresh = limits.composition_cost(SimpleNamespace(config=ex.config, composition_computed=False)).nbytes
+    held, budget = workspace.nbytes(), workspace.max_bytes
+    workspace.max_bytes = held + 1000
+    try:
+        status, split, *_ = client.predict(2, 3, 14, 9, api_name="/score_attribution")
+        message = html.unescape(status_text(status))
+        assert (
+            message.startswith("A score's sources at 29 tokens needs about") and "working memory" in message
+        )
+        assert split.get("__type__") == "update" and "value" not in split
+    finally:
+        workspace.max_bytes = budget
+    client.predict(1, 5, api_name="/composition")
+    assert fresh > 0 and limits.composition_cost(ex).nbytes == 0  # kept: asking again costs nothing

@@ -41,7 +41,7 @@ def test_a_gemma3_sliding_layer_draws_its_window(browser, tmp_path, tiny_tokeniz
             app.move_mouse_away()
             match_baseline(app.screenshot(app.page.locator("#pipeline-plot"), []), "pipeline-gemma3-sliding")
             app.pick_head("head 6 · kv 1")  # drawn in the page from the layer's update: the band is kept
-            assert app.title("pipeline-plot").startswith("Layer 0 · head 6 · kv 1: ")
+            assert app.title("pipeline-plot").startswith("Layer 0 (sliding, 5 keys) · head 6 · kv 1: ")
             outside = app.hover_cell("pipeline-plot", SOFTMAX_PANEL, last, 0)
             assert outside[-1].split()[-1] in ("0", "0.000", "0.0000"), outside
             app.set_layer(1)

@@ -146,6 +146,36 @@ def test_unicode_tokens_display_as_characters_never_as_escaped_bytes(run):
     assert shown.startswith("To be, or not to be")
 
 
+def test_a_run_keeps_no_vocabulary_sized_tensor_whatever_reads_its_logits(ex):
+    """`run.logits` is [N, vocab], computed when read and never kept (2 GiB for Gemma 3 at 2,048
+    tokens); the views read the positions they show. After every reading of logits the app makes, the
+    run holds what it held after its forward."""
+    from explorer import views
+
+    fresh = ex.run(PROMPT)
+    held, vocab = fresh.cache_nbytes(), ex.config.vocab_size
+    logits = fresh.logits
+    assert logits.shape == (fresh.n_tokens, vocab) and logits.dtype == torch.float32
+    torch.testing.assert_close(fresh.logits_at(-1), logits[-1])  # float32 within one product's rounding
+    torch.testing.assert_close(fresh.logits_at([0, 3]), logits[[0, 3]])
+    torch.testing.assert_close(fresh.next_token_probs(), logits[-1].softmax(-1), rtol=1e-6, atol=1e-7)
+    assert views.default_target(fresh, 3) == int(logits[3].argmax())
+    views.lens_grid(fresh)
+    views.target_rank(fresh, views.default_target(fresh))
+    views.attribution(fresh, views.default_target(fresh))
+    fresh.top_next_tokens()
+
+    def vocabulary_sized(value) -> bool:
+        if isinstance(value, torch.Tensor):
+            return vocab in value.shape
+        if isinstance(value, dict):
+            return any(vocabulary_sized(v) for v in value.values())
+        return isinstance(value, list | tuple) and any(vocabulary_sized(v) for v in value)
+
+    assert not [name for name, value in vars(fresh).items() if vocabulary_sized(value)]
+    assert fresh.cache_nbytes() == held
+
+
 def test_top_next_tokens_are_a_distribution(run):
     top = run.top_next_tokens(5)
     probs = [p for _, p in top]

@@ -94,6 +94,54 @@ def test_the_pipeline_names_and_hatches_the_sliding_window(pair):
     assert sum("outside this sliding layer's window" in text for text in hover) == 2  # mask and masked
 
 
+def window_edges(figure) -> list:
+    return [t for t in figure.data if t.type == "scatter" and t.line.dash == "dash"]
+
+
+def test_titles_say_which_layers_are_sliding_and_which_global(pair):
+    _, run = pair
+    assert views.pipeline(run, SLIDING, 0).layout.title.text.startswith(
+        f"Layer 0 (sliding, {WINDOW} keys) · head 0"
+    )
+    assert views.pipeline(run, FULL, 0).layout.title.text.startswith("Layer 1 (global) · head 0 · kv 0: ")
+    assert views.all_heads(run, FULL).layout.title.text.startswith("Layer 1 (global): every head's")
+    assert views.zoom(run, 2, 1, (0, 3, 0, 3)).layout.title.text.startswith(
+        f"Layer 2 (sliding, {WINDOW} keys)"
+    )
+
+
+def test_a_sliding_layers_window_edge_is_drawn_where_its_weights_stop(pair):
+    """A dashed line between key i − W and key i − W + 1 of every query i, over the softmax panel and
+    every head's map: the maps are exactly 0 left of it, and it is the line x = y − W + 0.5."""
+    _, run = pair
+    n = run.n_tokens
+    (edge,) = window_edges(views.pipeline(run, SLIDING, 0))
+    assert (edge.xaxis, edge.yaxis) == ("x5", "y5")  # the softmax panel
+    x, y = np.asarray(edge.x), np.asarray(edge.y)
+    np.testing.assert_allclose(x, y - WINDOW + 0.5)
+    assert (x[0], y[-1]) == (-0.5, n - 0.5)  # from the left edge of the map to its foot
+    edges = window_edges(views.all_heads(run, SLIDING))
+    assert len(edges) == run.config.n_heads and len({(t.xaxis, t.yaxis) for t in edges}) == run.config.n_heads
+    probs = run.attention(SLIDING).probs
+    for i in range(WINDOW, n):  # left of the line (keys 0 .. i − W) nothing, right of it weight
+        assert torch.all(probs[:, i, : i - WINDOW + 1] == 0) and torch.all(probs[:, i, i - WINDOW + 1] > 0)
+    assert not window_edges(views.pipeline(run, FULL, 0)) and not window_edges(views.all_heads(run, FULL))
+
+
+def test_the_overview_outlines_and_names_the_global_layers(pair):
+    _, run = pair
+    profile = views.head_profile(run)
+    figure = views.overview(run, profile)
+    assert (
+        "global layers (every earlier key) outlined: 1; the others slide over 5 keys"
+        in figure.layout.title.text
+    )
+    assert figure.layout.yaxis.labelalias == {"1": "<b>1</b>"}
+    assert figure.layout.yaxis2.labelalias == {"1": "<b>1</b>"}
+    outlined = {(shape.yref, shape.y0, shape.y1) for shape in figure.layout.shapes}
+    assert outlined == {(f"y{'' if i == 1 else i}", 0.5, 1.5) for i in range(1, 6)}
+
+
 def test_gemma3_with_a_vision_tower_and_attention_soft_capping_are_refused_by_name():
     text = dict(
         vocab_size=320, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96

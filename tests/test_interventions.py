@@ -197,9 +197,15 @@ def test_a_soft_capped_models_sweep_reads_its_capped_logits(tmp_path, tiny_token
     assert ex.config.final_logit_softcapping == 2.0
     result = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], answer=ANSWER, distractor=DISTRACTOR)
     clean_ids, corrupted_ids = ex.run(CLEAN).ids, ex.run(CORRUPTED["differ-mid-prompt"]).ids
-    clean, corrupted, patched = hf_patching_reference(
+    reference = hf_patching_reference(
         hf_model, clean_ids, corrupted_ids, result.answer_id, result.distractor_id
-    )["logit_diff"]
+    )
+    for name, (clean, corrupted, patched) in reference.items():  # every metric, from capped logits
+        reading = result.readings[name]
+        assert reading.clean == pytest.approx(clean, abs=1e-4), name
+        assert reading.corrupted == pytest.approx(corrupted, abs=1e-4), name
+        assert (reading.patched - patched).abs().max().item() <= 1e-4, name
+    clean, corrupted, patched = reference["logit_diff"]
     assert result.clean_logit_diff == pytest.approx(clean, abs=1e-4)
     assert result.corrupted_logit_diff == pytest.approx(corrupted, abs=1e-4)
     assert (result.logit_diff - patched).abs().max().item() <= 1e-4

@@ -121,6 +121,25 @@ def test_a_reading_that_cannot_fit_beside_its_model_and_run_is_refused_before_it
     assert workspace.run("", PROMPT) is run  # what it reads stays
 
 
+def test_the_lens_and_patching_are_charged_what_they_hold_never_logits_at_every_position():
+    """Neither holds [N, vocab] (2 GiB for Gemma 3 at 2,048 tokens): the lens reads the vocabulary a
+    tile at a time and a rank line of [L+1, vocab]; a patching sweep reads one direction of the LM head."""
+    gemma = explorer.ModelConfig(
+        vocab_size=262_144,
+        hidden_size=640,
+        n_layers=18,
+        n_heads=4,
+        n_kv_heads=1,
+        head_dim=256,
+        intermediate_size=2048,
+    )
+    short, long = (types.SimpleNamespace(config=gemma, n_tokens=n) for n in (16, 2048))
+    assert limits.lens_cost(short).nbytes == limits.lens_cost(long).nbytes
+    assert limits.lens_cost(long).nbytes == 2 * 4 * 19 * 262_144 + limits.TILE_BYTES  # 102 MiB
+    small_vocabulary = explorer.ModelConfig(**{**vars(gemma), "vocab_size": 1000})
+    assert limits.patching_cost(gemma, 128).nbytes == limits.patching_cost(small_vocabulary, 128).nbytes
+
+
 def test_the_flow_graph_tells_its_working_memory_layer_by_layer(run):
     """Its size is known only as it reaches positions: six [Q, H, keys] tensors a layer at most."""
     told = []

@@ -32,11 +32,9 @@ class CachedRun:
         self._fixed_bytes = sys.getsizeof(self.text) + tokens + ids
 
     def nbytes(self) -> int:
-        """Tensors the run holds now, its logits if they were read, the profile, and its Python text."""
-        logits = vars(self.run).get("logits")
+        """Tensors the run holds now, the profile, and its Python text."""
         profile = sum(a.nbytes for a in (self.profile or {}).values())
-        held = self.run.cache_nbytes() + (logits.numel() * logits.element_size() if logits is not None else 0)
-        return held + profile + self._fixed_bytes
+        return self.run.cache_nbytes() + profile + self._fixed_bytes
 
 
 def model_nbytes(explorer: Explorer) -> int:

@@ -3,10 +3,11 @@
 - Every request is bounded in time (`Policy.request_seconds`, on a Space 60 s): `bounded` wraps each
   handler, and the engine's loops stop at the bound with a message saying so (`engine.deadline`).
 - An expensive reading (the flow graph, the lens, the Overview's head scores, a patching sweep, an ablated
-  run) has a cost model (`Cost`, from its tokens, layers, heads, vocabulary): its working memory is
-  reserved in the workspace's budget while it runs (`Workspace.reserve`), so the process stays near the
-  budget however many visitors ask at once; a visitor computes one at a time (`Readings`), and the
-  events that compute them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
+  run, a score's sources, the composition of every pair of heads) has a cost model (`Cost`, from its
+  tokens, layers, heads, vocabulary): its working memory is reserved in the workspace's budget while it
+  runs (`Workspace.reserve`), so the process stays near the budget however many visitors ask at once; a
+  visitor computes one at a time (`Readings`), and the events that compute them take turns in one queue
+  of their own (`COSTLY`, the layout's concurrency).
 - The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
   threshold has a floor that rises with the prompt's length (`flow_threshold`), and the graph is drawn
   there, the status saying so.
@@ -26,6 +27,7 @@ from explorer.app.policy import Policy
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.engine import deadline, working_memory
+from explorer.engine.composition import BAND_ROWS
 from explorer.engine.config import ModelConfig
 from explorer.engine.run import Run
 from explorer.errors import LimitError
@@ -55,10 +57,11 @@ def flow_cost(run: Run, threshold: float) -> Cost:
 
 
 def lens_cost(run: Run) -> Cost:
-    """The lens and attribution: the run's logits at every position (the default target reads them)
-    and the lens' tiles of the vocabulary."""
-    held = "logits" in vars(run)
-    return Cost(f"the lens at {run.n_tokens:,} tokens", (0 if held else logits_bytes(run)) + TILE_BYTES)
+    """The lens and attribution: the lens' tiles of the vocabulary, and a token's rank line, which
+    holds every layer's logits at its position and their softmax ([L+1, vocab] twice)."""
+    c = run.config
+    rank_line = 2 * 4 * (c.n_layers + 1) * c.vocab_size
+    return Cost(f"the lens at {run.n_tokens:,} tokens", rank_line + TILE_BYTES)
 
 
 def overview_cost(run: Run) -> Cost:
@@ -68,17 +71,34 @@ def overview_cost(run: Run) -> Cost:
     return Cost(f"the Overview's head scores at {n:,} tokens", projections + TILE_BYTES)
 
 
+def why_cost(run: Run) -> Cost:
+    """A score's sources and its row's key drivers: every earlier layer's heads rerun over the positions
+    up to the query, one layer at a time (its q, k, v, every head's output, the key side read at every
+    key), and a block of rows."""
+    c, n = run.config, run.n_tokens
+    layer = 4 * n * (4 * c.hidden_size + 3 * c.n_heads * c.head_dim)
+    return Cost(f"a score's sources at {n:,} tokens", layer + TILE_BYTES)
+
+
+def composition_cost(explorer) -> Cost:
+    """The composition of every pair of heads, from the weights (kept once computed): every head's
+    Grams as two hidden × d factors on each side, one band of their rows, the pairs' sums."""
+    c = explorer.config
+    heads = c.n_layers * c.n_heads
+    if explorer.composition_computed:
+        return Cost("the composition of every pair of heads", 0)
+    factors = 4 * 8 * heads * c.hidden_size * c.head_dim
+    bands = 4 * 4 * heads * BAND_ROWS * c.hidden_size
+    return Cost(f"the composition of every pair of {heads:,} heads", factors + bands + 8 * 3 * heads**2)
+
+
 def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
     """A patching sweep of prompts of up to `n_tokens`: the clean and corrupted runs' traces (each
-    layer's input and every head's output), their logits, and the patched block's work."""
+    layer's input and every head's output) and the patched block's work. It reads one logit difference
+    through one direction of the LM head, never a row of the vocabulary."""
     c, n = config, n_tokens
     traces = 2 * 4 * c.n_layers * n * (c.hidden_size + c.n_heads * c.head_dim)
-    logits = 2 * 4 * n * c.vocab_size
-    return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + logits + TILE_BYTES)
-
-
-def logits_bytes(run: Run) -> int:
-    return 4 * run.n_tokens * run.config.vocab_size
+    return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + TILE_BYTES)
 
 
 def flow_threshold(threshold: float, n_tokens: int, policy: Policy) -> tuple[float, str]:

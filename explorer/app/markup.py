@@ -10,6 +10,7 @@ from html import escape
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.tokens import CHARS_PER_TOKEN, char_budget, printable
+from explorer.views.labels import global_layers
 
 # Every token is TOKEN_PX tall, so the strip shows STRIP_ROWS whole rows and scrolls the rest, a row at
 # a time: its height is a whole number of rows, never one cut in half.
@@ -124,6 +125,10 @@ def model_card(name: str, config: ModelConfig) -> str:
         f"{config.n_layers} layers · {config.n_heads} query heads · {config.n_kv_heads} kv heads ({kind}) · "
         f"head dim {config.head_dim} · context {config.context_length} tokens"
     )
+    if any(config.window(layer) is not None for layer in range(config.n_layers)):
+        full = global_layers(config)  # the layers that see every key, beside the sliding ones
+        facts += f" · sliding window of {config.sliding_window:,} keys"
+        facts += f", global layers {', '.join(map(str, full))}" if full else ""
     return f'<div style="font-size:13px"><b>{escape(name)}</b><br>{escape(facts)}</div>'
 
 

@@ -10,9 +10,10 @@ It goes through the block's own methods (`Block.attention_input`, `Attention.pro
 queries and keys on, it is the one attention (`explorer.engine.rows`), as is every other reading of
 a layer's rows (`Projections.rows`). All internals are float32 whatever the model's dtype.
 
-Memory: only `probs` among the [H, N, N] stages is kept when the layer is computed; `scores`, `scaled`
-and `masked` are computed from q_rot and k_rot the first time they are read, and `head_stages(h)`
-gives one head's stages without touching the others.
+Memory: computing the layer holds none of its [H, N, N] stages: the output is mixed a block of rows at
+a time (`AttentionRows.mix`). `probs`, `scores`, `scaled` and `masked` are computed from q_rot and
+k_rot the first time they are read, then kept, and `head_stages(h)` gives one head's stages without
+touching the others.
 """
 
 from __future__ import annotations

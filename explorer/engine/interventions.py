@@ -259,13 +259,6 @@ def patch_heads(
     )
 
 
-def _logit_diff(model: Transformer, normed: torch.Tensor, pair: list[int]) -> torch.Tensor:
-    """logit(answer) − logit(distractor) through the model's LM head (soft-capped where it is), of the
-    (answer, distractor) `pair`.  # [..., hidden] -> [...] float32"""
-    logits = model.logits(normed, pair).float()  # [..., 2]
-    return logits[..., 0] - logits[..., 1]
-
-
 def _sweep(
     model: Transformer,
     corrupted: _Trace,

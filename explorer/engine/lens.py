@@ -137,19 +137,27 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     normed = torch.cat([model.final_norm(streams), run.final_hidden[None, positions]])  # [L+1, B, hidden]
     layers, b = normed.shape[:2]
     rows = normed.reshape(layers * b, -1)  # [R, hidden], R = (L+1)·B
-    final = model.logits(normed[-1]).float()
-    final = final - final.logsumexp(-1, keepdim=True)  # [B, V] log p_final
-    p_final = final.exp()
     weight, cap = model.lm_head.weight, run.config.final_logit_softcapping  # [V, hidden]
-    # Σ_v p_final·logit_layer, read back through the LM head: normed · (W_Uᵀ p_final) (soft-capped
-    # logits are not linear in the stream: their sum is taken tile by tile)
-    cross = torch.zeros(layers, b) if cap else (normed * (p_final @ weight.float())).sum(-1)  # [L+1, B]
+    # Σ_v p_final·logit_layer for the KL, summed from each [rows, slab] tile while it is in cache, so
+    # the LM head's weights are read once (a product with them for each term would read them again:
+    # with a large vocabulary, most of the last position's cost). p_final = exp(final − lse_final) is
+    # known only after the last tile: the sums are kept against the running maximum `logits_peak` of
+    # the final logits, rescaled when it grows (as an online softmax): mass = Σ exp(final − logits_peak),
+    # cross = Σ exp(final − logits_peak)·logit_layer.
+    logits_peak = torch.full((b,), -torch.inf)  # [B]
+    mass, cross = torch.zeros(b), torch.zeros(layers, b)  # [B], [L+1, B]
     slab_values, slab_ids, slab_lse = [], [], []
     for start in range(0, weight.shape[0], slab):
         logits = torch.nn.functional.linear(rows, weight[start : start + slab]).float()  # [R, S]
         if cap:
             logits = torch.tanh(logits / cap) * cap
-            cross += (logits.view(layers, b, -1) * p_final[:, start : start + slab]).sum(-1)
+        tile = logits.view(layers, b, -1)  # [L+1, B, S]: its last layer is the model's own logits
+        grown = torch.maximum(logits_peak, tile[-1].amax(-1))
+        rescale = (logits_peak - grown).exp()  # 0 at the first tile
+        weights = (tile[-1] - grown[:, None]).exp()  # [B, S]
+        mass = mass * rescale + weights.sum(-1)
+        cross = cross * rescale + (tile * weights).sum(-1)
+        logits_peak = grown
         values, ids = _top(logits, top_k)  # [R, k]
         # lse = max + log Σ exp(logit − max), the tile overwritten in place
         top = values[:, :1]
@@ -159,8 +167,8 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     values, best = torch.cat(slab_values, -1).topk(top_k, dim=-1)  # [R, k]
     ids = torch.cat(slab_ids, -1).gather(-1, best)
     lse = torch.stack(slab_lse, -1).logsumexp(-1).view(layers, b)
-    # KL(p_final ‖ p_layer) = Σ p_final·log p_final − Σ p_final·logit_layer + lse_layer (Σ p_final = 1)
-    kl = ((p_final * final).sum(-1) - cross + lse).clamp_min(0)
+    # KL(p_final ‖ p_layer) = Σ p_final·(logit_final − logit_layer) − lse_final + lse_layer
+    kl = ((cross[-1] - cross) / mass - lse[-1] + lse).clamp_min(0)
     return ids.view(layers, b, top_k), values.view(layers, b, top_k), lse, kl
 
 

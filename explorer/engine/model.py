@@ -164,7 +164,10 @@ class Attention(nn.Module):
         where = torch.arange(n_keys - x.shape[1], n_keys, device=q.device)  # the M positions
         queries = where if kept is None else where[kept]  # [R]
         if p.stagewise or p.taps.stagewise:  # attention stage by stage (the one attention), float32
-            rows = attention_rows(q.float(), k.float(), queries, self.scale, self.window, layer, p.taps)
+            allowed = p.mask(queries, n_keys, self.window)  # [R, keys]
+            rows = attention_rows(
+                q.float(), k.float(), queries, self.scale, self.window, layer, p.taps, allowed
+            )
             return rows.mix(v.float()).to(q.dtype)
         # As many queries as keys, the last positions they reach: the causal mask (SDPA's own); queries
         # at the last key alone see every key (no mask); else the mask, unless a sliding window cuts none.
@@ -270,7 +273,10 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # left uninitialised (`init_weights` or a checkpoint sets it): on the meta device, nn.Embedding's
+        # own normal_ init would import torch._dynamo (slow to import) for nothing
+        embedding = torch.empty(config.vocab_size, config.hidden_size)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, _weight=embedding)
         self.layers = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
         self.norm = rms_norm(config, config.hidden_size)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)

@@ -46,14 +46,15 @@ def read_states(
     distractor_id: int,
     metrics: tuple[str, ...] = METRICS,
 ) -> dict[str, Reading]:
-    """The logit difference (through the LM head's rows of the two tokens alone, soft-capped where the
-    model caps its logits) and each other reading of `metrics` (the answer's probability and KL need
-    every row of the LM head: on SmolLM2's 49,152 tokens, some 0.3 s for its 270 heads)."""
-    dtype = model.lm_head.weight.dtype
+    """The logit difference (through `Transformer.logits` with the LM head's rows of the two tokens
+    alone, soft-capped where the model caps them) and each other reading of `metrics` (the answer's
+    probability and KL need every row of the LM head: on SmolLM2's 49,152 tokens, some 0.3 s for its
+    270 heads)."""
+    pair, dtype = [answer_id, distractor_id], model.lm_head.weight.dtype
     n_layers, n_heads, hidden = states.shape
 
-    def difference(x: torch.Tensor) -> torch.Tensor:  # [..., hidden] -> [...] float32
-        logits = model.logits(x.to(dtype), [answer_id, distractor_id]).float()
+    def difference(x: torch.Tensor) -> torch.Tensor:  # [..., hidden] -> [...]
+        logits = model.logits(x.to(dtype), pair).float()  # [..., 2]
         return logits[..., 0] - logits[..., 1]
 
     readings = {"logit_diff": (difference(states), difference(clean), difference(corrupted))}

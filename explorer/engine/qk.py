@@ -10,8 +10,8 @@ score is bilinear in them: table[s, t] = scale · ⟨q part s, k part t⟩, and 
 score. b_Q and b_K are one more source on each side ("bias"). GQA: a head reads its kv head's keys.
 
 - What each earlier block wrote comes from its cached input through its own attention alone
-  (`Attention.heads` through the one attention, no MLP run): every head's output z there, and o_proj's
-  output for Gemma's norm;
+  (`Attention.heads` on the fast path, as the forward computed it, no MLP run): every head's output z
+  there, and o_proj's output for Gemma's norm;
   an MLP's part is what its block added to the stream less what the attention wrote (the cached inputs
   of consecutive layers).
 - `score_attribution`: one (query, key) of one head, the two positions' queries alone computed.
@@ -103,9 +103,10 @@ def _attention_at(run, layer: int, p, kept: list[int] | None = None):
 
 
 def _pass(run, m: int):
-    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables, and the
-    one attention (`explorer.engine.rows`) in place of SDPA."""
-    return run.explorer.model.pass_over(range(m), run.layer_inputs.dtype, stagewise=True)
+    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables and masks.
+    Its heads' outputs come from SDPA, as in the forward that wrote the cached stream (no stage of the
+    attention is read here)."""
+    return run.explorer.model.pass_over(range(m), run.layer_inputs.dtype)
 
 
 def _written_by_heads(block: Block, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -197,14 +198,15 @@ def key_drivers(run, layer: int, head: int, query: int) -> KeyDrivers:
     block, device = model.layers[layer], run.layer_inputs.device
     attn, kv, d = block.self_attn, int(p.kv_head[head]), config.head_dim
     seen = run.attention_rows(layer, [query], head)  # the query's row: its mask and scaled scores
-    keys = torch.nonzero(seen.allowed[0]).flatten()  # [n] the keys it may see
+    keys = torch.nonzero(seen.allowed[0]).flatten()  # [n] the keys it may see: a band, up to the query
+    at = slice(int(keys[0]), query + 1)
     # A key-side part t at key j scores scale·⟨R_i q, R_j (s_k ⊙ W_K (ρ_j w ⊙ t))⟩ = ρ_j·⟨g_j, W_K (w ⊙ t)⟩:
     # g_j is the rotated query turned back to j, times QK-norm's scale and the attention's.
     cos, sin = rope.cos_sin(rope.angles(keys, p.inv_freq))  # [n, d] ×2
     g = rope.apply_rope(p.q_rot[head, query].expand(len(keys), -1), cos, -sin) * p.scale  # [n, d]
     if attn.k_norm is not None:
         g = g * attn.k_norm.scale(p.k[kv, keys])
-    g, at = g.to(device), keys.to(device)
+    g = g.to(device)
     w_k = attn.k_proj.weight.float().view(-1, d, config.hidden_size)[kv]  # [d, hidden]
     inverse_rms, weight = block.attention_input_factors(run.layer_inputs[layer, at])  # [n, 1], [hidden]
     u = inverse_rms * (g @ w_k) * weight  # [n, hidden]: a part t at key j scores t · u_j

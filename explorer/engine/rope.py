@@ -18,8 +18,9 @@ from explorer.engine.config import ModelConfig, RopeScaling
 
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None = None):
-    """θ_i = theta^(−2i/d) for i in [0, d/2), rescaled per `scaling`.  # [d/2] float32"""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    """θ_i = theta^(−2i/d) for i in [0, d/2), rescaled per `scaling`, on the CPU whatever the default
+    device (a model built on the meta device still gets real θ).  # [d/2] float32"""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim
     inv_freq = 1.0 / (theta**exponents)
     scaling = scaling or RopeScaling()
     if scaling.rope_type == "linear":
@@ -48,7 +49,7 @@ def config_inverse_frequencies(config: ModelConfig) -> torch.Tensor:
     which GGUF files of Llama 3.1+ carry in place of llama3 scaling parameters).  # [d/2] float32"""
     inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
     if config.rope_freq_factors is not None:
-        return inv_freq / torch.tensor(config.rope_freq_factors, dtype=torch.float32)
+        return inv_freq / torch.tensor(config.rope_freq_factors, dtype=torch.float32, device="cpu")
     return inv_freq
 
 

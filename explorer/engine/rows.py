@@ -25,6 +25,7 @@ from functools import cached_property
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.taps import NO_TAPS, Taps, tapped
 
 # `probs` and `mix` go a cell of query positions at a time (queries CELL·c .. CELL·(c+1)−1), each over
@@ -110,11 +111,14 @@ class AttentionRows:
         if self.taps.stagewise:  # the taps see (and may edit) every row at once
             masked = self._tapped(self.taps.scores, mask_(self._raw(), self.scale, self.allowed))
             return self._tapped(self.taps.pattern, softmax_(masked))
-        probs = torch.zeros(self.shape, dtype=self.q.dtype, device=self.q.device)
+        probs = torch.empty(self.shape, dtype=self.q.dtype, device=self.q.device)
         for start, stop, low, high in self.blocks:
+            deadline.check()  # a bounded request stops between two blocks
             block = self._raw(slice(start, stop), slice(low, high))  # [..., H, R, high − low]
             allowed = self.allowed[..., start:stop, low:high]
             probs[..., start:stop, low:high] = softmax_(mask_(block, self.scale, allowed))
+            probs[..., start:stop, :low] = 0  # keys the block's queries never see
+            probs[..., start:stop, high:] = 0
         return probs
 
     def _tapped(self, tap, value: torch.Tensor) -> torch.Tensor:
@@ -151,12 +155,19 @@ class AttentionRows:
 
     def mix(self, v: torch.Tensor) -> torch.Tensor:
         """Each head's output, probs @ v over its kv head's values, block by block over the keys each
-        block's rows may see.  # v [..., H_kv, K, d] -> [..., H, Q, d]"""
-        probs, n_kv = self.probs, v.shape[-3]
-        *lead, n_heads, n_rows, _ = probs.shape
-        out = torch.empty(*lead, n_heads, n_rows, v.shape[-1], dtype=probs.dtype, device=probs.device)
+        block's rows may see; when `probs` was not read (and no tap reads it), each block's rows are
+        softmaxed and mixed at once, never held whole.  # v [..., H_kv, K, d] -> [..., H, Q, d]"""
+        held = "probs" in self.__dict__ or self.taps.stagewise
+        *lead, n_heads, n_rows, _ = self.shape
+        n_kv = v.shape[-3]
+        out = torch.empty(*lead, n_heads, n_rows, v.shape[-1], dtype=self.q.dtype, device=self.q.device)
         for start, stop, low, high in self.blocks:
-            block = probs[..., start:stop, low:high]  # [..., H, R, k]
+            deadline.check()
+            if held:
+                block = self.probs[..., start:stop, low:high]  # [..., H, R, k]
+            else:
+                raw = self._raw(slice(start, stop), slice(low, high))
+                block = softmax_(mask_(raw, self.scale, self.allowed[..., start:stop, low:high]))
             grouped = block.unflatten(-3, (n_kv, n_heads // n_kv))  # [..., H_kv, G, R, k]
             mixed = grouped @ v[..., None, low:high, :]  # [..., H_kv, G, R, d]
             out[..., start:stop, :] = mixed.flatten(-4, -3)
@@ -171,10 +182,12 @@ def attention_rows(
     window: int | Sequence[int | None] | None = None,
     layer: int = 0,
     taps: Taps = NO_TAPS,
+    allowed: torch.Tensor | None = None,
 ) -> AttentionRows:
     """The rows of queries `q` standing at `positions` over keys `k` (key j at position j), masked as
     a layer with `window` masks them (None: causal), or with one window per leading index (a generation
-    step's layers).  # q [..., H, Q, d], k [..., H_kv, K, d], positions [Q]"""
+    step's layers); `allowed`: that mask, already built (the layers of one forward share it).
+    # q [..., H, Q, d], k [..., H_kv, K, d], positions [Q]"""
     n_keys = k.shape[-2]
     if len(positions) and int(positions.max()) >= n_keys:
         raise ValueError(f"a query at {int(positions.max())} sees its own key, but there are {n_keys} keys")
@@ -182,5 +195,6 @@ def attention_rows(
         allowed = torch.stack([attention_mask(positions, n_keys, w) for w in window])[:, None]
         band = None if None in window or not window else max(window)
     else:
-        allowed, band = attention_mask(positions, n_keys, window), window  # [Q, K]
+        band = window
+        allowed = attention_mask(positions, n_keys, window) if allowed is None else allowed  # [Q, K]
     return AttentionRows(q, k, positions, scale, allowed, band, layer, taps)

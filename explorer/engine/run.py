@@ -3,7 +3,7 @@
 A Run costs one fast SDPA forward (`explorer.explorer.Explorer.run`). It keeps each layer's input
 hidden state ([L, N, hidden], linear in N), so any layer's attention can be rerun through the eager path
 later without a second forward. Nothing N×N is computed until a layer is asked for, and logits only where
-they are read.
+they are read: a Run keeps nothing [N, vocab].
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
-from functools import cached_property
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
@@ -82,11 +81,18 @@ class Run:
         """What this run does to its heads' outputs (its ablation) in every forward and eager rerun."""
         return self.ablation.tap if self.ablation else None
 
-    @cached_property
+    @property
     def logits(self) -> torch.Tensor:
-        """Next-token logits at every position.  # [N, vocab] float32 CPU"""
+        """Next-token logits at every position, computed each time they are read and never kept: at
+        2,048 tokens of a 262,144-token vocabulary (Gemma 3) they are 2 GiB. What the views show needs
+        a few positions (`logits_at`) or the last one (`next_token_probs`).  # [N, vocab] float32 CPU"""
+        return self.logits_at(range(self.n_tokens))
+
+    def logits_at(self, positions: int | Sequence[int]) -> torch.Tensor:
+        """Next-token logits at one position or several (negative ones count from the end), computed
+        from the final normed stream the forward kept.  # [vocab] or [P, vocab] float32 CPU"""
         with torch.inference_mode():
-            return self.explorer.model.logits(self.final_hidden).float().cpu()
+            return self.explorer.model.logits(self.final_hidden[positions]).float().cpu()
 
     def next_token_probs(self) -> torch.Tensor:
         """The model's distribution for the token after the prompt (last position only).  # [vocab]"""

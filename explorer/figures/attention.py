@@ -37,6 +37,7 @@ from explorer.figures.maps import (
     mask_heatmap,
     masked_region,
     outside_window_region,
+    window_edge,
 )
 
 MASKED_HOVER = "−∞: the key comes after the query"
@@ -138,6 +139,7 @@ def pipeline_parts(
     if window is not None and n > window:
         hover = OUTSIDE_WINDOW_HOVER.format(window=window)
         data += [outside_window_region(n, window, hover, at) for at in (mask_at, masked_at)]
+        data.append(window_edge(n, window, probs_at))  # the softmax is 0 beyond it, however it is coloured
     if style.log:
         data.append(log_colour_bar(probs_map, colorbar_at_foot(layout, probs_at[0]), probs_at))
     if qk_norms is not None:  # last, so the maps' traces and axes are those of every other model
@@ -247,10 +249,12 @@ def all_heads_figure(
     style: MapStyle = MapStyle(),
     subtitle: str = "",
     key_writes: list[KeyWrites] | None = None,
+    window: int | None = None,  # a sliding layer's window: its edge is drawn on every map
 ) -> go.Figure:
     """Every head's softmax map as small multiples, framed and coloured by the kv head they share, in
     `style` (`pipeline_figure`'s: weighted, `probs` are the shares and `key_writes` each head's hover);
-    `subtitle` (e.g. the layer's faithfulness check) under the title, beside the maps' precision."""
+    `subtitle` (e.g. the layer's faithfulness check) under the title, beside the maps' precision; a
+    sliding layer's `window` as its edge on each map."""
     n_heads, n = len(probs), len(tokens)
     cols = group_columns(n_heads, n_heads // (int(kv_head.max()) + 1))
     rows = -(-n_heads // cols)
@@ -269,6 +273,8 @@ def all_heads_figure(
     ]
     if style.log:
         data.append(log_colour_bar(maps[0], colorbar, cells[0]))
+    if window is not None and n > window:
+        data += [window_edge(n, window, at) for at in cells]
     shapes, ends = [], []
     for h, (x, y) in enumerate(cells):
         colour = group_colour(int(kv_head[h]))

@@ -240,6 +240,30 @@ def outside_window_region(n_tokens: int, window: int, hover: str, axes: tuple[st
     return _hatched(xs, ys, hover, axes)
 
 
+WINDOW_EDGE = dict(color="#ea580c", width=1.2, dash="dash")
+
+
+def window_edge(n_tokens: int, window: int, axes: tuple[str, str]) -> dict | None:
+    """A sliding window's lower edge across a map, where the weights stop: between key i − window and
+    key i − window + 1 of each query i (the model attends i − window < j ≤ i). A straight dashed line, so
+    it stays visible over maps of weights (which fade near it) and pooled cells (where the staircase
+    of the mask is a blur). It takes no hover, which stays with the cells it runs between (the hatched
+    region says what lies left of it). None: the window holds every key."""
+    if n_tokens <= window:
+        return None
+    return dict(
+        type="scatter",
+        x=[-0.5, float(n_tokens - window)],  # x = y − window + 0.5; two points, sent as a list
+        y=[window - 1.0, n_tokens - 0.5],
+        xaxis=axes[0],
+        yaxis=axes[1],
+        mode="lines",
+        line=WINDOW_EDGE,
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
 def _hatched(xs: np.ndarray, ys: np.ndarray, hover: str, axes: tuple[str, str]) -> dict:
     return dict(
         type="scatter",

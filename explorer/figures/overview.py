@@ -19,8 +19,15 @@ PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None fo
 }
 
 
-def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Figure:
-    """One layers × heads grid per score, side by side.  # profile {name: [L, H]}, kv_head [H]"""
+GLOBAL_ROW = dict(color="#334155", width=1.5)  # the outline of a global layer's row
+
+
+def profile_figure(
+    profile: dict[str, np.ndarray], kv_head: np.ndarray, global_layers: list[int] = (), window: int = 0
+) -> go.Figure:
+    """One layers × heads grid per score, side by side; in a model with both kinds of layer, the
+    `global_layers` (which see every key, where the rest slide over `window` keys) outlined, in bold
+    on the layer axis and named in the title.  # profile {name: [L, H]}, kv_head [H]"""
     n_layers, n_heads = profile["previous_token"].shape
     titles = [
         title + ("<br>(no token repeats)" if np.isnan(profile[name]).all() else "")
@@ -33,7 +40,7 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
     kv_of_cell = np.ascontiguousarray(
         np.broadcast_to(kv_head.astype(np.int32), (n_layers, n_heads))
     )  # [L, H]
-    data = []
+    data, shapes = [], []
     for (name, (title, colorscale, fixed)), (x, y) in zip(PROFILE_PANELS.items(), cells, strict=True):
         values = profile[name].astype(np.float32)
         low, high = fixed or (0.0, float(np.nanmax(values)) or 1.0)
@@ -60,11 +67,26 @@ def profile_figure(profile: dict[str, np.ndarray], kv_head: np.ndarray) -> go.Fi
         layout[f"yaxis{y[1:]}"].update(
             integers, dtick=1, autorange="reversed", title=dict(text="layer") if y == "y" else None
         )
+        if global_layers:  # in bold on every panel's layer axis, their rows outlined (the title names them)
+            named = {str(layer): f"<b>{layer}</b>" for layer in global_layers}
+            layout[f"yaxis{y[1:]}"]["labelalias"] = named
+            rows = [(layer - 0.5, layer + 0.5) for layer in global_layers]
+            shapes += [
+                dict(type="rect", xref=x, yref=y, x0=-0.5, x1=n_heads - 0.5, y0=y0, y1=y1, line=GLOBAL_ROW)
+                for y0, y1 in rows
+            ]
+    title = "What each head does on this prompt (layers × heads): pick a layer and head to look closer"
+    if global_layers:
+        listed = ", ".join(map(str, global_layers))
+        note = f"global layers (every earlier key) outlined: {listed}; the others slide over {window:,} keys"
+        title += f"<br><sup>{note}</sup>"
+    if shapes:
+        layout["shapes"] = shapes
     return figure(
         data,
-        title="What each head does on this prompt (layers × heads): pick a layer and head to look closer",
+        title=title,
         height=max(360, 170 + 26 * n_layers) + (20 if wrapped else 0),
-        margin=dict(b=30, t=80 if wrapped else 60),  # a panel title over two lines needs the room
+        margin=dict(b=30, t=80 if wrapped or global_layers else 60),  # two lines of title need the room
         **layout,
     )
 

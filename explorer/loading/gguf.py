@@ -3,14 +3,16 @@
     header (metadata + tensor table) -> ModelConfig -> every tensor checked -> dequantized -> our model
 
 - The header is parsed by `explorer.loading.gguf_header`, the metadata values we use alone decoded.
-- Tensor bytes are dequantized to float32 by `gguf.quants.dequantize`, llama.cpp's own dequantizer,
-  for the types in `gguf_header.TENSOR_TYPES`; nothing here decodes a quantized block by hand.
+- Tensor bytes are dequantized to float32 by llama.cpp's own dequantizer (gguf-py's, a large run of
+  blocks at a time: `explorer.loading.dequant`), for the types in `gguf_header.TENSOR_TYPES`; nothing
+  here decodes a quantized block by hand.
 - llama.cpp stores the rows of Q and K permuted for its interleaved RoPE (`convert_hf_to_gguf.py`,
   `LlamaModel.permute`); `unpermute` undoes it, so our rotate-half RoPE reproduces the model. qwen2
   and qwen3 files are written unpermuted (llama.cpp runs them with NEOX, i.e. rotate-half, RoPE).
 - The tokenizer is built by transformers from the file's metadata, exactly as
   `AutoTokenizer.from_pretrained(dir, gguf_file=...)` builds it (transformers is imported lazily, for
-  .gguf files only), so token ids agree with transformers' to the last one.
+  .gguf files only), so token ids agree with transformers' to the last one; what it built is kept in
+  the user's cache for the next load (`explorer.loading.gguf_tokenizer`).
 
 Every way a file can be wrong ends in one `CheckpointError` naming what is wrong, raised before the
 weights are dequantized or the tokenizer is built: not a GGUF file, truncated, overlapping tensors,
@@ -25,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from explorer.engine.config import (
@@ -37,6 +38,7 @@ from explorer.engine.config import (
     brief_count,
 )
 from explorer.errors import CheckpointError
+from explorer.loading import dequant
 from explorer.loading.gguf_header import Header, TensorInfo, read_header
 from explorer.loading.gguf_tokenizer import check_tokenizer, read_tokenizer
 from explorer.loading.weights import Checkpoint, Fits, build_model, check_fits, tokenizer_nbytes
@@ -284,18 +286,7 @@ def check_tensors(header: Header, config: ModelConfig, name: str) -> None:
 
 def dequantize(path: Path, info: TensorInfo) -> torch.Tensor:
     """One tensor as float32, dequantized by gguf-py (llama.cpp's dequantizer).  # info.shape"""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize as gguf_dequantize
-
-    raw = np.fromfile(path, dtype=np.uint8, count=info.nbytes, offset=info.start)
-    if info.type_name == "F32":
-        values = raw.view(np.float32)
-    elif info.type_name == "F16":
-        values = raw.view(np.float16).astype(np.float32)
-    else:
-        rows = raw.reshape(*info.shape[:-1], -1)  # [..., bytes per row]
-        values = gguf_dequantize(rows, GGMLQuantizationType[info.type_name])
-    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32).reshape(info.shape))
+    return dequant.dequantize(path, info.type_name, info.start, info.nbytes, info.shape)
 
 
 def unpermute(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -353,7 +344,7 @@ def load_gguf(
         factors = dequantize(path, header.tensors[ROPE_FREQS])
         config = _with_freq_factors(config, factors, path.name)
     progress(0.1, "Building the tokenizer from the file's metadata")
-    tokenizer = read_tokenizer(path, config.model_type)
+    tokenizer = read_tokenizer(path, config.model_type, header)
     state = read_state_dict(path, header, config, progress)
     progress(0.9, "Building the model")
     model = build_model(config, state, dtype)

@@ -14,7 +14,6 @@ from tokenizers import Tokenizer
 
 from explorer.engine.config import ModelConfig, brief
 from explorer.engine.model import Transformer
-from explorer.engine.rope import config_inverse_frequencies, sliding_inverse_frequencies
 from explorer.errors import CheckpointError
 
 
@@ -175,6 +174,4 @@ def build_model(config: ModelConfig, hf_state: dict[str, torch.Tensor], dtype=to
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
     if config.tie_word_embeddings:
         model.lm_head.weight = model.embed_tokens.weight
-    model.inv_freq = config_inverse_frequencies(config)  # built on meta with the rest; make them real
-    model.sliding_inv_freq = sliding_inverse_frequencies(config)
     return model.eval()

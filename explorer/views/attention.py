@@ -23,7 +23,7 @@ from explorer.engine.run import Run
 from explorer.figures import MapStyle
 from explorer.views import pooled
 from explorer.views.agreement import Faithfulness, check_outputs
-from explorer.views.labels import clamp_position, head_name, kv_heads
+from explorer.views.labels import clamp_position, head_name, kv_heads, layer_title
 from explorer.views.rope import rope_rotation, rope_score_split
 from explorer.views.weighting import key_shares, key_writes
 
@@ -75,8 +75,8 @@ def pipeline_parts(run: Run, layer: int, head: int, style: MapStyle = MapStyle()
     window = run.config.window(layer)
     mask_name = "causal mask" if window is None else f"sliding-window mask ({window} keys)"
     title = (
-        f"Layer {layer} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → ×{scale_name(run.config)} → "
-        f"{mask_name} → softmax"
+        f"{layer_title(run.config, layer)} · {head_name(run.config, head)}: {stages_before}Q·Kᵀ → "
+        f"×{scale_name(run.config)} → {mask_name} → softmax"
     )
     if maps_fit(run):
         att = run.attention(layer)
@@ -157,7 +157,8 @@ def zoom(
             if start < stop:
                 cut(blockwise.head_rows(run.projections(layer), head, start, stop))
     window = {name: torch.cat(each) for name, each in parts.items() if each}
-    title = f"Layer {layer} · {head_name(run.config, head)}: queries {q0}–{q1} × keys {k0}–{k1}, exact values"
+    cells = f"queries {q0}–{q1} × keys {k0}–{k1}, exact values"
+    title = f"{layer_title(run.config, layer)} · {head_name(run.config, head)}: {cells}"
     softmax, writes = window["probs"], None
     if style.weighted:
         softmax, writes = window["shares"], key_writes(window["probs"], norms[k0 : k1 + 1], window["sums"])
@@ -187,7 +188,7 @@ def _all_heads_figure(
 ) -> go.Figure:
     """Every head's map from the whole maps, or from what the run `kept` of the layer's pass."""
     what = "softmax map weighted by ‖v·W_O‖ (each row over its sum)" if style.weighted else "softmax map"
-    title = f"Layer {layer}: every head's {what}, framed by the kv head it shares"
+    title = f"{layer_title(run.config, layer)}: every head's {what}, framed by the kv head it shares"
     writes = None
     if kept is not None:
         maps = kept.weighted_maps if style.weighted else kept.head_maps
@@ -198,9 +199,8 @@ def _all_heads_figure(
         writes = [key_writes(*each) for each in zip(att.probs, att.value_norms, sums, strict=True)]
     else:
         maps = run.attention(layer).probs.numpy()
-    return figures.all_heads_figure(
-        run.tokens, maps, kv_heads(run.config), title, style, check.summary(), writes
-    )
+    kv, window = kv_heads(run.config), run.config.window(layer)
+    return figures.all_heads_figure(run.tokens, maps, kv, title, style, check.summary(), writes, window)
 
 
 def head_similarity(run: Run, layer: int) -> go.Figure:

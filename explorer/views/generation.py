@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from explorer import figures
 from explorer.engine.generate import Generation, Step
 from explorer.views.gqa import kv_cache
-from explorer.views.labels import head_name
+from explorer.views.labels import head_name, layer_title
 
 
 def _check_step_view(generation: Generation, layer: int, head: int) -> None:
@@ -42,9 +42,8 @@ def generation_rows(generation: Generation, layer: int, head: int, n_steps: int 
 def generation_map(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> go.Figure:
     """The heatmap of the new tokens' rows for one layer and head; `n_steps` looks back to an earlier step."""
     rows = generation_rows(generation, layer, head, n_steps)
-    title = (
-        f"Layer {layer} · {head_name(generation.config, head)}: each new token's attention over the context"
-    )
+    named = f"{layer_title(generation.config, layer)} · {head_name(generation.config, head)}"
+    title = f"{named}: each new token's attention over the context"
     return figures.generation_figure(generation.tokens, rows, generation.n_prompt, title)
 
 

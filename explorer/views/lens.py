@@ -23,7 +23,7 @@ def lens_window(run: Run, start: int) -> list[int]:
 
 def default_target(run: Run, position: int = -1) -> int:
     """The model's own prediction at `position`: the token the rank line follows when none is typed."""
-    return int(run.logits[position].argmax())
+    return int(run.logits_at(position).argmax())
 
 
 def lens_grid(run: Run, start: int = 0) -> go.Figure:

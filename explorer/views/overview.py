@@ -12,7 +12,7 @@ from explorer.engine import heads
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
 from explorer.views.attention import block_bytes
-from explorer.views.labels import kv_heads
+from explorer.views.labels import global_layers, kv_heads
 
 TOP_NEXT_TOKENS = 10
 TOP_HEADS = 5  # heads listed per score
@@ -59,7 +59,11 @@ def head_profile(run: Run) -> dict[str, np.ndarray]:
 
 
 def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
-    return figures.profile_figure(profile, kv_heads(run.config))
+    """The scores' grids; a model's global layers marked where the others slide over a window."""
+    config = run.config
+    return figures.profile_figure(
+        profile, kv_heads(config), global_layers(config), config.sliding_window or 0
+    )
 
 
 def head_lists(run: Run, profile: dict[str, np.ndarray]) -> dict[str, list[TopHead]]:

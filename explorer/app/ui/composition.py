@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+from explorer.app import limits
+from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
 
 HINT = (
     "Rows: earlier heads; columns: later heads, in layer order. K: the later head's keys read what the "
@@ -27,15 +28,17 @@ class CompositionCard:
     def wire(self, shared: Shared) -> None:
         @gpu
         @guarded(2)
-        def draw(layer, head, shown):
+        def draw(request: gr.Request, layer, head, shown):
             if shown is None:
                 return gr.skip(), gr.skip()
-            explorer = shared.workspace.run(*shown).explorer
+            run = shared.workspace.run(*shown)
             picked = index(layer, "layer"), index(head, "head")
-            return gr.skip(), plot(views.composition(explorer, picked), "composition")
+            with shared.readings.reading(request, limits.composition_cost(run.explorer), run):
+                figure = views.composition(run.explorer, picked)
+            return gr.skip(), plot(figure, "composition")
 
         inputs, outputs = [shared.layer, shared.head, shared.shown], [shared.status, self.plot]
-        self.panel.expand(draw, inputs, outputs, api_name="composition")
+        self.panel.expand(draw, inputs, outputs, api_name="composition", **COSTLY)
 
 
 def build() -> CompositionCard:

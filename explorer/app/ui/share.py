@@ -2,8 +2,8 @@
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
 `ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
 `distractor`, the lens' `target` and `against`, and the `cell` whose score is split: "query,key"), and
-"Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works
-on any machine that has that model; any other model by its source as typed."""
+"Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
+any machine that has that model; any other model by its source as typed."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+from explorer.app import limits
+from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
 
 HINT = (
     "Each cell is one query-side source × one key-side source: what the embedding, an earlier head, an "
@@ -38,10 +39,14 @@ class WhyPanel:
     def wire(self, shared: Shared) -> None:
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers]
 
-        def draw(layer, head, query, key, shown):
+        def draw(request: gr.Request, layer, head, query, key, shown):
             if shown is None:
                 return (gr.skip(),) * len(outputs)
             run = shared.workspace.run(*shown)
+            with shared.readings.reading(request, limits.why_cost(run), run):
+                return split_and_row(run, layer, head, query, key)
+
+        def split_and_row(run, layer, head, query, key):
             layer, head = index(layer, "layer"), index(head, "head")
             config = run.config
             if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
@@ -67,8 +72,8 @@ class WhyPanel:
                 key,
             )
 
-        def from_cell(choice, shown):
-            return draw(*cell_numbers(choice), shown)
+        def from_cell(request: gr.Request, choice, shown):
+            return draw(request, *cell_numbers(choice), shown)
 
         handled = gpu(guarded(len(outputs))(draw))
         self.cell.change(
@@ -77,8 +82,11 @@ class WhyPanel:
             outputs,
             api_name=False,
             trigger_mode="always_last",
+            **COSTLY,
         )
-        self.ask.click(handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution")
+        self.ask.click(
+            handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution", **COSTLY
+        )
         shared.shown.change(
             lambda: (gr.Accordion(visible=False), None, None),
             None,

@@ -12,6 +12,7 @@ of a noisy machine (a baseline's median in seconds is taken over all its calls).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -79,12 +80,13 @@ def measure(suite: Suite, checkpoint: Path, n_tokens: int, device: str, warmups:
 def markdown(suite: Suite, results: dict[str, Any]) -> str:
     m, r = results["machine"], results["measured"]
     baselines = "; ".join(f"{name}: {seconds:.4f} s" for name, seconds in r["baselines"].items())
+    load = "–".join(f"{value:.1f}" for value in results.get("load_average", [])) or "not recorded"
     lines = [
         f"# {suite.title}: {results['model']}, N = {r['n_tokens']}",
         "",
         f"{m['cpu']} ({m['device']}), {m['torch_threads']} threads, float32; medians of "
         f"{results['repeats']} calls after {results['warmups']} warm-up; a ratio is the median over pairs "
-        f"(baseline, call). {baselines}.",
+        f"(baseline, call). {baselines}. 1-minute load average {load}.",
         "",
         "| measure | what | seconds | × its baseline | target | holds |",
         "|---|---|---:|---:|---:|---|",
@@ -102,9 +104,17 @@ def markdown(suite: Suite, results: dict[str, Any]) -> str:
 
 
 def main(suite: Suite, args) -> dict[str, Any]:
-    from explorer.loading.catalog import smollm2_gguf
+    """SmolLM2 (a random checkpoint of its shape when it is not installed), or with `--model
+    gemma3-gguf` Gemma-3-270M; writes bench/NAME-DEVICE.* (NAME-DEVICE-gemma3-gguf.* for Gemma)."""
+    import torch
 
-    path = smollm2_gguf()
+    from explorer.loading.catalog import smollm2_gguf
+    from explorer.tools.bench.loading import model_path
+
+    torch.set_num_threads(args.threads)  # the threads the machine line states
+    gemma = getattr(args, "model", "random") == "gemma3-gguf"
+    path = model_path("gemma3-gguf") if gemma else smollm2_gguf()
+    load = [os.getloadavg()[0]]  # other work on a shared machine skews times: kept beside them
     with tempfile.TemporaryDirectory(prefix=f"explorer-bench-{suite.name}-") as tmp:
         if path is None:  # not installed: a random-init checkpoint of its shape
             path, model = Path(tmp), "a random-init SmolLM2-135M-shaped checkpoint"
@@ -112,15 +122,17 @@ def main(suite: Suite, args) -> dict[str, Any]:
         else:
             model = f"{path.name} (real weights)"
         measured = measure(suite, path, args.lengths[0], args.device, args.warmups, args.repeats)
+    load.append(os.getloadavg()[0])
     results = {
         "machine": machine(args.device, args.threads),
         "model": model,
         "warmups": args.warmups,
         "repeats": args.repeats,
         "measured": measured,
+        "load_average": load,  # 1-minute, before and after
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{suite.name}-{args.device}"
+    stem = args.out / (f"{suite.name}-{args.device}" + ("-gemma3-gguf" if gemma else ""))
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(suite, results)
     stem.with_suffix(".md").write_text(text)

@@ -18,8 +18,7 @@ def baselines(run, text: str) -> dict:
 
 def measures(run) -> list[Measure]:
     n, tokens = run.n_tokens, run.explorer.tokenizer
-    answer = tokens.decode([run.logits[-1].argmax().item()])
-    distractor = tokens.decode([run.logits[-1].topk(2).indices[1].item()])
+    answer, distractor = (tokens.decode([i]) for i in run.logits_at(-1).topk(2).indices.tolist())
     window = list(range(n - WINDOW, n))
     return [
         Measure(

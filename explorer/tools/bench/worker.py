@@ -57,9 +57,10 @@ def prompt(checkpoint: Path, n_tokens: int) -> tuple[list[int], str]:
         from explorer.loading.gguf import config_from_header, read_tokenizer
         from explorer.loading.gguf_header import read_header
 
-        model_type = config_from_header(read_header(checkpoint), checkpoint.name).model_type
+        header = read_header(checkpoint)
+        model_type = config_from_header(header, checkpoint.name).model_type
         text = real_text()
-        ids = read_tokenizer(checkpoint, model_type).encode(text).ids[:n_tokens]
+        ids = read_tokenizer(checkpoint, model_type, header).encode(text).ids[:n_tokens]
         if len(ids) < n_tokens:
             raise ValueError(f"the benchmark's text has {len(ids)} tokens, fewer than {n_tokens}")
         return ids, text
