@@ -225,9 +225,7 @@ class Block(nn.Module):
         """What the norm after attention multiplies the attention's output `y` by, elementwise, frozen
         at y's RMS: a head's part of y times it is that head's part of what is written (None: no such
         norm, the parts are written as they are).  # [..., hidden] -> [..., hidden] float32"""
-        if not self.sandwich:
-            return None
-        return self.post_attention_layernorm.scale(y)
+        return self.post_attention_layernorm.scale(y) if self.sandwich else None
 
     def attention_written(self, y: torch.Tensor) -> torch.Tensor:
         """What the attention's output adds to the stream: itself, or normed (Gemma).  # [..., hidden]"""
