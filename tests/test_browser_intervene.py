@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 from browser_support import CONTEXT, JS_OVERLAPS, JS_REDRAWN, AppPage, match_baseline
+from playwright.sync_api import expect
 from test_browser_readable import PHONE
 
 from explorer import views
@@ -80,6 +81,9 @@ def ablation_example(app: AppPage) -> None:
 
 def patching_example(app: AppPage) -> None:
     app.open_tab("Intervene")
+    if app.page.locator("#prompt textarea").input_value().strip():
+        # as a person does, click the example once the tab has filled its empty boxes from the prompt
+        expect(app.page.locator("#patch-clean textarea")).not_to_have_value("")
     app.remember_plots()
     click_example(app, "patching-examples", COPY_PAIR.shows)
     app.wait_redrawn(["patching-plot"])

@@ -164,7 +164,10 @@ class PatchingEvents:
         s.swap.click(
             guarded(4)(self.swap), [s.prompts[0], p.model], [shared.status, *s.prompts[1:]], api_name=False
         )
-        tab.select(self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False)
+        # queue=False: the boxes fill as the tab opens, before a click on an example can fill them
+        tab.select(
+            self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False, queue=False
+        )
         clicked = s.picked.change(
             guarded(5)(self.open_patched),
             [s.picked, s.patched, p.model],
