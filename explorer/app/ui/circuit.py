@@ -227,10 +227,13 @@ class CircuitEvents:
         kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
         total = len(found.edges or ())
         message = (
-            f"{data.size} pairs, {', '.join(circuit_views.METHOD_NAMES[m] for m in methods)}: clean "
-            f"{found.clean:.3g}, corrupted {found.corrupted:.3g}"
+            f"{data.size} pair{'s' * (data.size != 1)}, "
+            f"{', '.join(circuit_views.METHOD_NAMES[m] for m in methods)}: clean {found.clean:.3g}, "
+            f"corrupted {found.corrupted:.3g}"
             + (f"; {total:,} edges scored, the graph shows the top {kept:,}." if total else ".")
         )
+        if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
+            message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
         slider = gr.Slider(maximum=max(total, 1), value=kept) if total else gr.skip()
         typed_box = circuit_pairs.as_text(chosen) if source == "csv" else gr.skip()
         return (
