@@ -57,16 +57,22 @@ def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> go.Figure:
 
 
 def circuit_figure(
-    upstream: list[tuple], downstream: list[tuple], scores: np.ndarray, n_layers: int, n_heads: int
+    upstream: list[tuple],
+    downstream: list[tuple],
+    scores: np.ndarray,
+    n_layers: int,
+    n_heads: int,
+    group: int,
 ) -> go.Figure:
     """The circuit's kept edges: each component placed by layer (rows) and head (columns), the
-    embedding on top and the logits below; one line per edge, its width by |score|, its colour by the
-    input it feeds (q, k, v, MLP, logits).  # scores [E], upstream[i] -> downstream[i]"""
+    embedding on top and the logits below, a kv head's k and v inputs amid the `group` query heads that
+    read them; one line per edge, the strongest thicker, its colour by the input it feeds (q, k, v, MLP,
+    logits).  # scores [E], upstream[i] -> downstream[i]"""
     strongest = float(np.abs(scores).max(initial=0)) or 1.0
     lines: dict[str, dict] = {}
     for up, down, score in zip(upstream, downstream, scores, strict=True):
-        x0, y0 = _place(up, n_layers, n_heads, below=False)
-        x1, y1 = _place(down, n_layers, n_heads, below=True)
+        x0, y0 = _place(up, n_layers, n_heads, group, below=False)
+        x1, y1 = _place(down, n_layers, n_heads, group, below=True)
         kind = down[0]
         trace = lines.setdefault(kind, dict(x=[], y=[], text=[]))
         trace["x"] += [x0, x1, None]
@@ -95,8 +101,12 @@ def circuit_figure(
         if strong:
             xs, ys = [], []
             for u, d, _ in strong:
-                xs += [_place(u, n_layers, n_heads, False)[0], _place(d, n_layers, n_heads, True)[0], None]
-                ys += [_place(u, n_layers, n_heads, False)[1], _place(d, n_layers, n_heads, True)[1], None]
+                (x0, y0), (x1, y1) = (
+                    _place(u, n_layers, n_heads, group, False),
+                    _place(d, n_layers, n_heads, group, True),
+                )
+                xs += [x0, x1, None]
+                ys += [y0, y1, None]
             data.append(
                 dict(
                     type="scatter",
@@ -136,9 +146,10 @@ def _head_readers(downstream: list[tuple]) -> set[tuple[int, int]]:
     return {(d[1], d[2]) for d in downstream if d[0] == "q"}
 
 
-def _place(node: tuple, n_layers: int, n_heads: int, below: bool) -> tuple[float, float]:
+def _place(node: tuple, n_layers: int, n_heads: int, group: int, below: bool) -> tuple[float, float]:
     """Where a node sits: a head at (head, layer), the MLP right of the heads, the embedding above
-    layer 0 and the logits below the last layer; an input sits a little above its head."""
+    layer 0 and the logits below the last layer; an input sits a little above its head (k and v of a
+    kv head amid its group of query heads)."""
     kind = node[0]
     if kind == "embedding":
         return (n_heads - 1) / 2, -1.0
@@ -146,6 +157,8 @@ def _place(node: tuple, n_layers: int, n_heads: int, below: bool) -> tuple[float
         return (n_heads - 1) / 2, float(n_layers)
     if kind == "mlp":
         return float(n_heads), node[1] + (-0.25 if below else 0.0)
+    if kind in ("k", "v"):
+        return (node[2] + 0.5) * group - 0.5, node[1] - 0.25
     return float(node[2]), node[1] + (-0.25 if below else 0.0)
 
 

@@ -34,6 +34,7 @@ class Circuit:
     corrupted: float  # and of the corrupted run
     n_layers: int
     n_heads: int
+    n_kv_heads: int
     exact: np.ndarray | None  # [L, H] the metric with each head's output patched from the clean run
     atp: np.ndarray | None  # [L, H] AtP's estimate of that patch's change of the metric
     edges: list | None  # (upstream, downstream, score), largest |score| first (EAP-IG)
@@ -81,6 +82,7 @@ def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS) -> Circ
         corrupted=values[0],
         n_layers=config.n_layers,
         n_heads=config.n_heads,
+        n_kv_heads=config.n_kv_heads,
         exact=exact,
         atp=atp,
         edges=ranked,
@@ -111,9 +113,9 @@ def graph(circuit: Circuit, kept: int) -> go.Figure | None:
         return None
     top = circuit.edges[:kept]
     scores = np.array([score for _, _, score in top], dtype=np.float32)
-    return figures.circuit_figure(
-        [u for u, _, _ in top], [d for _, d, _ in top], scores, circuit.n_layers, circuit.n_heads
-    )
+    group = circuit.n_heads // circuit.n_kv_heads
+    ups, downs = [u for u, _, _ in top], [d for _, d, _ in top]
+    return figures.circuit_figure(ups, downs, scores, circuit.n_layers, circuit.n_heads, group)
 
 
 def curve(circuit: Circuit, kept: int) -> go.Figure | None:

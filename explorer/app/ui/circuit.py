@@ -98,9 +98,17 @@ def build() -> CircuitTab:
             label="Typed pairs: clean | corrupted | answer | distractor, one a line",
             lines=4,
             max_lines=16,
+            visible=False,
             elem_id="circuit-pairs",
         )
-        upload = gr.File(label="CSV of pairs", file_types=[".csv"], type="filepath", elem_id="circuit-csv")
+        upload = gr.File(
+            label="CSV of pairs (clean, corrupted, answer, distractor)",
+            file_types=[".csv"],
+            type="filepath",
+            height=100,
+            visible=False,
+            elem_id="circuit-csv",
+        )
         with gr.Row():
             metric = gr.Radio(
                 [(METRIC_NAMES[m], m) for m in pairs.METRICS], value="logit_diff", label="Metric", scale=2
@@ -166,6 +174,8 @@ class CircuitEvents:
         drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
         t.find.click(on_gpu(self.circuit, len(drawn)), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, len(drawn)), dataset, drawn, api_name="patch_nodes", **COSTLY)
+        chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
+        t.source.change(self.show_source, t.source, chosen, api_name=False)
         t.edges.input(
             self.show_edges,
             [t.shown, t.edges],
@@ -269,7 +279,17 @@ class CircuitEvents:
                 return circuit_pairs.from_csv(file.read())
         raise PromptError(f"There is no dataset source {source!r}: {', '.join(SOURCES)}.")
 
-    # --- what is on screen ----------------------------------------------------------------------------
+    # --- what is on screen ---------------------------------------------------------------------------
+
+    def show_source(self, source):
+        """The chosen source's inputs: the built-in's name, size and seed, or the typed pairs (which
+        show a CSV's pairs once read), and the upload for a CSV."""
+        built_in = source == "built-in"
+        return (
+            *(gr.update(visible=built_in) for _ in range(3)),
+            gr.update(visible=not built_in),
+            gr.update(visible=source == "csv"),
+        )
 
     def show_edges(self, shown, kept):
         if shown is None or not shown.circuit.edges:
