@@ -335,6 +335,20 @@ def test_overview_bars_sit_at_its_foot_under_axes_titled_head(figures):
         assert axis.title.text == "head" and axis.automargin
 
 
+def test_an_overview_bar_of_three_digit_labels_keeps_them_level_and_few():
+    """A mean distance in the hundreds (Gemma 3 over a 1k-token prompt): Plotly stood five labels on end
+    below the figure's foot, where the container cut them; three level ones fit under the bar."""
+    from explorer.figures.overview import profile_figure
+
+    rng = np.random.default_rng(0)
+    profile = {name: rng.random((2, 4)).astype(np.float32) for name in heads.PROFILE_SCORES}
+    profile["distance"] = profile["distance"] * 400
+    figure = decoded(profile_figure(profile, np.zeros(4, dtype=np.int64)))
+    bars = {name: trace["colorbar"] for name, trace in zip(heads.PROFILE_SCORES, figure["data"], strict=True)}
+    assert bars["distance"]["nticks"] == 3 and bars["distance"]["tickangle"] == 0
+    assert all("nticks" not in bar for name, bar in bars.items() if name != "distance")
+
+
 def test_next_tokens_are_the_models_most_likely(run, figures):
     bars = traces(figures["next_tokens"])[0]
     expected = run.next_token_probs().topk(views.TOP_NEXT_TOKENS).values.numpy()

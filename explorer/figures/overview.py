@@ -53,7 +53,7 @@ def profile_figure(
                 zmin=low,
                 zmax=high,
                 colorscale=get_colorscale(colorscale),
-                colorbar=colorbar_at_foot(layout, x),
+                colorbar=colorbar_at_foot(layout, x) | _level_ticks(high),
                 customdata=kv_of_cell,
                 hoverongaps=False,
                 hovertemplate=f"layer %{{y}} · head %{{x}} · kv %{{customdata}}<br>{title}: %{{z:.3g}}"
@@ -115,3 +115,9 @@ def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
         height=80 + 28 * len(top),
         margin=dict(l=100),
     )
+
+
+def _level_ticks(high: float) -> dict:
+    """Three level ticks for a bar whose labels run to three digits (a mean distance in the hundreds):
+    Plotly would stand five such labels on end, below the figure's foot where they are cut."""
+    return dict(nticks=3, tickangle=0) if high >= 100 else {}
