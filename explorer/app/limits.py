@@ -2,12 +2,12 @@
 
 - Every request is bounded in time (`Policy.request_seconds`, on a Space 60 s): `bounded` wraps each
   handler, and the engine's loops stop at the bound with a message saying so (`engine.deadline`).
-- An expensive reading (the flow graph, the lens, the Overview's head scores, a patching sweep, an ablated
-  run, a score's sources, the composition of every pair of heads) has a cost model (`Cost`, from its
-  tokens, layers, heads, vocabulary): its working memory is reserved in the workspace's budget while it
-  runs (`Workspace.reserve`), so the process stays near the budget however many visitors ask at once; a
-  visitor computes one at a time (`Readings`), and the events that compute them take turns in one queue
-  of their own (`COSTLY`, the layout's concurrency).
+- An expensive reading (the flow graph, the lens, the Overview's head scores, a patching sweep, a
+  circuit, an ablated run, a score's sources, the composition of every pair of heads) has a cost
+  model (`Cost`, from its tokens, layers, heads, vocabulary): its working memory is reserved in the
+  workspace's budget while it runs (`Workspace.reserve`), so the process stays near the budget however
+  many visitors ask at once; a visitor computes one at a time (`Readings`), and the events that compute
+  them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
 - The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
   threshold has a floor that rises with the prompt's length (`flow_threshold`), and the graph is drawn
   there, the status saying so.
@@ -99,6 +99,24 @@ def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
     c, n = config, n_tokens
     traces = 2 * 4 * c.n_layers * n * (c.hidden_size + c.n_heads * c.head_dim)
     return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + TILE_BYTES)
+
+
+def circuit_cost(config: ModelConfig, n_pairs: int, n_tokens: int, methods) -> Cost:
+    """A circuit reading of `n_pairs` pairs of up to `n_tokens` (pairs × tokens × layers): each pair's
+    clean and corrupted traces (every layer's input, every head's q, k, v and output, the MLP's
+    output) for the node sweep and AtP, with AtP's and EAP-IG's gradients of as many; EAP-IG's scores
+    of every (upstream, downstream) pair and every writer's clean and corrupted writes."""
+    c, n = config, n_tokens
+    per_layer = 4 * n * (3 * c.hidden_size + c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads))
+    traces = 2 * 2 * n_pairs * c.n_layers * per_layer  # clean and corrupted, values and gradients
+    ups, downs = 1 + c.n_layers * (c.n_heads + 1), c.n_layers * (c.n_heads + 2 * c.n_kv_heads + 1) + 1
+    edges = 4 * 2 * ups * downs if "eap" in methods else 0
+    writes = 2 * 4 * n_pairs * ups * n * c.hidden_size if "eap" in methods else 0
+    return Cost(
+        f"the circuit of {n_pairs} pairs of up to {n:,} tokens",
+        traces + edges + writes + TILE_BYTES,
+        "use fewer or shorter pairs",
+    )
 
 
 def flow_threshold(threshold: float, n_tokens: int, policy: Policy) -> tuple[float, str]:

@@ -22,6 +22,7 @@ from explorer.app import markup, payload
 from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
+    circuit,
     faithfulness,
     flow,
     generate,
@@ -84,6 +85,7 @@ class Tabs:
     generate: generate.GenerateTab
     lens: lens.LensTab
     flow: flow.FlowTab
+    circuit: circuit.CircuitTab
 
     def each(self) -> list[gr.Tab]:
         """Every tab, in the order of `share.TABS` (the fields' order)."""
@@ -364,12 +366,14 @@ class ViewEvents:
         t.intervene.wire(s, parts, runs)
         t.lens.wire(s, runs)
         t.flow.wire(s, runs)
+        t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
         t.attention.wire_style(s, self.stale, offers_taken_away)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         i = t.intervene
         view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
         view += [i.heads, i.mode, i.in_views, *i.prompts, *t.lens.linked, t.attention.why.cell]
+        view.append(t.circuit.linked)
         copy_link.click(share.query_string, view, link, api_name=False).then(
             None, link, link, js=share.COPY_JS
         )

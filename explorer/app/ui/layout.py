@@ -20,6 +20,7 @@ from explorer.app.fair_queue import QueueShares
 from explorer.app.limits import Readings
 from explorer.app.ui import (
     attention,
+    circuit,
     faithfulness,
     flow,
     generate,
@@ -87,6 +88,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 generate=generate.build(shared, controls.prompt, controls.model),
                 lens=lens.build(),
                 flow=flow.build(),
+                circuit=circuit.build(),
             )
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")

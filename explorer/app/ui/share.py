@@ -1,7 +1,9 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
 `ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
-`distractor`, the lens' `target` and `against`, and the `cell` whose score is split: "query,key"), and
+`distractor`, the lens' `target` and `against`, the `cell` whose score is split: "query,key", and the
+Circuit tab's dataset and settings: `circuit`, `pairs_n`, `seed` or the typed `pairs`, `metric`,
+`methods`), and
 "Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
 any machine that has that model; any other model by its source as typed."""
 
@@ -18,6 +20,7 @@ from explorer.loading import catalog
 from explorer.views import MapStyle
 
 TABS = ("attention", "rope", "gqa", "faithfulness", "overview", "intervene", "generate", "lens", "flow")
+TABS += ("circuit",)
 COPY_JS = """(query) => {
   const link = window.location.origin + window.location.pathname + query;
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});
@@ -52,6 +55,7 @@ def query_string(
     target: str = "",
     against: str = "",
     cell: str = "",
+    circuit: str = "",
 ) -> str:
     """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
     the heads to ablate and how, the patching prompts, the lens' target and what it is read against),
@@ -82,7 +86,10 @@ def query_string(
         and shown[:2] == [str(params["layer"]), str(params["head"])]
     ):
         params["cell"] = f"{int(shown[2])},{int(shown[3])}"
-    return "?" + urlencode(params)
+    query = urlencode(params)
+    if circuit and tab == "circuit":  # the circuit on screen's dataset and settings (ui.circuit.settings)
+        query += "&" + circuit
+    return "?" + query
 
 
 def flag(params: dict[str, str], key: str) -> bool:

@@ -17,7 +17,8 @@
 //   screen is switched to in the page (every head's pipeline came with the layer, or for a long prompt
 //   followed it once it was drawn: `showHead`, `otherHeads`), with no request; the views that follow
 //   the head elsewhere ask the server only when on screen. Clicking a
-//   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head). Clicking a token
+//   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
+//   the circuit's node map or graph on the first pair's clean prompt (#circuit-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
 //   an attention edge of the Flow graph opens its layer and top head. A head picked in a chart of
 //   another view opens the Attention tab on it, with a button back to the chart.
@@ -380,6 +381,12 @@ if (!window.__attentionExplorerPage) {
       pickHead(Math.floor(later / heads), later % heads);
     } else if (gd.closest("#patching-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
+      openFrom(gd);
+    } else if (gd.closest("#circuit-nodes-plot") && point.data.type === "heatmap") {
+      pickHead(Math.round(point.y), Math.round(point.x), "#circuit-head"); // a head of the circuit's node map
+      openFrom(gd);
+    } else if (gd.closest("#circuit-graph-plot") && point.customdata && point.data.mode === "markers") {
+      pickHead(Number(point.customdata[0]), Number(point.customdata[1]), "#circuit-head"); // a head of the graph
       openFrom(gd);
     } else if (gd.closest("#patching-direct-plot") && point.data.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars

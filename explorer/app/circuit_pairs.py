@@ -1,0 +1,103 @@
+"""The Circuit tab's datasets: a built-in set from its name, size and seed (`engine.prompt_sets`), or
+pairs a person typed ("clean | corrupted | answer | distractor", one a line) or uploaded as CSV (the
+same four columns, an optional header). Every problem is a PromptError naming the pair, for the page to
+show; nothing a person wrote is trusted further than as text."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from explorer.engine import prompt_sets
+from explorer.errors import PromptError
+
+MAX_PAIRS = 16  # the app's bound on a dataset: every method's work grows with the pairs
+MAX_BYTES = 64 << 10  # a typed or uploaded dataset's text
+COLUMNS = ("clean", "corrupted", "answer", "distractor")
+
+
+def built_in(name: str, size, seed, tokenizer) -> prompt_sets.PromptSet:
+    if name not in prompt_sets.BUILT_IN:
+        raise PromptError(f"There is no built-in dataset {name!r}: {', '.join(prompt_sets.BUILT_IN)}.")
+    size, seed = _integer(size, "size", 1, MAX_PAIRS), _integer(seed, "seed", 0, 2**31 - 1)
+    try:
+        return prompt_sets.built_in(name, size, seed, tokenizer)
+    except ValueError as error:
+        raise PromptError(f"The {name} dataset cannot be made for this model: {error}.") from None
+
+
+def _integer(value, what: str, low: int, high: int) -> int:
+    try:
+        number = int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        raise PromptError(f"The {what} must be a whole number from {low} to {high}.") from None
+    if not low <= number <= high:
+        raise PromptError(f"The {what} must be a whole number from {low} to {high}, not {number}.")
+    return number
+
+
+def typed(text: str) -> prompt_sets.PromptSet:
+    """Pairs typed one a line, "clean | corrupted | answer | distractor"; blank lines skipped."""
+    _check_size(text)
+    rows = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return _pairs([(n, line.split("|")) for n, line in rows], "line")
+
+
+def from_csv(text: str) -> prompt_sets.PromptSet:
+    """Pairs from CSV text: four columns (clean, corrupted, answer, distractor), a header optional."""
+    _check_size(text)
+    try:
+        rows = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1) if any(row)]
+    except csv.Error as error:
+        raise PromptError(f"The CSV cannot be read: {error}.") from None
+    if rows and [cell.strip().lower() for cell in rows[0][1]] == list(COLUMNS):
+        rows = rows[1:]
+    return _pairs(rows, "row")
+
+
+def _check_size(text) -> None:
+    if not isinstance(text, str):
+        raise PromptError("The pairs must be text.")
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise PromptError(f"The pairs are longer than this app takes ({MAX_BYTES >> 10} KiB).")
+
+
+def _pairs(rows: list[tuple[int, list[str]]], unit: str) -> prompt_sets.PromptSet:
+    if not rows:
+        raise PromptError(
+            "There are no pairs: write one a line, clean | corrupted | answer | distractor "
+            '(e.g. "When Mary and John went out, John gave it to | When Mary and John went out, '
+            'Anna gave it to | Mary | John"; the answer and distractor start with a space where the '
+            "token does, as the pipe's neighbours are kept as written)."
+        )
+    if len(rows) > MAX_PAIRS:
+        raise PromptError(f"There are {len(rows)} pairs: this app takes at most {MAX_PAIRS}.")
+    found: list[list[str]] = [[], [], [], []]
+    for i, (number, cells) in enumerate(rows, 1):
+        if len(cells) != 4:
+            raise PromptError(
+                f"Pair {i} ({unit} {number}) has {len(cells)} fields: it needs 4, clean | corrupted | "
+                "answer | distractor."
+            )
+        clean, corrupted = cells[0].strip(), cells[1].strip()
+        answer, distractor = _token_text(cells[2]), _token_text(cells[3])
+        for name, value in zip(COLUMNS, (clean, corrupted, answer, distractor), strict=True):
+            if not value.strip():
+                raise PromptError(f"Pair {i} ({unit} {number}) has an empty {name}.")
+        for column, value in zip(found, (clean, corrupted, answer, distractor), strict=True):
+            column.append(value)
+    return prompt_sets.PromptSet("typed", *found)
+
+
+def _token_text(cell: str) -> str:
+    """An answer or distractor as typed beside a separator: " Mary " means the token " Mary"."""
+    word = cell.strip()
+    return f" {word}" if cell.startswith(" ") and word else word
+
+
+def as_text(pairs: prompt_sets.PromptSet) -> str:
+    """The pairs as the box shows them, one a line (what `typed` reads back)."""
+    return "\n".join(
+        " | ".join(row)
+        for row in zip(pairs.clean, pairs.corrupted, pairs.answers, pairs.distractors, strict=True)
+    )

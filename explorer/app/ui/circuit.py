@@ -1,0 +1,347 @@
+"""The Circuit tab: a dataset of prompt pairs (built-in from a name, size and seed; typed; or a CSV),
+a metric and the methods to run (`explorer.views.circuits`): every head's output patched exactly, AtP's
+estimate of the same beside it, EAP-IG's edges drawn as a graph with a slider for how many, and the
+faithfulness curve of the circuits of the top edges, measured exactly.
+
+- "Find the circuit" (/circuit) runs the methods ticked; "Patch the nodes" (/patch_nodes) the node
+  sweep and AtP alone. Both take turns in the costly queue, one per visitor, their working memory
+  reserved from `limits.circuit_cost`.
+- The slider redraws the graph and marks the curve from the circuit on screen, with no new reading.
+- A click on a head of the node map (the page writes "layer,head,nonce" into #circuit-head) puts the
+  first pair's clean prompt in the prompt box, runs it and opens that head in the Attention tab.
+- The page's link (`share.query_string`) carries the circuit on screen's settings (`linked`), and a
+  link's settings come back into the tab's inputs as the page loads (`restore`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from explorer.app import circuit_pairs, limits, markup
+from explorer.app.ui import share
+from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
+from explorer.app.visitors import address
+from explorer.engine import pairs, prompt_sets
+from explorer.engine.patch_metrics import METRIC_NAMES
+from explorer.errors import LimitError, PromptError
+from explorer.views import circuits as circuit_views
+
+CIRCUIT_MAX_TOKENS = 128  # as a patching sweep's (explorer.app.ui.patching): circuits are read on short pairs
+SOURCES = {"built-in": "Built-in", "typed": "Typed pairs", "csv": "CSV file"}
+INTRO = (
+    "### Find a circuit\nA dataset of prompt pairs: each clean prompt, a corrupted one of as many "
+    "tokens, the answer and a distractor (single tokens). The exact node sweep patches each head's "
+    "output from the clean run into the corrupted one; AtP estimates the same from one gradient; EAP-IG "
+    "scores every edge between the heads and MLPs, and the circuit of the top edges is measured "
+    "exactly. Recovered: 1 is the clean run's metric, 0 the corrupted run's. Click a head to open it."
+)
+DOWNLOAD_JS = "() => { document.querySelector('#circuit-download-file')?.click(); return null; }"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The circuit on screen: what was found, on which model, from which pairs, with which settings."""
+
+    circuit: circuit_views.Circuit
+    model: str
+    pairs: prompt_sets.PromptSet
+    settings: str  # the link's part that names them (urlencoded)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CircuitTab:
+    tab: gr.Tab
+    source: gr.Radio
+    name: gr.Dropdown
+    size: gr.Number
+    seed: gr.Number
+    typed: gr.Textbox
+    upload: gr.File
+    metric: gr.Radio
+    methods: gr.CheckboxGroup
+    find: gr.Button
+    patch: gr.Button
+    nodes: gr.Plot
+    edges: gr.Slider
+    graph: gr.Plot
+    curve: gr.Plot
+    csv: gr.Button
+    download: gr.DownloadButton
+    picked: gr.Textbox  # "layer,head,nonce" of a clicked head, written by the page
+    shown: gr.State  # Shown
+    linked: gr.Textbox  # the link's part naming the circuit on screen ('' before one)
+
+    def wire(self, shared: Shared, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
+        CircuitEvents(self, shared).wire(demo, model, prompt, run, runs)
+
+
+def build() -> CircuitTab:
+    with gr.Tab("Circuit", elem_id="tab-circuit") as tab:
+        gr.Markdown(INTRO)
+        with gr.Row():
+            source = gr.Radio(
+                [(label, key) for key, label in SOURCES.items()],
+                value="built-in",
+                label="Dataset",
+                elem_id="circuit-source",
+            )
+            name = gr.Dropdown(
+                list(prompt_sets.BUILT_IN), value="ioi", label="Built-in", elem_id="circuit-name"
+            )
+            size = gr.Number(8, label="Pairs", precision=0, minimum=1, maximum=circuit_pairs.MAX_PAIRS)
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="circuit-seed")
+        typed = gr.Textbox(
+            label="Typed pairs: clean | corrupted | answer | distractor, one a line",
+            lines=4,
+            max_lines=16,
+            visible=False,
+            elem_id="circuit-pairs",
+        )
+        upload = gr.File(
+            label="CSV of pairs (clean, corrupted, answer, distractor)",
+            file_types=[".csv"],
+            type="filepath",
+            height=100,
+            visible=False,
+            elem_id="circuit-csv",
+        )
+        with gr.Row():
+            metric = gr.Radio(
+                [(METRIC_NAMES[m], m) for m in pairs.METRICS], value="logit_diff", label="Metric", scale=2
+            )
+            methods = gr.CheckboxGroup(
+                [(circuit_views.METHOD_NAMES[m], m) for m in circuit_views.METHODS],
+                value=list(circuit_views.METHODS),
+                label="Methods",
+                elem_id="circuit-methods",
+                scale=2,
+            )
+            find = gr.Button("Find the circuit", variant="primary", elem_id="circuit-button", min_width=140)
+            patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
+        nodes = gr.Plot(show_label=False, elem_id="circuit-nodes-plot", elem_classes="wide-plot")
+        edges = gr.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
+        graph = gr.Plot(show_label=False, elem_id="circuit-graph-plot", elem_classes="wide-plot")
+        curve = gr.Plot(show_label=False, elem_id="circuit-curve-plot", elem_classes="wide-plot")
+        csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
+        download = gr.DownloadButton(elem_id="circuit-download-file", elem_classes="hidden-input")
+        picked = gr.Textbox(elem_id="circuit-head", elem_classes="hidden-input", show_label=False)
+        linked = gr.Textbox(elem_id="circuit-linked", elem_classes="hidden-input", show_label=False)
+    return CircuitTab(
+        tab=tab,
+        source=source,
+        name=name,
+        size=size,
+        seed=seed,
+        typed=typed,
+        upload=upload,
+        metric=metric,
+        methods=methods,
+        find=find,
+        patch=patch,
+        nodes=nodes,
+        edges=edges,
+        graph=graph,
+        curve=curve,
+        csv=csv,
+        download=download,
+        picked=picked,
+        shown=gr.State(None),
+        linked=linked,
+    )
+
+
+def settings(source, name, size, seed, typed, metric, methods) -> str:
+    """The link's part naming a circuit: the built-in's name, size and seed, or the typed pairs (an
+    uploaded CSV's pairs travel as typed ones), and the metric and methods."""
+    params = {"circuit": name, "pairs_n": int(size), "seed": int(seed)} if source == "built-in" else {}
+    if source != "built-in":
+        params["pairs"] = typed
+    params.update(metric=metric, methods=",".join(methods))
+    return urlencode(params)
+
+
+class CircuitEvents:
+    def __init__(self, tab: CircuitTab, shared: Shared):
+        self.tab, self.shared, self.workspace = tab, shared, shared.workspace
+
+    def wire(self, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
+        t, s = self.tab, self.shared
+        dataset = [t.source, t.name, t.size, t.seed, t.typed, t.upload, t.metric, t.methods, model]
+        drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
+        t.find.click(on_gpu(self.circuit, len(drawn)), dataset, drawn, api_name="circuit", **COSTLY)
+        t.patch.click(on_gpu(self.patch_nodes, len(drawn)), dataset, drawn, api_name="patch_nodes", **COSTLY)
+        chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
+        t.source.change(self.show_source, t.source, chosen, api_name=False)
+        t.edges.input(
+            self.show_edges,
+            [t.shown, t.edges],
+            [t.graph, t.curve],
+            api_name=False,
+            trigger_mode="always_last",
+        )
+        clicked = t.picked.change(
+            guarded(5)(self.open_head),
+            [t.picked, t.shown, model],
+            [s.status, prompt, s.layer, s.head, s.shown],
+            api_name=False,
+            trigger_mode="always_last",
+        )
+        runs.append(run.after(clicked))
+        t.csv.click(on_gpu(self.export, 2), t.shown, [s.status, t.download], api_name=False).then(
+            None, None, t.download, js=DOWNLOAD_JS, api_name=False
+        )
+        demo.load(
+            self.restore,
+            None,
+            [t.source, t.name, t.size, t.seed, t.typed, t.metric, t.methods],
+            api_name=False,
+        )
+
+    # --- the readings ---------------------------------------------------------------------------------
+
+    def circuit(self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, model):
+        """Find the circuit (and /circuit): the methods ticked on the dataset."""
+        return self.compute(request, source, name, size, seed, typed, upload, metric, methods, model)
+
+    def patch_nodes(
+        self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, model
+    ):
+        """Patch the nodes (and /patch_nodes): the exact node sweep, and AtP beside it where ticked."""
+        methods = ["exact", *(["atp"] if "atp" in (methods or ()) else [])]
+        return self.compute(request, source, name, size, seed, typed, upload, metric, methods, model)
+
+    def compute(self, request, source, name, size, seed, typed, upload, metric, methods, model) -> tuple:
+        methods = [m for m in circuit_views.METHODS if m in (methods or ())]
+        if not methods:
+            raise PromptError("Tick at least one method.")
+        if metric not in pairs.METRICS:
+            raise PromptError(f"There is no metric {metric!r}: {', '.join(pairs.METRICS)}.")
+        explorer = self.workspace.explorer(model, load=False)
+        chosen = self.dataset(source, name, size, seed, typed, upload, explorer.tokenizer)
+        data = pairs.dataset(explorer, *chosen.args(), metric=metric)  # names a pair of unequal length
+        n_tokens = max(batch.n_tokens for batch in data.batches)
+        if n_tokens > CIRCUIT_MAX_TOKENS:
+            raise LimitError(
+                f"A prompt has {n_tokens:,} tokens: this app finds circuits on prompts of up to "
+                f"{CIRCUIT_MAX_TOKENS} (the Python API, ex.edge_attribution, takes the model's context)."
+            )
+        cost = limits.circuit_cost(explorer.config, data.size, n_tokens, methods)
+        with self.shared.readings.reading(request, cost):
+            found = circuit_views.find(explorer, data, methods)
+        link = settings(source, name, size, seed, circuit_pairs.as_text(chosen), metric, methods)
+        shown = Shown(found, model, chosen, link)
+        kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
+        total = len(found.edges or ())
+        message = (
+            f"{data.size} pair{'s' * (data.size != 1)}, "
+            f"{', '.join(circuit_views.METHOD_NAMES[m] for m in methods)}: clean {found.clean:.3g}, "
+            f"corrupted {found.corrupted:.3g}"
+            + (f"; {total:,} edges scored, the graph shows the top {kept:,}." if total else ".")
+        )
+        if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
+            message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
+        slider = gr.Slider(maximum=max(total, 1), value=kept) if total else gr.skip()
+        typed_box = circuit_pairs.as_text(chosen) if source == "csv" else gr.skip()
+        return (
+            markup.status(message, "info"),
+            *self.figures(found, kept),
+            slider,
+            shown,
+            link,
+            typed_box,
+        )
+
+    def figures(self, found: circuit_views.Circuit, kept: int) -> tuple:
+        nodes = circuit_views.node_scores(found)
+        graph, curve = circuit_views.graph(found, kept), circuit_views.curve(found, kept)
+        return tuple(
+            None if fig is None else plot(fig, f"circuit-{what}")
+            for fig, what in ((nodes, "nodes"), (graph, "graph"), (curve, "faithfulness"))
+        )
+
+    def dataset(self, source, name, size, seed, typed, upload, tokenizer) -> prompt_sets.PromptSet:
+        if source == "built-in":
+            return circuit_pairs.built_in(name, size, seed, tokenizer)
+        if source == "typed":
+            return circuit_pairs.typed(typed or "")
+        if source == "csv":
+            if not upload or not os.path.isfile(upload):
+                raise PromptError("Upload a CSV of pairs first: clean, corrupted, answer, distractor.")
+            if os.path.getsize(upload) > circuit_pairs.MAX_BYTES:
+                raise PromptError(
+                    f"The CSV is larger than this app takes ({circuit_pairs.MAX_BYTES >> 10} KiB)."
+                )
+            with open(upload, encoding="utf-8", errors="replace") as file:
+                return circuit_pairs.from_csv(file.read())
+        raise PromptError(f"There is no dataset source {source!r}: {', '.join(SOURCES)}.")
+
+    # --- what is on screen ---------------------------------------------------------------------------
+
+    def show_source(self, source):
+        """The chosen source's inputs: the built-in's name, size and seed, or the typed pairs (which
+        show a CSV's pairs once read), and the upload for a CSV."""
+        built_in = source == "built-in"
+        return (
+            *(gr.update(visible=built_in) for _ in range(3)),
+            gr.update(visible=not built_in),
+            gr.update(visible=source == "csv"),
+        )
+
+    def show_edges(self, shown, kept):
+        if shown is None or not shown.circuit.edges:
+            return gr.skip(), gr.skip()
+        kept = max(1, min(int(kept), len(shown.circuit.edges)))
+        return self.figures(shown.circuit, kept)[1:]
+
+    def open_head(self, choice, shown, model):
+        """A click on a head of the node map: the first pair's clean prompt, that layer and head."""
+        if not choice or shown is None:
+            return (gr.skip(),) * 5
+        if shown.model != model:
+            raise ValueError("This circuit is of another model than the one loaded: find it again.")
+        layer, head = (int(part) for part in str(choice).split(",")[:2])
+        if not (0 <= layer < shown.circuit.n_layers and 0 <= head < shown.circuit.n_heads):
+            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        return gr.skip(), shown.pairs.clean[0], layer, head, None
+
+    def export(self, request: gr.Request, shown):
+        if shown is None:
+            raise ValueError("Find the circuit first: the download is the circuit on screen.")
+        text = circuit_views.to_csv(shown.circuit, EXPORT_EDGES)
+        size = len(text.encode("utf-8"))
+        visitor = address(request, self.workspace.policy.public)
+        path = self.shared.downloads.path(visitor, "circuit.csv", size, "The circuit")
+        path.write_text(text, encoding="utf-8")
+        return gr.skip(), str(path)
+
+    def restore(self, request: gr.Request):
+        """A link's circuit settings into the tab's inputs (each kept as it is where the link is silent)."""
+        params = share.requested(request)
+        if "circuit" not in params and "pairs" not in params:
+            return (gr.skip(),) * 7
+        methods = [m for m in params.get("methods", "").split(",") if m in circuit_views.METHODS]
+        metric = params.get("metric")
+        if "pairs" in params:
+            source = ("typed", gr.skip(), gr.skip(), gr.skip(), params["pairs"][: circuit_pairs.MAX_BYTES])
+        else:
+            name = params["circuit"] if params["circuit"] in prompt_sets.BUILT_IN else gr.skip()
+            size, seed = share.integer(params, "pairs_n"), share.integer(params, "seed")
+            source = (
+                "built-in",
+                name,
+                gr.skip() if size is None else size,
+                gr.skip() if seed is None else seed,
+            )
+            source += (gr.skip(),)
+        return (
+            *source,
+            metric if metric in pairs.METRICS else gr.skip(),
+            methods or gr.skip(),
+        )
+
+
+EXPORT_EDGES = 10_000  # the edges the CSV lists, best first (SmolLM2 has ~70,000; the rest score least)

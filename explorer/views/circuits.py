@@ -1,0 +1,155 @@
+"""A circuit found on a dataset of prompt pairs (`engine.pairs`), and its figures: every head's output
+patched exactly and by attribution (AtP), every edge scored by EAP-IG, and the circuits of the top
+edges measured exactly (`engine.edges.faithfulness`); recovered = (value − corrupted) / (clean −
+corrupted), so 1 is the clean run's metric and 0 the corrupted run's."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.engine import edges as edge_module
+from explorer.engine import nodes as node_module
+from explorer.engine import pairs
+from explorer.engine.patch_metrics import METRIC_NAMES
+from explorer.figures import circuits as figures
+
+METHODS = ("exact", "atp", "eap")  # the exact node sweep, attribution patching, EAP-IG
+METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG"}
+CURVE_SHARES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # of the edges, where the curve is measured
+EAP_STEPS = 5
+DEFAULT_EDGES = 0.1  # the graph's first share of the edges
+
+
+@dataclass(frozen=True, eq=False)
+class Circuit:
+    """What a circuit reading found, on CPU: everything its figures and its CSV read."""
+
+    metric: str
+    clean: float  # the metric of the clean run, averaged over the pairs
+    corrupted: float  # and of the corrupted run
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    exact: np.ndarray | None  # [L, H] the metric with each head's output patched from the clean run
+    atp: np.ndarray | None  # [L, H] AtP's estimate of that patch's change of the metric
+    edges: list | None  # (upstream, downstream, score), largest |score| first (EAP-IG)
+    curve: list[tuple[int, float]]  # (edges kept, the circuit's metric), measured exactly
+
+    @property
+    def span(self) -> float:
+        return self.clean - self.corrupted
+
+    def recovered(self, value: float | np.ndarray) -> float | np.ndarray:
+        return (value - self.corrupted) / self.span if self.span else np.full_like(value, np.nan)
+
+
+def head_nodes(config) -> list[tuple]:
+    """Every head's output at every position, layer by layer: the nodes of the head sweep."""
+    return [("z", layer, h, None) for layer in range(config.n_layers) for h in range(config.n_heads)]
+
+
+def every_edge(config) -> list[tuple]:
+    up, down = edge_module.upstream_nodes(config), edge_module.downstream_nodes(config)
+    u, v = edge_module.valid_edges(config).nonzero(as_tuple=True)
+    return [(up[a], down[b], 0.0) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
+
+
+def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS) -> Circuit:
+    """Run the chosen `methods` (METHODS) on the dataset; the clean and corrupted metrics always."""
+    config = explorer.config
+    shape = (config.n_layers, config.n_heads)
+    exact = atp = ranked = None
+    if "exact" in methods:
+        exact = node_module.patch_nodes(explorer, data, head_nodes(config)).numpy().reshape(shape)
+    if "atp" in methods:
+        atp = node_module.attribution_patching(explorer, data, head_nodes(config)).numpy().reshape(shape)
+    if "eap" in methods:
+        ranked = edge_module.edge_attribution(explorer, data, steps).edges
+    everything = ranked if ranked is not None else every_edge(config)
+    counts = sorted({round(share * len(everything)) for share in CURVE_SHARES})
+    if ranked is None:
+        counts = [0, len(everything)]
+    values = edge_module.faithfulness(explorer, data, everything, counts)
+    curve = list(zip(counts, values, strict=True))
+    return Circuit(
+        metric=data.metric,
+        clean=values[-1],
+        corrupted=values[0],
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        n_kv_heads=config.n_kv_heads,
+        exact=exact,
+        atp=atp,
+        edges=ranked,
+        curve=curve if ranked is not None else [],
+    )
+
+
+def node_scores(circuit: Circuit) -> go.Figure | None:
+    """Each head's recovered fraction: the exact sweep's and AtP's (as the estimate of the same
+    patch) beside it, where they ran."""
+    panels = {}
+    if circuit.exact is not None:
+        panels["exact"] = circuit.recovered(circuit.exact)
+    if circuit.atp is not None:
+        panels["AtP"] = circuit.recovered(circuit.atp + circuit.corrupted)
+    if not panels:
+        return None
+    return figures.node_scores_figure(panels, f"of {METRIC_NAMES[circuit.metric]}")
+
+
+def edge_count(circuit: Circuit, share: float) -> int:
+    return max(1, round(share * len(circuit.edges or ())))
+
+
+def graph(circuit: Circuit, kept: int) -> go.Figure | None:
+    """The circuit of the `kept` strongest edges (EAP-IG) as a graph."""
+    if not circuit.edges:
+        return None
+    top = circuit.edges[:kept]
+    scores = np.array([score for _, _, score in top], dtype=np.float32)
+    group = circuit.n_heads // circuit.n_kv_heads
+    ups, downs = [u for u, _, _ in top], [d for _, d, _ in top]
+    return figures.circuit_figure(ups, downs, scores, circuit.n_layers, circuit.n_heads, group)
+
+
+def curve(circuit: Circuit, kept: int) -> go.Figure | None:
+    """The faithfulness curve, the slider's count marked."""
+    if not circuit.curve:
+        return None
+    counts = np.array([count for count, _ in circuit.curve])
+    recovered = np.array([circuit.recovered(value) for _, value in circuit.curve])
+    return figures.faithfulness_curve_figure(counts, recovered, len(circuit.edges or ()), kept)
+
+
+def node_name(node: tuple) -> str:
+    return ".".join(str(part) for part in node)
+
+
+def to_csv(circuit: Circuit, edge_rows: int) -> str:
+    """The circuit as CSV: each head's scores, the first `edge_rows` edges, the curve; one table with a
+    `section` column, so that a spreadsheet filters it."""
+    out = io.StringIO()
+    rows = csv.writer(out)
+    rows.writerow(["section", "name", "to", "value", "recovered"])
+    rows.writerow(["metric", circuit.metric, "", "", ""])
+    rows.writerow(["clean", "", "", f"{circuit.clean:.6g}", "1"])
+    rows.writerow(["corrupted", "", "", f"{circuit.corrupted:.6g}", "0"])
+    for name, values in (("exact", circuit.exact), ("atp", circuit.atp)):
+        if values is None:
+            continue
+        as_metric = values if name == "exact" else values + circuit.corrupted
+        for (layer, head), value in np.ndenumerate(as_metric):
+            rows.writerow(
+                [name, f"head {layer}.{head}", "", f"{value:.6g}", f"{circuit.recovered(value):.6g}"]
+            )
+    for up, down, score in (circuit.edges or [])[:edge_rows]:
+        rows.writerow(["edge", node_name(up), node_name(down), f"{score:.6g}", ""])
+    for count, value in circuit.curve:
+        rows.writerow(["curve", f"{count} edges", "", f"{value:.6g}", f"{circuit.recovered(value):.6g}"])
+    return out.getvalue()

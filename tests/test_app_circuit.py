@@ -1,0 +1,259 @@
+"""The Circuit tab: its views and figures against the engine, its CSV and typed pairs under hostile
+input, its handlers (/circuit, /patch_nodes) served on the bundled model, its cost model and links."""
+
+from __future__ import annotations
+
+import csv
+import html
+import inspect
+import io
+import re
+import socket
+from types import SimpleNamespace
+from urllib.parse import parse_qsl
+
+import numpy as np
+import pytest
+from gradio_client import Client
+from test_app import sent_arrays
+
+from explorer.app import circuit_pairs, limits
+from explorer.app.ui import build_demo, share
+from explorer.app.ui import circuit as circuit_tab
+from explorer.app.workspace import Workspace
+from explorer.engine import pairs
+from explorer.errors import PromptError
+from explorer.views import circuits as circuit_views
+
+CLEAN = "To be, or not to be, that is the question: whether the"
+CORRUPTED = "To be, or not or be, that is the question: whether the"  # as many tokens
+TYPED = f"{CLEAN} | {CORRUPTED} | to | be"
+METHODS = list(circuit_views.METHODS)
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return Workspace()  # the bundled model: 4 layers of 8 heads, 2 kv heads
+
+
+@pytest.fixture(scope="module")
+def found(workspace):
+    ex = workspace.explorer("")
+    data = pairs.dataset(ex, *circuit_pairs.typed(TYPED).args())
+    return circuit_views.find(ex, data, METHODS)
+
+
+@pytest.fixture(scope="module")
+def client(workspace):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_demo(workspace)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(demo.local_url, verbose=False)
+    finally:
+        demo.close()
+
+
+def text_of(status: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", status))
+
+
+# --- the views and figures ---
+
+
+def test_the_views_read_the_engines_readings(workspace, found):
+    ex = workspace.explorer("")
+    args = circuit_pairs.typed(TYPED).args()
+    exact = ex.patch_nodes(*args, nodes=circuit_views.head_nodes(ex.config)).numpy()
+    np.testing.assert_allclose(found.exact.ravel(), exact, atol=1e-5)
+    atp = ex.attribution_patching(*args, nodes=circuit_views.head_nodes(ex.config)).numpy()
+    np.testing.assert_allclose(found.atp.ravel(), atp, atol=1e-5)
+    edges = ex.edge_attribution(*args).edges
+    assert [e[:2] for e in found.edges[:20]] == [e[:2] for e in edges[:20]]
+    # every edge kept is the clean run, none the corrupted one; the curve's ends are theirs
+    assert found.curve[0] == (0, pytest.approx(found.corrupted)) and found.curve[-1][0] == len(edges)
+    assert found.clean == pytest.approx(ex.circuit_metric(*args, edges=edges), abs=1e-4)
+    assert found.corrupted == pytest.approx(ex.circuit_metric(*args, edges=[]), abs=1e-4)
+
+
+def test_the_node_map_shows_atp_beside_exact_as_recovered_fractions(found):
+    fig = circuit_views.node_scores(found)
+    exact, atp = fig.data
+    assert exact.type == atp.type == "heatmap" and exact.xaxis == "x" and atp.xaxis == "x2"
+    span = found.clean - found.corrupted
+    np.testing.assert_allclose(exact.z, (found.exact - found.corrupted) / span, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(atp.z, found.atp / span, rtol=1e-4, atol=1e-6)
+    assert exact.zmin == -exact.zmax and exact.zmid == 0
+    only_exact = circuit_views.Circuit(**{**vars(found), "atp": None})
+    assert len(circuit_views.node_scores(only_exact).data) == 1
+
+
+def test_the_graph_keeps_as_many_edges_as_the_slider_and_tells_q_k_v_apart(found):
+    fig = circuit_views.graph(found, 30)
+    lines = [t for t in fig.data if t.mode == "lines" and t.name]
+    assert sum(len([x for x in t.x if x is None]) for t in lines) == 30
+    kinds = {d[0] for _, d, _ in found.edges[:30]}
+    assert {t.name for t in lines} == {f"into {kind}" for kind in kinds}
+    colours = {t.name: t.line.color for t in lines}
+    assert len(set(colours.values())) == len(colours)  # each input its own colour
+    heads = next(t for t in fig.data if t.mode == "markers")
+    assert all(len(point) == 2 for point in heads.customdata)  # (layer, head): a click opens it
+
+
+def test_the_faithfulness_curve_runs_from_corrupted_to_clean(found):
+    fig = circuit_views.curve(found, 41)
+    (line,) = fig.data
+    assert line.y[0] == pytest.approx(0) and line.y[-1] == pytest.approx(1)
+    assert list(line.x) == [count for count, _ in found.curve]
+    assert fig.layout.shapes[0].x0 == 41
+
+
+def test_the_csv_holds_the_heads_the_edges_and_the_curve(found):
+    rows = list(csv.DictReader(io.StringIO(circuit_views.to_csv(found, 25))))
+    sections = [row["section"] for row in rows]
+    assert sections.count("exact") == sections.count("atp") == found.exact.size
+    assert sections.count("edge") == 25 and sections.count("curve") == len(found.curve)
+    first = next(row for row in rows if row["section"] == "edge")
+    assert float(first["value"]) == pytest.approx(found.edges[0][2], rel=1e-4)
+
+
+# --- the pairs a person types or uploads ---
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "There are no pairs"),
+        (f"{TYPED}\n{CLEAN} | {CORRUPTED} | to", "Pair 2 (line 2) has 3 fields"),
+        (f"{CLEAN} | | to | be", "Pair 1 (line 1) has an empty corrupted"),
+        ("\n".join([TYPED] * 17), "at most 16"),
+        ("x" * (circuit_pairs.MAX_BYTES + 1), "longer than this app takes"),
+    ],
+)
+def test_typed_pairs_that_cannot_be_read_name_the_pair(text, message):
+    with pytest.raises(PromptError, match=re.escape(message)):
+        circuit_pairs.typed(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "seed", "message"),
+    [("nope", 8, 0, "no built-in dataset"), ("ioi", 17, 0, "from 1 to 16"), ("ioi", "x", 0, "whole number")],
+)
+def test_a_built_in_past_the_apps_bounds_is_refused(workspace, name, size, seed, message):
+    with pytest.raises(PromptError, match=message):
+        circuit_pairs.built_in(name, size, seed, workspace.explorer("").tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('clean,corrupted,answer,distractor\n"a,b\n', "has 1 fields"),  # an unclosed quote eats the rest
+        ("a,b,c\n", "Pair 1 (row 1) has 3 fields"),
+        ("a,b,c,d,e\n", "has 5 fields"),
+        ("a\0b,c,d,e\n", None),  # a NUL is text like any other
+        ("\ufeffclean,corrupted,answer,distractor\n", None),
+        ("=cmd|' /C calc'!A0,b,c,d\n" * 17, "at most 16"),
+    ],
+)
+def test_a_hostile_csv_is_refused_clearly_or_read_as_text(text, message):
+    if message is None:
+        try:
+            circuit_pairs.from_csv(text)
+        except PromptError as error:  # a clear refusal, never a crash
+            assert "pair" in str(error).lower() or "CSV" in str(error)
+        return
+    with pytest.raises(PromptError, match=re.escape(message)):
+        circuit_pairs.from_csv(text)
+
+
+def test_a_csv_with_a_header_reads_as_the_typed_pairs_it_shows():
+    text = f'clean,corrupted,answer,distractor\n"{CLEAN}","{CORRUPTED}", to, be\n'
+    read = circuit_pairs.from_csv(text)
+    assert read.args() == ([CLEAN], [CORRUPTED], [" to"], [" be"])
+    assert circuit_pairs.typed(circuit_pairs.as_text(read)).args() == read.args()
+
+
+# --- the handlers, served ---
+
+
+def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
+    status, nodes, graph, curve, edges, linked, _typed = client.predict(
+        "typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, api_name="/circuit"
+    )
+    assert "1 pair," in text_of(status) and f"{len(found.edges):,} edges scored" in text_of(status)
+    exact, atp = sent_arrays(nodes)["data"]
+    span = found.clean - found.corrupted
+    np.testing.assert_allclose(exact["z"], (found.exact - found.corrupted) / span, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(atp["z"], found.atp / span, rtol=1e-4, atol=1e-5)
+    assert sent_arrays(graph)["data"] and len(sent_arrays(curve)["data"][0]["x"]) == len(found.curve)
+    assert edges["value"] == circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
+    assert edges["maximum"] == len(found.edges)
+    assert "pairs=" in linked and "methods=exact%2Catp%2Ceap" in linked
+    status, nodes, graph, curve, *_ = client.predict(
+        "typed", "ioi", 8, 0, TYPED, None, "prob", ["exact"], api_name="/patch_nodes"
+    )
+    assert "exact node sweep" in text_of(status) and "EAP-IG" not in text_of(status)
+
+
+def test_a_built_in_dataset_from_its_seed(client):
+    status, *_, linked, _typed = client.predict(
+        "built-in", "induction", 2, 3, "", None, "logit_diff", ["atp"], api_name="/patch_nodes"
+    )
+    assert "2 pairs" in text_of(status), text_of(status)
+    assert "circuit=induction" in linked and "pairs_n=2" in linked and "seed=3" in linked
+
+
+@pytest.mark.parametrize(
+    ("source", "typed", "size", "message"),
+    [
+        ("typed", f"{TYPED}\n{CLEAN} | {CORRUPTED} again | to | be", 8, "In pair 2, the clean and corrupted"),
+        ("typed", f"<b>{CLEAN}</b> | {CORRUPTED} | to | be", 8, "In the pair, the clean and corrupted"),
+        ("typed", f"{CLEAN} | {CORRUPTED} | questionable whether | be", 8, "answer of the pair"),
+        ("typed", f"{CLEAN * 12} | {CORRUPTED * 12} | to | be", 8, "up to 128"),
+        ("typed", f"{CLEAN} | {CLEAN} | to | be", 8, "give the same metric"),
+    ],
+)
+def test_a_circuit_that_cannot_be_found_says_why_and_the_app_stays_up(client, source, typed, size, message):
+    status, *_ = client.predict(
+        source, "ioi", size, 0, typed, None, "logit_diff", METHODS, api_name="/circuit"
+    )
+    assert message in text_of(status) and "<b>" not in status  # escaped
+    status, *_ = client.predict("typed", "ioi", 8, 0, TYPED, None, "kl", ["exact"], api_name="/patch_nodes")
+    assert "1 pair," in text_of(status)
+
+
+def test_every_handler_that_computes_takes_the_request_first_and_is_costly(workspace):
+    for handler in (circuit_tab.CircuitEvents.circuit, circuit_tab.CircuitEvents.patch_nodes):
+        assert list(inspect.signature(handler).parameters)[1] == "request"
+    demo = build_demo(workspace)
+    costly = {
+        f.api_name: f.concurrency_id for f in demo.fns.values() if f.api_name in ("circuit", "patch_nodes")
+    }
+    assert costly == {"circuit": "costly", "patch_nodes": "costly"}
+
+
+def test_the_circuit_cost_grows_with_pairs_tokens_and_layers():
+    config = SimpleNamespace(n_layers=30, n_heads=9, n_kv_heads=3, hidden_size=576, head_dim=64)
+    one = limits.circuit_cost(config, 1, 16, METHODS).nbytes
+    assert limits.circuit_cost(config, 8, 16, METHODS).nbytes > 4 * (one - limits.TILE_BYTES)
+    assert (
+        limits.circuit_cost(config, 1, 64, ["exact"]).nbytes
+        < limits.circuit_cost(config, 1, 64, METHODS).nbytes
+    )
+    assert "8 pairs of up to 16 tokens" in limits.circuit_cost(config, 8, 16, METHODS).what
+
+
+def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
+    linked = circuit_tab.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"])
+    query = share.query_string("x", 0, 0, "", "circuit", circuit=linked)
+    assert "tab=circuit" in query and "circuit=factual" in query
+    assert "circuit=" not in share.query_string("x", 0, 0, "", "lens", circuit=linked)
+    request = SimpleNamespace(query_params=dict(parse_qsl(query[1:])))
+    events = circuit_tab.CircuitEvents.__new__(circuit_tab.CircuitEvents)
+    restored = events.restore(request)
+    assert restored[:4] == ("built-in", "factual", 5, 7) and restored[5:] == ("prob", ["exact", "eap"])
+    typed = circuit_tab.settings("typed", "ioi", 8, 0, TYPED, "logit_diff", ["exact"])
+    restored = events.restore(SimpleNamespace(query_params=dict(parse_qsl(typed))))
+    assert restored[0] == "typed" and restored[4] == TYPED

@@ -1,0 +1,56 @@
+"""The Circuit tab in Chromium on the bundled model: typed pairs found as a circuit (node map against
+the engine, graph, faithfulness curve), the tab against a baseline screenshot, and a click on a head of
+the node map opening it in the Attention tab."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from browser_support import AppPage, match_baseline
+from test_browser_intervene import JS_HEATMAP, settle
+
+from explorer.app import circuit_pairs
+from explorer.engine import pairs
+from explorer.views import circuits as circuit_views
+
+pytestmark = pytest.mark.browser
+
+PLOTS = ["circuit-nodes-plot", "circuit-graph-plot", "circuit-curve-plot"]
+TYPED = (
+    "To be, or not to be, that is the question: whether the | "
+    "To be, or not or be, that is the question: whether the | to | be\n"
+    "The king of the castle sat on the | The queen of the castle sat on the | king | queen"
+)
+
+
+def find_circuit(app: AppPage) -> None:
+    app.page.get_by_role("tab", name="Circuit", exact=True).click()
+    app.page.locator("#circuit-source").get_by_text("Typed pairs", exact=True).click()
+    app.page.locator("#circuit-pairs textarea").fill(TYPED)
+    app.remember_plots()
+    app.page.locator("#circuit-button").click()
+    app.wait_drawn(PLOTS)
+    settle(app)
+
+
+def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, browser_workspace):
+    find_circuit(app)
+    ex = browser_workspace.explorer("")
+    data = pairs.dataset(ex, *circuit_pairs.typed(TYPED).args())
+    found = circuit_views.find(ex, data, ["exact"])
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["circuit-nodes-plot", 0]), dtype=np.float64)
+    np.testing.assert_allclose(drawn, found.recovered(found.exact), atol=1e-4)
+    assert "2 pairs" in app.status() and "edges scored" in app.status()
+    match_baseline(app.screenshot(app.page.locator("#tab-circuit"), []), "view-circuit-drawn")
+
+    layer, head = np.unravel_index(np.nanargmax(drawn), drawn.shape)
+    app.remember_plots()
+    app.click_cell("circuit-nodes-plot", 1, int(layer), int(head))
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    app.wait_for_tab("Attention")
+    assert app.page.locator("#pipeline-plot").is_visible()
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+    assert app.page.locator("#prompt textarea").input_value() == TYPED.split(" | ")[0]
+    assert app.page.locator("#back-to-chart").inner_text() == "← Back to Circuit"
+    assert not app.problems()
