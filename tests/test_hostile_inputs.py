@@ -99,6 +99,15 @@ def test_a_value_no_control_could_send_is_refused_naming_the_control(served, api
     assert not ok and message in answer and len(answer) < 300
 
 
+def test_a_position_sent_before_a_run_narrowed_its_range_reads_the_last_one(served):
+    """An event sent while a longer prompt's positions stood reached the server after a shorter prompt's
+    run lowered the sliders' maximum, and was refused ("Value 12 is greater than maximum value 11")."""
+    assert served.call("run", [CLEAN, 0, 0], "narrowed")[0]
+    assert served.call("run", ["To be", 0, 0], "narrowed")[0]
+    ok, status = raw(served, "layer", "[1, 0, 14, 13, 0, 0, 0, 0, 0]", "narrowed")
+    assert ok and "maximum" not in status, status
+
+
 @pytest.mark.parametrize(
     "choice, message",
     [

@@ -54,9 +54,13 @@ def _no_stub_files():
 with _no_stub_files():
 
     class Slider(gr.Slider):
+        """A value outside the range is read as its nearest end: an event sent while an earlier range
+        stood (a position of the prompt before, a layer of the model before) can reach the server after
+        a run or a load narrowed it, and means the same end of the new range."""
+
         def preprocess(self, payload):
             _refuse_unless_number(self, payload)
-            return super().preprocess(payload)
+            return super().preprocess(min(max(payload, self.minimum), self.maximum))
 
     class Number(gr.Number):
         def preprocess(self, payload):
