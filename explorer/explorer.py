@@ -24,6 +24,7 @@ import torch
 from explorer.engine import circuits
 from explorer.engine.composition import Composition, composition_scores
 from explorer.engine.config import ModelConfig
+from explorer.engine.exact_circuits import CorruptedRuns
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.engine.patch_metrics import METRICS
@@ -51,6 +52,8 @@ class Explorer:
         self.model = checkpoint.model.to(self.device).eval()
         self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
         self._composition: Composition | None = None
+        # the corrupted runs of the latest circuits' pairs, kept for the next circuit of the same pairs
+        self.corrupted_runs = CorruptedRuns()
 
     @property
     def dtype(self) -> torch.dtype:

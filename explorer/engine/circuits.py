@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from explorer.engine import edges as edge_module
+from explorer.engine import exact_circuits, pairs
 from explorer.engine import nodes as node_module
-from explorer.engine import pairs
 
 
 def patch_nodes(explorer, clean, corrupted, answer, distractor, nodes, metric) -> torch.Tensor:
@@ -28,4 +28,4 @@ def edge_attribution(explorer, clean, corrupted, answers, distractors, steps, me
 
 def circuit_metric(explorer, clean, corrupted, answer, distractor, edges, metric) -> float:
     data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
-    return edge_module.circuit_metric(explorer, data, edges)
+    return exact_circuits.circuit_metric(explorer, data, edges)

@@ -12,11 +12,7 @@ The stream entering a block is the sum of what was written into it (`explorer.en
 An edge u → v exists where u writes before v reads: heads and MLPs of earlier layers (and the embedding)
 into a block's q/k/v; those and the block's own heads into its MLP; everything into the logits.
 
-- `circuit_metric` runs the clean prompts with every downstream input reading its upstream's write in
-  that run along kept edges and its write in the corrupted run along the others: the input is the
-  stream less Σ over removed edges (current write − corrupted write). A q/k/v input then differs per
-  head, so the projection's tap recomputes its heads from their own inputs through the block's input norm
-  and the projection's weights. Every edge kept: the clean run; none: the corrupted run.
+- `engine.exact_circuits` measures a circuit of kept edges exactly (`circuit_metric`).
 - `edge_attribution`: score(u → v) = (clean write of u − corrupted write of u) · mean over α = k/steps,
   k = 1..steps, of ∂M/∂(input of v), M the metric summed over the pairs, at the run whose embedding is
   corrupted + α (clean − corrupted); averaged over the pairs. The gradients come from one forward and
@@ -26,6 +22,7 @@ into a block's q/k/v; those and the block's own heads into its MLP; everything i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -57,12 +54,12 @@ def downstream_nodes(config) -> list[Downstream]:
     return [*found, ("logits",)]
 
 
-def _written_before(config, layer: int, mlp: bool = False) -> int:
+def written_before(config, layer: int, mlp: bool = False) -> int:
     """How many upstream nodes write before `layer`'s attention reads (its MLP, with `mlp`)."""
     return 1 + layer * (config.n_heads + 1) + (config.n_heads if mlp else 0)
 
 
-def _readers(config) -> int:
+def readers_per_layer(config) -> int:
     """Downstream nodes of one layer: H q heads, H_kv k and H_kv v heads, the MLP."""
     return config.n_heads + 2 * config.n_kv_heads + 1
 
@@ -71,10 +68,10 @@ def valid_edges(config) -> torch.Tensor:
     """Which (upstream, downstream) pairs are edges.  # [U, V] bool"""
     ups, downs = len(upstream_nodes(config)), len(downstream_nodes(config))
     valid = torch.zeros(ups, downs, dtype=torch.bool)
-    per = _readers(config)
+    per = readers_per_layer(config)
     for layer in range(config.n_layers):
-        valid[: _written_before(config, layer), layer * per : (layer + 1) * per - 1] = True
-        valid[: _written_before(config, layer, mlp=True), (layer + 1) * per - 1] = True
+        valid[: written_before(config, layer), layer * per : (layer + 1) * per - 1] = True
+        valid[: written_before(config, layer, mlp=True), (layer + 1) * per - 1] = True
     valid[:, -1] = True
     return valid
 
@@ -102,7 +99,7 @@ class EdgeAttribution:
         return [(self.upstream[a], self.downstream[b], s) for a, b, s in zip(ups, downs, scores, strict=True)]
 
 
-def _head_writes(block, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def head_writes(block, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """What each head wrote, through Gemma's norm after attention frozen at the output y.
     # z [B, H, N, d], y [B, N, hidden] -> [H, B, N, hidden] float32"""
     attn = block.self_attn
@@ -116,11 +113,11 @@ def writes(model, t: Trace) -> torch.Tensor:
     """Every upstream node's write in a traced run.  # -> [U, B, N, hidden] float32"""
     parts = [t.resid[0].float()[None]]
     for layer, block in enumerate(model.layers):
-        parts += [_head_writes(block, t.z[layer], t.attention_output[layer]), t.mlp[layer].float()[None]]
+        parts += [head_writes(block, t.z[layer], t.attention_output[layer]), t.mlp[layer].float()[None]]
     return torch.cat(parts)
 
 
-def _project_heads(block, kind: str, inputs: torch.Tensor) -> torch.Tensor:
+def project_heads(block, kind: str, inputs: torch.Tensor) -> torch.Tensor:
     """Each head's projection of its own input, through the block's input norm.
     # inputs [B, heads, N, hidden] -> [B, heads, N, d]"""
     attn = block.self_attn
@@ -131,9 +128,9 @@ def _project_heads(block, kind: str, inputs: torch.Tensor) -> torch.Tensor:
     return out if proj.bias is None else out + proj.bias.view(heads, 1, d)
 
 
-def _slices(config, layer: int) -> dict[str, slice]:
+def reader_slices(config, layer: int) -> dict[str, slice]:
     """Columns of `layer`'s readers among the downstream nodes."""
-    base, h, kv = layer * _readers(config), config.n_heads, config.n_kv_heads
+    base, h, kv = layer * readers_per_layer(config), config.n_heads, config.n_kv_heads
     return {
         "q": slice(base, base + h),
         "k": slice(base + h, base + h + kv),
@@ -145,106 +142,34 @@ def _slices(config, layer: int) -> dict[str, slice]:
 def kept_mask(config, edges) -> torch.Tensor:
     """The kept edges as a mask over (upstream, downstream); an edge that does not exist is refused.
     # -> [U, V] bool"""
-    up = {node: i for i, node in enumerate(upstream_nodes(config))}
-    down = {node: i for i, node in enumerate(downstream_nodes(config))}
-    valid, kept = valid_edges(config), torch.zeros(len(up), len(down), dtype=torch.bool)
+    up, down, valid = edge_index(config)
+    kept = torch.zeros(valid.shape, dtype=torch.bool)
+    rows, columns = [], []
     for edge in edges:
         u, v = tuple(edge[0]), tuple(edge[1])
-        if u not in up or v not in down or not valid[up[u], down[v]]:
-            raise ValueError(
-                f"({u!r}, {v!r}) is not an edge of this model (an upstream writes before it is read)"
-            )
-        kept[up[u], down[v]] = True
+        if u not in up or v not in down:
+            _refuse(u, v)
+        rows.append(up[u])
+        columns.append(down[v])
+    rows, columns = torch.tensor(rows, dtype=torch.long), torch.tensor(columns, dtype=torch.long)
+    wrong = (~valid[rows, columns]).nonzero()
+    if len(wrong):
+        first = int(wrong[0])
+        _refuse(tuple(edges[first][0]), tuple(edges[first][1]))
+    kept[rows, columns] = True
     return kept
 
 
-def circuit_metric(explorer, data: pairs.Dataset, edges) -> float:
-    """The metric of the circuit of kept `edges`, exactly, averaged over the pairs (module doc)."""
-    return faithfulness(explorer, data, list(edges), [len(edges)])[0]
+@functools.lru_cache(maxsize=4)
+def edge_index(config) -> tuple[dict, dict, torch.Tensor]:
+    """Each upstream's and downstream's index, and the valid edges [U, V] bool (a config's, kept)."""
+    up = {node: i for i, node in enumerate(upstream_nodes(config))}
+    down = {node: i for i, node in enumerate(downstream_nodes(config))}
+    return up, down, valid_edges(config)
 
 
-def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
-    """The exact circuit metric of the first `count` of the `ranked` edges, for each count: each batch's
-    corrupted run (and clean one for KL) traced once for every count."""
-    model, config = explorer.model, explorer.config
-    valid = valid_edges(config)
-    totals = [0.0] * len(counts)
-    with torch.no_grad():
-        for batch in data.batches:
-            reference = None
-            if data.metric == "kl":
-                reference = pairs.log_probs(model, trace(model, batch.clean).final[:, -1])
-            corrupted = trace(model, batch.corrupted)
-            corrupted_writes = writes(model, corrupted)
-            explorer.forward_count += 1 + len(counts)
-            for i, count in enumerate(counts):
-                removed = (~kept_mask(config, ranked[:count]) & valid).to(corrupted.z.device)
-                final = _circuit_forward(model, batch, corrupted_writes, removed)
-                metric = pairs.metric_of(model, final[:, -1], batch, data.metric, reference)
-                totals[i] += float(metric.sum())
-    return [total / data.size for total in totals]
-
-
-def _circuit_forward(model, batch, corrupted_writes: torch.Tensor, removed: torch.Tensor) -> torch.Tensor:
-    """The clean prompts' forward, each input reading corrupted writes along `removed` edges."""
-    config = model.config
-    deltas = torch.zeros_like(corrupted_writes)  # [U, B, N, hidden] current − corrupted write
-    streams: dict[int, torch.Tensor] = {}
-    heads: dict[int, torch.Tensor] = {}
-
-    def removed_part(count: int, columns: slice) -> torch.Tensor | None:
-        cut = removed[:count, columns].to(deltas.dtype)  # [count, readers]
-        return None if not cut.any() else torch.einsum("ubnk,ur->brnk", deltas[:count], cut)
-
-    def block_input(layer, x):
-        streams[layer] = x
-        if layer == 0:
-            deltas[0] = x.float() - corrupted_writes[0]
-
-    def heads_tap(layer, z):
-        heads[layer] = z
-
-    def attention_output(layer, y):
-        first = _written_before(config, layer)
-        written = _head_writes(model.layers[layer], heads.pop(layer), y)
-        deltas[first : first + config.n_heads] = written - corrupted_writes[first : first + config.n_heads]
-
-    def mlp_output(layer, m):
-        index = _written_before(config, layer, mlp=True)
-        deltas[index] = m.float() - corrupted_writes[index]
-
-    def projection(kind):
-        def tap(layer, value):
-            part = removed_part(_written_before(config, layer), _slices(config, layer)[kind])
-            if part is None:
-                return None
-            inputs = streams[layer][:, None] - part.to(value.dtype)  # [B, heads, N, hidden]
-            return _project_heads(model.layers[layer], kind, inputs)
-
-        return tap
-
-    def mlp_input(layer, x):
-        part = removed_part(_written_before(config, layer, mlp=True), _slices(config, layer)["mlp"])
-        return None if part is None else x - part[:, 0].to(x.dtype)
-
-    def block_output(layer, x):
-        if layer != config.n_layers - 1:
-            return None
-        part = removed_part(len(deltas), slice(-1, None))
-        return None if part is None else x - part[:, 0].to(x.dtype)
-
-    taps = Taps(
-        block_input=block_input,
-        k=projection("k"),
-        v=projection("v"),
-        q=projection("q"),
-        heads=heads_tap,
-        attention_output=attention_output,
-        mlp_input=mlp_input,
-        mlp_output=mlp_output,
-        block_output=block_output,
-    )
-    return model.hidden_states(batch.clean, taps=taps)
+def _refuse(u, v):
+    raise ValueError(f"({u!r}, {v!r}) is not an edge of this model (an upstream writes before it is read)")
 
 
 def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttribution:
@@ -264,8 +189,8 @@ def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttri
         gradients = _input_gradients(model, batch, clean, corrupted, steps, data.metric, reference)
         explorer.forward_count += steps
         for layer, grad in enumerate(gradients[:-1]):  # [B, readers, N, hidden]
-            count, mlp_count = _written_before(config, layer), _written_before(config, layer, mlp=True)
-            columns = slice(layer * _readers(config), (layer + 1) * _readers(config))
+            count, mlp_count = written_before(config, layer), written_before(config, layer, mlp=True)
+            columns = slice(layer * readers_per_layer(config), (layer + 1) * readers_per_layer(config))
             block = torch.einsum("ubnk,brnk->ur", difference[:mlp_count], grad).cpu()  # [U_l, readers]
             block[count:, :-1] = 0  # the block's own heads feed its MLP, not its q/k/v
             scores[:mlp_count, columns] += block
@@ -283,7 +208,7 @@ def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttri
 
 def _input_gradients(model, batch, clean: Trace, corrupted: Trace, steps, metric, reference) -> list:
     """∂M/∂(each downstream node's input), averaged over the steps: one [B, readers, N, hidden] per
-    layer (q heads, k, v kv heads, the MLP, as `_slices`), then the final norm's [B, N, hidden]."""
+    layer (q heads, k, v kv heads, the MLP, as `reader_slices`), then the final norm's [B, N, hidden]."""
     config = model.config
     leaves = {kind: torch.zeros_like(corrupted.of(kind), requires_grad=True) for kind in ("q", "k", "v")}
     mlp_leaf = torch.zeros_like(corrupted.resid, requires_grad=True)  # [L, B, N, hidden]

@@ -1,6 +1,6 @@
 """A circuit found on a dataset of prompt pairs (`engine.pairs`), and its figures: every head's output
 patched exactly and by attribution (AtP), every edge scored by EAP-IG, and the circuits of the top
-edges measured exactly (`engine.edges.faithfulness`); recovered = (value − corrupted) / (clean −
+edges measured exactly (`engine.exact_circuits.faithfulness`); recovered = (value − corrupted) / (clean −
 corrupted), so 1 is the clean run's metric and 0 the corrupted run's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.engine import edges as edge_module
+from explorer.engine import exact_circuits, pairs
 from explorer.engine import nodes as node_module
-from explorer.engine import pairs
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.figures import circuits as figures
 
@@ -74,7 +74,7 @@ def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS) -> Circ
     counts = sorted({round(share * len(everything)) for share in CURVE_SHARES})
     if ranked is None:
         counts = [0, len(everything)]
-    values = edge_module.faithfulness(explorer, data, everything, counts)
+    values = exact_circuits.faithfulness(explorer, data, everything, counts)
     curve = list(zip(counts, values, strict=True))
     return Circuit(
         metric=data.metric,

@@ -76,10 +76,18 @@ def measures(run) -> list[Measure]:
         ),
         Measure(
             "circuit_metric, top 10% of edges",
-            f"`ex.circuit_metric` of {len(kept):,} kept edges, one pair, exact",
+            f"`ex.circuit_metric` of {len(kept):,} kept edges, one pair, exact, its corrupted run kept "
+            "from an earlier call on the pair (the warm-up's)",
             lambda: ex.circuit_metric(*one, edges=kept),
             FORWARD,
             2.0,
+        ),
+        Measure(
+            "circuit_metric, top 10% of edges, first call",
+            "the same with no corrupted run kept: it records the pair's corrupted run first",
+            lambda: first_circuit_metric(ex, one, kept),
+            FORWARD,
+            None,
         ),
         Measure(
             f"exact sweep, every head at the last {LAST_POSITIONS} positions, per node",
@@ -89,6 +97,11 @@ def measures(run) -> list[Measure]:
             0.5 * per_node,
         ),
     ]
+
+
+def first_circuit_metric(ex, one, kept):
+    ex.corrupted_runs.clear()
+    return ex.circuit_metric(*one, edges=kept)
 
 
 SUITE = Suite("circuits", "Circuits: node and edge attribution, exact patching", baselines, measures)
@@ -103,7 +116,7 @@ def ioi_circuit(ex, pairs: int = PAIRS, seed: int = 0, steps: int = 5) -> dict:
     top 10% of edges beside the exact node patching's top heads."""
     import torch
 
-    from explorer.engine import edges as edge_module
+    from explorer.engine import exact_circuits
     from explorer.engine import pairs as pair_module
     from explorer.engine.prompt_sets import ioi
 
@@ -113,7 +126,7 @@ def ioi_circuit(ex, pairs: int = PAIRS, seed: int = 0, steps: int = 5) -> dict:
     ranked = attribution.edges
     counts = [round(f * len(ranked)) for f in FRACTIONS]
     encoded = pair_module.dataset(ex, *data.args())
-    metrics = edge_module.faithfulness(ex, encoded, ranked, counts)
+    metrics = exact_circuits.faithfulness(ex, encoded, ranked, counts)
     clean, corrupted = metrics[-1], metrics[0]
     curve = [
         {"fraction": f, "edges": k, "metric": m, "recovered": (m - corrupted) / (clean - corrupted)}
