@@ -22,7 +22,7 @@ from explorer.app.ui import build_demo, share
 from explorer.app.ui import circuit as circuit_tab
 from explorer.app.workspace import Workspace
 from explorer.engine import pairs
-from explorer.errors import PromptError
+from explorer.errors import LimitError, PromptError
 from explorer.views import circuits as circuit_views
 
 CLEAN = "To be, or not to be, that is the question: whether the"
@@ -41,6 +41,13 @@ def found(workspace):
     ex = workspace.explorer("")
     data = pairs.dataset(ex, *circuit_pairs.typed(TYPED).args())
     return circuit_views.find(ex, data, METHODS)
+
+
+@pytest.fixture(scope="module")
+def per_position(workspace):
+    ex = workspace.explorer("")
+    data = pairs.dataset(ex, *circuit_pairs.typed(TYPED).args())
+    return circuit_views.find(ex, data, ["exact", "atp"], positions=circuit_views.positions_of(data, "last"))
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +95,46 @@ def test_the_node_map_shows_atp_beside_exact_as_recovered_fractions(found):
     assert exact.zmin == -exact.zmax and exact.zmid == 0
     only_exact = circuit_views.Circuit(**{**vars(found), "atp": None})
     assert len(circuit_views.node_scores(only_exact).data) == 1
+
+
+def test_node_scores_per_position_are_the_engines_and_drawn_head_by_position(workspace, per_position):
+    ex, found = workspace.explorer(""), per_position
+    args = circuit_pairs.typed(TYPED).args()
+    assert found.positions == (-4, -3, -2, -1)
+    nodes = circuit_views.head_nodes(ex.config, found.positions)
+    assert nodes[:5] == [("z", 0, 0, -4), ("z", 0, 0, -3), ("z", 0, 0, -2), ("z", 0, 0, -1), ("z", 0, 1, -4)]
+    shape = (ex.config.n_layers, ex.config.n_heads, 4)
+    exact = ex.patch_nodes(*args, nodes=nodes).numpy().reshape(shape)
+    atp = ex.attribution_patching(*args, nodes=nodes).numpy().reshape(shape)
+    np.testing.assert_allclose(found.exact, exact, atol=1e-5)
+    np.testing.assert_allclose(found.atp, atp, atol=1e-5)
+    fig = circuit_views.node_scores(found)
+    drawn_exact, drawn_atp = fig.data
+    span = found.clean - found.corrupted
+    columns = (ex.config.n_layers, ex.config.n_heads * 4)
+    np.testing.assert_allclose(drawn_exact.z, ((exact - found.corrupted) / span).reshape(columns), atol=1e-5)
+    np.testing.assert_allclose(drawn_atp.z, (atp / span).reshape(columns), atol=1e-5)
+    assert drawn_exact.zmax == drawn_atp.zmax == -drawn_exact.zmin  # one colour scale
+    # column 4·head + p is that head at position p; its hover names layer, head and the token there
+    assert list(drawn_exact.customdata[2][4 * 3 + 1][:2]) == [2, 3]
+    assert drawn_exact.customdata[2][4 * 3 + 1][2] == f"-3 ‘{found.position_tokens[1]}’"
+    assert found.position_tokens[-1] == ex.tokenizer.decode([ex.tokenizer.encode(CLEAN).ids[-1]])
+    assert "layer %{customdata[0]} · head %{customdata[1]}" in drawn_exact.hovertemplate
+    rows = list(csv.DictReader(io.StringIO(circuit_views.to_csv(found, 0))))
+    exact_rows = [row for row in rows if row["section"] == "exact"]
+    assert len(exact_rows) == exact.size
+    assert [row["position_from_end"] for row in exact_rows[:4]] == ["-4", "-3", "-2", "-1"]
+    assert float(exact_rows[1]["value"]) == pytest.approx(float(exact[0, 0, 1]), rel=1e-5)
+
+
+def test_positions_from_the_first_difference_reach_back_to_it(workspace):
+    ex = workspace.explorer("")
+    data = pairs.dataset(ex, *circuit_pairs.typed(TYPED).args())
+    n, first = data.batches[0].n_tokens, data.batches[0].first_difference
+    assert circuit_views.positions_of(data, "differ") == tuple(range(-min(n - first, 16), 0))
+    assert circuit_views.positions_of(data, "heads") is None
+    with pytest.raises(ValueError, match="no choice of positions"):
+        circuit_views.positions_of(data, "all of them")
 
 
 def test_the_graph_keeps_as_many_edges_as_the_slider_and_tells_q_k_v_apart(found):
@@ -197,6 +244,19 @@ def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
     assert "exact node sweep" in text_of(status) and "EAP-IG" not in text_of(status)
 
 
+def test_patch_nodes_per_position_draws_each_head_at_each_position(client, per_position):
+    _status, nodes, *_, linked, _typed = client.predict(
+        "typed", "ioi", 8, 0, TYPED, None, "logit_diff", ["exact", "atp"], "last", api_name="/patch_nodes"
+    )
+    exact, atp = sent_arrays(nodes)["data"]
+    span = per_position.clean - per_position.corrupted
+    columns = (per_position.exact.shape[0], -1)
+    want = ((per_position.exact - per_position.corrupted) / span).reshape(columns)
+    np.testing.assert_allclose(exact["z"], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(atp["z"], (per_position.atp / span).reshape(columns), rtol=1e-4, atol=1e-5)
+    assert "positions=last" in linked
+
+
 def test_a_built_in_dataset_from_its_seed(client):
     status, *_, linked, _typed = client.predict(
         "built-in", "induction", 2, 3, "", None, "logit_diff", ["atp"], api_name="/patch_nodes"
@@ -245,6 +305,45 @@ def test_the_circuit_cost_grows_with_pairs_tokens_and_layers():
     assert "8 pairs of up to 16 tokens" in limits.circuit_cost(config, 8, 16, METHODS).what
 
 
+SMOLLM2 = SimpleNamespace(n_layers=30, n_heads=9, n_kv_heads=3, hidden_size=576, head_dim=64)
+IOI_8 = [(4, 14, 9), (2, 18, 13), (2, 15, 10)]  # the built-in IOI's 8 pairs, seed 0: (pairs, tokens, first)
+
+
+def test_a_circuit_past_the_request_bound_is_refused_before_it_starts_saying_what_fits():
+    names = circuit_views.METHOD_NAMES
+    work = limits.circuit_forwards(SMOLLM2, IOI_8, METHODS)
+    forward = 0.07  # s, one SmolLM2 forward of 18 tokens on 2 CPU threads
+    total = sum(work.values()) * forward
+    assert total > 60  # every method on 8 pairs passes a Space's bound
+    message = limits.too_long(work, total, 8, 60, names, False)
+    fits = int(re.search(r"at most (\d+) pairs", message)[1])
+    assert 1 <= fits < 8 and "untick the exact node sweep" in message and "past its 60 s bound" in message
+    smaller = [(min(size, fits), n, first) for size, n, first in IOI_8[:1]]  # that many pairs fit
+    assert sum(limits.circuit_forwards(SMOLLM2, smaller, METHODS).values()) * forward <= 60
+    # each head at each position from the first difference costs more than at every position at once
+    at_each = limits.circuit_forwards(SMOLLM2, IOI_8, ["exact"], tuple(range(-8, 0)))
+    assert at_each["exact"] > limits.circuit_forwards(SMOLLM2, IOI_8, ["exact"])["exact"]
+    assert "fewer positions" in limits.too_long(at_each, 100, 8, 60, names, True)
+
+
+def test_a_bounded_server_refuses_a_circuit_it_cannot_finish_in_time(workspace):
+    events = circuit_tab.CircuitEvents.__new__(circuit_tab.CircuitEvents)
+    events.workspace = SimpleNamespace(
+        policy=SimpleNamespace(request_seconds=1e-4), explorer=lambda model, load: workspace.explorer("")
+    )
+    with pytest.raises(LimitError, match=r"This circuit would take about .* bound on a request: ask for"):
+        events.circuit(None, "typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, "heads", "")
+    events.workspace.policy.request_seconds = 0  # unbounded: no estimate, no refusal
+    limits.circuit_time(
+        workspace.explorer(""),
+        pairs.dataset(workspace.explorer(""), *circuit_pairs.typed(TYPED).args()),
+        METHODS,
+        None,
+        0,
+        {},
+    )
+
+
 def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
     linked = circuit_tab.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"])
     query = share.query_string("x", 0, 0, "", "circuit", circuit=linked)
@@ -253,7 +352,10 @@ def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
     request = SimpleNamespace(query_params=dict(parse_qsl(query[1:])))
     events = circuit_tab.CircuitEvents.__new__(circuit_tab.CircuitEvents)
     restored = events.restore(request)
-    assert restored[:4] == ("built-in", "factual", 5, 7) and restored[5:] == ("prob", ["exact", "eap"])
+    assert restored[:4] == ("built-in", "factual", 5, 7) and restored[5:7] == ("prob", ["exact", "eap"])
+    linked = circuit_tab.settings("built-in", "ioi", 5, 7, "", "prob", ["exact"], "differ")
+    request = SimpleNamespace(query_params=dict(parse_qsl(linked)))
+    assert events.restore(request)[7] == "differ"
     typed = circuit_tab.settings("typed", "ioi", 8, 0, TYPED, "logit_diff", ["exact"])
     restored = events.restore(SimpleNamespace(query_params=dict(parse_qsl(typed))))
     assert restored[0] == "typed" and restored[4] == TYPED

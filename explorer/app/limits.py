@@ -101,21 +101,98 @@ def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
     return Cost(f"the patching sweep (prompts of up to {n:,} tokens)", traces + TILE_BYTES)
 
 
-def circuit_cost(config: ModelConfig, n_pairs: int, n_tokens: int, methods) -> Cost:
+def circuit_cost(config: ModelConfig, n_pairs: int, n_tokens: int, methods, positions=None) -> Cost:
     """A circuit reading of `n_pairs` pairs of up to `n_tokens` (pairs × tokens × layers): each pair's
     clean and corrupted traces (every layer's input, every head's q, k, v and output, the MLP's
-    output) for the node sweep and AtP, with AtP's and EAP-IG's gradients of as many; EAP-IG's scores
+    output) for the node sweep and AtP, with AtP's and EAP-IG's gradients of as many; the node
+    sweep's batch (a row per head of the layers so far, one start position at a time, with its block's
+    temporaries) and its scores at each of `positions` (None: every position at once); EAP-IG's scores
     of every (upstream, downstream) pair and every writer's clean and corrupted writes."""
     c, n = config, n_tokens
     per_layer = 4 * n * (3 * c.hidden_size + c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads))
     traces = 2 * 2 * n_pairs * c.n_layers * per_layer  # clean and corrupted, values and gradients
+    heads, at = c.n_layers * c.n_heads, 1 if positions is None else len(positions)
+    sweep = 3 * 4 * heads * n * c.hidden_size if "exact" in methods else 0
+    scores = 2 * 4 * heads * at
     ups, downs = 1 + c.n_layers * (c.n_heads + 1), c.n_layers * (c.n_heads + 2 * c.n_kv_heads + 1) + 1
     edges = 4 * 2 * ups * downs if "eap" in methods else 0
     writes = 2 * 4 * n_pairs * ups * n * c.hidden_size if "eap" in methods else 0
+    where = "" if positions is None else f", each head at {at} position{'s' * (at != 1)}"
     return Cost(
-        f"the circuit of {n_pairs} pairs of up to {n:,} tokens",
-        traces + edges + writes + TILE_BYTES,
+        f"the circuit of {n_pairs} pairs of up to {n:,} tokens{where}",
+        traces + sweep + scores + edges + writes + TILE_BYTES,
         "use fewer or shorter pairs",
+    )
+
+
+# A circuit reading's work in forwards of one prompt, per pair (bench/circuits-cpu.md, SmolLM2 on CPU):
+ATP_FORWARDS = 4.0  # a clean forward, a corrupted forward and its backward
+EAP_STEP_FORWARDS = 1.0  # a forward and backward of the batch, per step (2 traced forwards besides)
+SWEEP_ROW_FORWARDS = 0.4  # one patched row through one layer, batched, against a layer of one forward
+CURVE_FORWARDS = 1.5  # one circuit's forward (the corrupted run recorded once besides)
+CURVE_POINTS = 8  # the faithfulness curve's circuits (views.circuits.CURVE_SHARES); 2 without EAP-IG
+
+
+def circuit_forwards(
+    config: ModelConfig, batches, methods, positions=None, steps: int = 5
+) -> dict[str, float]:
+    """A circuit reading's work, in forwards of one prompt of the longest length, per method (and the
+    curve, measured whatever the methods). `batches`: (pairs, tokens, first difference) of each batch;
+    `positions` from the end, or None (every position at once)."""
+    heads, per_row = config.n_heads, (config.n_layers + 1) / 2  # a start's rows: every head, growing
+    work = dict.fromkeys([*methods, "curve"], 0.0)
+    for size, n, first in batches:
+        first = min(first, n - 1)
+        starts = [first] if positions is None else [max(first, n + p) for p in positions]
+        if "exact" in work:
+            sweep = SWEEP_ROW_FORWARDS * heads * per_row * sum((n - s) / n for s in starts)
+            work["exact"] += size * (2 + sweep)
+        if "atp" in work:
+            work["atp"] += size * ATP_FORWARDS
+        if "eap" in work:
+            work["eap"] += size * (2 + EAP_STEP_FORWARDS * steps)
+        work["curve"] += size * (1 + CURVE_FORWARDS * (CURVE_POINTS if "eap" in methods else 2))
+    return work
+
+
+def circuit_time(explorer, data, methods, positions, seconds: float, names: dict, steps: int = 5) -> None:
+    """Refuse, before it starts, a circuit reading on `data` (`engine.pairs.Dataset`) whose work
+    (`circuit_forwards`), at the seconds one forward of its longest prompt takes on this server now,
+    would pass the request bound `seconds` (0: none): the message says the most pairs that fit and the
+    costliest method. `names`: method -> its name in the tab."""
+    if not seconds:
+        return
+    import torch
+
+    shapes = [(batch.size, batch.n_tokens, batch.first_difference) for batch in data.batches]
+    work = circuit_forwards(explorer.config, shapes, methods, positions, steps)
+    ids = max(data.batches, key=lambda batch: batch.n_tokens).clean[:1]  # [1, N]
+    with torch.no_grad():
+        explorer.model.hidden_states(ids)  # the first warms it
+        start = time.perf_counter()
+        explorer.model.hidden_states(ids)
+    total = sum(work.values()) * (time.perf_counter() - start)
+    if total > seconds:
+        raise LimitError(too_long(work, total, data.size, seconds, names, positions is not None))
+
+
+def too_long(work: dict[str, float], total: float, n_pairs: int, seconds: float, names, positions) -> str:
+    """Why a circuit reading of about `total` seconds is refused, and what would fit."""
+    fits = int(n_pairs * 0.8 * seconds / total)  # a fifth kept for what the estimate misses
+    parts = ", ".join(
+        f"{names.get(m, 'the faithfulness curve')} {share / sum(work.values()):.0%}"
+        for m, share in work.items()
+    )
+    advice = [f"ask for at most {fits} pair{'s' * (fits != 1)}"] if fits else []
+    methods = [m for m in work if m != "curve"]
+    if len(methods) > 1:
+        advice.append(f"untick {names[max(methods, key=work.get)]}")
+    if positions:
+        advice.append("patch the heads at fewer positions")
+    advice = advice or ["use shorter pairs"]
+    return (
+        f"This circuit would take about {total:.0f} s on this server ({parts} of it), past its "
+        f"{seconds:g} s bound on a request: {', or '.join(advice)}."
     )
 
 

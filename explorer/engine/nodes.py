@@ -81,17 +81,21 @@ def _position(node: Node, n: int) -> int | None:
     return node.pos % n
 
 
+RECORDED = ("resid", "q", "k", "v", "z", "attention_output", "mlp")  # what a trace can record
+
+
 @dataclass(kw_only=True)
 class Trace:
-    """A batch of prompts' forward, every node kind recorded (model dtype, model device)."""
+    """A batch of prompts' forward, the node kinds asked for recorded (model dtype, model device); a
+    kind not asked for is None."""
 
-    resid: torch.Tensor  # [L, B, N, hidden] the stream entering each block
-    q: torch.Tensor  # [L, B, H, N, d]
-    k: torch.Tensor  # [L, B, H_kv, N, d]
-    v: torch.Tensor  # [L, B, H_kv, N, d]
-    z: torch.Tensor  # [L, B, H, N, d]
-    attention_output: torch.Tensor  # [L, B, N, hidden] o_proj's output
-    mlp: torch.Tensor  # [L, B, N, hidden]
+    resid: torch.Tensor | None  # [L, B, N, hidden] the stream entering each block
+    q: torch.Tensor | None  # [L, B, H, N, d]
+    k: torch.Tensor | None  # [L, B, H_kv, N, d]
+    v: torch.Tensor | None  # [L, B, H_kv, N, d]
+    z: torch.Tensor | None  # [L, B, H, N, d]
+    attention_output: torch.Tensor | None  # [L, B, N, hidden] o_proj's output
+    mlp: torch.Tensor | None  # [L, B, N, hidden]
     final: torch.Tensor  # [B, N, hidden] after the final norm
     cache: KVCache | None  # rotated keys and values (batch 1 only)
     leaves: dict[str, torch.Tensor]  # kind -> zero leaf its taps added, shaped as its record
@@ -100,19 +104,24 @@ class Trace:
         return self.resid if kind == "resid" else getattr(self, kind)
 
 
-def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=()) -> Trace:
-    """One forward of `ids` [B, N] with every node kind recorded; its rotated keys and values too for a
-    single prompt with `keep_cache`. The kinds in `grad_kinds` get a zero leaf added by their taps
-    (`Trace.leaves`), the forward recorded by autograd, `Trace.final` its output."""
+def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=(), kinds=RECORDED) -> Trace:
+    """One forward of `ids` [B, N] with each of `kinds` recorded (every one by default); its rotated keys
+    and values too for a single prompt with `keep_cache`. The kinds in `grad_kinds` (recorded too) get a
+    zero leaf added by their taps (`Trace.leaves`), the forward recorded by autograd, `Trace.final` its
+    output."""
     c, weight = model.config, model.embed_tokens.weight
     (b, n), options = ids.shape, dict(dtype=weight.dtype, device=weight.device)
     heads, kv = (c.n_layers, b, c.n_heads, n, c.head_dim), (c.n_layers, b, c.n_kv_heads, n, c.head_dim)
     stream = (c.n_layers, b, n, c.hidden_size)
     shapes = dict(resid=stream, q=heads, k=kv, v=kv, z=heads, attention_output=stream, mlp=stream)
-    stores = {name: torch.empty(shape, **options) for name, shape in shapes.items()}
+    recorded = set(kinds) | set(grad_kinds)
+    stores = {name: torch.empty(shape, **options) for name, shape in shapes.items() if name in recorded}
     leaves = {kind: torch.zeros(shapes[kind], **options, requires_grad=True) for kind in grad_kinds}
 
     def point(name):
+        if name not in stores:
+            return None
+
         def tap(layer: int, value: torch.Tensor) -> torch.Tensor | None:
             stores[name][layer].copy_(value.detach())
             return value + leaves[name][layer] if name in leaves else None
@@ -131,7 +140,8 @@ def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=()) -> 
     cache = KVCache(c, n, **options) if keep_cache else None
     with torch.set_grad_enabled(bool(leaves)):
         final = model.hidden_states(ids, taps=taps, cache=cache)
-    return Trace(**stores, final=final, cache=cache, leaves=leaves)
+    records = {name: stores.get(name) for name in shapes}
+    return Trace(**records, final=final, cache=cache, leaves=leaves)
 
 
 def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
@@ -236,33 +246,56 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
     and k nodes (see the module doc).  # -> [len(nodes)] float32 CPU"""
     model = explorer.model
     parsed = [parse_node(model.config, node) for node in nodes]
-    kinds = sorted({node.kind for node in parsed} | ({"z"} if qk_fix else set()))
+    fixed = [qk_fix and node.kind in ("q", "k") for node in parsed]
+    linear = sorted({node.kind for node, exact in zip(parsed, fixed, strict=True) if not exact})
+    grad_kinds = sorted(set(linear) | ({"z"} if any(fixed) else set()))
+    patterns = {"q", "k"} if any(fixed) else set()  # AtP* reads both runs' q and k, the corrupted v
+    values = {"v"} if any(fixed) else set()
     total = torch.zeros(len(parsed))
     for batch in data.batches:
-        clean = trace(model, batch.clean)
+        clean = trace(model, batch.clean, kinds=set(linear) | patterns)
         reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
-        corrupted = trace(model, batch.corrupted, grad_kinds=kinds)  # its activations and the graph
+        # its activations and the graph
+        corrupted = trace(model, batch.corrupted, grad_kinds=grad_kinds, kinds=patterns | values)
         metric = pairs.metric_of(model, corrupted.final[:, -1], batch, data.metric, reference).sum()
-        grads = dict(
-            zip(kinds, torch.autograd.grad(metric, [corrupted.leaves[k] for k in kinds]), strict=True)
-        )
+        found = torch.autograd.grad(metric, [corrupted.leaves[kind] for kind in grad_kinds])
+        grads = dict(zip(grad_kinds, found, strict=True))
         explorer.forward_count += 2
         with torch.no_grad():
             # (a_clean − a_corrupted) · ∂M/∂a over the head size (or hidden), summed over the pairs
-            # -> [L, H, N] for a head kind, [L, N] for a stream kind
+            # -> [L, H, N] for a head kind, [L, N] for a stream kind, on CPU
             products = {
-                kind: ((clean.of(kind) - corrupted.of(kind)).float() * grads[kind].float()).sum(-1).sum(1)
-                for kind in kinds
+                kind: ((clean.of(kind) - corrupted.of(kind)).float() * grads[kind].float())
+                .sum(-1)
+                .sum(1)
+                .cpu()
+                for kind in linear
             }
-            for i, node in enumerate(parsed):
-                pos = _position(node, batch.n_tokens)
-                if qk_fix and node.kind in ("q", "k"):
-                    total[i] += float(_pattern_effect(model, node, pos, clean, corrupted, grads["z"]))
-                    continue
-                row = products[node.kind][node.layer]
-                row = row if node.head is None else row[node.head]  # [N]
-                total[i] += float(row.sum() if pos is None else row[pos])
+            total += _read_nodes(parsed, fixed, products, batch.n_tokens)
+            for i in (i for i, exact in enumerate(fixed) if exact):
+                pos = _position(parsed[i], batch.n_tokens)
+                total[i] += float(_pattern_effect(model, parsed[i], pos, clean, corrupted, grads["z"]))
     return total / data.size
+
+
+def _read_nodes(parsed: list[Node], fixed: list[bool], products: dict, n: int) -> torch.Tensor:
+    """Each node's product (its position's, or summed over the positions for pos None); 0 for the
+    nodes AtP* reads.  # -> [len(parsed)] float32"""
+    found = torch.zeros(len(parsed))
+    for kind, product in products.items():
+        at = [i for i, node in enumerate(parsed) if node.kind == kind and not fixed[i]]
+        if not at:
+            continue
+        rows = product if kind in STREAM_KINDS else product.flatten(0, 1)  # [L·H or L, N]
+        per_position = torch.cat([rows, rows.sum(-1, keepdim=True)], -1)  # [.., N + 1]: N is every one
+        index, where = [], []
+        for i in at:
+            node = parsed[i]
+            index.append(node.layer if node.head is None else node.layer * product.shape[1] + node.head)
+            pos = _position(node, n)
+            where.append(n if pos is None else pos)
+        found[at] = per_position[index, where]
+    return found
 
 
 def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad_z: torch.Tensor):

@@ -1,7 +1,10 @@
-"""A circuit's figures: node scores as layers × heads (AtP beside the exact sweep), the circuit as a
-graph of its kept edges, and the faithfulness curve. Numpy and strings in, Plotly out."""
+"""A circuit's figures: node scores as layers × heads (× positions where asked; AtP beside the exact
+sweep), the circuit as a graph of its kept edges, and the faithfulness curve. Numpy and strings in,
+Plotly out."""
 
 from __future__ import annotations
+
+import html
 
 import numpy as np
 import plotly.graph_objects as go
@@ -52,6 +55,82 @@ def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> go.Figure:
         data,
         title=f"Each head's output patched from the clean run into the corrupted one: recovered {what}",
         height=max(340, 160 + 22 * n_layers),
+        **layout,
+    )
+
+
+def node_position_scores_figure(
+    panels: dict[str, np.ndarray], what: str, positions: tuple[int, ...], tokens: tuple[str, ...]
+) -> go.Figure:
+    """Each head's recovered fraction at each position, one heatmap per method side by side on one
+    diverging scale centred at 0: a column per (head, position), a head's positions side by side.
+    # panels: method name -> recovered [L, H, P]; positions [P] from the end, tokens [P] there"""
+    names = list(panels)
+    n_layers, n_heads, n_positions = next(iter(panels.values())).shape
+    finite = [np.abs(p[np.isfinite(p)]) for p in panels.values()]
+    limit = float(max((f.max(initial=0) for f in finite), default=0)) or 1.0
+    where = [f"{pos} ‘{html.escape(token)}’" for pos, token in zip(positions, tokens, strict=True)]
+    cells = [
+        [[layer, h, where[p]] for h in range(n_heads) for p in range(n_positions)]
+        for layer in range(n_layers)
+    ]
+    centres = [h * n_positions + (n_positions - 1) / 2 for h in range(n_heads)]
+    data, layout, shapes = [], {}, []
+    width = 1.0 / len(names)
+    for i, name in enumerate(names):
+        suffix = "" if i == 0 else str(i + 1)
+        data.append(
+            dict(
+                type="heatmap",
+                z=panels[name].reshape(n_layers, n_heads * n_positions).astype(np.float32),
+                customdata=cells,
+                zmid=0.0,
+                zmin=-limit,
+                zmax=limit,
+                colorscale=get_colorscale("RdBu"),
+                showscale=i == len(names) - 1,
+                colorbar=dict(title=dict(text="recovered"), thickness=12),
+                xaxis=f"x{suffix}",
+                yaxis=f"y{suffix}",
+                name=name,
+                hovertemplate=(
+                    f"{name}<br>layer %{{customdata[0]}} · head %{{customdata[1]}}<br>position "
+                    "%{customdata[2]}<br>recovered %{z:.3g}<extra></extra>"
+                ),
+            )
+        )
+        gap = 0.06 if len(names) > 1 else 0.0
+        layout[f"xaxis{suffix}"] = dict(
+            title=dict(text=f"head, its last {n_positions} positions ({name})"),
+            domain=[i * width, (i + 1) * width - gap],
+            tickmode="array",
+            tickvals=centres,
+            ticktext=[str(h) for h in range(n_heads)],
+            showgrid=False,
+            zeroline=False,
+        )
+        layout[f"yaxis{suffix}"] = dict(
+            title=dict(text="layer" if i == 0 else ""), autorange="reversed", anchor=f"x{suffix}", **INTEGERS
+        )
+        shapes += [  # a thin line between heads
+            dict(
+                type="line",
+                xref=f"x{suffix}",
+                yref="paper",
+                x0=h * n_positions - 0.5,
+                x1=h * n_positions - 0.5,
+                y0=0,
+                y1=1,
+                line=dict(color="white", width=2),
+            )
+            for h in range(1, n_heads)
+        ]
+    return figure(
+        data,
+        title=f"Each head's output at each position patched from the clean run into the corrupted one: "
+        f"recovered {what}",
+        height=max(340, 160 + 22 * n_layers),
+        shapes=shapes,
         **layout,
     )
 

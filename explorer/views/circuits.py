@@ -23,6 +23,14 @@ METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG"}
 CURVE_SHARES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # of the edges, where the curve is measured
 EAP_STEPS = 5
 DEFAULT_EDGES = 0.1  # the graph's first share of the edges
+# Where each head's output is patched: every position at once, or each of some positions alone
+POSITIONS = {
+    "heads": "every position at once",
+    "last": "each of the last 4 positions",
+    "differ": "each position from the first difference on",
+}
+LAST_POSITIONS = 4
+MAX_POSITIONS = 16  # the most positions a node map draws (from the end)
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,9 +44,12 @@ class Circuit:
     n_heads: int
     n_kv_heads: int
     exact: np.ndarray | None  # [L, H] the metric with each head's output patched from the clean run
-    atp: np.ndarray | None  # [L, H] AtP's estimate of that patch's change of the metric
+    # ([L, H, P] at each of `positions`)
+    atp: np.ndarray | None  # [L, H] AtP's estimate of that patch's change of the metric ([L, H, P])
     edges: list | None  # (upstream, downstream, score), largest |score| first (EAP-IG)
     curve: list[tuple[int, float]]  # (edges kept, the circuit's metric), measured exactly
+    positions: tuple[int, ...] | None = None  # [P] the patched positions, from the end (−1 the last)
+    position_tokens: tuple[str, ...] = ()  # [P] the first pair's clean tokens there
 
     @property
     def span(self) -> float:
@@ -48,9 +59,37 @@ class Circuit:
         return (value - self.corrupted) / self.span if self.span else np.full_like(value, np.nan)
 
 
-def head_nodes(config) -> list[tuple]:
-    """Every head's output at every position, layer by layer: the nodes of the head sweep."""
-    return [("z", layer, h, None) for layer in range(config.n_layers) for h in range(config.n_heads)]
+def head_nodes(config, positions=None) -> list[tuple]:
+    """Every head's output at every position at once, layer by layer: the nodes of the head sweep; with
+    `positions`, each head at each of them (layer, head, position order)."""
+    at = [None] if positions is None else list(positions)
+    return [("z", layer, h, p) for layer in range(config.n_layers) for h in range(config.n_heads) for p in at]
+
+
+def positions_of(data: pairs.Dataset, choice: str) -> tuple[int, ...] | None:
+    """The positions, from the end, that `choice` (POSITIONS) patches a head at: None (every one at
+    once), the last LAST_POSITIONS, or those from the first difference of any pair on; at most
+    MAX_POSITIONS and the shortest pair's length."""
+    if choice not in POSITIONS:
+        raise ValueError(f"There is no choice of positions {choice!r}: {', '.join(POSITIONS)}.")
+    if choice == "heads":
+        return None
+    shortest = min(batch.n_tokens for batch in data.batches)
+    count = differ_positions(data) if choice == "differ" else LAST_POSITIONS
+    count = max(1, min(count, shortest, MAX_POSITIONS))
+    return tuple(range(-count, 0))
+
+
+def differ_positions(data: pairs.Dataset) -> int:
+    """How many positions from the first difference on (the longest such tail over the batches)."""
+    return max(batch.n_tokens - min(batch.first_difference, batch.n_tokens - 1) for batch in data.batches)
+
+
+def _first_tokens(explorer, data: pairs.Dataset, positions) -> tuple[str, ...]:
+    """The first pair's clean tokens at `positions` (from the end)."""
+    batch = next(b for b in data.batches if 0 in b.indices)
+    ids = batch.clean[batch.indices.index(0)].tolist()
+    return tuple(explorer.tokenizer.decode([ids[p]]) for p in positions)
 
 
 def every_edge(config) -> list[tuple]:
@@ -59,15 +98,18 @@ def every_edge(config) -> list[tuple]:
     return [(up[a], down[b], 0.0) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
 
 
-def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS) -> Circuit:
-    """Run the chosen `methods` (METHODS) on the dataset; the clean and corrupted metrics always."""
+def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positions=None) -> Circuit:
+    """Run the chosen `methods` (METHODS) on the dataset; the clean and corrupted metrics always. The
+    node sweep and AtP patch each head at every position at once, or at each of `positions` (from the
+    end) alone."""
     config = explorer.config
-    shape = (config.n_layers, config.n_heads)
+    shape = (config.n_layers, config.n_heads) + (() if positions is None else (len(positions),))
+    nodes = head_nodes(config, positions)
     exact = atp = ranked = None
     if "exact" in methods:
-        exact = node_module.patch_nodes(explorer, data, head_nodes(config)).numpy().reshape(shape)
+        exact = node_module.patch_nodes(explorer, data, nodes).numpy().reshape(shape)
     if "atp" in methods:
-        atp = node_module.attribution_patching(explorer, data, head_nodes(config)).numpy().reshape(shape)
+        atp = node_module.attribution_patching(explorer, data, nodes).numpy().reshape(shape)
     if "eap" in methods:
         ranked = edge_module.edge_attribution(explorer, data, steps).edges
     everything = ranked if ranked is not None else every_edge(config)
@@ -87,6 +129,8 @@ def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS) -> Circ
         atp=atp,
         edges=ranked,
         curve=curve if ranked is not None else [],
+        positions=None if positions is None else tuple(positions),
+        position_tokens=() if positions is None else _first_tokens(explorer, data, positions),
     )
 
 
@@ -100,7 +144,10 @@ def node_scores(circuit: Circuit) -> go.Figure | None:
         panels["AtP"] = circuit.recovered(circuit.atp + circuit.corrupted)
     if not panels:
         return None
-    return figures.node_scores_figure(panels, f"of {METRIC_NAMES[circuit.metric]}")
+    what = f"of {METRIC_NAMES[circuit.metric]}"
+    if circuit.positions is None:
+        return figures.node_scores_figure(panels, what)
+    return figures.node_position_scores_figure(panels, what, circuit.positions, circuit.position_tokens)
 
 
 def edge_count(circuit: Circuit, share: float) -> int:
@@ -132,24 +179,27 @@ def node_name(node: tuple) -> str:
 
 
 def to_csv(circuit: Circuit, edge_rows: int) -> str:
-    """The circuit as CSV: each head's scores, the first `edge_rows` edges, the curve; one table with a
-    `section` column, so that a spreadsheet filters it."""
+    """The circuit as CSV: each head's scores (at each position, counted from the end: −1 the last,
+    where asked), the first `edge_rows` edges, the curve; one table with a `section` column, so that a
+    spreadsheet filters it."""
     out = io.StringIO()
     rows = csv.writer(out)
-    rows.writerow(["section", "name", "to", "value", "recovered"])
-    rows.writerow(["metric", circuit.metric, "", "", ""])
-    rows.writerow(["clean", "", "", f"{circuit.clean:.6g}", "1"])
-    rows.writerow(["corrupted", "", "", f"{circuit.corrupted:.6g}", "0"])
+    rows.writerow(["section", "name", "to", "value", "recovered", "position_from_end"])
+    rows.writerow(["metric", circuit.metric, "", "", "", ""])
+    rows.writerow(["clean", "", "", f"{circuit.clean:.6g}", "1", ""])
+    rows.writerow(["corrupted", "", "", f"{circuit.corrupted:.6g}", "0", ""])
     for name, values in (("exact", circuit.exact), ("atp", circuit.atp)):
         if values is None:
             continue
         as_metric = values if name == "exact" else values + circuit.corrupted
-        for (layer, head), value in np.ndenumerate(as_metric):
-            rows.writerow(
-                [name, f"head {layer}.{head}", "", f"{value:.6g}", f"{circuit.recovered(value):.6g}"]
-            )
+        for index, value in np.ndenumerate(as_metric):
+            layer, head, *at = index
+            position = "" if not at else str(circuit.positions[at[0]])
+            recovered = f"{circuit.recovered(value):.6g}"
+            rows.writerow([name, f"head {layer}.{head}", "", f"{value:.6g}", recovered, position])
     for up, down, score in (circuit.edges or [])[:edge_rows]:
-        rows.writerow(["edge", node_name(up), node_name(down), f"{score:.6g}", ""])
+        rows.writerow(["edge", node_name(up), node_name(down), f"{score:.6g}", "", ""])
     for count, value in circuit.curve:
-        rows.writerow(["curve", f"{count} edges", "", f"{value:.6g}", f"{circuit.recovered(value):.6g}"])
+        recovered = f"{circuit.recovered(value):.6g}"
+        rows.writerow(["curve", f"{count} edges", "", f"{value:.6g}", recovered, ""])
     return out.getvalue()

@@ -63,6 +63,7 @@ class CircuitTab:
     upload: gr.File
     metric: gr.Radio
     methods: gr.CheckboxGroup
+    positions: gr.Radio  # where the node sweep and AtP patch each head (views.circuits.POSITIONS)
     find: gr.Button
     patch: gr.Button
     nodes: gr.Plot
@@ -120,6 +121,13 @@ def build() -> CircuitTab:
                 elem_id="circuit-methods",
                 scale=2,
             )
+            positions = gr.Radio(
+                [(label, key) for key, label in circuit_views.POSITIONS.items()],
+                value="heads",
+                label="Node scores: each head's output patched at",
+                elem_id="circuit-positions",
+                scale=2,
+            )
             find = gr.Button("Find the circuit", variant="primary", elem_id="circuit-button", min_width=140)
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
         nodes = gr.Plot(show_label=False, elem_id="circuit-nodes-plot", elem_classes="wide-plot")
@@ -140,6 +148,7 @@ def build() -> CircuitTab:
         upload=upload,
         metric=metric,
         methods=methods,
+        positions=positions,
         find=find,
         patch=patch,
         nodes=nodes,
@@ -154,13 +163,15 @@ def build() -> CircuitTab:
     )
 
 
-def settings(source, name, size, seed, typed, metric, methods) -> str:
+def settings(source, name, size, seed, typed, metric, methods, positions="heads") -> str:
     """The link's part naming a circuit: the built-in's name, size and seed, or the typed pairs (an
-    uploaded CSV's pairs travel as typed ones), and the metric and methods."""
+    uploaded CSV's pairs travel as typed ones), and the metric, methods and node positions."""
     params = {"circuit": name, "pairs_n": int(size), "seed": int(seed)} if source == "built-in" else {}
     if source != "built-in":
         params["pairs"] = typed
     params.update(metric=metric, methods=",".join(methods))
+    if positions != "heads":
+        params["positions"] = positions
     return urlencode(params)
 
 
@@ -170,7 +181,18 @@ class CircuitEvents:
 
     def wire(self, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
         t, s = self.tab, self.shared
-        dataset = [t.source, t.name, t.size, t.seed, t.typed, t.upload, t.metric, t.methods, model]
+        dataset = [
+            t.source,
+            t.name,
+            t.size,
+            t.seed,
+            t.typed,
+            t.upload,
+            t.metric,
+            t.methods,
+            t.positions,
+            model,
+        ]
         drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
         t.find.click(on_gpu(self.circuit, len(drawn)), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, len(drawn)), dataset, drawn, api_name="patch_nodes", **COSTLY)
@@ -197,24 +219,28 @@ class CircuitEvents:
         demo.load(
             self.restore,
             None,
-            [t.source, t.name, t.size, t.seed, t.typed, t.metric, t.methods],
+            [t.source, t.name, t.size, t.seed, t.typed, t.metric, t.methods, t.positions],
             api_name=False,
         )
 
     # --- the readings ---------------------------------------------------------------------------------
 
-    def circuit(self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, model):
+    def circuit(
+        self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, positions, model
+    ):
         """Find the circuit (and /circuit): the methods ticked on the dataset."""
-        return self.compute(request, source, name, size, seed, typed, upload, metric, methods, model)
+        chosen = (source, name, size, seed, typed, upload)
+        return self.compute(request, *chosen, metric, methods, positions, model)
 
     def patch_nodes(
-        self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, model
+        self, request: gr.Request, source, name, size, seed, typed, upload, metric, methods, positions, model
     ):
         """Patch the nodes (and /patch_nodes): the exact node sweep, and AtP beside it where ticked."""
         methods = ["exact", *(["atp"] if "atp" in (methods or ()) else [])]
-        return self.compute(request, source, name, size, seed, typed, upload, metric, methods, model)
+        chosen = (source, name, size, seed, typed, upload)
+        return self.compute(request, *chosen, metric, methods, positions, model)
 
-    def compute(self, request, source, name, size, seed, typed, upload, metric, methods, model) -> tuple:
+    def compute(self, request, source, name, size, seed, typed, upload, metric, methods, positions, model):
         methods = [m for m in circuit_views.METHODS if m in (methods or ())]
         if not methods:
             raise PromptError("Tick at least one method.")
@@ -229,10 +255,17 @@ class CircuitEvents:
                 f"A prompt has {n_tokens:,} tokens: this app finds circuits on prompts of up to "
                 f"{CIRCUIT_MAX_TOKENS} (the Python API, ex.edge_attribution, takes the model's context)."
             )
-        cost = limits.circuit_cost(explorer.config, data.size, n_tokens, methods)
+        if positions not in circuit_views.POSITIONS:
+            raise PromptError(
+                f"There is no choice of positions {positions!r}: {', '.join(circuit_views.POSITIONS)}."
+            )
+        at = circuit_views.positions_of(data, positions)
+        bound, names = self.workspace.policy.request_seconds, circuit_views.METHOD_NAMES
+        limits.circuit_time(explorer, data, methods, at, bound, names, circuit_views.EAP_STEPS)
+        cost = limits.circuit_cost(explorer.config, data.size, n_tokens, methods, at)
         with self.shared.readings.reading(request, cost):
-            found = circuit_views.find(explorer, data, methods)
-        link = settings(source, name, size, seed, circuit_pairs.as_text(chosen), metric, methods)
+            found = circuit_views.find(explorer, data, methods, positions=at)
+        link = settings(source, name, size, seed, circuit_pairs.as_text(chosen), metric, methods, positions)
         shown = Shown(found, model, chosen, link)
         kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
         total = len(found.edges or ())
@@ -322,7 +355,7 @@ class CircuitEvents:
         """A link's circuit settings into the tab's inputs (each kept as it is where the link is silent)."""
         params = share.requested(request)
         if "circuit" not in params and "pairs" not in params:
-            return (gr.skip(),) * 7
+            return (gr.skip(),) * 8
         methods = [m for m in params.get("methods", "").split(",") if m in circuit_views.METHODS]
         metric = params.get("metric")
         if "pairs" in params:
@@ -341,6 +374,7 @@ class CircuitEvents:
             *source,
             metric if metric in pairs.METRICS else gr.skip(),
             methods or gr.skip(),
+            params["positions"] if params.get("positions") in circuit_views.POSITIONS else gr.skip(),
         )
 
 

@@ -383,7 +383,9 @@ if (!window.__attentionExplorerPage) {
       pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
       openFrom(gd);
     } else if (gd.closest("#circuit-nodes-plot") && point.data.type === "heatmap") {
-      pickHead(Math.round(point.y), Math.round(point.x), "#circuit-head"); // a head of the circuit's node map
+      const cell = point.customdata; // per position: (layer, head, position) of the column
+      if (cell) pickHead(Number(cell[0]), Number(cell[1]), "#circuit-head");
+      else pickHead(Math.round(point.y), Math.round(point.x), "#circuit-head"); // a head of the circuit's node map
       openFrom(gd);
     } else if (gd.closest("#circuit-graph-plot") && point.customdata && point.data.mode === "markers") {
       pickHead(Number(point.customdata[0]), Number(point.customdata[1]), "#circuit-head"); // a head of the graph
