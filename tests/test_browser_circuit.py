@@ -1,6 +1,7 @@
 """The Circuit tab in Chromium on the bundled model: typed pairs found as a circuit (node map against
 the engine, graph, faithfulness curve), the tab against a baseline screenshot, and a click on a head of
-the node map opening it in the Attention tab."""
+the node map opening it in the Attention tab; then each head at each of the last 4 positions (the node
+map against the engine, a click on a cell opening its head)."""
 
 from __future__ import annotations
 
@@ -53,4 +54,24 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
     assert app.page.locator("#prompt textarea").input_value() == TYPED.split(" | ")[0]
     assert app.page.locator("#back-to-chart").inner_text() == "← Back to Circuit"
+
+    app.page.locator("#back-to-chart").click()
+    app.wait_for_tab("Circuit")
+    app.page.locator("#circuit-positions").get_by_text("each of the last 4 positions", exact=True).click()
+    app.remember_plots()
+    app.page.locator("#circuit-patch-button").click()
+    app.wait_redrawn(["circuit-nodes-plot"])
+    settle(app)
+    at = circuit_views.positions_of(data, "last")
+    per_position = circuit_views.find(ex, data, ["exact"], positions=at)
+    drawn = np.array(app.page.evaluate(JS_HEATMAP, ["circuit-nodes-plot", 0]), dtype=np.float64)
+    want = per_position.recovered(per_position.exact).reshape(ex.config.n_layers, -1)
+    np.testing.assert_allclose(drawn, want, atol=1e-4)
+    layer, column = np.unravel_index(np.nanargmax(drawn), drawn.shape)
+    app.remember_plots()
+    app.click_cell("circuit-nodes-plot", 1, int(layer), int(column))
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    app.wait_for_tab("Attention")
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {column // len(at)} ")
     assert not app.problems()
