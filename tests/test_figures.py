@@ -21,8 +21,8 @@ from explorer import views
 from explorer.app import payload
 from explorer.engine import heads, rope
 from explorer.figures.attention import group_columns
-from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, pool
-from explorer.figures.common import lower_triangle_fill, to_json, token_label
+from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, lower_triangle_fill, pool
+from explorer.figures.common import to_json, token_label
 from explorer.figures.maps import SIGNED_COLORSCALE, masked_region
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
