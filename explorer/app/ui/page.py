@@ -4,6 +4,7 @@ gr.Blocks that keeps no run history in the browser and serves its queue in fair 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -16,8 +17,17 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 def assets() -> gr.HTML:
     css = (ASSETS / "page.css").read_text(encoding="utf-8")
-    script = (ASSETS / "page.js").read_text(encoding="utf-8")
+    script = decoder_script() + (ASSETS / "page.js").read_text(encoding="utf-8")
     return gr.HTML("", head=f"<style>{css}</style>", js_on_load=script, padding=False, elem_id="page-assets")
+
+
+def decoder_script() -> str:
+    """The wire format's decoder (assets/codec.mjs, an ES module, as node's tests import it) as a
+    script: `const codec`, an object of its exports, for the page script that follows it."""
+    source = (ASSETS / "codec.mjs").read_text(encoding="utf-8")
+    names = re.findall(r"^export (?:async )?(?:function|const|let|class) (\w+)", source, flags=re.M)
+    body = re.sub(r"^export ", "", source, flags=re.M)
+    return f"const codec = (() => {{\n{body}\nreturn {{ {', '.join(names)} }};\n}})();\n"
 
 
 class Page(gr.Blocks):

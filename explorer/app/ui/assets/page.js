@@ -25,12 +25,8 @@
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
-//   a map the server left out because it follows from another or from a rule (`meta.derived`: the
-//   scaled scores are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows,
-//   RoPE's angles float32(m × θ_i) wrapped to (−π, π]), or sent as its
-//   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
-//   it is drawn; a weighted softmax map's hover (`meta.weighted`: each cell's α and ‖α·v·W_O‖, from
-//   its share, its row's sum and its key's ‖v·W_O‖) is rebuilt too, to float32 rounding. Gradio's plot
+//   a figure's maps left out or packed by the wire format are rebuilt before it is drawn, by the
+//   decoder (`codec`: explorer/app/ui/assets/codec.mjs, set before this script). Gradio's plot
 //   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
 //   then the new one): it is drawn once, starting from the margins the figure before it settled on
 //   where its layout is that one's (`drawSettled`), so Plotly does not draw it twice more to settle them.
@@ -432,110 +428,6 @@ if (!window.__attentionExplorerPage) {
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
 
-  // Maps are handed to Plotly as typed-array specs over one buffer ({dtype, bdata: ArrayBuffer, shape}),
-  // which Plotly reads without copying. Rows of typed arrays would cost more: Plotly's colour clean-up
-  // walks every row's keys before it draws (~20 ms for the pipeline at 256 tokens).
-  const ARRAYS = { f4: Float32Array, u1: Uint8Array };
-  const built = new WeakSet(); // maps rebuilt here (the others are as the server sent them)
-
-  function spec(values, rows, cols) {
-    const dtype = values instanceof Float32Array ? "f4" : "u1";
-    const z = { dtype, bdata: values.buffer, shape: `${rows},${cols}` };
-    built.add(z);
-    return z;
-  }
-
-  function flat(z) {
-    // A map as Plotly's JSON sends it (base64 bdata) or as rebuilt here (an ArrayBuffer): its values
-    // in one typed array, and its rows and columns.
-    let buffer = z.bdata;
-    if (typeof buffer === "string") {
-      const text = atob(buffer);
-      const bytes = new Uint8Array(text.length);
-      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-      buffer = bytes.buffer;
-    }
-    const values = new ARRAYS[z.dtype](buffer);
-    const [rows, cols] = z.shape === undefined ? [1, values.length] : String(z.shape).split(",").map(Number);
-    return { values, rows, cols };
-  }
-
-  function lowerTriangle(z, fill) {
-    // A map sent as its lower triangle, row by row (n(n+1)/2 values): n × n, `fill` above.
-    const { values } = flat(z);
-    const n = Math.round((Math.sqrt(8 * values.length + 1) - 1) / 2);
-    const out = new values.constructor(n * n);
-    if (fill !== 0) out.fill(fill);
-    for (let i = 0, at = 0; i < n; at += ++i) out.set(values.subarray(at, at + i + 1), i * n);
-    return spec(out, n, n);
-  }
-
-  const PI32 = Math.fround(Math.PI), TWO_PI32 = Math.fround(2 * Math.PI);
-
-  function ropeAngles(invFreq, n) {
-    // RoPE's angle of pair i at position m, float32(m × θ_i), wrapped to (−π, π] in float32 steps as
-    // numpy does it (explorer/figures/rope.py, wrap_angle): a row for each of n positions.
-    const theta = invFreq.map(Math.fround);
-    const out = new Float32Array(n * theta.length);
-    for (let m = 0, at = 0; m < n; m++) {
-      for (let i = 0; i < theta.length; i++, at++) {
-        const shifted = Math.fround(Math.fround(m * theta[i]) + PI32);
-        const wrapped = Math.fround((shifted % TWO_PI32) - PI32);
-        out[at] = wrapped === -PI32 ? PI32 : wrapped;
-      }
-    }
-    return spec(out, n, theta.length);
-  }
-
-  const sent = (z) => z && !built.has(z); // as the server sent it: not rebuilt yet
-
-  function keyWrites(trace) {
-    // A weighted map's hover data, [α, ‖α·v·W_O‖] a cell (explorer/figures/maps.py, KeyWrites): each
-    // share × its row's Σ ‖α·v·W_O‖ is the cell's ‖α·v·W_O‖, and that over its key's ‖v·W_O‖ its α.
-    const [sums, norms] = ["sums", "norms"].map((name) => flat(trace.meta.weighted[name]).values);
-    const { values, rows, cols } = flat(trace.z);
-    trace.z = spec(values, rows, cols); // decoded once, here
-    const out = new Float32Array(2 * values.length);
-    for (let i = 0, at = 0; i < rows; i++) {
-      for (let j = 0; j < cols; j++, at++) {
-        const written = values[at] * sums[i];
-        out[2 * at] = norms[j] > 0 ? written / norms[j] : 0;
-        out[2 * at + 1] = written;
-      }
-    }
-    return { dtype: "f4", bdata: out.buffer, shape: `${rows},${cols},2` };
-  }
-
-  function rebuild(data) {
-    for (const trace of data || []) {
-      const packed = trace.meta && trace.meta.packed;
-      if (packed && sent(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
-      if (trace.meta && trace.meta.weighted && !trace.customdata) trace.customdata = keyWrites(trace);
-    }
-    for (const trace of data || []) {
-      const derived = trace.meta && trace.meta.derived;
-      if (!derived || trace.z) continue;
-      if (derived.op === "angles") {
-        trace.z = ropeAngles(derived.inv_freq, derived.positions);
-        continue;
-      }
-      const source = data[derived.source];
-      const { values, rows, cols } = flat(source.z);
-      source.z = spec(values, rows, cols); // decoded once, here
-      if (derived.op === "scale") {
-        const by = Math.fround(derived.by);
-        trace.z = spec(values.map((v) => Math.fround(v * by)), rows, cols);
-      } else if (derived.op === "same") {
-        trace.z = spec(values, rows, cols);
-      } else if (derived.op === "causal") {
-        const fill = derived.fill === null || derived.fill === undefined ? NaN : derived.fill;
-        const out = values.slice();
-        for (let i = 0; i < rows; i++) out.fill(fill, i * cols + i + 1, (i + 1) * cols);
-        trace.z = spec(out, rows, cols);
-      }
-    }
-  }
-
   // Every head's pipeline of the layer (explorer/app/head_switch.py): the update draws one head and
   // carries each other's as what differs from it (`layout.meta.heads[h]`: traces whole, by index; the
   // layout's and config's keys), its arrays deflated. Kept here, as sent, before anything is rebuilt.
@@ -590,20 +482,6 @@ if (!window.__attentionExplorerPage) {
     return Boolean(pack && (head === pack.shown || pack.heads[head]));
   }
 
-  async function inflate(value) {
-    // Each `deflate` array of a head's difference as its bytes (zlib, in the browser's own inflater).
-    if (Array.isArray(value)) return Promise.all(value.map(inflate));
-    if (!value || typeof value !== "object") return value;
-    if (value.deflate) {
-      const bytes = Uint8Array.from(atob(value.bdata), (c) => c.charCodeAt(0));
-      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-      const { deflate, ...array } = value;
-      return { ...array, bdata: await new Response(stream).arrayBuffer() };
-    }
-    const entries = await Promise.all(Object.entries(value).map(async ([key, v]) => [key, await inflate(v)]));
-    return Object.fromEntries(entries);
-  }
-
   async function showHead(head) {
     // Head `head`'s pipeline, from the layer's update: the figure the server would have sent for it.
     const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
@@ -618,15 +496,13 @@ if (!window.__attentionExplorerPage) {
     pack.drawn = head;
     followHead(head);
     const none = { data: {}, layout: {}, config: {} };
-    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await inflate(pack.heads[head]);
+    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await codec.inflate(pack.heads[head]);
     if (pack.drawn !== head || packs.get(gd) !== pack) return; // another head or update since
-    const diff = head === pack.shown ? none : pack.inflated[head];
-    const data = structuredClone(pack.data.map((trace, i) => diff.data[i] || trace));
+    const figure = structuredClone(codec.applyDifference(pack, head === pack.shown ? none : pack.inflated[head]));
     // The config as it was (Plotly draws a whole new plot for a config that differs); the downloads'
     // name, which the config alone changes, set on the plot after.
-    const options = { ...pack.config, ...diff.config }.toImageButtonOptions;
-    const layout = structuredClone({ ...pack.layout, ...diff.layout });
-    await window.Plotly.react(gd, data, layout, structuredClone(pack.config));
+    const options = figure.config.toImageButtonOptions;
+    await window.Plotly.react(gd, figure.data, figure.layout, structuredClone(pack.config));
     if (options && gd._context) gd._context.toImageButtonOptions = { ...options };
   }
 
@@ -704,7 +580,7 @@ if (!window.__attentionExplorerPage) {
     const draw = (gd, args) => {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
       keepPack(gd, args);
-      rebuild(args[0]);
+      codec.rebuild(args[0]);
       shortTicks(args[1]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
       // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
@@ -782,10 +658,8 @@ if (!window.__attentionExplorerPage) {
       }, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt and its ticks cut.
-    const unbuilt = (t) =>
-      t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)) || (t.meta.weighted && !t.customdata));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
-      if ((gd.data || []).some(unbuilt) || uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
+      if ((gd.data || []).some(codec.unbuilt) || uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
     });
   }
 
