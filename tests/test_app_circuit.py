@@ -312,9 +312,9 @@ IOI_8 = [(4, 14, 9), (2, 18, 13), (2, 15, 10)]  # the built-in IOI's 8 pairs, se
 def test_a_circuit_past_the_request_bound_is_refused_before_it_starts_saying_what_fits():
     names = circuit_views.METHOD_NAMES
     work = limits.circuit_forwards(SMOLLM2, IOI_8, METHODS)
-    forward = 0.07  # s, one SmolLM2 forward of 18 tokens on 2 CPU threads
+    forward = 0.25  # s, one SmolLM2 forward of 18 tokens on a slow or busy server's 2 threads
     total = sum(work.values()) * forward
-    assert total > 60  # every method on 8 pairs passes a Space's bound
+    assert total > 60  # every method on 8 pairs passes a Space's bound there
     message = limits.too_long(work, total, 8, 60, names, False)
     fits = int(re.search(r"at most (\d+) pairs", message)[1])
     assert 1 <= fits < 8 and "untick exact node sweep" in message and "past its 60 s bound" in message
