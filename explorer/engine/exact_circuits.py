@@ -158,8 +158,9 @@ def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Te
     earlier writer's change (a running sum) plus the kept ones' changes: the same sum, over fewer rows."""
     config = model.config
     b, n = batch.clean.shape
-    # [U, B·N·hidden] each writer's write less its corrupted write, filled as the forward writes
-    changes = torch.zeros(removed.shape[0], b * n * config.hidden_size, device=removed.device)
+    # [U, B·N·hidden] each writer's write less its corrupted write, filled as the forward writes (a reader
+    # reads only the rows of writers before it)
+    changes = torch.empty(removed.shape[0], b * n * config.hidden_size, device=removed.device)
     total = torch.zeros(changes.shape[1], device=removed.device)  # [B·N·hidden] Σ of the rows written
     kept = edges.edge_index(config)[2].to(removed.device) & ~removed  # [U, V]
     streams: dict[int, torch.Tensor] = {}
