@@ -5,6 +5,7 @@ whatever differs in it (the corrupted prompt, or for KL the clean one), never re
 from __future__ import annotations
 
 import explorer
+from explorer.app.kept import model_nbytes
 from explorer.engine import edges as edge_module
 from tests.test_circuits import ANSWER, CLEAN, CORRUPTED, DISTRACTOR, PAIR
 
@@ -61,3 +62,10 @@ def test_the_kept_runs_stay_within_their_bytes(gqa_checkpoint):
     start = ex.forward_count
     ex.circuit_metric(CLEAN, OTHER_CORRUPTED, ANSWER, DISTRACTOR, edges=[])  # the latest is the one kept
     assert ex.forward_count - start == 1
+
+
+def test_the_apps_budget_counts_the_kept_runs_with_the_model(gqa_checkpoint):
+    ex = explorer.load(gqa_checkpoint, device="cpu")
+    before = model_nbytes(ex)
+    ex.circuit_metric(*PAIR, edges=[])
+    assert model_nbytes(ex) == before + ex.corrupted_runs.nbytes > before

@@ -38,9 +38,11 @@ class CachedRun:
 
 
 def model_nbytes(explorer: Explorer) -> int:
-    """Its weights and buffers, and the memory its tokenizer holds (estimated as it loaded)."""
+    """Its weights and buffers, the memory its tokenizer holds (estimated as it loaded), and the corrupted
+    runs it keeps for circuits (`engine.exact_circuits.CorruptedRuns`, as many as it holds now)."""
     tensors = [*explorer.model.parameters(), *explorer.model.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors) + explorer.tokenizer_nbytes
+    weights = sum(t.numel() * t.element_size() for t in tensors)
+    return weights + explorer.tokenizer_nbytes + explorer.corrupted_runs.nbytes
 
 
 @dataclass(frozen=True)
