@@ -126,8 +126,8 @@ def circuit_cost(config: ModelConfig, n_pairs: int, n_tokens: int, methods, posi
 
 
 # A circuit reading's work in forwards of one prompt, per pair (bench/circuits-cpu.md, SmolLM2 on CPU):
-ATP_FORWARDS = 4.0  # a clean forward, a corrupted forward and its backward
-EAP_STEP_FORWARDS = 1.0  # a forward and backward of the batch, per step (2 traced forwards besides)
+ATP_FORWARDS = 3.5  # a clean forward, a corrupted forward and its backward
+EAP_STEP_FORWARDS = 0.8  # a forward and backward of the batch, per step (2 traced forwards besides)
 SWEEP_ROW_FORWARDS = 0.4  # one patched row through one layer, batched, against a layer of one forward
 CURVE_FORWARDS = 1.5  # one circuit's forward (the corrupted run recorded once besides)
 CURVE_POINTS = 8  # the faithfulness curve's circuits (views.circuits.CURVE_SHARES); 2 without EAP-IG
