@@ -34,6 +34,15 @@ def find_circuit(app: AppPage) -> None:
     settle(app)
 
 
+def open_cell(app: AppPage, row: int, column: int) -> None:
+    """Click a cell of the node map and wait for its head to open in the Attention tab."""
+    app.remember_plots()
+    app.click_cell("circuit-nodes-plot", 1, row, column)
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    app.wait_for_tab("Attention")
+
+
 def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, browser_workspace):
     find_circuit(app)
     ex = browser_workspace.explorer("")
@@ -45,11 +54,7 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     match_baseline(app.screenshot(app.page.locator("#tab-circuit"), []), "view-circuit-drawn")
 
     layer, head = np.unravel_index(np.nanargmax(drawn), drawn.shape)
-    app.remember_plots()
-    app.click_cell("circuit-nodes-plot", 1, int(layer), int(head))
-    app.wait_redrawn(["pipeline-plot"])
-    settle(app)
-    app.wait_for_tab("Attention")
+    open_cell(app, int(layer), int(head))
     assert app.page.locator("#pipeline-plot").is_visible()
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
     assert app.page.locator("#prompt textarea").input_value() == TYPED.split(" | ")[0]
@@ -68,10 +73,6 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     want = per_position.recovered(per_position.exact).reshape(ex.config.n_layers, -1)
     np.testing.assert_allclose(drawn, want, atol=1e-4)
     layer, column = np.unravel_index(np.nanargmax(drawn), drawn.shape)
-    app.remember_plots()
-    app.click_cell("circuit-nodes-plot", 1, int(layer), int(column))
-    app.wait_redrawn(["pipeline-plot"])
-    settle(app)
-    app.wait_for_tab("Attention")
+    open_cell(app, int(layer), int(column))
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {column // len(at)} ")
     assert not app.problems()

@@ -20,36 +20,14 @@ INTEGERS = dict(tickmode="linear", tick0=0, dtick=1, showgrid=False, zeroline=Fa
 def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> go.Figure:
     """Each head's recovered fraction, one heatmap per method side by side on one diverging scale
     centred at 0.  # panels: method name -> recovered [L, H]"""
-    names = list(panels)
-    finite = [np.abs(p[np.isfinite(p)]) for p in panels.values()]
-    limit = float(max((f.max(initial=0) for f in finite), default=0)) or 1.0
-    data, layout = [], {}
-    width = 1.0 / max(len(names), 1)
-    for i, name in enumerate(names):
-        suffix = "" if i == 0 else str(i + 1)
-        data.append(
-            dict(
-                type="heatmap",
-                z=panels[name].astype(np.float32),
-                zmid=0.0,
-                zmin=-limit,
-                zmax=limit,
-                colorscale=get_colorscale("RdBu"),
-                showscale=i == len(names) - 1,
-                colorbar=dict(title=dict(text="recovered"), thickness=12),
-                xaxis=f"x{suffix}",
-                yaxis=f"y{suffix}",
-                name=name,
-                hovertemplate=f"{name}<br>layer %{{y}} · head %{{x}}<br>recovered %{{z:.3g}}<extra></extra>",
-            )
-        )
-        gap = 0.06 if len(names) > 1 else 0.0
-        layout[f"xaxis{suffix}"] = dict(
-            title=dict(text=f"head ({name})"), domain=[i * width, (i + 1) * width - gap], **INTEGERS
-        )
-        layout[f"yaxis{suffix}"] = dict(
-            title=dict(text="layer" if i == 0 else ""), autorange="reversed", anchor=f"x{suffix}", **INTEGERS
-        )
+
+    def x_axis(name: str, domain: list[float]) -> dict:
+        return dict(title=dict(text=f"head ({name})"), domain=domain, **INTEGERS)
+
+    def hover(name: str) -> str:
+        return f"{name}<br>layer %{{y}} · head %{{x}}<br>recovered %{{z:.3g}}<extra></extra>"
+
+    data, layout = _score_panels(panels, x_axis, hover)
     n_layers = next(iter(panels.values())).shape[0] if panels else 1
     return figure(
         data,
@@ -65,66 +43,47 @@ def node_position_scores_figure(
     """Each head's recovered fraction at each position, one heatmap per method side by side on one
     diverging scale centred at 0: a column per (head, position), a head's positions side by side.
     # panels: method name -> recovered [L, H, P]; positions [P] from the end, tokens [P] there"""
-    names = list(panels)
     n_layers, n_heads, n_positions = next(iter(panels.values())).shape
-    finite = [np.abs(p[np.isfinite(p)]) for p in panels.values()]
-    limit = float(max((f.max(initial=0) for f in finite), default=0)) or 1.0
     where = [f"{pos} ‘{html.escape(token)}’" for pos, token in zip(positions, tokens, strict=True)]
     cells = [
         [[layer, h, where[p]] for h in range(n_heads) for p in range(n_positions)]
         for layer in range(n_layers)
     ]
     centres = [h * n_positions + (n_positions - 1) / 2 for h in range(n_heads)]
-    data, layout, shapes = [], {}, []
-    width = 1.0 / len(names)
-    for i, name in enumerate(names):
-        suffix = "" if i == 0 else str(i + 1)
-        data.append(
-            dict(
-                type="heatmap",
-                z=panels[name].reshape(n_layers, n_heads * n_positions).astype(np.float32),
-                customdata=cells,
-                zmid=0.0,
-                zmin=-limit,
-                zmax=limit,
-                colorscale=get_colorscale("RdBu"),
-                showscale=i == len(names) - 1,
-                colorbar=dict(title=dict(text="recovered"), thickness=12),
-                xaxis=f"x{suffix}",
-                yaxis=f"y{suffix}",
-                name=name,
-                hovertemplate=(
-                    f"{name}<br>layer %{{customdata[0]}} · head %{{customdata[1]}}<br>position "
-                    "%{customdata[2]}<br>recovered %{z:.3g}<extra></extra>"
-                ),
-            )
-        )
-        gap = 0.06 if len(names) > 1 else 0.0
-        layout[f"xaxis{suffix}"] = dict(
+
+    def x_axis(name: str, domain: list[float]) -> dict:
+        return dict(
             title=dict(text=f"head, its last {n_positions} positions ({name})"),
-            domain=[i * width, (i + 1) * width - gap],
+            domain=domain,
             tickmode="array",
             tickvals=centres,
             ticktext=[str(h) for h in range(n_heads)],
             showgrid=False,
             zeroline=False,
         )
-        layout[f"yaxis{suffix}"] = dict(
-            title=dict(text="layer" if i == 0 else ""), autorange="reversed", anchor=f"x{suffix}", **INTEGERS
+
+    def hover(name: str) -> str:
+        return (
+            f"{name}<br>layer %{{customdata[0]}} · head %{{customdata[1]}}<br>position "
+            "%{customdata[2]}<br>recovered %{z:.3g}<extra></extra>"
         )
-        shapes += [  # a thin line between heads
-            dict(
-                type="line",
-                xref=f"x{suffix}",
-                yref="paper",
-                x0=h * n_positions - 0.5,
-                x1=h * n_positions - 0.5,
-                y0=0,
-                y1=1,
-                line=dict(color="white", width=2),
-            )
-            for h in range(1, n_heads)
-        ]
+
+    columns = {name: p.reshape(n_layers, n_heads * n_positions) for name, p in panels.items()}
+    data, layout = _score_panels(columns, x_axis, hover, cells)
+    shapes = [  # a thin line between heads
+        dict(
+            type="line",
+            xref=f"x{'' if i == 0 else i + 1}",
+            yref="paper",
+            x0=h * n_positions - 0.5,
+            x1=h * n_positions - 0.5,
+            y0=0,
+            y1=1,
+            line=dict(color="white", width=2),
+        )
+        for i in range(len(panels))
+        for h in range(1, n_heads)
+    ]
     return figure(
         data,
         title=f"Each head's output at each position patched from the clean run into the corrupted one: "
@@ -133,6 +92,41 @@ def node_position_scores_figure(
         shapes=shapes,
         **layout,
     )
+
+
+def _score_panels(panels: dict[str, np.ndarray], x_axis, hover, customdata=None) -> tuple[list, dict]:
+    """One heatmap per method side by side on one diverging scale centred at 0, their x axes from
+    `x_axis(name, domain)` and hover templates from `hover(name)`.  # panels: name -> [L, columns]"""
+    names = list(panels)
+    finite = [np.abs(p[np.isfinite(p)]) for p in panels.values()]
+    limit = float(max((f.max(initial=0) for f in finite), default=0)) or 1.0
+    data, layout = [], {}
+    width = 1.0 / max(len(names), 1)
+    for i, name in enumerate(names):
+        suffix = "" if i == 0 else str(i + 1)
+        panel = dict(
+            type="heatmap",
+            z=panels[name].astype(np.float32),
+            zmid=0.0,
+            zmin=-limit,
+            zmax=limit,
+            colorscale=get_colorscale("RdBu"),
+            showscale=i == len(names) - 1,
+            colorbar=dict(title=dict(text="recovered"), thickness=12),
+            xaxis=f"x{suffix}",
+            yaxis=f"y{suffix}",
+            name=name,
+            hovertemplate=hover(name),
+        )
+        if customdata is not None:
+            panel["customdata"] = customdata
+        data.append(panel)
+        gap = 0.06 if len(names) > 1 else 0.0
+        layout[f"xaxis{suffix}"] = x_axis(name, [i * width, (i + 1) * width - gap])
+        layout[f"yaxis{suffix}"] = dict(
+            title=dict(text="layer" if i == 0 else ""), autorange="reversed", anchor=f"x{suffix}", **INTEGERS
+        )
+    return data, layout
 
 
 def circuit_figure(
