@@ -1,6 +1,6 @@
 """Circuits: the entry points the Explorer calls, each a dataset of prompt pairs in (`engine.pairs`) and
 one of the engine's readings out: nodes patched exactly or by attribution (`engine.nodes`), edges
-scored by EAP-IG and circuits measured exactly (`engine.edges`)."""
+scored by EAP-IG (`engine.edges`) and circuits measured exactly (`engine.exact_circuits`)."""
 
 from __future__ import annotations
 
