@@ -89,10 +89,11 @@ def test_every_fixture_has_a_map_to_rebuild_of_each_rule():
     assert rules == {"scale", "same", "causal", "angles", "packed", "weighted"}
 
 
-def test_the_page_decoder_passes_its_node_tests():
+def test_the_page_modules_pass_their_node_tests():
+    """Every tests/*.test.mjs: the decoder against the fixtures, and the page's other pure logic."""
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (apt-get install -y nodejs): the page's decoder is not tested")
+        pytest.skip("node is not installed (apt-get install -y nodejs): the page's modules are not tested")
     done = subprocess.run(
         [node, "--test", str(ROOT / "tests")], capture_output=True, text=True, timeout=120, cwd=ROOT
     )

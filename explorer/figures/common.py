@@ -19,12 +19,16 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from _plotly_utils.utils import plotlyjsShortTypes as PLOTLY_JS_TYPES
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.engine.tokens import printable
 from explorer.figures.codec import compact_trace
 
+# numpy dtypes Plotly's typed arrays hold, by their short name in plotly.js ({dtype, bdata, shape})
+PLOTLY_JS_TYPES = {
+    "int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2",
+    "int32": "i4", "uint32": "u4", "float32": "f4", "float64": "f8",
+}  # fmt: skip
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
 SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")

@@ -1,8 +1,9 @@
-// Attention Explorer: what the page does in the browser, loaded once by explorer/ui/page.py.
+// Attention Explorer: what the page does in the browser, loaded once by explorer/app/ui/page.py after
+// the modules of its pure logic (`codec`: the wire format's decoder; `labels`: token labels cut to fit).
 //
 // - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
 //   hover shows it all, ticks are drawn cut at the invisible separator U+2063 (so the margins fit what
-//   they show: `shortTicks`). Then an axis whose labels would overlap sets them a little smaller, and
+//   they show: `labels.shortTicks`). Then an axis whose labels would overlap sets them a little smaller, and
 //   hides only those that would overlap the last one shown still, or pass the figure's edge, measured
 //   as drawn, so no two ever collide (token axes leave the edge to this: Plotly's own check measured
 //   them twice).
@@ -26,7 +27,7 @@
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a figure's maps left out or packed by the wire format are rebuilt before it is drawn, by the
-//   decoder (`codec`: explorer/app/ui/assets/codec.mjs, set before this script). Gradio's plot
+//   decoder (`codec`). Gradio's plot
 //   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
 //   then the new one): it is drawn once, starting from the margins the figure before it settled on
 //   where its layout is that one's (`drawSettled`), so Plotly does not draw it twice more to settle them.
@@ -34,7 +35,6 @@
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
 
-  const SHORT_END = "\u2063";
   const hooked = new WeakSet();
 
   // An axis whose labels would overlap sets them smaller, down to SMALLEST_TICK_PX, and hides only
@@ -95,54 +95,11 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
-  // Plotly sizes a plot's margins to its tick labels as it draws them: a tick cut after drawing would
-  // leave a split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") pushing the margin out as
-  // if it were shown, and squash the maps (the pipeline's from 277 to 187 px tall at 256 tokens). So
-  // an axis holding such labels formats its ticks apart from its hover ("00000012", hover "12"), and
-  // those keys alias each label as the tick shows it, cut at SHORT_END: drawn as short as shown.
-  // (Hover formats positions with the axis' hoverformat, "d" on every token axis.)
-  const TICK_FORMAT = "08d";
-  const CUT = new RegExp(`${SHORT_END}[^<]*`, "g"); // to the label's end, or its next line (the flow's "<br>12")
-
-  function uncutAxes(layout) {
-    // [where, name] of each axis whose ticks would show a label's hover part (the layout's own, or its
-    // template's defaults for every axis)
-    const holders = [layout, layout && layout.template && layout.template.layout].filter(Boolean);
-    return holders.flatMap((holder) =>
-      Object.entries(holder)
-        .filter(([name, axis]) => /^[xy]axis\d*$/.test(name) && axis && axis.labelalias && axis.tickformat !== TICK_FORMAT)
-        .filter(([, axis]) => Object.values(axis.labelalias).some((label) => String(label).includes(SHORT_END)))
-        .map(([name]) => [holder, name]),
-    );
-  }
-
-  function shortTicks(layout) {
-    for (const [holder, name] of uncutAxes(layout)) {
-      const axis = holder[name];
-      const ticks = {};
-      for (const [key, label] of Object.entries(axis.labelalias)) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
-      holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
-    }
-  }
-
   // A heatmap whose cells name tokens (the lens' grid) carries each cell's whole label in
   // `meta.fit_text` ([rows][columns]; its own `text`, short, is what an export draws): each cell shows
   // as much of its label as the cell's width holds, cut with "…" (hover gives it whole). Widths come
   // from a canvas in the labels' own font, so the page is not laid out once per label.
   const measure = document.createElement("canvas").getContext("2d");
-
-  function fitted(whole, room) {
-    if (measure.measureText(whole).width <= room) return whole;
-    const chars = Array.from(whole); // characters, not UTF-16 halves
-    let low = 0;
-    let high = chars.length - 1; // the most characters that fit before "…"
-    while (low < high) {
-      const mid = (low + high + 1) >> 1;
-      if (measure.measureText(chars.slice(0, mid).join("") + "…").width <= room) low = mid;
-      else high = mid - 1;
-    }
-    return chars.slice(0, low).join("") + "…";
-  }
 
   function fitCellText(gd) {
     for (const group of gd.querySelectorAll(".heatmaplayer g.hm")) {
@@ -160,7 +117,7 @@ if (!window.__attentionExplorerPage) {
         const cell = row && row[Math.round(xa.p2d(at.x)) - first];
         if (!text || cell === undefined) continue;
         measure.font = `${text.style.fontSize} ${text.style.fontFamily}`;
-        text.textContent = fitted(String(cell), room);
+        text.textContent = labels.fitted(String(cell), room, (t) => measure.measureText(t).width);
       }
     }
   }
@@ -581,7 +538,7 @@ if (!window.__attentionExplorerPage) {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
       keepPack(gd, args);
       codec.rebuild(args[0]);
-      shortTicks(args[1]);
+      labels.shortTicks(args[1]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
       // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
       const minWidth = args[1] && args[1].meta && args[1].meta.min_width;
@@ -659,7 +616,7 @@ if (!window.__attentionExplorerPage) {
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt and its ticks cut.
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
-      if ((gd.data || []).some(codec.unbuilt) || uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
+      if ((gd.data || []).some(codec.unbuilt) || labels.uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
     });
   }
 
