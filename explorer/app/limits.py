@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import torch
+
 from explorer.app.policy import Policy
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
@@ -162,15 +164,16 @@ def circuit_time(explorer, data, methods, positions, seconds: float, names: dict
     costliest method. `names`: method -> its name in the tab."""
     if not seconds:
         return
-    import torch
-
     shapes = [(batch.size, batch.n_tokens, batch.first_difference) for batch in data.batches]
     work = circuit_forwards(explorer.config, shapes, methods, positions, steps)
     ids = max(data.batches, key=lambda batch: batch.n_tokens).clean[:1]  # [1, N]
+    sync = torch.cuda.synchronize if ids.is_cuda else lambda: None  # a GPU's forward ends when it syncs
     with torch.no_grad():
         explorer.model.hidden_states(ids)  # the first warms it
+        sync()
         start = time.perf_counter()
         explorer.model.hidden_states(ids)
+        sync()
     total = sum(work.values()) * (time.perf_counter() - start)
     if total > seconds:
         raise LimitError(too_long(work, total, data.size, seconds, names, positions is not None))
