@@ -303,6 +303,9 @@ def test_the_circuit_cost_grows_with_pairs_tokens_and_layers():
         < limits.circuit_cost(config, 1, 64, METHODS).nbytes
     )
     assert "8 pairs of up to 16 tokens" in limits.circuit_cost(config, 8, 16, METHODS).what
+    at_positions = limits.circuit_cost(config, 8, 16, METHODS, (-4, -3, -2, -1))
+    assert "each head at 4 positions" in at_positions.what
+    assert at_positions.nbytes > limits.circuit_cost(config, 8, 16, METHODS).nbytes
 
 
 SMOLLM2 = SimpleNamespace(n_layers=30, n_heads=9, n_kv_heads=3, hidden_size=576, head_dim=64)
