@@ -11,8 +11,10 @@ Write them again after a change of the format (and raise codec.WIRE_VERSION):
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,19 @@ def fixtures() -> dict[str, dict]:
         "angles.json": _case("angles", _angles(300)),
         "heads.json": _heads_case(24, 3),
     }
+
+
+def inflated(value):
+    """A difference's arrays as sent to Plotly: each `deflate` array's bytes inflated (what the page's
+    `codec.inflate` does, for tests in Python)."""
+    if isinstance(value, list):
+        return [inflated(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("deflate"):
+        raw = zlib.decompress(base64.b64decode(value["bdata"]))
+        return {k: v for k, v in value.items() if k != "deflate"} | {"bdata": base64.b64encode(raw).decode()}
+    return {key: inflated(v) for key, v in value.items()}
 
 
 def text(fixture: dict) -> str:

@@ -4,9 +4,7 @@ the update rebuilt as the page rebuilds it gives every head's figure back, key f
 
 from __future__ import annotations
 
-import base64
 import json
-import zlib
 
 import pytest
 
@@ -14,6 +12,7 @@ import explorer
 from explorer import views
 from explorer.app import head_switch, payload
 from explorer.figures import json_text
+from tests.codec_fixtures import inflated
 
 SHORT = "To be, or not to be, that is the question"  # exact float32 maps
 LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
@@ -44,18 +43,6 @@ def test_another_heads_figure_built_from_its_parts_is_the_one_sent_for_it(bundle
         parts = views.pipeline_parts(run, LAYER, head, style)
         sent = payload.sent_figure(views.pipeline(run, LAYER, head, style), name(head))
         assert json_text(head_switch.head_figure(shown, parts, name(head))) == json_text(sent)
-
-
-def inflated(value):
-    """A difference's arrays as sent to Plotly: each `deflate` array's bytes inflated, as the page does."""
-    if isinstance(value, list):
-        return [inflated(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if value.get("deflate"):
-        raw = zlib.decompress(base64.b64decode(value["bdata"]))
-        return {k: v for k, v in value.items() if k != "deflate"} | {"bdata": base64.b64encode(raw).decode()}
-    return {k: inflated(v) for k, v in value.items()}
 
 
 def applied(base: dict, difference: dict) -> dict:
