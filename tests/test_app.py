@@ -468,6 +468,8 @@ def test_a_link_read_back_is_the_view_state_it_was_written_from():
     )
     assert share.read(share.query_string(typed)) == typed
     assert share.read(share.query_string(share.ViewState(prompt="x"))) == share.ViewState(prompt="x")
+    hostile = share.read(f"?prompt=x&layer=abc&cell={'9' * 5000},1&q=-3&mode=drop&views=no")
+    assert hostile == share.ViewState(prompt="x")  # what a link names wrongly is read as its default
 
 
 def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads(

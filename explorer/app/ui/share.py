@@ -74,8 +74,7 @@ class ViewState:
         ("layer,head,query,key,nonce"; kept only when it is on this head)."""
         layer, head = int(layer), int(head)
         shown = str(cell or "").split(",")
-        on_head = len(shown) >= 4 and all(part.isdecimal() for part in shown[:4])
-        on_head = on_head and shown[:2] == [str(layer), str(head)]
+        on_head = len(shown) >= 4 and whole(shown[:4]) and shown[:2] == [str(layer), str(head)]
         label = catalog.label_of(model)
         return cls(
             model="" if label == catalog.BUNDLED_LABEL else label,
@@ -107,11 +106,16 @@ class ViewState:
             ablate=tuple(value for value in params.get("ablate", "").split(",") if value.strip()),
             mode=params["mode"] if params.get("mode") in ABLATE_MODES else "zero",
             in_views=flag(params, "views"),
-            cell=(int(cell[0]), int(cell[1])) if len(cell) == 2 and all(map(str.isdecimal, cell)) else None,
+            cell=(int(cell[0]), int(cell[1])) if len(cell) == 2 and whole(cell) else None,
             circuit=urlencode({k: params[k] for k in CIRCUIT_KEYS if k in params})
             if tab == "circuit"
             else "",
         )
+
+
+def whole(parts: list[str]) -> bool:
+    """Whether each part is a whole number of at most 9 digits."""
+    return all(part.isdecimal() and len(part) <= 9 for part in parts)
 
 
 def query_string(state: ViewState) -> str:
