@@ -11,12 +11,8 @@ it, byte for byte, before the page's own rebuilding (explorer/app/ui/assets/page
 
 from __future__ import annotations
 
-import base64
-import zlib
-
 from explorer.figures import PipelineParts, json_text, sendable_traces
-
-DEFLATE_FROM_BYTES = 1024  # smaller arrays ride as they are
+from explorer.figures.codec import deflated
 
 
 def pipelines_payload(shown: dict, others: dict[int, dict]) -> dict[str, str]:
@@ -64,17 +60,3 @@ def difference(base: dict, other: dict) -> dict:
 def _keys(base: dict, other: dict) -> dict:
     changed = {key: value for key, value in other.items() if base.get(key) != value}
     return changed | {key: None for key in base.keys() - other.keys()}
-
-
-def deflated(value):
-    """`value` with each typed array of DEFLATE_FROM_BYTES or more (Plotly's {dtype, bdata, shape}) as
-    its zlib-compressed bytes, base64, marked `deflate`."""
-    if isinstance(value, list):
-        return [deflated(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    bdata = value.get("bdata")
-    if isinstance(bdata, str) and len(bdata) * 3 // 4 >= DEFLATE_FROM_BYTES:
-        packed = zlib.compress(base64.b64decode(bdata), 6)
-        return value | {"bdata": base64.b64encode(packed).decode(), "deflate": True}
-    return {key: deflated(v) for key, v in value.items()}

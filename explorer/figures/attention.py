@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.engine.tokens import printable
+from explorer.figures import codec
 from explorer.figures.codec import (
     ALL_HEADS_BUDGET_BYTES,
     MAP_BUDGET_BYTES,
@@ -25,7 +26,6 @@ from explorer.figures.common import (
     figure,
     grid,
     group_colour,
-    lower_triangle_fill,
     token_label,
 )
 from explorer.figures.maps import (
@@ -125,15 +125,15 @@ def pipeline_parts(
     # What a browser rebuilds from another panel, bit for bit (see figures.common.to_json(compact=True)
     # and the page's script); the figure itself keeps every value.
     if scores_map.exact:  # scaled = float32(scores × float32(scale)), as torch multiplies
-        data[1]["meta"] = dict(derived=dict(op="scale", source=0, by=float(np.float32(scale))))
+        data[1]["meta"] = codec.scaled_rule(0, scale)
     else:  # 8-bit codes relative to each panel's own limit: the same codes
-        data[1]["meta"] = dict(derived=dict(op="same", source=0))
+        data[1]["meta"] = codec.same_rule(0)
     if masked_map.block == 1 and (window is None or window >= n):  # masked = scaled where j ≤ i, else −∞
-        data[3]["meta"] = dict(derived=dict(op="causal", source=1, fill=None if masked_map.exact else 0))
+        data[3]["meta"] = codec.causal_rule(1, None if masked_map.exact else 0)
     for trace in (data[2], data[4]):  # the mask and the softmax, unpooled: nothing above the diagonal
-        fill = lower_triangle_fill(trace["z"])
+        fill = codec.lower_triangle_fill(trace["z"])
         if fill is not None:
-            trace["meta"] = trace.get("meta", {}) | dict(packed=dict(op="tril", fill=fill))
+            trace["meta"] = trace.get("meta", {}) | codec.packed_rule(fill)
     if n > 1:
         data += [masked_region(n, MASKED_HOVER, at) for at in (mask_at, masked_at)]
     if window is not None and n > window:

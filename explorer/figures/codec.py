@@ -1,4 +1,6 @@
-"""Big N×N maps, small enough to send: how a map is encoded (`figures.maps` draws it).
+"""The wire format: what the app sends of a figure, and how its big N×N maps are made small. The one
+encoder; its one decoder is the page's (explorer/app/ui/assets/codec.mjs, which says what each rule
+means), and both are held to the fixtures under tests/fixtures/codec.
 
 Maps go out as base64 typed arrays (numpy float32 / uint8, which plotly serialises as `bdata`, never
 as nested lists): exact float32 while the map fits a byte budget, else one byte per cell, else pooled
@@ -9,12 +11,16 @@ block along each axis, never a reduction over a small axis.
 
 from __future__ import annotations
 
+import base64
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+WIRE_VERSION = 1  # the rules' format, as the page's decoder reads it (codec.mjs `VERSION`)
+DEFLATE_FROM_BYTES = 1024  # arrays of a head's difference smaller than this ride as they are
 MAP_BUDGET_BYTES = 256 * 256 * 4  # one big map: exact float32 up to 256 tokens, 8-bit up to 512
 ALL_HEADS_BUDGET_BYTES = 128 * 1024  # every head's map of a layer together
 
@@ -170,3 +176,88 @@ def _pool_reduce(x: np.ndarray, block: int, ufunc: np.ufunc, pad: float) -> np.n
     for k in range(1, block):
         ufunc(down, across[..., k::block, :], out=down)
     return down
+
+
+# --- traces as sent: rules the page rebuilds a map by (codec.mjs `rebuild`) ---------------------------
+
+
+def scaled_rule(source: int, by: float) -> dict:
+    """A map that is float32(trace `source`'s × float32(by)), as torch multiplies."""
+    return dict(derived=dict(op="scale", source=source, by=float(np.float32(by))))
+
+
+def same_rule(source: int) -> dict:
+    """A map that holds trace `source`'s values (8-bit codes relative to each panel's own limit)."""
+    return dict(derived=dict(op="same", source=source))
+
+
+def causal_rule(source: int, fill: float | None) -> dict:
+    """A map that is trace `source`'s where the key is at or before the query, `fill` above (None: a
+    gap)."""
+    return dict(derived=dict(op="causal", source=source, fill=fill))
+
+
+def angles_rule(positions: int, inv_freq: np.ndarray) -> dict:
+    """RoPE's angles float32(m × θ_i) for m < `positions`, wrapped to (−π, π] (`rope.wrap_angle`)."""
+    return dict(derived=dict(op="angles", positions=positions, inv_freq=np.float32(inv_freq).tolist()))
+
+
+def packed_rule(fill: float) -> dict:
+    """A square map sent as its lower triangle, row by row; every cell above holds `fill`."""
+    return dict(packed=dict(op="tril", fill=fill))
+
+
+def weighted_rule(sums: np.ndarray, norms: np.ndarray) -> dict:
+    """A weighted softmax map whose hover, [α, ‖α·v·W_O‖] a cell, follows from each row's sum
+    Σ ‖α·v·W_O‖ [R] and each key's ‖v·W_O‖ [K] (`maps.KeyWrites`)."""
+    return dict(weighted=dict(sums=np.asarray(sums, np.float32), norms=np.asarray(norms, np.float32)))
+
+
+def compact_trace(trace: dict) -> dict:
+    """A trace (as `figures.sendable` gives it) as the app sends it: a `derived` map left out, a
+    `packed` one as its lower triangle, and a `weighted` map's hover data left out."""
+    meta = trace.get("meta") or {}
+    if meta.get("weighted"):
+        trace = {key: value for key, value in trace.items() if key != "customdata"}
+    if meta.get("derived"):
+        return {key: value for key, value in trace.items() if key != "z"}
+    if meta.get("packed"):
+        z = map_array(trace["z"])  # [N, N]
+        rows, cols = np.tril_indices(len(z))
+        lower = np.ascontiguousarray(z[rows, cols])  # [N(N+1)/2]
+        return trace | {"z": {"dtype": lower.dtype.str[1:], "bdata": base64.b64encode(lower).decode()}}
+    return trace
+
+
+def lower_triangle_fill(z) -> float | None:
+    """The one value every cell above the diagonal of a square map holds (a causal map's 0), or None
+    when there is none: then the map cannot be sent as its lower triangle."""
+    z = np.asarray(z)
+    if z.ndim != 2 or z.shape[0] != z.shape[1] or len(z) < 2:
+        return None
+    above = z[np.triu_indices(len(z), 1)]
+    if not np.isfinite(above[0]) or not np.all(above == above[0]):
+        return None
+    return above[0].item()
+
+
+def map_array(z) -> np.ndarray:
+    """A map as Plotly's JSON holds it (typed-array `bdata`, or nested lists) as a numpy array."""
+    if isinstance(z, dict) and "bdata" in z:
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        return flat.reshape([int(n) for n in str(z["shape"]).split(",")]) if "shape" in z else flat
+    return np.asarray(z)
+
+
+def deflated(value):
+    """`value` (a figure's parts as sent) with each typed array of DEFLATE_FROM_BYTES or more as its
+    zlib-compressed bytes, base64, marked `deflate`."""
+    if isinstance(value, list):
+        return [deflated(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    bdata = value.get("bdata")
+    if isinstance(bdata, str) and len(bdata) * 3 // 4 >= DEFLATE_FROM_BYTES:
+        packed = zlib.compress(base64.b64decode(bdata), 6)
+        return value | {"bdata": base64.b64encode(packed).decode(), "deflate": True}
+    return {key: deflated(v) for key, v in value.items()}

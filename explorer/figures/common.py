@@ -19,11 +19,16 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from _plotly_utils.utils import plotlyjsShortTypes as PLOTLY_JS_TYPES
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.engine.tokens import printable
+from explorer.figures.codec import compact_trace
 
+# numpy dtypes Plotly's typed arrays hold, by their short name in plotly.js ({dtype, bdata, shape})
+PLOTLY_JS_TYPES = {
+    "int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2",
+    "int32": "i4", "uint32": "u4", "float32": "f4", "float64": "f8",
+}  # fmt: skip
 MAX_TICK_LABELS = 20  # per axis; beyond, every k-th position is labelled (hover still names every one)
 SHORT_END = "\u2063"  # invisible separator: a tick label ends here, its hover goes on
 GROUP_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
@@ -132,43 +137,6 @@ def _sendable(value):
     if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
     return value
-
-
-def compact_trace(trace: dict) -> dict:
-    """A trace as the app sends it: a `meta.derived` map left out (the page rebuilds it from another),
-    a `meta.packed` one as its lower triangle, row by row (the page fills the rest with `fill`), and
-    a `meta.weighted` map's hover data left out (the page rebuilds it from the map: `maps.KeyWrites`)."""
-    meta = trace.get("meta") or {}
-    if meta.get("weighted"):
-        trace = {key: value for key, value in trace.items() if key != "customdata"}
-    if meta.get("derived"):
-        return {key: value for key, value in trace.items() if key != "z"}
-    if meta.get("packed"):
-        z = _array(trace["z"])  # [N, N]
-        rows, cols = np.tril_indices(len(z))
-        lower = np.ascontiguousarray(z[rows, cols])  # [N(N+1)/2]
-        return trace | {"z": {"dtype": lower.dtype.str[1:], "bdata": base64.b64encode(lower).decode()}}
-    return trace
-
-
-def lower_triangle_fill(z) -> float | None:
-    """The one value every cell above the diagonal of a square map holds (a causal map's 0), or None
-    when there is none: then the map cannot be sent as its lower triangle."""
-    z = np.asarray(z)
-    if z.ndim != 2 or z.shape[0] != z.shape[1] or len(z) < 2:
-        return None
-    above = z[np.triu_indices(len(z), 1)]
-    if not np.isfinite(above[0]) or not np.all(above == above[0]):
-        return None
-    return above[0].item()
-
-
-def _array(z) -> np.ndarray:
-    """A map as Plotly's JSON holds it (typed-array `bdata`, or nested lists) as a numpy array."""
-    if isinstance(z, dict) and "bdata" in z:
-        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        return flat.reshape([int(n) for n in str(z["shape"]).split(",")]) if "shape" in z else flat
-    return np.asarray(z)
 
 
 def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from plotly.colors import get_colorscale, sample_colorscale
 
+from explorer.figures import codec
 from explorer.figures.codec import EncodedMap
 
 PROBS_COLORSCALE = get_colorscale("Blues")
@@ -49,8 +50,7 @@ class KeyWrites:
         norms = np.asarray(self.value_norms, dtype=np.float32)
         sums = np.asarray(self.row_sums, dtype=np.float32)
         written = probs * norms[None, :]  # float32 products, as AttentionInternals.weighted_norms
-        meta = dict(weighted=dict(sums=sums, norms=norms))  # sent as float32 typed arrays
-        return dict(customdata=np.stack([probs, written], axis=-1), meta=meta)
+        return dict(customdata=np.stack([probs, written], axis=-1), meta=codec.weighted_rule(sums, norms))
 
 
 DATA_RANGE_FROM = 128  # positions: past this, a linear probability scale tops out where the rows peak

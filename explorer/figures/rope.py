@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
+from explorer.figures import codec
 from explorer.figures.common import axis_title, figure, quoted_token, token_axis
 
 ANGLE_COLORSCALE = get_colorscale("Twilight")  # cyclic: −π and π meet
@@ -40,7 +41,7 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
     heatmap = dict(
         type="heatmap",
         z=wrap_angle(angles),
-        meta=dict(derived=dict(op="angles", positions=len(angles), inv_freq=np.float32(inv_freq).tolist())),
+        meta=codec.angles_rule(len(angles), inv_freq),
         zmin=-np.pi,
         zmax=np.pi,
         colorscale=ANGLE_COLORSCALE,

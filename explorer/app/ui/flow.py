@@ -115,7 +115,9 @@ def build() -> FlowTab:
                 label="Threshold (routes under it are dropped)",
                 elem_id="flow-threshold",
             )
-            position = checked.Slider(0, 1, value=1, step=1, label="Position read", elem_id="flow-position")
+            position = checked.PositionSlider(
+                0, 1, value=1, step=1, label="Position read", elem_id="flow-position"
+            )
         graph = gr.Plot(show_label=False, elem_id="flow-plot", elem_classes="wide-plot")
         gr.Markdown(ROLLOUT_NOTE)
         rollout = gr.Plot(show_label=False, elem_id="rollout-plot", elem_classes="wide-plot")

@@ -141,7 +141,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             stop = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop-button")  # while idle
             show = gr.Button("Show in every view", interactive=False, elem_id="show-generation")
         text = gr.Textbox(label="Generated text", lines=3, interactive=False, elem_id="generated-text")
-        step = checked.Slider(
+        step = checked.PositionSlider(
             0, 1, value=0, step=1, label="Step (look back at an earlier one)", elem_id="step-slider"
         )
         rows = gr.Plot(show_label=False, elem_id="generation-plot", elem_classes="wide-plot")

@@ -54,9 +54,17 @@ def _no_stub_files():
 with _no_stub_files():
 
     class Slider(gr.Slider):
-        """A value outside the range is read as its nearest end: an event sent while an earlier range
-        stood (a position of the prompt before, a layer of the model before) can reach the server after
-        a run or a load narrowed it, and means the same end of the new range."""
+        def preprocess(self, payload):
+            _refuse_unless_number(self, payload)
+            return super().preprocess(payload)
+
+    class PositionSlider(Slider):
+        """A slider over what a run or a load sets (a position of the prompt, a layer of the model): a
+        value outside its range is read as its nearest end. An event sent while an earlier range stood
+        can reach the server after a run or a load narrowed it, and means the same end of the new one.
+        Drawn as its base, a slider (Gradio's `is_template`)."""
+
+        is_template = True
 
         def preprocess(self, payload):
             _refuse_unless_number(self, payload)

@@ -158,7 +158,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     token_strip = gr.HTML(elem_id="token-strip")
     heads_looking_at = looking.build()
     with gr.Row():
-        layer = checked.Slider(
+        layer = checked.PositionSlider(
             0, top(panel.n_layers), value=0, step=1, label="Layer", elem_id="layer-slider", min_width=200
         )
         head = checked.Dropdown(

@@ -166,7 +166,9 @@ def build() -> LensTab:
             "measures the total effect). "
             "The target follows the model's prediction until you type one."
         )
-        start = checked.Slider(0, 1, value=0, step=1, label="First position shown", elem_id="lens-start")
+        start = checked.PositionSlider(
+            0, 1, value=0, step=1, label="First position shown", elem_id="lens-start"
+        )
         grid = gr.Plot(show_label=False, elem_id="lens-plot", elem_classes="wide-plot")
         with gr.Row():
             target = gr.Textbox(
@@ -178,7 +180,9 @@ def build() -> LensTab:
                 elem_id="lens-distractor",
                 max_length=1024,
             )
-            position = checked.Slider(0, 1, value=1, step=1, label="Position read", elem_id="lens-position")
+            position = checked.PositionSlider(
+                0, 1, value=1, step=1, label="Position read", elem_id="lens-position"
+            )
         pinned = gr.Checkbox(
             False,
             label="Keep the target and “Against” for new prompts (else a new prompt empties them)",

@@ -29,8 +29,10 @@ def build(shared: Shared) -> RopeTab:
             angles = gr.Plot(show_label=False, elem_id="rope-angles-plot", elem_classes="wide-plot")
             wavelengths = gr.Plot(show_label=False, elem_id="rope-wavelengths-plot", elem_classes="wide-plot")
         with gr.Row():
-            query = checked.Slider(0, 1, value=0, step=1, label="Query position m", elem_id="rope-query")
-            key = checked.Slider(0, 1, value=0, step=1, label="Key position n", elem_id="rope-key")
+            query = checked.PositionSlider(
+                0, 1, value=0, step=1, label="Query position m", elem_id="rope-query"
+            )
+            key = checked.PositionSlider(0, 1, value=0, step=1, label="Key position n", elem_id="rope-key")
         rotation = gr.Plot(show_label=False, elem_id="rope-rotation-plot", elem_classes="wide-plot")
         split = gr.Plot(show_label=False, elem_id="rope-split-plot", elem_classes="wide-plot")
 

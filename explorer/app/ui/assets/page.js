@@ -1,8 +1,9 @@
-// Attention Explorer: what the page does in the browser, loaded once by explorer/ui/page.py.
+// Attention Explorer: what the page does in the browser, loaded once by explorer/app/ui/page.py after
+// the modules of its pure logic (`codec`: the wire format's decoder; `labels`: token labels cut to fit).
 //
 // - Tick labels: a token holding part of a character is labelled "é¹⁣ (byte 1 of 2 of “é”)"; the
 //   hover shows it all, ticks are drawn cut at the invisible separator U+2063 (so the margins fit what
-//   they show: `shortTicks`). Then an axis whose labels would overlap sets them a little smaller, and
+//   they show: `labels.shortTicks`). Then an axis whose labels would overlap sets them a little smaller, and
 //   hides only those that would overlap the last one shown still, or pass the figure's edge, measured
 //   as drawn, so no two ever collide (token axes leave the edge to this: Plotly's own check measured
 //   them twice).
@@ -25,12 +26,8 @@
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 // - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
-//   a map the server left out because it follows from another or from a rule (`meta.derived`: the
-//   scaled scores are float32(Q·Kᵀ × float32(1/√d)), the masked ones those where the mask allows,
-//   RoPE's angles float32(m × θ_i) wrapped to (−π, π]), or sent as its
-//   lower triangle (`meta.packed`: the causal mask and softmax), is rebuilt here, bit for bit, before
-//   it is drawn; a weighted softmax map's hover (`meta.weighted`: each cell's α and ‖α·v·W_O‖, from
-//   its share, its row's sum and its key's ‖v·W_O‖) is rebuilt too, to float32 rounding. Gradio's plot
+//   a figure's maps left out or packed by the wire format are rebuilt before it is drawn, by the
+//   decoder (`codec`). Gradio's plot
 //   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
 //   then the new one): it is drawn once, starting from the margins the figure before it settled on
 //   where its layout is that one's (`drawSettled`), so Plotly does not draw it twice more to settle them.
@@ -38,7 +35,6 @@
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
 
-  const SHORT_END = "\u2063";
   const hooked = new WeakSet();
 
   // An axis whose labels would overlap sets them smaller, down to SMALLEST_TICK_PX, and hides only
@@ -99,54 +95,11 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
-  // Plotly sizes a plot's margins to its tick labels as it draws them: a tick cut after drawing would
-  // leave a split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") pushing the margin out as
-  // if it were shown, and squash the maps (the pipeline's from 277 to 187 px tall at 256 tokens). So
-  // an axis holding such labels formats its ticks apart from its hover ("00000012", hover "12"), and
-  // those keys alias each label as the tick shows it, cut at SHORT_END: drawn as short as shown.
-  // (Hover formats positions with the axis' hoverformat, "d" on every token axis.)
-  const TICK_FORMAT = "08d";
-  const CUT = new RegExp(`${SHORT_END}[^<]*`, "g"); // to the label's end, or its next line (the flow's "<br>12")
-
-  function uncutAxes(layout) {
-    // [where, name] of each axis whose ticks would show a label's hover part (the layout's own, or its
-    // template's defaults for every axis)
-    const holders = [layout, layout && layout.template && layout.template.layout].filter(Boolean);
-    return holders.flatMap((holder) =>
-      Object.entries(holder)
-        .filter(([name, axis]) => /^[xy]axis\d*$/.test(name) && axis && axis.labelalias && axis.tickformat !== TICK_FORMAT)
-        .filter(([, axis]) => Object.values(axis.labelalias).some((label) => String(label).includes(SHORT_END)))
-        .map(([name]) => [holder, name]),
-    );
-  }
-
-  function shortTicks(layout) {
-    for (const [holder, name] of uncutAxes(layout)) {
-      const axis = holder[name];
-      const ticks = {};
-      for (const [key, label] of Object.entries(axis.labelalias)) ticks[key.padStart(8, "0")] = String(label).replace(CUT, "");
-      holder[name] = { ...axis, tickformat: TICK_FORMAT, labelalias: { ...axis.labelalias, ...ticks } };
-    }
-  }
-
   // A heatmap whose cells name tokens (the lens' grid) carries each cell's whole label in
   // `meta.fit_text` ([rows][columns]; its own `text`, short, is what an export draws): each cell shows
   // as much of its label as the cell's width holds, cut with "…" (hover gives it whole). Widths come
   // from a canvas in the labels' own font, so the page is not laid out once per label.
   const measure = document.createElement("canvas").getContext("2d");
-
-  function fitted(whole, room) {
-    if (measure.measureText(whole).width <= room) return whole;
-    const chars = Array.from(whole); // characters, not UTF-16 halves
-    let low = 0;
-    let high = chars.length - 1; // the most characters that fit before "…"
-    while (low < high) {
-      const mid = (low + high + 1) >> 1;
-      if (measure.measureText(chars.slice(0, mid).join("") + "…").width <= room) low = mid;
-      else high = mid - 1;
-    }
-    return chars.slice(0, low).join("") + "…";
-  }
 
   function fitCellText(gd) {
     for (const group of gd.querySelectorAll(".heatmaplayer g.hm")) {
@@ -164,7 +117,7 @@ if (!window.__attentionExplorerPage) {
         const cell = row && row[Math.round(xa.p2d(at.x)) - first];
         if (!text || cell === undefined) continue;
         measure.font = `${text.style.fontSize} ${text.style.fontFamily}`;
-        text.textContent = fitted(String(cell), room);
+        text.textContent = labels.fitted(String(cell), room, (t) => measure.measureText(t).width);
       }
     }
   }
@@ -430,110 +383,6 @@ if (!window.__attentionExplorerPage) {
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
 
-  // Maps are handed to Plotly as typed-array specs over one buffer ({dtype, bdata: ArrayBuffer, shape}),
-  // which Plotly reads without copying. Rows of typed arrays would cost more: Plotly's colour clean-up
-  // walks every row's keys before it draws (~20 ms for the pipeline at 256 tokens).
-  const ARRAYS = { f4: Float32Array, u1: Uint8Array };
-  const built = new WeakSet(); // maps rebuilt here (the others are as the server sent them)
-
-  function spec(values, rows, cols) {
-    const dtype = values instanceof Float32Array ? "f4" : "u1";
-    const z = { dtype, bdata: values.buffer, shape: `${rows},${cols}` };
-    built.add(z);
-    return z;
-  }
-
-  function flat(z) {
-    // A map as Plotly's JSON sends it (base64 bdata) or as rebuilt here (an ArrayBuffer): its values
-    // in one typed array, and its rows and columns.
-    let buffer = z.bdata;
-    if (typeof buffer === "string") {
-      const text = atob(buffer);
-      const bytes = new Uint8Array(text.length);
-      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-      buffer = bytes.buffer;
-    }
-    const values = new ARRAYS[z.dtype](buffer);
-    const [rows, cols] = z.shape === undefined ? [1, values.length] : String(z.shape).split(",").map(Number);
-    return { values, rows, cols };
-  }
-
-  function lowerTriangle(z, fill) {
-    // A map sent as its lower triangle, row by row (n(n+1)/2 values): n × n, `fill` above.
-    const { values } = flat(z);
-    const n = Math.round((Math.sqrt(8 * values.length + 1) - 1) / 2);
-    const out = new values.constructor(n * n);
-    if (fill !== 0) out.fill(fill);
-    for (let i = 0, at = 0; i < n; at += ++i) out.set(values.subarray(at, at + i + 1), i * n);
-    return spec(out, n, n);
-  }
-
-  const PI32 = Math.fround(Math.PI), TWO_PI32 = Math.fround(2 * Math.PI);
-
-  function ropeAngles(invFreq, n) {
-    // RoPE's angle of pair i at position m, float32(m × θ_i), wrapped to (−π, π] in float32 steps as
-    // numpy does it (explorer/figures/rope.py, wrap_angle): a row for each of n positions.
-    const theta = invFreq.map(Math.fround);
-    const out = new Float32Array(n * theta.length);
-    for (let m = 0, at = 0; m < n; m++) {
-      for (let i = 0; i < theta.length; i++, at++) {
-        const shifted = Math.fround(Math.fround(m * theta[i]) + PI32);
-        const wrapped = Math.fround((shifted % TWO_PI32) - PI32);
-        out[at] = wrapped === -PI32 ? PI32 : wrapped;
-      }
-    }
-    return spec(out, n, theta.length);
-  }
-
-  const sent = (z) => z && !built.has(z); // as the server sent it: not rebuilt yet
-
-  function keyWrites(trace) {
-    // A weighted map's hover data, [α, ‖α·v·W_O‖] a cell (explorer/figures/maps.py, KeyWrites): each
-    // share × its row's Σ ‖α·v·W_O‖ is the cell's ‖α·v·W_O‖, and that over its key's ‖v·W_O‖ its α.
-    const [sums, norms] = ["sums", "norms"].map((name) => flat(trace.meta.weighted[name]).values);
-    const { values, rows, cols } = flat(trace.z);
-    trace.z = spec(values, rows, cols); // decoded once, here
-    const out = new Float32Array(2 * values.length);
-    for (let i = 0, at = 0; i < rows; i++) {
-      for (let j = 0; j < cols; j++, at++) {
-        const written = values[at] * sums[i];
-        out[2 * at] = norms[j] > 0 ? written / norms[j] : 0;
-        out[2 * at + 1] = written;
-      }
-    }
-    return { dtype: "f4", bdata: out.buffer, shape: `${rows},${cols},2` };
-  }
-
-  function rebuild(data) {
-    for (const trace of data || []) {
-      const packed = trace.meta && trace.meta.packed;
-      if (packed && sent(trace.z)) trace.z = lowerTriangle(trace.z, packed.fill);
-      if (trace.meta && trace.meta.weighted && !trace.customdata) trace.customdata = keyWrites(trace);
-    }
-    for (const trace of data || []) {
-      const derived = trace.meta && trace.meta.derived;
-      if (!derived || trace.z) continue;
-      if (derived.op === "angles") {
-        trace.z = ropeAngles(derived.inv_freq, derived.positions);
-        continue;
-      }
-      const source = data[derived.source];
-      const { values, rows, cols } = flat(source.z);
-      source.z = spec(values, rows, cols); // decoded once, here
-      if (derived.op === "scale") {
-        const by = Math.fround(derived.by);
-        trace.z = spec(values.map((v) => Math.fround(v * by)), rows, cols);
-      } else if (derived.op === "same") {
-        trace.z = spec(values, rows, cols);
-      } else if (derived.op === "causal") {
-        const fill = derived.fill === null || derived.fill === undefined ? NaN : derived.fill;
-        const out = values.slice();
-        for (let i = 0; i < rows; i++) out.fill(fill, i * cols + i + 1, (i + 1) * cols);
-        trace.z = spec(out, rows, cols);
-      }
-    }
-  }
-
   // Every head's pipeline of the layer (explorer/app/head_switch.py): the update draws one head and
   // carries each other's as what differs from it (`layout.meta.heads[h]`: traces whole, by index; the
   // layout's and config's keys), its arrays deflated. Kept here, as sent, before anything is rebuilt.
@@ -588,20 +437,6 @@ if (!window.__attentionExplorerPage) {
     return Boolean(pack && (head === pack.shown || pack.heads[head]));
   }
 
-  async function inflate(value) {
-    // Each `deflate` array of a head's difference as its bytes (zlib, in the browser's own inflater).
-    if (Array.isArray(value)) return Promise.all(value.map(inflate));
-    if (!value || typeof value !== "object") return value;
-    if (value.deflate) {
-      const bytes = Uint8Array.from(atob(value.bdata), (c) => c.charCodeAt(0));
-      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-      const { deflate, ...array } = value;
-      return { ...array, bdata: await new Response(stream).arrayBuffer() };
-    }
-    const entries = await Promise.all(Object.entries(value).map(async ([key, v]) => [key, await inflate(v)]));
-    return Object.fromEntries(entries);
-  }
-
   async function showHead(head) {
     // Head `head`'s pipeline, from the layer's update: the figure the server would have sent for it.
     const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
@@ -616,15 +451,13 @@ if (!window.__attentionExplorerPage) {
     pack.drawn = head;
     followHead(head);
     const none = { data: {}, layout: {}, config: {} };
-    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await inflate(pack.heads[head]);
+    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await codec.inflate(pack.heads[head]);
     if (pack.drawn !== head || packs.get(gd) !== pack) return; // another head or update since
-    const diff = head === pack.shown ? none : pack.inflated[head];
-    const data = structuredClone(pack.data.map((trace, i) => diff.data[i] || trace));
+    const figure = structuredClone(codec.applyDifference(pack, head === pack.shown ? none : pack.inflated[head]));
     // The config as it was (Plotly draws a whole new plot for a config that differs); the downloads'
     // name, which the config alone changes, set on the plot after.
-    const options = { ...pack.config, ...diff.config }.toImageButtonOptions;
-    const layout = structuredClone({ ...pack.layout, ...diff.layout });
-    await window.Plotly.react(gd, data, layout, structuredClone(pack.config));
+    const options = figure.config.toImageButtonOptions;
+    await window.Plotly.react(gd, figure.data, figure.layout, structuredClone(pack.config));
     if (options && gd._context) gd._context.toImageButtonOptions = { ...options };
   }
 
@@ -702,8 +535,8 @@ if (!window.__attentionExplorerPage) {
     const draw = (gd, args) => {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
       keepPack(gd, args);
-      rebuild(args[0]);
-      shortTicks(args[1]);
+      codec.rebuild(args[0]);
+      labels.shortTicks(args[1]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
       // layout.meta.min_width; the card then scrolls sideways, as for the CSS minimums in page.css.
       const minWidth = args[1] && args[1].meta && args[1].meta.min_width;
@@ -780,10 +613,8 @@ if (!window.__attentionExplorerPage) {
       }, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt and its ticks cut.
-    const unbuilt = (t) =>
-      t.meta && ((t.meta.derived && !t.z) || (t.meta.packed && sent(t.z)) || (t.meta.weighted && !t.customdata));
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
-      if ((gd.data || []).some(unbuilt) || uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
+      if ((gd.data || []).some(codec.unbuilt) || labels.uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
     });
   }
 
