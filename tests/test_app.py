@@ -406,7 +406,10 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
     from explorer.app.ui import share
     from explorer.loading import catalog as models
 
-    query = share.query_string("Crème brûlée & <b>", 3, 7, str(smollm2_path), "overview")
+    state = share.ViewState.on_page(
+        prompt="Crème brûlée & <b>", layer=3, head=7, model=str(smollm2_path), tab="overview"
+    )
+    query = share.query_string(state)
     assert parse_qs(query[1:]) == {
         "prompt": ["Crème brûlée & <b>"],
         "layer": ["3"],
@@ -414,7 +417,8 @@ def test_a_link_names_the_view_and_a_picker_model_by_its_label(smollm2_path):
         "tab": ["overview"],
         "model": [models.SMOLLM2_LABEL],
     }
-    assert "model=" not in share.query_string("x", 0, 0, "", "attention")  # the bundled model is implied
+    bundled = share.ViewState.on_page(prompt="x", layer=0, head=0, tab="attention")
+    assert "model=" not in share.query_string(bundled)  # the bundled model is implied
 
 
 def test_a_links_lens_target_and_against_come_back_from_the_link_it_wrote(workspace):
@@ -423,25 +427,66 @@ def test_a_links_lens_target_and_against_come_back_from_the_link_it_wrote(worksp
 
     from explorer.app.ui import share
 
-    query = share.query_string("To be", 0, 0, "", "lens", target=" be", against=" to")
+    query = share.query_string(share.ViewState(prompt="To be", tab="lens", target=" be", against=" to"))
     request = types.SimpleNamespace(query_params=dict(parse_qsl(query[1:])), session_hash="s")
-    restored = share.restore_view(workspace, "", request)
-    assert restored[1] == "To be" and restored[-2:] == (" be", " to")
+    state, named, notes = share.restore_view(workspace, "", request)
+    assert (state.prompt, state.target, state.against) == ("To be", " be", " to") and not notes
+    assert {"prompt", "target", "against", "tab", "layer", "head"} == named  # the page changes those alone
+
+
+def test_a_link_read_back_is_the_view_state_it_was_written_from():
+    """Every field a link carries comes back as it was, text of any kind included."""
+    from explorer.app.ui import circuit, share
+    from explorer.views import MapStyle
+
+    odd = "Crème & brûlée #1?\n= <b>\t“x” 🙂 %20+"
+    circuit_part = circuit.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"])
+    state = share.ViewState(
+        prompt=odd,
+        model="some/model & #2",
+        tab="circuit",
+        layer=3,
+        head=7,
+        style=MapStyle(log=True, weighted=True),
+        query=4,
+        key=2,
+        ablate=("3.1", "0.2"),
+        mode="mean",
+        in_views=True,
+        clean=odd + " clean",
+        corrupted="a\r\nb & c",
+        answer=" Mary",
+        distractor=" John#",
+        target=" be&",
+        against=" to\n",
+        cell=(4, 1),
+        circuit=circuit_part,
+    )
+    assert share.read(share.query_string(state)) == state
+    typed = share.ViewState(
+        prompt="x", tab="circuit", circuit=circuit.settings("typed", "", 0, 0, odd, "kl", ["exact"])
+    )
+    assert share.read(share.query_string(typed)) == typed
+    assert share.read(share.query_string(share.ViewState(prompt="x"))) == share.ViewState(prompt="x")
+    hostile = share.read(f"?prompt=x&layer=abc&cell={'9' * 5000},1&q=-3&mode=drop&views=no")
+    assert hostile == share.ViewState(prompt="x")  # what a link names wrongly is read as its default
 
 
 def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads(
     workspace, monkeypatch, tmp_path
 ):
-    from explorer.app.ui.model_loading import Loader
+    from explorer.app.ui.model_loading import Loader, ModelViews
     from explorer.loading import catalog
 
     monkeypatch.setattr(catalog, "smollm2_gguf", lambda: None)  # not installed when the server starts
     with gr.Blocks():
         picker = gr.Dropdown([label for label, _ in workspace.policy.choices()])
-        loader = Loader(workspace, picker, [gr.HTML()])
+        views = ModelViews(**{name: gr.State() for name in ModelViews.__dataclass_fields__})
+        loader = Loader(workspace, picker, views, gr.State())
     assert catalog.SMOLLM2_LABEL not in [label for label, _ in picker.choices]
     monkeypatch.setattr(catalog, "smollm2_gguf", lambda: tmp_path / catalog.SMOLLM2_FILE)  # installed since
-    *_, update, refusal = loader.restore("", types.SimpleNamespace(query_params={}, session_hash="s"))
+    restored = loader.restore("", types.SimpleNamespace(query_params={}, session_hash="s"))
+    update, refusal = restored[picker], restored[loader.refusal]
     assert refusal is None
     offered = [choice[0] if isinstance(choice, tuple) else choice for choice in update.choices]
     assert offered == [label for label, _ in workspace.policy.choices()] and catalog.SMOLLM2_LABEL in offered

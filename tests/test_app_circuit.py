@@ -351,9 +351,9 @@ def test_a_bounded_server_refuses_a_circuit_it_cannot_finish_in_time(workspace):
 
 def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
     linked = circuit_tab.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"])
-    query = share.query_string("x", 0, 0, "", "circuit", circuit=linked)
+    query = share.query_string(share.ViewState(prompt="x", tab="circuit", circuit=linked))
     assert "tab=circuit" in query and "circuit=factual" in query
-    assert "circuit=" not in share.query_string("x", 0, 0, "", "lens", circuit=linked)
+    assert "circuit=" not in share.query_string(share.ViewState(prompt="x", tab="lens", circuit=linked))
     request = SimpleNamespace(query_params=dict(parse_qsl(query[1:])))
     events = circuit_tab.CircuitEvents.__new__(circuit_tab.CircuitEvents)
     restored = events.restore(request)

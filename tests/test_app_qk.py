@@ -101,10 +101,12 @@ def test_composition_draws_every_pair_of_heads_as_the_engine_scores_it(client, w
 
 
 def test_a_link_carries_the_cell_of_the_head_it_names():
-    link = share.query_string("x", 2, 3, "", "attention", cell="2,3,14,9,123")
-    assert "cell=14%2C9" in link
-    assert "cell" not in share.query_string("x", 2, 4, "", "attention", cell="2,3,14,9,123")  # another head
-    assert "cell" not in share.query_string("x", 2, 3, "", "attention", cell="")
+    def link(head: int, cell: str) -> str:
+        return share.query_string(share.ViewState.on_page(prompt="x", layer=2, head=head, cell=cell))
+
+    assert "cell=14%2C9" in link(3, "2,3,14,9,123")
+    assert "cell" not in link(4, "2,3,14,9,123")  # another head
+    assert "cell" not in link(3, "")
 
 
 def test_the_readings_behind_the_panel_change_no_view_of_the_run(client, workspace):

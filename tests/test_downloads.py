@@ -93,11 +93,12 @@ def test_a_patching_sweeps_downloads_are_the_visitors_one_file_as_a_layers_are(t
     workspace = Workspace(device="cpu", policy=Policy(**UNLIMITED_LOADS))
     downloads = Downloads(tmp_path / "explorer-downloads", per_visitor=1 << 30, total=1 << 30)
     shared = types.SimpleNamespace(workspace=workspace, downloads=downloads)  # the page's one, as layout's
-    events = patching.PatchingEvents(types.SimpleNamespace(), shared, page=None)
+    section = types.SimpleNamespace(download="the hidden download button")
+    events = patching.PatchingEvents(section, shared, page=None)
     request = types.SimpleNamespace(headers={}, client=types.SimpleNamespace(host="10.0.0.1"))
     sweep = patching.Sweep(result, direct, "")
-    _, npz = events.exporter(sweep_export.write_sweep_npz)(request, sweep)
-    _, csv = events.exporter(sweep_export.write_sweep_csv)(request, sweep)
+    npz = events.exporter(sweep_export.write_sweep_npz)(request, sweep)[section.download]
+    csv = events.exporter(sweep_export.write_sweep_csv)(request, sweep)[section.download]
     assert not Path(npz).exists() and files_under(tmp_path) == [str(Path(csv).relative_to(tmp_path))]
     layer = downloads.path("10.0.0.1", "layer0.npz", 10, "Layer 0's tensors")
     assert not Path(csv).exists() and files_under(tmp_path) == [str(layer.relative_to(tmp_path))]

@@ -207,14 +207,14 @@ def test_a_weighted_update_stays_within_a_megabyte_and_near_the_plain_ones_size(
     [views.MapStyle(weighted=True), views.MapStyle(log=True, weighted=True), views.MapStyle(log=True)],
 )
 def test_a_link_carries_how_maps_are_drawn_and_restores_it(style):
-    query = share.query_string("To be", 1, 2, "", "attention", style)
+    query = share.query_string(share.ViewState(prompt="To be", layer=1, head=2, style=style))
     params = {key: values[0] for key, values in parse_qs(query[1:]).items()}
     assert ("weighted" in params) == style.weighted and ("log" in params) == style.log
     assert share.map_style(params) == style
 
 
 def test_a_link_that_says_nothing_of_maps_leaves_them_as_they_are():
-    query = share.query_string("To be", 1, 2, "", "attention")
+    query = share.query_string(share.ViewState(prompt="To be", layer=1, head=2))
     params = {key: values[0] for key, values in parse_qs(query[1:]).items()}
     assert "weighted" not in params and "log" not in params
     assert share.map_style(params) is None

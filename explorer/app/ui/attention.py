@@ -5,7 +5,6 @@ weighted by what each key writes), and the layer's tensors or the head's map to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
@@ -44,45 +43,44 @@ class AttentionTab:
     # page downloads at once (`DOWNLOAD_JS`), one click on the visible button
     why: why.WhyPanel  # a clicked cell's score split into its sources, under the pipeline
 
-    def after_run(self, run: Run, layer: int, head: int, is_open: bool, style: views.MapStyle) -> tuple:
-        """A new run's updates of the zoom (the run handler's last outputs: `self.window`, `self.zoom`):
-        its window moved to its default place, and drawn if open."""
+    def after_run(self, run: Run, layer: int, head: int, is_open: bool, style: views.MapStyle) -> dict:
+        """A new run's updates of the zoom: its window moved to its default place, and drawn if open."""
         window = views.default_zoom(run)
-        return *window, plot(views.zoom(run, layer, head, window, style)) if is_open else gr.skip()
+        updates = dict(zip(self.window, window, strict=True))
+        return updates | ({self.zoom: plot(views.zoom(run, layer, head, window, style))} if is_open else {})
 
     def follower(self, shared: Shared) -> Follower:
         """The zoom follows a layer or head switch when it is open, over the same window."""
 
         def follow(layer, head, q0, q1, k0, k1, is_open, shown, style):
             if not is_open or shown is None:
-                return (gr.skip(),)
+                return {}
             run = shared.workspace.run(*shown)
-            return (plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), style)),)
+            return {self.zoom: plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), style))}
 
         inputs = [*self.window, self.zoom_open, shared.shown, shared.map_style]
         return Follower(inputs, [self.zoom], follow)
 
-    def wire_style(self, shared: Shared, stale: list, taken_away: Callable[[], tuple]) -> None:
+    def wire_style(self, shared: Shared, stale: list) -> None:
         """Either box redraws the softmax maps in the style they set (`shared.map_style`): the head's
         pipeline, every head's map, and the zoom when open. What was offered for the view before (a
-        file, a link: `stale`) goes, by the updates `taken_away()` gives."""
+        file, a link: `stale`) goes."""
 
         @gpu
-        @guarded(5 + len(stale))
+        @guarded(shared.status)
         def restyle(log, weighted, layer, head, shown, zoom_open, *window):
             style = views.MapStyle(log=bool(log), weighted=bool(weighted))
+            updates = {shared.map_style: style, **dict.fromkeys(stale, "")}
             if shown is None:
-                return gr.skip(), style, gr.skip(), gr.skip(), gr.skip(), *taken_away()
+                return updates
             run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
-            zoom = plot(views.zoom(run, layer, head, _window(*window), style)) if zoom_open else gr.skip()
-            return (
-                gr.skip(),
-                style,
-                pipeline_plot(run, layer, head, style),
-                *plots([views.all_heads(run, layer, style)], run, layer),
-                zoom,
-                *taken_away(),
-            )
+            if zoom_open:
+                updates[self.zoom] = plot(views.zoom(run, layer, head, _window(*window), style))
+            (all_heads,) = plots([views.all_heads(run, layer, style)], run, layer)
+            return updates | {
+                self.pipeline: pipeline_plot(run, layer, head, style),
+                self.all_heads: all_heads,
+            }
 
         inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
         outputs = [shared.status, shared.map_style, self.pipeline, self.all_heads, self.zoom, *stale]
@@ -149,23 +147,23 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
         zoom_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
 
     @gpu
-    @guarded(2)
+    @guarded(shared.status)
     def show_window(layer, head, q0, q1, k0, k1, shown, style):
         if shown is None:
-            return gr.skip(), gr.skip()
+            return {}
         run = shared.workspace.run(*shown)
         window = _window(q0, q1, k0, k1)
-        return gr.skip(), plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))
+        return {zoom: plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))}
 
     @gpu
-    @guarded(2)
+    @guarded(shared.status)
     def other_heads(ask, shown, style):
         if shown is None:
-            return gr.skip(), gr.skip()
+            return {}
         run = shared.workspace.run(*shown)
         layer, head, fingerprint = payload.asked_heads(run, ask)
         sent = payload.other_heads(run, layer, head, fingerprint, style, pipeline_names(run, layer))
-        return gr.skip(), gr.skip() if sent is None else sent
+        return {} if sent is None else {others: sent}
 
     ask_others.change(
         other_heads,
@@ -189,10 +187,10 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
 
     policy, downloads = shared.workspace.policy, shared.downloads
 
-    @guarded(2)
+    @guarded(shared.status)
     def layer_npz(layer, shown, request: gr.Request):
         if shown is None:
-            return gr.skip(), gr.skip()
+            return {}
         run, layer = shared.workspace.run(*shown), index(layer, "layer")
         if not views.maps_fit(run):
             raise ValueError(
@@ -201,17 +199,17 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
             )
         size, what = export.layer_bytes(run), f"Layer {layer}'s tensors for {run.n_tokens:,} tokens"
         path = downloads.path(address(request, policy.public), f"layer{layer}.npz", size, what)
-        return gr.skip(), str(export.write_layer_npz(run, layer, path))
+        return {download: str(export.write_layer_npz(run, layer, path))}
 
-    @guarded(2)
+    @guarded(shared.status)
     def head_csv(layer, head, shown, request: gr.Request):
         if shown is None:
-            return gr.skip(), gr.skip()
+            return {}
         run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
         name = f"layer{layer}-head{head}-softmax.csv"
         size, what = export.head_csv_bytes(run), f"Head {head}'s map for {run.n_tokens:,} tokens"
         path = downloads.path(address(request, policy.public), name, size, what)
-        return gr.skip(), str(export.write_head_csv(run, layer, head, path, views.VIEW_MAP_BYTES))
+        return {download: str(export.write_head_csv(run, layer, head, path, views.VIEW_MAP_BYTES))}
 
     npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz").then(
         None, None, download, js=DOWNLOAD_JS, api_name=False

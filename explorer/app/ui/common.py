@@ -34,10 +34,10 @@ def gpu(fn):
     return spaces.GPU(fn)
 
 
-def on_gpu(handler, n_outputs: int):
+def on_gpu(handler, status):
     """A handler that computes: errors become warnings (`guarded`), and on ZeroGPU it runs inside
     `spaces.GPU`, wrapped as the page is built like every other tab's handlers."""
-    return gpu(guarded(n_outputs)(handler))
+    return gpu(guarded(status)(handler))
 
 
 def plot(fig, filename: str = "attention-explorer") -> PlotData:
@@ -133,22 +133,30 @@ def warn(error: Exception, where: str) -> str:
     return message
 
 
-def guarded(n_outputs: int):
-    """Turn an error into a warning and a status message (the first output), leaving every other
-    output as it is; a person never sees a stack trace and the app stays up. A generator handler (one
-    that streams) yields the warning as its last update, after the ones it yielded before the error."""
+def guarded(status):
+    """Turn an error into a warning and a status message, leaving every other output as it is; a
+    person never sees a stack trace and the app stays up. A handler returns its updates as a dict
+    keyed by output (Gradio leaves those it does not name as they are; `{}`: nothing changes), and an
+    error `{status: message}`. A generator handler (one that streams) yields the warning as its last
+    update, after the ones it yielded before the error.
+
+    `status` may instead be the number of outputs of a handler returning them in order, the status
+    line first: an error is then the message followed by every other output left as it is."""
 
     def decorate(handler):
-        def warning(error: Exception) -> tuple:
-            message = warn(error, handler.__name__)
-            return markup.status(message, "warning"), *(gr.skip() for _ in range(n_outputs - 1))
+        def warning(error: Exception):
+            message = markup.status(warn(error, handler.__name__), "warning")
+            if isinstance(status, int):
+                return message, *(gr.skip() for _ in range(status - 1))
+            return {status: message}
 
         if inspect.isgeneratorfunction(handler):
 
             @functools.wraps(handler)
             def stream(*args, **kwargs):
                 try:
-                    yield from handler(*args, **kwargs)
+                    for update in handler(*args, **kwargs):
+                        yield sent(update)
                 except Exception as error:
                     yield warning(error)
 
@@ -157,13 +165,19 @@ def guarded(n_outputs: int):
         @functools.wraps(handler)
         def wrapper(*args, **kwargs):
             try:
-                return handler(*args, **kwargs)
+                return sent(handler(*args, **kwargs))
             except Exception as error:
                 return warning(error)
 
         return wrapper
 
     return decorate
+
+
+def sent(updates):
+    """A handler's updates as Gradio takes them: `{}` (nothing changes; Gradio takes a dict of
+    updates, but not an empty one) as the one update that leaves every output as it is."""
+    return gr.skip() if isinstance(updates, dict) and not updates else updates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,7 +221,7 @@ class Follower:
 
     inputs: list
     outputs: list
-    update: Callable  # (layer, head, *values of `inputs`) -> one update per output
+    update: Callable  # (layer, head, *values of `inputs`) -> {output: update}, those that change
 
 
 @dataclass(frozen=True)
@@ -224,12 +238,12 @@ class Followers:
     def outputs(self) -> list:
         return [component for follower in self.each for component in follower.outputs]
 
-    def update(self, layer: int, head: int, values) -> tuple:
-        updates, at = [], 0
+    def update(self, layer: int, head: int, values) -> dict:
+        updates, at = {}, 0
         for follower in self.each:
-            updates += follower.update(layer, head, *values[at : at + len(follower.inputs)])
+            updates |= follower.update(layer, head, *values[at : at + len(follower.inputs)])
             at += len(follower.inputs)
-        return tuple(updates)
+        return updates
 
 
 # The events of expensive readings take turns in one queue of their own, as many at once as the policy's
@@ -245,9 +259,7 @@ def draw_while_open(
     which `draw` sets). The request comes first: Gradio passes it to a parameter before any `*values`."""
 
     def after_run(request: gr.Request, opened, *values):
-        if not opened:
-            return (gr.skip(),) * len(outputs)
-        return draw(request, *values)
+        return draw(request, *values) if opened else sent({})
 
     tab.select(draw, reads, outputs, api_name=api_name, **COSTLY)
     for event in runs:

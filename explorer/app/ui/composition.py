@@ -27,15 +27,15 @@ class CompositionCard:
 
     def wire(self, shared: Shared) -> None:
         @gpu
-        @guarded(2)
+        @guarded(shared.status)
         def draw(request: gr.Request, layer, head, shown):
             if shown is None:
-                return gr.skip(), gr.skip()
+                return {}
             run = shared.workspace.run(*shown)
             picked = index(layer, "layer"), index(head, "head")
             with shared.readings.reading(request, limits.composition_cost(run.explorer), run):
                 figure = views.composition(run.explorer, picked)
-            return gr.skip(), plot(figure, "composition")
+            return {self.plot: plot(figure, "composition")}
 
         inputs, outputs = [shared.layer, shared.head, shared.shown], [shared.status, self.plot]
         self.panel.expand(draw, inputs, outputs, api_name="composition", **COSTLY)

@@ -95,11 +95,6 @@ class Tabs:
 EMPTY_PROMPT = "The prompt is empty: type one and press Run (or Enter) to see its attention."
 
 
-def offers_taken_away() -> tuple:
-    """The update that takes away a link: it belongs to a view gone."""
-    return ("",)
-
-
 def truncation_message(run: Run, policy: Policy) -> str:
     """Why the run's prompt was cut ('' when it was not), as the status line and token strip say it."""
     context = run.config.context_length
@@ -112,6 +107,9 @@ class ViewEvents:
     - a run: status, token strip, what is shown, the RoPE positions and model views, the head's and the
       layer's figures (`views.head_figures`, `views.layer_figures`), the Overview, the zoom's window;
     - a switch: status, the head's figures (and for a layer, the layer's), the followers' views.
+
+    Each handler returns the updates of those that change, keyed by component. The lists keep their
+    order for the API, whose callers read the outputs in it (the status line first).
     """
 
     def __init__(
@@ -126,7 +124,7 @@ class ViewEvents:
         self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
         self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
-        stale = Follower([], self.stale, lambda layer, head: offers_taken_away())
+        stale = Follower([], self.stale, lambda layer, head: self.offers_taken_away())
         self.followers = Followers((t.attention.follower(s), t.generate.follower, stale))
         self.run_outputs = [s.status, controls.token_strip, s.shown, t.rope.query, t.rope.key, t.rope.angles]
         self.run_outputs += [t.rope.wavelengths, *self.head_plots, *self.layer_plots]
@@ -142,10 +140,14 @@ class ViewEvents:
 
     # --- handlers -----------------------------------------------------------------------------------
 
-    def run_prompt(self, text, model, layer, head, overview_open, shown, style, zoom_open):
+    def offers_taken_away(self) -> dict:
+        """The updates that take away a link: it belongs to a view gone."""
+        return dict.fromkeys(self.stale, "")
+
+    def run_prompt(self, text, model, layer, head, overview_open, shown, style, zoom_open) -> dict:
         """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
         if shown == (model, text):
-            return (gr.skip(),) * len(self.run_outputs)
+            return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
             return self.views_cleared()
         cached = self.workspace.cached_run(model, text)
@@ -157,70 +159,73 @@ class ViewEvents:
             gr.Warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
-        return (
-            markup.status(message, "warning" if cut else "info"),
-            markup.token_strip(run.tokens, cut),
-            (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
-            gr.Slider(maximum=top(run.n_tokens), value=query),
-            gr.Slider(maximum=top(run.n_tokens), value=key),
-            plot(views.rope_angles(run)),
-            plot(views.rope_wavelengths(run)),
-            *head_plots(run, layer, head, query, key, style),
-            *plots(views.layer_figures(run, layer, style), run, layer),
-            *(overview.figures(cached) if overview_open else overview.EMPTY),
-            *self.tabs.attention.after_run(run, layer, head, zoom_open, style),
-            *offers_taken_away(),
-        )
+        s, t = self.shared, self.tabs
+        drawn_overview = overview.figures(cached) if overview_open else overview.EMPTY
+        return {
+            s.status: markup.status(message, "warning" if cut else "info"),
+            self.controls.token_strip: markup.token_strip(run.tokens, cut),
+            s.shown: (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
+            t.rope.query: gr.Slider(maximum=top(run.n_tokens), value=query),
+            t.rope.key: gr.Slider(maximum=top(run.n_tokens), value=key),
+            t.rope.angles: plot(views.rope_angles(run)),
+            t.rope.wavelengths: plot(views.rope_wavelengths(run)),
+            **self._layer_figures(run, layer, head, query, key, style),
+            **dict(zip(t.overview.outputs, drawn_overview, strict=True)),
+            **t.attention.after_run(run, layer, head, zoom_open, style),
+            **self.offers_taken_away(),
+        }
 
-    def views_cleared(self) -> tuple:
+    def views_cleared(self) -> dict:
         """The run's updates for an empty prompt: the views of an earlier prompt go (every plot, the
         strip, the Overview's lists, a download and a link); the sliders and the zoom's window stay."""
         t = self.tabs
-        kept = [t.rope.query, t.rope.key, *t.attention.window]
-        updates = {id(c): gr.skip() for c in kept}
-        updates[id(self.shared.status)] = markup.status(EMPTY_PROMPT, "info")
-        updates |= {id(self.controls.token_strip): "", id(t.overview.top): "", id(self.link): ""}
-        return tuple(updates.get(id(c)) for c in self.run_outputs)
+        kept = {t.rope.query, t.rope.key, *t.attention.window}
+        updates = {component: None for component in self.run_outputs if component not in kept}
+        updates[self.shared.status] = markup.status(EMPTY_PROMPT, "info")
+        return updates | {self.controls.token_strip: "", t.overview.top: "", self.link: ""}
 
-    def switch_layer(self, layer, head, query, key, shown, style, *followed):
+    def switch_layer(self, layer, head, query, key, shown, style, *followed) -> dict:
         """The head's and the layer's figures, and the followers', for another layer."""
         if shown is None:
-            return (gr.skip(),) * len(self.layer_outputs)
+            return {}
         layer, head = index(layer, "layer"), index(head, "head")
-        return (
-            gr.skip(),
-            *self._layer_figures(layer, head, query, key, shown, style),
-            *self.followers.update(layer, head, followed),
-        )
+        run = self.workspace.run(*shown)
+        query, key = index(query, "query position"), index(key, "key position")
+        figures = self._layer_figures(run, layer, head, query, key, style)
+        return figures | self.followers.update(layer, head, followed)
 
-    def follow_head(self, choice, query, key, shown, style, *followed):
+    def follow_head(self, choice, query, key, shown, style, *followed) -> dict:
         """After a head switch in the page: the views that follow the head elsewhere, when one is on
         screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; and the head's
         pipeline itself where the page does not hold it ("layer,head,nonce"; "…,drawn" where it drew it)."""
         if shown is None:
-            return (gr.skip(),) * len(self.follow_outputs)
+            return {}
         run = self.workspace.run(*shown)
         layer, head = picked_head(choice, run)
         query, key = index(query, "query position"), index(key, "key position")
         drawn = payload.every_head_rides(run) or str(choice).endswith(",drawn")
-        pipeline = gr.skip() if drawn else pipeline_plot(run, layer, head, style)
-        rope = rope_plots(run, layer, head, query, key)
-        return gr.skip(), pipeline, *rope, *self.followers.update(layer, head, followed)
+        pipeline, rotation, split = self.head_plots
+        updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
+        updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
+        return updates | self.followers.update(layer, head, followed)
 
-    def pick(self, choice, query, key, shown, style, *followed):
+    def pick(self, choice, query, key, shown, style, *followed) -> dict:
         """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
         if shown is None:
-            return (gr.skip(),) * (2 + len(self.layer_outputs))
-        layer, head = picked_head(choice, self.workspace.run(*shown))
-        figures = self._layer_figures(layer, head, query, key, shown, style)
-        return gr.skip(), layer, head, *figures, *self.followers.update(layer, head, followed)
+            return {}
+        run = self.workspace.run(*shown)
+        layer, head = picked_head(choice, run)
+        query, key = index(query, "query position"), index(key, "key position")
+        figures = self._layer_figures(run, layer, head, query, key, style)
+        picked = {self.shared.layer: layer, self.shared.head: head}
+        return picked | figures | self.followers.update(layer, head, followed)
 
-    def restore_positions(self, layer, head, shown, refusal, notes, request: gr.Request):
+    def restore_positions(self, layer, head, shown, refusal, notes, request: gr.Request) -> dict:
         """After a link's run: the RoPE positions it names, and the figures that show them (a run
         moves them to their defaults); and, when the link's model could not load or a value of the link
         was not the model's, why, back on the status line the run wrote over."""
-        params = share.requested(request)
-        query, key = share.integer(params, "q"), share.integer(params, "k")
+        asked = share.ViewState.of_params(share.requested(request))
+        query, key = asked.query, asked.key
         said = []
         if refusal:
             shown_on = (
@@ -228,30 +233,27 @@ class ViewEvents:
             )
             said.append(f"{refusal} The link's prompt is shown on {shown_on} instead.")
         said += [notes] if notes else []
-        status = markup.status(" ".join(said), "warning") if said else gr.skip()
+        updates = {self.shared.status: markup.status(" ".join(said), "warning")} if said else {}
         if shown is None or query is None or key is None:
-            return status, *(gr.skip(),) * 4
+            return updates
         run = self.workspace.run(*shown)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.clamp_position(run, query), views.clamp_position(run, key)
-        return (
-            status,
-            query,
-            key,
-            plot(views.rope_rotation(run, layer, head, query, key)),
-            plot(views.rope_score_split(run, layer, head, query, key)),
-        )
+        rope = self.tabs.rope
+        return updates | {
+            rope.query: query,
+            rope.key: key,
+            rope.rotation: plot(views.rope_rotation(run, layer, head, query, key)),
+            rope.split: plot(views.rope_score_split(run, layer, head, query, key)),
+        }
 
-    def restore_view(self, model, request: gr.Request) -> tuple:
-        return share.restore_view(self.workspace, model, request)
-
-    def _layer_figures(self, layer: int, head: int, query, key, shown, style) -> list:
-        run = self.workspace.run(*shown)
-        query, key = index(query, "query position"), index(key, "key position")
-        return [
+    def _layer_figures(self, run: Run, layer: int, head: int, query: int, key: int, style) -> dict:
+        """The head's and the layer's figures, by their plots."""
+        figures = [
             *head_plots(run, layer, head, query, key, style),
             *plots(views.layer_figures(run, layer, style), run, layer),
         ]
+        return dict(zip([*self.head_plots, *self.layer_plots], figures, strict=True))
 
     # --- wiring -------------------------------------------------------------------------------------
 
@@ -265,39 +267,34 @@ class ViewEvents:
         for tab, name in zip(every_tab, share.TABS, strict=True):  # in the page; the old link goes
             tab.select(None, None, [c.current_tab, link], js=f"() => ['{name}', '']", api_name=False)
 
-        run_prompt = gpu(guarded(len(self.run_outputs))(self.run_prompt))
+        run_prompt = gpu(guarded(s.status)(self.run_prompt))
         run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)
         # Progress shows on the status line alone: on every plot, each would run a timer of its own,
         # redrawn every frame while the plots are being drawn.
         progress = dict(show_progress_on=s.status)
-        loader = model_loading.Loader(
-            self.workspace, c.picker, [s.status, c.model, c.model_card, s.layer, s.head]
+        model_views = model_loading.ModelViews(
+            status=s.status,
+            model=c.model,
+            card=c.model_card,
+            layer=s.layer,
+            head=s.head,
+            gqa=t.gqa.diagram,
+            kv_cache=t.gqa.kv_cache,
+            shown=s.shown,
         )
-        loader.outputs += [t.gqa.diagram, t.gqa.kv_cache, s.shown]
         link_refusal = gr.State(None)  # why the model a link names could not load
+        loader = model_loading.Loader(self.workspace, c.picker, model_views, link_refusal)
         link_notes = gr.State("")  # what of a link's layer and head the model could not take
-        restored = demo.load(
-            loader.restore, c.model, [*loader.outputs, c.picker, link_refusal], api_name=False
-        ).then(
-            self.restore_view,
+        restored = share.RestoredControls(
+            linked=self.linked_controls(),
+            notes=link_notes,
+            overview_open=t.overview.is_open,
+            log_box=t.attention.log_box,
+            weighted_box=t.attention.weighted_box,
+        ).wire(
+            demo.load(loader.restore, c.model, loader.restore_outputs, api_name=False),
+            self.workspace,
             c.model,
-            [
-                link_notes,
-                c.prompt,
-                s.layer,
-                s.head,
-                c.current_tab,
-                t.overview.is_open,
-                t.attention.log_box,
-                t.attention.weighted_box,
-                s.map_style,
-                t.intervene.heads,
-                t.intervene.mode,
-                t.intervene.in_views,
-                *t.intervene.prompts,
-                *t.lens.linked,
-            ],
-            api_name=False,
         )
         # The link's tab is opened in the page, as a click would: were the tabs an output of any event,
         # Gradio would copy the state of every component inside them at each of every later event's
@@ -315,14 +312,14 @@ class ViewEvents:
             run_handler.after(c.examples.load_input_event),
             *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
             run_handler.after(restored).then(
-                gpu(guarded(5)(self.restore_positions)),
+                gpu(guarded(s.status)(self.restore_positions)),
                 [s.layer, s.head, s.shown, link_refusal, link_notes],
                 [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
                 api_name=False,
             ),
             t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
         ]
-        switch_layer = gpu(guarded(len(self.layer_outputs))(self.switch_layer))
+        switch_layer = gpu(guarded(s.status)(self.switch_layer))
         s.layer.input(
             switch_layer,
             self.switch_inputs,
@@ -338,7 +335,7 @@ class ViewEvents:
         s.head.select(None, s.head, link, js=SHOW_HEAD_JS, api_name=False)
         c.page_head.change(None, c.page_head, [s.head, link], js=PAGE_HEAD_JS, api_name=False)
         c.follow.change(
-            gpu(guarded(len(self.follow_outputs))(self.follow_head)),
+            gpu(guarded(s.status)(self.follow_head)),
             [c.follow, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
             self.follow_outputs,
             api_name="head",
@@ -346,7 +343,7 @@ class ViewEvents:
             **progress,
         )
         c.picked.change(
-            gpu(guarded(2 + len(self.layer_outputs))(self.pick)),
+            gpu(guarded(s.status)(self.pick)),
             [c.picked, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
             [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
             api_name=False,
@@ -367,15 +364,32 @@ class ViewEvents:
         t.lens.wire(s, runs)
         t.flow.wire(s, runs)
         t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
-        t.attention.wire_style(s, self.stale, offers_taken_away)
+        t.attention.wire_style(s, self.stale)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
-        i = t.intervene
-        view = [c.prompt, s.layer, s.head, c.model, c.current_tab, s.map_style, t.rope.query, t.rope.key]
-        view += [i.heads, i.mode, i.in_views, *i.prompts, *t.lens.linked, t.attention.why.cell]
-        view.append(t.circuit.linked)
-        copy_link.click(share.query_string, view, link, api_name=False).then(
-            None, link, link, js=share.COPY_JS
+        self.linked_controls().wire_copy(copy_link, link)
+
+    def linked_controls(self) -> share.LinkedControls:
+        """The controls a link is made of."""
+        s, c, t = self.shared, self.controls, self.tabs
+        patching = dict(zip(("clean", "corrupted", "answer", "distractor"), t.intervene.prompts, strict=True))
+        return share.LinkedControls(
+            prompt=c.prompt,
+            model=c.model,
+            tab=c.current_tab,
+            layer=s.layer,
+            head=s.head,
+            style=s.map_style,
+            query=t.rope.query,
+            key=t.rope.key,
+            ablate=t.intervene.heads,
+            mode=t.intervene.mode,
+            in_views=t.intervene.in_views,
+            **patching,
+            target=t.lens.target,
+            against=t.lens.distractor,
+            cell=t.attention.why.cell,
+            circuit=t.circuit.linked,
         )
 
 

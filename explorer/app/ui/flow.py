@@ -60,33 +60,36 @@ class FlowTab:
         """Open, or a run while open: the last position; a threshold or position: that one."""
         opened = [shared.status, self.is_open, self.position, self.graph, self.rollout]
 
-        def flow(request: gr.Request, run, position: int, threshold: float):
+        def flow(request: gr.Request, run, position: int, threshold: float) -> dict:
             """The graph and rollout, drawn within the server's limits, and what the status says of them."""
             threshold, note = limits.flow_threshold(threshold, run.n_tokens, shared.workspace.policy)
             with shared.readings.reading(request, limits.flow_cost(run, threshold), run):
                 graph, rollout = views.flow(run, position, threshold)
-            status = markup.status(note, "warning") if note else gr.skip()
-            return status, plot(graph, "flow"), plot(rollout, "rollout")
+            drawn = {self.graph: plot(graph, "flow"), self.rollout: plot(rollout, "rollout")}
+            return drawn | ({shared.status: markup.status(note, "warning")} if note else {})
 
         @gpu
-        @guarded(len(opened))
+        @guarded(shared.status)
         def open_flow(request: gr.Request, shown, threshold):
             if shown is None:
-                return gr.skip(), True, *(gr.skip(),) * 3
+                return {self.is_open: True}
             run = shared.workspace.run(*shown)
             last = run.n_tokens - 1
-            status, graph, rollout = flow(request, run, last, threshold)
-            return status, True, gr.Slider(maximum=top(run.n_tokens), value=last), graph, rollout
+            drawn = flow(request, run, last, threshold)
+            return drawn | {
+                self.is_open: True,
+                self.position: gr.Slider(maximum=top(run.n_tokens), value=last),
+            }
 
         draw_while_open(
             self.tab, self.is_open, open_flow, [shared.shown, self.threshold], opened, runs, api_name="flow"
         )
 
         @gpu
-        @guarded(3)
+        @guarded(shared.status)
         def redraw(request: gr.Request, shown, threshold, position):
             if shown is None:
-                return (gr.skip(),) * 3
+                return {}
             return flow(request, shared.workspace.run(*shown), index(position, "position"), threshold)
 
         gr.on(

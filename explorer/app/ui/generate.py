@@ -74,14 +74,14 @@ class GenerateTab:
         where it takes the prompt: the workspace hands back the generated Run (no forward)."""
         model = run_inputs[1]
 
-        @guarded(1)
+        @guarded(shared.status)
         def say_shown(generated, model, shown):
             if generated is None or shown != (model, generated):
-                return gr.skip()
+                return {}
             with shared.workspace.generation(generated) as generation:
                 n_tokens, n_new = len(generation.ids), len(generation.steps)
             message = f"Every view shows the generated sequence ({n_tokens} tokens, {n_new} of them new)"
-            return markup.status(f"{message}; Run goes back to the prompt alone.", "info")
+            return {shared.status: markup.status(f"{message}; Run goes back to the prompt alone.", "info")}
 
         inputs = [self.generated, *run_inputs[1:]]
         show = self.show.click(
@@ -151,8 +151,11 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
     figures = [rows, candidates, kv_cache]
     stream_outputs = [shared.status, text, *figures, step, generated, show, stop]
 
+    def drawn_steps(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> dict:
+        return dict(zip(figures, step_figures(generation, layer, head, n_steps), strict=True))
+
     @gpu
-    @guarded(len(stream_outputs))
+    @guarded(shared.status)
     def stream(prompt, model, layer, head, max_new_tokens, temperature, top_k, top_p, seed, chosen):
         chosen.layer, chosen.head = int(layer), int(head)
         key = workspace.generate(
@@ -170,36 +173,35 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
                     f"{new_tokens(taken, generation.seconds)}."
                 )
                 draw = time.monotonic() - drawn_at >= FIGURE_INTERVAL_S
-                update = (
-                    markup.status(message, "info"),
-                    generation_views.generated_text(generation),
-                    *(step_figures(generation, chosen.layer, chosen.head) if draw else (gr.skip(),) * 3),
-                    gr.Slider(maximum=top(taken), value=new.index),
-                    key,
-                    gr.Button(interactive=False),
-                    gr.Button(interactive=True),  # Stop, while it streams
-                )
+                update = {
+                    shared.status: markup.status(message, "info"),
+                    text: generation_views.generated_text(generation),
+                    **(drawn_steps(generation, chosen.layer, chosen.head) if draw else {}),
+                    step: gr.Slider(maximum=top(taken), value=new.index),
+                    generated: key,
+                    show: gr.Button(interactive=False),
+                    stop: gr.Button(interactive=True),  # while it streams
+                }
             if draw:
                 drawn_at, drawn = time.monotonic(), taken
             yield update
         with workspace.generation(key) as generation:
             n, seconds, reason = len(generation.steps), generation.seconds, generation.stop_reason
-            text = generation_views.generated_text(generation)
-            last = step_figures(generation, chosen.layer, chosen.head) if drawn < n else (gr.skip(),) * 3
+            written = generation_views.generated_text(generation)
+            last = drawn_steps(generation, chosen.layer, chosen.head) if drawn < n else {}
         message = (
             f"{new_tokens(n, seconds)} ({seconds:.2f} s in the model): "
             f"{STOP_REASONS[reason]}. The step slider looks back; Show in every view opens the sequence "
             "in the other tabs."
         )
-        yield (
-            markup.status(message, "info"),
-            text,
-            *last,
-            gr.Slider(maximum=top(n), value=n - 1),
-            key,
-            gr.Button(interactive=n > 0),
-            gr.Button(interactive=False),
-        )
+        yield last | {
+            shared.status: markup.status(message, "info"),
+            text: written,
+            step: gr.Slider(maximum=top(n), value=n - 1),
+            generated: key,
+            show: gr.Button(interactive=n > 0),
+            stop: gr.Button(interactive=False),
+        }
 
     def stopped(chosen):
         """Stop: the stream ends after the step under way and sends every step taken itself, so nothing
@@ -207,26 +209,26 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         update, and a step serialized while Stop ran could still land after Stop's figures)."""
         chosen.stopped = chosen.streaming
 
-    @guarded(1 + len(figures))
+    @guarded(shared.status)
     def look_back(index, layer, head, generated):
         if generated is None:
-            return (gr.skip(),) * (1 + len(figures))
+            return {}
         with workspace.generation(generated) as generation:
             if not generation.steps:
-                return (gr.skip(),) * (1 + len(figures))
-            return gr.skip(), *step_figures(generation, int(layer), int(head), int(index) + 1)
+                return {}
+            return drawn_steps(generation, int(layer), int(head), int(index) + 1)
 
     def follow(layer, head, index, generated, model, chosen):
         """A layer or head switch: a generation streaming now draws that head from its next step on,
         and the rows on screen are redrawn for it."""
         chosen.layer, chosen.head = layer, head
         if generated is None or generated.model != workspace.key(model) or generated not in workspace:
-            return (gr.skip(),)  # nothing generated yet, by a model no longer loaded, or dropped since
+            return {}  # nothing generated yet, by a model no longer loaded, or dropped since
         with workspace.generation(generated) as generation:
             if not generation.steps:
-                return (gr.skip(),)
+                return {}
             n_steps = generation_views.clamp_steps(generation, int(index) + 1)
-            return (plot(generation_views.generation_map(generation, layer, head, n_steps)),)
+            return {rows: plot(generation_views.generation_map(generation, layer, head, n_steps))}
 
     inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
     generate.click(stream, inputs, stream_outputs, api_name="generate").then(
@@ -242,11 +244,11 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
     )
     follower = Follower([step, generated, model, chosen], [rows], follow)
 
-    @guarded(2)
+    @guarded(shared.status)
     def opened(layer, head, *values):
         """The tab opened: its rows follow a layer or head set while it was closed (by a link, or a
         head opened from the Intervene tab)."""
-        return gr.skip(), *follow(int(layer), int(head), *values)
+        return follow(int(layer), int(head), *values)
 
     tab.select(opened, [shared.layer, shared.head, *follower.inputs], [shared.status, rows], api_name=False)
     return GenerateTab(

@@ -24,7 +24,7 @@ from explorer.app import markup
 from explorer.app.examples import ABLATION_EXAMPLES, ABLATION_LABELS, SWAPS_MODEL
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import overview, patching
-from explorer.app.ui.common import Handler, Shared, gpu, guarded, on_gpu, plot
+from explorer.app.ui.common import Handler, Shared, gpu, guarded, on_gpu, plot, sent
 from explorer.app.ui.model_loading import Loader
 from explorer.app.ui.overview import OverviewTab
 from explorer.engine.config import ModelConfig
@@ -163,10 +163,10 @@ def has_head(config: ModelConfig, value) -> bool:
 _REDRAWS = itertools.count(1)
 
 
-def redraw_if(changed: bool):
+def redraw_if(stale: gr.State, changed: bool) -> dict:
     """`stale`'s update: a number it never held when the views must be redrawn (its change event
-    redraws them), else left as it is (no event)."""
-    return next(_REDRAWS) if changed else gr.skip()
+    redraws them), else none (no event)."""
+    return {stale: next(_REDRAWS)} if changed else {}
 
 
 class _Events:
@@ -190,8 +190,8 @@ class _Events:
         )
         ablation_inputs = [t.heads, t.mode, t.in_views, s.shown, pair]
         ablation_outputs = [s.status, t.bars, s.shown, t.stale]
-        t.ablate.click(on_gpu(self.ablate, 4), ablation_inputs, ablation_outputs, api_name="ablate")
-        t.in_views.input(on_gpu(self.toggle, 4), ablation_inputs, ablation_outputs, api_name=False)
+        t.ablate.click(on_gpu(self.ablate, s.status), ablation_inputs, ablation_outputs, api_name="ablate")
+        t.in_views.input(on_gpu(self.toggle, s.status), ablation_inputs, ablation_outputs, api_name=False)
         t.add.click(self.add, [t.heads, s.layer, s.head], t.heads, api_name=False)
 
         examples = t.ablation_examples.load_input_event
@@ -202,7 +202,7 @@ class _Events:
         follow_inputs = [*ablation_inputs, p.model, t.listed_for]
         follow_outputs = [s.status, t.heads, t.listed_for, t.bars, s.shown, t.stale]
         for event in runs:
-            event.then(on_gpu(self.follow, 6), follow_inputs, follow_outputs, api_name=False)
+            event.then(on_gpu(self.follow, s.status), follow_inputs, follow_outputs, api_name=False)
         self.redraw_when_stale()
 
     def redraw_when_stale(self):
@@ -214,11 +214,12 @@ class _Events:
         overview_outputs = [s.status, *p.overview.outputs]
 
         @gpu
-        @guarded(len(overview_outputs))
+        @guarded(s.status)
         def overview_again(is_open, shown):
             if not (is_open and shown):
-                return (gr.skip(),) * len(overview_outputs)
-            return gr.skip(), *overview.figures(self.workspace.cached_run(*shown))
+                return {}
+            drawn = overview.figures(self.workspace.cached_run(*shown))
+            return dict(zip(p.overview.outputs, drawn, strict=True))
 
         self.tab.stale.change(overview_again, [p.overview.is_open, s.shown], overview_outputs, api_name=False)
         self.tab.stale.change(
@@ -234,7 +235,7 @@ class _Events:
             raise ValueError(f"{len(heads):,} heads were sent to ablate; this model has {n_heads:,}.")
         return Ablation.parse(config, [parse_head(value) for value in heads or ()], mode)
 
-    def ablated(self, shown, ablation: Ablation, in_views: bool, pair):
+    def ablated(self, shown, ablation: Ablation, in_views: bool, pair) -> dict:
         """Status, bars, what the views show and whether that changed, for an ablation of the prompt
         on screen."""
         model, text = shown[:2]
@@ -244,7 +245,9 @@ class _Events:
         message = f"{str(ablation).capitalize()} in the prompt on screen; the other views show {views_show}."
         tokenizer = plain.explorer.tokenizer
         bars = plot(views.ablation_next_tokens(plain, ablated, token_pair(tokenizer, *(pair or ("", "")))))
-        return markup.status(message, "info"), bars, on_screen, redraw_if(on_screen != tuple(shown))
+        t, s = self.tab, self.shared
+        updates = {s.status: markup.status(message, "info"), t.bars: bars, s.shown: on_screen}
+        return updates | redraw_if(t.stale, on_screen != tuple(shown))
 
     def ablate(self, heads, mode, in_views, shown, pair):
         """The Ablate button (and /ablate): the heads picked, ablated in the prompt on screen."""
@@ -260,28 +263,29 @@ class _Events:
     def toggle(self, heads, mode, in_views, shown, pair):
         """Show the ablated run in the other views, or the plain one again."""
         if shown is None:
-            return (gr.skip(),) * 4
+            return {}
         ablation = self.ablation(shown, heads, mode)
         if ablation is None:  # nothing ablated: the views show the plain run
             plain = tuple(shown[:2])
-            return gr.skip(), gr.skip(), plain, redraw_if(plain != tuple(shown))
+            return {self.shared.shown: plain} | redraw_if(self.tab.stale, plain != tuple(shown))
         return self.ablated(shown, ablation, in_views, pair)
 
     def follow(self, heads, mode, in_views, shown, pair, model, listed_for):
         """After a run: the heads of the loaded model listed (those picked kept where it has them), and
         the heads picked ablated again in the run on screen."""
-        picked, choices, listed = heads or [], gr.skip(), listed_for
+        t, s = self.tab, self.shared
+        picked, listed = heads or [], {t.listed_for: listed_for}
         if model != listed_for and self.workspace.is_loaded(model):  # (a model that failed: the run warned)
             config = self.workspace.explorer(model, load=False).config
             picked = [value for value in picked if has_head(config, value)]
-            choices, listed = gr.Dropdown(choices=head_choices(config), value=picked), model
+            listed = {t.heads: gr.Dropdown(choices=head_choices(config), value=picked), t.listed_for: model}
         if shown is None:
-            return gr.skip(), choices, listed, gr.skip(), gr.skip(), gr.skip()
+            return listed
         ablation = self.ablation(shown, picked, mode)
         if ablation is None:
-            return gr.skip(), choices, listed, None, gr.skip(), gr.skip()
-        status, bars, on_screen, stale = self.ablated(shown, ablation, in_views, pair)
-        return status if in_views else gr.skip(), choices, listed, bars, on_screen, stale
+            return listed | {t.bars: None}
+        ablated = self.ablated(shown, ablation, in_views, pair)
+        return listed | {k: v for k, v in ablated.items() if in_views or k is not s.status}
 
     @staticmethod
     def add(heads, layer, head):
@@ -292,10 +296,9 @@ class _Events:
 
     def load_for(self, choice, model, progress=gr.Progress()):
         """An example meant for another model than the loaded one loads it first."""
-        outputs = self.page.loader.outputs
         if catalog.source_of(choice) == (model or ""):
-            return (gr.skip(),) * len(outputs)
-        return guarded(len(outputs))(self.load)(choice, progress)
+            return sent({})
+        return guarded(self.shared.status)(self.load)(choice, progress)
 
     def load(self, choice, progress):
         if choice not in [label for label, _ in catalog.choices()]:

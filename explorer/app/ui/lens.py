@@ -59,25 +59,25 @@ class LensTab:
         reads = [shared.shown, self.start, self.target, self.distractor, self.position]
 
         @gpu
-        @guarded(len(everything))
+        @guarded(shared.status)
         def open_lens(request: gr.Request, shown, start, target, distractor, position):
             if shown is None:
-                return gr.skip(), True, *(gr.skip(),) * 5
+                return {self.is_open: True}
             run = shared.workspace.run(*shown)  # opened: the window's start, the position read at the end
             start, position = 0, run.n_tokens - 1
             with shared.readings.reading(request, limits.lens_cost(run), run):
-                drawn = (
-                    plot(views.lens_grid(run, start), "lens"),
-                    plot(views.target_rank(run, target, position), "lens-rank"),
-                    plot(attribution(run, target, distractor, position), "lens-attribution"),
-                )
-            return (
-                gr.skip(),
-                True,
-                gr.Slider(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
-                gr.Slider(maximum=top(run.n_tokens), value=position),
-                *drawn,
-            )
+                drawn = {
+                    self.grid: plot(views.lens_grid(run, start), "lens"),
+                    self.rank: plot(views.target_rank(run, target, position), "lens-rank"),
+                    self.attribution: plot(
+                        attribution(run, target, distractor, position), "lens-attribution"
+                    ),
+                }
+            return drawn | {
+                self.is_open: True,
+                self.start: gr.Slider(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
+                self.position: gr.Slider(maximum=top(run.n_tokens), value=position),
+            }
 
         kept = [self.target, self.distractor, self.typed_for]
 
@@ -86,9 +86,9 @@ class LensTab:
         ):
             emptied = forgets(shown, pinned, typed_for)
             target, distractor = ("", "") if emptied else (target, distractor)
-            drawn = open_lens(request, shown, start, target, distractor, position) if opened else None
-            boxes = ("", "") if emptied else (gr.skip(), gr.skip())
-            return *(drawn or (gr.skip(),) * len(everything)), *boxes, shown
+            drawn = open_lens(request, shown, start, target, distractor, position) if opened else {}
+            boxes = {self.target: "", self.distractor: ""} if emptied else {}
+            return {**drawn, **boxes, self.typed_for: shown}
 
         self.tab.select(open_lens, reads, everything, api_name="lens", **COSTLY)
         for event in runs:
@@ -101,31 +101,32 @@ class LensTab:
             )
 
         @gpu
-        @guarded(2)
+        @guarded(shared.status)
         def move_window(request: gr.Request, shown, start):
             if shown is None:
-                return gr.skip(), gr.skip()
+                return {}
             run = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.lens_cost(run), run):
-                return gr.skip(), plot(views.lens_grid(run, index(start, "first position")), "lens")
+                return {self.grid: plot(views.lens_grid(run, index(start, "first position")), "lens")}
 
         self.start.release(
             move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False, **COSTLY
         )
 
         @gpu
-        @guarded(3)
+        @guarded(shared.status)
         def read_target(request: gr.Request, shown, target, distractor, position):
             if shown is None:
-                return (gr.skip(),) * 3
+                return {}
             run = shared.workspace.run(*shown)
             position = index(position, "position")
             with shared.readings.reading(request, limits.lens_cost(run), run):
-                return (
-                    gr.skip(),
-                    plot(views.target_rank(run, target, position), "lens-rank"),
-                    plot(attribution(run, target, distractor, position), "lens-attribution"),
-                )
+                return {
+                    self.rank: plot(views.target_rank(run, target, position), "lens-rank"),
+                    self.attribution: plot(
+                        attribution(run, target, distractor, position), "lens-attribution"
+                    ),
+                }
 
         targets = [shared.shown, self.target, self.distractor, self.position]
         gr.on(

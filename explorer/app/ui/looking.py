@@ -26,16 +26,17 @@ class HeadsLookingAt:
 
     def wire(self, shared: Shared, token_strip: gr.HTML) -> None:
         @gpu
-        @guarded(3)
+        @guarded(shared.status)
         def draw(shown, choice):
             if shown is None or not choice:
-                return (gr.skip(),) * 3
+                return {}
             key = token_position(choice)
             run = shared.workspace.run(*shown)
             if key >= run.n_tokens:
                 raise ValueError(f"There is no position {key} in this prompt of {run.n_tokens} tokens.")
             figure = views.heads_looking_at(run, key)
-            return gr.skip(), gr.Accordion(visible=True, open=True), plot(figure, f"heads-looking-at-{key}")
+            shown_panel = gr.Accordion(visible=True, open=True)
+            return {self.panel: shown_panel, self.plot: plot(figure, f"heads-looking-at-{key}")}
 
         self.picked.change(
             draw,

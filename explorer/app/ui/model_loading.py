@@ -6,7 +6,7 @@ loads a minute of its address and of the server, and loads go one at a time, who
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 
 import gradio as gr
 from gradio.components.plot import PlotData
@@ -15,7 +15,7 @@ from explorer import views
 from explorer.app import markup
 from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
-from explorer.app.ui.common import plot, top, warn
+from explorer.app.ui.common import plot, sent, top, warn
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.explorer import Explorer
@@ -57,20 +57,44 @@ class ModelPanel:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModelViews:
+    """What a load changes: the status line, the model's source, its card, the layer and head
+    choices, the GQA diagram and KV cache, and the (model, prompt) on screen, which a load clears."""
+
+    status: gr.HTML
+    model: gr.State
+    card: gr.HTML
+    layer: gr.Slider
+    head: gr.Dropdown
+    gqa: gr.Plot
+    kv_cache: gr.Plot
+    shown: gr.State
+
+    @property
+    def outputs(self) -> list:
+        return [getattr(self, field.name) for field in fields(self)]
+
+
 @dataclass
 class Loader:
-    """Loads models into the page. `outputs`: status, model source, card, layer, head, GQA diagram,
-    KV cache, and the (model, prompt) on screen, which a load clears."""
+    """Loads models into the page (`views`: what a load changes; `refusal`: why the model a link
+    names could not load, which the page keeps on screen after the link's run)."""
 
     workspace: Workspace
     picker: gr.Dropdown
-    outputs: list = field(default_factory=list)
+    views: ModelViews
+    refusal: gr.State
     limit: LoadLimit | None = None  # loads a minute per address and in all; the policy's by default
 
     def __post_init__(self):
         self.limit = self.limit or LoadLimit.of(self.workspace.policy)
 
-    def load(self, choice: str, progress: gr.Progress, request: gr.Request | None = None) -> tuple:
+    @property
+    def outputs(self) -> list:
+        return self.views.outputs
+
+    def load(self, choice: str, progress: gr.Progress, request: gr.Request | None = None) -> dict:
         source = self.workspace.source(choice)
         if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
             self.workspace.policy.check(source)
@@ -83,16 +107,22 @@ class Loader:
         panel = ModelPanel.of(explorer)
         done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
         gr.Info(done)
-        return (
-            markup.status(done, "info"),
-            source,
-            panel.card,
-            gr.Slider(maximum=top(panel.n_layers), value=0),
-            gr.Dropdown(choices=list(panel.heads), value=0),
-            panel.gqa,
-            panel.kv_cache,
-            None,
-        )
+        v = self.views
+        return {
+            v.status: markup.status(done, "info"),
+            v.model: source,
+            v.card: panel.card,
+            v.layer: gr.Slider(maximum=top(panel.n_layers), value=0),
+            v.head: gr.Dropdown(choices=list(panel.heads), value=0),
+            v.gqa: panel.gqa,
+            v.kv_cache: panel.kv_cache,
+            v.shown: None,
+        }
+
+    def refused(self, message: str, loaded: str, **picker) -> dict:
+        """A model that could not load: why, on the status line, and the picker naming the one loaded."""
+        named = gr.Dropdown(value=self.workspace.policy.label_of(loaded), **picker)
+        return {self.views.status: markup.status(message, "warning"), self.picker: named}
 
     def wire(self, button: gr.Button, model: gr.State):
         """A model picked in the picker (or typed, then Enter or a click elsewhere) is loaded at once,
@@ -104,14 +134,11 @@ class Loader:
 
         def load_model(choice, loaded, request: gr.Request, progress=gr.Progress(), again=True):
             if not again and self.workspace.source(choice) == (loaded or ""):
-                return (gr.skip(),) * len(outputs)
+                return sent({})
             try:
-                return *self.load(choice, progress, request), gr.skip()
+                return self.load(choice, progress, request)
             except Exception as error:
-                message = warn(error, "load_model")
-                unchanged = (gr.skip(),) * (len(self.outputs) - 1)
-                named = gr.Dropdown(value=self.workspace.policy.label_of(loaded))
-                return markup.status(message, "warning"), *unchanged, named
+                return self.refused(warn(error, "load_model"), loaded)
 
         def pick_model(choice, loaded, request: gr.Request, progress=gr.Progress()):
             return load_model(choice, loaded, request, progress, again=False)
@@ -123,20 +150,23 @@ class Loader:
             self.picker.input(pick_model, inputs, outputs, api_name=False, **one_at_a_time),
         ]
 
-    def restore(self, loaded: str, request: gr.Request, progress=gr.Progress()):
+    def restore(self, loaded: str, request: gr.Request, progress=gr.Progress()) -> dict:
         """When a page loads: the picker's choices as they are now (a model installed since the server
         started is offered), and the model a link names (`model=`), if it names one, loaded and shown in
-        the picker (the output after `outputs`). Last, the reason the link's model could not load (None
-        when it loaded, or none was named), which the page keeps on screen after the link's run; the
-        picker then names the model loaded, never the one refused."""
+        the picker. Last, the reason the link's model could not load (None when it loaded, or none was
+        named); the picker then names the model loaded, never the one refused."""
         choices = [label for label, _ in self.workspace.policy.choices()]
         choice = share.requested(request).get("model")
         if not choice:
-            return *(gr.skip(),) * len(self.outputs), gr.Dropdown(choices=choices), None
+            return {self.picker: gr.Dropdown(choices=choices), self.refusal: None}
         try:
-            return *self.load(choice, progress, request), gr.Dropdown(choices=choices, value=choice), None
+            loaded_now = self.load(choice, progress, request)
+            return loaded_now | {self.picker: gr.Dropdown(choices=choices, value=choice), self.refusal: None}
         except Exception as error:
             message = warn(error, "restore")
-            unchanged = (gr.skip(),) * (len(self.outputs) - 1)
-            named = gr.Dropdown(choices=choices, value=self.workspace.policy.label_of(loaded))
-            return markup.status(message, "warning"), *unchanged, named, message
+            return self.refused(message, loaded, choices=choices) | {self.refusal: message}
+
+    @property
+    def restore_outputs(self) -> list:
+        """`restore`'s outputs."""
+        return [*self.outputs, self.picker, self.refusal]

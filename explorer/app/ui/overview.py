@@ -67,13 +67,14 @@ def build(shared: Shared) -> OverviewTab:
         card = composition.build()
 
     @gpu
-    @guarded(5)
+    @guarded(shared.status)
     def open_overview(request: gr.Request, shown):
         if shown is None:
-            return gr.skip(), True, gr.skip(), gr.skip(), gr.skip()
+            return {is_open: True}
         cached = shared.workspace.cached_run(*shown)
         with shared.readings.reading(request, limits.overview_cost(cached.run), cached.run):
-            return gr.skip(), True, *figures(cached)
+            drawn = figures(cached)
+        return {is_open: True, **dict(zip([profile, top, next_tokens], drawn, strict=True))}
 
     outputs = [shared.status, is_open, profile, top, next_tokens]
     tab.select(open_overview, [shared.shown], outputs, api_name="overview", **COSTLY)

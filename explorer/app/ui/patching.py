@@ -21,7 +21,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
-from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
+from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
 from explorer.app.visitors import address
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
@@ -157,19 +157,24 @@ class PatchingEvents:
         s, p, shared = self.section, self.page, self.shared
         patch_inputs = [*s.prompts, p.model]
         drawn = [shared.status, s.heatmap, s.direct, s.ranked, s.patched, s.sweep]
-        swept = s.patch.click(on_gpu(self.patch, len(drawn)), patch_inputs, drawn, api_name="patch", **COSTLY)
+        swept = s.patch.click(
+            on_gpu(self.patch, shared.status), patch_inputs, drawn, api_name="patch", **COSTLY
+        )
         redrawn = [shared.status, s.heatmap, s.ranked]
         swept.then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
         s.metric.input(self.show_metric, [s.sweep, s.metric], redrawn, api_name=False)
         s.swap.click(
-            guarded(4)(self.swap), [s.prompts[0], p.model], [shared.status, *s.prompts[1:]], api_name=False
+            guarded(shared.status)(self.swap),
+            [s.prompts[0], p.model],
+            [shared.status, *s.prompts[1:]],
+            api_name=False,
         )
         # queue=False: the boxes fill as the tab opens, before a click on an example can fill them
         tab.select(
             self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False, queue=False
         )
         clicked = s.picked.change(
-            guarded(5)(self.open_patched),
+            guarded(shared.status)(self.open_patched),
             [s.picked, s.patched, p.model],
             [shared.status, p.prompt, shared.layer, shared.head, shared.shown],
             api_name=False,
@@ -179,7 +184,7 @@ class PatchingEvents:
             s.examples.load_input_event.then(load_for, [p.picker, p.model], p.loader.outputs, api_name=False)
         )
         example_run.then(
-            on_gpu(self.patch_example, len(drawn)),
+            on_gpu(self.patch_example, shared.status),
             [*patch_inputs, p.picker],
             drawn,
             api_name=False,
@@ -188,12 +193,15 @@ class PatchingEvents:
         runs += [example_run, p.run.after(clicked)]
         for button, write in ((s.npz, sweep_export.write_sweep_npz), (s.csv, sweep_export.write_sweep_csv)):
             button.click(
-                on_gpu(self.exporter(write), 2), s.sweep, [shared.status, s.download], api_name=False
+                on_gpu(self.exporter(write), shared.status),
+                s.sweep,
+                [shared.status, s.download],
+                api_name=False,
             ).then(None, None, s.download, js=DOWNLOAD_JS, api_name=False)
 
     # --- the sweep ------------------------------------------------------------------------------------
 
-    def sweep(self, request, clean, corrupted, answer, distractor, model, progress) -> tuple:
+    def sweep(self, request, clean, corrupted, answer, distractor, model, progress) -> dict:
         explorer = self.workspace.explorer(model, load=False)
         n = explorer.config.n_layers * explorer.config.n_heads
         progress(0, desc="Running both prompts …")
@@ -209,14 +217,15 @@ class PatchingEvents:
         direct = run.logit_attribution(result.answer_id, result.distractor_id)
         sweep = Sweep(result, direct, model)
         figure = views.attribution(run, result.answer_id, result.distractor_id)
-        return (
-            markup.status(message, "info"),
-            plot(views.patching(result)),
-            plot(figure, "direct-effect"),
-            ranked(sweep, "logit_diff"),
-            (model, clean),
-            sweep,
-        )
+        s = self.section
+        return {
+            self.shared.status: markup.status(message, "info"),
+            s.heatmap: plot(views.patching(result)),
+            s.direct: plot(figure, "direct-effect"),
+            s.ranked: ranked(sweep, "logit_diff"),
+            s.patched: (model, clean),
+            s.sweep: sweep,
+        }
 
     def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
@@ -227,15 +236,16 @@ class PatchingEvents:
     ):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if catalog.source_of(choice) != (model or ""):
-            return (gr.skip(),) * 6
+            return {}
         return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
     def show_metric(self, sweep, metric, after_sweep: bool = False):
         """The map and the ranking for another metric, from the sweep on screen (after a sweep, which
         drew the logit difference's: only for another metric)."""
         if sweep is None or metric not in METRICS or (after_sweep and metric == "logit_diff"):
-            return (gr.skip(),) * 3
-        return gr.skip(), plot(views.patching(sweep.result, metric)), ranked(sweep, metric)
+            return sent({})
+        s = self.section
+        return {s.heatmap: plot(views.patching(sweep.result, metric)), s.ranked: ranked(sweep, metric)}
 
     def exporter(self, write):
         """A handler writing the sweep on screen with `write` into a file of its own, for the page."""
@@ -247,7 +257,7 @@ class PatchingEvents:
             size, what = sweep_export.sweep_bytes(sweep.result), "The patching sweep"
             visitor = address(request, self.workspace.policy.public)
             path = self.downloads.path(visitor, f"patching{suffix}", size, what)
-            return gr.skip(), str(write(sweep.result, sweep.direct, path))
+            return {self.section.download: str(write(sweep.result, sweep.direct, path))}
 
         return export
 
@@ -255,12 +265,17 @@ class PatchingEvents:
 
     def prefill(self, prompt, clean, corrupted, answer, distractor, model):
         """The tab opened: empty prompts start from the prompt on screen, its names swapped."""
+        clean_box, corrupted_box = self.section.prompts[:2]
         if clean or corrupted or not isinstance(prompt, str) or not prompt.strip():
-            return (gr.skip(),) * 4
+            return sent({})
         swap = prefill.swap_names(prompt)
         if swap is None:
-            return prompt, gr.skip(), gr.skip(), gr.skip()
-        return prompt, swap.corrupted, *self.names(swap, model, answer, distractor)
+            return {clean_box: prompt}
+        return {
+            clean_box: prompt,
+            corrupted_box: swap.corrupted,
+            **self.names(swap, model, answer, distractor),
+        }
 
     def swap(self, clean, model):
         """ "Swap the two names": the clean prompt's names swapped into the corrupted prompt."""
@@ -271,23 +286,28 @@ class PatchingEvents:
                 f"The clean prompt names {len(found)} people ({', '.join(found) or 'none'}): a swap needs "
                 "two (a capitalised word that does not start a sentence is a name)."
             )
-        return gr.skip(), swap.corrupted, *self.names(swap, model, "", "")
+        return {self.section.prompts[1]: swap.corrupted, **self.names(swap, model, "", "")}
 
-    def names(self, swap: prefill.Swap, model, answer, distractor) -> tuple:
+    def names(self, swap: prefill.Swap, model, answer, distractor) -> dict:
         """The answer (the name said once) and distractor (said twice) with their leading space, where
         each is one token of the loaded model and the box is empty."""
         tokenizer = self.workspace.explorer(model, load=False).tokenizer
-        return tuple(
-            gr.skip() if typed else first_token(tokenizer, f" {name}") or gr.skip()
-            for typed, name in ((answer, swap.said_once), (distractor, swap.said_twice))
-        )
+        boxes = self.section.prompts[2:]
+        found = {
+            box: first_token(tokenizer, f" {name}")
+            for box, typed, name in zip(
+                boxes, (answer, distractor), (swap.said_once, swap.said_twice), strict=True
+            )
+            if not typed
+        }
+        return {box: name for box, name in found.items() if name}
 
     def open_patched(self, choice, patched, model):
         """A click on a heatmap cell or a ranked head: the clean prompt in the prompt box, that layer and
         head; clearing `shown` makes the run that follows draw them even when the clean prompt is on
         screen."""
         if not choice or patched is None:
-            return (gr.skip(),) * 5
+            return {}
         sweep_model, clean = patched
         if sweep_model != model:
             raise ValueError("This heatmap is of another model than the one loaded: patch again.")
@@ -295,4 +315,5 @@ class PatchingEvents:
         config = self.workspace.explorer(model, load=False).config
         if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
             raise ValueError(f"There is no layer {layer}, head {head} in this model.")
-        return gr.skip(), clean, layer, head, None
+        p, shared = self.page, self.shared
+        return {p.prompt: clean, shared.layer: layer, shared.head: head, shared.shown: None}

@@ -37,18 +37,17 @@ def build(shared: Shared) -> RopeTab:
         split = gr.Plot(show_label=False, elem_id="rope-split-plot", elem_classes="wide-plot")
 
     @gpu
-    @guarded(3)
+    @guarded(shared.status)
     def move_positions(layer, head, query, key, shown):
         if shown is None:
-            return gr.skip(), gr.skip(), gr.skip()
+            return {}
         run = shared.workspace.run(*shown)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = index(query, "query position"), index(key, "key position")
-        return (
-            gr.skip(),
-            plot(views.rope_rotation(run, layer, head, query, key)),
-            plot(views.rope_score_split(run, layer, head, query, key)),
-        )
+        return {
+            rotation: plot(views.rope_rotation(run, layer, head, query, key)),
+            split: plot(views.rope_score_split(run, layer, head, query, key)),
+        }
 
     gr.on(
         [query.input, key.input],

@@ -9,7 +9,8 @@ any machine that has that model; any other model by its source as typed."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from dataclasses import dataclass, field, fields, replace
+from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
@@ -36,60 +37,120 @@ OPEN_TAB_JS = """() => {
 }"""
 
 
-def query_string(
-    prompt: str,
-    layer,
-    head,
-    model: str,
-    tab: str,
-    style: MapStyle = MapStyle(),
-    query=None,
-    key=None,
-    ablate=(),
-    mode: str = "zero",
-    in_views: bool = False,
-    clean: str = "",
-    corrupted: str = "",
-    answer: str = "",
-    distractor: str = "",
-    target: str = "",
-    against: str = "",
-    cell: str = "",
-    circuit: str = "",
-) -> str:
-    """The query part of a link to this view: everything a person set (how maps are drawn, RoPE positions,
-    the heads to ablate and how, the patching prompts, the lens' target and what it is read against),
-    each only when it is not the default."""
-    label = catalog.label_of(model)
-    params = {"prompt": prompt, "layer": int(layer), "head": int(head), "tab": tab}
-    if label and label != catalog.BUNDLED_LABEL:
-        params["model"] = label
-    if style.log:
+CIRCUIT_KEYS = ("circuit", "pairs_n", "seed", "pairs", "metric", "methods")  # circuit.settings' order
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewState:
+    """What a link carries: the view on screen and everything a person set for it. A setting at its
+    default (the page's own before anyone touches it) is left out of the link, and read back as it."""
+
+    prompt: str = ""
+    model: str = ""  # the picker's label of the model ('': the bundled one), or its source as typed
+    tab: str = "attention"  # one of TABS
+    layer: int = 0
+    head: int = 0
+    style: MapStyle = field(default_factory=MapStyle)  # how softmax maps are drawn
+    query: int | None = None  # the RoPE positions m and n, both or neither
+    key: int | None = None
+    ablate: tuple[str, ...] = ()  # heads to ablate, "layer.head"
+    mode: str = "zero"  # how they are ablated (ABLATE_MODES)
+    in_views: bool = False  # the other views show the ablated run
+    clean: str = ""  # the patching prompts
+    corrupted: str = ""
+    answer: str = ""
+    distractor: str = ""
+    target: str = ""  # the lens' target token, and what it is read against
+    against: str = ""
+    cell: tuple[int, int] | None = None  # (query, key) of the head's score split ("why this score")
+    circuit: str = ""  # the Circuit tab's dataset and settings, as a query (`circuit.settings`)
+
+    @classmethod
+    def on_page(
+        cls, *, layer, head, model: str = "", query=None, key=None, ablate=(), cell: str = "", **values
+    ) -> ViewState:
+        """The view state of the page's controls: the model by its source, the heads to ablate as the
+        picker lists them ("3.1 · kv 0"), and the clicked cell as the page writes it
+        ("layer,head,query,key,nonce"; kept only when it is on this head)."""
+        layer, head = int(layer), int(head)
+        shown = str(cell or "").split(",")
+        on_head = len(shown) >= 4 and whole(shown[:4]) and shown[:2] == [str(layer), str(head)]
+        label = catalog.label_of(model)
+        return cls(
+            model="" if label == catalog.BUNDLED_LABEL else label,
+            layer=layer,
+            head=head,
+            query=None if query is None or key is None else int(query),
+            key=None if query is None or key is None else int(key),
+            ablate=tuple(str(value).split(" ")[0] for value in ablate or ()),  # "3.1 · kv 0" -> "3.1"
+            cell=(int(shown[2]), int(shown[3])) if on_head else None,
+            **values,
+        )
+
+    @classmethod
+    def of_params(cls, params: dict[str, str]) -> ViewState:
+        """The view state a link's query parameters name, a setting it leaves out (or names wrongly)
+        at its default; the layer and head as written (`index_within` fits them to a model)."""
+        query, key = integer(params, "q"), integer(params, "k")
+        cell = [part.strip() for part in params.get("cell", "").split(",")]
+        tab = tab_of(params) or cls.tab
+        texts = ("prompt", "model", "clean", "corrupted", "answer", "distractor", "target", "against")
+        return cls(
+            **{name: params.get(name, "") for name in texts},
+            tab=tab,
+            layer=integer(params, "layer") or 0,
+            head=integer(params, "head") or 0,
+            style=map_style(params) or MapStyle(),
+            query=None if key is None else query,
+            key=None if query is None else key,
+            ablate=tuple(value for value in params.get("ablate", "").split(",") if value.strip()),
+            mode=params["mode"] if params.get("mode") in ABLATE_MODES else "zero",
+            in_views=flag(params, "views"),
+            cell=(int(cell[0]), int(cell[1])) if len(cell) == 2 and whole(cell) else None,
+            circuit=urlencode({k: params[k] for k in CIRCUIT_KEYS if k in params})
+            if tab == "circuit"
+            else "",
+        )
+
+
+def whole(parts: list[str]) -> bool:
+    """Whether each part is a whole number of at most 9 digits."""
+    return all(part.isdecimal() and len(part) <= 9 for part in parts)
+
+
+def query_string(state: ViewState) -> str:
+    """The query part of a link to this view: the prompt, layer, head and tab, and everything else a
+    person set (how maps are drawn, RoPE positions, the heads to ablate and how, the patching
+    prompts, the lens' target and what it is read against, the cell whose score is split, the
+    circuit), each only when it is not the default."""
+    params = {"prompt": state.prompt, "layer": state.layer, "head": state.head, "tab": state.tab}
+    if state.model and state.model != catalog.BUNDLED_LABEL:
+        params["model"] = state.model
+    if state.style.log:
         params["log"] = 1
-    if style.weighted:
+    if state.style.weighted:
         params["weighted"] = 1
-    if query is not None and key is not None:
-        params["q"], params["k"] = int(query), int(key)
-    if ablate:
-        params["ablate"] = ",".join(str(value).split(" ")[0] for value in ablate)  # "3.1 · kv 0" -> "3.1"
-        if mode != "zero":
-            params["mode"] = mode
-        if in_views:
+    if state.query is not None and state.key is not None:
+        params["q"], params["k"] = state.query, state.key
+    if state.ablate:
+        params["ablate"] = ",".join(state.ablate)
+        if state.mode != "zero":
+            params["mode"] = state.mode
+        if state.in_views:
             params["views"] = 1
-    patching = {"clean": clean, "corrupted": corrupted, "answer": answer, "distractor": distractor}
-    params.update({name: text for name, text in patching.items() if text})
-    params.update({name: text for name, text in (("target", target), ("against", against)) if text})
-    shown = str(cell or "").split(",")  # the clicked cell, "layer,head,query,key,nonce": on this head
-    if (
-        len(shown) >= 4
-        and all(part.isdecimal() for part in shown[:4])
-        and shown[:2] == [str(params["layer"]), str(params["head"])]
-    ):
-        params["cell"] = f"{int(shown[2])},{int(shown[3])}"
+    texts = ("clean", "corrupted", "answer", "distractor", "target", "against")
+    params.update({name: getattr(state, name) for name in texts if getattr(state, name)})
+    if state.cell is not None:
+        params["cell"] = f"{state.cell[0]},{state.cell[1]}"
     query = urlencode(params)
-    if circuit and tab == "circuit":  # the circuit on screen's dataset and settings (ui.circuit.settings)
-        query += "&" + circuit
+    if state.circuit and state.tab == "circuit":
+        query += "&" + state.circuit
     return "?" + query
+
+
+def read(link: str) -> ViewState:
+    """The view state of a link (its query part, "?prompt=…"): `query_string`'s inverse."""
+    return ViewState.of_params(dict(parse_qsl(link.partition("?")[2])))
 
 
 def flag(params: dict[str, str], key: str) -> bool:
@@ -142,12 +203,10 @@ def tab_of(params: dict[str, str]) -> str | None:
     return tab if tab in TABS else None
 
 
-def restore_view(workspace, model: str, request: gr.Request) -> tuple:
-    """What a link asks for before its run (each left as it is when the link does not say): the
-    prompt, layer, head and tab (the page itself opens the tab: OPEN_TAB_JS), how maps are
-    drawn, the heads to ablate (ablated after the run, as after any run), the patching prompts and
-    the lens' target and what it is read against. First, what the page says of a layer or head the
-    loaded model lacks (taken to its nearest, or dropped)."""
+def restore_view(workspace, model: str, request: gr.Request) -> tuple[ViewState, frozenset[str], str]:
+    """The view a link asks for before its run: its state, with the layer and head fitted to the loaded
+    model; the fields the link names (the page changes those alone); and what the page says of a
+    layer or head the model lacks (taken to its nearest, or dropped: left unnamed)."""
     params = requested(request)
     try:
         config = workspace.explorer(model, load=False).config
@@ -156,23 +215,93 @@ def restore_view(workspace, model: str, request: gr.Request) -> tuple:
         counts = {"layer": 0, "head": 0}
     layer, layer_note = index_within(params, "layer", counts["layer"])
     head, head_note = index_within(params, "head", counts["head"])
-    tab = tab_of(params)
+    state = ViewState.of_params(params)
+    state = replace(state, layer=state.layer if layer is None else layer)
+    state = replace(state, head=state.head if head is None else head)
+    named = {name for name in TEXTS if name in params}
+    named |= {name for name, value in (("layer", layer), ("head", head)) if value is not None}
+    named |= {"tab"} if tab_of(params) else set()
+    named |= {"style"} if map_style(params) else set()
+    named |= {"ablate"} if state.ablate else set()
+    named |= {"mode"} if params.get("mode") in ABLATE_MODES else set()
+    named |= {"in_views"} if "views" in params else set()
+    return state, frozenset(named), " ".join(filter(None, (layer_note, head_note)))
 
-    def given(key: str):
-        return params.get(key, gr.skip())
 
-    style = map_style(params)
-    ablate = [value for value in params.get("ablate", "").split(",") if value.strip()]
-    return (
-        " ".join(filter(None, (layer_note, head_note))),
-        given("prompt"),
-        gr.skip() if layer is None else layer,
-        gr.skip() if head is None else head,
-        gr.skip() if tab is None else tab,
-        tab == "overview",
-        *((style.log, style.weighted, style) if style else (gr.skip(),) * 3),
-        ablate or gr.skip(),
-        given("mode") if params.get("mode") in ABLATE_MODES else gr.skip(),
-        flag(params, "views") if "views" in params else gr.skip(),
-        *(given(name) for name in ("clean", "corrupted", "answer", "distractor", "target", "against")),
-    )
+TEXTS = ("prompt", "clean", "corrupted", "answer", "distractor", "target", "against")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkedControls:
+    """The page's controls a link is made of, by the field of `ViewState` each holds (`cell`: the
+    clicked cell as the page writes it; `circuit`: the Circuit tab's part of a link)."""
+
+    prompt: gr.Textbox
+    model: gr.State  # the loaded model's source
+    tab: gr.Textbox
+    layer: gr.Slider
+    head: gr.Dropdown
+    style: gr.State
+    query: gr.Slider
+    key: gr.Slider
+    ablate: gr.Dropdown
+    mode: gr.Radio
+    in_views: gr.Checkbox
+    clean: gr.Textbox
+    corrupted: gr.Textbox
+    answer: gr.Textbox
+    distractor: gr.Textbox
+    target: gr.Textbox
+    against: gr.Textbox
+    cell: gr.Textbox
+    circuit: gr.Textbox
+
+    def wire_copy(self, button: gr.Button, link: gr.Textbox) -> None:
+        """ "Copy link": the view state read from the controls (given as a set, Gradio hands the
+        handler their values keyed by component), its link shown and copied."""
+        field_of = {getattr(self, name.name): name.name for name in fields(self)}
+
+        def copy(values: dict) -> str:
+            return query_string(ViewState.on_page(**{field_of[c]: value for c, value in values.items()}))
+
+        button.click(copy, set(field_of), link, api_name=False).then(None, link, link, js=COPY_JS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoredControls:
+    """What a link writes before its run (`restore_view`): what the page says of it, and the controls
+    of the fields it names (among `linked`, and the map style's boxes), with whether the Overview is
+    open. The model is the loader's, the RoPE positions follow the run, the cell is the page's (once
+    its pipeline is drawn) and the circuit the Circuit tab's."""
+
+    linked: LinkedControls
+    notes: gr.State
+    overview_open: gr.State  # the Overview fills at once when the link opens it
+    log_box: gr.Checkbox
+    weighted_box: gr.Checkbox
+
+    RESTORED = (*TEXTS, "layer", "head", "tab", "style", "ablate", "mode", "in_views")
+
+    @property
+    def outputs(self) -> list:
+        linked = [getattr(self.linked, name) for name in self.RESTORED]
+        return [self.notes, self.overview_open, self.log_box, self.weighted_box, *linked]
+
+    def updates(self, state: ViewState, named: frozenset[str], notes: str) -> dict:
+        """The controls' updates for a link's state, those of fields it does not name left out."""
+        updates = {
+            getattr(self.linked, name): getattr(state, name) for name in self.RESTORED if name in named
+        }
+        if "style" in named:
+            updates |= {self.log_box: state.style.log, self.weighted_box: state.style.weighted}
+        if "ablate" in named:
+            updates[self.linked.ablate] = list(state.ablate)
+        return updates | {self.notes: notes, self.overview_open: state.tab == "overview"}
+
+    def wire(self, event, workspace, model: gr.State):
+        """The link's view restored after `event` (the page's load); the event that does it."""
+
+        def restore(model, request: gr.Request) -> dict:
+            return self.updates(*restore_view(workspace, model, request))
+
+        return event.then(restore, model, self.outputs, api_name=False)

@@ -41,7 +41,7 @@ class WhyPanel:
 
         def draw(request: gr.Request, layer, head, query, key, shown):
             if shown is None:
-                return (gr.skip(),) * len(outputs)
+                return {}
             run = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.why_cost(run), run):
                 return split_and_row(run, layer, head, query, key)
@@ -61,23 +61,19 @@ class WhyPanel:
             key = views.clamp_position(run, index(key, "key position"))
             split = views.why_score(run, layer, head, query, key)
             row = views.what_drives_row(run, layer, head, query)
-            return (
-                gr.skip(),
-                gr.Accordion(visible=True, open=True),
-                plot(split, f"why-layer{layer}-head{head}-q{query}-k{key}"),
-                plot(row, f"drivers-layer{layer}-head{head}-q{query}"),
-                layer,
-                head,
-                query,
-                key,
-            )
+            return {
+                self.panel: gr.Accordion(visible=True, open=True),
+                self.split: plot(split, f"why-layer{layer}-head{head}-q{query}-k{key}"),
+                self.row: plot(row, f"drivers-layer{layer}-head{head}-q{query}"),
+                **dict(zip(self.numbers, (layer, head, query, key), strict=True)),
+            }
 
         def from_cell(request: gr.Request, choice, shown):
             return draw(request, *cell_numbers(choice), shown)
 
-        handled = gpu(guarded(len(outputs))(draw))
+        handled = gpu(guarded(shared.status)(draw))
         self.cell.change(
-            gpu(guarded(len(outputs))(from_cell)),
+            gpu(guarded(shared.status)(from_cell)),
             [self.cell, shared.shown],
             outputs,
             api_name=False,
