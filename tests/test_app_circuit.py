@@ -12,6 +12,7 @@ import socket
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
+import gradio as gr
 import numpy as np
 import pytest
 from gradio_client import Client
@@ -354,13 +355,17 @@ def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
     query = share.query_string(share.ViewState(prompt="x", tab="circuit", circuit=linked))
     assert "tab=circuit" in query and "circuit=factual" in query
     assert "circuit=" not in share.query_string(share.ViewState(prompt="x", tab="lens", circuit=linked))
-    request = SimpleNamespace(query_params=dict(parse_qsl(query[1:])))
-    events = circuit_tab.CircuitEvents.__new__(circuit_tab.CircuitEvents)
-    restored = events.restore(request)
-    assert restored[:4] == ("built-in", "factual", 5, 7) and restored[5:7] == ("prob", ["exact", "eap"])
+    with gr.Blocks():
+        tab = circuit_tab.build()
+    events = circuit_tab.CircuitEvents(tab, SimpleNamespace(workspace=None))  # restoring reads neither
+
+    def restored(link: str) -> dict:
+        return events.restore(SimpleNamespace(query_params=dict(parse_qsl(link.lstrip("?")))))
+
+    found = restored(query)
+    assert [found[box] for box in (tab.source, tab.name, tab.size, tab.seed)] == ["built-in", "factual", 5, 7]
+    assert (found[tab.metric], found[tab.methods]) == ("prob", ["exact", "eap"]) and tab.typed not in found
     linked = circuit_tab.settings("built-in", "ioi", 5, 7, "", "prob", ["exact"], "differ")
-    request = SimpleNamespace(query_params=dict(parse_qsl(linked)))
-    assert events.restore(request)[7] == "differ"
-    typed = circuit_tab.settings("typed", "ioi", 8, 0, TYPED, "logit_diff", ["exact"])
-    restored = events.restore(SimpleNamespace(query_params=dict(parse_qsl(typed))))
-    assert restored[0] == "typed" and restored[4] == TYPED
+    assert restored(linked)[tab.positions] == "differ"
+    found = restored(circuit_tab.settings("typed", "ioi", 8, 0, TYPED, "logit_diff", ["exact"]))
+    assert found[tab.source] == "typed" and found[tab.typed] == TYPED and tab.name not in found

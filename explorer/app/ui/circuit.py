@@ -23,7 +23,7 @@ import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.ui import share
-from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot
+from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
 from explorer.app.visitors import address
 from explorer.engine import pairs, prompt_sets
 from explorer.engine.patch_metrics import METRIC_NAMES
@@ -194,8 +194,9 @@ class CircuitEvents:
             model,
         ]
         drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
-        t.find.click(on_gpu(self.circuit, len(drawn)), dataset, drawn, api_name="circuit", **COSTLY)
-        t.patch.click(on_gpu(self.patch_nodes, len(drawn)), dataset, drawn, api_name="patch_nodes", **COSTLY)
+        self.prompt = prompt
+        t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
+        t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
         chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
         t.source.change(self.show_source, t.source, chosen, api_name=False)
         t.edges.input(
@@ -206,14 +207,14 @@ class CircuitEvents:
             trigger_mode="always_last",
         )
         clicked = t.picked.change(
-            guarded(5)(self.open_head),
+            guarded(s.status)(self.open_head),
             [t.picked, t.shown, model],
             [s.status, prompt, s.layer, s.head, s.shown],
             api_name=False,
             trigger_mode="always_last",
         )
         runs.append(run.after(clicked))
-        t.csv.click(on_gpu(self.export, 2), t.shown, [s.status, t.download], api_name=False).then(
+        t.csv.click(on_gpu(self.export, s.status), t.shown, [s.status, t.download], api_name=False).then(
             None, None, t.download, js=DOWNLOAD_JS, api_name=False
         )
         demo.load(
@@ -277,24 +278,24 @@ class CircuitEvents:
         )
         if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
             message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
-        slider = gr.Slider(maximum=max(total, 1), value=kept) if total else gr.skip()
-        typed_box = circuit_pairs.as_text(chosen) if source == "csv" else gr.skip()
-        return (
-            markup.status(message, "info"),
-            *self.figures(found, kept),
-            slider,
-            shown,
-            link,
-            typed_box,
-        )
+        t = self.tab
+        updates = {self.shared.status: markup.status(message, "info"), t.shown: shown, t.linked: link}
+        updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
+        updates |= self.figures(found, kept)
+        if total:
+            updates[t.edges] = gr.Slider(maximum=total, value=kept)
+        if source == "csv":  # the pairs read, to look at and edit
+            updates[t.typed] = circuit_pairs.as_text(chosen)
+        return updates
 
-    def figures(self, found: circuit_views.Circuit, kept: int) -> tuple:
-        nodes = circuit_views.node_scores(found)
+    def figures(self, found: circuit_views.Circuit, kept: int) -> dict:
+        """The circuit's graph and faithfulness curve with its first `kept` edges."""
         graph, curve = circuit_views.graph(found, kept), circuit_views.curve(found, kept)
-        return tuple(
-            None if fig is None else plot(fig, f"circuit-{what}")
-            for fig, what in ((nodes, "nodes"), (graph, "graph"), (curve, "faithfulness"))
-        )
+        return {self.tab.graph: self.drawn(graph, "graph"), self.tab.curve: self.drawn(curve, "faithfulness")}
+
+    @staticmethod
+    def drawn(fig, what: str):
+        return None if fig is None else plot(fig, f"circuit-{what}")
 
     def dataset(self, source, name, size, seed, typed, upload, tokenizer) -> prompt_sets.PromptSet:
         if source == "built-in":
@@ -317,29 +318,30 @@ class CircuitEvents:
     def show_source(self, source):
         """The chosen source's inputs: the built-in's name, size and seed, or the typed pairs (which
         show a CSV's pairs once read), and the upload for a CSV."""
-        built_in = source == "built-in"
-        return (
-            *(gr.update(visible=built_in) for _ in range(3)),
-            gr.update(visible=not built_in),
-            gr.update(visible=source == "csv"),
-        )
+        t, built_in = self.tab, source == "built-in"
+        return {
+            **{box: gr.update(visible=built_in) for box in (t.name, t.size, t.seed)},
+            t.typed: gr.update(visible=not built_in),
+            t.upload: gr.update(visible=source == "csv"),
+        }
 
     def show_edges(self, shown, kept):
         if shown is None or not shown.circuit.edges:
-            return gr.skip(), gr.skip()
+            return {}
         kept = max(1, min(int(kept), len(shown.circuit.edges)))
-        return self.figures(shown.circuit, kept)[1:]
+        return self.figures(shown.circuit, kept)
 
     def open_head(self, choice, shown, model):
         """A click on a head of the node map: the first pair's clean prompt, that layer and head."""
         if not choice or shown is None:
-            return (gr.skip(),) * 5
+            return {}
         if shown.model != model:
             raise ValueError("This circuit is of another model than the one loaded: find it again.")
         layer, head = (int(part) for part in str(choice).split(",")[:2])
         if not (0 <= layer < shown.circuit.n_layers and 0 <= head < shown.circuit.n_heads):
             raise ValueError(f"There is no layer {layer}, head {head} in this model.")
-        return gr.skip(), shown.pairs.clean[0], layer, head, None
+        s = self.shared
+        return {self.prompt: shown.pairs.clean[0], s.layer: layer, s.head: head, s.shown: None}
 
     def export(self, request: gr.Request, shown):
         if shown is None:
@@ -349,33 +351,33 @@ class CircuitEvents:
         visitor = address(request, self.workspace.policy.public)
         path = self.shared.downloads.path(visitor, "circuit.csv", size, "The circuit")
         path.write_text(text, encoding="utf-8")
-        return gr.skip(), str(path)
+        return {self.tab.download: str(path)}
 
     def restore(self, request: gr.Request):
         """A link's circuit settings into the tab's inputs (each kept as it is where the link is silent)."""
-        params = share.requested(request)
+        return sent(self.restored(share.requested(request)))
+
+    def restored(self, params: dict) -> dict:
+        """The inputs a link's parameters name, by input."""
+        t = self.tab
         if "circuit" not in params and "pairs" not in params:
-            return (gr.skip(),) * 8
-        methods = [m for m in params.get("methods", "").split(",") if m in circuit_views.METHODS]
-        metric = params.get("metric")
+            return {}
         if "pairs" in params:
-            source = ("typed", gr.skip(), gr.skip(), gr.skip(), params["pairs"][: circuit_pairs.MAX_BYTES])
+            updates = {t.source: "typed", t.typed: params["pairs"][: circuit_pairs.MAX_BYTES]}
         else:
-            name = params["circuit"] if params["circuit"] in prompt_sets.BUILT_IN else gr.skip()
-            size, seed = share.integer(params, "pairs_n"), share.integer(params, "seed")
-            source = (
-                "built-in",
-                name,
-                gr.skip() if size is None else size,
-                gr.skip() if seed is None else seed,
-            )
-            source += (gr.skip(),)
-        return (
-            *source,
-            metric if metric in pairs.METRICS else gr.skip(),
-            methods or gr.skip(),
-            params["positions"] if params.get("positions") in circuit_views.POSITIONS else gr.skip(),
-        )
+            updates = {t.source: "built-in"}
+            if params["circuit"] in prompt_sets.BUILT_IN:
+                updates[t.name] = params["circuit"]
+            for box, name in ((t.size, "pairs_n"), (t.seed, "seed")):
+                if (number := share.integer(params, name)) is not None:
+                    updates[box] = number
+        if params.get("metric") in pairs.METRICS:
+            updates[t.metric] = params["metric"]
+        if methods := [m for m in params.get("methods", "").split(",") if m in circuit_views.METHODS]:
+            updates[t.methods] = methods
+        if params.get("positions") in circuit_views.POSITIONS:
+            updates[t.positions] = params["positions"]
+        return updates
 
 
 EXPORT_EDGES = 10_000  # the edges the CSV lists, best first (SmolLM2 has ~70,000; the rest score least)

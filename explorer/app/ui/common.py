@@ -138,17 +138,11 @@ def guarded(status):
     person never sees a stack trace and the app stays up. A handler returns its updates as a dict
     keyed by output (Gradio leaves those it does not name as they are; `{}`: nothing changes), and an
     error `{status: message}`. A generator handler (one that streams) yields the warning as its last
-    update, after the ones it yielded before the error.
-
-    `status` may instead be the number of outputs of a handler returning them in order, the status
-    line first: an error is then the message followed by every other output left as it is."""
+    update, after the ones it yielded before the error."""
 
     def decorate(handler):
         def warning(error: Exception):
-            message = markup.status(warn(error, handler.__name__), "warning")
-            if isinstance(status, int):
-                return message, *(gr.skip() for _ in range(status - 1))
-            return {status: message}
+            return {status: markup.status(warn(error, handler.__name__), "warning")}
 
         if inspect.isgeneratorfunction(handler):
 
