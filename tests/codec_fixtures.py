@@ -12,6 +12,7 @@ Write them again after a change of the format (and raise codec.WIRE_VERSION):
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import sys
 import zlib
@@ -107,8 +108,9 @@ def _heads_case(n: int, heads: int) -> dict:
     return dict(version=codec.WIRE_VERSION, name="heads", shown=shown, differences=differences, heads=figures)
 
 
+@functools.cache
 def fixtures() -> dict[str, dict]:
-    """Every case, by file name."""
+    """Every case, by file name (built once; read, never changed)."""
     return {
         "exact.json": _case("exact", _pipeline(12, 1)),
         "eight_bit.json": _case("eight_bit", _pipeline(12, 2, exact=False)),
