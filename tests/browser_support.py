@@ -240,9 +240,7 @@ class AppPage:
     def hover_cell(self, plot: str, panel: int, query: int, key: int) -> list[str]:
         """Hover heatmap cell (query, key) of a panel (1 = the first subplot) and read the hover
         label's lines."""
-        n = "" if panel == 1 else str(panel)
-        self.page.locator(f"#{plot}").scroll_into_view_if_needed()
-        x, y = self.page.evaluate(JS_CELL_CENTRE, [plot, f"xaxis{n}", f"yaxis{n}", query, key])
+        x, y = self.cell_centre(plot, panel, query, key)
         self.page.mouse.move(x - 3, y - 3)
         self.page.mouse.move(x, y, steps=2)
         # Plotly hovers at most once every 50 ms (its HOVERMINTIME) and then for the last position: a
@@ -254,11 +252,23 @@ class AppPage:
 
     def click_cell(self, plot: str, panel: int, row: int, col: int) -> None:
         """Click heatmap cell (row, col) of a panel (1 = the first subplot)."""
-        n = "" if panel == 1 else str(panel)
-        self.page.locator(f"#{plot}").scroll_into_view_if_needed()
-        x, y = self.page.evaluate(JS_CELL_CENTRE, [plot, f"xaxis{n}", f"yaxis{n}", row, col])
+        x, y = self.cell_centre(plot, panel, row, col)
         self.page.mouse.move(x, y, steps=2)
         self.page.mouse.click(x, y)
+
+    def cell_centre(self, plot: str, panel: int, row: int, col: int) -> tuple[float, float]:
+        """Where a panel's cell is on the page once the plot has stopped moving: a plot drawn while its
+        tab was hidden is laid out again at its card's width when the tab opens, a moment after."""
+        n = "" if panel == 1 else str(panel)
+        self.page.locator(f"#{plot}").scroll_into_view_if_needed()
+        where = None
+        for _ in range(30):
+            seen = self.page.evaluate(JS_CELL_CENTRE, [plot, f"xaxis{n}", f"yaxis{n}", row, col])
+            if seen == where:
+                break
+            where = seen
+            self.page.wait_for_timeout(100)
+        return where
 
     def move_mouse_away(self) -> None:
         self.page.mouse.move(0, 0)
