@@ -150,7 +150,7 @@ def test_an_empty_prompt_clears_the_views_and_the_page_keeps_working(app, worksp
     app.type_prompt("")
     app.press_run()
     app.page.locator("#status", has_text="The prompt is empty").wait_for()
-    app.page.wait_for_function("() => !document.querySelector('#pipeline-plot .js-plotly-plot')")
+    app.page.wait_for_function("() => !document.querySelector('#pipeline-plot .js-plotly-plot')?.data")
     assert app.strip_tokens() == [] and not app.problems()  # the old views went, and nothing failed
 
     app.run(PROMPT)

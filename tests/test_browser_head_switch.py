@@ -17,7 +17,7 @@ JS_DRAWN_MAPS = """() => {
     const plain = (v) => (v && typeof v === 'object' ? Array.from(v, plain) : Number.isNaN(v) ? 'NaN' : v);
     return {
         title: gd._fullLayout.title.text,
-        filename: gd._context.toImageButtonOptions.filename,
+        filename: document.querySelector('#pipeline-plot').dataset.download,
         maps: gd._fullData.filter((t) => t.type === 'heatmap').map((t) => ({
             z: plain(t.z), zmin: t.zmin, zmax: t.zmax, ticks: (t.colorbar && t.colorbar.tickvals) || null,
             hover: t.hovertemplate, custom: t.customdata ? plain(t.customdata) : null,
@@ -129,7 +129,10 @@ def test_a_long_prompts_other_heads_follow_the_layer_and_then_switch_in_the_page
             app = AppPage(context.new_page(), url).open()
             app.run(prompt)
             app.set_layer(2)
-            app.page.wait_for_function("() => window.__attentionExplorerHoldsHead(5)", timeout=60_000)
+            app.page.wait_for_function(
+                "() => document.querySelector('#pipeline-plot').dataset.held.split(',').includes('5')",
+                timeout=60_000,
+            )
             asked = work_asked_for(app)
             app.pick_head("head 5 · kv 1")
             app.page.wait_for_timeout(700)

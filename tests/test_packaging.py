@@ -86,7 +86,10 @@ def test_the_package_declares_its_dependencies_and_every_package_with_the_bundle
         [*find_packages(include=["explorer*"]), "explorer.bundled"]
     )
     assert setuptools_config["package-dir"] == {"explorer.bundled": "assets/shakespeare-gqa"}
-    assert setuptools_config["package-data"] == {"explorer.app.ui": ["assets/*"], "explorer.bundled": ["*"]}
+    assert setuptools_config["package-data"] == {
+        "explorer.app.ui": ["assets/*", "templates/*/*", "layer_view.pyi"],
+        "explorer.bundled": ["*"],
+    }
 
 
 def fresh_environment(path: Path) -> Path:

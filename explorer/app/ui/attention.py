@@ -24,6 +24,7 @@ from explorer.app.ui.common import (
     plot,
     plots,
 )
+from explorer.app.ui.layer_view import AskData, LayerView, others_value
 from explorer.app.visitors import address
 from explorer.engine.run import Run
 from explorer.views import export
@@ -32,7 +33,7 @@ from explorer.views import export
 @dataclass(frozen=True, kw_only=True)
 class AttentionTab:
     tab: gr.Tab
-    pipeline: gr.Plot  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head
+    pipeline: LayerView  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head, every head in the page
     all_heads: gr.Plot  # every head's softmax map, framed by kv group
     window: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # first/last query, first/last key
     zoom: gr.Plot
@@ -93,20 +94,15 @@ class AttentionTab:
 DOWNLOAD_JS = "() => { document.querySelector('#download-file')?.click(); return null; }"
 
 
-# The other heads' pipelines go to the page, which keeps them beside the pipeline they belong to.
-OTHER_HEADS_JS = "(others) => { window.__attentionExplorerOtherHeads?.(others); }"
-
-
 def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
     """The window's four numbers as whole numbers (a cleared box counts as 0)."""
     names = ("first query", "last query", "first key", "last key")
     return tuple(index(value or 0, name) for value, name in zip((q0, q1, k0, k1), names, strict=True))
 
 
-def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> AttentionTab:
-    """The tab; `ask_others` and `others` (hidden, among the page's controls) carry a long prompt's
-    other heads: once the page has drawn the head's pipeline it writes "layer,head,fingerprint,nonce"
-    (`payload.other_heads`) into the first, and they arrive in the second."""
+def build(shared: Shared) -> AttentionTab:
+    """The tab. A long prompt's layer view asks for the layer's other heads once it has drawn the
+    shown one's (`ask_others`: "layer,head,fingerprint"), answered into the view (`payload.other_heads`)."""
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         with gr.Row():  # side by side; on a phone one above the other
             with gr.Column(min_width=300):
@@ -127,7 +123,7 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
             padding=False,
             elem_id="pipeline-key",
         )
-        pipeline = gr.Plot(show_label=False, elem_id="pipeline-plot", elem_classes="wide-plot")
+        pipeline = LayerView(elem_id="pipeline-plot", elem_classes="wide-plot")
         why_panel = why.build()
         all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
@@ -157,22 +153,22 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
 
     @gpu
     @guarded(shared.status)
-    def other_heads(ask, shown, style):
+    def other_heads(shown, style, asked: AskData):
         if shown is None:
-            return {}
+            return {pipeline: others_value(None)}
         run = shared.workspace.run(*shown)
-        layer, head, fingerprint = payload.asked_heads(run, ask)
+        layer, head, fingerprint = payload.asked_heads(run, asked.ask)
         sent = payload.other_heads(run, layer, head, fingerprint, style, pipeline_names(run, layer))
-        return {} if sent is None else {others: sent}
+        return {pipeline: others_value(sent)}  # None where the view's layer is stale: it stops asking
 
-    ask_others.change(
+    pipeline.ask_others(
         other_heads,
-        [ask_others, shared.shown, shared.map_style],
-        [shared.status, others],
+        [shared.shown, shared.map_style],
+        [shared.status, pipeline],
         api_name=False,
         trigger_mode="always_last",
         show_progress="hidden",
-    ).then(None, others, None, js=OTHER_HEADS_JS, api_name=False)
+    )
 
     inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]
     gr.on(
@@ -217,7 +213,7 @@ def build(shared: Shared, ask_others: gr.Textbox, others: gr.Textbox) -> Attenti
     csv_button.click(
         head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
     ).then(None, None, download, js=DOWNLOAD_JS, api_name=False)
-    why_panel.wire(shared)
+    why_panel.wire(shared, pipeline)
     return AttentionTab(
         tab=tab,
         pipeline=pipeline,

@@ -18,6 +18,7 @@ from explorer import views
 from explorer.app import markup, payload
 from explorer.app.downloads import Downloads
 from explorer.app.limits import Readings
+from explorer.app.ui import layer_view
 from explorer.app.workspace import Workspace
 from explorer.engine.values import brief
 from explorer.errors import CheckpointError, LimitError, PromptError
@@ -57,11 +58,12 @@ def plots(figures: list, run, layer: int) -> list[PlotData]:
     ]
 
 
-def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> PlotData:
-    """Head `head`'s pipeline as plot data, carrying every other head's of the layer for the page to
-    switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the server),
-    each download named by the model, layer, head and figure."""
-    return PlotData(**payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer)))
+def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> dict:
+    """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
+    the view to switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the
+    server), each download named by the model, layer, head and figure."""
+    sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer))
+    return layer_view.layer_value(sent, layer, head)
 
 
 def pipeline_names(run, layer: int) -> Callable[[int], str]:
@@ -70,7 +72,7 @@ def pipeline_names(run, layer: int) -> Callable[[int], str]:
     return lambda head: payload.file_name(model, f"layer{layer}", f"head{head}", "pipeline")
 
 
-def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list[PlotData]:
+def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list:
     """What depends on the head (`HEAD_FIGURES`): every head's pipeline (`pipeline_plot`), and the
     RoPE view of q and k of this one."""
     return [pipeline_plot(run, layer, head, style), *rope_plots(run, layer, head, query, key)]

@@ -68,8 +68,6 @@ class Controls:
     picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
     page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
     follow: gr.Textbox  # "layer,head,nonce": the page switched heads, and a view that follows is on screen
-    ask_others: gr.Textbox  # "layer,head,fingerprint,nonce": a long prompt's layer is drawn (attention.build)
-    others: gr.Textbox  # what differs from it in the layer's other heads, for the page
     model: gr.State  # the source of the loaded model ('' is the bundled one)
     current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
 
@@ -393,5 +391,10 @@ class ViewEvents:
         )
 
 
-SHOW_HEAD_JS = "(head) => { window.__attentionExplorerShowHead?.(head); return ''; }"
+# The head picked is the layer view's to draw (it asks the server where it does not hold it).
+SHOW_HEAD_JS = """(head) => {
+  const detail = { head: Number(head) };
+  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-head', { detail }));
+  return '';
+}"""
 PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"

@@ -221,9 +221,19 @@ class _Events:
             drawn = overview.figures(self.workspace.cached_run(*shown))
             return dict(zip(p.overview.outputs, drawn, strict=True))
 
-        self.tab.stale.change(overview_again, [p.overview.is_open, s.shown], overview_outputs, api_name=False)
-        self.tab.stale.change(
-            p.redraw.fn, p.redraw.inputs, p.redraw.outputs, api_name=False, show_progress_on=s.status
+        # Gradio sends a State's change when a page opens too: its first value (0) redraws nothing.
+        def redraw(stale, *inputs):
+            return p.redraw.fn(*inputs) if stale else sent({})
+
+        def overview_if_stale(stale, is_open, shown):
+            return overview_again(is_open, shown) if stale else sent({})
+
+        stale = self.tab.stale
+        stale.change(
+            overview_if_stale, [stale, p.overview.is_open, s.shown], overview_outputs, api_name=False
+        )
+        stale.change(
+            redraw, [stale, *p.redraw.inputs], p.redraw.outputs, api_name=False, show_progress_on=s.status
         )
 
     # --- ablation ---------------------------------------------------------------------------------

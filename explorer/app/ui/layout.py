@@ -79,7 +79,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         controls, shared = lay_out_controls(workspace, startup)
         with gr.Tabs(elem_id="views", overflow_behavior="wrap"):
             tabs = Tabs(
-                attention=attention.build(shared, controls.ask_others, controls.others),
+                attention=attention.build(shared),
                 rope=rope.build(shared),
                 gqa=gqa.build(startup.panel.gqa, startup.panel.kv_cache),
                 faithfulness=faithfulness.build(),
@@ -172,8 +172,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
     picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
     page_head = gr.Textbox(elem_id="page-head", elem_classes="hidden-input", show_label=False)
     follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
-    ask_others = gr.Textbox(elem_id="other-heads-ask", elem_classes="hidden-input", show_label=False)
-    others = gr.Textbox(elem_id="other-heads", elem_classes="hidden-input", show_label=False)
     # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
     current_tab = gr.Textbox(
         "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
@@ -189,8 +187,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         picked=picked,
         page_head=page_head,
         follow=follow,
-        ask_others=ask_others,
-        others=others,
         model=model,
         current_tab=current_tab,
     )

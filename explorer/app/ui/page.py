@@ -17,7 +17,7 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 # The page's pure logic, ES modules that node's tests import (tests/*.test.mjs): each reaches the page
 # as an object of its exports, named after its file, before the page script that uses them.
-MODULES = ("codec", "labels")
+MODULES = ("codec", "labels", "ticks")
 
 
 def assets() -> gr.HTML:

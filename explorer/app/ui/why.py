@@ -15,6 +15,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
+from explorer.app.ui.layer_view import CellData, LayerView
 
 HINT = (
     "Each cell is one query-side source × one key-side source: what the embedding, an earlier head, an "
@@ -36,7 +37,8 @@ class WhyPanel:
     split: gr.Plot
     row: gr.Plot
 
-    def wire(self, shared: Shared) -> None:
+    def wire(self, shared: Shared, view: LayerView) -> None:
+        """Wired to the page's #score-cell and to the layer view's clicks (`view.select_cell`)."""
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers]
 
         def draw(request: gr.Request, layer, head, query, key, shown):
@@ -71,7 +73,18 @@ class WhyPanel:
         def from_cell(request: gr.Request, choice, shown):
             return draw(request, *cell_numbers(choice), shown)
 
+        def from_view(request: gr.Request, layer, head, shown, cell: CellData):
+            return draw(request, layer, head, cell.query, cell.key, shown)
+
         handled = gpu(guarded(shared.status)(draw))
+        view.select_cell(
+            gpu(guarded(shared.status)(from_view)),
+            [shared.layer, shared.head, shared.shown],
+            outputs,
+            api_name=False,
+            trigger_mode="always_last",
+            **COSTLY,
+        )
         self.cell.change(
             gpu(guarded(shared.status)(from_cell)),
             [self.cell, shared.shown],

@@ -85,7 +85,9 @@ JS_DRAWN = """(ids) => {
   const b = window.__bench;
   const times = ids.map((id) => document.querySelector(`#${id} .js-plotly-plot`)?.__drawnAt || 0);
   if (times.some((t) => t <= b.mark)) return null;
-  const reacts = b.reacts.filter((t) => t >= b.mark);
+  // The layer view draws with its own Plotly, and marks when it begins (performance.mark).
+  const views = performance.getEntriesByName("layer-view-draw").map((entry) => entry.startTime);
+  const reacts = [...b.reacts, ...views].filter((t) => t >= b.mark);
   return { last: Math.max(...times) - b.mark, first_react: Math.min(...reacts) - b.mark };
 }"""
 
@@ -95,7 +97,7 @@ FOLLOW_UP = "other_heads"  # the handler that sends a long prompt's other heads 
 
 # A long prompt's layer: the page asks for the other heads once it has drawn it (and is idle), and they
 # are in. They are timed apart from the action ("then"): a person reads the layer meanwhile.
-JS_SETTLED = "() => !window.__attentionExplorerAsking?.()"
+JS_SETTLED = "() => document.querySelector('#pipeline-plot')?.dataset.asking !== '1'"
 
 
 @dataclass

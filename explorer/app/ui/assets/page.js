@@ -9,15 +9,15 @@
 //   them twice).
 // - A heatmap whose cells name tokens (the lens) shows in each as much of its token as the cell holds.
 // - A PNG button beside the modebar's SVG download, at publication size.
-// - Clicking a cell of the head's maps (the pipeline, its own thumbnail, the zoom) asks why it scores
-//   as it does (#score-cell; a link's `cell=query,key` once its pipeline is drawn; "Open in Attention":
-//   the last query's most attended key); a head source there, or a cell of the Overview's composition,
-//   opens that head.
+// - Clicking a cell of the head's maps (its own thumbnail, the zoom; the pipeline's own clicks are the
+//   layer view's) asks why it scores as it does (#score-cell; a link's `cell=query,key` once the layer
+//   view has drawn; "Open in Attention": the last query's most attended key); a head source there, or
+//   a cell of the Overview's composition, opens that head.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
-//   screen is switched to in the page (every head's pipeline came with the layer, or for a long prompt
-//   followed it once it was drawn: `showHead`, `otherHeads`), with no request; the views that follow
-//   the head elsewhere ask the server only when on screen. Clicking a
+//   screen is the layer view's to draw (it holds every head's pipeline, or for a long prompt asks for
+//   them once drawn), with no request; the views that follow the head elsewhere ask the server only
+//   when on screen. Clicking a
 //   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
 //   the circuit's node map or graph on the first pair's clean prompt (#circuit-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
@@ -25,7 +25,7 @@
 //   another view opens the Attention tab on it, with a button back to the chart.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
-// - Drawing: a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
+// - Drawing (the gr.Plot figures; the layer view draws its own): a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
 //   a figure's maps left out or packed by the wire format are rebuilt before it is drawn, by the
 //   decoder (`codec`). Gradio's plot
 //   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
@@ -36,64 +36,6 @@ if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
 
   const hooked = new WeakSet();
-
-  // An axis whose labels would overlap sets them smaller, down to SMALLEST_TICK_PX, and hides only
-  // those that overlap still: at a few dozen tokens every label fits, a little smaller (Plotly has
-  // already turned them upright where they would not fit across).
-  const SMALLEST_TICK_PX = 9;
-
-  function tidyTicks(gd) {
-    // Writes and reads in batches, every axis at once: the page is laid out once a batch, not once
-    // per axis (a read after a write lays it out again).
-    const axes = [...gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")];
-    const labels = axes.map((axis) => [...axis.querySelectorAll("text")]);
-    for (const text of labels.flat()) {
-      if (text.style.visibility) text.style.visibility = "";
-      if (text.dataset.fontSize) text.style.fontSize = text.dataset.fontSize; // as Plotly set it
-    }
-    const frame = gd.getBoundingClientRect();
-    const inside = (box) =>
-      box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
-    const overlap = (a, b) => a.left < b.right + 1 && a.right > b.left - 1 && a.top < b.bottom + 1 && a.bottom > b.top - 1;
-    const placedOf = (texts) => {
-      const placed = texts.map((text) => ({ text, box: text.getBoundingClientRect() })).filter(({ box }) => box.width > 0 && box.height > 0);
-      const spread = (key) => Math.max(...placed.map((p) => p.box[key])) - Math.min(...placed.map((p) => p.box[key]));
-      const along = spread("left") > spread("top") ? "left" : "top"; // ticks run across or down
-      return placed.sort((a, b) => a.box[along] - b.box[along]);
-    };
-    const crowded = (placed) => placed.some((p, i) => i > 0 && overlap(placed[i - 1].box, p.box));
-    let measured = labels.map(placedOf);
-    let tight = labels.filter((_, i) => crowded(measured[i]));
-    const size = (text) => parseFloat(text.dataset.fontSize || text.style.fontSize) || 12;
-    for (let px = Math.max(0, ...tight.flat().map(size)) - 1; tight.length && px >= SMALLEST_TICK_PX; px--) {
-      for (const text of tight.flat()) {
-        if (!text.dataset.fontSize) text.dataset.fontSize = text.style.fontSize;
-        if (size(text) > px) text.style.fontSize = `${px}px`;
-      }
-      const remeasured = tight.map(placedOf);
-      measured = labels.map((texts) => remeasured[tight.indexOf(texts)] || measured[labels.indexOf(texts)]);
-      tight = tight.filter((_, i) => crowded(remeasured[i]));
-    }
-    for (const placed of measured) {
-      let last = null;
-      for (const { text, box } of placed) {
-        if ((last && overlap(last, box)) || !inside(box)) text.style.visibility = "hidden";
-        else last = box;
-      }
-    }
-    // Annotations (panel titles, the thumbnails' first and last keys, the flow's named routes): one that
-    // would overlap an earlier one shown is hidden.
-    const notes = [...gd.querySelectorAll(".annotation")];
-    for (const note of notes) if (note.style.visibility) note.style.visibility = "";
-    const covers = (a, b) =>
-      Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
-    const shownNotes = [];
-    for (const { note, box } of notes.map((note) => ({ note, box: note.getBoundingClientRect() }))) {
-      if (box.width === 0 || box.height === 0) continue;
-      if (shownNotes.some((other) => covers(other, box))) note.style.visibility = "hidden";
-      else shownNotes.push(box);
-    }
-  }
 
   // A heatmap whose cells name tokens (the lens' grid) carries each cell's whole label in
   // `meta.fit_text` ([rows][columns]; its own `text`, short, is what an export draws): each cell shows
@@ -157,7 +99,7 @@ if (!window.__attentionExplorerPage) {
   }
 
   function pickHead(layer, head, box = "#picked-head") {
-    if (box === "#picked-head" && layer === currentLayer() && holdsHead(head)) {
+    if (box === "#picked-head" && layer === currentLayer() && layerView()) {
       write("#page-head", `${head},${Date.now()}`); // the head picker shows it (no request)
       showHead(head);
     } else if (!write(box, `${layer},${head},${Date.now()}`)) return;
@@ -178,8 +120,8 @@ if (!window.__attentionExplorerPage) {
   // A link's cell ("cell=query,key"), opened once its pipeline is drawn.
   let linkCell = /^(\d+),(\d+)$/.exec(new URLSearchParams(window.location.search).get("cell") || "");
 
-  function openLinkCell(gd) {
-    if (!linkCell || !gd.closest("#pipeline-plot")) return;
+  function openLinkCell() {
+    if (!linkCell) return;
     const [, query, key] = linkCell.map(Number);
     linkCell = null;
     pickCell(currentLayer(), currentHead(), query, key);
@@ -324,7 +266,7 @@ if (!window.__attentionExplorerPage) {
       // Another head's thumbnail switches to it in the page (no request); the shown head's opens the cell.
       if (head === currentHead()) pickCell(currentLayer(), head, Math.round(point.y), Math.round(point.x));
       else pickHead(currentLayer(), head);
-    } else if (gd.closest("#pipeline-plot, #zoom-plot") && point.data.type === "heatmap") {
+    } else if (gd.closest("#zoom-plot") && point.data.type === "heatmap") {
       pickCell(currentLayer(), currentHead(), Math.round(point.y), Math.round(point.x));
     } else if (gd.closest("#why-split-plot, #why-row-plot") && point.customdata && point.customdata[0] >= 0) {
       pickHead(Number(point.customdata[0]), Number(point.customdata[1])); // a head source
@@ -371,97 +313,42 @@ if (!window.__attentionExplorerPage) {
     }
   }
 
+  // The plots Gradio's plot components draw. The layer view (explorer/app/ui/layer_view.py) draws,
+  // rebuilds and tidies its own with its own Plotly: nothing here touches it.
+  const isLayerView = (gd) => Boolean(gd.closest(".layer-view-block"));
+  const gradioPlots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => !isLayerView(gd));
+
   function hook(gd) {
-    if (hooked.has(gd) || typeof gd.on !== "function") return;
+    if (hooked.has(gd) || typeof gd.on !== "function" || isLayerView(gd)) return;
     hooked.add(gd);
     gd.on("plotly_afterplot", () => {
       fitCellText(gd);
-      tidyTicks(gd);
+      ticks.tidyTicks(gd);
       addPngButton(gd);
       letTouchScroll(gd);
       if (gd.closest("#overview-plot")) markPicked();
-      openLinkCell(gd);
     });
     gd.on("plotly_click", (data) => onClick(gd, data));
   }
 
-  // Every head's pipeline of the layer (explorer/app/head_switch.py): the update draws one head and
-  // carries each other's as what differs from it (`layout.meta.heads[h]`: traces whole, by index; the
-  // layout's and config's keys), its arrays deflated. Kept here, as sent, before anything is rebuilt.
-  const packs = new WeakMap(); // pipeline plot -> { data, layout, config, heads, shown, drawn, inflated }
+  // The layer view (explorer/app/ui/layer_view.py) holds the layer's heads and draws the one asked
+  // for ("show-head"); it says what it drew ("layer-drawn", "head-shown") and which head it does not
+  // hold ("head-wanted": the server draws it, and what follows it, in one event).
+  const layerView = () => document.querySelector("#pipeline-plot.layer-view-block");
 
-  // A long prompt's layer carries the shown head's alone (`meta.others`: "layer,head,fingerprint");
-  // once it is drawn the page asks for the other heads' (#other-heads-ask), which join its pack when
-  // they arrive (`otherHeads`). A head picked before then is drawn by the server.
-  function keepPack(gd, args) {
-    const meta = args[1] && args[1].meta;
-    if (!meta || !(meta.heads || meta.others)) return;
-    const { heads, head, others, ...rest } = meta;
-    args[1] = { ...args[1], meta: rest }; // Plotly never sees them
-    // Copies: rebuilding sets keys on the traces drawn, and Plotly its own on what it is given.
-    const [data, layout, config] = structuredClone([args[0], args[1], args[2] || {}]);
-    const shown = others ? Number(others.split(",")[1]) : head;
-    packs.set(gd, { data, layout, config, heads: heads || [], shown, drawn: shown, inflated: [], others });
+  function showHead(head) {
+    layerView()?.dispatchEvent(new CustomEvent("show-head", { detail: { head } }));
   }
 
-  let askedAt = 0, answeredAt = 0; // the last ask for other heads, and the last answer (maybe none)
-
-  function askOthers(gd) {
-    const pack = packs.get(gd);
-    if (!pack || !pack.others || pack.asked) return;
-    pack.asked = true;
-    askedAt = performance.now();
-    write("#other-heads-ask", `${pack.others},${Date.now()}`);
-  }
-
-  function otherHeads(text) {
-    // The other heads' differences from the pipeline on screen, if it is still the one they were asked
-    // for ('' or an older answer: the server found the page's pipeline stale, and sent none).
-    answeredAt = performance.now();
-    if (!text) return;
-    const { others, heads } = JSON.parse(text);
-    const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
-    if (pack && pack.others === others && !pack.heads.length) pack.heads = heads;
-  }
-
-  window.__attentionExplorerOtherHeads = otherHeads;
-  // For tests and the benchmark: whether a head would be switched to in the page, and whether the
-  // other heads are on their way.
-  window.__attentionExplorerHoldsHead = (head) => holdsHead(head);
-  window.__attentionExplorerAsking = () => {
-    const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
-    const pack = gd && packs.get(gd);
-    return askedAt > answeredAt || Boolean(pack && pack.others && !pack.asked && gd.offsetParent !== null);
-  };
-
-  function holdsHead(head) {
-    const pack = packs.get(document.querySelector("#pipeline-plot .js-plotly-plot"));
-    return Boolean(pack && (head === pack.shown || pack.heads[head]));
-  }
-
-  async function showHead(head) {
-    // Head `head`'s pipeline, from the layer's update: the figure the server would have sent for it.
-    const gd = document.querySelector("#pipeline-plot .js-plotly-plot");
-    const pack = gd && packs.get(gd);
-    if (!pack || !(head === pack.shown || pack.heads[head])) {
-      // A layer whose other heads are not in the page (yet): the server draws the head, and what
-      // follows it, in one event.
-      if (gd) write("#head-follow", `${currentLayer()},${head},${Date.now()}`);
-      return;
-    }
-    if (head === pack.drawn) return;
-    pack.drawn = head;
-    followHead(head);
-    const none = { data: {}, layout: {}, config: {} };
-    if (head !== pack.shown && !pack.inflated[head]) pack.inflated[head] = await codec.inflate(pack.heads[head]);
-    if (pack.drawn !== head || packs.get(gd) !== pack) return; // another head or update since
-    const figure = structuredClone(codec.applyDifference(pack, head === pack.shown ? none : pack.inflated[head]));
-    // The config as it was (Plotly draws a whole new plot for a config that differs); the downloads'
-    // name, which the config alone changes, set on the plot after.
-    const options = figure.config.toImageButtonOptions;
-    await window.Plotly.react(gd, figure.data, figure.layout, structuredClone(pack.config));
-    if (options && gd._context) gd._context.toImageButtonOptions = { ...options };
-  }
+  document.addEventListener("head-shown", (event) => followHead(event.detail.head));
+  document.addEventListener("head-wanted", (event) => {
+    write("#head-follow", `${event.detail.layer},${event.detail.head},${Date.now()}`);
+  });
+  document.addEventListener("layer-drawn", (event) => {
+    // A head picked while the layer's update was on its way is drawn from it; a link's cell opens.
+    if (currentHead() !== event.detail.head) showHead(currentHead());
+    openLinkCell();
+  });
 
   // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows): on
   // screen, asked for at once (#head-follow, one event); off screen, when their tab is opened.
@@ -479,7 +366,6 @@ if (!window.__attentionExplorerPage) {
     if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()},drawn`)) unfollowed = null;
   }
 
-  window.__attentionExplorerShowHead = showHead;
 
   // Plotly settles a new plot's margins by drawing it twice: at the layout's own margins, then at
   // those its axes' tick labels and colour bars push out (a tenth of a second for the pipeline at 256
@@ -536,7 +422,6 @@ if (!window.__attentionExplorerPage) {
     const resize = plotly.Plots.resize;
     const draw = (gd, args) => {
       if (!gd.isConnected) return Promise.resolve(gd); // its component was replaced: not on the page
-      keepPack(gd, args);
       codec.rebuild(args[0]);
       labels.shortTicks(args[1]);
       // A figure that needs more width than its card (the lens' grid: a column a position) says so in
@@ -549,24 +434,18 @@ if (!window.__attentionExplorerPage) {
         return Promise.resolve(gd);
       }
       pending.delete(gd);
-      const drawn = drawSettled(gd, args, (layout) => react.call(plotly, gd, args[0], layout, args[2]));
-      const pack = packs.get(gd);
-      if (pack && pack.drawn === pack.shown && currentHead() !== pack.shown) {
-        drawn.then(() => showHead(currentHead())); // a head picked while the layer's update was on its way
-      }
-      // Asked once the page is idle (the update's other plots drawn): the server's work then waits on
-      // no drawing, nor the drawing on it.
-      if (pack && pack.others) drawn.then(() => requestIdleCallback(() => askOthers(gd), { timeout: 1000 }));
-      return drawn;
+      return drawSettled(gd, args, (layout) => react.call(plotly, gd, args[0], layout, args[2]));
     };
     // Gradio's plot component is remounted for every new figure (a {#key} block): the figure is drawn
     // into the component on its way out, then into the new one, twice the work. A draw waits for the
     // task that asked for it to end, by when the old plot has left the page and is skipped; several
     // asks for one plot in that time draw the last once.
     const asked = new Map(); // plot -> { args, settle: [[resolve, reject]] }
+    // (The layer view's Plotly, a bundle that also sets window.Plotly, arrives here too: its plot is
+    // drawn as it asks.)
     plotly.react = function (target, data, layout, config) {
       const gd = typeof target === "string" ? document.getElementById(target) : target;
-      if (!gd) return react.call(this, target, data, layout, config);
+      if (!gd || isLayerView(gd)) return react.call(this, target, data, layout, config);
       let ask = asked.get(gd);
       if (!ask) {
         ask = { settle: [] };
@@ -589,6 +468,7 @@ if (!window.__attentionExplorerPage) {
     // width needs none.
     const fits = (gd) => gd._fullLayout && Math.abs(gd._fullLayout.width - gd.clientWidth) <= 1;
     plotly.Plots.resize = (gd) => {
+      if (isLayerView(gd)) return resize(gd);
       if (!shown(gd)) return Promise.resolve(gd);
       const ask = asked.get(gd);
       const drawn = ask ? new Promise((done) => ask.settle.push([done, done])) : Promise.resolve();
@@ -603,7 +483,7 @@ if (!window.__attentionExplorerPage) {
         pending.delete(gd);
         plotly.react(gd, ...args).then(() => resize(gd));
       }
-      for (const gd of document.querySelectorAll(".js-plotly-plot")) {
+      for (const gd of gradioPlots()) {
         if (shown(gd) && !pending.has(gd) && gd._fullLayout && !fits(gd)) resize(gd);
       }
     };
@@ -615,7 +495,7 @@ if (!window.__attentionExplorerPage) {
       }, 0);
     });
     // Anything drawn before the wrap: draw it again, its derived and packed maps rebuilt and its ticks cut.
-    document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+    gradioPlots().forEach((gd) => {
       if ((gd.data || []).some(codec.unbuilt) || labels.uncutAxes(gd.layout).length) plotly.react(gd, gd.data, gd.layout);
     });
   }
@@ -647,10 +527,10 @@ if (!window.__attentionExplorerPage) {
     attributes: true,
     attributeFilter: ["class"],
   });
-  document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+  gradioPlots().forEach((gd) => {
     hook(gd); // drawn before this script: tidied now, later on each draw
     fitCellText(gd);
-    tidyTicks(gd);
+    ticks.tidyTicks(gd);
     addPngButton(gd);
     letTouchScroll(gd);
   });

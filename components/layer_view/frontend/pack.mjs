@@ -1,0 +1,74 @@
+// What the layer view keeps of a layer: the shown head's pipeline as sent, and each other head's as
+// what differs from it (explorer/app/head_switch.py), from which it draws any head with no request.
+// Pure functions over the wire format's values; tested by node (tests/layer_view.test.mjs).
+
+import { applyDifference, inflate, rebuild } from "../../../explorer/app/ui/assets/codec.mjs";
+import { shortTicks } from "../../../explorer/app/ui/assets/labels.mjs";
+
+/**
+ * @typedef {{data: object[], layout: object, config: object}} Figure
+ * @typedef {Figure & {layer: number, shown: number, heads: (object | null)[], ask: string | null,
+ *   inflated: Map<number, Promise<object>>}} Pack
+ */
+
+/**
+ * A layer's pack from the view's value ({plot: the figure's JSON text, layer, head}). The figure's
+ * meta may carry every other head (`heads`, the shown one's entry null) or, for a long prompt, what
+ * the view asks the other heads by once it is drawn (`others`: "layer,head,fingerprint").
+ * @returns {Pack}
+ */
+export function unpack(value) {
+  const figure = typeof value.plot === "string" ? JSON.parse(value.plot) : value.plot;
+  const { heads, head, others, ...meta } = figure.layout.meta || {};
+  return {
+    data: figure.data,
+    layout: { ...figure.layout, meta },
+    config: figure.config || {},
+    layer: Number(value.layer ?? 0),
+    shown: Number(value.head ?? head ?? 0),
+    heads: heads || [],
+    ask: others || null,
+    inflated: new Map(),
+  };
+}
+
+/** Whether the pack draws head `head` with no request. */
+export function holds(pack, head) {
+  return Boolean(pack) && (head === pack.shown || Boolean(pack.heads[head]));
+}
+
+/** The heads the pack draws with no request, in order. */
+export function held(pack) {
+  if (!pack) return [];
+  const heads = pack.heads.map((difference, head) => (difference ? head : -1)).filter((head) => head >= 0);
+  return [...new Set([pack.shown, ...heads])].sort((a, b) => a - b);
+}
+
+/**
+ * The other heads' differences, answered for the pack's `ask` ({others, heads}, as
+ * `payload.other_heads` sends them), joined to it; false where they answer another layer or figure.
+ */
+export function join(pack, answer) {
+  if (!pack || !answer || answer.others !== pack.ask || pack.heads.length) return false;
+  pack.heads = answer.heads;
+  return true;
+}
+
+/**
+ * Head `head`'s figure, ready for Plotly: the figure the server would have sent for it, its maps
+ * rebuilt and its ticks cut to what they show. Every call gives new objects (Plotly keeps what it
+ * is given, and rebuilding writes into the traces).
+ * @returns {Promise<Figure>}
+ */
+export async function figureOf(pack, head) {
+  let difference = { data: {}, layout: {}, config: {} };
+  if (head !== pack.shown) {
+    if (!pack.heads[head]) throw new Error(`head ${head} is not in the layer's pack`);
+    if (!pack.inflated.has(head)) pack.inflated.set(head, inflate(pack.heads[head]));
+    difference = await pack.inflated.get(head);
+  }
+  const figure = structuredClone(applyDifference(pack, difference));
+  rebuild(figure.data);
+  shortTicks(figure.layout);
+  return figure;
+}

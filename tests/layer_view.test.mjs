@@ -1,0 +1,79 @@
+// The layer view's pure logic (components/layer_view/frontend/pack.mjs) against the codec's fixtures
+// (tests/codec_fixtures.py): a layer's value unpacked, each head drawn from the pack as the server
+// would have sent it (maps rebuilt, ticks cut), a long prompt's other heads joined only to the layer
+// they were asked for. Run by `node --test tests/` (tests/test_codec.py runs it in the fast tier).
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+
+import * as codec from "../explorer/app/ui/assets/codec.mjs";
+import * as labels from "../explorer/app/ui/assets/labels.mjs";
+import { figureOf, held, holds, join, unpack } from "../components/layer_view/frontend/pack.mjs";
+
+const fixture = (name) => JSON.parse(readFileSync(new URL(`./fixtures/codec/${name}`, import.meta.url), "utf8"));
+
+/** The view's value for the fixture's layer: head 0's figure carrying the others (as the app sends). */
+function layerValue({ shown, differences }, meta = { heads: differences, head: 0 }) {
+  const layout = { ...shown.layout, meta: { ...(shown.layout.meta || {}), ...meta } };
+  return { plot: JSON.stringify({ ...shown, layout }), layer: 2, head: 0 };
+}
+
+/** A figure as the page would draw it from the server's own: maps rebuilt, ticks cut. */
+function drawnFrom(sent) {
+  const figure = structuredClone(sent);
+  codec.rebuild(figure.data);
+  labels.shortTicks(figure.layout);
+  return figure;
+}
+
+const mapValues = (z) => (z === undefined ? undefined : Array.from(codec.flat(z).values));
+
+function assertSameFigure(actual, expected, where) {
+  assert.deepEqual(actual.layout, expected.layout, `${where}: layout`);
+  assert.deepEqual(actual.config, expected.config, `${where}: config`);
+  assert.equal(actual.data.length, expected.data.length);
+  actual.data.forEach((trace, i) => {
+    const { z, customdata, ...rest } = trace;
+    const { z: expectedZ, customdata: expectedCustom, ...expectedRest } = expected.data[i];
+    assert.deepEqual(rest, expectedRest, `${where} trace ${i}`);
+    assert.deepEqual(mapValues(z), mapValues(expectedZ), `${where} trace ${i} z`);
+    assert.deepEqual(customdata, expectedCustom, `${where} trace ${i} customdata`);
+  });
+}
+
+test("a layer's value unpacks to its layer, shown head and every head it holds", () => {
+  const heads = fixture("heads.json");
+  const pack = unpack(layerValue(heads));
+  assert.equal(pack.layer, 2);
+  assert.equal(pack.shown, 0);
+  assert.equal(pack.ask, null);
+  assert.deepEqual(held(pack), heads.heads.map((_, h) => h));
+  assert.ok(holds(pack, heads.heads.length - 1) && !holds(pack, heads.heads.length));
+  assert.equal(pack.layout.meta.heads, undefined, "Plotly never sees the other heads");
+});
+
+test("each head drawn from the pack is the figure the server sent for it, rebuilt", async () => {
+  const heads = fixture("heads.json");
+  const pack = unpack(layerValue(heads));
+  for (let h = 0; h < heads.heads.length; h++) {
+    const expected = drawnFrom(heads.heads[h]);
+    const meta = { ...(expected.layout.meta || {}) }; // what the pack carried for the page goes
+    assertSameFigure(await figureOf(pack, h), { ...expected, layout: { ...expected.layout, meta } }, `head ${h}`);
+  }
+  const again = await figureOf(pack, 1);
+  assert.notEqual(again.data, (await figureOf(pack, 1)).data, "every call gives new objects");
+});
+
+test("a long prompt's layer holds its shown head until the other heads answer its ask", async () => {
+  const heads = fixture("heads.json");
+  const ask = "2,0,abc123";
+  const pack = unpack({ ...layerValue(heads, { others: ask }), head: 0 });
+  assert.equal(pack.ask, ask);
+  assert.deepEqual(held(pack), [0]);
+  assert.ok(!join(pack, { others: "2,0,stale", heads: heads.differences }), "another figure's answer");
+  assert.ok(!join(pack, null), "no answer: the layer asked for is gone");
+  assert.deepEqual(held(pack), [0]);
+  assert.ok(join(pack, { others: ask, heads: heads.differences }));
+  assert.deepEqual(held(pack), heads.heads.map((_, h) => h));
+  await assert.rejects(figureOf(unpack(layerValue(heads, { others: ask })), 1), /head 1 is not in the layer's pack/);
+});
