@@ -30,7 +30,9 @@ from explorer.tools.stress_client import App
 
 ROOT = Path(__file__).resolve().parent.parent
 LOADS_UNLIMITED = Policy(loads_per_minute=10_000, server_loads_per_minute=10_000)
-N_LAYER_PLOTS = 6  # pipeline, all heads, RoPE rotation, RoPE score split, head similarity, faithfulness
+# the pipeline (the layer view's value, every head's thumbnails with it), RoPE rotation, RoPE score split,
+# head similarity, faithfulness
+N_LAYER_PLOTS = 5
 
 
 def free_port() -> int:
@@ -108,12 +110,12 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
     for layer in (1, 3, 1):
         _, pipeline, *rest, zoom, rows, link = client.predict(layer, 0, 3, 1, api_name="/layer")
         assert link == ""
-        names = [
-            json.loads(p["plot"])["config"]["toImageButtonOptions"]["filename"] for p in (pipeline, *rest)
-        ]
-        assert names[0].endswith(f"-layer{layer}-head0-pipeline") and names[3].endswith(
+        sent = [json.loads(p["plot"]) for p in (pipeline, *rest)] + [json.loads(pipeline["thumbnails"])]
+        names = [figure["config"]["toImageButtonOptions"]["filename"] for figure in sent]
+        assert names[0].endswith(f"-layer{layer}-head0-pipeline") and names[-1].endswith(
             f"-layer{layer}-all-heads"
         )
+        assert (pipeline["layer"], pipeline["head"]) == (layer, 0)
         assert len(set(names)) == len(names) and "attention-explorer" not in names
         assert len(rest) == N_LAYER_PLOTS - 1 and all(is_plot(p) for p in (pipeline, *rest))
         assert is_kept(zoom) and is_kept(rows)  # the zoom is closed, and nothing was generated

@@ -175,8 +175,11 @@ def test_after_an_overview_pick_the_attention_figures_fit_their_cards(wide):
     wide.open_tab("Overview")
     wide.remember_plots()
     wide.click_cell("overview-plot", 1, row=2, col=6)
-    wide.wait_redrawn(["pipeline-plot", "all-heads-plot"])  # drawn while their tab is hidden
+    wide.page.wait_for_function(
+        "() => document.querySelector('#layer-slider input[type=number]').value === '2'"
+    )
     wide.page.get_by_role("tab", name="Attention", exact=True).click()
+    wide.wait_redrawn(["pipeline-plot", "all-heads-plot"])  # the layer view draws once on screen
     assert_fit(wide, TABS["Attention"])
 
 

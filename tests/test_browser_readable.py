@@ -72,9 +72,8 @@ def test_a_link_opens_exactly_that_view(browser_context, app_url):
     try:
         app = AppPage(page, app_url + "?" + query + "&")
         page.goto(f"{app.url}__theme=light")
-        app.wait_drawn(["pipeline-plot", *TABS["RoPE"]])
+        app.wait_drawn(TABS["RoPE"])
         assert page.locator("#prompt textarea").input_value() == prompt
-        assert app.title("pipeline-plot").startswith("Layer 2 · head 5 · kv 1:")
         assert page.get_by_role("tab", name="RoPE", exact=True).get_attribute("aria-selected") == "true"
         page.locator("#copy-link").click()
         link = page.locator("#share-link textarea, #share-link input").first
@@ -87,6 +86,9 @@ def test_a_link_opens_exactly_that_view(browser_context, app_url):
         assert [q, k] == [
             [page.locator(f"#rope-{s} input[type=number]").input_value()] for s in ("query", "key")
         ]
+        app.open_tab("Attention")  # the layer view draws once on screen
+        app.wait_drawn(["pipeline-plot"])
+        assert app.title("pipeline-plot").startswith("Layer 2 · head 5 · kv 1:")
     finally:
         page.close()
 
@@ -147,9 +149,12 @@ def test_clicking_an_overview_cell_or_a_thumbnail_picks_that_head(app, browser_w
     app.open_tab("Overview")
     app.remember_plots()
     app.click_cell("overview-plot", 1, row=2, col=6)  # layer 2, head 6 on the first panel
+    app.page.wait_for_function(
+        "() => document.querySelector('#layer-slider input[type=number]').value === '2'"
+    )
+    app.open_tab("Attention")  # the layer view draws once on screen
     app.wait_redrawn(["pipeline-plot"])
     assert app.title("pipeline-plot").startswith("Layer 2 · head 6 ")
-    app.open_tab("Attention")
     app.remember_plots()
     app.click_cell("all-heads-plot", 4, row=5, col=1)  # the thumbnail of head 3
     app.wait_redrawn(["pipeline-plot"])

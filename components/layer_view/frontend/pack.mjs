@@ -72,3 +72,15 @@ export async function figureOf(pack, head) {
   shortTicks(figure.layout);
   return figure;
 }
+
+/**
+ * A figure sent whole (every head's thumbnails: the figure's JSON text), ready for Plotly.
+ * @returns {Figure}
+ */
+export function figureFromText(text) {
+  const figure = JSON.parse(text);
+  figure.config = figure.config || {};
+  rebuild(figure.data);
+  shortTicks(figure.layout);
+  return figure;
+}

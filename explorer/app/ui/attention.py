@@ -33,8 +33,8 @@ from explorer.views import export
 @dataclass(frozen=True, kw_only=True)
 class AttentionTab:
     tab: gr.Tab
-    pipeline: LayerView  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head, every head in the page
-    all_heads: gr.Plot  # every head's softmax map, framed by kv group
+    pipeline: LayerView  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head; every head's
+    # softmax map as thumbnails, framed by kv group; every head drawn in the page
     window: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # first/last query, first/last key
     zoom: gr.Plot
     zoom_open: gr.State
@@ -77,14 +77,11 @@ class AttentionTab:
             run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
             if zoom_open:
                 updates[self.zoom] = plot(views.zoom(run, layer, head, _window(*window), style))
-            (all_heads,) = plots([views.all_heads(run, layer, style)], run, layer)
-            return updates | {
-                self.pipeline: pipeline_plot(run, layer, head, style),
-                self.all_heads: all_heads,
-            }
+            (thumbnails,) = plots([views.all_heads(run, layer, style)], run, layer)
+            return updates | {self.pipeline: pipeline_plot(run, layer, head, style, thumbnails)}
 
         inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
-        outputs = [shared.status, shared.map_style, self.pipeline, self.all_heads, self.zoom, *stale]
+        outputs = [shared.status, shared.map_style, self.pipeline, self.zoom, *stale]
         boxes = [self.log_box.input, self.weighted_box.input]
         gr.on(boxes, restyle, [*inputs, *self.window], outputs, api_name=False)
 
@@ -123,9 +120,10 @@ def build(shared: Shared) -> AttentionTab:
             padding=False,
             elem_id="pipeline-key",
         )
-        pipeline = LayerView(elem_id="pipeline-plot", elem_classes="wide-plot")
+        pipeline = LayerView(
+            elem_id="pipeline-plot", thumbnails_elem_id="all-heads-plot", elem_classes="wide-plot"
+        )
         why_panel = why.build()
-        all_heads = gr.Plot(show_label=False, elem_id="all-heads-plot", elem_classes="wide-plot")
         with gr.Accordion("Zoom: exact values of any window of this head's maps", open=False) as accordion:
             with gr.Row():
                 window = (
@@ -217,7 +215,6 @@ def build(shared: Shared) -> AttentionTab:
     return AttentionTab(
         tab=tab,
         pipeline=pipeline,
-        all_heads=all_heads,
         window=window,
         zoom=zoom,
         zoom_open=zoom_open,

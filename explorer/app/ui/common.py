@@ -58,24 +58,19 @@ def plots(figures: list, run, layer: int) -> list[PlotData]:
     ]
 
 
-def pipeline_plot(run, layer: int, head: int, style: views.MapStyle) -> dict:
+def pipeline_plot(run, layer: int, head: int, style: views.MapStyle, thumbnails=None) -> dict:
     """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
     the view to switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the
-    server), each download named by the model, layer, head and figure."""
+    server), each download named by the model, layer, head and figure; with the layer's thumbnails
+    where given (their plot data: `plots`)."""
     sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer))
-    return layer_view.layer_value(sent, layer, head)
+    return layer_view.layer_value(sent, layer, head, None if thumbnails is None else thumbnails.plot)
 
 
 def pipeline_names(run, layer: int) -> Callable[[int], str]:
     """Each head's pipeline downloads' name: the model's, the layer's and the head's."""
     model = run.explorer.name
     return lambda head: payload.file_name(model, f"layer{layer}", f"head{head}", "pipeline")
-
-
-def head_plots(run, layer: int, head: int, query: int, key: int, style: views.MapStyle) -> list:
-    """What depends on the head (`HEAD_FIGURES`): every head's pipeline (`pipeline_plot`), and the
-    RoPE view of q and k of this one."""
-    return [pipeline_plot(run, layer, head, style), *rope_plots(run, layer, head, query, key)]
 
 
 def rope_plots(run, layer: int, head: int, query: int, key: int) -> list[PlotData]:

@@ -41,7 +41,6 @@ from explorer.app.ui.common import (
     Shared,
     gpu,
     guarded,
-    head_plots,
     index,
     picked_head,
     pipeline_plot,
@@ -120,7 +119,8 @@ class ViewEvents:
         # takes them away, so nothing on screen belongs to another view.
         self.stale = [link]
         self.head_plots = [t.attention.pipeline, t.rope.rotation, t.rope.split]  # views.head_figures
-        self.layer_plots = [t.attention.all_heads, t.gqa.similarity, t.faithfulness.check]  # layer_figures
+        # views.layer_figures less every head's thumbnails, which the layer view draws with the pipeline
+        self.layer_plots = [t.gqa.similarity, t.faithfulness.check]
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
         stale = Follower([], self.stale, lambda layer, head: self.offers_taken_away())
         self.followers = Followers((t.attention.follower(s), t.generate.follower, stale))
@@ -247,10 +247,9 @@ class ViewEvents:
 
     def _layer_figures(self, run: Run, layer: int, head: int, query: int, key: int, style) -> dict:
         """The head's and the layer's figures, by their plots."""
-        figures = [
-            *head_plots(run, layer, head, query, key, style),
-            *plots(views.layer_figures(run, layer, style), run, layer),
-        ]
+        thumbnails, *layer_figures = plots(views.layer_figures(run, layer, style), run, layer)
+        pipeline = pipeline_plot(run, layer, head, style, thumbnails)
+        figures = [pipeline, *rope_plots(run, layer, head, query, key), *layer_figures]
         return dict(zip([*self.head_plots, *self.layer_plots], figures, strict=True))
 
     # --- wiring -------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 components/layer_view; built into ./templates, committed, so the app needs no node).
 
 Its value is a layer's pack: the shown head's pipeline as sent (`payload.pipeline_payload`'s figure,
-carrying every other head's as what differs from it), with the layer and head it shows; or, for a long
-prompt, the answer to its `ask_others` event (the other heads, joined to the pack on screen). It draws
-with its own Plotly into one plot, updated in place, and switches heads from the pack with no request.
+carrying every other head's as what differs from it), with the layer and head it shows and every
+head's thumbnails; or, for a long prompt, the answer to its `ask_others` event (the other heads, joined
+to the pack on screen). It draws with its own Plotly into two plots, updated in place, and switches
+heads from the pack with no request (picked in the head picker, or a thumbnail clicked).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class LayerView(base.Component):
         *,
         elem_id: str | None = None,
         elem_classes: list[str] | str | None = None,
+        thumbnails_elem_id: str | None = None,
         visible: bool = True,
         render: bool = True,
     ):
         # Each parameter named here reaches the page: Gradio sends a component the arguments its
-        # __init__ declares.
+        # __init__ declares. `elem_id` names the pipeline's card, `thumbnails_elem_id` the thumbnails'.
+        self.thumbnails_elem_id = thumbnails_elem_id
         super().__init__(
             value=value, elem_id=elem_id, elem_classes=elem_classes, visible=visible, render=render
         )
@@ -176,9 +179,13 @@ class LayerView(base.Component):
         ...
 
 
-def layer_value(plot_data: dict, layer: int, head: int) -> dict:
-    """The view's value for a layer: the pipeline payload (`payload.pipeline_payload`) and where it is."""
-    return {"plot": plot_data["plot"], "layer": layer, "head": head}
+def layer_value(plot_data: dict, layer: int, head: int, thumbnails: str | None = None) -> dict:
+    """The view's value for a layer: the pipeline payload (`payload.pipeline_payload`: Gradio's plot
+    data, which API callers read as any plot's), the layer and head it shows, and every head's
+    thumbnails (a figure's JSON text, `views.all_heads`), left out where they stay as they are (another
+    head of the layer on screen)."""
+    value = {**plot_data, "layer": layer, "head": head}
+    return value if thumbnails is None else value | {"thumbnails": thumbnails}
 
 
 def others_value(answer: str | None) -> dict:

@@ -100,8 +100,7 @@ if (!window.__attentionExplorerPage) {
 
   function pickHead(layer, head, box = "#picked-head") {
     if (box === "#picked-head" && layer === currentLayer() && layerView()) {
-      write("#page-head", `${head},${Date.now()}`); // the head picker shows it (no request)
-      showHead(head);
+      showHead(head); // the layer view draws it (and the head picker follows: "head-shown")
     } else if (!write(box, `${layer},${head},${Date.now()}`)) return;
     if (box === "#picked-head") {
       picked = { layer, head };
@@ -260,12 +259,6 @@ if (!window.__attentionExplorerPage) {
     if (!point) return;
     if (gd.closest("#overview-plot")) {
       pickHead(Math.round(point.y), Math.round(point.x));
-    } else if (gd.closest("#all-heads-plot")) {
-      const axis = point.data.xaxis || "x";
-      const head = Number(axis.slice(1) || 1) - 1; // thumbnail h sits on axis x{h+1}
-      // Another head's thumbnail switches to it in the page (no request); the shown head's opens the cell.
-      if (head === currentHead()) pickCell(currentLayer(), head, Math.round(point.y), Math.round(point.x));
-      else pickHead(currentLayer(), head);
     } else if (gd.closest("#zoom-plot") && point.data.type === "heatmap") {
       pickCell(currentLayer(), currentHead(), Math.round(point.y), Math.round(point.x));
     } else if (gd.closest("#why-split-plot, #why-row-plot") && point.customdata && point.customdata[0] >= 0) {
@@ -340,9 +333,14 @@ if (!window.__attentionExplorerPage) {
     layerView()?.dispatchEvent(new CustomEvent("show-head", { detail: { head } }));
   }
 
-  document.addEventListener("head-shown", (event) => followHead(event.detail.head));
-  document.addEventListener("head-wanted", (event) => {
-    write("#head-follow", `${event.detail.layer},${event.detail.head},${Date.now()}`);
+  // A head the view drew (picked in the head picker, or a thumbnail clicked): the picker shows it.
+  document.addEventListener("head-shown", ({ detail: { head } }) => {
+    if (currentHead() !== head) write("#page-head", `${head},${Date.now()}`);
+    followHead(head);
+  });
+  document.addEventListener("head-wanted", ({ detail: { layer, head } }) => {
+    if (currentHead() === head) write("#head-follow", `${layer},${head},${Date.now()}`); // picked in the picker
+    else write("#picked-head", `${layer},${head},${Date.now()}`); // elsewhere: the server sets the picker too
   });
   document.addEventListener("layer-drawn", (event) => {
     // A head picked while the layer's update was on its way is drawn from it; a link's cell opens.

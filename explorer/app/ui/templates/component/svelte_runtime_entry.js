@@ -1,4 +1,4 @@
-import { h as L, c as E, x as A, y as u, B as b, z as T, A as D, C as M, D as w, E as g, F as O, G as x, H as F, I, J as Y, K as P, L as q, M as V, O as j, P as U, j as $, Q as R, R as k, q as z, U as W, V as G, W as H, X as J, Y as K, Z as Q, _ as X, $ as Z, a0 as ee, v as te, m as se } from "./runtime-CEoyTLCc.js";
+import { h as L, c as E, y as A, z as u, B as b, A as T, C as D, D as M, E as w, F as g, G as O, H as Y, I as F, J as I, K as q, L as P, M as x, O as V, P as j, Q as U, j as $, R, U as k, q as z, V as W, W as G, X as H, Y as J, Z as K, _ as Q, $ as X, a0 as Z, a1 as ee, v as te, m as se } from "./runtime-BrQmSKZc.js";
 function ie() {
   console.warn("https://svelte.dev/e/svelte_boundary_reset_noop");
 }
@@ -121,7 +121,7 @@ class ae {
     try {
       return e();
     } catch (i) {
-      return x(i), null;
+      return Y(i), null;
     } finally {
       w(s), g(o), O(a);
     }
@@ -134,7 +134,7 @@ class ae {
     this.#s !== null && (this.#a = document.createDocumentFragment(), this.#a.append(
       /** @type {TemplateNode} */
       this.#o
-    ), Y(this.#s, this.#a)), this.#e === null && (this.#e = u(() => e(this.#t)));
+    ), q(this.#s, this.#a)), this.#e === null && (this.#e = u(() => e(this.#t)));
   }
   /**
    * Updates the pending count associated with the currently visible pending snippet,
@@ -149,7 +149,7 @@ class ae {
     if (this.#h += e, this.#h === 0) {
       this.is_pending = !1;
       for (const s of this.#_)
-        P(s, q), V(s);
+        P(s, x), V(s);
       for (const s of this.#d)
         P(s, j), V(s);
       this.#_.clear(), this.#d.clear(), this.#e && T(this.#e, () => {

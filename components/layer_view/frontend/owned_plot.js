@@ -1,0 +1,91 @@
+// One Plotly plot the layer view owns: drawn in place (`Plotly.react`, never remounted), its calls one
+// after another (a clear that came while a draw was under way would otherwise be drawn over), laid
+// out again when its card's width changes (a plot drawn on a hidden tab, at Plotly's default width, as
+// its tab opens), its ticks tidied after each draw, its downloads named by what it shows. Public API only: Plotly's react, purge, Plots.resize, downloadImage, Icons and events.
+import { tidyTicks } from "../../../explorer/app/ui/assets/ticks.mjs";
+
+export class OwnedPlot {
+  /**
+   * @param {HTMLElement} div the plot's own element (inside `block`, which is its card)
+   * @param {any} Plotly the view's Plotly
+   * @param {(gd: HTMLElement, event: any) => void} onClick a click on a point
+   */
+  constructor(div, Plotly, onClick) {
+    this.div = div;
+    this.Plotly = Plotly;
+    this.onClick = onClick;
+    this.queue = Promise.resolve();
+    this.hooked = false;
+    this.drawnWidth = 0;
+    this.options = {}; // the drawn figure's download settings (name, size)
+    this.config = null; // one object whatever is drawn: a config that changes redraws the whole plot
+    this.watch = new ResizeObserver(() => this.resized());
+    this.watch.observe(div);
+  }
+
+  /** The figure drawn; `stillWanted()` asked again just before. */
+  draw(figure, stillWanted = () => true) {
+    return this.serial(async () => {
+      if (!stillWanted()) return false;
+      this.options = figure.config.toImageButtonOptions || {};
+      if (!this.config) this.config = this.configOf(figure.config);
+      performance.mark("layer-view-draw"); // when drawing began, for the benchmark
+      // As wide as its card (the figure names its height); laid out again when the card's width changes.
+      await this.Plotly.react(this.div, figure.data, { autosize: true, ...figure.layout }, this.config);
+      this.drawnWidth = this.div.clientWidth;
+      if (!this.hooked) this.hook();
+      return true;
+    });
+  }
+
+  clear(stillWanted = () => true) {
+    return this.serial(() => {
+      if (!stillWanted()) return;
+      this.Plotly.purge(this.div);
+      this.hooked = false;
+    });
+  }
+
+  serial(task) {
+    const next = this.queue.then(task, task);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  resized() {
+    if (this.div.offsetParent === null) return;
+    if (this.hooked && this.div.clientWidth !== this.drawnWidth) {
+      this.drawnWidth = this.div.clientWidth;
+      this.serial(() => this.Plotly.Plots.resize(this.div));
+    }
+  }
+
+  hook() {
+    this.hooked = true;
+    this.div.on("plotly_afterplot", () => tidyTicks(this.div));
+    this.div.on("plotly_click", (event) => this.onClick(this.div, event));
+  }
+
+  // Plotly's own download, replaced by two that name the file for what is on screen (SVG, and PNG at
+  // twice the size), at publication size.
+  configOf(figureConfig) {
+    const { toImageButtonOptions, ...rest } = figureConfig;
+    const download = (format) => (gd) =>
+      this.Plotly.downloadImage(gd, {
+        format,
+        filename: this.options.filename || "attention-explorer",
+        width: this.options.width || 1600,
+        height: this.options.height || 500,
+        scale: format === "png" ? 2 : 1,
+      });
+    const Icons = this.Plotly.Icons;
+    return {
+      ...rest,
+      modeBarButtonsToRemove: ["toImage"],
+      modeBarButtonsToAdd: [
+        { name: "svg", title: "Download as SVG (publication size)", icon: Icons.camera, click: download("svg") },
+        { name: "png", title: "Download as PNG (publication size)", icon: Icons["camera-retro"], click: download("png") },
+      ],
+    };
+  }
+}

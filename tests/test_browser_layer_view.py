@@ -1,0 +1,94 @@
+"""The layer view draws what `explorer.figures` builds: for exact float32 maps, 8-bit maps, maps weighted
+by what each key writes and maps pooled past 512 tokens, every heatmap the component draws in Chromium
+(its cells as Plotly laid them out, its colour range, its hover template and hover data) equals the
+trace of the Python figure for that run, layer and head: the wire format, the decoder and the
+component's own Plotly change nothing on the way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from browser_support import CONTEXT, AppPage
+
+from explorer import views
+
+pytestmark = pytest.mark.browser
+
+SHORT = "To be, or not to be, that is the question"  # exact float32 maps
+LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
+# Each heatmap as the layer view drew it: Plotly's laid-out cells and its full trace's settings.
+JS_DRAWN = """() => {
+    const gd = document.querySelector('#pipeline-plot .js-plotly-plot');
+    const plain = (v) => (v && typeof v === 'object' ? Array.from(v, plain) : Number.isNaN(v) ? null : v);
+    return gd.calcdata.filter((c) => c[0].trace.type === 'heatmap').map((c) => {
+        const t = c[0].trace;
+        return { z: plain(c[0].z), zmin: t.zmin, zmax: t.zmax, hover: t.hovertemplate,
+                 custom: t.customdata ? plain(t.customdata) : null };
+    });
+}"""
+
+
+def assert_drawn_as_built(app, run, layer: int, head: int, style: views.MapStyle) -> None:
+    drawn = app.page.evaluate(JS_DRAWN)
+    built = [trace for trace in views.pipeline(run, layer, head, style).data if trace.type == "heatmap"]
+    assert len(drawn) == len(built) == 5
+    for i, (shown, trace) in enumerate(zip(drawn, built, strict=True)):
+        expected = np.asarray(trace.z, dtype=np.float64)
+        cells = np.array([[np.nan if v is None else v for v in row] for row in shown["z"]], dtype=np.float64)
+        assert cells.shape == expected.shape, (i, cells.shape, expected.shape)
+        # float32 on both sides: equal to the bit, NaN where the mask hides a cell
+        np.testing.assert_array_equal(cells, expected, err_msg=f"panel {i}")
+        if trace.zmin is not None:
+            assert (shown["zmin"], shown["zmax"]) == pytest.approx((trace.zmin, trace.zmax), rel=1e-6)
+        assert shown["hover"] == trace.hovertemplate, i
+        if trace.customdata is not None:
+            custom = np.array(shown["custom"], dtype=np.float64)
+            np.testing.assert_allclose(custom, np.asarray(trace.customdata, np.float64), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "weighted"), [(SHORT, False), (LONG, False), (SHORT, True)], ids=["exact", "8-bit", "weighted"]
+)
+def test_each_head_the_view_draws_is_the_figure_python_builds(app, browser_workspace, prompt, weighted):
+    app.run(prompt)
+    if weighted:
+        app.remember_plots()
+        app.page.locator("#weighted-maps input").check()
+        app.wait_redrawn(["pipeline-plot"])
+    style = views.MapStyle(weighted=weighted)
+    run = browser_workspace.run("", prompt)
+    assert_drawn_as_built(app, run, 0, 0, style)  # the head the server sent
+    app.set_layer(2)
+    app.pick_head("head 5 · kv 1")  # a head rebuilt in the page from its difference
+    app.page.wait_for_function("() => document.querySelector('#pipeline-plot').dataset.head === '5'")
+    assert_drawn_as_built(app, run, 2, 5, style)
+    assert not app.problems()
+
+
+def test_a_pooled_layer_and_its_other_heads_are_drawn_as_built(browser, tmp_path, tiny_tokenizer):
+    """700 tokens: every map pooled into blocks (8-bit codes), the other heads asked for once drawn."""
+    from explorer.app.policy import Policy
+    from explorer.app.workspace import Workspace
+    from tests.conftest import make_hf_checkpoint, served
+
+    make_hf_checkpoint(tmp_path, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    workspace = Workspace(tmp_path, device="cpu", policy=Policy())
+    prompt = "To be, or not to be, that is the question. " * 30
+    run = workspace.run("", prompt)
+    assert 512 < run.n_tokens <= 1024
+    with served(workspace) as url:
+        context = browser.new_context(**CONTEXT)
+        try:
+            app = AppPage(context.new_page(), url).open()
+            app.run(prompt)
+            assert_drawn_as_built(app, run, 0, 0, views.MapStyle())
+            app.page.wait_for_function(
+                "() => document.querySelector('#pipeline-plot').dataset.held.split(',').includes('5')",
+                timeout=60_000,
+            )
+            app.pick_head("head 5 · kv 1")
+            app.page.wait_for_function("() => document.querySelector('#pipeline-plot').dataset.head === '5'")
+            assert_drawn_as_built(app, run, 0, 5, views.MapStyle())
+            assert not app.problems()
+        finally:
+            context.close()
