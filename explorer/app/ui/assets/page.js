@@ -25,10 +25,10 @@
 //   another view opens the Attention tab on it, with a button back to the chart.
 // - On a touch screen, a finger drawn across a figure scrolls it inside its card.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
-// - Drawing (the gr.Plot figures; the layer view draws its own): a plot on a tab not on screen is drawn when its tab is opened, not while it is hidden;
-//   a figure's maps left out or packed by the wire format are rebuilt before it is drawn, by the
-//   decoder (`codec`). Gradio's plot
-//   component is remounted for every new figure, and would draw it twice (into the plot on its way out,
+// - Drawing (the gr.Plot figures; the layer view draws its own): a plot on a tab not on screen is
+//   drawn when its tab is opened, not while it is hidden; a figure's maps left out or packed by the
+//   wire format are rebuilt before it is drawn, by the decoder (`codec`). Gradio's plot component
+//   is remounted for every new figure, and would draw it twice (into the plot on its way out,
 //   then the new one): it is drawn once, starting from the margins the figure before it settled on
 //   where its layout is that one's (`drawSettled`), so Plotly does not draw it twice more to settle them.
 
@@ -363,7 +363,6 @@ if (!window.__attentionExplorerPage) {
     const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
     if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()},drawn`)) unfollowed = null;
   }
-
 
   // Plotly settles a new plot's margins by drawing it twice: at the layout's own margins, then at
   // those its axes' tick labels and colour bars push out (a tenth of a second for the pipeline at 256
