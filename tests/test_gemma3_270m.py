@@ -125,7 +125,7 @@ print(status("VmHWM:") - loaded, status("VmRSS:") - loaded)
 @pytest.mark.slow
 def test_a_2048_token_run_and_its_views_grow_the_process_by_at_most_1_gib(gemma3_path):
     """No [N, vocab] tensor is kept: a run of 2,048 tokens and every view drawn of it keep at most
-    1 GiB over the loaded model (0.5 GiB measured); their transient peak is bounded more loosely."""
+    1 GiB over the loaded model; their transient peak is bounded more loosely."""
     import subprocess
     import sys
 
@@ -136,4 +136,4 @@ def test_a_2048_token_run_and_its_views_grow_the_process_by_at_most_1_gib(gemma3
     peak, resident = map(int, out.stdout.split()[-2:])
     print(f"2,048 tokens: peak {peak / 2**20:.0f} MiB, resident {resident / 2**20:.0f} MiB over the load")
     assert resident <= 2**30, resident  # what the run and its views keep
-    assert peak <= 1.5 * 2**30, peak  # and what they pass through (0.7–1.1 GiB measured)
+    assert peak <= 1.5 * 2**30, peak  # and what they pass through

@@ -19,6 +19,7 @@ the model again over every position.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -104,9 +105,16 @@ def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> Logit
     # is still in cache (one [rows, vocab] product, then passes over it, went to memory three times).
     slab = max(LENS_SLAB, top_k)
     block = max(1, LENS_TILE_BYTES // (4 * slab * layers))  # positions a block
+    # One tile's buffers for every block: a fresh [rows, slab] tile a slab, freed among the small
+    # results kept, fragments the C heap until the process holds many tiles' worth of memory.
+    weight = run.explorer.model.lm_head.weight
+    tiles = LensTiles(
+        raw=weight.new_empty(layers * block * slab),
+        product=torch.empty(layers * block * slab, device=weight.device),
+    )
     for first in range(0, len(wanted), block):
         chunk = wanted[first : first + block]
-        ids, values, lse, kl_rows = _lens_block(run, chunk, top_k, slab)
+        ids, values, lse, kl_rows = _lens_block(run, chunk, top_k, slab, tiles)
         top_probs[:, first : first + len(chunk)] = (values - lse[..., None]).exp().cpu()
         top_ids[:, first : first + len(chunk)] = ids.cpu()
         kl[:, first : first + len(chunk)] = kl_rows.cpu()
@@ -128,7 +136,19 @@ def _top(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return values, columns.gather(-1, picked)
 
 
-def _lens_block(run, positions: list[int], top_k: int, slab: int):
+@dataclass(frozen=True)
+class LensTiles:
+    """Flat scratch for a lens tile, viewed to each block's shape: the LM head's product in the
+    weights' dtype, and a float32 tile the size of the logits."""
+
+    raw: torch.Tensor  # [(L+1)·block·slab] the model's dtype
+    product: torch.Tensor  # [(L+1)·block·slab] float32
+
+    def view(self, buffer: torch.Tensor, *shape: int) -> torch.Tensor:
+        return buffer[: math.prod(shape)].view(*shape)
+
+
+def _lens_block(run, positions: list[int], top_k: int, slab: int, tiles: LensTiles):
     """The lens at a block of positions, every layer: top-k ids and logits, logsumexp and KL.
     # -> [L+1, B, k] int64, [L+1, B, k], [L+1, B], [L+1, B] float32"""
     deadline.check()
@@ -138,35 +158,41 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int):
     layers, b = normed.shape[:2]
     rows = normed.reshape(layers * b, -1)  # [R, hidden], R = (L+1)·B
     weight, cap = model.lm_head.weight, run.config.final_logit_softcapping  # [V, hidden]
+    starts = range(0, weight.shape[0], slab)
     # Σ_v p_final·logit_layer for the KL, summed from each [rows, slab] tile while it is in cache, so
     # the LM head's weights are read once (a product with them for each term would read them again:
     # with a large vocabulary, most of the last position's cost). p_final = exp(final − lse_final) is
     # known only after the last tile: the sums are kept against the running maximum `logits_peak` of
     # the final logits, rescaled when it grows (as an online softmax): mass = Σ exp(final − logits_peak),
     # cross = Σ exp(final − logits_peak)·logit_layer.
-    logits_peak = torch.full((b,), -torch.inf)  # [B]
-    mass, cross = torch.zeros(b), torch.zeros(layers, b)  # [B], [L+1, B]
-    slab_values, slab_ids, slab_lse = [], [], []
-    for start in range(0, weight.shape[0], slab):
-        logits = torch.nn.functional.linear(rows, weight[start : start + slab]).float()  # [R, S]
+    logits_peak = torch.full((b,), -torch.inf, device=rows.device)  # [B]
+    mass, cross = torch.zeros(b, device=rows.device), torch.zeros(layers, b, device=rows.device)
+    slab_values = torch.empty(len(starts), layers * b, top_k, device=rows.device)  # [T, R, k]
+    slab_ids = torch.empty(len(starts), layers * b, top_k, dtype=torch.long, device=rows.device)
+    slab_lse = torch.empty(len(starts), layers * b, device=rows.device)  # [T, R]
+    for t, start in enumerate(starts):
+        part = weight[start : start + slab]  # [S, hidden]
+        raw = torch.mm(rows, part.t(), out=tiles.view(tiles.raw, layers * b, len(part)))  # [R, S]
+        logits = raw if raw.dtype == torch.float32 else raw.float()
         if cap:
-            logits = torch.tanh(logits / cap) * cap
+            logits.div_(cap).tanh_().mul_(cap)
         tile = logits.view(layers, b, -1)  # [L+1, B, S]: its last layer is the model's own logits
         grown = torch.maximum(logits_peak, tile[-1].amax(-1))
         rescale = (logits_peak - grown).exp()  # 0 at the first tile
         weights = (tile[-1] - grown[:, None]).exp()  # [B, S]
         mass = mass * rescale + weights.sum(-1)
-        cross = cross * rescale + (tile * weights).sum(-1)
+        weighted = torch.mul(tile, weights, out=tiles.view(tiles.product, *tile.shape))
+        cross = cross * rescale + weighted.sum(-1)
         logits_peak = grown
         values, ids = _top(logits, top_k)  # [R, k]
         # lse = max + log Σ exp(logit − max), the tile overwritten in place
         top = values[:, :1]
-        slab_lse.append(top[:, 0] + logits.sub_(top).exp_().sum(-1).log_())
-        slab_values.append(values)
-        slab_ids.append(ids + start)
-    values, best = torch.cat(slab_values, -1).topk(top_k, dim=-1)  # [R, k]
-    ids = torch.cat(slab_ids, -1).gather(-1, best)
-    lse = torch.stack(slab_lse, -1).logsumexp(-1).view(layers, b)
+        slab_lse[t] = top[:, 0] + logits.sub_(top).exp_().sum(-1).log_()
+        slab_values[t] = values
+        slab_ids[t] = ids + start
+    values, best = slab_values.permute(1, 0, 2).flatten(1).topk(top_k, dim=-1)  # [R, k]
+    ids = slab_ids.permute(1, 0, 2).flatten(1).gather(-1, best)
+    lse = slab_lse.logsumexp(0).view(layers, b)
     # KL(p_final ‖ p_layer) = Σ p_final·(logit_final − logit_layer) − lse_final + lse_layer
     kl = ((cross[-1] - cross) / mass - lse[-1] + lse).clamp_min(0)
     return ids.view(layers, b, top_k), values.view(layers, b, top_k), lse, kl
