@@ -174,6 +174,18 @@ def test_query_blocks_fit_the_budget_and_line_up_with_pooled_cells():
     assert blockwise.query_blocks(1000, 8, 1, multiple=3)[0] == (0, 3)  # at least one cell
 
 
+@pytest.mark.parametrize("shape", [(3, 5, 5), (2, 17, 33), (64, 2000), (1, 1, 1), (2, 3, 9, 3)])
+@pytest.mark.parametrize("block", [1, 2, 8])
+def test_a_gap_free_maps_torch_pooling_is_the_codecs(shape, block):
+    maps = torch.rand(shape, generator=torch.Generator().manual_seed(block))  # [..., R, C] probs
+    maps[..., ::3] = 0  # the zeros of keys no query sees
+    expected = figures.codec.pool(maps.numpy(), block, "max")
+    pooled_maps = pooled.pool_max(maps, block)
+    assert pooled_maps.dtype == np.float32 and np.array_equal(pooled_maps, expected)
+    strided = maps.transpose(-1, -2)  # not contiguous, as a block's rows cut at its last query are
+    assert np.array_equal(pooled.pool_max(strided, block), figures.codec.pool(strided.numpy(), block, "max"))
+
+
 def test_an_ablated_runs_output_block_by_block_is_its_eager_output(ex):
     """The heads' outputs are edited as the ablated run's forward edited them (a mean over every
     position, so not block by block): the output equals the eager layer's and the fast path's."""

@@ -68,7 +68,7 @@ def head_stages(
             probs = rows.probs[0, :, :stop]  # [R, stop]
             if weighted:
                 probs = key_shares(probs, p.value_norms[head])[0]
-            pooled = codec.pool(probs.numpy(), block, "max")  # [R/b, ceil(stop/b)]
+            pooled = pool_max(probs, block)  # [R/b, ceil(stop/b)]
             probs_cells.append(np.pad(pooled, ((0, 0), (0, cells - pooled.shape[-1]))))
     high, low = np.concatenate(highs), np.concatenate(lows)  # [cells, cells]
     below = np.tri(cells, k=-1, dtype=bool)  # every key of the cell allowed
@@ -96,6 +96,19 @@ def head_stages(
     if p.window is not None:
         return encoded, codec.encode_mask(causal_mask(n, window=p.window).numpy())
     return encoded, codec.causal_mask_codes(n)
+
+
+def pool_max(maps: torch.Tensor, block: int) -> np.ndarray:
+    """`codec.pool(maps, block, "max")` of maps with no gaps (probabilities, shares: every value
+    finite), by torch's max pooling: the same values, without the strided passes numpy takes over
+    each block's columns. A last block reaching past the map takes the values it holds.
+    # [..., R, C] -> [..., ceil(R/b), ceil(C/b)] float32"""
+    if block == 1:
+        return maps.float().numpy()
+    *lead, rows, cols = maps.shape
+    flat = maps.float().reshape(-1, rows, cols)  # [B, R, C]
+    pooled = torch.nn.functional.max_pool2d(flat, block, ceil_mode=True)
+    return pooled.reshape(*lead, *pooled.shape[-2:]).numpy()
 
 
 def _diagonal_bounds(square: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +148,7 @@ def layer_pass(
     parts, shares, cells = [], [], math.ceil(n / block)
 
     def pooled(maps):  # [H, R, stop]: the keys after (cells of 0) are left out
-        pooled = codec.pool(maps.numpy(), block, "max")  # [H, R/b, ceil(stop/b)]
+        pooled = pool_max(maps, block)  # [H, R/b, ceil(stop/b)]
         return np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1])))
 
     def pool(first_query, probs):
