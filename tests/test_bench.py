@@ -97,3 +97,19 @@ def test_the_real_smollm2_gguf_runs_every_contender_on_the_same_english_tokens(s
         "SmolLM2-135M-Instruct.Q4_1.gguf (real weights"
         in (tmp_path / "results-cpu-smollm2-gguf.md").read_text()
     )
+
+
+def test_the_browser_bench_counts_the_bytes_a_handler_returns_by_component():
+    import gradio as gr
+    from gradio.components.plot import PlotData
+
+    from explorer.app.ui.layer_view import layer_value
+    from explorer.tools.bench.browser import payload_bytes
+
+    figure = PlotData(type="plotly", plot='{"data": []}')
+    view = layer_value({"type": "plotly", "plot": '{"data": [1]}'}, 2, 1, '{"data": []}')
+    with gr.Blocks():
+        plot, box, layer_view = gr.Plot(), gr.Textbox(), gr.Textbox()
+    returned = {plot: figure, box: gr.update(visible=False), layer_view: view}
+    assert payload_bytes(returned) == len(figure.plot) + len(json.dumps(view))
+    assert payload_bytes((figure, "<p>é</p>", gr.update(value="ab"))) == len(figure.plot) + 9 + 2

@@ -118,13 +118,20 @@ class ServerLog:
 
 
 def payload_bytes(value: Any) -> int:
-    """JSON bytes of the figures and HTML a handler returns (updates that change no value count 0)."""
+    """JSON bytes of the figures, HTML and view values a handler returns, whether as a tuple or as a
+    {component: value} dict (updates that change no value count 0)."""
     from gradio.components.plot import PlotData
 
     if isinstance(value, PlotData):
         return len(value.plot.encode())
     if isinstance(value, str):
         return len(value.encode())
+    if isinstance(value, dict):
+        if value.get("__type__") == "update":
+            return payload_bytes(value.get("value"))
+        if all(isinstance(key, str) for key in value):  # a value sent as JSON (the layer view's)
+            return len(json.dumps(value).encode())
+        return sum(payload_bytes(v) for v in value.values())
     if isinstance(value, (tuple, list)):
         return sum(payload_bytes(v) for v in value)
     return 0
