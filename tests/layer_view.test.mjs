@@ -47,6 +47,8 @@ test("a layer's value unpacks to its layer, shown head and every head it holds",
   assert.equal(pack.layer, 2);
   assert.equal(pack.shown, 0);
   assert.equal(pack.ask, null);
+  assert.equal(pack.prepare, false, "within the view budget no neighbour is made ready");
+  assert.equal(unpack({ ...layerValue(heads), prepare: true }).prepare, true);
   assert.deepEqual(held(pack), heads.heads.map((_, h) => h));
   assert.ok(holds(pack, heads.heads.length - 1) && !holds(pack, heads.heads.length));
   assert.equal(pack.layout.meta.heads, undefined, "Plotly never sees the other heads");

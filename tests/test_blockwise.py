@@ -127,6 +127,27 @@ def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
     assert view_attention.eager_check(run, LAYER).max_abs_diff <= views.EAGER_TOLERANCE
 
 
+def test_a_layer_prepared_ahead_is_drawn_with_no_pass_and_equal_to_one_drawn_cold(ex, monkeypatch):
+    """`prepare_layer` keeps a layer's pass past the budget (the weighted maps too when the style asks),
+    so its figures then compute nothing, and are what a cold switch draws; whole maps are left alone."""
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 8 * 702 * 702 * 4 // 10)
+    cold = views.layer_figures(ex.run(PROMPT), LAYER, figures.MapStyle(weighted=True))
+    run = ex.run(PROMPT)
+    assert views.prepare_layer(run, LAYER) and not views.prepare_layer(run, LAYER)  # once
+    assert views.prepare_layer(run, LAYER, figures.MapStyle(weighted=True))  # its weighted maps added
+    assert not views.prepare_layer(run, LAYER, figures.MapStyle(weighted=True))
+    monkeypatch.setattr(pooled, "layer_pass", lambda *a, **k: pytest.fail("the pass was computed again"))
+    monkeypatch.setattr(run, "sdpa_output", lambda *a, **k: pytest.fail("the fast path was rerun"))
+    warm = views.layer_figures(run, LAYER, figures.MapStyle(weighted=True))
+    for a, b in zip(warm[:2], cold[:2], strict=True):  # every head's map, their similarity (the check: timed)
+        assert a.to_json() == b.to_json()
+    with pytest.raises(ValueError, match="layer"):
+        views.prepare_layer(run, run.config.n_layers)
+    monkeypatch.undo()
+    short = ex.run(TEXT)
+    assert views.maps_fit(short) and not views.prepare_layer(short, LAYER) and not short.kept
+
+
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):
     sizes = []
     made = attention.attention_rows

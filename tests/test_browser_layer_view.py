@@ -92,3 +92,42 @@ def test_a_pooled_layer_and_its_other_heads_are_drawn_as_built(browser, tmp_path
             assert not app.problems()
         finally:
             context.close()
+
+
+def test_past_the_budget_a_drawn_layers_neighbours_are_made_ready_and_a_step_to_one_computes_no_pass(
+    browser, tmp_path, tiny_tokenizer, monkeypatch
+):
+    """With a view budget of a tenth of a layer's maps, the view asks, once its layer is drawn and its
+    other heads are in, for the layers beside it to be made ready; stepping to one then draws it from
+    what the server kept (no pass over its maps), as built, and asks for its own neighbours."""
+    from explorer.app.policy import Policy
+    from explorer.app.workspace import Workspace
+    from explorer.views import attention as view_attention
+    from explorer.views import pooled
+    from tests.conftest import make_hf_checkpoint, served
+
+    make_hf_checkpoint(tmp_path, tiny_tokenizer, "llama", max_position_embeddings=1024)
+    workspace = Workspace(tmp_path, device="cpu", policy=Policy())
+    prompt = "To be, or not to be, that is the question. " * 30
+    run = workspace.run("", prompt)
+    monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", run.config.n_heads * run.n_tokens**2 * 4 // 10)
+    assert not views.maps_fit(run) and run.config.n_layers == 3
+    passes, layer_pass = [], pooled.layer_pass
+    monkeypatch.setattr(
+        pooled, "layer_pass", lambda r, layer, *a, **k: passes.append(layer) or layer_pass(r, layer, *a, **k)
+    )
+    prepared = "(want) => document.querySelector('#pipeline-plot').dataset.prepared === want"
+    with served(workspace) as url:
+        context = browser.new_context(**CONTEXT)
+        try:
+            app = AppPage(context.new_page(), url).open()
+            app.run(prompt)
+            app.page.wait_for_function(prepared, arg="1", timeout=60_000)
+            assert passes == [0, 1]  # the layer drawn, then its one neighbour
+            app.set_layer(1)
+            assert_drawn_as_built(app, run, 1, 0, views.MapStyle())
+            app.page.wait_for_function(prepared, arg="0,2", timeout=60_000)
+            assert passes == [0, 1, 2]  # layer 1 drawn from what was kept; layer 0 kept already
+            assert not app.problems()
+        finally:
+            context.close()

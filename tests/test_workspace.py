@@ -118,6 +118,20 @@ def test_runs_load_only_the_default_model_and_another_must_be_loaded_again(gqa_c
     assert workspace.run(str(other_checkpoint), PROMPT).n_tokens > 0
 
 
+def test_a_held_run_is_found_however_long_its_text_and_nothing_is_loaded_or_run_for_one_not_held(
+    gqa_checkpoint, other_checkpoint, monkeypatch
+):
+    workspace = Workspace(gqa_checkpoint, device="cpu", policy=Policy(max_tokens=32))
+    assert workspace.held_run("", PROMPT) is None  # the default model not even loaded: not loaded now
+    assert not workspace.is_loaded("")
+    long_text = PROMPT * 100  # cut to what a run reads, as the run's key is
+    run = workspace.run("", long_text)
+    assert workspace.held_run("", long_text) is run and workspace.held_run(None, long_text) is run
+    monkeypatch.setattr(type(run.explorer), "run", lambda *a, **k: pytest.fail("a forward was run"))
+    assert workspace.held_run("", "another prompt") is None
+    assert workspace.held_run(str(other_checkpoint), PROMPT) is None
+
+
 def test_a_model_bigger_than_the_budget_is_refused_before_its_weights_are_read(gqa_checkpoint, monkeypatch):
     monkeypatch.setattr("explorer.loading.folders.load_file", lambda *a: pytest.fail("weights were read"))
     workspace = Workspace(gqa_checkpoint, device="cpu", max_bytes=100_000)

@@ -184,9 +184,7 @@ class Workspace:
         key = self.key(model)
         if isinstance(text, GenerationKey):
             return self._generated_run(explorer, key, text)
-        limit = min(self.policy.max_tokens, explorer.config.context_length)
-        read = text[: char_budget(limit)] if isinstance(text, str) else text
-        run_key = (key, read) if ablation is None else (key, read, ablation)
+        run_key, read = self._run_key(explorer, key, text, ablation)
         found = self._touch(key, run_key)
         if found is not None:
             return found
@@ -199,8 +197,26 @@ class Workspace:
         run.eager_cache_bytes = EAGER_BYTES_PER_RUN
         return self._insert({key: explorer, run_key: CachedRun(run, read)})
 
+    def _run_key(self, explorer: Explorer, key: str, text: str, ablation: Ablation | None) -> tuple:
+        """The key a run of `text` is kept under, and the text it reads (cut to what a run may take)."""
+        limit = min(self.policy.max_tokens, explorer.config.context_length)
+        read = text[: char_budget(limit)] if isinstance(text, str) else text
+        return ((key, read) if ablation is None else (key, read, ablation)), read
+
     def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
         return self.cached_run(model, text, ablation).run
+
+    def held_run(self, model: str | None, text: str | GenerationKey) -> Run | None:
+        """The run of `text` on `model` where the workspace holds it, else None: nothing is loaded or
+        run (what is made ready ahead of a person's next step never costs a forward)."""
+        key = self.key(model)
+        explorer = self._touch(key)
+        if explorer is None:
+            return None
+        generated = isinstance(text, GenerationKey)
+        run_key = (key, text) if generated else self._run_key(explorer, key, text, None)[0]
+        found = self._touch(key, run_key)
+        return None if found is None else found.run
 
     def _generated_run(self, explorer: Explorer, key: str, generated: GenerationKey) -> CachedRun:
         if generated.model != key:

@@ -32,6 +32,7 @@ from explorer.views.attention import (
     pipeline,
     pipeline_exact,
     pipeline_parts,
+    prepare_layer,
     zoom,
 )
 from explorer.views.flow import DEFAULT_THRESHOLD, flow
@@ -119,6 +120,7 @@ __all__ = [
     "pipeline",
     "pipeline_exact",
     "pipeline_parts",
+    "prepare_layer",
     "ranked_heads",
     "rope_angles",
     "rope_rotation",

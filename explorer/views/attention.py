@@ -267,3 +267,20 @@ def layer_figures(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[go
         _similarity_figure(run, layer, kept.similarity),
         _faithfulness_figure(run, layer, kept.check),
     ]
+
+
+def prepare_layer(run: Run, layer: int, style: MapStyle = MapStyle()) -> bool:
+    """Make `layer_figures` of `layer` quick ahead of time, where that pays: past the budget its one
+    pass over the layer's maps is computed and kept with the run (a layer switch then draws from it);
+    whole maps are left alone (cheap to compute, and large to hold: they would push the layer on
+    screen out of the run's cache). Whether anything was computed."""
+    n_layers = run.config.n_layers
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
+        raise ValueError(f"layer must be a whole number in [0, {n_layers - 1}], got {layer!r}")
+    if maps_fit(run):
+        return False
+    kept = pooled.kept_layer_views(run, layer)
+    if kept is not None and (kept.weighted_maps is not None or not style.weighted):
+        return False
+    pooled.layer_views(run, layer, block_bytes(), style.weighted)
+    return True

@@ -8,13 +8,14 @@ import { shortTicks } from "../../../explorer/app/ui/assets/labels.mjs";
 /**
  * @typedef {{data: object[], layout: object, config: object}} Figure
  * @typedef {Figure & {layer: number, shown: number, heads: (object | null)[], ask: string | null,
- *   inflated: Map<number, Promise<object>>}} Pack
+ *   prepare: boolean, inflated: Map<number, Promise<object>>}} Pack
  */
 
 /**
- * A layer's pack from the view's value ({plot: the figure's JSON text, layer, head}). The figure's
- * meta may carry every other head (`heads`, the shown one's entry null) or, for a long prompt, what
- * the view asks the other heads by once it is drawn (`others`: "layer,head,fingerprint").
+ * A layer's pack from the view's value ({plot: the figure's JSON text, layer, head, prepare?}). The
+ * figure's meta may carry every other head (`heads`, the shown one's entry null) or, for a long
+ * prompt, what the view asks the other heads by once it is drawn (`others`: "layer,head,fingerprint").
+ * `prepare`: once drawn (its heads in) and idle, the view asks for the neighbouring layers.
  * @returns {Pack}
  */
 export function unpack(value) {
@@ -28,6 +29,7 @@ export function unpack(value) {
     shown: Number(value.head ?? head ?? 0),
     heads: heads || [],
     ask: others || null,
+    prepare: Boolean(value.prepare),
     inflated: new Map(),
   };
 }

@@ -24,7 +24,7 @@ from explorer.app.ui.common import (
     plot,
     plots,
 )
-from explorer.app.ui.layer_view import AskData, LayerView, others_value
+from explorer.app.ui.layer_view import AskData, LayerView, PrepareData, others_value, prepared_value
 from explorer.app.visitors import address
 from explorer.engine.run import Run
 from explorer.views import export
@@ -99,7 +99,8 @@ def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
 
 def build(shared: Shared) -> AttentionTab:
     """The tab. A long prompt's layer view asks for the layer's other heads once it has drawn the
-    shown one's (`ask_others`: "layer,head,fingerprint"), answered into the view (`payload.other_heads`)."""
+    shown one's (`ask_others`: "layer,head,fingerprint"), answered into the view (`payload.other_heads`);
+    past the view budget, then for its neighbouring layers to be made ready (`prepare`)."""
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         with gr.Row():  # side by side; on a phone one above the other
             with gr.Column(min_width=300):
@@ -161,6 +162,27 @@ def build(shared: Shared) -> AttentionTab:
 
     pipeline.ask_others(
         other_heads,
+        [shared.shown, shared.map_style],
+        [shared.status, pipeline],
+        api_name=False,
+        trigger_mode="always_last",
+        show_progress="hidden",
+    )
+
+    @gpu
+    @guarded(shared.status)
+    def prepare_neighbours(shown, style, asked: PrepareData):
+        """The layers beside the one drawn made ready while the page is idle, for the run on screen
+        if the workspace still holds it (never a forward for it)."""
+        run = None if shown is None else shared.workspace.held_run(*shown)
+        around = [asked.layer - 1, asked.layer + 1]
+        ready = [] if run is None else [layer for layer in around if 0 <= layer < run.config.n_layers]
+        for layer in ready:
+            views.prepare_layer(run, layer, style)
+        return {pipeline: prepared_value(asked.layer, ready)}
+
+    pipeline.prepare(
+        prepare_neighbours,
         [shared.shown, shared.map_style],
         [shared.status, pipeline],
         api_name=False,

@@ -62,9 +62,11 @@ def pipeline_plot(run, layer: int, head: int, style: views.MapStyle, thumbnails=
     """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
     the view to switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the
     server), each download named by the model, layer, head and figure; with the layer's thumbnails
-    where given (their plot data: `plots`)."""
+    where given (their plot data: `plots`). Past the view budget, the view asks for the neighbouring
+    layers to be made ready once it is idle (`views.prepare_layer`)."""
     sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer))
-    return layer_view.layer_value(sent, layer, head, None if thumbnails is None else thumbnails.plot)
+    thumbnails = None if thumbnails is None else thumbnails.plot
+    return layer_view.layer_value(sent, layer, head, thumbnails, prepare=not views.maps_fit(run))
 
 
 def pipeline_names(run, layer: int) -> Callable[[int], str]:

