@@ -82,6 +82,10 @@ JS_POINTS = """(id) => {
     return points;
 }"""
 # Remember every graph div (and the data it holds) so a later redraw can be told from what was there.
+JS_VIEW_SETTLED = """() => {
+    const view = document.querySelector('#pipeline-plot');
+    return Boolean(view?.dataset.drawn) && view.dataset.asking !== '1' && view.dataset.fetching !== '1';
+}"""
 JS_REMEMBER_PLOTS = """() => {
     window.__seenPlots = new WeakMap();
     for (const gd of document.querySelectorAll(".js-plotly-plot")) window.__seenPlots.set(gd, gd.data);
@@ -187,6 +191,11 @@ class AppPage:
         self.page.goto(f"{self.url}?__theme=light")
         self.wait_drawn(TABS["Attention"])
         return self
+
+    def wait_view_settled(self) -> None:
+        """Wait until the layer view has what it asks for on its own once a layer is drawn and the page
+        idle: a long prompt's other heads, the layers beside it."""
+        self.page.wait_for_function(JS_VIEW_SETTLED, timeout=DRAW_TIMEOUT_MS, polling=100)
 
     # --- acting as a person -------------------------------------------------------------------
 

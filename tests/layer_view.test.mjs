@@ -8,14 +8,24 @@ import { test } from "node:test";
 
 import * as codec from "../explorer/app/ui/assets/codec.mjs";
 import * as labels from "../explorer/app/ui/assets/labels.mjs";
-import { figureOf, held, holds, join, unpack } from "../components/layer_view/frontend/pack.mjs";
+import {
+  figureOf,
+  held,
+  holds,
+  join,
+  keep,
+  keepNeighbours,
+  keptFor,
+  missing,
+  unpack,
+} from "../components/layer_view/frontend/pack.mjs";
 
 const fixture = (name) => JSON.parse(readFileSync(new URL(`./fixtures/codec/${name}`, import.meta.url), "utf8"));
 
 /** The view's value for the fixture's layer: head 0's figure carrying the others (as the app sends). */
-function layerValue({ shown, differences }, meta = { heads: differences, head: 0 }) {
+function layerValue({ shown, differences }, meta = { heads: differences, head: 0 }, layer = 2, view = "v") {
   const layout = { ...shown.layout, meta: { ...(shown.layout.meta || {}), ...meta } };
-  return { plot: JSON.stringify({ ...shown, layout }), layer: 2, head: 0 };
+  return { plot: JSON.stringify({ ...shown, layout }), layer, head: 0, n_layers: 4, view, thumbnails: "{}" };
 }
 
 /** A figure as the page would draw it from the server's own: maps rebuilt, ticks cut. */
@@ -47,8 +57,9 @@ test("a layer's value unpacks to its layer, shown head and every head it holds",
   assert.equal(pack.layer, 2);
   assert.equal(pack.shown, 0);
   assert.equal(pack.ask, null);
-  assert.equal(pack.prepare, false, "within the view budget no neighbour is made ready");
-  assert.equal(unpack({ ...layerValue(heads), prepare: true }).prepare, true);
+  assert.equal(pack.nLayers, 4);
+  assert.equal(pack.view, "v");
+  assert.equal(pack.thumbnails, "{}");
   assert.deepEqual(held(pack), heads.heads.map((_, h) => h));
   assert.ok(holds(pack, heads.heads.length - 1) && !holds(pack, heads.heads.length));
   assert.equal(pack.layout.meta.heads, undefined, "Plotly never sees the other heads");
@@ -78,4 +89,42 @@ test("a long prompt's layer holds its shown head until the other heads answer it
   assert.ok(join(pack, { others: ask, heads: heads.differences }));
   assert.deepEqual(held(pack), heads.heads.map((_, h) => h));
   await assert.rejects(figureOf(unpack(layerValue(heads, { others: ask })), 1), /head 1 is not in the layer's pack/);
+});
+
+test("the view keeps the layer on screen and those of its view a step away, and asks for the rest", () => {
+  const heads = fixture("heads.json");
+  const at = (layer, view = "v") => unpack(layerValue(heads, undefined, layer, view));
+  const two = at(2);
+  let kept = keep(new Map(), two);
+  assert.deepEqual(missing(kept, two), [1, 3]);
+  assert.deepEqual(missing(keep(new Map(), at(3)), at(3)), [2], "none past the model's last layer");
+  assert.deepEqual(missing(keep(new Map(), at(0)), at(0)), [1]);
+
+  assert.ok(!keepNeighbours(kept, two, { around: 1, neighbours: [layerValue(heads, undefined, 0)] }), "asked around 1");
+  const answer = [1, 3, 0].map((layer) => layerValue(heads, undefined, layer));
+  answer.push(layerValue(heads, undefined, 3, "another prompt"));
+  assert.ok(keepNeighbours(kept, two, { around: 2, neighbours: answer }));
+  assert.deepEqual([...kept.keys()].sort(), [1, 2, 3], "two steps away and another view's are left out");
+  assert.equal(kept.get(3).view, "v");
+  assert.deepEqual(missing(kept, two), []);
+
+  const three = kept.get(3);
+  assert.equal(keptFor(kept, two, 3, heads.heads.length - 1), three, "every head of it drawn with no request");
+  assert.equal(keptFor(kept, two, 3, heads.heads.length), null, "a head it does not hold is the server's");
+  assert.equal(keptFor(kept, at(2, "restyled"), 3, 0), null, "another view's is the server's");
+  kept = keep(kept, three);
+  assert.deepEqual([...kept.keys()].sort(), [2, 3], "a step on: the layer two away goes");
+  assert.equal(kept.get(2), two, "the layer left is kept as it was");
+  assert.deepEqual(missing(kept, three), [], "layer 4 is past the model's last");
+  assert.deepEqual([...keep(kept, at(2, "restyled")).keys()], [2], "a new view keeps nothing of the old");
+});
+
+test("a long prompt's kept layer holds its own head alone until its other heads answer", () => {
+  const heads = fixture("heads.json");
+  const two = unpack(layerValue(heads));
+  const kept = keep(new Map(), two);
+  const long = layerValue(heads, { others: "3,0,abc123" }, 3);
+  assert.ok(keepNeighbours(kept, two, { around: 2, neighbours: [long] }));
+  assert.ok(keptFor(kept, two, 3, 0));
+  assert.equal(keptFor(kept, two, 3, 1), null);
 });

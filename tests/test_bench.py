@@ -107,7 +107,8 @@ def test_the_browser_bench_counts_the_bytes_a_handler_returns_by_component():
     from explorer.tools.bench.browser import payload_bytes
 
     figure = PlotData(type="plotly", plot='{"data": []}')
-    view = layer_value({"type": "plotly", "plot": '{"data": [1]}'}, 2, 1, '{"data": []}')
+    plot_data = {"type": "plotly", "plot": '{"data": [1]}'}
+    view = layer_value(plot_data, layer=2, head=1, n_layers=3, view="v", thumbnails='{"data": []}')
     with gr.Blocks():
         plot, box, layer_view = gr.Plot(), gr.Textbox(), gr.Textbox()
     returned = {plot: figure, box: gr.update(visible=False), layer_view: view}

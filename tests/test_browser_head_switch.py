@@ -52,7 +52,9 @@ def hovers(app) -> list[str]:
 def work_asked_for(app) -> list:
     """The requests the page sends from now on that ask the server for work: every event is a POST (a
     queue join, or a call that skips the queue); a GET of the queue's stream, which the page may open
-    again for an event sent earlier, asks for none."""
+    again for an event sent earlier, asks for none. What the layer view asks for on its own once a
+    layer is drawn (a long prompt's other heads, the layers beside it) is in before."""
+    app.wait_view_settled()
     asked = []
     app.page.on("request", lambda request: asked.append(request) if request.method == "POST" else None)
     return asked
@@ -83,7 +85,7 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
     assert in_page["title"].startswith(f"Layer 2 · {label}")
     assert in_page["filename"].endswith(f"layer2-head{head}-pipeline")
 
-    app.set_layer(1)  # and back: the server draws the head the picker holds
+    app.set_layer(1)  # and back: drawn again, from the layers the view keeps
     app.set_layer(2)
     from_server = app.page.evaluate(JS_DRAWN_MAPS)
     assert from_server["title"] == in_page["title"]
@@ -139,7 +141,7 @@ def test_a_long_prompts_other_heads_follow_the_layer_and_then_switch_in_the_page
             assert not asked, [request.url for request in asked]
             in_page = app.page.evaluate(JS_DRAWN_MAPS)
             assert in_page["title"].startswith("Layer 2 · head 5 · kv 1")
-            app.set_layer(1)  # and back: the server draws the head the picker holds
+            app.set_layer(1)  # and back: layer 1 kept with its head 0 alone, so from the server
             app.set_layer(2)
             assert app.page.evaluate(JS_DRAWN_MAPS) == in_page
             assert not app.problems()

@@ -94,12 +94,45 @@ def test_a_pooled_layer_and_its_other_heads_are_drawn_as_built(browser, tmp_path
             context.close()
 
 
-def test_past_the_budget_a_drawn_layers_neighbours_are_made_ready_and_a_step_to_one_computes_no_pass(
+KEPT = "(want) => document.querySelector('#pipeline-plot').dataset.kept === want"
+
+
+def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
+    app, browser_workspace, monkeypatch
+):
+    """Once a layer is drawn and the page is idle, the view asks for the layers beside it and keeps
+    them: a step to one draws it, as built, with no switch on the server; the layer's views on other
+    tabs follow it when their tab opens; a layer it does not keep is the server's to draw."""
+    from explorer.app.ui import events
+
+    app.run(SHORT)
+    app.page.wait_for_function(KEPT, arg="0,1", timeout=60_000)
+    run, switched, layer_figures = browser_workspace.run("", SHORT), [], views.layer_figures
+    counted = lambda r, layer, *a: switched.append(layer) or layer_figures(r, layer, *a)  # noqa: E731
+    monkeypatch.setattr(events.views, "layer_figures", counted)
+    app.set_layer(1)
+    assert_drawn_as_built(app, run, 1, 0, views.MapStyle())
+    assert app.page.evaluate("() => document.querySelector('#pipeline-plot').dataset.layer") == "1"
+    app.page.wait_for_function(KEPT, arg="0,1,2", timeout=60_000)  # its own neighbours asked for
+    assert switched == []
+    app.remember_plots()
+    app.page.get_by_role("tab", name="GQA", exact=True).click()
+    app.wait_redrawn(["similarity-plot"])
+    assert app.title("similarity-plot").startswith("Layer 1:") and switched == [1]
+    app.page.get_by_role("tab", name="Attention", exact=True).click()
+    app.set_layer(3)  # two layers on: not kept
+    assert_drawn_as_built(app, run, 3, 0, views.MapStyle())
+    assert switched == [1, 3]
+    assert not app.problems()
+
+
+def test_past_the_budget_a_drawn_layers_neighbours_are_kept_and_a_step_to_one_computes_no_pass(
     browser, tmp_path, tiny_tokenizer, monkeypatch
 ):
     """With a view budget of a tenth of a layer's maps, the view asks, once its layer is drawn and its
-    other heads are in, for the layers beside it to be made ready; stepping to one then draws it from
-    what the server kept (no pass over its maps), as built, and asks for its own neighbours."""
+    other heads are in, for the layers beside it; the server makes each one's pass once, and a step to
+    one draws it from what the view keeps, as built, then asks for its other heads (answered from the
+    pass kept) and its own neighbours."""
     from explorer.app.policy import Policy
     from explorer.app.workspace import Workspace
     from explorer.views import attention as view_attention
@@ -116,18 +149,19 @@ def test_past_the_budget_a_drawn_layers_neighbours_are_made_ready_and_a_step_to_
     monkeypatch.setattr(
         pooled, "layer_pass", lambda r, layer, *a, **k: passes.append(layer) or layer_pass(r, layer, *a, **k)
     )
-    prepared = "(want) => document.querySelector('#pipeline-plot').dataset.prepared === want"
     with served(workspace) as url:
         context = browser.new_context(**CONTEXT)
         try:
             app = AppPage(context.new_page(), url).open()
             app.run(prompt)
-            app.page.wait_for_function(prepared, arg="1", timeout=60_000)
+            app.page.wait_for_function(KEPT, arg="0,1", timeout=60_000)
             assert passes == [0, 1]  # the layer drawn, then its one neighbour
             app.set_layer(1)
             assert_drawn_as_built(app, run, 1, 0, views.MapStyle())
-            app.page.wait_for_function(prepared, arg="0,2", timeout=60_000)
-            assert passes == [0, 1, 2]  # layer 1 drawn from what was kept; layer 0 kept already
+            app.page.wait_for_function(KEPT, arg="0,1,2", timeout=60_000)
+            held = "() => document.querySelector('#pipeline-plot').dataset.held.split(',').length > 1"
+            app.page.wait_for_function(held, timeout=60_000)
+            assert passes == [0, 1, 2]  # layer 1 drawn and its heads answered from what was kept
             assert not app.problems()
         finally:
             context.close()

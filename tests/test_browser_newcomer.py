@@ -385,6 +385,7 @@ JS_TRACKER_SHOWN = """() => {
 
 def test_progress_shows_only_for_work_longer_than_a_third_of_a_second(app):
     tracker = "#status [data-testid=status-tracker]"
+    app.wait_view_settled()
     app.page.wait_for_function(f"() => document.querySelector('{tracker}').classList.contains('hide')")
     app.page.evaluate(f"() => document.querySelector('{tracker}').classList.remove('hide')")  # pending now
     assert not app.page.evaluate(JS_TRACKER_SHOWN)

@@ -29,6 +29,11 @@ EVERY_HEAD_BYTES = 870 << 10
 OTHER_HEADS_BYTES = 12 << 20
 
 
+# The layers beside the one drawn that the page keeps, to step to with no request: as many as fit this
+# (both, up to SmolLM2's 2,048 tokens).
+NEIGHBOUR_BYTES = 4 << 20
+
+
 def every_head_rides(run: Run) -> bool:
     """Whether a layer's update carries every head's pipeline (`head_switch`): the page then switches
     heads itself; else a head switch asks the server, until the other heads follow (`others_follow`)."""
@@ -99,6 +104,18 @@ def _others(run: Run, layer: int, head: int, style, name, shown: dict) -> dict[i
         for h in range(run.config.n_heads)
         if h != head
     }
+
+
+def view_key(run: Run, style: figures.MapStyle) -> str:
+    """What the layer values of one view share: the model, the prompt's tokens, the ablation and the
+    map style. The page keeps neighbouring layers' values of its view alone."""
+    described = repr((run.explorer.name, run.ids, run.ablation, style))
+    return hashlib.blake2b(described.encode(), digest_size=12).hexdigest()
+
+
+def value_bytes(value: dict) -> int:
+    """JSON bytes of a component's value as sent."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def _fingerprint(shown: dict) -> str:

@@ -1,6 +1,7 @@
 // What the layer view keeps of a layer: the shown head's pipeline as sent, and each other head's as
-// what differs from it (explorer/app/head_switch.py), from which it draws any head with no request.
-// Pure functions over the wire format's values; tested by node (tests/layer_view.test.mjs).
+// what differs from it (explorer/app/head_switch.py), from which it draws any head with no request;
+// and the layers it keeps beside the one on screen, drawn with no request when the picker steps to
+// one. Pure functions over the wire format's values; tested by node (tests/layer_view.test.mjs).
 
 import { applyDifference, inflate, rebuild } from "../../../explorer/app/ui/assets/codec.mjs";
 import { shortTicks } from "../../../explorer/app/ui/assets/labels.mjs";
@@ -8,14 +9,16 @@ import { shortTicks } from "../../../explorer/app/ui/assets/labels.mjs";
 /**
  * @typedef {{data: object[], layout: object, config: object}} Figure
  * @typedef {Figure & {layer: number, shown: number, heads: (object | null)[], ask: string | null,
- *   prepare: boolean, inflated: Map<number, Promise<object>>}} Pack
+ *   nLayers: number, view: string, thumbnails: string | null, inflated: Map<number, Promise<object>>}} Pack
  */
 
 /**
- * A layer's pack from the view's value ({plot: the figure's JSON text, layer, head, prepare?}). The
- * figure's meta may carry every other head (`heads`, the shown one's entry null) or, for a long
+ * A layer's pack from the view's value ({plot: the figure's JSON text, layer, head, n_layers, view,
+ * thumbnails?}).
+ * The figure's meta may carry every other head (`heads`, the shown one's entry null) or, for a long
  * prompt, what the view asks the other heads by once it is drawn (`others`: "layer,head,fingerprint").
- * `prepare`: once drawn (its heads in) and idle, the view asks for the neighbouring layers.
+ * `view` names the run and map style the layer was drawn for; `thumbnails` is every head's map (a
+ * figure's JSON text), absent where another head of the layer on screen came (they stay as they are).
  * @returns {Pack}
  */
 export function unpack(value) {
@@ -29,7 +32,9 @@ export function unpack(value) {
     shown: Number(value.head ?? head ?? 0),
     heads: heads || [],
     ask: others || null,
-    prepare: Boolean(value.prepare),
+    nLayers: Number(value.n_layers ?? 0),
+    view: String(value.view ?? ""),
+    thumbnails: value.thumbnails ?? null,
     inflated: new Map(),
   };
 }
@@ -85,4 +90,50 @@ export function figureFromText(text) {
   rebuild(figure.data);
   shortTicks(figure.layout);
   return figure;
+}
+
+/**
+ * The layers the view keeps once `pack` is on screen: it, and those of its view beside it (a step away).
+ * @param {Map<number, Pack>} kept
+ * @returns {Map<number, Pack>}
+ */
+export function keep(kept, pack) {
+  const next = new Map([[pack.layer, pack]]);
+  for (const [layer, other] of kept) {
+    if (other.view === pack.view && Math.abs(layer - pack.layer) === 1) next.set(layer, other);
+  }
+  return next;
+}
+
+/**
+ * The pack kept for `layer` that draws `head` with no request, in the view of `pack` (on screen);
+ * null where the server must draw it.
+ * @param {Map<number, Pack>} kept
+ * @returns {Pack | null}
+ */
+export function keptFor(kept, pack, layer, head) {
+  const found = kept.get(layer);
+  return found && pack && found.view === pack.view && holds(found, head) ? found : null;
+}
+
+/** The layers of the model beside `pack` that `kept` lacks, to ask for. */
+export function missing(kept, pack) {
+  const beside = [pack.layer - 1, pack.layer + 1];
+  return beside.filter((layer) => layer >= 0 && layer < pack.nLayers && !kept.has(layer));
+}
+
+/**
+ * The neighbours answered for `pack` ({around, neighbours: the layers' values}), kept beside it:
+ * those of its view a step away. False where they answer another layer.
+ * @param {Map<number, Pack>} kept
+ */
+export function keepNeighbours(kept, pack, answer) {
+  if (!pack || !answer || answer.around !== pack.layer) return false;
+  for (const value of answer.neighbours || []) {
+    const neighbour = unpack(value);
+    if (neighbour.view === pack.view && Math.abs(neighbour.layer - pack.layer) === 1) {
+      kept.set(neighbour.layer, neighbour);
+    }
+  }
+  return true;
 }

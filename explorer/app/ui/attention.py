@@ -19,12 +19,12 @@ from explorer.app.ui.common import (
     gpu,
     guarded,
     index,
+    layer_view_value,
+    neighbour_values,
     pipeline_names,
-    pipeline_plot,
     plot,
-    plots,
 )
-from explorer.app.ui.layer_view import AskData, LayerView, PrepareData, others_value, prepared_value
+from explorer.app.ui.layer_view import AskData, LayerView, NeighbourData, neighbours_value, others_value
 from explorer.app.visitors import address
 from explorer.engine.run import Run
 from explorer.views import export
@@ -77,8 +77,7 @@ class AttentionTab:
             run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
             if zoom_open:
                 updates[self.zoom] = plot(views.zoom(run, layer, head, _window(*window), style))
-            (thumbnails,) = plots([views.all_heads(run, layer, style)], run, layer)
-            return updates | {self.pipeline: pipeline_plot(run, layer, head, style, thumbnails)}
+            return updates | {self.pipeline: layer_view_value(run, layer, head, style)}
 
         inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
         outputs = [shared.status, shared.map_style, self.pipeline, self.zoom, *stale]
@@ -100,7 +99,8 @@ def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
 def build(shared: Shared) -> AttentionTab:
     """The tab. A long prompt's layer view asks for the layer's other heads once it has drawn the
     shown one's (`ask_others`: "layer,head,fingerprint"), answered into the view (`payload.other_heads`);
-    past the view budget, then for its neighbouring layers to be made ready (`prepare`)."""
+    then, with its heads in and the page idle, for the layers beside it (`neighbours`), which it keeps
+    and draws when the picker steps to one."""
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         with gr.Row():  # side by side; on a phone one above the other
             with gr.Column(min_width=300):
@@ -171,18 +171,18 @@ def build(shared: Shared) -> AttentionTab:
 
     @gpu
     @guarded(shared.status)
-    def prepare_neighbours(shown, style, asked: PrepareData):
-        """The layers beside the one drawn made ready while the page is idle, for the run on screen
-        if the workspace still holds it (never a forward for it)."""
+    def neighbours(shown, style, asked: NeighbourData):
+        """The layers beside the one drawn (`neighbour_values`) for the run on screen, if the workspace
+        still holds it: never a forward for it."""
         run = None if shown is None else shared.workspace.held_run(*shown)
-        around = [asked.layer - 1, asked.layer + 1]
-        ready = [] if run is None else [layer for layer in around if 0 <= layer < run.config.n_layers]
-        for layer in ready:
-            views.prepare_layer(run, layer, style)
-        return {pipeline: prepared_value(asked.layer, ready)}
+        if run is None:
+            return {pipeline: neighbours_value(asked.layer, [])}
+        head = index(asked.head, "head")
+        values = neighbour_values(run, asked.layer, head, asked.layers, style, payload.NEIGHBOUR_BYTES)
+        return {pipeline: neighbours_value(asked.layer, values)}
 
-    pipeline.prepare(
-        prepare_neighbours,
+    pipeline.neighbours(
+        neighbours,
         [shared.shown, shared.map_style],
         [shared.status, pipeline],
         api_name=False,

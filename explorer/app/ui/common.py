@@ -62,11 +62,44 @@ def pipeline_plot(run, layer: int, head: int, style: views.MapStyle, thumbnails=
     """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
     the view to switch to (`head_switch`) while `payload.every_head_rides` (else a head switch asks the
     server), each download named by the model, layer, head and figure; with the layer's thumbnails
-    where given (their plot data: `plots`). Past the view budget, the view asks for the neighbouring
-    layers to be made ready once it is idle (`views.prepare_layer`)."""
+    where given (their plot data: `plots`)."""
     sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer))
     thumbnails = None if thumbnails is None else thumbnails.plot
-    return layer_view.layer_value(sent, layer, head, thumbnails, prepare=not views.maps_fit(run))
+    return layer_view.layer_value(
+        sent,
+        layer=layer,
+        head=head,
+        n_layers=run.config.n_layers,
+        view=payload.view_key(run, style),
+        thumbnails=thumbnails,
+    )
+
+
+def layer_view_value(run, layer: int, head: int, style: views.MapStyle) -> dict:
+    """Layer `layer`'s whole value for the layer view: head `head`'s pipeline and every head's
+    thumbnails."""
+    (thumbnails,) = plots([views.all_heads(run, layer, style)], run, layer)
+    return pipeline_plot(run, layer, head, style, thumbnails)
+
+
+def neighbour_values(
+    run, layer: int, head: int, asked: list[int], style: views.MapStyle, budget: int
+) -> list[dict]:
+    """The layer view's values (`layer_view_value`, head `head`) of the layers `asked` that are beside
+    `layer` in the model, in order, while their JSON fits `budget` bytes: the layers the page keeps
+    to step to with no request. Past the view budget each one's pass is kept with the run
+    (`views.prepare_layer`), for the other heads the page asks for once it draws one."""
+    values = []
+    for beside in asked:
+        if abs(beside - layer) != 1 or not 0 <= beside < run.config.n_layers:
+            continue
+        views.prepare_layer(run, beside, style)
+        value = layer_view_value(run, beside, head, style)
+        budget -= payload.value_bytes(value)
+        if budget < 0:
+            break
+        values.append(value)
+    return values
 
 
 def pipeline_names(run, layer: int) -> Callable[[int], str]:

@@ -1,10 +1,12 @@
 """What every view shares, wired: Run, a layer or head switch, a picked head, how maps are drawn, links.
 
 Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
-(model, prompt). A layer switch re-sends the head's and the layer's figures (one eager layer at most,
-never a forward), every head's pipeline among them while they fit (`payload.every_head_rides`): a head
-switch is then the page's alone, and asks the server only for the views that follow the head on screen
-(RoPE's, the zoom, the generation's rows). Past them the other heads follow once the page has drawn
+(model, prompt). A layer switch to a layer the layer view keeps (one beside the layer drawn, asked for
+once the page is idle: attention.build) is the page's alone; any other re-sends the head's and the
+layer's figures (one eager layer at most, never a forward), every head's pipeline among them while
+they fit (`payload.every_head_rides`): a head switch is then the page's alone. Either asks the server
+only for the views that follow the layer and head on screen (RoPE's, the zoom, the generation's rows,
+the layer's similarity and faithfulness). Past them the other heads follow once the page has drawn
 the layer (attention.build); a head picked before asks for its figures too. A click on an Overview
 cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
 other tabs that follow the layer and head are redrawn by the same handler. A link (`?prompt=…&layer=…`)
@@ -134,7 +136,7 @@ class ViewEvents:
         self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
         self.switch_inputs += self.followers.inputs
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
-        self.follow_outputs = [s.status, *self.head_plots, *self.followers.outputs]
+        self.follow_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
 
     # --- handlers -----------------------------------------------------------------------------------
 
@@ -193,18 +195,23 @@ class ViewEvents:
         return figures | self.followers.update(layer, head, followed)
 
     def follow_head(self, choice, query, key, shown, style, *followed) -> dict:
-        """After a head switch in the page: the views that follow the head elsewhere, when one is on
-        screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; and the head's
-        pipeline itself where the page does not hold it ("layer,head,nonce"; "…,drawn" where it drew it)."""
+        """After a head or layer switch in the page: the views that follow them elsewhere, when one is
+        on screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; the layer's
+        similarity and faithfulness where the layer changed ("…,layer"); and the head's pipeline
+        itself where the page does not hold it ("layer,head,nonce"; "…,drawn" where it drew it)."""
         if shown is None:
             return {}
         run = self.workspace.run(*shown)
         layer, head = picked_head(choice, run)
+        flags = str(choice).split(",")[3:]
         query, key = index(query, "query position"), index(key, "key position")
-        drawn = payload.every_head_rides(run) or str(choice).endswith(",drawn")
+        drawn = payload.every_head_rides(run) or "drawn" in flags
         pipeline, rotation, split = self.head_plots
         updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
         updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
+        if "layer" in flags:
+            _, *layer_figures = plots(views.layer_figures(run, layer, style), run, layer)
+            updates |= dict(zip(self.layer_plots, layer_figures, strict=True))
         return updates | self.followers.update(layer, head, followed)
 
     def pick(self, choice, query, key, shown, style, *followed) -> dict:
@@ -316,8 +323,12 @@ class ViewEvents:
             ),
             t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
         ]
+        # A move of the layer picker is the layer view's first: a layer it keeps (one beside the layer
+        # drawn) it draws with no request, and the views that follow the layer ask when on screen; any
+        # other it asks the server for (`layer_wanted`), whose switch reads the picker.
         switch_layer = gpu(guarded(s.status)(self.switch_layer))
-        s.layer.input(
+        s.layer.input(None, [s.layer, s.head], link, js=SHOW_LAYER_JS, api_name=False)
+        t.attention.pipeline.layer_wanted(
             switch_layer,
             self.switch_inputs,
             self.layer_outputs,
@@ -390,6 +401,13 @@ class ViewEvents:
         )
 
 
+# The layer picked is the layer view's to draw (it asks the server where it does not keep it); the
+# view's old link goes.
+SHOW_LAYER_JS = """(layer, head) => {
+  const detail = { layer: Number(layer), head: Number(head) };
+  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-layer', { detail }));
+  return '';
+}"""
 # The head picked is the layer view's to draw (it asks the server where it does not hold it).
 SHOW_HEAD_JS = """(head) => {
   const detail = { head: Number(head) };

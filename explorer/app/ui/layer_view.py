@@ -2,11 +2,12 @@
 components/layer_view; built into ./templates, committed, so the app needs no node).
 
 Its value is a layer's pack: the shown head's pipeline as sent (`payload.pipeline_payload`'s figure,
-carrying every other head's as what differs from it), with the layer and head it shows and every
-head's thumbnails; or, for a long prompt, the answer to its `ask_others` event (the other heads, joined
-to the pack on screen), or to its `prepare` event (the neighbouring layers the server made ready). It
-draws with its own Plotly into two plots, updated in place, and switches heads from the pack with no
-request (picked in the head picker, or a thumbnail clicked).
+carrying every other head's as what differs from it), with the layer and head it shows, every head's
+thumbnails and the view it belongs to (run and map style); or, for a long prompt, the answer to its
+`ask_others` event (the other heads, joined to the pack on screen); or the answer to its `neighbours`
+event (the packs of the layers beside the one drawn, which it keeps). It draws with its own Plotly
+into two plots, updated in place, and switches heads from the pack, and layers from the packs it
+keeps, with no request; a layer it does not keep it asks for (`layer_wanted`).
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from gradio.events import EventListener
 
 class LayerView(base.Component):
     """A layer's pipeline view. Events: `select_cell` (a cell of the head's maps clicked: `CellData`),
-    `ask_others` (a long prompt's layer drawn: `AskData`, answered with `others_value`), `prepare` (a
-    layer whose value said `prepare` drawn, its heads in and the page idle: `PrepareData`, answered
-    with `prepared_value`)."""
+    `ask_others` (a long prompt's layer drawn: `AskData`, answered with `others_value`), `neighbours`
+    (a layer drawn, its heads in and the page idle: `NeighbourData`, answered with `neighbours_value`),
+    `layer_wanted` (the layer picker moved to a layer the view does not keep: the switch is the
+    server's, read from the picker)."""
 
     # Built from components/layer_view/frontend into ./templates (components/layer_view/README.md).
     FRONTEND_DIR = "../../../components/layer_view/frontend/"
     EVENTS: ClassVar[list] = [
         EventListener("select_cell", doc="A cell of the head's maps clicked: {query, key}."),
         EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
-        EventListener("prepare", doc="A layer drawn, the page idle: {layer}, its neighbours to make ready."),
+        EventListener("neighbours", doc="A layer drawn, the page idle: {layer, head, layers} it asks for."),
+        EventListener("layer_wanted", doc="The layer picker moved to a layer the view does not keep."),
     ]
 
     def __init__(
@@ -67,16 +70,15 @@ class LayerView(base.Component):
 
 
 def layer_value(
-    plot_data: dict, layer: int, head: int, thumbnails: str | None = None, prepare: bool = False
+    plot_data: dict, *, layer: int, head: int, n_layers: int, view: str, thumbnails: str | None = None
 ) -> dict:
     """The view's value for a layer: the pipeline payload (`payload.pipeline_payload`: Gradio's plot
-    data, which API callers read as any plot's), the layer and head it shows, and every head's
-    thumbnails (a figure's JSON text, `views.all_heads`), left out where they stay as they are (another
-    head of the layer on screen). `prepare`: once drawn and idle, the view asks the server to make the
-    neighbouring layers ready (`views.prepare_layer`)."""
-    value = {**plot_data, "layer": layer, "head": head}
-    value |= {"thumbnails": thumbnails} if thumbnails is not None else {}
-    return value | ({"prepare": True} if prepare else {})
+    data, which API callers read as any plot's), the layer and head it shows, the model's number of
+    layers, the view it belongs to (`payload.view_key`: the layers the view keeps are of one run drawn
+    in one style), and every head's thumbnails (a figure's JSON text, `views.all_heads`), left out where
+    they stay as they are (another head of the layer on screen)."""
+    value = {**plot_data, "layer": layer, "head": head, "n_layers": n_layers, "view": view}
+    return value | ({"thumbnails": thumbnails} if thumbnails is not None else {})
 
 
 def others_value(answer: str | None) -> dict:
@@ -85,9 +87,10 @@ def others_value(answer: str | None) -> dict:
     return {"answer": None if answer is None else json.loads(answer)}
 
 
-def prepared_value(layer: int, prepared: list[int]) -> dict:
-    """The view's value answering its `prepare` for `layer`: the neighbouring layers now ready."""
-    return {"prepared": prepared, "around": layer}
+def neighbours_value(around: int, values: list[dict]) -> dict:
+    """The view's value answering its `neighbours` for layer `around`: the layers' values (`layer_value`,
+    thumbnails included) for the view to keep, and draw when the picker steps to one."""
+    return {"neighbours": values, "around": around}
 
 
 class CellData(gr.EventData):
@@ -106,9 +109,11 @@ class AskData(gr.EventData):
         self.ask = str(data["ask"])
 
 
-class PrepareData(gr.EventData):
-    """The layer a drawn view asks the server to prepare the neighbours of."""
+class NeighbourData(gr.EventData):
+    """What a drawn view asks of the layers beside it: the layer drawn, its head, and the layers it
+    does not keep yet."""
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        self.layer = int(data["layer"])
+        self.layer, self.head = int(data["layer"]), int(data["head"])
+        self.layers = [int(layer) for layer in data["layers"]][:2]

