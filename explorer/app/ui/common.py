@@ -207,6 +207,24 @@ def sent(updates):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Controls:
+    """The page's controls above the tabs (besides those every tab shares: `Shared`)."""
+
+    prompt: gr.Textbox
+    run_button: gr.Button
+    examples: gr.Examples
+    picker: gr.Dropdown
+    load_button: gr.Button
+    model_card: gr.HTML
+    token_strip: gr.HTML
+    picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
+    page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
+    follow: gr.Textbox  # "layer,head,nonce,…": the page switched head or layer; a view that follows is shown
+    model: gr.State  # the source of the loaded model ('' is the bundled one)
+    current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Shared:
     """The page's controls every tab may read or write."""
 

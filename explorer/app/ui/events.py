@@ -30,6 +30,7 @@ from explorer.app.ui import (
     generate,
     gqa,
     intervene,
+    layer_view,
     lens,
     model_loading,
     overview,
@@ -37,6 +38,7 @@ from explorer.app.ui import (
     share,
 )
 from explorer.app.ui.common import (
+    Controls,
     Follower,
     Followers,
     Handler,
@@ -53,24 +55,6 @@ from explorer.app.ui.common import (
 )
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
-
-
-@dataclass(frozen=True, kw_only=True)
-class Controls:
-    """The page's controls above the tabs (besides those every tab shares: `Shared`)."""
-
-    prompt: gr.Textbox
-    run_button: gr.Button
-    examples: gr.Examples
-    picker: gr.Dropdown
-    load_button: gr.Button
-    model_card: gr.HTML
-    token_strip: gr.HTML
-    picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
-    page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
-    follow: gr.Textbox  # "layer,head,nonce": the page switched heads, and a view that follows is on screen
-    model: gr.State  # the source of the loaded model ('' is the bundled one)
-    current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,8 +193,8 @@ class ViewEvents:
         pipeline, rotation, split = self.head_plots
         updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
         updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
-        if "layer" in flags:
-            _, *layer_figures = plots(views.layer_figures(run, layer, style), run, layer)
+        if "layer" in flags:  # the page drew the layer: its own views follow it too
+            layer_figures = plots(views.layer_figures(run, layer, style), run, layer)[1:]
             updates |= dict(zip(self.layer_plots, layer_figures, strict=True))
         return updates | self.followers.update(layer, head, followed)
 
@@ -233,10 +217,8 @@ class ViewEvents:
         query, key = asked.query, asked.key
         said = []
         if refusal:
-            shown_on = (
-                "the model loaded" if shown is None else self.workspace.explorer(shown[0], load=False).name
-            )
-            said.append(f"{refusal} The link's prompt is shown on {shown_on} instead.")
+            on = "the model loaded" if shown is None else self.workspace.explorer(shown[0], load=False).name
+            said.append(f"{refusal} The link's prompt is shown on {on} instead.")
         said += [notes] if notes else []
         updates = {self.shared.status: markup.status(" ".join(said), "warning")} if said else {}
         if shown is None or query is None or key is None:
@@ -327,7 +309,7 @@ class ViewEvents:
         # drawn) it draws with no request, and the views that follow the layer ask when on screen; any
         # other it asks the server for (`layer_wanted`), whose switch reads the picker.
         switch_layer = gpu(guarded(s.status)(self.switch_layer))
-        s.layer.input(None, [s.layer, s.head], link, js=SHOW_LAYER_JS, api_name=False)
+        s.layer.input(None, [s.layer, s.head], link, js=layer_view.SHOW_LAYER_JS, api_name=False)
         t.attention.pipeline.layer_wanted(
             switch_layer,
             self.switch_inputs,
@@ -340,23 +322,24 @@ class ViewEvents:
         # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
         # from the layer's update, with no request, and takes the old view's link away. The head lives in
         # the picker, which every later event reads.
-        s.head.select(None, s.head, link, js=SHOW_HEAD_JS, api_name=False)
+        s.head.select(None, s.head, link, js=layer_view.SHOW_HEAD_JS, api_name=False)
         c.page_head.change(None, c.page_head, [s.head, link], js=PAGE_HEAD_JS, api_name=False)
+        # What the page asks of a head by "layer,head,nonce": what follows it, or a pick elsewhere.
+        asked_by = [t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs]
+        page_asks = dict(trigger_mode="always_last", **progress)
         c.follow.change(
             gpu(guarded(s.status)(self.follow_head)),
-            [c.follow, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
+            [c.follow, *asked_by],
             self.follow_outputs,
             api_name="head",
-            trigger_mode="always_last",
-            **progress,
+            **page_asks,
         )
         c.picked.change(
             gpu(guarded(s.status)(self.pick)),
-            [c.picked, t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs],
+            [c.picked, *asked_by],
             [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
             api_name=False,
-            trigger_mode="always_last",
-            **progress,
+            **page_asks,
         )
         redraw = Handler(switch_layer, self.switch_inputs, self.layer_outputs)
         parts = intervene.PageParts(
@@ -401,17 +384,4 @@ class ViewEvents:
         )
 
 
-# The layer picked is the layer view's to draw (it asks the server where it does not keep it); the
-# view's old link goes.
-SHOW_LAYER_JS = """(layer, head) => {
-  const detail = { layer: Number(layer), head: Number(head) };
-  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-layer', { detail }));
-  return '';
-}"""
-# The head picked is the layer view's to draw (it asks the server where it does not hold it).
-SHOW_HEAD_JS = """(head) => {
-  const detail = { head: Number(head) };
-  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-head', { detail }));
-  return '';
-}"""
 PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"

@@ -34,8 +34,8 @@ from explorer.app.ui import (
     rope,
 )
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Shared, top
-from explorer.app.ui.events import Controls, Tabs, ViewEvents
+from explorer.app.ui.common import Controls, Shared, top
+from explorer.app.ui.events import Tabs, ViewEvents
 from explorer.app.ui.model_loading import ModelPanel
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
