@@ -79,6 +79,36 @@ def test_when_a_page_or_an_events_stream_closes_its_places_go():
     assert shares.held(page) == 0
 
 
+def test_a_join_answered_after_its_pages_stream_ended_gives_its_place_back():
+    """A page closed while a join of its was being answered: no stream will say when that event
+    ends, so its place goes at once instead of after `stale` seconds; while another stream of the
+    session is open, or one opened since, the place is kept until its event completes."""
+    clock = Clock()
+    shares = QueueShares(per_visitor=8, clock=clock)
+    page = Visitor("10.0.0.1", "page")
+    shares.streaming("page")
+    for round in range(3):  # past PER_EVENT: none of them kept
+        clock.now += 1.0
+        place = shares.admit(page, "neighbours")
+        assert isinstance(place, Place), round
+        shares.closed(session="page")  # the page closed; its join is answered after
+        shares.joined(place, f"late-{round}")
+        assert shares.held(page) == 0
+        shares.streaming("page")
+    clock.now += 1.0
+    shares.streaming("page")  # two streams of one session, one ends: the other reads the event
+    place = shares.admit(page, "neighbours")
+    shares.closed(session="page")
+    shares.joined(place, "read")
+    assert shares.held(page) == 1
+    shares.finished("read")
+    shares.closed(session="page")  # the page's last stream ends (nothing to read)
+    clock.now += 1.0
+    place = shares.admit(page, "neighbours")  # the stream ended before this join: it is opened after
+    shares.joined(place, "next")
+    assert shares.held(page) == 1
+
+
 def test_a_place_whose_stream_never_opened_is_given_back_after_a_while():
     clock = Clock()
     shares = QueueShares(per_visitor=1, stale=900.0, clock=clock)

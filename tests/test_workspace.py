@@ -16,6 +16,7 @@ from conftest import TokenizerSpy, make_hf_checkpoint
 from explorer.app import workspace as cache
 from explorer.app.policy import REFUSED, Policy
 from explorer.app.workspace import Workspace
+from explorer.engine.interventions import Ablation
 from explorer.errors import CheckpointError
 from explorer.loading import catalog as models
 from explorer.loading.checkpoints import BUNDLED_MODEL
@@ -127,8 +128,13 @@ def test_a_held_run_is_found_however_long_its_text_and_nothing_is_loaded_or_run_
     long_text = PROMPT * 100  # cut to what a run reads, as the run's key is
     run = workspace.run("", long_text)
     assert workspace.held_run("", long_text) is run and workspace.held_run(None, long_text) is run
+    ablation = Ablation(heads=((0, 1),), mode="zero")  # a run the views show ablated, held apart
+    ablated = workspace.run("", PROMPT, ablation)
+    assert workspace.held_run("", PROMPT, ablation) is ablated
+    assert workspace.held_run("", PROMPT) is not ablated
     monkeypatch.setattr(type(run.explorer), "run", lambda *a, **k: pytest.fail("a forward was run"))
     assert workspace.held_run("", "another prompt") is None
+    assert workspace.held_run("", PROMPT, Ablation(heads=((0, 2),), mode="zero")) is None
     assert workspace.held_run(str(other_checkpoint), PROMPT) is None
 
 

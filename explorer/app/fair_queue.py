@@ -13,7 +13,10 @@ long runs ahead of a visitor from elsewhere, who always finds room.
   event completes, which gives its place back;
 - when a session's stream ends (the page closed), Gradio drops its waiting events, and their places go;
   so does the place of one still running, which its time bound ends (`Policy.request_seconds`) and
-  which the readings' own rule keeps the visitor from doubling (`explorer.app.limits.Readings`);
+  which the readings' own rule keeps the visitor from doubling (`explorer.app.limits.Readings`); and
+  so does that of a join answered after its session's stream ended, while none is open (a page closed
+  as it asked for something: the layer view asks for its neighbours once idle), which no stream
+  would ever give back;
 - a place whose stream never opened is given back after `stale` seconds.
 
 The trivial events of the page (a tab's name kept, a flag set) skip the queue (`queue=False`): a click
@@ -41,6 +44,7 @@ EVENT_ID = re.compile(rb'"event_id"\s*:\s*"(?P<id>[^"]{1,200})"')
 HEAD_BYTES = 512  # of a message, searched for its kind and event id (what follows may be megabytes)
 STALE_SECONDS = 900.0  # a place whose event's stream never opened is given back after this
 PER_EVENT = 2  # places one visitor holds of one event
+ENDED_SECONDS = 60.0  # a session's stream's end is remembered this long, for the joins being answered
 
 
 @dataclass(eq=False)
@@ -61,6 +65,8 @@ class QueueShares:
     stale: float = STALE_SECONDS
     clock: Callable[[], float] = time.monotonic
     _places: list[Place] = field(default_factory=list)
+    _streams: dict[str, int] = field(default_factory=dict)  # session -> its streams open now
+    _ended: dict[str, float] = field(default_factory=dict)  # session -> when its last stream ended
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def admit(self, visitor: Visitor, event: str = "") -> Place | str:
@@ -86,12 +92,25 @@ class QueueShares:
             return place
 
     def joined(self, place: Place, event_id: str | None) -> None:
-        """The queue answered the join: with the event's id, or refused it (None: the place goes)."""
+        """The queue answered the join: with the event's id, or refused it (None: the place goes). A
+        place whose session's stream ended since its join, none open now, goes too: no stream is left
+        to say when its event ends (were the page still there, it opens a stream to read the event:
+        the place is then not counted, the kinder error)."""
         with self._lock:
-            if event_id:
+            session = place.visitor.session
+            unheard = (
+                session and not self._streams.get(session) and self._ended.get(session, -1) >= place.since
+            )
+            if event_id and not unheard:
                 place.event_id = event_id
             elif place in self._places:
                 self._places.remove(place)
+
+    def streaming(self, session: str) -> None:
+        """A stream of the session's opened."""
+        if session:
+            with self._lock:
+                self._streams[session] = self._streams.get(session, 0) + 1
 
     def finished(self, event_id: str) -> None:
         with self._lock:
@@ -100,6 +119,12 @@ class QueueShares:
     def closed(self, session: str = "", event_id: str = "") -> None:
         """A stream ended (the session's, or one event's): its events' places go."""
         with self._lock:
+            if session:
+                open_now = self._streams.pop(session, 1) - 1
+                if open_now > 0:
+                    self._streams[session] = open_now
+                self._ended[session] = self.clock()
+                self._forget_ended()
             self._places = [
                 p
                 for p in self._places
@@ -114,6 +139,12 @@ class QueueShares:
     def _expire(self) -> None:
         now = self.clock()
         self._places = [p for p in self._places if now - p.since < self.stale]
+
+    def _forget_ended(self) -> None:
+        """Ends older than any place's join that is still being answered (a join is answered in
+        moments; a minute is ample) are forgotten."""
+        now = self.clock()
+        self._ended = {s: t for s, t in self._ended.items() if now - t < ENDED_SECONDS}
 
 
 class FairQueue:
@@ -214,6 +245,7 @@ class FairQueue:
                         self._session_message(line)
             await send(message)
 
+        self.shares.streaming(session)
         try:
             await self.app(scope, receive, watch)
         finally:

@@ -206,15 +206,18 @@ class Workspace:
     def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
         return self.cached_run(model, text, ablation).run
 
-    def held_run(self, model: str | None, text: str | GenerationKey) -> Run | None:
-        """The run of `text` on `model` where the workspace holds it, else None: nothing is loaded or
-        run (what is made ready ahead of a person's next step never costs a forward)."""
+    def held_run(
+        self, model: str | None, text: str | GenerationKey, ablation: Ablation | None = None
+    ) -> Run | None:
+        """The run of `text` on `model` (with `ablation`, as `run` takes it) where the workspace holds
+        it, else None: nothing is loaded or run (what is made ready ahead of a person's next step never
+        costs a forward)."""
         key = self.key(model)
         explorer = self._touch(key)
         if explorer is None:
             return None
         generated = isinstance(text, GenerationKey)
-        run_key = (key, text) if generated else self._run_key(explorer, key, text, None)[0]
+        run_key = (key, text) if generated else self._run_key(explorer, key, text, ablation)[0]
         found = self._touch(key, run_key)
         return None if found is None else found.run
 
