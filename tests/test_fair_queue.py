@@ -11,7 +11,7 @@ import uuid
 import pytest
 from gradio_client import Client
 
-from explorer.app.fair_queue import Place, QueueShares
+from explorer.app.fair_queue import UNHEARD_SECONDS, Place, QueueShares
 from explorer.app.policy import Policy
 from explorer.app.visitors import Visitor
 from explorer.app.workspace import Workspace
@@ -107,6 +107,20 @@ def test_a_join_answered_after_its_pages_stream_ended_gives_its_place_back():
     place = shares.admit(page, "neighbours")  # the stream ended before this join: it is opened after
     shares.joined(place, "next")
     assert shares.held(page) == 1
+
+
+def test_a_pages_place_whose_stream_does_not_open_soon_after_its_join_goes():
+    """A page closed as it joined never opens the stream that reads its event: its place goes after
+    UNHEARD_SECONDS; one whose page opens its stream, at once or later, stays until its event ends."""
+    clock = Clock()
+    shares = QueueShares(per_visitor=1, clock=clock)
+    closed, kept = Visitor("10.0.0.1", "closed"), Visitor("10.0.0.2", "kept")
+    shares.joined(shares.admit(closed), "never-read")
+    shares.joined(shares.admit(kept), "read-later")
+    clock.now = 1.0
+    shares.streaming("kept")
+    clock.now = UNHEARD_SECONDS + 1.0
+    assert admitted(shares, closed) and not admitted(shares, kept)
 
 
 def test_a_place_whose_stream_never_opened_is_given_back_after_a_while():

@@ -16,7 +16,8 @@ long runs ahead of a visitor from elsewhere, who always finds room.
   which the readings' own rule keeps the visitor from doubling (`explorer.app.limits.Readings`); and
   so does that of a join answered after its session's stream ended, while none is open (a page closed
   as it asked for something: the layer view asks for its neighbours once idle), which no stream
-  would ever give back;
+  would ever give back; and that of a session's event whose stream did not open within
+  UNHEARD_SECONDS of its join (the page opens it at once; one closed as it joined never does);
 - a place whose stream never opened is given back after `stale` seconds.
 
 The trivial events of the page (a tab's name kept, a flag set) skip the queue (`queue=False`): a click
@@ -45,6 +46,7 @@ HEAD_BYTES = 512  # of a message, searched for its kind and event id (what follo
 STALE_SECONDS = 900.0  # a place whose event's stream never opened is given back after this
 PER_EVENT = 2  # places one visitor holds of one event
 ENDED_SECONDS = 60.0  # a session's stream's end is remembered this long, for the joins being answered
+UNHEARD_SECONDS = 30.0  # a session's event whose stream has not opened this long after its join goes
 
 
 @dataclass(eq=False)
@@ -55,6 +57,7 @@ class Place:
     event: str  # which of the app's events (its api name or index)
     since: float
     event_id: str = ""  # '' while the join is being answered
+    heard: bool = False  # a stream of its session open since its join (one that reads its event)
 
 
 @dataclass
@@ -103,6 +106,7 @@ class QueueShares:
             )
             if event_id and not unheard:
                 place.event_id = event_id
+                place.heard = place.heard or bool(self._streams.get(session))
             elif place in self._places:
                 self._places.remove(place)
 
@@ -111,6 +115,8 @@ class QueueShares:
         if session:
             with self._lock:
                 self._streams[session] = self._streams.get(session, 0) + 1
+                for place in self._places:
+                    place.heard = place.heard or place.visitor.session == session
 
     def finished(self, event_id: str) -> None:
         with self._lock:
@@ -138,7 +144,8 @@ class QueueShares:
 
     def _expire(self) -> None:
         now = self.clock()
-        self._places = [p for p in self._places if now - p.since < self.stale]
+        unheard = lambda p: p.visitor.session and not p.heard and now - p.since >= UNHEARD_SECONDS  # noqa: E731
+        self._places = [p for p in self._places if now - p.since < self.stale and not unheard(p)]
 
     def _forget_ended(self) -> None:
         """Ends older than any place's join that is still being answered (a join is answered in
