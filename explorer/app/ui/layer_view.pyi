@@ -320,6 +320,20 @@ def neighbours_value(around: int, values: list[dict]) -> dict:
     return {"neighbours": values, "around": around}
 
 
+# The pickers' scripts: the layer or head picked is the view's to draw (it asks the server where it
+# does not keep the layer or hold the head); the view's old link goes.
+SHOW_LAYER_JS = """(layer, head) => {
+  const detail = { layer: Number(layer), head: Number(head) };
+  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-layer', { detail }));
+  return '';
+}"""
+SHOW_HEAD_JS = """(head) => {
+  const detail = { head: Number(head) };
+  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-head', { detail }));
+  return '';
+}"""
+
+
 class CellData(gr.EventData):
     """A clicked cell of the head's maps: its query and key positions."""
 

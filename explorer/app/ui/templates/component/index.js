@@ -1,4 +1,4 @@
-import { i as b3, g as d1, o as _3, a as w3, b as M3, T as k3, c as T3, N as A3, d as S3, e as L3, r as O3, u as pf, q as D3, S as C3, n as E3, f as z3, h as P3, s as lf, p as n1, j as sf, k as cf, l as mo, t as F3, m as I3, v as R3, w as uf, x as N3 } from "./runtime-BrQmSKZc.js";
+import { i as b3, g as p1, o as _3, a as w3, b as M3, T as k3, c as T3, N as A3, d as S3, e as L3, r as O3, u as hf, q as D3, S as C3, n as E3, f as z3, h as P3, s as sf, p as r1, j as cf, k as uf, l as yo, t as F3, m as I3, v as R3, w as ff, x as N3 } from "./runtime-BrQmSKZc.js";
 const B3 = [];
 function j3(Ot, At = !1, jt = !1) {
   return Rc(Ot, /* @__PURE__ */ new Map(), "", B3, null, jt);
@@ -16,30 +16,30 @@ function Rc(Ot, At, jt, It, rn = null, wn = !1) {
       new Set(Ot)
     );
     if (b3(Ot)) {
-      var Qn = (
+      var er = (
         /** @type {Snapshot<any>} */
         Array(Ot.length)
       );
-      At.set(Ot, Qn), rn !== null && At.set(rn, Qn);
+      At.set(Ot, er), rn !== null && At.set(rn, er);
       for (var mr = 0; mr < Ot.length; mr += 1) {
-        var Sr = Ot[mr];
-        mr in Ot && (Qn[mr] = Rc(Sr, At, jt, It, null, wn));
+        var Lr = Ot[mr];
+        mr in Ot && (er[mr] = Rc(Lr, At, jt, It, null, wn));
       }
-      return Qn;
+      return er;
     }
-    if (d1(Ot) === _3) {
-      Qn = {}, At.set(Ot, Qn), rn !== null && At.set(rn, Qn);
-      for (var Ea in Ot)
-        Qn[Ea] = Rc(
+    if (p1(Ot) === _3) {
+      er = {}, At.set(Ot, er), rn !== null && At.set(rn, er);
+      for (var Ca in Ot)
+        er[Ca] = Rc(
           // @ts-expect-error
-          Ot[Ea],
+          Ot[Ca],
           At,
           jt,
           It,
           null,
           wn
         );
-      return Qn;
+      return er;
     }
     if (Ot instanceof Date)
       return (
@@ -105,7 +105,7 @@ function V3(Ot, At) {
     At
   );
 }
-const r1 = [...` 	
+const a1 = [...` 	
 \r\f \v\uFEFF`];
 function Y3(Ot, At, jt) {
   var It = Ot == null ? "" : "" + Ot;
@@ -115,26 +115,26 @@ function Y3(Ot, At, jt) {
         It = It ? It + " " + rn : rn;
       else if (It.length)
         for (var wn = rn.length, An = 0; (An = It.indexOf(rn, An)) >= 0; ) {
-          var Qn = An + wn;
-          (An === 0 || r1.includes(It[An - 1])) && (Qn === It.length || r1.includes(It[Qn])) ? It = (An === 0 ? "" : It.substring(0, An)) + It.substring(Qn + 1) : An = Qn;
+          var er = An + wn;
+          (An === 0 || a1.includes(It[An - 1])) && (er === It.length || a1.includes(It[er])) ? It = (An === 0 ? "" : It.substring(0, An)) + It.substring(er + 1) : An = er;
         }
   }
   return It === "" ? null : It;
 }
-function ff(Ot, At, jt, It, rn, wn) {
+function df(Ot, At, jt, It, rn, wn) {
   var An = Ot.__className;
   if (An !== jt || An === void 0) {
-    var Qn = Y3(jt, It, wn);
-    Qn == null ? Ot.removeAttribute("class") : Ot.className = Qn, Ot.__className = jt;
+    var er = Y3(jt, It, wn);
+    er == null ? Ot.removeAttribute("class") : Ot.className = er, Ot.__className = jt;
   } else if (wn && rn !== wn)
     for (var mr in wn) {
-      var Sr = !!wn[mr];
-      (rn == null || Sr !== !!rn[mr]) && Ot.classList.toggle(mr, Sr);
+      var Lr = !!wn[mr];
+      (rn == null || Lr !== !!rn[mr]) && Ot.classList.toggle(mr, Lr);
     }
   return wn;
 }
 const G3 = /* @__PURE__ */ Symbol("is custom element"), Z3 = /* @__PURE__ */ Symbol("is html");
-function a1(Ot, At, jt, It) {
+function i1(Ot, At, jt, It) {
   var rn = X3(Ot);
   rn[At] !== (rn[At] = jt) && (jt == null ? Ot.removeAttribute(At) : typeof jt != "string" && W3(Ot).includes(At) ? Ot[At] = jt : Ot.setAttribute(At, jt));
 }
@@ -148,32 +148,32 @@ function X3(Ot) {
     }
   );
 }
-var i1 = /* @__PURE__ */ new Map();
+var o1 = /* @__PURE__ */ new Map();
 function W3(Ot) {
-  var At = Ot.getAttribute("is") || Ot.nodeName, jt = i1.get(At);
+  var At = Ot.getAttribute("is") || Ot.nodeName, jt = o1.get(At);
   if (jt) return jt;
-  i1.set(At, jt = []);
+  o1.set(At, jt = []);
   for (var It, rn = Ot, wn = Element.prototype; wn !== rn; ) {
     It = S3(rn);
     for (var An in It)
       It[An].set && jt.push(An);
-    rn = d1(rn);
+    rn = p1(rn);
   }
   return jt;
 }
-function o1(Ot, At) {
+function l1(Ot, At) {
   return Ot === At || Ot?.[C3] === At;
 }
 function Fc(Ot = {}, At, jt, It) {
   return L3(() => {
     var rn, wn;
     return O3(() => {
-      rn = wn, wn = [], pf(() => {
-        Ot !== jt(...wn) && (At(Ot, ...wn), rn && o1(jt(...rn), Ot) && At(null, ...rn));
+      rn = wn, wn = [], hf(() => {
+        Ot !== jt(...wn) && (At(Ot, ...wn), rn && l1(jt(...rn), Ot) && At(null, ...rn));
       });
     }), () => {
       D3(() => {
-        wn && o1(jt(...wn), Ot) && At(null, ...wn);
+        wn && l1(jt(...wn), Ot) && At(null, ...wn);
       });
     };
   }), Ot;
@@ -181,7 +181,7 @@ function Fc(Ot = {}, At, jt, It) {
 function J3(Ot, At, jt) {
   if (Ot == null)
     return At(void 0), E3;
-  const It = pf(
+  const It = hf(
     () => Ot.subscribe(
       At,
       // @ts-expect-error
@@ -235,7 +235,7 @@ const ex = [
   { color: "cyan", primary: 600, secondary: 100 },
   { color: "lime", primary: 500, secondary: 100 },
   { color: "pink", primary: 600, secondary: 100 }
-], l1 = {
+], s1 = {
   inherit: "inherit",
   current: "currentColor",
   transparent: "transparent",
@@ -531,16 +531,16 @@ const ex = [
 ex.reduce((Ot, { color: At, primary: jt, secondary: It }) => ({
   ...Ot,
   [At]: {
-    primary: l1[At][jt],
-    secondary: l1[At][It]
+    primary: s1[At][jt],
+    secondary: s1[At][It]
   }
 }), {});
 function tx(Ot) {
   let At;
   const jt = P3((rn) => {
     let wn = !1;
-    const An = Ot.subscribe((Qn) => {
-      At = Qn, wn && rn();
+    const An = Ot.subscribe((er) => {
+      At = er, wn && rn();
     });
     return wn = !0, An;
   });
@@ -605,26 +605,26 @@ function ix(Ot) {
 }
 class ox {
   load_component;
-  #e = lf(n1({}));
+  #e = sf(r1({}));
   get shared() {
-    return sf(this.#e);
+    return cf(this.#e);
   }
   set shared(At) {
-    cf(this.#e, At, !0);
+    uf(this.#e, At, !0);
   }
-  #t = lf(n1({}));
+  #t = sf(r1({}));
   get props() {
-    return sf(this.#t);
+    return cf(this.#t);
   }
   set props(At) {
-    cf(this.#t, At, !0);
+    uf(this.#t, At, !0);
   }
-  #n = lf((At) => At);
+  #n = sf((At) => At);
   get i18n() {
-    return sf(this.#n);
+    return cf(this.#n);
   }
   set i18n(At) {
-    cf(this.#n, At, !0);
+    uf(this.#n, At, !0);
   }
   i18n_store;
   _i18n_from_store;
@@ -670,7 +670,7 @@ class ox {
       // @ts-ignore
       this.set_data_callback,
       this.get_data_callback
-    ), this.registered_id = this.shared.id, this.last_shared_props = At.shared_props, this.last_props = At.props, mo(() => {
+    ), this.registered_id = this.shared.id, this.last_shared_props = At.shared_props, this.last_props = At.props, yo(() => {
       const It = At.shared_props.id;
       if (this.last_shared_props !== At.shared_props) {
         for (const rn in At.shared_props) {
@@ -692,15 +692,15 @@ class ox {
         // @ts-ignore
         this.set_data_callback,
         this.get_data_callback
-      ), this.registered_id = It, pf(() => {
+      ), this.registered_id = It, hf(() => {
         this.shared.id = It;
       });
-    }), mo(() => () => {
+    }), yo(() => () => {
       this.registered_id !== null && this.unregister_component(this.registered_id, this.set_data_callback);
-    }), mo(() => this.i18n_store ? this.i18n_store.subscribe(() => {
+    }), yo(() => this.i18n_store ? this.i18n_store.subscribe(() => {
       for (const [rn, wn] of Object.entries(this.translatable_props)) {
-        const [An, Qn] = rn.split("."), mr = this.i18n(wn);
-        An === "shared" ? this.shared[Qn] = mr : this.props[Qn] = mr;
+        const [An, er] = rn.split("."), mr = this.i18n(wn);
+        An === "shared" ? this.shared[er] = mr : this.props[er] = mr;
       }
     }) : void 0);
   }
@@ -741,7 +741,7 @@ class ox {
     }
   }
   watch_for_change() {
-    mo(() => {
+    yo(() => {
       this.mounted || (this.old_value = this.props.value, this.mounted = !0), this.old_value != this.props.value && (this.old_value = this.props.value, this.dispatch("change"));
     });
   }
@@ -749,18 +749,18 @@ class ox {
 function lx(Ot) {
   return Ot && Ot.__esModule && Object.prototype.hasOwnProperty.call(Ot, "default") ? Ot.default : Ot;
 }
-var Nc = { exports: {} }, sx = Nc.exports, s1;
+var Nc = { exports: {} }, sx = Nc.exports, c1;
 function cx() {
-  return s1 || (s1 = 1, (function(Ot) {
+  return c1 || (c1 = 1, (function(Ot) {
     (function(At, jt) {
       Ot.exports ? Ot.exports = jt() : At.moduleName = jt();
     })(typeof self < "u" ? self : sx, () => {
       var At = (() => {
-        var jt = Object.create, It = Object.defineProperty, rn = Object.defineProperties, wn = Object.getOwnPropertyDescriptor, An = Object.getOwnPropertyDescriptors, Qn = Object.getOwnPropertyNames, mr = Object.getOwnPropertySymbols, Sr = Object.getPrototypeOf, Ea = Object.prototype.hasOwnProperty, Er = Object.prototype.propertyIsEnumerable, Ga = (k, M, r) => M in k ? It(k, M, { enumerable: !0, configurable: !0, writable: !0, value: r }) : k[M] = r, gr = (k, M) => {
-          for (var r in M || (M = {})) Ea.call(M, r) && Ga(k, r, M[r]);
-          if (mr) for (var r of mr(M)) Er.call(M, r) && Ga(k, r, M[r]);
+        var jt = Object.create, It = Object.defineProperty, rn = Object.defineProperties, wn = Object.getOwnPropertyDescriptor, An = Object.getOwnPropertyDescriptors, er = Object.getOwnPropertyNames, mr = Object.getOwnPropertySymbols, Lr = Object.getPrototypeOf, Ca = Object.prototype.hasOwnProperty, Or = Object.prototype.propertyIsEnumerable, Ya = (k, M, r) => M in k ? It(k, M, { enumerable: !0, configurable: !0, writable: !0, value: r }) : k[M] = r, gr = (k, M) => {
+          for (var r in M || (M = {})) Ca.call(M, r) && Ya(k, r, M[r]);
+          if (mr) for (var r of mr(M)) Or.call(M, r) && Ya(k, r, M[r]);
           return k;
-        }, Tn = (k, M) => rn(k, An(M)), ur = (k, M, r) => () => {
+        }, Sn = (k, M) => rn(k, An(M)), fr = (k, M, r) => () => {
           if (r) throw r[0];
           try {
             return k && (M = k(k = 0)), M;
@@ -773,15 +773,15 @@ function cx() {
           } catch (r) {
             throw M = 0, r;
           }
-        }, wa = (k, M) => {
+        }, _a = (k, M) => {
           for (var r in M) It(k, r, { get: M[r], enumerable: !0 });
-        }, za = (k, M, r, e) => {
-          if (M && typeof M == "object" || typeof M == "function") for (let a of Qn(M)) !Ea.call(k, a) && a !== r && It(k, a, { get: () => M[a], enumerable: !(e = wn(M, a)) || e.enumerable });
+        }, Ea = (k, M, r, e) => {
+          if (M && typeof M == "object" || typeof M == "function") for (let a of er(M)) !Ca.call(k, a) && a !== r && It(k, a, { get: () => M[a], enumerable: !(e = wn(M, a)) || e.enumerable });
           return k;
-        }, Ma = (k, M, r) => (r = k != null ? jt(Sr(k)) : {}, za(!k || !k.__esModule ? It(r, "default", { value: k, enumerable: !0 }) : r, k)), ra = (k) => za(It({}, "__esModule", { value: !0 }), k), Zi = be((k) => {
+        }, wa = (k, M, r) => (r = k != null ? jt(Lr(k)) : {}, Ea(!k || !k.__esModule ? It(r, "default", { value: k, enumerable: !0 }) : r, k)), aa = (k) => Ea(It({}, "__esModule", { value: !0 }), k), xo = be((k) => {
           "use strict";
           k.version = "4.1.1";
-        }), _s = be((k, M) => {
+        }), ws = be((k, M) => {
           (function(r, e, a) {
             e[r] = e[r] || a(), typeof M < "u" && M.exports && (M.exports = e[r]);
           })("Promise", typeof window < "u" ? window : k, function() {
@@ -1811,18 +1811,18 @@ function cx() {
                 return -r.event.detail;
               }, "MozMousePixelScroll"));
               function St(cn) {
-                cn.on(Oe, Fn).on(Zt + ".zoom", Yr).on("dblclick.zoom", _r).on(ot, sr);
+                cn.on(Oe, Fn).on(Zt + ".zoom", Gr).on("dblclick.zoom", br).on(ot, cr);
               }
               St.event = function(cn) {
                 cn.each(function() {
                   var Vn = Dt.of(this, arguments), Xn = x;
-                  Di ? r.select(this).transition().each("start.zoom", function() {
+                  Li ? r.select(this).transition().each("start.zoom", function() {
                     x = this.__chart__ || { x: 0, y: 0, k: 1 }, bn(Vn);
                   }).tween("zoom:zoom", function() {
-                    var vr = de[0], Hr = de[1], Gr = te ? te[0] : vr / 2, na = te ? te[1] : Hr / 2, pa = r.interpolateZoom([(Gr - x.x) / x.k, (na - x.y) / x.k, vr / x.k], [(Gr - Xn.x) / Xn.k, (na - Xn.y) / Xn.k, vr / Xn.k]);
-                    return function(ba) {
-                      var oa = pa(ba), ha = vr / oa[2];
-                      this.__chart__ = x = { x: Gr - oa[0] * ha, y: na - oa[1] * ha, k: ha }, qn(Vn);
+                    var vr = de[0], Ur = de[1], Zr = te ? te[0] : vr / 2, ra = te ? te[1] : Ur / 2, da = r.interpolateZoom([(Zr - x.x) / x.k, (ra - x.y) / x.k, vr / x.k], [(Zr - Xn.x) / Xn.k, (ra - Xn.y) / Xn.k, vr / Xn.k]);
+                    return function(xa) {
+                      var la = da(xa), pa = vr / la[2];
+                      this.__chart__ = x = { x: Zr - la[0] * pa, y: ra - la[1] * pa, k: pa }, qn(Vn);
                     };
                   }).each("interrupt.zoom", function() {
                     xn(Vn);
@@ -1879,68 +1879,68 @@ function cx() {
                 --we || (cn({ type: "zoomend" }), te = null);
               }
               function Fn() {
-                var cn = this, Vn = Dt.of(cn, arguments), Xn = 0, vr = r.select(n(cn)).on(He, na).on(Ue, pa), Hr = Mt(r.mouse(cn)), Gr = bt(cn);
-                po.call(cn), bn(Vn);
-                function na() {
-                  Xn = 1, gn(r.mouse(cn), Hr), qn(Vn);
+                var cn = this, Vn = Dt.of(cn, arguments), Xn = 0, vr = r.select(n(cn)).on(He, ra).on(Ue, da), Ur = Mt(r.mouse(cn)), Zr = bt(cn);
+                fo.call(cn), bn(Vn);
+                function ra() {
+                  Xn = 1, gn(r.mouse(cn), Ur), qn(Vn);
                 }
-                function pa() {
-                  vr.on(He, null).on(Ue, null), Gr(Xn), xn(Vn);
+                function da() {
+                  vr.on(He, null).on(Ue, null), Zr(Xn), xn(Vn);
                 }
               }
-              function sr() {
-                var cn = this, Vn = Dt.of(cn, arguments), Xn = {}, vr = 0, Hr, Gr = ".zoom-" + r.event.changedTouches[0].identifier, na = "touchmove" + Gr, pa = "touchend" + Gr, ba = [], oa = r.select(cn), ha = bt(cn);
-                _a(), bn(Vn), oa.on(Oe, null).on(ot, _a);
-                function va() {
-                  var Ya = r.touches(cn);
-                  return Hr = x.k, Ya.forEach(function(la) {
-                    la.identifier in Xn && (Xn[la.identifier] = Mt(la));
-                  }), Ya;
+              function cr() {
+                var cn = this, Vn = Dt.of(cn, arguments), Xn = {}, vr = 0, Ur, Zr = ".zoom-" + r.event.changedTouches[0].identifier, ra = "touchmove" + Zr, da = "touchend" + Zr, xa = [], la = r.select(cn), pa = bt(cn);
+                ba(), bn(Vn), la.on(Oe, null).on(ot, ba);
+                function ha() {
+                  var Va = r.touches(cn);
+                  return Ur = x.k, Va.forEach(function(sa) {
+                    sa.identifier in Xn && (Xn[sa.identifier] = Mt(sa));
+                  }), Va;
                 }
-                function _a() {
-                  var Ya = r.event.target;
-                  r.select(Ya).on(na, Ci).on(pa, ef), ba.push(Ya);
-                  for (var la = r.event.changedTouches, Oa = 0, Ba = la.length; Oa < Ba; ++Oa) Xn[la[Oa].identifier] = null;
-                  var ja = va(), Yi = Date.now();
-                  if (ja.length === 1) {
+                function ba() {
+                  var Va = r.event.target;
+                  r.select(Va).on(ra, Oi).on(da, tf), xa.push(Va);
+                  for (var sa = r.event.changedTouches, La = 0, Na = sa.length; La < Na; ++La) Xn[sa[La].identifier] = null;
+                  var Ba = ha(), Yi = Date.now();
+                  if (Ba.length === 1) {
                     if (Yi - _t < 500) {
-                      var Ei = ja[0];
-                      pn(cn, Ei, Xn[Ei.identifier], Math.floor(Math.log(x.k) / Math.LN2) + 1), U();
+                      var Di = Ba[0];
+                      pn(cn, Di, Xn[Di.identifier], Math.floor(Math.log(x.k) / Math.LN2) + 1), U();
                     }
                     _t = Yi;
-                  } else if (ja.length > 1) {
-                    var Ei = ja[0], xi = ja[1], pl = Ei[0] - xi[0], ho = Ei[1] - xi[1];
-                    vr = pl * pl + ho * ho;
+                  } else if (Ba.length > 1) {
+                    var Di = Ba[0], mi = Ba[1], pl = Di[0] - mi[0], po = Di[1] - mi[1];
+                    vr = pl * pl + po * po;
                   }
                 }
-                function Ci() {
-                  var Ya = r.touches(cn), la, Oa, Ba, ja;
-                  po.call(cn);
-                  for (var Yi = 0, Ei = Ya.length; Yi < Ei; ++Yi, ja = null) if (Ba = Ya[Yi], ja = Xn[Ba.identifier]) {
-                    if (Oa) break;
-                    la = Ba, Oa = ja;
+                function Oi() {
+                  var Va = r.touches(cn), sa, La, Na, Ba;
+                  fo.call(cn);
+                  for (var Yi = 0, Di = Va.length; Yi < Di; ++Yi, Ba = null) if (Na = Va[Yi], Ba = Xn[Na.identifier]) {
+                    if (La) break;
+                    sa = Na, La = Ba;
                   }
-                  if (ja) {
-                    var xi = (xi = Ba[0] - la[0]) * xi + (xi = Ba[1] - la[1]) * xi, pl = vr && Math.sqrt(xi / vr);
-                    la = [(la[0] + Ba[0]) / 2, (la[1] + Ba[1]) / 2], Oa = [(Oa[0] + ja[0]) / 2, (Oa[1] + ja[1]) / 2], un(pl * Hr);
+                  if (Ba) {
+                    var mi = (mi = Na[0] - sa[0]) * mi + (mi = Na[1] - sa[1]) * mi, pl = vr && Math.sqrt(mi / vr);
+                    sa = [(sa[0] + Na[0]) / 2, (sa[1] + Na[1]) / 2], La = [(La[0] + Ba[0]) / 2, (La[1] + Ba[1]) / 2], un(pl * Ur);
                   }
-                  _t = null, gn(la, Oa), qn(Vn);
+                  _t = null, gn(sa, La), qn(Vn);
                 }
-                function ef() {
+                function tf() {
                   if (r.event.touches.length) {
-                    for (var Ya = r.event.changedTouches, la = 0, Oa = Ya.length; la < Oa; ++la) delete Xn[Ya[la].identifier];
-                    for (var Ba in Xn) return void va();
+                    for (var Va = r.event.changedTouches, sa = 0, La = Va.length; sa < La; ++sa) delete Xn[Va[sa].identifier];
+                    for (var Na in Xn) return void ha();
                   }
-                  r.selectAll(ba).on(Gr, null), oa.on(Oe, Fn).on(ot, sr), ha(), xn(Vn);
+                  r.selectAll(xa).on(Zr, null), la.on(Oe, Fn).on(ot, cr), pa(), xn(Vn);
                 }
               }
-              function Yr() {
+              function Gr() {
                 var cn = Dt.of(this, arguments);
-                at ? clearTimeout(at) : (po.call(this), F = Mt(te = le || r.mouse(this)), bn(cn)), at = setTimeout(function() {
+                at ? clearTimeout(at) : (fo.call(this), F = Mt(te = le || r.mouse(this)), bn(cn)), at = setTimeout(function() {
                   at = null, xn(cn);
                 }, 50), U(), un(Math.pow(2, Bt() * 2e-3) * x.k), gn(te, F), qn(cn);
               }
-              function _r() {
+              function br() {
                 var cn = r.mouse(this), Vn = Math.log(x.k) / Math.LN2;
                 pn(this, cn, Mt(cn), r.event.shiftKey ? Math.ceil(Vn) - 1 : Math.floor(Vn) + 1);
               }
@@ -2234,17 +2234,17 @@ function cx() {
               return ln ? ln.n = he : Pt = he, ln = he, nn || (zn = clearTimeout(zn), nn = 1, mn(Wn)), he;
             }
             function Wn() {
-              var x = Kn(), F = tr() - x;
+              var x = Qn(), F = nr() - x;
               F > 24 ? (isFinite(F) && (clearTimeout(zn), zn = setTimeout(Wn, F)), nn = 0) : (nn = 1, mn(Wn));
             }
             r.timer.flush = function() {
-              Kn(), tr();
+              Qn(), nr();
             };
-            function Kn() {
+            function Qn() {
               for (var x = Date.now(), F = Pt; F; ) x >= F.t && F.c(x - F.t) && (F.c = null), F = F.n;
               return x;
             }
-            function tr() {
+            function nr() {
               for (var x, F = Pt, te = 1 / 0; F; ) F.c ? (F.t < te && (te = F.t), F = (x = F).n) : F = x ? x.n = F.n : Pt = F.n;
               return ln = x, te;
             }
@@ -2264,7 +2264,7 @@ function cx() {
                 if (de.length < 3) return [];
                 var he = dt(F), Ae = dt(te), we, Oe = de.length, He = [], Ue = [];
                 for (we = 0; we < Oe; we++) He.push([+he.call(this, de[we], we), +Ae.call(this, de[we], we), we]);
-                for (He.sort(Tr), we = 0; we < Oe; we++) Ue.push([He[we][0], -He[we][1]]);
+                for (He.sort(Ar), we = 0; we < Oe; we++) Ue.push([He[we][0], -He[we][1]]);
                 var at = sn(He), ot = sn(Ue), _t = ot[0] === at[0], Dt = ot[ot.length - 1] === at[at.length - 1], ut = [];
                 for (we = at.length - 1; we >= 0; --we) ut.push(de[He[at[we]][2]]);
                 for (we = +_t; we < ot.length - Dt; ++we) ut.push(de[He[ot[we]][2]]);
@@ -2283,22 +2283,22 @@ function cx() {
               }
               return te.slice(0, le);
             }
-            function Tr(x, F) {
+            function Ar(x, F) {
               return x[0] - F[0] || x[1] - F[1];
             }
             r.geom.polygon = function(x) {
-              return q(x, rr), x;
+              return q(x, ir), x;
             };
-            var rr = r.geom.polygon.prototype = [];
-            rr.area = function() {
+            var ir = r.geom.polygon.prototype = [];
+            ir.area = function() {
               for (var x = -1, F = this.length, te, le = this[F - 1], de = 0; ++x < F; ) te = le, le = this[x], de += te[1] * le[0] - te[0] * le[1];
               return de * 0.5;
-            }, rr.centroid = function(x) {
+            }, ir.centroid = function(x) {
               var F = -1, te = this.length, le = 0, de = 0, he, Ae = this[te - 1], we;
               for (arguments.length || (x = -1 / (6 * this.area())); ++F < te; ) he = Ae, Ae = this[F], we = he[0] * Ae[1] - Ae[0] * he[1], le += (he[0] + Ae[0]) * we, de += (he[1] + Ae[1]) * we;
               return [le * x, de * x];
-            }, rr.clip = function(x) {
-              for (var F, te = wr(x), le = -1, de = this.length - wr(this), he, Ae, we = this[de - 1], Oe, He, Ue; ++le < de; ) {
+            }, ir.clip = function(x) {
+              for (var F, te = _r(x), le = -1, de = this.length - _r(this), he, Ae, we = this[de - 1], Oe, He, Ue; ++le < de; ) {
                 for (F = x.slice(), x.length = 0, Oe = this[le], He = F[(Ae = F.length - te) - 1], he = -1; ++he < Ae; ) Ue = F[he], Jn(Ue, we, Oe) ? (Jn(He, we, Oe) || x.push(Un(He, Ue, we, Oe)), x.push(Ue)) : Jn(He, we, Oe) && x.push(Un(He, Ue, we, Oe)), He = Ue;
                 te && x.push(x[0]), we = Oe;
               }
@@ -2311,35 +2311,35 @@ function cx() {
               var de = x[0], he = te[0], Ae = F[0] - de, we = le[0] - he, Oe = x[1], He = te[1], Ue = F[1] - Oe, at = le[1] - He, ot = (we * (Oe - He) - at * (de - he)) / (at * Ae - we * Ue);
               return [de + ot * Ae, Oe + ot * Ue];
             }
-            function wr(x) {
+            function _r(x) {
               var F = x[0], te = x[x.length - 1];
               return !(F[0] - te[0] || F[1] - te[1]);
             }
-            var yr, Nr, zr, Zn = [], ir, Yn, $n = [];
-            function Or() {
-              nr(this), this.edge = this.site = this.circle = null;
+            var yr, Br, Pr, Zn = [], or, Yn, Kn = [];
+            function Cr() {
+              rr(this), this.edge = this.site = this.circle = null;
             }
-            function Vr(x) {
-              var F = Zn.pop() || new Or();
+            function Yr(x) {
+              var F = Zn.pop() || new Cr();
               return F.site = x, F;
             }
-            function Br(x) {
-              $r(x), zr.remove(x), Zn.push(x), nr(x);
+            function jr(x) {
+              $r(x), Pr.remove(x), Zn.push(x), rr(x);
             }
-            function Dr(x) {
+            function Er(x) {
               var F = x.circle, te = F.x, le = F.cy, de = { x: te, y: le }, he = x.P, Ae = x.N, we = [x];
-              Br(x);
-              for (var Oe = he; Oe.circle && f(te - Oe.circle.x) < et && f(le - Oe.circle.cy) < et; ) he = Oe.P, we.unshift(Oe), Br(Oe), Oe = he;
+              jr(x);
+              for (var Oe = he; Oe.circle && f(te - Oe.circle.x) < et && f(le - Oe.circle.cy) < et; ) he = Oe.P, we.unshift(Oe), jr(Oe), Oe = he;
               we.unshift(Oe), $r(Oe);
-              for (var He = Ae; He.circle && f(te - He.circle.x) < et && f(le - He.circle.cy) < et; ) Ae = He.N, we.push(He), Br(He), He = Ae;
+              for (var He = Ae; He.circle && f(te - He.circle.x) < et && f(le - He.circle.cy) < et; ) Ae = He.N, we.push(He), jr(He), He = Ae;
               we.push(He), $r(He);
               var Ue = we.length, at;
-              for (at = 1; at < Ue; ++at) He = we[at], Oe = we[at - 1], br(He.edge, Oe.site, He.site, de);
-              Oe = we[0], He = we[Ue - 1], He.edge = Cr(Oe.site, He.site, null, de), qr(Oe), qr(He);
+              for (at = 1; at < Ue; ++at) He = we[at], Oe = we[at - 1], xr(He.edge, Oe.site, He.site, de);
+              Oe = we[0], He = we[Ue - 1], He.edge = zr(Oe.site, He.site, null, de), Hr(Oe), Hr(He);
             }
             function Wr(x) {
-              for (var F = x.x, te = x.y, le, de, he, Ae, we = zr._; we; ) if (he = Pr(we, te) - F, he > et) we = we.L;
-              else if (Ae = F - jr(we, te), Ae > et) {
+              for (var F = x.x, te = x.y, le, de, he, Ae, we = Pr._; we; ) if (he = Fr(we, te) - F, he > et) we = we.L;
+              else if (Ae = F - qr(we, te), Ae > et) {
                 if (!we.R) {
                   le = we;
                   break;
@@ -2349,22 +2349,22 @@ function cx() {
                 he > -et ? (le = we.P, de = we) : Ae > -et ? (le = we, de = we.N) : le = de = we;
                 break;
               }
-              var Oe = Vr(x);
-              if (zr.insert(le, Oe), !(!le && !de)) {
+              var Oe = Yr(x);
+              if (Pr.insert(le, Oe), !(!le && !de)) {
                 if (le === de) {
-                  $r(le), de = Vr(le.site), zr.insert(Oe, de), Oe.edge = de.edge = Cr(le.site, Oe.site), qr(le), qr(de);
+                  $r(le), de = Yr(le.site), Pr.insert(Oe, de), Oe.edge = de.edge = zr(le.site, Oe.site), Hr(le), Hr(de);
                   return;
                 }
                 if (!de) {
-                  Oe.edge = Cr(le.site, Oe.site);
+                  Oe.edge = zr(le.site, Oe.site);
                   return;
                 }
                 $r(le), $r(de);
                 var He = le.site, Ue = He.x, at = He.y, ot = x.x - Ue, _t = x.y - at, Dt = de.site, ut = Dt.x - Ue, mt = Dt.y - at, wt = 2 * (ot * mt - _t * ut), Lt = ot * ot + _t * _t, St = ut * ut + mt * mt, Mt = { x: (mt * Lt - _t * St) / wt + Ue, y: (ot * St - ut * Lt) / wt + at };
-                br(de.edge, He, Dt, Mt), Oe.edge = Cr(He, x, null, Mt), de.edge = Cr(x, Dt, null, Mt), qr(le), qr(de);
+                xr(de.edge, He, Dt, Mt), Oe.edge = zr(He, x, null, Mt), de.edge = zr(x, Dt, null, Mt), Hr(le), Hr(de);
               }
             }
-            function Pr(x, F) {
+            function Fr(x, F) {
               var te = x.site, le = te.x, de = te.y, he = de - F;
               if (!he) return le;
               var Ae = x.P;
@@ -2375,9 +2375,9 @@ function cx() {
               var Ue = we - le, at = 1 / he - 1 / He, ot = Ue / He;
               return at ? (-ot + Math.sqrt(ot * ot - 2 * at * (Ue * Ue / (-2 * He) - Oe + He / 2 + de - he / 2))) / at + le : (le + we) / 2;
             }
-            function jr(x, F) {
+            function qr(x, F) {
               var te = x.N;
-              if (te) return Pr(te, F);
+              if (te) return Fr(te, F);
               var le = x.site;
               return le.y === F ? le.x : 1 / 0;
             }
@@ -2386,25 +2386,25 @@ function cx() {
             }
             Jr.prototype.prepare = function() {
               for (var x = this.edges, F = x.length, te; F--; ) te = x[F].edge, (!te.b || !te.a) && x.splice(F, 1);
-              return x.sort(ea), x.length;
+              return x.sort(ta), x.length;
             };
-            function or(x) {
-              for (var F = x[0][0], te = x[1][0], le = x[0][1], de = x[1][1], he, Ae, we, Oe, He = Nr, Ue = He.length, at, ot, _t, Dt, ut, mt; Ue--; ) if (at = He[Ue], !(!at || !at.prepare())) for (_t = at.edges, Dt = _t.length, ot = 0; ot < Dt; ) mt = _t[ot].end(), we = mt.x, Oe = mt.y, ut = _t[++ot % Dt].start(), he = ut.x, Ae = ut.y, (f(we - he) > et || f(Oe - Ae) > et) && (_t.splice(ot, 0, new Ar(da(at.site, mt, f(we - F) < et && de - Oe > et ? { x: F, y: f(he - F) < et ? Ae : de } : f(Oe - de) < et && te - we > et ? { x: f(Ae - de) < et ? he : te, y: de } : f(we - te) < et && Oe - le > et ? { x: te, y: f(he - te) < et ? Ae : le } : f(Oe - le) < et && we - F > et ? { x: f(Ae - le) < et ? he : F, y: le } : null), at.site, null)), ++Dt);
+            function lr(x) {
+              for (var F = x[0][0], te = x[1][0], le = x[0][1], de = x[1][1], he, Ae, we, Oe, He = Br, Ue = He.length, at, ot, _t, Dt, ut, mt; Ue--; ) if (at = He[Ue], !(!at || !at.prepare())) for (_t = at.edges, Dt = _t.length, ot = 0; ot < Dt; ) mt = _t[ot].end(), we = mt.x, Oe = mt.y, ut = _t[++ot % Dt].start(), he = ut.x, Ae = ut.y, (f(we - he) > et || f(Oe - Ae) > et) && (_t.splice(ot, 0, new Sr(fa(at.site, mt, f(we - F) < et && de - Oe > et ? { x: F, y: f(he - F) < et ? Ae : de } : f(Oe - de) < et && te - we > et ? { x: f(Ae - de) < et ? he : te, y: de } : f(we - te) < et && Oe - le > et ? { x: te, y: f(he - te) < et ? Ae : le } : f(Oe - le) < et && we - F > et ? { x: f(Ae - le) < et ? he : F, y: le } : null), at.site, null)), ++Dt);
             }
-            function ea(x, F) {
+            function ta(x, F) {
               return F.angle - x.angle;
             }
-            function xa() {
-              nr(this), this.x = this.y = this.arc = this.site = this.cy = null;
+            function ma() {
+              rr(this), this.x = this.y = this.arc = this.site = this.cy = null;
             }
-            function qr(x) {
+            function Hr(x) {
               var F = x.P, te = x.N;
               if (!(!F || !te)) {
                 var le = F.site, de = x.site, he = te.site;
                 if (le !== he) {
                   var Ae = de.x, we = de.y, Oe = le.x - Ae, He = le.y - we, Ue = he.x - Ae, at = he.y - we, ot = 2 * (Oe * at - He * Ue);
                   if (!(ot >= -xe)) {
-                    var _t = Oe * Oe + He * He, Dt = Ue * Ue + at * at, ut = (at * _t - He * Dt) / ot, mt = (Oe * Dt - Ue * _t) / ot, at = mt + we, wt = $n.pop() || new xa();
+                    var _t = Oe * Oe + He * He, Dt = Ue * Ue + at * at, ut = (at * _t - He * Dt) / ot, mt = (Oe * Dt - Ue * _t) / ot, at = mt + we, wt = Kn.pop() || new ma();
                     wt.arc = x, wt.site = de, wt.x = ut + Ae, wt.y = at + Math.sqrt(ut * ut + mt * mt), wt.cy = at, x.circle = wt;
                     for (var Lt = null, St = Yn._; St; ) if (wt.y < St.y || wt.y === St.y && wt.x <= St.x) if (St.L) St = St.L;
                     else {
@@ -2416,16 +2416,16 @@ function cx() {
                       Lt = St;
                       break;
                     }
-                    Yn.insert(Lt, wt), Lt || (ir = wt);
+                    Yn.insert(Lt, wt), Lt || (or = wt);
                   }
                 }
               }
             }
             function $r(x) {
               var F = x.circle;
-              F && (F.P || (ir = F.N), Yn.remove(F), $n.push(F), nr(F), x.circle = null);
+              F && (F.P || (or = F.N), Yn.remove(F), Kn.push(F), rr(F), x.circle = null);
             }
-            function ua(x, F, te, le) {
+            function ca(x, F, te, le) {
               return function(de) {
                 var he = de.a, Ae = de.b, we = he.x, Oe = he.y, He = Ae.x, Ue = Ae.y, at = 0, ot = 1, _t = He - we, Dt = Ue - Oe, ut;
                 if (ut = x - we, !(!_t && ut > 0)) {
@@ -2467,10 +2467,10 @@ function cx() {
                 }
               };
             }
-            function ta(x) {
-              for (var F = yr, te = ua(x[0][0], x[0][1], x[1][0], x[1][1]), le = F.length, de; le--; ) de = F[le], (!Aa(de, x) || !te(de) || f(de.a.x - de.b.x) < et && f(de.a.y - de.b.y) < et) && (de.a = de.b = null, F.splice(le, 1));
+            function na(x) {
+              for (var F = yr, te = ca(x[0][0], x[0][1], x[1][0], x[1][1]), le = F.length, de; le--; ) de = F[le], (!Ta(de, x) || !te(de) || f(de.a.x - de.b.x) < et && f(de.a.y - de.b.y) < et) && (de.a = de.b = null, F.splice(le, 1));
             }
-            function Aa(x, F) {
+            function Ta(x, F) {
               var te = x.b;
               if (te) return !0;
               var le = x.a, de = F[0][0], he = F[1][0], Ae = F[0][1], we = F[1][1], Oe = x.l, He = x.r, Ue = Oe.x, at = Oe.y, ot = He.x, _t = He.y, Dt = (Ue + ot) / 2, ut = (at + _t) / 2, mt, wt;
@@ -2505,25 +2505,25 @@ function cx() {
               }
               return x.a = le, x.b = te, !0;
             }
-            function fa(x, F) {
+            function ua(x, F) {
               this.l = x, this.r = F, this.a = this.b = null;
             }
-            function Cr(x, F, te, le) {
-              var de = new fa(x, F);
-              return yr.push(de), te && br(de, x, F, te), le && br(de, F, x, le), Nr[x.i].edges.push(new Ar(de, x, F)), Nr[F.i].edges.push(new Ar(de, F, x)), de;
+            function zr(x, F, te, le) {
+              var de = new ua(x, F);
+              return yr.push(de), te && xr(de, x, F, te), le && xr(de, F, x, le), Br[x.i].edges.push(new Sr(de, x, F)), Br[F.i].edges.push(new Sr(de, F, x)), de;
             }
-            function da(x, F, te) {
-              var le = new fa(x, null);
+            function fa(x, F, te) {
+              var le = new ua(x, null);
               return le.a = F, le.b = te, yr.push(le), le;
             }
-            function br(x, F, te, le) {
+            function xr(x, F, te, le) {
               !x.a && !x.b ? (x.a = le, x.l = F, x.r = te) : x.l === te ? x.b = le : x.a = le;
             }
-            function Ar(x, F, te) {
+            function Sr(x, F, te) {
               var le = x.a, de = x.b;
               this.edge = x, this.site = F, this.angle = te ? Math.atan2(te.y - F.y, te.x - F.x) : x.l === F ? Math.atan2(de.x - le.x, le.y - de.y) : Math.atan2(le.x - de.x, de.y - le.y);
             }
-            Ar.prototype = { start: function() {
+            Sr.prototype = { start: function() {
               return this.edge.l === this.site ? this.edge.a : this.edge.b;
             }, end: function() {
               return this.edge.l === this.site ? this.edge.b : this.edge.a;
@@ -2531,7 +2531,7 @@ function cx() {
             function hr() {
               this._ = null;
             }
-            function nr(x) {
+            function rr(x) {
               x.U = x.C = x.L = x.R = x.P = x.N = null;
             }
             hr.prototype = { insert: function(x, F) {
@@ -2542,13 +2542,13 @@ function cx() {
                   x.L = F;
                 } else x.R = F;
                 te = x;
-              } else this._ ? (x = ai(this._), F.P = null, F.N = x, x.P = x.L = F, te = x) : (F.P = F.N = null, this._ = F, te = null);
-              for (F.L = F.R = null, F.U = te, F.C = !0, x = F; te && te.C; ) le = te.U, te === le.L ? (de = le.R, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.R && (Kr(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Na(this, le))) : (de = le.L, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.L && (Na(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Kr(this, le))), te = x.U;
+              } else this._ ? (x = ri(this._), F.P = null, F.N = x, x.P = x.L = F, te = x) : (F.P = F.N = null, this._ = F, te = null);
+              for (F.L = F.R = null, F.U = te, F.C = !0, x = F; te && te.C; ) le = te.U, te === le.L ? (de = le.R, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.R && (Kr(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Ra(this, le))) : (de = le.L, de && de.C ? (te.C = de.C = !1, le.C = !0, x = le) : (x === te.L && (Ra(this, te), x = te, te = x.U), te.C = !1, le.C = !0, Kr(this, le))), te = x.U;
               this._.C = !1;
             }, remove: function(x) {
               x.N && (x.N.P = x.P), x.P && (x.P.N = x.N), x.N = x.P = null;
               var F = x.U, te, le = x.L, de = x.R, he, Ae;
-              if (le ? de ? he = ai(de) : he = le : he = de, F ? F.L === x ? F.L = he : F.R = he : this._ = he, le && de ? (Ae = he.C, he.C = x.C, he.L = le, le.U = he, he !== de ? (F = he.U, he.U = x.U, x = he.R, F.L = x, he.R = de, de.U = he) : (he.U = F, F = he, x = he.R)) : (Ae = x.C, x = he), x && (x.U = F), !Ae) {
+              if (le ? de ? he = ri(de) : he = le : he = de, F ? F.L === x ? F.L = he : F.R = he : this._ = he, le && de ? (Ae = he.C, he.C = x.C, he.L = le, le.U = he, he !== de ? (F = he.U, he.U = x.U, x = he.R, F.L = x, he.R = de, de.U = he) : (he.U = F, F = he, x = he.R)) : (Ae = x.C, x = he), x && (x.U = F), !Ae) {
                 if (x && x.C) {
                   x.C = !1;
                   return;
@@ -2557,11 +2557,11 @@ function cx() {
                   if (x === this._) break;
                   if (x === F.L) {
                     if (te = F.R, te.C && (te.C = !1, F.C = !0, Kr(this, F), te = F.R), te.L && te.L.C || te.R && te.R.C) {
-                      (!te.R || !te.R.C) && (te.L.C = !1, te.C = !0, Na(this, te), te = F.R), te.C = F.C, F.C = te.R.C = !1, Kr(this, F), x = this._;
+                      (!te.R || !te.R.C) && (te.L.C = !1, te.C = !0, Ra(this, te), te = F.R), te.C = F.C, F.C = te.R.C = !1, Kr(this, F), x = this._;
                       break;
                     }
-                  } else if (te = F.L, te.C && (te.C = !1, F.C = !0, Na(this, F), te = F.L), te.L && te.L.C || te.R && te.R.C) {
-                    (!te.L || !te.L.C) && (te.R.C = !1, te.C = !0, Kr(this, te), te = F.L), te.C = F.C, F.C = te.L.C = !1, Na(this, F), x = this._;
+                  } else if (te = F.L, te.C && (te.C = !1, F.C = !0, Ra(this, F), te = F.L), te.L && te.L.C || te.R && te.R.C) {
+                    (!te.L || !te.L.C) && (te.R.C = !1, te.C = !0, Kr(this, te), te = F.L), te.C = F.C, F.C = te.L.C = !1, Ra(this, F), x = this._;
                     break;
                   }
                   te.C = !0, x = F, F = F.U;
@@ -2573,32 +2573,32 @@ function cx() {
               var te = F, le = F.R, de = te.U;
               de ? de.L === te ? de.L = le : de.R = le : x._ = le, le.U = de, te.U = le, te.R = le.L, te.R && (te.R.U = te), le.L = te;
             }
-            function Na(x, F) {
+            function Ra(x, F) {
               var te = F, le = F.L, de = te.U;
               de ? de.L === te ? de.L = le : de.R = le : x._ = le, le.U = de, te.U = le, te.L = le.R, te.L && (te.L.U = te), le.R = te;
             }
-            function ai(x) {
+            function ri(x) {
               for (; x.L; ) x = x.L;
               return x;
             }
-            function fi(x, F) {
-              var te = x.sort(Ai).pop(), le, de, he;
-              for (yr = [], Nr = new Array(x.length), zr = new hr(), Yn = new hr(); ; ) if (he = ir, te && (!he || te.y < he.y || te.y === he.y && te.x < he.x)) (te.x !== le || te.y !== de) && (Nr[te.i] = new Jr(te), Wr(te), le = te.x, de = te.y), te = x.pop();
-              else if (he) Dr(he.arc);
+            function ui(x, F) {
+              var te = x.sort(ki).pop(), le, de, he;
+              for (yr = [], Br = new Array(x.length), Pr = new hr(), Yn = new hr(); ; ) if (he = or, te && (!he || te.y < he.y || te.y === he.y && te.x < he.x)) (te.x !== le || te.y !== de) && (Br[te.i] = new Jr(te), Wr(te), le = te.x, de = te.y), te = x.pop();
+              else if (he) Er(he.arc);
               else break;
-              F && (ta(F), or(F));
-              var Ae = { cells: Nr, edges: yr };
-              return zr = Yn = yr = Nr = null, Ae;
+              F && (na(F), lr(F));
+              var Ae = { cells: Br, edges: yr };
+              return Pr = Yn = yr = Br = null, Ae;
             }
-            function Ai(x, F) {
+            function ki(x, F) {
               return F.y - x.y || F.x - x.x;
             }
             r.geom.voronoi = function(x) {
-              var F = Mr, te = pr, le = F, de = te, he = di;
+              var F = Mr, te = pr, le = F, de = te, he = fi;
               if (x) return Ae(x);
               function Ae(Oe) {
                 var He = new Array(Oe.length), Ue = he[0][0], at = he[0][1], ot = he[1][0], _t = he[1][1];
-                return fi(we(Oe), he).cells.forEach(function(Dt, ut) {
+                return ui(we(Oe), he).cells.forEach(function(Dt, ut) {
                   var mt = Dt.edges, wt = Dt.site, Lt = He[ut] = mt.length ? mt.map(function(St) {
                     var Mt = St.start();
                     return [Mt.x, Mt.y];
@@ -2612,35 +2612,35 @@ function cx() {
                 });
               }
               return Ae.links = function(Oe) {
-                return fi(we(Oe)).edges.filter(function(He) {
+                return ui(we(Oe)).edges.filter(function(He) {
                   return He.l && He.r;
                 }).map(function(He) {
                   return { source: Oe[He.l.i], target: Oe[He.r.i] };
                 });
               }, Ae.triangles = function(Oe) {
                 var He = [];
-                return fi(we(Oe)).cells.forEach(function(Ue, at) {
-                  for (var ot = Ue.site, _t = Ue.edges.sort(ea), Dt = -1, ut = _t.length, mt, wt, Lt = _t[ut - 1].edge, St = Lt.l === ot ? Lt.r : Lt.l; ++Dt < ut; ) mt = Lt, wt = St, Lt = _t[Dt].edge, St = Lt.l === ot ? Lt.r : Lt.l, at < wt.i && at < St.i && no(ot, wt, St) < 0 && He.push([Oe[at], Oe[wt.i], Oe[St.i]]);
+                return ui(we(Oe)).cells.forEach(function(Ue, at) {
+                  for (var ot = Ue.site, _t = Ue.edges.sort(ta), Dt = -1, ut = _t.length, mt, wt, Lt = _t[ut - 1].edge, St = Lt.l === ot ? Lt.r : Lt.l; ++Dt < ut; ) mt = Lt, wt = St, Lt = _t[Dt].edge, St = Lt.l === ot ? Lt.r : Lt.l, at < wt.i && at < St.i && to(ot, wt, St) < 0 && He.push([Oe[at], Oe[wt.i], Oe[St.i]]);
                 }), He;
               }, Ae.x = function(Oe) {
                 return arguments.length ? (le = dt(F = Oe), Ae) : F;
               }, Ae.y = function(Oe) {
                 return arguments.length ? (de = dt(te = Oe), Ae) : te;
               }, Ae.clipExtent = function(Oe) {
-                return arguments.length ? (he = Oe ?? di, Ae) : he === di ? null : he;
+                return arguments.length ? (he = Oe ?? fi, Ae) : he === fi ? null : he;
               }, Ae.size = function(Oe) {
-                return arguments.length ? Ae.clipExtent(Oe && [[0, 0], Oe]) : he === di ? null : he && he[1];
+                return arguments.length ? Ae.clipExtent(Oe && [[0, 0], Oe]) : he === fi ? null : he && he[1];
               }, Ae;
             };
-            var di = [[-1e6, -1e6], [1e6, 1e6]];
-            function no(x, F, te) {
+            var fi = [[-1e6, -1e6], [1e6, 1e6]];
+            function to(x, F, te) {
               return (x.x - te.x) * (F.y - x.y) - (x.x - F.x) * (te.y - x.y);
             }
             r.geom.delaunay = function(x) {
               return r.geom.voronoi().triangles(x);
             }, r.geom.quadtree = function(x, F, te, le, de) {
               var he = Mr, Ae = pr, we;
-              if (we = arguments.length) return he = Si, Ae = ro, we === 3 && (de = te, le = F, te = F = 0), Oe(x);
+              if (we = arguments.length) return he = Ti, Ae = no, we === 3 && (de = te, le = F, te = F = 0), Oe(x);
               function Oe(He) {
                 var Ue, at = dt(he), ot = dt(Ae), _t, Dt, ut, mt, wt, Lt, St, Mt;
                 if (F != null) wt = F, Lt = te, St = le, Mt = de;
@@ -2651,26 +2651,26 @@ function cx() {
                 }
                 var gn = St - wt, pn = Mt - Lt;
                 gn > pn ? Mt = Lt + gn : St = wt + pn;
-                function Mn(xn, Fn, sr, Yr, _r, cn, Vn, Xn) {
-                  if (!(isNaN(sr) || isNaN(Yr))) if (xn.leaf) {
-                    var vr = xn.x, Hr = xn.y;
-                    if (vr != null) if (f(vr - sr) + f(Hr - Yr) < 0.01) bn(xn, Fn, sr, Yr, _r, cn, Vn, Xn);
+                function Mn(xn, Fn, cr, Gr, br, cn, Vn, Xn) {
+                  if (!(isNaN(cr) || isNaN(Gr))) if (xn.leaf) {
+                    var vr = xn.x, Ur = xn.y;
+                    if (vr != null) if (f(vr - cr) + f(Ur - Gr) < 0.01) bn(xn, Fn, cr, Gr, br, cn, Vn, Xn);
                     else {
-                      var Gr = xn.point;
-                      xn.x = xn.y = xn.point = null, bn(xn, Gr, vr, Hr, _r, cn, Vn, Xn), bn(xn, Fn, sr, Yr, _r, cn, Vn, Xn);
+                      var Zr = xn.point;
+                      xn.x = xn.y = xn.point = null, bn(xn, Zr, vr, Ur, br, cn, Vn, Xn), bn(xn, Fn, cr, Gr, br, cn, Vn, Xn);
                     }
-                    else xn.x = sr, xn.y = Yr, xn.point = Fn;
-                  } else bn(xn, Fn, sr, Yr, _r, cn, Vn, Xn);
+                    else xn.x = cr, xn.y = Gr, xn.point = Fn;
+                  } else bn(xn, Fn, cr, Gr, br, cn, Vn, Xn);
                 }
-                function bn(xn, Fn, sr, Yr, _r, cn, Vn, Xn) {
-                  var vr = (_r + Vn) * 0.5, Hr = (cn + Xn) * 0.5, Gr = sr >= vr, na = Yr >= Hr, pa = na << 1 | Gr;
-                  xn.leaf = !1, xn = xn.nodes[pa] || (xn.nodes[pa] = pi()), Gr ? _r = vr : Vn = vr, na ? cn = Hr : Xn = Hr, Mn(xn, Fn, sr, Yr, _r, cn, Vn, Xn);
+                function bn(xn, Fn, cr, Gr, br, cn, Vn, Xn) {
+                  var vr = (br + Vn) * 0.5, Ur = (cn + Xn) * 0.5, Zr = cr >= vr, ra = Gr >= Ur, da = ra << 1 | Zr;
+                  xn.leaf = !1, xn = xn.nodes[da] || (xn.nodes[da] = di()), Zr ? br = vr : Vn = vr, ra ? cn = Ur : Xn = Ur, Mn(xn, Fn, cr, Gr, br, cn, Vn, Xn);
                 }
-                var qn = pi();
+                var qn = di();
                 if (qn.add = function(xn) {
                   Mn(qn, xn, +at(xn, ++ut), +ot(xn, ut), wt, Lt, St, Mt);
                 }, qn.visit = function(xn) {
-                  hi(xn, qn, wt, Lt, St, Mt);
+                  pi(xn, qn, wt, Lt, St, Mt);
                 }, qn.find = function(xn) {
                   return zo(qn, xn[0], xn[1], wt, Lt, St, Mt);
                 }, ut = -1, F == null) {
@@ -2689,19 +2689,19 @@ function cx() {
                 return arguments.length ? (He == null ? F = te = le = de = null : (F = te = 0, le = +He[0], de = +He[1]), Oe) : F == null ? null : [le - F, de - te];
               }, Oe;
             };
-            function Si(x) {
+            function Ti(x) {
               return x.x;
             }
-            function ro(x) {
+            function no(x) {
               return x.y;
             }
-            function pi() {
+            function di() {
               return { leaf: !0, nodes: [], point: null, x: null, y: null };
             }
-            function hi(x, F, te, le, de, he) {
+            function pi(x, F, te, le, de, he) {
               if (!x(F, te, le, de, he)) {
                 var Ae = (te + de) * 0.5, we = (le + he) * 0.5, Oe = F.nodes;
-                Oe[0] && hi(x, Oe[0], te, le, Ae, we), Oe[1] && hi(x, Oe[1], Ae, le, de, we), Oe[2] && hi(x, Oe[2], te, we, Ae, he), Oe[3] && hi(x, Oe[3], Ae, we, de, he);
+                Oe[0] && pi(x, Oe[0], te, le, Ae, we), Oe[1] && pi(x, Oe[1], Ae, le, de, we), Oe[2] && pi(x, Oe[2], te, we, Ae, he), Oe[3] && pi(x, Oe[3], Ae, we, de, he);
               }
             }
             function zo(x, F, te, le, de, he, Ae) {
@@ -2732,8 +2732,8 @@ function cx() {
                 }
               })(x, le, de, he, Ae), Oe;
             }
-            r.interpolateRgb = ao;
-            function ao(x, F) {
+            r.interpolateRgb = ro;
+            function ro(x, F) {
               x = r.rgb(x), F = r.rgb(F);
               var te = x.r, le = x.g, de = x.b, he = F.r - te, Ae = F.g - le, we = F.b - de;
               return function(Oe) {
@@ -2743,23 +2743,23 @@ function cx() {
             r.interpolateObject = Po;
             function Po(x, F) {
               var te = {}, le = {}, de;
-              for (de in x) de in F ? te[de] = Li(x[de], F[de]) : le[de] = x[de];
+              for (de in x) de in F ? te[de] = Ai(x[de], F[de]) : le[de] = x[de];
               for (de in F) de in x || (le[de] = F[de]);
               return function(he) {
                 for (de in te) le[de] = te[de](he);
                 return le;
               };
             }
-            r.interpolateNumber = Va;
-            function Va(x, F) {
+            r.interpolateNumber = Ua;
+            function Ua(x, F) {
               return x = +x, F = +F, function(te) {
                 return x * (1 - te) + F * te;
               };
             }
             r.interpolateString = Zs;
             function Zs(x, F) {
-              var te = io.lastIndex = oo.lastIndex = 0, le, de, he, Ae = -1, we = [], Oe = [];
-              for (x = x + "", F = F + ""; (le = io.exec(x)) && (de = oo.exec(F)); ) (he = de.index) > te && (he = F.slice(te, he), we[Ae] ? we[Ae] += he : we[++Ae] = he), (le = le[0]) === (de = de[0]) ? we[Ae] ? we[Ae] += de : we[++Ae] = de : (we[++Ae] = null, Oe.push({ i: Ae, x: Va(le, de) })), te = oo.lastIndex;
+              var te = ao.lastIndex = io.lastIndex = 0, le, de, he, Ae = -1, we = [], Oe = [];
+              for (x = x + "", F = F + ""; (le = ao.exec(x)) && (de = io.exec(F)); ) (he = de.index) > te && (he = F.slice(te, he), we[Ae] ? we[Ae] += he : we[++Ae] = he), (le = le[0]) === (de = de[0]) ? we[Ae] ? we[Ae] += de : we[++Ae] = de : (we[++Ae] = null, Oe.push({ i: Ae, x: Ua(le, de) })), te = io.lastIndex;
               return te < F.length && (he = F.slice(te), we[Ae] ? we[Ae] += he : we[++Ae] = he), we.length < 2 ? Oe[0] ? (F = Oe[0].x, function(He) {
                 return F(He) + "";
               }) : function() {
@@ -2769,19 +2769,19 @@ function cx() {
                 return we.join("");
               });
             }
-            var io = /[-+]?(?:\d+\.?\d*|\.?\d+)(?:[eE][-+]?\d+)?/g, oo = new RegExp(io.source, "g");
-            r.interpolate = Li;
-            function Li(x, F) {
+            var ao = /[-+]?(?:\d+\.?\d*|\.?\d+)(?:[eE][-+]?\d+)?/g, io = new RegExp(ao.source, "g");
+            r.interpolate = Ai;
+            function Ai(x, F) {
               for (var te = r.interpolators.length, le; --te >= 0 && !(le = r.interpolators[te](x, F)); ) ;
               return le;
             }
             r.interpolators = [function(x, F) {
               var te = typeof F;
-              return (te === "string" ? st.has(F.toLowerCase()) || /^(#|rgb\(|hsl\()/i.test(F) ? ao : Zs : F instanceof Vt ? ao : Array.isArray(F) ? Ri : te === "object" && isNaN(F) ? Po : Va)(x, F);
+              return (te === "string" ? st.has(F.toLowerCase()) || /^(#|rgb\(|hsl\()/i.test(F) ? ro : Zs : F instanceof Vt ? ro : Array.isArray(F) ? Ri : te === "object" && isNaN(F) ? Po : Ua)(x, F);
             }], r.interpolateArray = Ri;
             function Ri(x, F) {
               var te = [], le = [], de = x.length, he = F.length, Ae = Math.min(x.length, F.length), we;
-              for (we = 0; we < Ae; ++we) te.push(Li(x[we], F[we]));
+              for (we = 0; we < Ae; ++we) te.push(Ai(x[we], F[we]));
               for (; we < de; ++we) le[we] = x[we];
               for (; we < he; ++we) le[we] = F[we];
               return function(Oe) {
@@ -2792,25 +2792,25 @@ function cx() {
             var Xs = function() {
               return j;
             }, Ws = r.map({ linear: Xs, poly: Js, quad: function() {
-              return uu;
+              return fu;
             }, cubic: function() {
-              return zl;
-            }, sin: function() {
               return Pl;
-            }, exp: function() {
+            }, sin: function() {
               return Fl;
+            }, exp: function() {
+              return Il;
             }, circle: function() {
-              return du;
-            }, elastic: Il, back: pu, bounce: function() {
-              return Rl;
-            } }), su = r.map({ in: j, out: Fo, "in-out": Io, "out-in": function(x) {
+              return pu;
+            }, elastic: Rl, back: hu, bounce: function() {
+              return Nl;
+            } }), cu = r.map({ in: j, out: Fo, "in-out": Io, "out-in": function(x) {
               return Io(Fo(x));
             } });
             r.ease = function(x) {
               var F = x.indexOf("-"), te = F >= 0 ? x.slice(0, F) : x, le = F >= 0 ? x.slice(F + 1) : "in";
-              return te = Ws.get(te) || Xs, le = su.get(le) || j, cu(le(te.apply(null, e.call(arguments, 1))));
+              return te = Ws.get(te) || Xs, le = cu.get(le) || j, uu(le(te.apply(null, e.call(arguments, 1))));
             };
-            function cu(x) {
+            function uu(x) {
               return function(F) {
                 return F <= 0 ? 0 : F >= 1 ? 1 : x(F);
               };
@@ -2825,13 +2825,13 @@ function cx() {
                 return 0.5 * (F < 0.5 ? x(2 * F) : 2 - x(2 - 2 * F));
               };
             }
-            function uu(x) {
+            function fu(x) {
               return x * x;
             }
-            function zl(x) {
+            function Pl(x) {
               return x * x * x;
             }
-            function fu(x) {
+            function du(x) {
               if (x <= 0) return 0;
               if (x >= 1) return 1;
               var F = x * x, te = F * x;
@@ -2842,55 +2842,55 @@ function cx() {
                 return Math.pow(F, x);
               };
             }
-            function Pl(x) {
+            function Fl(x) {
               return 1 - Math.cos(x * ke);
             }
-            function Fl(x) {
+            function Il(x) {
               return Math.pow(2, 10 * (x - 1));
             }
-            function du(x) {
+            function pu(x) {
               return 1 - Math.sqrt(1 - x * x);
             }
-            function Il(x, F) {
+            function Rl(x, F) {
               var te;
               return arguments.length < 2 && (F = 0.45), arguments.length ? te = F / Se * Math.asin(1 / x) : (x = 1, te = F / 4), function(le) {
                 return 1 + x * Math.pow(2, -10 * le) * Math.sin((le - te) * Se / F);
               };
             }
-            function pu(x) {
+            function hu(x) {
               return x || (x = 1.70158), function(F) {
                 return F * F * ((x + 1) * F - x);
               };
             }
-            function Rl(x) {
+            function Nl(x) {
               return x < 1 / 2.75 ? 7.5625 * x * x : x < 2 / 2.75 ? 7.5625 * (x -= 1.5 / 2.75) * x + 0.75 : x < 2.5 / 2.75 ? 7.5625 * (x -= 2.25 / 2.75) * x + 0.9375 : 7.5625 * (x -= 2.625 / 2.75) * x + 0.984375;
             }
-            r.interpolateHcl = hu;
-            function hu(x, F) {
+            r.interpolateHcl = vu;
+            function vu(x, F) {
               x = r.hcl(x), F = r.hcl(F);
               var te = x.h, le = x.c, de = x.l, he = F.h - te, Ae = F.c - le, we = F.l - de;
               return isNaN(Ae) && (Ae = 0, le = isNaN(le) ? F.c : le), isNaN(he) ? (he = 0, te = isNaN(te) ? F.h : te) : he > 180 ? he -= 360 : he < -180 && (he += 360), function(Oe) {
                 return on(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateHsl = Nl;
-            function Nl(x, F) {
+            r.interpolateHsl = Bl;
+            function Bl(x, F) {
               x = r.hsl(x), F = r.hsl(F);
               var te = x.h, le = x.s, de = x.l, he = F.h - te, Ae = F.s - le, we = F.l - de;
               return isNaN(Ae) && (Ae = 0, le = isNaN(le) ? F.s : le), isNaN(he) ? (he = 0, te = isNaN(te) ? F.h : te) : he > 180 ? he -= 360 : he < -180 && (he += 360), function(Oe) {
                 return Xt(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateLab = vu;
-            function vu(x, F) {
+            r.interpolateLab = gu;
+            function gu(x, F) {
               x = r.lab(x), F = r.lab(F);
               var te = x.l, le = x.a, de = x.b, he = F.l - te, Ae = F.a - le, we = F.b - de;
               return function(Oe) {
                 return Qt(te + he * Oe, le + Ae * Oe, de + we * Oe) + "";
               };
             }
-            r.interpolateRound = Bl;
-            function Bl(x, F) {
+            r.interpolateRound = jl;
+            function jl(x, F) {
               return F -= x, function(te) {
                 return Math.round(x + F * te);
               };
@@ -2902,11 +2902,11 @@ function cx() {
                   F.setAttribute("transform", te);
                   var le = F.transform.baseVal.consolidate();
                 }
-                return new $s(le ? le.matrix : gu);
+                return new $s(le ? le.matrix : yu);
               })(x);
             };
             function $s(x) {
-              var F = [x.a, x.b], te = [x.c, x.d], le = Ks(F), de = Ro(F, te), he = Ks(jl(te, F, -de)) || 0;
+              var F = [x.a, x.b], te = [x.c, x.d], le = Ks(F), de = Ro(F, te), he = Ks(ql(te, F, -de)) || 0;
               F[0] * te[1] < te[0] * F[1] && (F[0] *= -1, F[1] *= -1, le *= -1, de *= -1), this.rotate = (le ? Math.atan2(F[1], F[0]) : Math.atan2(-te[0], te[1])) * ze, this.translate = [x.e, x.f], this.scale = [le, he], this.skew = he ? Math.atan2(de, he) * ze : 0;
             }
             $s.prototype.toString = function() {
@@ -2919,40 +2919,40 @@ function cx() {
               var F = Math.sqrt(Ro(x, x));
               return F && (x[0] /= F, x[1] /= F), F;
             }
-            function jl(x, F, te) {
+            function ql(x, F, te) {
               return x[0] += te * F[0], x[1] += te * F[1], x;
             }
-            var gu = { a: 1, b: 0, c: 0, d: 1, e: 0, f: 0 };
-            r.interpolateTransform = lo;
-            function Oi(x) {
+            var yu = { a: 1, b: 0, c: 0, d: 1, e: 0, f: 0 };
+            r.interpolateTransform = oo;
+            function Si(x) {
               return x.length ? x.pop() + "," : "";
             }
             function No(x, F, te, le) {
               if (x[0] !== F[0] || x[1] !== F[1]) {
                 var de = te.push("translate(", null, ",", null, ")");
-                le.push({ i: de - 4, x: Va(x[0], F[0]) }, { i: de - 2, x: Va(x[1], F[1]) });
+                le.push({ i: de - 4, x: Ua(x[0], F[0]) }, { i: de - 2, x: Ua(x[1], F[1]) });
               } else (F[0] || F[1]) && te.push("translate(" + F + ")");
             }
-            function ql(x, F, te, le) {
-              x !== F ? (x - F > 180 ? F += 360 : F - x > 180 && (x += 360), le.push({ i: te.push(Oi(te) + "rotate(", null, ")") - 2, x: Va(x, F) })) : F && te.push(Oi(te) + "rotate(" + F + ")");
-            }
             function Hl(x, F, te, le) {
-              x !== F ? le.push({ i: te.push(Oi(te) + "skewX(", null, ")") - 2, x: Va(x, F) }) : F && te.push(Oi(te) + "skewX(" + F + ")");
+              x !== F ? (x - F > 180 ? F += 360 : F - x > 180 && (x += 360), le.push({ i: te.push(Si(te) + "rotate(", null, ")") - 2, x: Ua(x, F) })) : F && te.push(Si(te) + "rotate(" + F + ")");
             }
-            function yu(x, F, te, le) {
+            function Ul(x, F, te, le) {
+              x !== F ? le.push({ i: te.push(Si(te) + "skewX(", null, ")") - 2, x: Ua(x, F) }) : F && te.push(Si(te) + "skewX(" + F + ")");
+            }
+            function mu(x, F, te, le) {
               if (x[0] !== F[0] || x[1] !== F[1]) {
-                var de = te.push(Oi(te) + "scale(", null, ",", null, ")");
-                le.push({ i: de - 4, x: Va(x[0], F[0]) }, { i: de - 2, x: Va(x[1], F[1]) });
-              } else (F[0] !== 1 || F[1] !== 1) && te.push(Oi(te) + "scale(" + F + ")");
+                var de = te.push(Si(te) + "scale(", null, ",", null, ")");
+                le.push({ i: de - 4, x: Ua(x[0], F[0]) }, { i: de - 2, x: Ua(x[1], F[1]) });
+              } else (F[0] !== 1 || F[1] !== 1) && te.push(Si(te) + "scale(" + F + ")");
             }
-            function lo(x, F) {
+            function oo(x, F) {
               var te = [], le = [];
-              return x = r.transform(x), F = r.transform(F), No(x.translate, F.translate, te, le), ql(x.rotate, F.rotate, te, le), Hl(x.skew, F.skew, te, le), yu(x.scale, F.scale, te, le), x = F = null, function(de) {
+              return x = r.transform(x), F = r.transform(F), No(x.translate, F.translate, te, le), Hl(x.rotate, F.rotate, te, le), Ul(x.skew, F.skew, te, le), mu(x.scale, F.scale, te, le), x = F = null, function(de) {
                 for (var he = -1, Ae = le.length, we; ++he < Ae; ) te[(we = le[he]).i] = we.x(de);
                 return te.join("");
               };
             }
-            function mu(x, F) {
+            function xu(x, F) {
               return F = (F -= x = +x) || 1 / F, function(te) {
                 return (te - x) / F;
               };
@@ -2964,12 +2964,12 @@ function cx() {
             }
             r.layout = {}, r.layout.bundle = function() {
               return function(x) {
-                for (var F = [], te = -1, le = x.length; ++te < le; ) F.push(xu(x[te]));
+                for (var F = [], te = -1, le = x.length; ++te < le; ) F.push(bu(x[te]));
                 return F;
               };
             };
-            function xu(x) {
-              for (var F = x.source, te = x.target, le = bu(F, te), de = [F]; F !== le; ) F = F.parent, de.push(F);
+            function bu(x) {
+              for (var F = x.source, te = x.target, le = _u(F, te), de = [F]; F !== le; ) F = F.parent, de.push(F);
               for (var he = de.length; te !== le; ) de.splice(he, 0, te), te = te.parent;
               return de;
             }
@@ -2977,7 +2977,7 @@ function cx() {
               for (var F = [], te = x.parent; te != null; ) F.push(x), x = te, te = te.parent;
               return F.push(x), F;
             }
-            function bu(x, F) {
+            function _u(x, F) {
               if (x === F) return x;
               for (var te = Bo(x), le = Bo(F), de = te.pop(), he = le.pop(), Ae = null; de === he; ) Ae = de, de = te.pop(), he = le.pop();
               return Ae;
@@ -2993,8 +2993,8 @@ function cx() {
                 for (Ae && _t.sort(function(qn, xn) {
                   return Ae(ot[qn], ot[xn]);
                 }), we && Dt.forEach(function(qn, xn) {
-                  qn.sort(function(Fn, sr) {
-                    return we(le[xn][Fn], le[xn][sr]);
+                  qn.sort(function(Fn, cr) {
+                    return we(le[xn][Fn], le[xn][cr]);
                   });
                 }), ut = (Se - he * de) / ut, mt = 0, Lt = -1; ++Lt < de; ) {
                   for (wt = mt, St = -1; ++St < de; ) {
@@ -3030,7 +3030,7 @@ function cx() {
                 return te || He(), te;
               }, x;
             }, r.layout.force = function() {
-              var x = {}, F = r.dispatch("start", "tick", "end"), te, le = [1, 1], de, he, Ae = 0.9, we = Vl, Oe = wu, He = -30, Ue = ec, at = 0.1, ot = 0.64, _t = [], Dt = [], ut, mt, wt;
+              var x = {}, F = r.dispatch("start", "tick", "end"), te, le = [1, 1], de, he, Ae = 0.9, we = Yl, Oe = Mu, He = -30, Ue = ec, at = 0.1, ot = 0.64, _t = [], Dt = [], ut, mt, wt;
               function Lt(Mt) {
                 return function(tn, un, gn, pn) {
                   if (tn.point !== Mt) {
@@ -3052,9 +3052,9 @@ function cx() {
               }
               x.tick = function() {
                 if ((he *= 0.99) < 5e-3) return te = null, F.end({ type: "end", alpha: he = 0 }), !0;
-                var Mt = _t.length, tn = Dt.length, un, gn, pn, Mn, bn, qn, xn, Fn, sr;
-                for (gn = 0; gn < tn; ++gn) pn = Dt[gn], Mn = pn.source, bn = pn.target, Fn = bn.x - Mn.x, sr = bn.y - Mn.y, (qn = Fn * Fn + sr * sr) && (qn = he * mt[gn] * ((qn = Math.sqrt(qn)) - ut[gn]) / qn, Fn *= qn, sr *= qn, bn.x -= Fn * (xn = Mn.weight + bn.weight ? Mn.weight / (Mn.weight + bn.weight) : 0.5), bn.y -= sr * xn, Mn.x += Fn * (xn = 1 - xn), Mn.y += sr * xn);
-                if ((xn = he * at) && (Fn = le[0] / 2, sr = le[1] / 2, gn = -1, xn)) for (; ++gn < Mt; ) pn = _t[gn], pn.x += (Fn - pn.x) * xn, pn.y += (sr - pn.y) * xn;
+                var Mt = _t.length, tn = Dt.length, un, gn, pn, Mn, bn, qn, xn, Fn, cr;
+                for (gn = 0; gn < tn; ++gn) pn = Dt[gn], Mn = pn.source, bn = pn.target, Fn = bn.x - Mn.x, cr = bn.y - Mn.y, (qn = Fn * Fn + cr * cr) && (qn = he * mt[gn] * ((qn = Math.sqrt(qn)) - ut[gn]) / qn, Fn *= qn, cr *= qn, bn.x -= Fn * (xn = Mn.weight + bn.weight ? Mn.weight / (Mn.weight + bn.weight) : 0.5), bn.y -= cr * xn, Mn.x += Fn * (xn = 1 - xn), Mn.y += cr * xn);
+                if ((xn = he * at) && (Fn = le[0] / 2, cr = le[1] / 2, gn = -1, xn)) for (; ++gn < Mt; ) pn = _t[gn], pn.x += (Fn - pn.x) * xn, pn.y += (cr - pn.y) * xn;
                 if (He) for (Qs(un = r.geom.quadtree(_t), he, wt), gn = -1; ++gn < Mt; ) (pn = _t[gn]).fixed || un.visit(Lt(pn));
                 for (gn = -1; ++gn < Mt; ) pn = _t[gn], pn.fixed ? (pn.x = pn.px, pn.y = pn.py) : (pn.x -= (pn.px - (pn.px = pn.x)) * Ae, pn.y -= (pn.py - (pn.py = pn.y)) * Ae);
                 F.tick({ type: "tick", alpha: he });
@@ -3093,13 +3093,13 @@ function cx() {
                 else for (Mt = 0; Mt < tn; ++Mt) wt[Mt] = He;
                 function qn(xn, Fn) {
                   if (!Mn) {
-                    for (Mn = new Array(tn), _r = 0; _r < tn; ++_r) Mn[_r] = [];
-                    for (_r = 0; _r < un; ++_r) {
-                      var sr = Dt[_r];
-                      Mn[sr.source.index].push(sr.target), Mn[sr.target.index].push(sr.source);
+                    for (Mn = new Array(tn), br = 0; br < tn; ++br) Mn[br] = [];
+                    for (br = 0; br < un; ++br) {
+                      var cr = Dt[br];
+                      Mn[cr.source.index].push(cr.target), Mn[cr.target.index].push(cr.source);
                     }
                   }
-                  for (var Yr = Mn[Mt], _r = -1, cn = Yr.length, Vn; ++_r < cn; ) if (!isNaN(Vn = Yr[_r][xn])) return Vn;
+                  for (var Gr = Mn[Mt], br = -1, cn = Gr.length, Vn; ++br < cn; ) if (!isNaN(Vn = Gr[br][xn])) return Vn;
                   return Math.random() * Fn;
                 }
                 return x.resume();
@@ -3108,8 +3108,8 @@ function cx() {
               }, x.stop = function() {
                 return x.alpha(0);
               }, x.drag = function() {
-                if (de || (de = r.behavior.drag().origin(j).on("dragstart.force", Bi).on("drag.force", St).on("dragend.force", Ul)), !arguments.length) return de;
-                this.on("mouseover.force", _u).on("mouseout.force", jo).call(de);
+                if (de || (de = r.behavior.drag().origin(j).on("dragstart.force", Bi).on("drag.force", St).on("dragend.force", Vl)), !arguments.length) return de;
+                this.on("mouseover.force", wu).on("mouseout.force", jo).call(de);
               };
               function St(Mt) {
                 Mt.px = r.event.x, Mt.py = r.event.y, x.resume();
@@ -3119,10 +3119,10 @@ function cx() {
             function Bi(x) {
               x.fixed |= 2;
             }
-            function Ul(x) {
+            function Vl(x) {
               x.fixed &= -7;
             }
-            function _u(x) {
+            function wu(x) {
               x.fixed |= 4, x.px = x.x, x.py = x.y;
             }
             function jo(x) {
@@ -3138,16 +3138,16 @@ function cx() {
               }
               x.cx = le / x.charge, x.cy = de / x.charge;
             }
-            var Vl = 20, wu = 1, ec = 1 / 0;
+            var Yl = 20, Mu = 1, ec = 1 / 0;
             r.layout.hierarchy = function() {
-              var x = nc, F = tc, te = Mu;
+              var x = nc, F = tc, te = ku;
               function le(de) {
                 var he = [de], Ae = [], we;
                 for (de.depth = 0; (we = he.pop()) != null; ) if (Ae.push(we), (He = F.call(le, we, we.depth)) && (Oe = He.length)) {
                   for (var Oe, He, Ue; --Oe >= 0; ) he.push(Ue = He[Oe]), Ue.parent = we, Ue.depth = we.depth + 1;
                   te && (we.value = 0), we.children = He;
                 } else te && (we.value = +te.call(le, we, we.depth) || 0), delete we.children;
-                return Wa(de, function(at) {
+                return Xa(de, function(at) {
                   var ot, _t;
                   x && (ot = at.children) && ot.sort(x), te && (_t = at.parent) && (_t.value += at.value);
                 }), Ae;
@@ -3159,34 +3159,34 @@ function cx() {
               }, le.value = function(de) {
                 return arguments.length ? (te = de, le) : te;
               }, le.revalue = function(de) {
-                return te && (vi(de, function(he) {
+                return te && (hi(de, function(he) {
                   he.children && (he.value = 0);
-                }), Wa(de, function(he) {
+                }), Xa(de, function(he) {
                   var Ae;
                   he.children || (he.value = +te.call(le, he, he.depth) || 0), (Ae = he.parent) && (Ae.value += he.value);
                 })), de;
               }, le;
             };
-            function so(x, F) {
-              return r.rebind(x, F, "sort", "children", "value"), x.nodes = x, x.links = ku, x;
+            function lo(x, F) {
+              return r.rebind(x, F, "sort", "children", "value"), x.nodes = x, x.links = Tu, x;
             }
-            function vi(x, F) {
+            function hi(x, F) {
               for (var te = [x]; (x = te.pop()) != null; ) if (F(x), (de = x.children) && (le = de.length)) for (var le, de; --le >= 0; ) te.push(de[le]);
             }
-            function Wa(x, F) {
+            function Xa(x, F) {
               for (var te = [x], le = []; (x = te.pop()) != null; ) if (le.push(x), (Ae = x.children) && (he = Ae.length)) for (var de = -1, he, Ae; ++de < he; ) te.push(Ae[de]);
               for (; (x = le.pop()) != null; ) F(x);
             }
             function tc(x) {
               return x.children;
             }
-            function Mu(x) {
+            function ku(x) {
               return x.value;
             }
             function nc(x, F) {
               return F.value - x.value;
             }
-            function ku(x) {
+            function Tu(x) {
               return r.merge(x.map(function(F) {
                 return (F.children || []).map(function(te) {
                   return { source: F, target: te };
@@ -3213,14 +3213,14 @@ function cx() {
               }
               return de.size = function(he) {
                 return arguments.length ? (F = he, de) : F;
-              }, so(de, x);
+              }, lo(de, x);
             }, r.layout.pie = function() {
-              var x = Number, F = co, te = 0, le = Se, de = 0;
+              var x = Number, F = so, te = 0, le = Se, de = 0;
               function he(Ae) {
                 var we = Ae.length, Oe = Ae.map(function(Lt, St) {
                   return +x.call(he, Lt, St);
                 }), He = +(typeof te == "function" ? te.apply(this, arguments) : te), Ue = (typeof le == "function" ? le.apply(this, arguments) : le) - He, at = Math.min(Math.abs(Ue) / we, +(typeof de == "function" ? de.apply(this, arguments) : de)), ot = at * (Ue < 0 ? -1 : 1), _t = r.sum(Oe), Dt = _t ? (Ue - we * ot) / _t : 0, ut = r.range(we), mt = [], wt;
-                return F != null && ut.sort(F === co ? function(Lt, St) {
+                return F != null && ut.sort(F === so ? function(Lt, St) {
                   return Oe[St] - Oe[Lt];
                 } : function(Lt, St) {
                   return F(Ae[Lt], Ae[St]);
@@ -3240,9 +3240,9 @@ function cx() {
                 return arguments.length ? (de = Ae, he) : de;
               }, he;
             };
-            var co = {};
+            var so = {};
             r.layout.stack = function() {
-              var x = j, F = uo, te = qo, le = Au, de = Tu, he = rc;
+              var x = j, F = co, te = qo, le = Su, de = Au, he = rc;
               function Ae(we, Oe) {
                 if (!(Dt = we.length)) return we;
                 var He = we.map(function(Lt, St) {
@@ -3260,9 +3260,9 @@ function cx() {
               return Ae.values = function(we) {
                 return arguments.length ? (x = we, Ae) : x;
               }, Ae.order = function(we) {
-                return arguments.length ? (F = typeof we == "function" ? we : Yl.get(we) || uo, Ae) : F;
+                return arguments.length ? (F = typeof we == "function" ? we : Gl.get(we) || co, Ae) : F;
               }, Ae.offset = function(we) {
-                return arguments.length ? (te = typeof we == "function" ? we : Su.get(we) || qo, Ae) : te;
+                return arguments.length ? (te = typeof we == "function" ? we : Lu.get(we) || qo, Ae) : te;
               }, Ae.x = function(we) {
                 return arguments.length ? (de = we, Ae) : de;
               }, Ae.y = function(we) {
@@ -3271,24 +3271,24 @@ function cx() {
                 return arguments.length ? (le = we, Ae) : le;
               }, Ae;
             };
-            function Tu(x) {
+            function Au(x) {
               return x.x;
             }
             function rc(x) {
               return x.y;
             }
-            function Au(x, F, te) {
+            function Su(x, F, te) {
               x.y0 = F, x.y = te;
             }
-            var Yl = r.map({ "inside-out": function(x) {
-              var F = x.length, te, le, de = x.map(ac), he = x.map(Lu), Ae = r.range(F).sort(function(at, ot) {
+            var Gl = r.map({ "inside-out": function(x) {
+              var F = x.length, te, le, de = x.map(ac), he = x.map(Ou), Ae = r.range(F).sort(function(at, ot) {
                 return de[at] - de[ot];
               }), we = 0, Oe = 0, He = [], Ue = [];
               for (te = 0; te < F; ++te) le = Ae[te], we < Oe ? (we += he[le], He.push(le)) : (Oe += he[le], Ue.push(le));
               return Ue.reverse().concat(He);
             }, reverse: function(x) {
               return r.range(x.length).reverse();
-            }, default: uo }), Su = r.map({ silhouette: function(x) {
+            }, default: co }), Lu = r.map({ silhouette: function(x) {
               var F = x.length, te = x[0].length, le = [], de = 0, he, Ae, we, Oe = [];
               for (Ae = 0; Ae < te; ++Ae) {
                 for (he = 0, we = 0; he < F; he++) we += x[he][Ae][1];
@@ -3318,7 +3318,7 @@ function cx() {
               for (he = 0; he < te; ++he) we[he] = 0;
               return we;
             }, zero: qo });
-            function uo(x) {
+            function co(x) {
               return r.range(x.length);
             }
             function qo(x) {
@@ -3329,14 +3329,14 @@ function cx() {
               for (var F = 1, te = 0, le = x[0][1], de, he = x.length; F < he; ++F) (de = x[F][1]) > le && (te = F, le = de);
               return te;
             }
-            function Lu(x) {
-              return x.reduce(Ou, 0);
+            function Ou(x) {
+              return x.reduce(Du, 0);
             }
-            function Ou(x, F) {
+            function Du(x, F) {
               return x + F[1];
             }
             r.layout.histogram = function() {
-              var x = !0, F = Number, te = Ho, le = Du;
+              var x = !0, F = Number, te = Ho, le = Cu;
               function de(he, Ae) {
                 for (var we = [], Oe = he.map(F, this), He = te.call(this, Oe, Ae), Ue = le.call(this, He, Oe, Ae), at, Ae = -1, ot = Oe.length, _t = Ue.length - 1, Dt = x ? 1 : 1 / ot, ut; ++Ae < _t; ) at = we[Ae] = [], at.dx = Ue[Ae + 1] - (at.x = Ue[Ae]), at.y = 0;
                 if (_t > 0) for (Ae = -1; ++Ae < ot; ) ut = Oe[Ae], ut >= He[0] && ut <= He[1] && (at = we[r.bisect(Ue, ut, 1, _t) - 1], at.y += Dt, at.push(he[Ae]));
@@ -3354,7 +3354,7 @@ function cx() {
                 return arguments.length ? (x = !!he, de) : x;
               }, de;
             };
-            function Du(x, F) {
+            function Cu(x, F) {
               return ic(x, Math.ceil(Math.log(F.length) / Math.LN2 + 1));
             }
             function ic(x, F) {
@@ -3365,18 +3365,18 @@ function cx() {
               return [r.min(x), r.max(x)];
             }
             r.layout.pack = function() {
-              var x = r.layout.hierarchy().sort(Cu), F = 0, te = [1, 1], le;
+              var x = r.layout.hierarchy().sort(Eu), F = 0, te = [1, 1], le;
               function de(he, Ae) {
                 var we = x.call(this, he, Ae), Oe = we[0], He = te[0], Ue = te[1], at = le == null ? Math.sqrt : typeof le == "function" ? le : function() {
                   return le;
                 };
-                if (Oe.x = Oe.y = 0, Wa(Oe, function(_t) {
+                if (Oe.x = Oe.y = 0, Xa(Oe, function(_t) {
                   _t.r = +at(_t.value);
-                }), Wa(Oe, sc), F) {
+                }), Xa(Oe, sc), F) {
                   var ot = F * (le ? 1 : Math.max(2 * Oe.r / He, 2 * Oe.r / Ue)) / 2;
-                  Wa(Oe, function(_t) {
+                  Xa(Oe, function(_t) {
                     _t.r += ot;
-                  }), Wa(Oe, sc), Wa(Oe, function(_t) {
+                  }), Xa(Oe, sc), Xa(Oe, function(_t) {
                     _t.r -= ot;
                   });
                 }
@@ -3388,12 +3388,12 @@ function cx() {
                 return arguments.length ? (le = he == null || typeof he == "function" ? he : +he, de) : le;
               }, de.padding = function(he) {
                 return arguments.length ? (F = +he, de) : F;
-              }, so(de, x);
+              }, lo(de, x);
             };
-            function Cu(x, F) {
+            function Eu(x, F) {
               return x.value - F.value;
             }
-            function Gl(x, F) {
+            function Zl(x, F) {
               var te = x._pack_next;
               x._pack_next = F, F._pack_prev = x, F._pack_next = te, te._pack_prev = F;
             }
@@ -3410,7 +3410,7 @@ function cx() {
               function _t(Mt) {
                 te = Math.min(Mt.x - Mt.r, te), le = Math.max(Mt.x + Mt.r, le), de = Math.min(Mt.y - Mt.r, de), he = Math.max(Mt.y + Mt.r, he);
               }
-              if (F.forEach(Uo), Ae = F[0], Ae.x = -Ae.r, Ae.y = 0, _t(Ae), ot > 1 && (we = F[1], we.x = we.r, we.y = 0, _t(we), ot > 2)) for (Oe = F[2], uc(Ae, we, Oe), _t(Oe), Gl(Ae, Oe), Ae._pack_prev = Oe, Gl(Oe, we), we = Ae._pack_next, He = 3; He < ot; He++) {
+              if (F.forEach(Uo), Ae = F[0], Ae.x = -Ae.r, Ae.y = 0, _t(Ae), ot > 1 && (we = F[1], we.x = we.r, we.y = 0, _t(we), ot > 2)) for (Oe = F[2], uc(Ae, we, Oe), _t(Oe), Zl(Ae, Oe), Ae._pack_prev = Oe, Zl(Oe, we), we = Ae._pack_next, He = 3; He < ot; He++) {
                 uc(Ae, we, Oe = F[He]);
                 var Dt = 0, ut = 1, mt = 1;
                 for (Ue = we._pack_next; Ue !== we; Ue = Ue._pack_next, ut++) if (lc(Ue, Oe)) {
@@ -3418,16 +3418,16 @@ function cx() {
                   break;
                 }
                 if (Dt == 1) for (at = Ae._pack_prev; at !== Ue._pack_prev && !lc(at, Oe); at = at._pack_prev, mt++) ;
-                Dt ? (ut < mt || ut == mt && we.r < Ae.r ? oc(Ae, we = Ue) : oc(Ae = at, we), He--) : (Gl(Ae, Oe), we = Oe, _t(Oe));
+                Dt ? (ut < mt || ut == mt && we.r < Ae.r ? oc(Ae, we = Ue) : oc(Ae = at, we), He--) : (Zl(Ae, Oe), we = Oe, _t(Oe));
               }
               var wt = (te + le) / 2, Lt = (de + he) / 2, St = 0;
               for (He = 0; He < ot; He++) Oe = F[He], Oe.x -= wt, Oe.y -= Lt, St = Math.max(St, Oe.r + Math.sqrt(Oe.x * Oe.x + Oe.y * Oe.y));
-              x.r = St, F.forEach(Eu);
+              x.r = St, F.forEach(zu);
             }
             function Uo(x) {
               x._pack_next = x._pack_prev = x;
             }
-            function Eu(x) {
+            function zu(x) {
               delete x._pack_next, delete x._pack_prev;
             }
             function cc(x, F, te, le) {
@@ -3444,17 +3444,17 @@ function cx() {
               } else te.x = x.x + le, te.y = x.y;
             }
             r.layout.tree = function() {
-              var x = r.layout.hierarchy().sort(null).value(null), F = Zl, te = [1, 1], le = null;
+              var x = r.layout.hierarchy().sort(null).value(null), F = Xl, te = [1, 1], le = null;
               function de(Ue, at) {
                 var ot = x.call(this, Ue, at), _t = ot[0], Dt = he(_t);
-                if (Wa(Dt, Ae), Dt.parent.m = -Dt.z, vi(Dt, we), le) vi(_t, He);
+                if (Xa(Dt, Ae), Dt.parent.m = -Dt.z, hi(Dt, we), le) hi(_t, He);
                 else {
                   var ut = _t, mt = _t, wt = _t;
-                  vi(_t, function(tn) {
+                  hi(_t, function(tn) {
                     tn.x < ut.x && (ut = tn), tn.x > mt.x && (mt = tn), tn.depth > wt.depth && (wt = tn);
                   });
                   var Lt = F(ut, mt) / 2 - ut.x, St = te[0] / (mt.x + F(mt, ut) / 2 + Lt), Mt = te[1] / (wt.depth || 1);
-                  vi(_t, function(tn) {
+                  hi(_t, function(tn) {
                     tn.x = (tn.x + Lt) * St, tn.y = tn.depth * Mt;
                   });
                 }
@@ -3478,8 +3478,8 @@ function cx() {
               }
               function Oe(Ue, at, ot) {
                 if (at) {
-                  for (var _t = Ue, Dt = Ue, ut = at, mt = _t.parent.children[0], wt = _t.m, Lt = Dt.m, St = ut.m, Mt = mt.m, tn; ut = Vo(ut), _t = Xl(_t), ut && _t; ) mt = Xl(mt), Dt = Vo(Dt), Dt.a = Ue, tn = ut.z + St - _t.z - wt + F(ut._, _t._), tn > 0 && (zu(Pu(ut, Ue, ot), Ue, tn), wt += tn, Lt += tn), St += ut.m, wt += _t.m, Mt += mt.m, Lt += Dt.m;
-                  ut && !Vo(Dt) && (Dt.t = ut, Dt.m += St - Lt), _t && !Xl(mt) && (mt.t = _t, mt.m += wt - Mt, ot = Ue);
+                  for (var _t = Ue, Dt = Ue, ut = at, mt = _t.parent.children[0], wt = _t.m, Lt = Dt.m, St = ut.m, Mt = mt.m, tn; ut = Vo(ut), _t = Wl(_t), ut && _t; ) mt = Wl(mt), Dt = Vo(Dt), Dt.a = Ue, tn = ut.z + St - _t.z - wt + F(ut._, _t._), tn > 0 && (Pu(Fu(ut, Ue, ot), Ue, tn), wt += tn, Lt += tn), St += ut.m, wt += _t.m, Mt += mt.m, Lt += Dt.m;
+                  ut && !Vo(Dt) && (Dt.t = ut, Dt.m += St - Lt), _t && !Wl(mt) && (mt.t = _t, mt.m += wt - Mt, ot = Ue);
                 }
                 return ot;
               }
@@ -3492,12 +3492,12 @@ function cx() {
                 return arguments.length ? (le = (te = Ue) == null ? He : null, de) : le ? null : te;
               }, de.nodeSize = function(Ue) {
                 return arguments.length ? (le = (te = Ue) == null ? null : He, de) : le ? te : null;
-              }, so(de, x);
+              }, lo(de, x);
             };
-            function Zl(x, F) {
+            function Xl(x, F) {
               return x.parent == F.parent ? 1 : 2;
             }
-            function Xl(x) {
+            function Wl(x) {
               var F = x.children;
               return F.length ? F[0] : x.t;
             }
@@ -3505,26 +3505,26 @@ function cx() {
               var F = x.children, te;
               return (te = F.length) ? F[te - 1] : x.t;
             }
-            function zu(x, F, te) {
+            function Pu(x, F, te) {
               var le = te / (F.i - x.i);
               F.c -= le, F.s += te, x.c += le, F.z += te, F.m += te;
             }
             function fc(x) {
               for (var F = 0, te = 0, le = x.children, de = le.length, he; --de >= 0; ) he = le[de], he.z += F, he.m += F, F += he.s + (te += he.c);
             }
-            function Pu(x, F, te) {
+            function Fu(x, F, te) {
               return x.a.parent === F.parent ? x.a : te;
             }
             r.layout.cluster = function() {
-              var x = r.layout.hierarchy().sort(null).value(null), F = Zl, te = [1, 1], le = !1;
+              var x = r.layout.hierarchy().sort(null).value(null), F = Xl, te = [1, 1], le = !1;
               function de(he, Ae) {
                 var we = x.call(this, he, Ae), Oe = we[0], He, Ue = 0;
-                Wa(Oe, function(ut) {
+                Xa(Oe, function(ut) {
                   var mt = ut.children;
-                  mt && mt.length ? (ut.x = Fu(mt), ut.y = Wl(mt)) : (ut.x = He ? Ue += F(ut, He) : 0, ut.y = 0, He = ut);
+                  mt && mt.length ? (ut.x = Iu(mt), ut.y = Jl(mt)) : (ut.x = He ? Ue += F(ut, He) : 0, ut.y = 0, He = ut);
                 });
                 var at = ji(Oe), ot = dc(Oe), _t = at.x - F(at, ot) / 2, Dt = ot.x + F(ot, at) / 2;
-                return Wa(Oe, le ? function(ut) {
+                return Xa(Oe, le ? function(ut) {
                   ut.x = (ut.x - Oe.x) * te[0], ut.y = (Oe.y - ut.y) * te[1];
                 } : function(ut) {
                   ut.x = (ut.x - _t) / (Dt - _t) * te[0], ut.y = (1 - (Oe.y ? ut.y / Oe.y : 1)) * te[1];
@@ -3536,14 +3536,14 @@ function cx() {
                 return arguments.length ? (le = (te = he) == null, de) : le ? null : te;
               }, de.nodeSize = function(he) {
                 return arguments.length ? (le = (te = he) != null, de) : le ? te : null;
-              }, so(de, x);
+              }, lo(de, x);
             };
-            function Wl(x) {
+            function Jl(x) {
               return 1 + r.max(x, function(F) {
                 return F.y;
               });
             }
-            function Fu(x) {
+            function Iu(x) {
               return x.reduce(function(F, te) {
                 return F + te.x;
               }, 0) / x.length;
@@ -3557,7 +3557,7 @@ function cx() {
               return F && (te = F.length) ? dc(F[te - 1]) : x;
             }
             r.layout.treemap = function() {
-              var x = r.layout.hierarchy(), F = Math.round, te = [1, 1], le = null, de = gi, he = !1, Ae, we = "squarify", Oe = 0.5 * (1 + Math.sqrt(5));
+              var x = r.layout.hierarchy(), F = Math.round, te = [1, 1], le = null, de = vi, he = !1, Ae, we = "squarify", Oe = 0.5 * (1 + Math.sqrt(5));
               function He(ut, mt) {
                 for (var wt = -1, Lt = ut.length, St, Mt; ++wt < Lt; ) Mt = (St = ut[wt]).value * (mt < 0 ? 0 : mt), St.area = isNaN(Mt) || Mt <= 0 ? 0 : Mt;
               }
@@ -3601,13 +3601,13 @@ function cx() {
                 if (!arguments.length) return le;
                 function mt(St) {
                   var Mt = ut.call(Dt, St, St.depth);
-                  return Mt == null ? gi(St) : pc(St, typeof Mt == "number" ? [Mt, Mt, Mt, Mt] : Mt);
+                  return Mt == null ? vi(St) : pc(St, typeof Mt == "number" ? [Mt, Mt, Mt, Mt] : Mt);
                 }
                 function wt(St) {
                   return pc(St, ut);
                 }
                 var Lt;
-                return de = (le = ut) == null ? gi : (Lt = typeof ut) == "function" ? mt : (Lt === "number" && (ut = [ut, ut, ut, ut]), wt), Dt;
+                return de = (le = ut) == null ? vi : (Lt = typeof ut) == "function" ? mt : (Lt === "number" && (ut = [ut, ut, ut, ut]), wt), Dt;
               }, Dt.round = function(ut) {
                 return arguments.length ? (F = ut ? Math.round : Number, Dt) : F != Number;
               }, Dt.sticky = function(ut) {
@@ -3616,9 +3616,9 @@ function cx() {
                 return arguments.length ? (Oe = ut, Dt) : Oe;
               }, Dt.mode = function(ut) {
                 return arguments.length ? (we = ut + "", Dt) : we;
-              }, so(Dt, x);
+              }, lo(Dt, x);
             };
-            function gi(x) {
+            function vi(x) {
               return { x: x.x, y: x.y, dx: x.dx, dy: x.dy };
             }
             function pc(x, F) {
@@ -3650,12 +3650,12 @@ function cx() {
                 return F;
               };
             } }, r.scale = {};
-            function yi(x) {
+            function gi(x) {
               var F = x[0], te = x[x.length - 1];
               return F < te ? [F, te] : [te, F];
             }
             function qi(x) {
-              return x.rangeExtent ? x.rangeExtent() : yi(x.range());
+              return x.rangeExtent ? x.rangeExtent() : gi(x.range());
             }
             function Yo(x, F, te, le) {
               var de = te(x[0], x[1]), he = le(F[0], F[1]);
@@ -3663,7 +3663,7 @@ function cx() {
                 return he(de(Ae));
               };
             }
-            function Jl(x, F) {
+            function $l(x, F) {
               var te = 0, le = x.length - 1, de = x[te], he = x[le], Ae;
               return he < de && (Ae = te, te = le, le = Ae, Ae = de, de = he, he = Ae), x[te] = F.floor(de), x[le] = F.ceil(he), x;
             }
@@ -3672,10 +3672,10 @@ function cx() {
                 return Math.floor(F / x) * x;
               }, ceil: function(F) {
                 return Math.ceil(F / x) * x;
-              } } : Iu;
+              } } : Ru;
             }
-            var Iu = { floor: j, ceil: j };
-            function $l(x, F, te, le) {
+            var Ru = { floor: j, ceil: j };
+            function Kl(x, F, te, le) {
               var de = [], he = [], Ae = 0, we = Math.min(x.length, F.length) - 1;
               for (x[we] < x[0] && (x = x.slice().reverse(), F = F.slice().reverse()); ++Ae <= we; ) de.push(te(x[Ae - 1], x[Ae])), he.push(le(F[Ae - 1], F[Ae]));
               return function(Oe) {
@@ -3684,13 +3684,13 @@ function cx() {
               };
             }
             r.scale.linear = function() {
-              return Kl([0, 1], [0, 1], Li, !1);
+              return Ql([0, 1], [0, 1], Ai, !1);
             };
-            function Kl(x, F, te, le) {
+            function Ql(x, F, te, le) {
               var de, he;
               function Ae() {
-                var Oe = Math.min(x.length, F.length) > 2 ? $l : Yo, He = le ? Ni : mu;
-                return de = Oe(x, F, He, te), he = Oe(F, x, He, Li), we;
+                var Oe = Math.min(x.length, F.length) > 2 ? Kl : Yo, He = le ? Ni : xu;
+                return de = Oe(x, F, He, te), he = Oe(F, x, He, Ai), we;
               }
               function we(Oe) {
                 return de(Oe);
@@ -3702,7 +3702,7 @@ function cx() {
               }, we.range = function(Oe) {
                 return arguments.length ? (F = Oe, Ae()) : F;
               }, we.rangeRound = function(Oe) {
-                return we.range(Oe).interpolate(Bl);
+                return we.range(Oe).interpolate(jl);
               }, we.clamp = function(Oe) {
                 return arguments.length ? (le = Oe, Ae()) : le;
               }, we.interpolate = function(Oe) {
@@ -3714,35 +3714,35 @@ function cx() {
               }, we.nice = function(Oe) {
                 return Xo(x, Oe), Ae();
               }, we.copy = function() {
-                return Kl(x, F, te, le);
+                return Ql(x, F, te, le);
               }, Ae();
             }
             function Zo(x, F) {
               return r.rebind(x, F, "range", "rangeRound", "interpolate", "clamp");
             }
             function Xo(x, F) {
-              return Jl(x, Go(Ql(x, F)[2])), Jl(x, Go(Ql(x, F)[2])), x;
+              return $l(x, Go(es(x, F)[2])), $l(x, Go(es(x, F)[2])), x;
             }
-            function Ql(x, F) {
+            function es(x, F) {
               F == null && (F = 10);
-              var te = yi(x), le = te[1] - te[0], de = Math.pow(10, Math.floor(Math.log(le / F) / Math.LN10)), he = F / le * de;
+              var te = gi(x), le = te[1] - te[0], de = Math.pow(10, Math.floor(Math.log(le / F) / Math.LN10)), he = F / le * de;
               return he <= 0.15 ? de *= 10 : he <= 0.35 ? de *= 5 : he <= 0.75 && (de *= 2), te[0] = Math.ceil(te[0] / de) * de, te[1] = Math.floor(te[1] / de) * de + de * 0.5, te[2] = de, te;
             }
             function Wo(x, F) {
-              return r.range.apply(r, Ql(x, F));
+              return r.range.apply(r, es(x, F));
             }
-            var es = { s: 1, g: 1, p: 1, r: 1, e: 1 };
+            var ts = { s: 1, g: 1, p: 1, r: 1, e: 1 };
             function Jo(x) {
               return -Math.floor(Math.log(x) / Math.LN10 + 0.01);
             }
-            function Qp(x, F) {
+            function e1(x, F) {
               var te = Jo(F[2]);
-              return x in es ? Math.abs(te - Jo(Math.max(f(F[0]), f(F[1])))) + +(x !== "e") : te - (x === "%") * 2;
+              return x in ts ? Math.abs(te - Jo(Math.max(f(F[0]), f(F[1])))) + +(x !== "e") : te - (x === "%") * 2;
             }
             r.scale.log = function() {
-              return ts(r.scale.linear().domain([0, 1]), 10, !0, [1, 10]);
+              return ns(r.scale.linear().domain([0, 1]), 10, !0, [1, 10]);
             };
-            function ts(x, F, te, le) {
+            function ns(x, F, te, le) {
               function de(we) {
                 return (te ? Math.log(we < 0 ? 0 : we) : -Math.log(we > 0 ? 0 : -we)) / Math.log(F);
               }
@@ -3759,10 +3759,10 @@ function cx() {
               }, Ae.base = function(we) {
                 return arguments.length ? (F = +we, x.domain(le.map(de)), Ae) : F;
               }, Ae.nice = function() {
-                var we = Jl(le.map(de), te ? Math : Ru);
+                var we = $l(le.map(de), te ? Math : Nu);
                 return x.domain(we), le = we.map(he), Ae;
               }, Ae.ticks = function() {
-                var we = yi(le), Oe = [], He = we[0], Ue = we[1], at = Math.floor(de(He)), ot = Math.ceil(de(Ue)), _t = F % 1 ? 2 : F;
+                var we = gi(le), Oe = [], He = we[0], Ue = we[1], at = Math.floor(de(He)), ot = Math.ceil(de(Ue)), _t = F % 1 ? 2 : F;
                 if (isFinite(ot - at)) {
                   if (te) {
                     for (; at < ot; at++) for (var Dt = 1; Dt < _t; Dt++) Oe.push(he(at) * Dt);
@@ -3774,18 +3774,18 @@ function cx() {
                 }
                 return Oe;
               }, Ae.copy = function() {
-                return ts(x.copy(), F, te, le);
+                return ns(x.copy(), F, te, le);
               }, Zo(Ae, x);
             }
-            var Ru = { floor: function(x) {
+            var Nu = { floor: function(x) {
               return -Math.ceil(-x);
             }, ceil: function(x) {
               return -Math.floor(-x);
             } };
             r.scale.pow = function() {
-              return ns(r.scale.linear(), 1, [0, 1]);
+              return rs(r.scale.linear(), 1, [0, 1]);
             };
-            function ns(x, F, te) {
+            function rs(x, F, te) {
               var le = $o(F), de = $o(1 / F);
               function he(Ae) {
                 return x(le(Ae));
@@ -3803,7 +3803,7 @@ function cx() {
               }, he.exponent = function(Ae) {
                 return arguments.length ? (le = $o(F = Ae), de = $o(1 / F), x.domain(te.map(le)), he) : F;
               }, he.copy = function() {
-                return ns(x.copy(), F, te);
+                return rs(x.copy(), F, te);
               }, Zo(he, x);
             }
             function $o(x) {
@@ -3814,9 +3814,9 @@ function cx() {
             r.scale.sqrt = function() {
               return r.scale.pow().exponent(0.5);
             }, r.scale.ordinal = function() {
-              return rs([], { t: "range", a: [[]] });
+              return as([], { t: "range", a: [[]] });
             };
-            function rs(x, F) {
+            function as(x, F) {
               var te, le, de;
               function he(we) {
                 return le[((te.get(we) || (F.t === "range" ? te.set(we, x.push(we)) : NaN)) - 1) % le.length];
@@ -3852,21 +3852,21 @@ function cx() {
               }, he.rangeBand = function() {
                 return de;
               }, he.rangeExtent = function() {
-                return yi(F.a[0]);
+                return gi(F.a[0]);
               }, he.copy = function() {
-                return rs(x, F);
+                return as(x, F);
               }, he.domain(x);
             }
             r.scale.category10 = function() {
-              return r.scale.ordinal().range(Nu);
+              return r.scale.ordinal().range(Bu);
             }, r.scale.category20 = function() {
               return r.scale.ordinal().range(hc);
             }, r.scale.category20b = function() {
-              return r.scale.ordinal().range(Bu);
+              return r.scale.ordinal().range(ju);
             }, r.scale.category20c = function() {
               return r.scale.ordinal().range(vc);
             };
-            var Nu = [2062260, 16744206, 2924588, 14034728, 9725885, 9197131, 14907330, 8355711, 12369186, 1556175].map(pe), hc = [2062260, 11454440, 16744206, 16759672, 2924588, 10018698, 14034728, 16750742, 9725885, 12955861, 9197131, 12885140, 14907330, 16234194, 8355711, 13092807, 12369186, 14408589, 1556175, 10410725].map(pe), Bu = [3750777, 5395619, 7040719, 10264286, 6519097, 9216594, 11915115, 13556636, 9202993, 12426809, 15186514, 15190932, 8666169, 11356490, 14049643, 15177372, 8077683, 10834324, 13528509, 14589654].map(pe), vc = [3244733, 7057110, 10406625, 13032431, 15095053, 16616764, 16625259, 16634018, 3253076, 7652470, 10607003, 13101504, 7695281, 10394312, 12369372, 14342891, 6513507, 9868950, 12434877, 14277081].map(pe);
+            var Bu = [2062260, 16744206, 2924588, 14034728, 9725885, 9197131, 14907330, 8355711, 12369186, 1556175].map(pe), hc = [2062260, 11454440, 16744206, 16759672, 2924588, 10018698, 14034728, 16750742, 9725885, 12955861, 9197131, 12885140, 14907330, 16234194, 8355711, 13092807, 12369186, 14408589, 1556175, 10410725].map(pe), ju = [3750777, 5395619, 7040719, 10264286, 6519097, 9216594, 11915115, 13556636, 9202993, 12426809, 15186514, 15190932, 8666169, 11356490, 14049643, 15177372, 8077683, 10834324, 13528509, 14589654].map(pe), vc = [3244733, 7057110, 10406625, 13032431, 15095053, 16616764, 16625259, 16634018, 3253076, 7652470, 10607003, 13101504, 7695281, 10394312, 12369372, 14342891, 6513507, 9868950, 12434877, 14277081].map(pe);
             r.scale.quantile = function() {
               return gc([], []);
             };
@@ -3948,27 +3948,27 @@ function cx() {
               }, F;
             }
             r.svg = {};
-            function ju() {
+            function qu() {
               return 0;
             }
             r.svg.arc = function() {
-              var x = as, F = qu, te = ju, le = fo, de = el, he = tl, Ae = Hu;
+              var x = is, F = Hu, te = qu, le = uo, de = el, he = tl, Ae = Uu;
               function we() {
                 var He = Math.max(0, +x.apply(this, arguments)), Ue = Math.max(0, +F.apply(this, arguments)), at = de.apply(this, arguments) - ke, ot = he.apply(this, arguments) - ke, _t = Math.abs(ot - at), Dt = at > ot ? 0 : 1;
                 if (Ue < He && (ut = Ue, Ue = He, He = ut), _t >= Ce) return Oe(Ue, Dt) + (He ? Oe(He, 1 - Dt) : "") + "Z";
                 var ut, mt, wt, Lt, St = 0, Mt = 0, tn, un, gn, pn, Mn, bn, qn, xn, Fn = [];
-                if ((Lt = (+Ae.apply(this, arguments) || 0) / 2) && (wt = le === fo ? Math.sqrt(He * He + Ue * Ue) : +le.apply(this, arguments), Dt || (Mt *= -1), Ue && (Mt = it(wt / Ue * Math.sin(Lt))), He && (St = it(wt / He * Math.sin(Lt)))), Ue) {
+                if ((Lt = (+Ae.apply(this, arguments) || 0) / 2) && (wt = le === uo ? Math.sqrt(He * He + Ue * Ue) : +le.apply(this, arguments), Dt || (Mt *= -1), Ue && (Mt = it(wt / Ue * Math.sin(Lt))), He && (St = it(wt / He * Math.sin(Lt)))), Ue) {
                   tn = Ue * Math.cos(at + Mt), un = Ue * Math.sin(at + Mt), gn = Ue * Math.cos(ot - Mt), pn = Ue * Math.sin(ot - Mt);
-                  var sr = Math.abs(ot - at - 2 * Mt) <= Me ? 0 : 1;
-                  if (Mt && Hi(tn, un, gn, pn) === Dt ^ sr) {
-                    var Yr = (at + ot) / 2;
-                    tn = Ue * Math.cos(Yr), un = Ue * Math.sin(Yr), gn = pn = null;
+                  var cr = Math.abs(ot - at - 2 * Mt) <= Me ? 0 : 1;
+                  if (Mt && Hi(tn, un, gn, pn) === Dt ^ cr) {
+                    var Gr = (at + ot) / 2;
+                    tn = Ue * Math.cos(Gr), un = Ue * Math.sin(Gr), gn = pn = null;
                   }
                 } else tn = un = 0;
                 if (He) {
                   Mn = He * Math.cos(ot - St), bn = He * Math.sin(ot - St), qn = He * Math.cos(at + St), xn = He * Math.sin(at + St);
-                  var _r = Math.abs(at - ot + 2 * St) <= Me ? 0 : 1;
-                  if (St && Hi(Mn, bn, qn, xn) === 1 - Dt ^ _r) {
+                  var br = Math.abs(at - ot + 2 * St) <= Me ? 0 : 1;
+                  if (St && Hi(Mn, bn, qn, xn) === 1 - Dt ^ br) {
                     var cn = (at + ot) / 2;
                     Mn = He * Math.cos(cn), bn = He * Math.sin(cn), qn = xn = null;
                   }
@@ -3977,18 +3977,18 @@ function cx() {
                   mt = He < Ue ^ Dt ? 0 : 1;
                   var Vn = ut, Xn = ut;
                   if (_t < Me) {
-                    var vr = qn == null ? [Mn, bn] : gn == null ? [tn, un] : Un([tn, un], [qn, xn], [gn, pn], [Mn, bn]), Hr = tn - vr[0], Gr = un - vr[1], na = gn - vr[0], pa = pn - vr[1], ba = 1 / Math.sin(Math.acos((Hr * na + Gr * pa) / (Math.sqrt(Hr * Hr + Gr * Gr) * Math.sqrt(na * na + pa * pa))) / 2), oa = Math.sqrt(vr[0] * vr[0] + vr[1] * vr[1]);
-                    Xn = Math.min(ut, (He - oa) / (ba - 1)), Vn = Math.min(ut, (Ue - oa) / (ba + 1));
+                    var vr = qn == null ? [Mn, bn] : gn == null ? [tn, un] : Un([tn, un], [qn, xn], [gn, pn], [Mn, bn]), Ur = tn - vr[0], Zr = un - vr[1], ra = gn - vr[0], da = pn - vr[1], xa = 1 / Math.sin(Math.acos((Ur * ra + Zr * da) / (Math.sqrt(Ur * Ur + Zr * Zr) * Math.sqrt(ra * ra + da * da))) / 2), la = Math.sqrt(vr[0] * vr[0] + vr[1] * vr[1]);
+                    Xn = Math.min(ut, (He - la) / (xa - 1)), Vn = Math.min(ut, (Ue - la) / (xa + 1));
                   }
                   if (gn != null) {
-                    var ha = nl(qn == null ? [Mn, bn] : [qn, xn], [tn, un], Ue, Vn, Dt), va = nl([gn, pn], [Mn, bn], Ue, Vn, Dt);
-                    ut === Vn ? Fn.push("M", ha[0], "A", Vn, ",", Vn, " 0 0,", mt, " ", ha[1], "A", Ue, ",", Ue, " 0 ", 1 - Dt ^ Hi(ha[1][0], ha[1][1], va[1][0], va[1][1]), ",", Dt, " ", va[1], "A", Vn, ",", Vn, " 0 0,", mt, " ", va[0]) : Fn.push("M", ha[0], "A", Vn, ",", Vn, " 0 1,", mt, " ", va[0]);
+                    var pa = nl(qn == null ? [Mn, bn] : [qn, xn], [tn, un], Ue, Vn, Dt), ha = nl([gn, pn], [Mn, bn], Ue, Vn, Dt);
+                    ut === Vn ? Fn.push("M", pa[0], "A", Vn, ",", Vn, " 0 0,", mt, " ", pa[1], "A", Ue, ",", Ue, " 0 ", 1 - Dt ^ Hi(pa[1][0], pa[1][1], ha[1][0], ha[1][1]), ",", Dt, " ", ha[1], "A", Vn, ",", Vn, " 0 0,", mt, " ", ha[0]) : Fn.push("M", pa[0], "A", Vn, ",", Vn, " 0 1,", mt, " ", ha[0]);
                   } else Fn.push("M", tn, ",", un);
                   if (qn != null) {
-                    var _a = nl([tn, un], [qn, xn], He, -Xn, Dt), Ci = nl([Mn, bn], gn == null ? [tn, un] : [gn, pn], He, -Xn, Dt);
-                    ut === Xn ? Fn.push("L", Ci[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", Ci[1], "A", He, ",", He, " 0 ", Dt ^ Hi(Ci[1][0], Ci[1][1], _a[1][0], _a[1][1]), ",", 1 - Dt, " ", _a[1], "A", Xn, ",", Xn, " 0 0,", mt, " ", _a[0]) : Fn.push("L", Ci[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", _a[0]);
+                    var ba = nl([tn, un], [qn, xn], He, -Xn, Dt), Oi = nl([Mn, bn], gn == null ? [tn, un] : [gn, pn], He, -Xn, Dt);
+                    ut === Xn ? Fn.push("L", Oi[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", Oi[1], "A", He, ",", He, " 0 ", Dt ^ Hi(Oi[1][0], Oi[1][1], ba[1][0], ba[1][1]), ",", 1 - Dt, " ", ba[1], "A", Xn, ",", Xn, " 0 0,", mt, " ", ba[0]) : Fn.push("L", Oi[0], "A", Xn, ",", Xn, " 0 0,", mt, " ", ba[0]);
                   } else Fn.push("L", Mn, ",", bn);
-                } else Fn.push("M", tn, ",", un), gn != null && Fn.push("A", Ue, ",", Ue, " 0 ", sr, ",", Dt, " ", gn, ",", pn), Fn.push("L", Mn, ",", bn), qn != null && Fn.push("A", He, ",", He, " 0 ", _r, ",", 1 - Dt, " ", qn, ",", xn);
+                } else Fn.push("M", tn, ",", un), gn != null && Fn.push("A", Ue, ",", Ue, " 0 ", cr, ",", Dt, " ", gn, ",", pn), Fn.push("L", Mn, ",", bn), qn != null && Fn.push("A", He, ",", He, " 0 ", br, ",", 1 - Dt, " ", qn, ",", xn);
                 return Fn.push("Z"), Fn.join("");
               }
               function Oe(He, Ue) {
@@ -4001,7 +4001,7 @@ function cx() {
               }, we.cornerRadius = function(He) {
                 return arguments.length ? (te = dt(He), we) : te;
               }, we.padRadius = function(He) {
-                return arguments.length ? (le = He == fo ? fo : dt(He), we) : le;
+                return arguments.length ? (le = He == uo ? uo : dt(He), we) : le;
               }, we.startAngle = function(He) {
                 return arguments.length ? (de = dt(He), we) : de;
               }, we.endAngle = function(He) {
@@ -4013,11 +4013,11 @@ function cx() {
                 return [Math.cos(Ue) * He, Math.sin(Ue) * He];
               }, we;
             };
-            var fo = "auto";
-            function as(x) {
+            var uo = "auto";
+            function is(x) {
               return x.innerRadius;
             }
-            function qu(x) {
+            function Hu(x) {
               return x.outerRadius;
             }
             function el(x) {
@@ -4026,7 +4026,7 @@ function cx() {
             function tl(x) {
               return x.endAngle;
             }
-            function Hu(x) {
+            function Uu(x) {
               return x && x.padAngle;
             }
             function Hi(x, F, te, le) {
@@ -4036,11 +4036,11 @@ function cx() {
               var he = x[0] - F[0], Ae = x[1] - F[1], we = (de ? le : -le) / Math.sqrt(he * he + Ae * Ae), Oe = we * Ae, He = -we * he, Ue = x[0] + Oe, at = x[1] + He, ot = F[0] + Oe, _t = F[1] + He, Dt = (Ue + ot) / 2, ut = (at + _t) / 2, mt = ot - Ue, wt = _t - at, Lt = mt * mt + wt * wt, St = te - le, Mt = Ue * _t - ot * at, tn = (wt < 0 ? -1 : 1) * Math.sqrt(Math.max(0, St * St * Lt - Mt * Mt)), un = (Mt * wt - mt * tn) / Lt, gn = (-Mt * mt - wt * tn) / Lt, pn = (Mt * wt + mt * tn) / Lt, Mn = (-Mt * mt + wt * tn) / Lt, bn = un - Dt, qn = gn - ut, xn = pn - Dt, Fn = Mn - ut;
               return bn * bn + qn * qn > xn * xn + Fn * Fn && (un = pn, gn = Mn), [[un - Oe, gn - He], [un * te / St, gn * te / St]];
             }
-            function is() {
+            function os() {
               return !0;
             }
-            function os(x) {
-              var F = Mr, te = pr, le = is, de = Pa, he = de.key, Ae = 0.7;
+            function ls(x) {
+              var F = Mr, te = pr, le = os, de = za, he = de.key, Ae = 0.7;
               function we(Oe) {
                 var He = [], Ue = [], at = -1, ot = Oe.length, _t, Dt = dt(F), ut = dt(te);
                 function mt() {
@@ -4056,25 +4056,25 @@ function cx() {
               }, we.defined = function(Oe) {
                 return arguments.length ? (le = Oe, we) : le;
               }, we.interpolate = function(Oe) {
-                return arguments.length ? (typeof Oe == "function" ? he = de = Oe : he = (de = ls.get(Oe) || Pa).key, we) : he;
+                return arguments.length ? (typeof Oe == "function" ? he = de = Oe : he = (de = ss.get(Oe) || za).key, we) : he;
               }, we.tension = function(Oe) {
                 return arguments.length ? (Ae = Oe, we) : Ae;
               }, we;
             }
             r.svg.line = function() {
-              return os(j);
+              return ls(j);
             };
-            var ls = r.map({ linear: Pa, "linear-closed": mc, step: ss, "step-before": rl, "step-after": cs, basis: mi, "basis-open": xc, "basis-closed": ds, bundle: Vu, cardinal: fs, "cardinal-open": us, "cardinal-closed": Uu, monotone: Gu });
-            ls.forEach(function(x, F) {
+            var ss = r.map({ linear: za, "linear-closed": mc, step: cs, "step-before": rl, "step-after": us, basis: yi, "basis-open": xc, "basis-closed": ps, bundle: Yu, cardinal: ds, "cardinal-open": fs, "cardinal-closed": Vu, monotone: Zu });
+            ss.forEach(function(x, F) {
               F.key = x, F.closed = /-closed$/.test(x);
             });
-            function Pa(x) {
+            function za(x) {
               return x.length > 1 ? x.join("L") : x + "Z";
             }
             function mc(x) {
               return x.join("L") + "Z";
             }
-            function ss(x) {
+            function cs(x) {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("H", (le[0] + (le = x[F])[0]) / 2, "V", le[1]);
               return te > 1 && de.push("H", le[0]), de.join("");
             }
@@ -4082,21 +4082,21 @@ function cx() {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("V", (le = x[F])[1], "H", le[0]);
               return de.join("");
             }
-            function cs(x) {
+            function us(x) {
               for (var F = 0, te = x.length, le = x[0], de = [le[0], ",", le[1]]; ++F < te; ) de.push("H", (le = x[F])[0], "V", le[1]);
               return de.join("");
             }
-            function us(x, F) {
-              return x.length < 4 ? Pa(x) : x[1] + al(x.slice(1, -1), il(x, F));
+            function fs(x, F) {
+              return x.length < 4 ? za(x) : x[1] + al(x.slice(1, -1), il(x, F));
             }
-            function Uu(x, F) {
+            function Vu(x, F) {
               return x.length < 3 ? mc(x) : x[0] + al((x.push(x[0]), x), il([x[x.length - 2]].concat(x, [x[1]]), F));
             }
-            function fs(x, F) {
-              return x.length < 3 ? Pa(x) : x[0] + al(x, il(x, F));
+            function ds(x, F) {
+              return x.length < 3 ? za(x) : x[0] + al(x, il(x, F));
             }
             function al(x, F) {
-              if (F.length < 1 || x.length != F.length && x.length != F.length + 2) return Pa(x);
+              if (F.length < 1 || x.length != F.length && x.length != F.length + 2) return za(x);
               var te = x.length != F.length, le = "", de = x[0], he = x[1], Ae = F[0], we = Ae, Oe = 1;
               if (te && (le += "Q" + (he[0] - Ae[0] * 2 / 3) + "," + (he[1] - Ae[1] * 2 / 3) + "," + he[0] + "," + he[1], de = x[1], Oe = 2), F.length > 1) {
                 we = F[1], he = x[Oe], Oe++, le += "C" + (de[0] + Ae[0]) + "," + (de[1] + Ae[1]) + "," + (he[0] - we[0]) + "," + (he[1] - we[1]) + "," + he[0] + "," + he[1];
@@ -4112,60 +4112,60 @@ function cx() {
               for (var te = [], le = (1 - F) / 2, de, he = x[0], Ae = x[1], we = 1, Oe = x.length; ++we < Oe; ) de = he, he = Ae, Ae = x[we], te.push([le * (Ae[0] - de[0]), le * (Ae[1] - de[1])]);
               return te;
             }
-            function mi(x) {
-              if (x.length < 3) return Pa(x);
-              var F = 1, te = x.length, le = x[0], de = le[0], he = le[1], Ae = [de, de, de, (le = x[1])[0]], we = [he, he, he, le[1]], Oe = [de, ",", he, "L", Fa(ii, Ae), ",", Fa(ii, we)];
-              for (x.push(x[te - 1]); ++F <= te; ) le = x[F], Ae.shift(), Ae.push(le[0]), we.shift(), we.push(le[1]), ps(Oe, Ae, we);
+            function yi(x) {
+              if (x.length < 3) return za(x);
+              var F = 1, te = x.length, le = x[0], de = le[0], he = le[1], Ae = [de, de, de, (le = x[1])[0]], we = [he, he, he, le[1]], Oe = [de, ",", he, "L", Pa(ai, Ae), ",", Pa(ai, we)];
+              for (x.push(x[te - 1]); ++F <= te; ) le = x[F], Ae.shift(), Ae.push(le[0]), we.shift(), we.push(le[1]), hs(Oe, Ae, we);
               return x.pop(), Oe.push("L", le), Oe.join("");
             }
             function xc(x) {
-              if (x.length < 4) return Pa(x);
+              if (x.length < 4) return za(x);
               for (var F = [], te = -1, le = x.length, de, he = [0], Ae = [0]; ++te < 3; ) de = x[te], he.push(de[0]), Ae.push(de[1]);
-              for (F.push(Fa(ii, he) + "," + Fa(ii, Ae)), --te; ++te < le; ) de = x[te], he.shift(), he.push(de[0]), Ae.shift(), Ae.push(de[1]), ps(F, he, Ae);
+              for (F.push(Pa(ai, he) + "," + Pa(ai, Ae)), --te; ++te < le; ) de = x[te], he.shift(), he.push(de[0]), Ae.shift(), Ae.push(de[1]), hs(F, he, Ae);
               return F.join("");
             }
-            function ds(x) {
+            function ps(x) {
               for (var F, te = -1, le = x.length, de = le + 4, he, Ae = [], we = []; ++te < 4; ) he = x[te % le], Ae.push(he[0]), we.push(he[1]);
-              for (F = [Fa(ii, Ae), ",", Fa(ii, we)], --te; ++te < de; ) he = x[te % le], Ae.shift(), Ae.push(he[0]), we.shift(), we.push(he[1]), ps(F, Ae, we);
+              for (F = [Pa(ai, Ae), ",", Pa(ai, we)], --te; ++te < de; ) he = x[te % le], Ae.shift(), Ae.push(he[0]), we.shift(), we.push(he[1]), hs(F, Ae, we);
               return F.join("");
             }
-            function Vu(x, F) {
+            function Yu(x, F) {
               var te = x.length - 1;
               if (te) for (var le = x[0][0], de = x[0][1], he = x[te][0] - le, Ae = x[te][1] - de, we = -1, Oe, He; ++we <= te; ) Oe = x[we], He = we / te, Oe[0] = F * Oe[0] + (1 - F) * (le + He * he), Oe[1] = F * Oe[1] + (1 - F) * (de + He * Ae);
-              return mi(x);
+              return yi(x);
             }
-            function Fa(x, F) {
+            function Pa(x, F) {
               return x[0] * F[0] + x[1] * F[1] + x[2] * F[2] + x[3] * F[3];
             }
-            var ol = [0, 2 / 3, 1 / 3, 0], bc = [0, 1 / 3, 2 / 3, 0], ii = [0, 1 / 6, 2 / 3, 1 / 6];
-            function ps(x, F, te) {
-              x.push("C", Fa(ol, F), ",", Fa(ol, te), ",", Fa(bc, F), ",", Fa(bc, te), ",", Fa(ii, F), ",", Fa(ii, te));
+            var ol = [0, 2 / 3, 1 / 3, 0], bc = [0, 1 / 3, 2 / 3, 0], ai = [0, 1 / 6, 2 / 3, 1 / 6];
+            function hs(x, F, te) {
+              x.push("C", Pa(ol, F), ",", Pa(ol, te), ",", Pa(bc, F), ",", Pa(bc, te), ",", Pa(ai, F), ",", Pa(ai, te));
             }
             function ll(x, F) {
               return (F[1] - x[1]) / (F[0] - x[0]);
             }
-            function Yu(x) {
+            function Gu(x) {
               for (var F = 0, te = x.length - 1, le = [], de = x[0], he = x[1], Ae = le[0] = ll(de, he); ++F < te; ) le[F] = (Ae + (Ae = ll(de = he, he = x[F + 1]))) / 2;
               return le[F] = Ae, le;
             }
             function _c(x) {
-              for (var F = [], te, le, de, he, Ae = Yu(x), we = -1, Oe = x.length - 1; ++we < Oe; ) te = ll(x[we], x[we + 1]), f(te) < et ? Ae[we] = Ae[we + 1] = 0 : (le = Ae[we] / te, de = Ae[we + 1] / te, he = le * le + de * de, he > 9 && (he = te * 3 / Math.sqrt(he), Ae[we] = he * le, Ae[we + 1] = he * de));
+              for (var F = [], te, le, de, he, Ae = Gu(x), we = -1, Oe = x.length - 1; ++we < Oe; ) te = ll(x[we], x[we + 1]), f(te) < et ? Ae[we] = Ae[we + 1] = 0 : (le = Ae[we] / te, de = Ae[we + 1] / te, he = le * le + de * de, he > 9 && (he = te * 3 / Math.sqrt(he), Ae[we] = he * le, Ae[we + 1] = he * de));
               for (we = -1; ++we <= Oe; ) he = (x[Math.min(Oe, we + 1)][0] - x[Math.max(0, we - 1)][0]) / (6 * (1 + Ae[we] * Ae[we])), F.push([he || 0, Ae[we] * he || 0]);
               return F;
             }
-            function Gu(x) {
-              return x.length < 3 ? Pa(x) : x[0] + al(x, _c(x));
+            function Zu(x) {
+              return x.length < 3 ? za(x) : x[0] + al(x, _c(x));
             }
             r.svg.line.radial = function() {
-              var x = os(hs);
+              var x = ls(vs);
               return x.radius = x.x, delete x.x, x.angle = x.y, delete x.y, x;
             };
-            function hs(x) {
+            function vs(x) {
               for (var F, te = -1, le = x.length, de, he; ++te < le; ) F = x[te], de = F[0], he = F[1] - ke, F[0] = de * Math.cos(he), F[1] = de * Math.sin(he);
               return x;
             }
             function wc(x) {
-              var F = Mr, te = Mr, le = 0, de = pr, he = is, Ae = Pa, we = Ae.key, Oe = Ae, He = "L", Ue = 0.7;
+              var F = Mr, te = Mr, le = 0, de = pr, he = os, Ae = za, we = Ae.key, Oe = Ae, He = "L", Ue = 0.7;
               function at(ot) {
                 var _t = [], Dt = [], ut = [], mt = -1, wt = ot.length, Lt, St = dt(F), Mt = dt(le), tn = F === te ? function() {
                   return gn;
@@ -4193,25 +4193,25 @@ function cx() {
               }, at.defined = function(ot) {
                 return arguments.length ? (he = ot, at) : he;
               }, at.interpolate = function(ot) {
-                return arguments.length ? (typeof ot == "function" ? we = Ae = ot : we = (Ae = ls.get(ot) || Pa).key, Oe = Ae.reverse || Ae, He = Ae.closed ? "M" : "L", at) : we;
+                return arguments.length ? (typeof ot == "function" ? we = Ae = ot : we = (Ae = ss.get(ot) || za).key, Oe = Ae.reverse || Ae, He = Ae.closed ? "M" : "L", at) : we;
               }, at.tension = function(ot) {
                 return arguments.length ? (Ue = ot, at) : Ue;
               }, at;
             }
-            rl.reverse = cs, cs.reverse = rl, r.svg.area = function() {
+            rl.reverse = us, us.reverse = rl, r.svg.area = function() {
               return wc(j);
             }, r.svg.area.radial = function() {
-              var x = wc(hs);
+              var x = wc(vs);
               return x.radius = x.x, delete x.x, x.innerRadius = x.x0, delete x.x0, x.outerRadius = x.x1, delete x.x1, x.angle = x.y, delete x.y, x.startAngle = x.y0, delete x.y0, x.endAngle = x.y1, delete x.y1, x;
             };
-            function vs(x) {
+            function gs(x) {
               return x.source;
             }
             function Mc(x) {
               return x.target;
             }
             r.svg.chord = function() {
-              var x = vs, F = Mc, te = kc, le = el, de = tl;
+              var x = gs, F = Mc, te = kc, le = el, de = tl;
               function he(Ue, at) {
                 var ot = Ae(this, x, Ue, at), _t = Ae(this, F, Ue, at);
                 return "M" + ot.p0 + Oe(ot.r, ot.p1, ot.a1 - ot.a0) + (we(ot, _t) ? He(ot.r, ot.p1, ot.r, ot.p0) : He(ot.r, ot.p1, _t.r, _t.p0) + Oe(_t.r, _t.p1, _t.a1 - _t.a0) + He(_t.r, _t.p1, ot.r, ot.p0)) + "Z";
@@ -4245,7 +4245,7 @@ function cx() {
               return x.radius;
             }
             r.svg.diagonal = function() {
-              var x = vs, F = Mc, te = Tc;
+              var x = gs, F = Mc, te = Tc;
               function le(de, he) {
                 var Ae = x.call(this, de, he), we = F.call(this, de, he), Oe = (Ae.y + we.y) / 2, He = [Ae, { x: Ae.x, y: Oe }, { x: we.x, y: Oe }, we];
                 return He = He.map(te), "M" + He[0] + "C" + He[1] + " " + He[2] + " " + He[3];
@@ -4274,9 +4274,9 @@ function cx() {
               };
             }
             r.svg.symbol = function() {
-              var x = Sc, F = Zu;
+              var x = Sc, F = Xu;
               function te(le, de) {
-                return (gs.get(x.call(this, le, de)) || Lc)(F.call(this, le, de));
+                return (ys.get(x.call(this, le, de)) || Lc)(F.call(this, le, de));
               }
               return te.type = function(le) {
                 return arguments.length ? (x = dt(le), te) : x;
@@ -4284,7 +4284,7 @@ function cx() {
                 return arguments.length ? (F = dt(le), te) : F;
               }, te;
             };
-            function Zu() {
+            function Xu() {
               return 64;
             }
             function Sc() {
@@ -4294,7 +4294,7 @@ function cx() {
               var F = Math.sqrt(x / Me);
               return "M0," + F + "A" + F + "," + F + " 0 1,1 0," + -F + "A" + F + "," + F + " 0 1,1 0," + F + "Z";
             }
-            var gs = r.map({ circle: Lc, cross: function(x) {
+            var ys = r.map({ circle: Lc, cross: function(x) {
               var F = Math.sqrt(x / 5) / 2;
               return "M" + -3 * F + "," + -F + "H" + -F + "V" + -3 * F + "H" + F + "V" + -F + "H" + 3 * F + "V" + F + "H" + F + "V" + 3 * F + "H" + -F + "V" + F + "H" + -3 * F + "Z";
             }, diamond: function(x) {
@@ -4310,55 +4310,55 @@ function cx() {
               var F = Math.sqrt(x / sl), te = F * sl / 2;
               return "M0," + -te + "L" + F + "," + te + " " + -F + "," + te + "Z";
             } });
-            r.svg.symbolTypes = gs.keys();
+            r.svg.symbolTypes = ys.keys();
             var sl = Math.sqrt(3), Oc = Math.tan(30 * Te);
             P.transition = function(x) {
-              for (var F = Di || ++cl, te = fl(x), le = [], de, he, Ae = Vi || { time: Date.now(), ease: fu, delay: 0, duration: 250 }, we = -1, Oe = this.length; ++we < Oe; ) {
+              for (var F = Li || ++cl, te = fl(x), le = [], de, he, Ae = Vi || { time: Date.now(), ease: du, delay: 0, duration: 250 }, we = -1, Oe = this.length; ++we < Oe; ) {
                 le.push(de = []);
                 for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (he = He[Ue]) && dl(he, Ue, te, F, Ae), de.push(he);
               }
-              return oi(le, te, F);
+              return ii(le, te, F);
             }, P.interrupt = function(x) {
-              return this.each(x == null ? po : Ui(fl(x)));
+              return this.each(x == null ? fo : Ui(fl(x)));
             };
-            var po = Ui(fl());
+            var fo = Ui(fl());
             function Ui(x) {
               return function() {
                 var F, te, le;
                 (F = this[x]) && (le = F[te = F.active]) && (le.timer.c = null, le.timer.t = NaN, --F.count ? delete F[te] : delete this[x], F.active += 0.5, le.event && le.event.interrupt.call(this, this.__data__, le.index));
               };
             }
-            function oi(x, F, te) {
-              return q(x, Fr), x.namespace = F, x.id = te, x;
+            function ii(x, F, te) {
+              return q(x, Ir), x.namespace = F, x.id = te, x;
             }
-            var Fr = [], cl = 0, Di, Vi;
-            Fr.call = P.call, Fr.empty = P.empty, Fr.node = P.node, Fr.size = P.size, r.transition = function(x, F) {
-              return x && x.transition ? Di ? x.transition(F) : x : r.selection().transition(x);
-            }, r.transition.prototype = Fr, Fr.select = function(x) {
+            var Ir = [], cl = 0, Li, Vi;
+            Ir.call = P.call, Ir.empty = P.empty, Ir.node = P.node, Ir.size = P.size, r.transition = function(x, F) {
+              return x && x.transition ? Li ? x.transition(F) : x : r.selection().transition(x);
+            }, r.transition.prototype = Ir, Ir.select = function(x) {
               var F = this.id, te = this.namespace, le = [], de, he, Ae;
               x = S(x);
               for (var we = -1, Oe = this.length; ++we < Oe; ) {
                 le.push(de = []);
                 for (var He = this[we], Ue = -1, at = He.length; ++Ue < at; ) (Ae = He[Ue]) && (he = x.call(Ae, Ae.__data__, Ue, we)) ? ("__data__" in Ae && (he.__data__ = Ae.__data__), dl(he, Ue, te, F, Ae[te][F]), de.push(he)) : de.push(null);
               }
-              return oi(le, te, F);
-            }, Fr.selectAll = function(x) {
+              return ii(le, te, F);
+            }, Ir.selectAll = function(x) {
               var F = this.id, te = this.namespace, le = [], de, he, Ae, we, Oe;
               x = B(x);
               for (var He = -1, Ue = this.length; ++He < Ue; ) for (var at = this[He], ot = -1, _t = at.length; ++ot < _t; ) if (Ae = at[ot]) {
                 Oe = Ae[te][F], he = x.call(Ae, Ae.__data__, ot, He), le.push(de = []);
                 for (var Dt = -1, ut = he.length; ++Dt < ut; ) (we = he[Dt]) && dl(we, Dt, te, F, Oe), de.push(we);
               }
-              return oi(le, te, F);
-            }, Fr.filter = function(x) {
+              return ii(le, te, F);
+            }, Ir.filter = function(x) {
               var F = [], te, le, de;
               typeof x != "function" && (x = K(x));
               for (var he = 0, Ae = this.length; he < Ae; he++) {
                 F.push(te = []);
                 for (var le = this[he], we = 0, Oe = le.length; we < Oe; we++) (de = le[we]) && x.call(de, de.__data__, we, he) && te.push(de);
               }
-              return oi(F, this.namespace, this.id);
-            }, Fr.tween = function(x, F) {
+              return ii(F, this.namespace, this.id);
+            }, Ir.tween = function(x, F) {
               var te = this.id, le = this.namespace;
               return arguments.length < 2 ? this.node()[le][te].tween.get(x) : _e(this, F == null ? function(de) {
                 de[le][te].tween.remove(x);
@@ -4374,12 +4374,12 @@ function cx() {
                 Ae[he][de].tween.set(F, te);
               }));
             }
-            Fr.attr = function(x, F) {
+            Ir.attr = function(x, F) {
               if (arguments.length < 2) {
                 for (F in x) this.attr(F, x[F]);
                 return this;
               }
-              var te = x == "transform" ? lo : Li, le = r.ns.qualify(x);
+              var te = x == "transform" ? oo : Ai, le = r.ns.qualify(x);
               function de() {
                 this.removeAttribute(le);
               }
@@ -4403,7 +4403,7 @@ function cx() {
                 });
               }
               return ul(this, "attr." + x, F, le.local ? we : Ae);
-            }, Fr.attrTween = function(x, F) {
+            }, Ir.attrTween = function(x, F) {
               var te = r.ns.qualify(x);
               function le(he, Ae) {
                 var we = F.call(this, he, Ae, this.getAttribute(te));
@@ -4418,7 +4418,7 @@ function cx() {
                 };
               }
               return this.tween("attr." + x, te.local ? de : le);
-            }, Fr.style = function(x, F, te) {
+            }, Ir.style = function(x, F, te) {
               var le = arguments.length;
               if (le < 3) {
                 if (typeof x != "string") {
@@ -4434,13 +4434,13 @@ function cx() {
               function he(Ae) {
                 return Ae == null ? de : (Ae += "", function() {
                   var we = n(this).getComputedStyle(this, null).getPropertyValue(x), Oe;
-                  return we !== Ae && (Oe = Li(we, Ae), function(He) {
+                  return we !== Ae && (Oe = Ai(we, Ae), function(He) {
                     this.style.setProperty(x, Oe(He), te);
                   });
                 });
               }
               return ul(this, "style." + x, F, he);
-            }, Fr.styleTween = function(x, F, te) {
+            }, Ir.styleTween = function(x, F, te) {
               arguments.length < 3 && (te = "");
               function le(de, he) {
                 var Ae = F.call(this, de, he, n(this).getComputedStyle(this, null).getPropertyValue(x));
@@ -4449,7 +4449,7 @@ function cx() {
                 };
               }
               return this.tween("style." + x, le);
-            }, Fr.text = function(x) {
+            }, Ir.text = function(x) {
               return ul(this, "text", x, Dc);
             };
             function Dc(x) {
@@ -4457,53 +4457,53 @@ function cx() {
                 this.textContent = x;
               };
             }
-            Fr.remove = function() {
+            Ir.remove = function() {
               var x = this.namespace;
               return this.each("end.transition", function() {
                 var F;
                 this[x].count < 2 && (F = this.parentNode) && F.removeChild(this);
               });
-            }, Fr.ease = function(x) {
+            }, Ir.ease = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].ease : (typeof x != "function" && (x = r.ease.apply(r, arguments)), _e(this, function(le) {
                 le[te][F].ease = x;
               }));
-            }, Fr.delay = function(x) {
+            }, Ir.delay = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].delay : _e(this, typeof x == "function" ? function(le, de, he) {
                 le[te][F].delay = +x.call(le, le.__data__, de, he);
               } : (x = +x, function(le) {
                 le[te][F].delay = x;
               }));
-            }, Fr.duration = function(x) {
+            }, Ir.duration = function(x) {
               var F = this.id, te = this.namespace;
               return arguments.length < 1 ? this.node()[te][F].duration : _e(this, typeof x == "function" ? function(le, de, he) {
                 le[te][F].duration = Math.max(1, x.call(le, le.__data__, de, he));
               } : (x = Math.max(1, x), function(le) {
                 le[te][F].duration = x;
               }));
-            }, Fr.each = function(x, F) {
+            }, Ir.each = function(x, F) {
               var te = this.id, le = this.namespace;
               if (arguments.length < 2) {
-                var de = Vi, he = Di;
+                var de = Vi, he = Li;
                 try {
-                  Di = te, _e(this, function(Ae, we, Oe) {
+                  Li = te, _e(this, function(Ae, we, Oe) {
                     Vi = Ae[le][te], x.call(Ae, Ae.__data__, we, Oe);
                   });
                 } finally {
-                  Vi = de, Di = he;
+                  Vi = de, Li = he;
                 }
               } else _e(this, function(Ae) {
                 var we = Ae[le][te];
                 (we.event || (we.event = r.dispatch("start", "end", "interrupt"))).on(x, F);
               });
               return this;
-            }, Fr.transition = function() {
+            }, Ir.transition = function() {
               for (var x = this.id, F = ++cl, te = this.namespace, le = [], de, he, Ae, we, Oe = 0, He = this.length; Oe < He; Oe++) {
                 le.push(de = []);
                 for (var he = this[Oe], Ue = 0, at = he.length; Ue < at; Ue++) (Ae = he[Ue]) && (we = Ae[te][x], dl(Ae, Ue, te, F, { time: we.time, ease: we.ease, delay: we.delay + we.duration, duration: we.duration })), de.push(Ae);
               }
-              return oi(le, te, F);
+              return ii(le, te, F);
             };
             function fl(x) {
               return x == null ? "__transition__" : "__transition_" + x + "__";
@@ -4540,8 +4540,8 @@ function cx() {
                 He.each(function() {
                   var Ue = r.select(this), at = this.__chart__ || x, ot = this.__chart__ = x.copy(), _t = Ae ?? (ot.ticks ? ot.ticks.apply(ot, he) : ot.domain()), Dt = we ?? (ot.tickFormat ? ot.tickFormat.apply(ot, he) : j), ut = Ue.selectAll(".tick").data(_t, ot), mt = ut.enter().insert("g", ".domain").attr("class", "tick").style("opacity", et), wt = r.transition(ut.exit()).style("opacity", et).remove(), Lt = r.transition(ut.order()).style("opacity", 1), St = Math.max(te, 0) + de, Mt, tn = qi(ot), un = Ue.selectAll(".domain").data([0]), gn = (un.enter().append("path").attr("class", "domain"), r.transition(un));
                   mt.append("line"), mt.append("text");
-                  var pn = mt.select("line"), Mn = Lt.select("line"), bn = ut.select("text").text(Dt), qn = mt.select("text"), xn = Lt.select("text"), Fn = F === "top" || F === "left" ? -1 : 1, sr, Yr, _r, cn;
-                  if (F === "bottom" || F === "top" ? (Mt = Wu, sr = "x", _r = "y", Yr = "x2", cn = "y2", bn.attr("dy", Fn < 0 ? "0em" : ".71em").style("text-anchor", "middle"), gn.attr("d", "M" + tn[0] + "," + Fn * le + "V0H" + tn[1] + "V" + Fn * le)) : (Mt = Ju, sr = "y", _r = "x", Yr = "y2", cn = "x2", bn.attr("dy", ".32em").style("text-anchor", Fn < 0 ? "end" : "start"), gn.attr("d", "M" + Fn * le + "," + tn[0] + "H0V" + tn[1] + "H" + Fn * le)), pn.attr(cn, Fn * te), qn.attr(_r, Fn * St), Mn.attr(Yr, 0).attr(cn, Fn * te), xn.attr(sr, 0).attr(_r, Fn * St), ot.rangeBand) {
+                  var pn = mt.select("line"), Mn = Lt.select("line"), bn = ut.select("text").text(Dt), qn = mt.select("text"), xn = Lt.select("text"), Fn = F === "top" || F === "left" ? -1 : 1, cr, Gr, br, cn;
+                  if (F === "bottom" || F === "top" ? (Mt = Ju, cr = "x", br = "y", Gr = "x2", cn = "y2", bn.attr("dy", Fn < 0 ? "0em" : ".71em").style("text-anchor", "middle"), gn.attr("d", "M" + tn[0] + "," + Fn * le + "V0H" + tn[1] + "V" + Fn * le)) : (Mt = $u, cr = "y", br = "x", Gr = "y2", cn = "x2", bn.attr("dy", ".32em").style("text-anchor", Fn < 0 ? "end" : "start"), gn.attr("d", "M" + Fn * le + "," + tn[0] + "H0V" + tn[1] + "H" + Fn * le)), pn.attr(cn, Fn * te), qn.attr(br, Fn * St), Mn.attr(Gr, 0).attr(cn, Fn * te), xn.attr(cr, 0).attr(br, Fn * St), ot.rangeBand) {
                     var Vn = ot, Xn = Vn.rangeBand() / 2;
                     at = ot = function(vr) {
                       return Vn(vr) + Xn;
@@ -4553,7 +4553,7 @@ function cx() {
               return Oe.scale = function(He) {
                 return arguments.length ? (x = He, Oe) : x;
               }, Oe.orient = function(He) {
-                return arguments.length ? (F = He in Xu ? He + "" : Cc, Oe) : F;
+                return arguments.length ? (F = He in Wu ? He + "" : Cc, Oe) : F;
               }, Oe.ticks = function() {
                 return arguments.length ? (he = a(arguments), Oe) : he;
               }, Oe.tickValues = function(He) {
@@ -4573,21 +4573,21 @@ function cx() {
                 return arguments.length && Oe;
               }, Oe;
             };
-            var Cc = "bottom", Xu = { top: 1, right: 1, bottom: 1, left: 1 };
-            function Wu(x, F, te) {
+            var Cc = "bottom", Wu = { top: 1, right: 1, bottom: 1, left: 1 };
+            function Ju(x, F, te) {
               x.attr("transform", function(le) {
                 var de = F(le);
                 return "translate(" + (isFinite(de) ? de : te(le)) + ",0)";
               });
             }
-            function Ju(x, F, te) {
+            function $u(x, F, te) {
               x.attr("transform", function(le) {
                 var de = F(le);
                 return "translate(0," + (isFinite(de) ? de : te(le)) + ")";
               });
             }
             r.svg.brush = function() {
-              var x = se(Ue, "brushstart", "brush", "brushend"), F = null, te = null, le = [0, 0], de = [0, 0], he, Ae, we = !0, Oe = !0, He = ys[0];
+              var x = se(Ue, "brushstart", "brush", "brushend"), F = null, te = null, le = [0, 0], de = [0, 0], he, Ae, we = !0, Oe = !0, He = ms[0];
               function Ue(ut) {
                 ut.each(function() {
                   var mt = r.select(this).style("pointer-events", "all").style("-webkit-tap-highlight-color", "rgba(0,0,0,0)").on("mousedown.brush", Dt).on("touchstart.brush", Dt), wt = mt.selectAll(".background").data([0]);
@@ -4596,7 +4596,7 @@ function cx() {
                   Lt.exit().remove(), Lt.enter().append("g").attr("class", function(un) {
                     return "resize " + un;
                   }).style("cursor", function(un) {
-                    return $u[un];
+                    return Ku[un];
                   }).append("rect").attr("x", function(un) {
                     return /[ew]$/.test(un) ? -3 : null;
                   }).attr("y", function(un) {
@@ -4609,7 +4609,7 @@ function cx() {
               Ue.event = function(ut) {
                 ut.each(function() {
                   var mt = x.of(this, arguments), wt = { x: le, y: de, i: he, j: Ae }, Lt = this.__chart__ || wt;
-                  this.__chart__ = wt, Di ? r.select(this).transition().each("start.brush", function() {
+                  this.__chart__ = wt, Li ? r.select(this).transition().each("start.brush", function() {
                     he = Lt.i, Ae = Lt.j, le = Lt.x, de = Lt.y, mt({ type: "brushstart" });
                   }).tween("brush:brush", function() {
                     var St = Ri(le, wt.x), Mt = Ri(de, wt.y);
@@ -4633,35 +4633,35 @@ function cx() {
                 ut.select(".extent").attr("y", de[0]), ut.selectAll(".extent,.e>rect,.w>rect").attr("height", de[1] - de[0]);
               }
               function Dt() {
-                var ut = this, mt = r.select(r.event.target), wt = x.of(ut, arguments), Lt = r.select(ut), St = mt.datum(), Mt = !/^(n|s)$/.test(St) && F, tn = !/^(e|w)$/.test(St) && te, un = mt.classed("extent"), gn = bt(ut), pn, Mn = r.mouse(ut), bn, qn = r.select(n(ut)).on("keydown.brush", sr).on("keyup.brush", Yr);
-                if (r.event.changedTouches ? qn.on("touchmove.brush", _r).on("touchend.brush", Vn) : qn.on("mousemove.brush", _r).on("mouseup.brush", Vn), Lt.interrupt().selectAll("*").interrupt(), un) Mn[0] = le[0] - Mn[0], Mn[1] = de[0] - Mn[1];
+                var ut = this, mt = r.select(r.event.target), wt = x.of(ut, arguments), Lt = r.select(ut), St = mt.datum(), Mt = !/^(n|s)$/.test(St) && F, tn = !/^(e|w)$/.test(St) && te, un = mt.classed("extent"), gn = bt(ut), pn, Mn = r.mouse(ut), bn, qn = r.select(n(ut)).on("keydown.brush", cr).on("keyup.brush", Gr);
+                if (r.event.changedTouches ? qn.on("touchmove.brush", br).on("touchend.brush", Vn) : qn.on("mousemove.brush", br).on("mouseup.brush", Vn), Lt.interrupt().selectAll("*").interrupt(), un) Mn[0] = le[0] - Mn[0], Mn[1] = de[0] - Mn[1];
                 else if (St) {
                   var xn = +/w$/.test(St), Fn = +/^n/.test(St);
                   bn = [le[1 - xn] - Mn[0], de[1 - Fn] - Mn[1]], Mn[0] = le[xn], Mn[1] = de[Fn];
                 } else r.event.altKey && (pn = Mn.slice());
-                Lt.style("pointer-events", "none").selectAll(".resize").style("display", null), r.select("body").style("cursor", mt.style("cursor")), wt({ type: "brushstart" }), _r();
-                function sr() {
+                Lt.style("pointer-events", "none").selectAll(".resize").style("display", null), r.select("body").style("cursor", mt.style("cursor")), wt({ type: "brushstart" }), br();
+                function cr() {
                   r.event.keyCode == 32 && (un || (pn = null, Mn[0] -= le[1], Mn[1] -= de[1], un = 2), U());
                 }
-                function Yr() {
+                function Gr() {
                   r.event.keyCode == 32 && un == 2 && (Mn[0] += le[1], Mn[1] += de[1], un = 0, U());
                 }
-                function _r() {
+                function br() {
                   var Xn = r.mouse(ut), vr = !1;
                   bn && (Xn[0] += bn[0], Xn[1] += bn[1]), un || (r.event.altKey ? (pn || (pn = [(le[0] + le[1]) / 2, (de[0] + de[1]) / 2]), Mn[0] = le[+(Xn[0] < pn[0])], Mn[1] = de[+(Xn[1] < pn[1])]) : pn = null), Mt && cn(Xn, F, 0) && (ot(Lt), vr = !0), tn && cn(Xn, te, 1) && (_t(Lt), vr = !0), vr && (at(Lt), wt({ type: "brush", mode: un ? "move" : "resize" }));
                 }
-                function cn(Xn, vr, Hr) {
-                  var Gr = qi(vr), na = Gr[0], pa = Gr[1], ba = Mn[Hr], oa = Hr ? de : le, ha = oa[1] - oa[0], va, _a;
-                  if (un && (na -= ba, pa -= ha + ba), va = (Hr ? Oe : we) ? Math.max(na, Math.min(pa, Xn[Hr])) : Xn[Hr], un ? _a = (va += ba) + ha : (pn && (ba = Math.max(na, Math.min(pa, 2 * pn[Hr] - va))), ba < va ? (_a = va, va = ba) : _a = ba), oa[0] != va || oa[1] != _a) return Hr ? Ae = null : he = null, oa[0] = va, oa[1] = _a, !0;
+                function cn(Xn, vr, Ur) {
+                  var Zr = qi(vr), ra = Zr[0], da = Zr[1], xa = Mn[Ur], la = Ur ? de : le, pa = la[1] - la[0], ha, ba;
+                  if (un && (ra -= xa, da -= pa + xa), ha = (Ur ? Oe : we) ? Math.max(ra, Math.min(da, Xn[Ur])) : Xn[Ur], un ? ba = (ha += xa) + pa : (pn && (xa = Math.max(ra, Math.min(da, 2 * pn[Ur] - ha))), xa < ha ? (ba = ha, ha = xa) : ba = xa), la[0] != ha || la[1] != ba) return Ur ? Ae = null : he = null, la[0] = ha, la[1] = ba, !0;
                 }
                 function Vn() {
-                  _r(), Lt.style("pointer-events", "all").selectAll(".resize").style("display", Ue.empty() ? "none" : null), r.select("body").style("cursor", null), qn.on("mousemove.brush", null).on("mouseup.brush", null).on("touchmove.brush", null).on("touchend.brush", null).on("keydown.brush", null).on("keyup.brush", null), gn(), wt({ type: "brushend" });
+                  br(), Lt.style("pointer-events", "all").selectAll(".resize").style("display", Ue.empty() ? "none" : null), r.select("body").style("cursor", null), qn.on("mousemove.brush", null).on("mouseup.brush", null).on("touchmove.brush", null).on("touchend.brush", null).on("keydown.brush", null).on("keyup.brush", null), gn(), wt({ type: "brushend" });
                 }
               }
               return Ue.x = function(ut) {
-                return arguments.length ? (F = ut, He = ys[!F << 1 | !te], Ue) : F;
+                return arguments.length ? (F = ut, He = ms[!F << 1 | !te], Ue) : F;
               }, Ue.y = function(ut) {
-                return arguments.length ? (te = ut, He = ys[!F << 1 | !te], Ue) : te;
+                return arguments.length ? (te = ut, He = ms[!F << 1 | !te], Ue) : te;
               }, Ue.clamp = function(ut) {
                 return arguments.length ? (F && te ? (we = !!ut[0], Oe = !!ut[1]) : F ? we = !!ut : te && (Oe = !!ut), Ue) : F && te ? [we, Oe] : F ? we : te ? Oe : null;
               }, Ue.extent = function(ut) {
@@ -4673,19 +4673,19 @@ function cx() {
                 return !!F && le[0] == le[1] || !!te && de[0] == de[1];
               }, r.rebind(Ue, x, "on");
             };
-            var $u = { n: "ns-resize", e: "ew-resize", s: "ns-resize", w: "ew-resize", nw: "nwse-resize", ne: "nesw-resize", se: "nwse-resize", sw: "nesw-resize" }, ys = [["n", "e", "s", "w", "nw", "ne", "se", "sw"], ["e", "w"], ["n", "s"], []];
+            var Ku = { n: "ns-resize", e: "ew-resize", s: "ns-resize", w: "ew-resize", nw: "nwse-resize", ne: "nesw-resize", se: "nwse-resize", sw: "nesw-resize" }, ms = [["n", "e", "s", "w", "nw", "ne", "se", "sw"], ["e", "w"], ["n", "s"], []];
             r.text = kt(function(x) {
               return x.responseText;
             }), r.json = function(x, F) {
-              return gt(x, "application/json", Ku, F);
+              return gt(x, "application/json", Qu, F);
             };
-            function Ku(x) {
+            function Qu(x) {
               return JSON.parse(x.responseText);
             }
             r.html = function(x, F) {
-              return gt(x, "text/html", Qu, F);
+              return gt(x, "text/html", ef, F);
             };
-            function Qu(x) {
+            function ef(x) {
               var F = i.createRange();
               return F.selectNode(i.body), F.createContextualFragment(x.responseText);
             }
@@ -4693,7 +4693,7 @@ function cx() {
               return x.responseXML;
             }), typeof M == "object" && M.exports ? M.exports = r : this.d3 = r;
           }).apply(self);
-        }), ws = be((k, M) => {
+        }), vl = be((k, M) => {
           (function(r, e) {
             typeof k == "object" && typeof M < "u" ? e(k) : (r = r || self, e(r.d3 = r.d3 || {}));
           })(k, function(r) {
@@ -4878,9 +4878,9 @@ function cx() {
             var V = T.range;
             r.timeDay = f, r.timeDays = g, r.timeFriday = L, r.timeFridays = re, r.timeHour = v, r.timeHours = u, r.timeInterval = i, r.timeMillisecond = o, r.timeMilliseconds = n, r.timeMinute = y, r.timeMinutes = m, r.timeMonday = w, r.timeMondays = Q, r.timeMonth = J, r.timeMonths = ee, r.timeSaturday = H, r.timeSaturdays = N, r.timeSecond = p, r.timeSeconds = h, r.timeSunday = b, r.timeSundays = G, r.timeThursday = O, r.timeThursdays = j, r.timeTuesday = z, r.timeTuesdays = X, r.timeWednesday = C, r.timeWednesdays = ne, r.timeWeek = b, r.timeWeeks = G, r.timeYear = E, r.timeYears = Y, r.utcDay = q, r.utcDays = A, r.utcFriday = Z, r.utcFridays = Ie, r.utcHour = se, r.utcHours = ce, r.utcMillisecond = o, r.utcMilliseconds = n, r.utcMinute = U, r.utcMinutes = W, r.utcMonday = I, r.utcMondays = ae, r.utcMonth = qe, r.utcMonths = ve, r.utcSaturday = oe, r.utcSaturdays = Ye, r.utcSecond = p, r.utcSeconds = h, r.utcSunday = R, r.utcSundays = fe, r.utcThursday = B, r.utcThursdays = Fe, r.utcTuesday = P, r.utcTuesdays = me, r.utcWednesday = S, r.utcWednesdays = Le, r.utcWeek = R, r.utcWeeks = fe, r.utcYear = T, r.utcYears = V, Object.defineProperty(r, "__esModule", { value: !0 });
           });
-        }), Xi = be((k, M) => {
+        }), Ci = be((k, M) => {
           (function(r, e) {
-            typeof k == "object" && typeof M < "u" ? e(k, ws()) : (r = r || self, e(r.d3 = r.d3 || {}, r.d3));
+            typeof k == "object" && typeof M < "u" ? e(k, vl()) : (r = r || self, e(r.d3 = r.d3 || {}, r.d3));
           })(k, function(r, e) {
             "use strict";
             function a(ke) {
@@ -5446,10 +5446,10 @@ function cx() {
             } else if (a !== "number") return !1;
             return e - e < 1;
           };
-        }), Rr = be((k, M) => {
+        }), Nr = be((k, M) => {
           "use strict";
           M.exports = { BADNUM: void 0, FP_SAFE: Number.MAX_VALUE * 1e-4, ONEMAXYEAR: 316224e5, ONEAVGYEAR: 315576e5, ONEMINYEAR: 31536e6, ONEMAXQUARTER: 79488e5, ONEAVGQUARTER: 78894e5, ONEMINQUARTER: 76896e5, ONEMAXMONTH: 26784e5, ONEAVGMONTH: 26298e5, ONEMINMONTH: 24192e5, ONEWEEK: 6048e5, ONEDAY: 864e5, ONEHOUR: 36e5, ONEMIN: 6e4, ONESEC: 1e3, ONEMILLI: 1, ONEMICROSEC: 1e-3, EPOCHJD: 24405875e-1, ALMOST_EQUAL: 1 - 1e-6, LOG_CLIP: 10, MINUS_SIGN: "−" };
-        }), Wi = be((k, M) => {
+        }), gl = be((k, M) => {
           (function(r, e) {
             typeof k == "object" && typeof M < "u" ? e(k) : (r = typeof globalThis < "u" ? globalThis : r || self, e(r["base64-arraybuffer"] = {}));
           })(k, (function(r) {
@@ -5468,14 +5468,14 @@ function cx() {
             };
             r.decode = n, r.encode = o, Object.defineProperty(r, "__esModule", { value: !0 });
           }));
-        }), _i = be((k, M) => {
+        }), Ei = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return window && window.process && window.process.versions ? Object.prototype.toString.call(r) === "[object Object]" : Object.prototype.toString.call(r) === "[object Object]" && Object.getPrototypeOf(r).hasOwnProperty("hasOwnProperty");
           };
-        }), sa = be((k) => {
+        }), ga = be((k) => {
           "use strict";
-          var M = Wi().decode, r = _i(), e = Array.isArray, a = ArrayBuffer, i = DataView;
+          var M = gl().decode, r = Ei(), e = Array.isArray, a = ArrayBuffer, i = DataView;
           function o(p) {
             return a.isView(p) && !(p instanceof i);
           }
@@ -5544,9 +5544,9 @@ function cx() {
             } else return p.length;
             return 0;
           }
-        }), vl = be((k, M) => {
+        }), bo = be((k, M) => {
           "use strict";
-          var r = Gn(), e = sa().isArrayOrTypedArray;
+          var r = Gn(), e = ga().isArrayOrTypedArray;
           M.exports = function(c, p) {
             if (r(p)) p = String(p);
             else if (typeof p != "string" || p.slice(-4) === "[-1]") throw "bad property string";
@@ -5620,9 +5620,9 @@ function cx() {
             }, get: function() {
             }, astr: p, parts: h, obj: c };
           }
-        }), gl = be((k, M) => {
+        }), Zi = be((k, M) => {
           "use strict";
-          var r = vl(), e = /^\w*$/, a = 0, i = 1, o = 2, n = 3, l = 4;
+          var r = bo(), e = /^\w*$/, a = 0, i = 1, o = 2, n = 3, l = 4;
           M.exports = function(s, t, d, c) {
             d = d || "name", c = c || "value";
             var p, h, y, m = {};
@@ -5681,7 +5681,7 @@ function cx() {
             }
             return a && i.charAt(0) !== "[" ? a + "." + i : a + i;
           };
-        }), Ln = be((k, M) => {
+        }), Xi = be((k, M) => {
           "use strict";
           var r = Gn();
           M.exports = function(e, a) {
@@ -5689,9 +5689,9 @@ function cx() {
             var i = Math.log(Math.min(a[0], a[1])) / Math.LN10;
             return r(i) || (i = Math.log(Math.max(a[0], a[1])) / Math.LN10 - 6), i;
           };
-        }), fr = be((k, M) => {
+        }), Hc = be((k, M) => {
           "use strict";
-          var r = sa().isArrayOrTypedArray, e = _i();
+          var r = ga().isArrayOrTypedArray, e = Ei();
           M.exports = function a(i, o) {
             for (var n in o) {
               var l = o[n], s = i[n];
@@ -5704,20 +5704,20 @@ function cx() {
               } else e(l) && e(s) && (a(s, l), Object.keys(s).length || delete i[n]);
             }
           };
-        }), xr = {};
-        wa(xr, { mod: () => ka, modHalf: () => ca });
-        function ka(k, M) {
+        }), Tn = {};
+        _a(Tn, { mod: () => ar, modHalf: () => Tr });
+        function ar(k, M) {
           let r = k % M;
           return r < 0 ? r + M : r;
         }
-        function ca(k, M) {
+        function Tr(k, M) {
           return Math.abs(k) > M / 2 ? k - Math.round(k / M) * M : k;
         }
-        var ya = ur(() => {
+        var Qr = fr(() => {
           "use strict";
-        }), ar = be((k) => {
+        }), $n = be((k) => {
           "use strict";
-          var M = _i(), r = Array.isArray;
+          var M = Ei(), r = Array.isArray;
           function e(i, o) {
             var n, l;
             for (n = 0; n < i.length; n++) {
@@ -5747,7 +5747,7 @@ function cx() {
             }
             return s;
           }
-        }), Zr = be((k, M) => {
+        }), wr = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = r.variantValues, a = r.editType, i = r.colorEditType;
@@ -5757,29 +5757,29 @@ function cx() {
             var n = { family: { valType: "string", noBlank: !0, strict: !0, editType: a }, size: { valType: "number", min: 1, editType: a }, color: { valType: "color", editType: i }, weight: o, style: { editType: a, valType: "enumerated", values: ["normal", "italic"], dflt: "normal" }, variant: r.noFontVariant ? void 0 : { editType: a, valType: "enumerated", values: e || ["normal", "small-caps", "all-small-caps", "all-petite-caps", "petite-caps", "unicase"], dflt: "normal" }, textcase: r.noFontTextcase ? void 0 : { editType: a, valType: "enumerated", values: ["normal", "word caps", "upper", "lower"], dflt: "normal" }, lineposition: r.noFontLineposition ? void 0 : { editType: a, valType: "flaglist", flags: ["under", "over", "through"], extras: ["none"], dflt: "none" }, shadow: r.noFontShadow ? void 0 : { editType: a, valType: "string", dflt: r.autoShadowDflt ? "auto" : "none" }, editType: a };
             return r.autoSize && (n.size.dflt = "auto"), r.autoColor && (n.color.dflt = "auto"), r.arrayOk && (n.family.arrayOk = !0, n.weight.arrayOk = !0, n.style.arrayOk = !0, r.noFontVariant || (n.variant.arrayOk = !0), r.noFontTextcase || (n.textcase.arrayOk = !0), r.noFontLineposition || (n.lineposition.arrayOk = !0), r.noFontShadow || (n.shadow.arrayOk = !0), n.size.arrayOk = !0, n.color.arrayOk = !0), n;
           };
-        }), bo = be((k, M) => {
+        }), Ma = be((k, M) => {
           "use strict";
           M.exports = { YANGLE: 60, HOVERARROWSIZE: 6, HOVERTEXTPAD: 3, HOVERFONTSIZE: 13, HOVERFONT: "Arial, sans-serif", HOVERMINTIME: 50, HOVERID: "-hover" };
-        }), wi = be((k, M) => {
+        }), Wi = be((k, M) => {
           "use strict";
-          var r = bo(), e = Zr(), a = e({ editType: "none" });
+          var r = Ma(), e = wr(), a = e({ editType: "none" });
           a.family.dflt = r.HOVERFONT, a.size.dflt = r.HOVERFONTSIZE, M.exports = { clickmode: { valType: "flaglist", flags: ["event", "select"], dflt: "event", editType: "plot", extras: ["none"] }, dragmode: { valType: "enumerated", values: ["zoom", "pan", "select", "lasso", "drawclosedpath", "drawopenpath", "drawline", "drawrect", "drawcircle", "orbit", "turntable", !1], dflt: "zoom", editType: "modebar" }, hovermode: { valType: "enumerated", values: ["x", "y", "closest", !1, "x unified", "y unified"], dflt: "closest", editType: "modebar" }, hoversort: { valType: "enumerated", values: ["trace", "value descending", "value ascending"], dflt: "trace", editType: "none" }, hoversubplots: { valType: "enumerated", values: ["single", "overlaying", "axis"], dflt: "overlaying", editType: "none" }, hoveranywhere: { valType: "boolean", dflt: !1, editType: "none" }, clickanywhere: { valType: "boolean", dflt: !1, editType: "none" }, hoverdistance: { valType: "integer", min: -1, dflt: 20, editType: "none" }, spikedistance: { valType: "integer", min: -1, dflt: -1, editType: "none" }, hoverlabel: { bgcolor: { valType: "color", editType: "none" }, bordercolor: { valType: "color", editType: "none" }, font: a, grouptitlefont: e({ editType: "none" }), align: { valType: "enumerated", values: ["left", "right", "auto"], dflt: "auto", editType: "none" }, namelength: { valType: "integer", min: -1, dflt: 15, editType: "none" }, showarrow: { valType: "boolean", dflt: !0, editType: "none" }, editType: "none" }, selectdirection: { valType: "enumerated", values: ["h", "v", "d", "any"], dflt: "any", editType: "none" } };
-        }), $a = be((k, M) => {
+        }), yl = be((k, M) => {
           "use strict";
-          var r = Zr(), e = wi().hoverlabel, a = ar().extendFlat;
+          var r = wr(), e = Wi().hoverlabel, a = $n().extendFlat;
           M.exports = { hoverlabel: { bgcolor: a({}, e.bgcolor, { arrayOk: !0 }), bordercolor: a({}, e.bordercolor, { arrayOk: !0 }), font: r({ arrayOk: !0, editType: "none" }), align: a({}, e.align, { arrayOk: !0 }), namelength: a({}, e.namelength, { arrayOk: !0 }), showarrow: a({}, e.showarrow), editType: "none" } };
-        }), ma = be((k, M) => {
+        }), ya = be((k, M) => {
           "use strict";
-          var r = Zr(), e = $a();
+          var r = wr(), e = yl();
           M.exports = { type: { valType: "enumerated", values: [], dflt: "scatter", editType: "calc+clearAxisTypes", _noTemplating: !0 }, visible: { valType: "enumerated", values: [!0, !1, "legendonly"], dflt: !0, editType: "calc" }, showlegend: { valType: "boolean", dflt: !0, editType: "style" }, legend: { valType: "subplotid", dflt: "legend", editType: "style" }, legendgroup: { valType: "string", dflt: "", editType: "style" }, legendgrouptitle: { text: { valType: "string", dflt: "", editType: "style" }, font: r({ editType: "style" }), editType: "style" }, legendrank: { valType: "number", dflt: 1e3, editType: "style" }, legendwidth: { valType: "number", min: 0, editType: "style" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "style" }, name: { valType: "string", editType: "style" }, uid: { valType: "string", editType: "plot", anim: !0 }, ids: { valType: "data_array", editType: "calc", anim: !0 }, customdata: { valType: "data_array", editType: "calc" }, meta: { valType: "any", arrayOk: !0, editType: "plot" }, selectedpoints: { valType: "any", editType: "calc" }, hoverinfo: { valType: "flaglist", flags: ["x", "y", "z", "text", "name"], extras: ["all", "none", "skip"], arrayOk: !0, dflt: "all", editType: "none" }, hoverlabel: e.hoverlabel, uirevision: { valType: "any", editType: "none" } };
-        }), _1 = be((k, M) => {
+        }), bi = be((k, M) => {
           var r = Object.defineProperty, e = Object.getOwnPropertyDescriptor, a = Object.getOwnPropertyNames, i = Object.prototype.hasOwnProperty, o = ($, ie) => {
             for (var ye in ie) r($, ye, { get: ie[ye], enumerable: !0 });
           }, n = ($, ie, ye, Pe) => {
             if (ie && typeof ie == "object" || typeof ie == "function") for (let Re of a(ie)) !i.call($, Re) && Re !== ye && r($, Re, { get: () => ie[Re], enumerable: !(Pe = e(ie, Re)) || Pe.enumerable });
             return $;
           }, l = ($) => n(r({}, "__esModule", { value: !0 }), $), s = {};
-          o(s, { a98: () => Um, average: () => Ge, averageAngle: () => pe, averageNumber: () => je, blend: () => Ku, blerp: () => Ne, clampChroma: () => Ci, clampGamut: () => _a, clampRgb: () => va, colorsNamed: () => p, convertA98ToXyz65: () => Ct, convertCubehelixToRgb: () => kn, convertDlchToLab65: () => zr, convertHsiToRgb: () => Wr, convertHslToRgb: () => or, convertHsvToRgb: () => br, convertHwbToRgb: () => Kr, convertItpToXyz65: () => io, convertJabToJch: () => Ro, convertJabToRgb: () => Nl, convertJabToXyz65: () => Il, convertJchToJab: () => jl, convertLab65ToDlch: () => ir, convertLab65ToRgb: () => Wn, convertLab65ToXyz65: () => mn, convertLabToLch: () => lt, convertLabToRgb: () => Bo, convertLabToXyz50: () => lo, convertLchToLab: () => dt, convertLchuvToLuv: () => uo, convertLrgbToOklab: () => Wl, convertLrgbToRgb: () => Ke, convertLuvToLchuv: () => Yl, convertLuvToXyz50: () => Uo, convertOkhslToOklab: () => Xo, convertOkhsvToOklab: () => Jo, convertOklabToLrgb: () => gi, convertOklabToOkhsl: () => Zo, convertOklabToOkhsv: () => es, convertOklabToRgb: () => yi, convertP3ToXyz65: () => Ko, convertProphotoToXyz50: () => Hi, convertRec2020ToXyz65: () => fs, convertRgbToCubehelix: () => on, convertRgbToHsi: () => Pr, convertRgbToHsl: () => ea, convertRgbToHsv: () => Ar, convertRgbToHwb: () => Na, convertRgbToJab: () => Rl, convertRgbToLab: () => Vl, convertRgbToLab65: () => sn, convertRgbToLrgb: () => Ce, convertRgbToOklab: () => ji, convertRgbToXyb: () => Fa, convertRgbToXyz50: () => Bi, convertRgbToXyz65: () => Te, convertRgbToYiq: () => Ac, convertXybToRgb: () => ii, convertXyz50ToLab: () => jo, convertXyz50ToLuv: () => Ho, convertXyz50ToProphoto: () => el, convertXyz50ToRgb: () => Ni, convertXyz50ToXyz65: () => vs, convertXyz65ToA98: () => xe, convertXyz65ToItp: () => Ri, convertXyz65ToJab: () => zl, convertXyz65ToLab65: () => Mr, convertXyz65ToP3: () => Qo, convertXyz65ToRec2020: () => ss, convertXyz65ToRgb: () => it, convertXyz65ToXyz50: () => hs, convertYiqToRgb: () => Sc, converter: () => J, cubehelix: () => Vm, differenceCie76: () => Qt, differenceCie94: () => en, differenceCiede2000: () => En, differenceCmc: () => Bn, differenceEuclidean: () => Cn, differenceHueChroma: () => Dn, differenceHueNaive: () => Rn, differenceHueSaturation: () => hn, differenceHyab: () => Jt, differenceItp: () => ue, differenceKotsarenkoRamos: () => Rt, displayable: () => oa, dlab: () => Ym, dlch: () => Gm, easingGamma: () => Xn, easingInOutSine: () => qm, easingMidpoint: () => at, easingSmootherstep: () => Bm, easingSmoothstep: () => Im, easingSmoothstepInverse: () => Rm, filterBrightness: () => wm, filterContrast: () => Mm, filterDeficiencyDeuter: () => Pm, filterDeficiencyProt: () => zm, filterDeficiencyTrit: () => Fm, filterGrayscale: () => Am, filterHueRotate: () => Lm, filterInvert: () => Sm, filterSaturate: () => Tm, filterSepia: () => km, fixupAlpha: () => ft, fixupHueDecreasing: () => Bt, fixupHueIncreasing: () => $t, fixupHueLonger: () => dn, fixupHueShorter: () => Ht, formatCss: () => dl, formatHex: () => Cc, formatHex8: () => Xu, formatHsl: () => Ju, formatRgb: () => Wu, getMode: () => ce, hsi: () => Zm, hsl: () => Xm, hsv: () => Wm, hwb: () => Jm, inGamut: () => ha, interpolate: () => mt, interpolateWith: () => wt, interpolateWithPremultipliedAlpha: () => Lt, interpolatorLinear: () => Xe, interpolatorPiecewise: () => nt, interpolatorSplineBasis: () => tn, interpolatorSplineBasisClosed: () => un, interpolatorSplineMonotone: () => Yr, interpolatorSplineMonotone2: () => _r, interpolatorSplineMonotoneClosed: () => cn, interpolatorSplineNatural: () => pn, interpolatorSplineNaturalClosed: () => Mn, itp: () => $m, jab: () => Km, jch: () => Qm, lab: () => e3, lab65: () => t3, lch: () => n3, lch65: () => r3, lchuv: () => a3, lerp: () => _e, lrgb: () => i3, luv: () => o3, mapAlphaDivide: () => he, mapAlphaMultiply: () => de, mapTransferGamma: () => we, mapTransferLinear: () => Ae, mapper: () => le, modeA98: () => ct, modeCubehelix: () => $e, modeDlab: () => Vr, modeDlch: () => Dr, modeHsi: () => Jr, modeHsl: () => da, modeHsv: () => nr, modeHwb: () => di, modeItp: () => Ws, modeJab: () => Bl, modeJch: () => Oi, modeLab: () => vi, modeLab65: () => tc, modeLch: () => co, modeLch65: () => rc, modeLchuv: () => Zl, modeLrgb: () => Vo, modeLuv: () => fc, modeOkhsl: () => Wo, modeOkhsv: () => ts, modeOklab: () => rs, modeOklch: () => vc, modeP3: () => fo, modeProphoto: () => is, modeRec2020: () => il, modeRgb: () => ht, modeXyb: () => ll, modeXyz50: () => _c, modeXyz65: () => kc, modeYiq: () => gs, nearest: () => la, okhsl: () => l3, okhsv: () => s3, oklab: () => c3, oklch: () => u3, p3: () => f3, parse: () => ve, parseHex: () => u, parseHsl: () => fa, parseHslLegacy: () => ta, parseHwb: () => fi, parseLab: () => ec, parseLch: () => nc, parseNamed: () => y, parseOklab: () => ns, parseOklch: () => hc, parseRgb: () => V, parseRgbLegacy: () => ne, parseTransparent: () => ge, prophoto: () => d3, random: () => te, rec2020: () => p3, removeParser: () => A, rgb: () => h3, round: () => po, samples: () => Hr, serializeHex: () => Vi, serializeHex8: () => ul, serializeHsl: () => fl, serializeRgb: () => Dc, toGamut: () => ef, trilerp: () => Ze, unlerp: () => De, useMode: () => se, useParser: () => q, wcagContrast: () => Hm, wcagLuminance: () => nf, xyb: () => v3, xyz50: () => g3, xyz65: () => y3, yiq: () => m3 }), M.exports = l(s);
+          o(s, { a98: () => Um, average: () => Ge, averageAngle: () => pe, averageNumber: () => je, blend: () => Qu, blerp: () => Ne, clampChroma: () => Oi, clampGamut: () => ba, clampRgb: () => ha, colorsNamed: () => p, convertA98ToXyz65: () => Ct, convertCubehelixToRgb: () => kn, convertDlchToLab65: () => Pr, convertHsiToRgb: () => Wr, convertHslToRgb: () => lr, convertHsvToRgb: () => xr, convertHwbToRgb: () => Kr, convertItpToXyz65: () => ao, convertJabToJch: () => Ro, convertJabToRgb: () => Bl, convertJabToXyz65: () => Rl, convertJchToJab: () => ql, convertLab65ToDlch: () => or, convertLab65ToRgb: () => Wn, convertLab65ToXyz65: () => mn, convertLabToLch: () => lt, convertLabToRgb: () => Bo, convertLabToXyz50: () => oo, convertLchToLab: () => dt, convertLchuvToLuv: () => co, convertLrgbToOklab: () => Jl, convertLrgbToRgb: () => Ke, convertLuvToLchuv: () => Gl, convertLuvToXyz50: () => Uo, convertOkhslToOklab: () => Xo, convertOkhsvToOklab: () => Jo, convertOklabToLrgb: () => vi, convertOklabToOkhsl: () => Zo, convertOklabToOkhsv: () => ts, convertOklabToRgb: () => gi, convertP3ToXyz65: () => Ko, convertProphotoToXyz50: () => Hi, convertRec2020ToXyz65: () => ds, convertRgbToCubehelix: () => on, convertRgbToHsi: () => Fr, convertRgbToHsl: () => ta, convertRgbToHsv: () => Sr, convertRgbToHwb: () => Ra, convertRgbToJab: () => Nl, convertRgbToLab: () => Yl, convertRgbToLab65: () => sn, convertRgbToLrgb: () => Ce, convertRgbToOklab: () => ji, convertRgbToXyb: () => Pa, convertRgbToXyz50: () => Bi, convertRgbToXyz65: () => Te, convertRgbToYiq: () => Ac, convertXybToRgb: () => ai, convertXyz50ToLab: () => jo, convertXyz50ToLuv: () => Ho, convertXyz50ToProphoto: () => el, convertXyz50ToRgb: () => Ni, convertXyz50ToXyz65: () => gs, convertXyz65ToA98: () => xe, convertXyz65ToItp: () => Ri, convertXyz65ToJab: () => Pl, convertXyz65ToLab65: () => Mr, convertXyz65ToP3: () => Qo, convertXyz65ToRec2020: () => cs, convertXyz65ToRgb: () => it, convertXyz65ToXyz50: () => vs, convertYiqToRgb: () => Sc, converter: () => J, cubehelix: () => Vm, differenceCie76: () => Qt, differenceCie94: () => en, differenceCiede2000: () => En, differenceCmc: () => Bn, differenceEuclidean: () => Cn, differenceHueChroma: () => Dn, differenceHueNaive: () => Rn, differenceHueSaturation: () => hn, differenceHyab: () => Jt, differenceItp: () => ue, differenceKotsarenkoRamos: () => Rt, displayable: () => la, dlab: () => Ym, dlch: () => Gm, easingGamma: () => Xn, easingInOutSine: () => qm, easingMidpoint: () => at, easingSmootherstep: () => Bm, easingSmoothstep: () => Im, easingSmoothstepInverse: () => Rm, filterBrightness: () => wm, filterContrast: () => Mm, filterDeficiencyDeuter: () => Pm, filterDeficiencyProt: () => zm, filterDeficiencyTrit: () => Fm, filterGrayscale: () => Am, filterHueRotate: () => Lm, filterInvert: () => Sm, filterSaturate: () => Tm, filterSepia: () => km, fixupAlpha: () => ft, fixupHueDecreasing: () => Bt, fixupHueIncreasing: () => $t, fixupHueLonger: () => dn, fixupHueShorter: () => Ht, formatCss: () => dl, formatHex: () => Cc, formatHex8: () => Wu, formatHsl: () => $u, formatRgb: () => Ju, getMode: () => ce, hsi: () => Zm, hsl: () => Xm, hsv: () => Wm, hwb: () => Jm, inGamut: () => pa, interpolate: () => mt, interpolateWith: () => wt, interpolateWithPremultipliedAlpha: () => Lt, interpolatorLinear: () => Xe, interpolatorPiecewise: () => nt, interpolatorSplineBasis: () => tn, interpolatorSplineBasisClosed: () => un, interpolatorSplineMonotone: () => Gr, interpolatorSplineMonotone2: () => br, interpolatorSplineMonotoneClosed: () => cn, interpolatorSplineNatural: () => pn, interpolatorSplineNaturalClosed: () => Mn, itp: () => $m, jab: () => Km, jch: () => Qm, lab: () => e3, lab65: () => t3, lch: () => n3, lch65: () => r3, lchuv: () => a3, lerp: () => _e, lrgb: () => i3, luv: () => o3, mapAlphaDivide: () => he, mapAlphaMultiply: () => de, mapTransferGamma: () => we, mapTransferLinear: () => Ae, mapper: () => le, modeA98: () => ct, modeCubehelix: () => $e, modeDlab: () => Yr, modeDlch: () => Er, modeHsi: () => Jr, modeHsl: () => fa, modeHsv: () => rr, modeHwb: () => fi, modeItp: () => Ws, modeJab: () => jl, modeJch: () => Si, modeLab: () => hi, modeLab65: () => tc, modeLch: () => so, modeLch65: () => rc, modeLchuv: () => Xl, modeLrgb: () => Vo, modeLuv: () => fc, modeOkhsl: () => Wo, modeOkhsv: () => ns, modeOklab: () => as, modeOklch: () => vc, modeP3: () => uo, modeProphoto: () => os, modeRec2020: () => il, modeRgb: () => ht, modeXyb: () => ll, modeXyz50: () => _c, modeXyz65: () => kc, modeYiq: () => ys, nearest: () => sa, okhsl: () => l3, okhsv: () => s3, oklab: () => c3, oklch: () => u3, p3: () => f3, parse: () => ve, parseHex: () => u, parseHsl: () => ua, parseHslLegacy: () => na, parseHwb: () => ui, parseLab: () => ec, parseLch: () => nc, parseNamed: () => y, parseOklab: () => rs, parseOklch: () => hc, parseRgb: () => V, parseRgbLegacy: () => ne, parseTransparent: () => ge, prophoto: () => d3, random: () => te, rec2020: () => p3, removeParser: () => A, rgb: () => h3, round: () => fo, samples: () => Ur, serializeHex: () => Vi, serializeHex8: () => ul, serializeHsl: () => fl, serializeRgb: () => Dc, toGamut: () => tf, trilerp: () => Ze, unlerp: () => De, useMode: () => se, useParser: () => q, wcagContrast: () => Hm, wcagLuminance: () => rf, xyb: () => v3, xyz50: () => g3, xyz65: () => y3, yiq: () => m3 }), M.exports = l(s);
           var t = ($, ie) => {
             if (typeof $ == "number") {
               if (ie === 3) return { mode: "rgb", r: ($ >> 8 & 15 | $ >> 4 & 240) / 255, g: ($ >> 4 & 15 | $ & 240) / 255, b: ($ & 15 | $ << 4 & 240) / 255 };
@@ -5796,7 +5796,7 @@ function cx() {
             else if (ye = $.match(Q)) ye[1] !== void 0 && (ie.r = ye[1] / 100), ye[2] !== void 0 && (ie.g = ye[2] / 100), ye[3] !== void 0 && (ie.b = ye[3] / 100);
             else return;
             return ye[4] !== void 0 ? ie.alpha = Math.max(0, Math.min(1, ye[4] / 100)) : ye[5] !== void 0 && (ie.alpha = Math.max(0, Math.min(1, +ye[5]))), ie;
-          }, ne = X, j = ($, ie) => $ === void 0 ? void 0 : typeof $ != "object" ? ve($) : $.mode !== void 0 ? $ : ie ? Tn(gr({}, $), { mode: ie }) : void 0, re = j, N = ($ = "rgb") => (ie) => (ie = re(ie, $)) !== void 0 ? ie.mode === $ ? ie : ee[ie.mode][$] ? ee[ie.mode][$](ie) : $ === "rgb" ? ee[ie.mode].rgb(ie) : ee.rgb[$](ee[ie.mode].rgb(ie)) : void 0, J = N, ee = {}, E = {}, Y = [], U = {}, W = ($) => $, se = ($) => (ee[$.mode] = gr(gr({}, ee[$.mode]), $.toMode), Object.keys($.fromMode || {}).forEach((ie) => {
+          }, ne = X, j = ($, ie) => $ === void 0 ? void 0 : typeof $ != "object" ? ve($) : $.mode !== void 0 ? $ : ie ? Sn(gr({}, $), { mode: ie }) : void 0, re = j, N = ($ = "rgb") => (ie) => (ie = re(ie, $)) !== void 0 ? ie.mode === $ ? ie : ee[ie.mode][$] ? ee[ie.mode][$](ie) : $ === "rgb" ? ee[ie.mode].rgb(ie) : ee.rgb[$](ee[ie.mode].rgb(ie)) : void 0, J = N, ee = {}, E = {}, Y = [], U = {}, W = ($) => $, se = ($) => (ee[$.mode] = gr(gr({}, ee[$.mode]), $.toMode), Object.keys($.fromMode || {}).forEach((ie) => {
             ee[ie] || (ee[ie] = {}), ee[ie][$.mode] = $.fromMode[ie];
           }), $.ranges || ($.ranges = {}), $.difference || ($.difference = {}), $.channels.forEach((ie) => {
             if ($.ranges[ie] === void 0 && ($.ranges[ie] = [0, 1]), !$.interpolate[ie]) throw new Error(`Missing interpolator for: ${ie}`);
@@ -6011,7 +6011,7 @@ function cx() {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 3.2409699419045226 - ie * 1.537383177570094 - 0.4986107602930034 * ye, g: $ * -0.9692436362808796 + ie * 1.8759675015077204 + 0.0415550574071756 * ye, b: $ * 0.0556300796969936 - ie * 0.2039769588889765 + 1.0569715142428784 * ye });
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, it = Ve, yt = Tn(gr({}, ht), { mode: "a98", parse: ["a98-rgb"], serialize: "a98-rgb", fromMode: { rgb: ($) => xe(Te($)), xyz65: xe }, toMode: { rgb: ($) => it(Ct($)), xyz65: Ct } }), ct = yt, Nt = ($) => ($ = $ % 360) < 0 ? $ + 360 : $, qt = Nt, Kt = ($, ie) => $.map((ye, Pe, Re) => {
+          }, it = Ve, yt = Sn(gr({}, ht), { mode: "a98", parse: ["a98-rgb"], serialize: "a98-rgb", fromMode: { rgb: ($) => xe(Te($)), xyz65: xe }, toMode: { rgb: ($) => it(Ct($)), xyz65: Ct } }), ct = yt, Nt = ($) => ($ = $ % 360) < 0 ? $ + 360 : $, qt = Nt, Kt = ($, ie) => $.map((ye, Pe, Re) => {
             if (ye === void 0) return ye;
             let tt = qt(ye);
             return Pe === 0 || $[Pe - 1] === void 0 ? tt : ie(tt - qt(Re[Pe - 1]));
@@ -6041,37 +6041,37 @@ function cx() {
             return (vt, Ft) => {
               let an = tt(vt), vn = tt(Ft);
               return Math.sqrt(Pe.reduce((fn, _n, Pn) => {
-                let Sn = Re[_n] ? Re[_n](an, vn) : an[_n] - vn[_n];
-                return fn + (ie[Pn] || 0) * Math.pow(isNaN(Sn) ? 0 : Sn, 2);
+                let Ln = Re[_n] ? Re[_n](an, vn) : an[_n] - vn[_n];
+                return fn + (ie[Pn] || 0) * Math.pow(isNaN(Ln) ? 0 : Ln, 2);
               }, 0));
             };
           }, Qt = () => Cn("lab65"), en = ($ = 1, ie = 0.045, ye = 0.015) => {
             let Pe = J("lab65");
             return (Re, tt) => {
-              let vt = Pe(Re), Ft = Pe(tt), an = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, Sn = Ft.a, Hn = Ft.b, dr = Math.sqrt(Sn * Sn + Hn * Hn), cr = Math.pow(an - Pn, 2), Ir = Math.pow(_n - dr, 2), Ur = Math.pow(vn - Sn, 2) + Math.pow(fn - Hn, 2) - Ir;
-              return Math.sqrt(cr / Math.pow($, 2) + Ir / Math.pow(1 + ie * _n, 2) + Ur / Math.pow(1 + ye * _n, 2));
+              let vt = Pe(Re), Ft = Pe(tt), an = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, Ln = Ft.a, Hn = Ft.b, dr = Math.sqrt(Ln * Ln + Hn * Hn), ur = Math.pow(an - Pn, 2), Rr = Math.pow(_n - dr, 2), Vr = Math.pow(vn - Ln, 2) + Math.pow(fn - Hn, 2) - Rr;
+              return Math.sqrt(ur / Math.pow($, 2) + Rr / Math.pow(1 + ie * _n, 2) + Vr / Math.pow(1 + ye * _n, 2));
             };
           }, En = ($ = 1, ie = 1, ye = 1) => {
             let Pe = J("lab65");
             return (Re, tt) => {
-              let vt = Pe(Re), Ft = Pe(tt), an = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, Sn = Ft.a, Hn = Ft.b, dr = Math.sqrt(Sn * Sn + Hn * Hn), cr = (_n + dr) / 2, Ir = 0.5 * (1 - Math.sqrt(Math.pow(cr, 7) / (Math.pow(cr, 7) + Math.pow(25, 7)))), Ur = vn * (1 + Ir), ga = Sn * (1 + Ir), Da = Math.sqrt(Ur * Ur + fn * fn), Ca = Math.sqrt(ga * ga + Hn * Hn), Ia = Math.abs(Ur) + Math.abs(fn) === 0 ? 0 : Math.atan2(fn, Ur);
-              Ia += (Ia < 0) * 2 * Math.PI;
-              let qa = Math.abs(ga) + Math.abs(Hn) === 0 ? 0 : Math.atan2(Hn, ga);
-              qa += (qa < 0) * 2 * Math.PI;
-              let vo = Pn - an, Gi = Ca - Da, Ja = Da * Ca === 0 ? 0 : qa - Ia;
-              Ja -= (Ja > Math.PI) * 2 * Math.PI, Ja += (Ja < -Math.PI) * 2 * Math.PI;
-              let bi = 2 * Math.sqrt(Da * Ca) * Math.sin(Ja / 2), go = (an + Pn) / 2, yo = (Da + Ca) / 2, Ha;
-              Da * Ca === 0 ? Ha = Ia + qa : (Ha = (Ia + qa) / 2, Ha -= (Math.abs(Ia - qa) > Math.PI) * Math.PI, Ha += (Ha < 0) * 2 * Math.PI);
-              let Ec = Math.pow(go - 50, 2), zc = 1 - 0.17 * Math.cos(Ha - Math.PI / 6) + 0.24 * Math.cos(2 * Ha) + 0.32 * Math.cos(3 * Ha + Math.PI / 30) - 0.2 * Math.cos(4 * Ha - 63 * Math.PI / 180), ms = 1 + 0.015 * Ec / Math.sqrt(20 + Ec), xs = 1 + 0.045 * yo, hl = 1 + 0.015 * yo * zc, rf = 30 * Math.PI / 180 * Math.exp(-1 * Math.pow((180 / Math.PI * Ha - 275) / 25, 2)), Pc = 2 * Math.sqrt(Math.pow(yo, 7) / (Math.pow(yo, 7) + Math.pow(25, 7))), bs = -1 * Math.sin(2 * rf) * Pc;
-              return Math.sqrt(Math.pow(vo / ($ * ms), 2) + Math.pow(Gi / (ie * xs), 2) + Math.pow(bi / (ye * hl), 2) + bs * Gi / (ie * xs) * bi / (ye * hl));
+              let vt = Pe(Re), Ft = Pe(tt), an = vt.l, vn = vt.a, fn = vt.b, _n = Math.sqrt(vn * vn + fn * fn), Pn = Ft.l, Ln = Ft.a, Hn = Ft.b, dr = Math.sqrt(Ln * Ln + Hn * Hn), ur = (_n + dr) / 2, Rr = 0.5 * (1 - Math.sqrt(Math.pow(ur, 7) / (Math.pow(ur, 7) + Math.pow(25, 7)))), Vr = vn * (1 + Rr), va = Ln * (1 + Rr), Oa = Math.sqrt(Vr * Vr + fn * fn), Da = Math.sqrt(va * va + Hn * Hn), Fa = Math.abs(Vr) + Math.abs(fn) === 0 ? 0 : Math.atan2(fn, Vr);
+              Fa += (Fa < 0) * 2 * Math.PI;
+              let ja = Math.abs(va) + Math.abs(Hn) === 0 ? 0 : Math.atan2(Hn, va);
+              ja += (ja < 0) * 2 * Math.PI;
+              let ho = Pn - an, Gi = Da - Oa, Wa = Oa * Da === 0 ? 0 : ja - Fa;
+              Wa -= (Wa > Math.PI) * 2 * Math.PI, Wa += (Wa < -Math.PI) * 2 * Math.PI;
+              let xi = 2 * Math.sqrt(Oa * Da) * Math.sin(Wa / 2), vo = (an + Pn) / 2, go = (Oa + Da) / 2, qa;
+              Oa * Da === 0 ? qa = Fa + ja : (qa = (Fa + ja) / 2, qa -= (Math.abs(Fa - ja) > Math.PI) * Math.PI, qa += (qa < 0) * 2 * Math.PI);
+              let Ec = Math.pow(vo - 50, 2), zc = 1 - 0.17 * Math.cos(qa - Math.PI / 6) + 0.24 * Math.cos(2 * qa) + 0.32 * Math.cos(3 * qa + Math.PI / 30) - 0.2 * Math.cos(4 * qa - 63 * Math.PI / 180), xs = 1 + 0.015 * Ec / Math.sqrt(20 + Ec), bs = 1 + 0.045 * go, hl = 1 + 0.015 * go * zc, af = 30 * Math.PI / 180 * Math.exp(-1 * Math.pow((180 / Math.PI * qa - 275) / 25, 2)), Pc = 2 * Math.sqrt(Math.pow(go, 7) / (Math.pow(go, 7) + Math.pow(25, 7))), _s = -1 * Math.sin(2 * af) * Pc;
+              return Math.sqrt(Math.pow(ho / ($ * xs), 2) + Math.pow(Gi / (ie * bs), 2) + Math.pow(xi / (ye * hl), 2) + _s * Gi / (ie * bs) * xi / (ye * hl));
             };
           }, Bn = ($ = 1, ie = 1) => {
             let ye = J("lab65");
             return (Pe, Re) => {
               let tt = ye(Pe), vt = tt.l, Ft = tt.a, an = tt.b, vn = Math.sqrt(Ft * Ft + an * an), fn = Math.atan2(an, Ft);
               fn = fn + 2 * Math.PI * (fn < 0);
-              let _n = ye(Re), Pn = _n.l, Sn = _n.a, Hn = _n.b, dr = Math.sqrt(Sn * Sn + Hn * Hn), cr = Math.pow(vt - Pn, 2), Ir = Math.pow(vn - dr, 2), Ur = Math.pow(Ft - Sn, 2) + Math.pow(an - Hn, 2) - Ir, ga = Math.sqrt(Math.pow(vn, 4) / (Math.pow(vn, 4) + 1900)), Da = fn >= 164 / 180 * Math.PI && fn <= 345 / 180 * Math.PI ? 0.56 + Math.abs(0.2 * Math.cos(fn + 168 / 180 * Math.PI)) : 0.36 + Math.abs(0.4 * Math.cos(fn + 35 / 180 * Math.PI)), Ca = vt < 16 ? 0.511 : 0.040975 * vt / (1 + 0.01765 * vt), Ia = 0.0638 * vn / (1 + 0.0131 * vn) + 0.638, qa = Ia * (ga * Da + 1 - ga);
-              return Math.sqrt(cr / Math.pow($ * Ca, 2) + Ir / Math.pow(ie * Ia, 2) + Ur / Math.pow(qa, 2));
+              let _n = ye(Re), Pn = _n.l, Ln = _n.a, Hn = _n.b, dr = Math.sqrt(Ln * Ln + Hn * Hn), ur = Math.pow(vt - Pn, 2), Rr = Math.pow(vn - dr, 2), Vr = Math.pow(Ft - Ln, 2) + Math.pow(an - Hn, 2) - Rr, va = Math.sqrt(Math.pow(vn, 4) / (Math.pow(vn, 4) + 1900)), Oa = fn >= 164 / 180 * Math.PI && fn <= 345 / 180 * Math.PI ? 0.56 + Math.abs(0.2 * Math.cos(fn + 168 / 180 * Math.PI)) : 0.36 + Math.abs(0.4 * Math.cos(fn + 35 / 180 * Math.PI)), Da = vt < 16 ? 0.511 : 0.040975 * vt / (1 + 0.01765 * vt), Fa = 0.0638 * vn / (1 + 0.0131 * vn) + 0.638, ja = Fa * (va * Oa + 1 - va);
+              return Math.sqrt(ur / Math.pow($ * Da, 2) + Rr / Math.pow(ie * Fa, 2) + Vr / Math.pow(ja, 2));
             };
           }, Jt = () => {
             let $ = J("lab65");
@@ -6115,22 +6115,22 @@ function cx() {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz65", x: nn(tt) * Et.X, y: nn(Re) * Et.Y, z: nn(vt) * Et.Z };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, mn = zn, jn = ($) => it(mn($)), Wn = jn, Kn = ($) => $ > gt ? Math.cbrt($) : (kt * $ + 16) / 116, tr = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, mn = zn, jn = ($) => it(mn($)), Wn = jn, Qn = ($) => $ > gt ? Math.cbrt($) : (kt * $ + 16) / 116, nr = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Kn($ / Et.X), tt = Kn(ie / Et.Y), vt = Kn(ye / Et.Z), Ft = { mode: "lab65", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
+            let Re = Qn($ / Et.X), tt = Qn(ie / Et.Y), vt = Qn(ye / Et.Z), Ft = { mode: "lab65", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Mr = tr, pr = ($) => {
+          }, Mr = nr, pr = ($) => {
             let ie = Mr(Te($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, sn = pr, Tr = 1, rr = 1, Jn = 26 / 180 * Math.PI, Un = Math.cos(Jn), wr = Math.sin(Jn), yr = 100 / Math.log(139 / 100), Nr = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
+          }, sn = pr, Ar = 1, ir = 1, Jn = 26 / 180 * Math.PI, Un = Math.cos(Jn), _r = Math.sin(Jn), yr = 100 / Math.log(139 / 100), Br = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "lab65", l: (Math.exp($ * Tr / yr) - 1) / 39e-4 }, tt = (Math.exp(0.0435 * ie * rr * Tr) - 1) / 0.075, vt = tt * Math.cos(ye / 180 * Math.PI - Jn), Ft = tt * Math.sin(ye / 180 * Math.PI - Jn);
-            return Re.a = vt * Un - Ft / 0.83 * wr, Re.b = vt * wr + Ft / 0.83 * Un, Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, zr = Nr, Zn = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+            let Re = { mode: "lab65", l: (Math.exp($ * Ar / yr) - 1) / 39e-4 }, tt = (Math.exp(0.0435 * ie * ir * Ar) - 1) / 0.075, vt = tt * Math.cos(ye / 180 * Math.PI - Jn), Ft = tt * Math.sin(ye / 180 * Math.PI - Jn);
+            return Re.a = vt * Un - Ft / 0.83 * _r, Re.b = vt * _r + Ft / 0.83 * Un, Pe !== void 0 && (Re.alpha = Pe), Re;
+          }, Pr = Br, Zn = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ie * Un + ye * wr, tt = 0.83 * (ye * Un - ie * wr), vt = Math.sqrt(Re * Re + tt * tt), Ft = { mode: "dlch", l: yr / Tr * Math.log(1 + 39e-4 * $), c: Math.log(1 + 0.075 * vt) / (0.0435 * rr * Tr) };
+            let Re = ie * Un + ye * _r, tt = 0.83 * (ye * Un - ie * _r), vt = Math.sqrt(Re * Re + tt * tt), Ft = { mode: "dlch", l: yr / Ar * Math.log(1 + 39e-4 * $), c: Math.log(1 + 0.075 * vt) / (0.0435 * ir * Ar) };
             return Ft.c && (Ft.h = qt((Math.atan2(tt, Re) + Jn) / Math.PI * 180)), Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, ir = Zn, Yn = ($) => zr(lt($, "dlch")), $n = ($) => dt(ir($), "dlab"), Or = { mode: "dlab", parse: ["--din99o-lab"], serialize: "--din99o-lab", toMode: { lab65: Yn, rgb: ($) => Wn(Yn($)) }, fromMode: { lab65: $n, rgb: ($) => $n(sn($)) }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-40.09, 45.501], b: [-40.469, 44.344] }, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Vr = Or, Br = { mode: "dlch", parse: ["--din99o-lch"], serialize: "--din99o-lch", toMode: { lab65: zr, dlab: ($) => dt($, "dlab"), rgb: ($) => Wn(zr($)) }, fromMode: { lab65: ir, dlab: ($) => lt($, "dlch"), rgb: ($) => ir(sn($)) }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 51.484], h: [0, 360] }, interpolate: { l: Xe, c: Xe, h: { use: Xe, fixup: Ht }, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Dr = Br;
+          }, or = Zn, Yn = ($) => Pr(lt($, "dlch")), Kn = ($) => dt(or($), "dlab"), Cr = { mode: "dlab", parse: ["--din99o-lab"], serialize: "--din99o-lab", toMode: { lab65: Yn, rgb: ($) => Wn(Yn($)) }, fromMode: { lab65: Kn, rgb: ($) => Kn(sn($)) }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-40.09, 45.501], b: [-40.469, 44.344] }, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Yr = Cr, jr = { mode: "dlch", parse: ["--din99o-lch"], serialize: "--din99o-lch", toMode: { lab65: Pr, dlab: ($) => dt($, "dlab"), rgb: ($) => Wn(Pr($)) }, fromMode: { lab65: or, dlab: ($) => lt($, "dlch"), rgb: ($) => or(sn($)) }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 51.484], h: [0, 360] }, interpolate: { l: Xe, c: Xe, h: { use: Xe, fixup: Ht }, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Er = jr;
           function Wr({ h: $, s: ie, i: ye, alpha: Pe }) {
             $ = qt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.abs($ / 60 % 2 - 1), tt;
@@ -6158,13 +6158,13 @@ function cx() {
             }
             return tt.mode = "rgb", Pe !== void 0 && (tt.alpha = Pe), tt;
           }
-          function Pr({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function Fr({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsi", s: $ + ie + ye === 0 ? 0 : 1 - 3 * tt / ($ + ie + ye), i: ($ + ie + ye) / 3 };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          var jr = { mode: "hsi", toMode: { rgb: Wr }, parse: ["--hsi"], serialize: "--hsi", fromMode: { rgb: Pr }, channels: ["h", "s", "i", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, i: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, Jr = jr;
-          function or({ h: $, s: ie, l: ye, alpha: Pe }) {
+          var qr = { mode: "hsi", toMode: { rgb: Wr }, parse: ["--hsi"], serialize: "--hsi", fromMode: { rgb: Fr }, channels: ["h", "s", "i", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, i: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, Jr = qr;
+          function lr({ h: $, s: ie, l: ye, alpha: Pe }) {
             $ = qt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = ye + ie * (ye < 0.5 ? ye : 1 - ye), tt = Re - (Re - ye) * 2 * Math.abs($ / 60 % 2 - 1), vt;
             switch (Math.floor($ / 60)) {
@@ -6191,12 +6191,12 @@ function cx() {
             }
             return vt.mode = "rgb", Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          function ea({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function ta({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsl", s: Re === tt ? 0 : (Re - tt) / (1 - Math.abs(Re + tt - 1)), l: 0.5 * (Re + tt) };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          var xa = ($, ie) => {
+          var ma = ($, ie) => {
             switch (ie) {
               case "deg":
                 return +$;
@@ -6207,13 +6207,13 @@ function cx() {
               case "turn":
                 return $ * 360;
             }
-          }, qr = xa, $r = new RegExp(`^hsla?\\(\\s*${C}${L}${_}${L}${_}\\s*(?:,\\s*${w}\\s*)?\\)$`), ua = ($) => {
+          }, Hr = ma, $r = new RegExp(`^hsla?\\(\\s*${C}${L}${_}${L}${_}\\s*(?:,\\s*${w}\\s*)?\\)$`), ca = ($) => {
             let ie = $.match($r);
             if (!ie) return;
             let ye = { mode: "hsl" };
-            return ie[3] !== void 0 ? ye.h = +ie[3] : ie[1] !== void 0 && ie[2] !== void 0 && (ye.h = qr(ie[1], ie[2])), ie[4] !== void 0 && (ye.s = Math.min(Math.max(0, ie[4] / 100), 1)), ie[5] !== void 0 && (ye.l = Math.min(Math.max(0, ie[5] / 100), 1)), ie[6] !== void 0 ? ye.alpha = Math.max(0, Math.min(1, ie[6] / 100)) : ie[7] !== void 0 && (ye.alpha = Math.max(0, Math.min(1, +ie[7]))), ye;
-          }, ta = ua;
-          function Aa($, ie) {
+            return ie[3] !== void 0 ? ye.h = +ie[3] : ie[1] !== void 0 && ie[2] !== void 0 && (ye.h = Hr(ie[1], ie[2])), ie[4] !== void 0 && (ye.s = Math.min(Math.max(0, ie[4] / 100), 1)), ie[5] !== void 0 && (ye.l = Math.min(Math.max(0, ie[5] / 100), 1)), ie[6] !== void 0 ? ye.alpha = Math.max(0, Math.min(1, ie[6] / 100)) : ie[7] !== void 0 && (ye.alpha = Math.max(0, Math.min(1, +ie[7]))), ye;
+          }, na = ca;
+          function Ta($, ie) {
             if (!ie || ie[0] !== "hsl" && ie[0] !== "hsla") return;
             let ye = { mode: "hsl" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6230,8 +6230,8 @@ function cx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var fa = Aa, Cr = { mode: "hsl", toMode: { rgb: or }, fromMode: { rgb: ea }, channels: ["h", "s", "l", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [fa, ta], serialize: ($) => `hsl(${$.h !== void 0 ? $.h : "none"} ${$.s !== void 0 ? $.s * 100 + "%" : "none"} ${$.l !== void 0 ? $.l * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, da = Cr;
-          function br({ h: $, s: ie, v: ye, alpha: Pe }) {
+          var ua = Ta, zr = { mode: "hsl", toMode: { rgb: lr }, fromMode: { rgb: ta }, channels: ["h", "s", "l", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [ua, na], serialize: ($) => `hsl(${$.h !== void 0 ? $.h : "none"} ${$.s !== void 0 ? $.s * 100 + "%" : "none"} ${$.l !== void 0 ? $.l * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, fa = zr;
+          function xr({ h: $, s: ie, v: ye, alpha: Pe }) {
             $ = qt($ !== void 0 ? $ : 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.abs($ / 60 % 2 - 1), tt;
             switch (Math.floor($ / 60)) {
@@ -6258,26 +6258,26 @@ function cx() {
             }
             return tt.mode = "rgb", Pe !== void 0 && (tt.alpha = Pe), tt;
           }
-          function Ar({ r: $, g: ie, b: ye, alpha: Pe }) {
+          function Sr({ r: $, g: ie, b: ye, alpha: Pe }) {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.max($, ie, ye), tt = Math.min($, ie, ye), vt = { mode: "hsv", s: Re === 0 ? 0 : 1 - tt / Re, v: Re };
             return Re - tt !== 0 && (vt.h = (Re === $ ? (ie - ye) / (Re - tt) + (ie < ye) * 6 : Re === ie ? (ye - $) / (Re - tt) + 2 : ($ - ie) / (Re - tt) + 4) * 60), Pe !== void 0 && (vt.alpha = Pe), vt;
           }
-          var hr = { mode: "hsv", toMode: { rgb: br }, parse: ["--hsv"], serialize: "--hsv", fromMode: { rgb: Ar }, channels: ["h", "s", "v", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, v: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, nr = hr;
+          var hr = { mode: "hsv", toMode: { rgb: xr }, parse: ["--hsv"], serialize: "--hsv", fromMode: { rgb: Sr }, channels: ["h", "s", "v", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", interpolate: { h: { use: Xe, fixup: Ht }, s: Xe, v: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: hn }, average: { h: pe } }, rr = hr;
           function Kr({ h: $, w: ie, b: ye, alpha: Pe }) {
             if (ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), ie + ye > 1) {
               let Re = ie + ye;
               ie /= Re, ye /= Re;
             }
-            return br({ h: $, s: ye === 1 ? 1 : 1 - ie / (1 - ye), v: 1 - ye, alpha: Pe });
+            return xr({ h: $, s: ye === 1 ? 1 : 1 - ie / (1 - ye), v: 1 - ye, alpha: Pe });
           }
-          function Na($) {
-            let ie = Ar($);
+          function Ra($) {
+            let ie = Sr($);
             if (ie === void 0) return;
             let ye = ie.s !== void 0 ? ie.s : 0, Pe = ie.v !== void 0 ? ie.v : 0, Re = { mode: "hwb", w: (1 - ye) * Pe, b: 1 - Pe };
             return ie.h !== void 0 && (Re.h = ie.h), ie.alpha !== void 0 && (Re.alpha = ie.alpha), Re;
           }
-          function ai($, ie) {
+          function ri($, ie) {
             if (!ie || ie[0] !== "hwb") return;
             let ye = { mode: "hwb" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6294,44 +6294,44 @@ function cx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var fi = ai, Ai = { mode: "hwb", toMode: { rgb: Kr }, fromMode: { rgb: Na }, channels: ["h", "w", "b", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [fi], serialize: ($) => `hwb(${$.h !== void 0 ? $.h : "none"} ${$.w !== void 0 ? $.w * 100 + "%" : "none"} ${$.b !== void 0 ? $.b * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, w: Xe, b: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Rn }, average: { h: pe } }, di = Ai, no = 203, Si = 0.1593017578125, ro = 78.84375, pi = 0.8359375, hi = 18.8515625, zo = 18.6875;
-          function ao($) {
+          var ui = ri, ki = { mode: "hwb", toMode: { rgb: Kr }, fromMode: { rgb: Ra }, channels: ["h", "w", "b", "alpha"], ranges: { h: [0, 360] }, gamut: "rgb", parse: [ui], serialize: ($) => `hwb(${$.h !== void 0 ? $.h : "none"} ${$.w !== void 0 ? $.w * 100 + "%" : "none"} ${$.b !== void 0 ? $.b * 100 + "%" : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, w: Xe, b: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Rn }, average: { h: pe } }, fi = ki, to = 203, Ti = 0.1593017578125, no = 78.84375, di = 0.8359375, pi = 18.8515625, zo = 18.6875;
+          function ro($) {
             if ($ < 0) return 0;
-            let ie = Math.pow($, 1 / ro);
-            return 1e4 * Math.pow(Math.max(0, ie - pi) / (hi - zo * ie), 1 / Si);
+            let ie = Math.pow($, 1 / no);
+            return 1e4 * Math.pow(Math.max(0, ie - di) / (pi - zo * ie), 1 / Ti);
           }
           function Po($) {
             if ($ < 0) return 0;
-            let ie = Math.pow($ / 1e4, Si);
-            return Math.pow((pi + hi * ie) / (1 + zo * ie), ro);
+            let ie = Math.pow($ / 1e4, Ti);
+            return Math.pow((di + pi * ie) / (1 + zo * ie), no);
           }
-          var Va = ($) => Math.max($ / no, 0), Zs = ({ i: $, t: ie, p: ye, alpha: Pe }) => {
+          var Ua = ($) => Math.max($ / to, 0), Zs = ({ i: $, t: ie, p: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ao($ + 0.008609037037932761 * ie + 0.11102962500302593 * ye), tt = ao($ - 0.00860903703793275 * ie - 0.11102962500302599 * ye), vt = ao($ + 0.5600313357106791 * ie - 0.32062717498731885 * ye), Ft = { mode: "xyz65", x: Va(2.070152218389422 * Re - 1.3263473389671556 * tt + 0.2066510476294051 * vt), y: Va(0.3647385209748074 * Re + 0.680566024947227 * tt - 0.0453045459220346 * vt), z: Va(-0.049747207535812 * Re - 0.0492609666966138 * tt + 1.1880659249923042 * vt) };
+            let Re = ro($ + 0.008609037037932761 * ie + 0.11102962500302593 * ye), tt = ro($ - 0.00860903703793275 * ie - 0.11102962500302599 * ye), vt = ro($ + 0.5600313357106791 * ie - 0.32062717498731885 * ye), Ft = { mode: "xyz65", x: Ua(2.070152218389422 * Re - 1.3263473389671556 * tt + 0.2066510476294051 * vt), y: Ua(0.3647385209748074 * Re + 0.680566024947227 * tt - 0.0453045459220346 * vt), z: Ua(-0.049747207535812 * Re - 0.0492609666966138 * tt + 1.1880659249923042 * vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, io = Zs, oo = ($ = 0) => Math.max($ * no, 0), Li = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
-            let Re = oo($), tt = oo(ie), vt = oo(ye), Ft = Po(0.3592832590121217 * Re + 0.6976051147779502 * tt - 0.0358915932320289 * vt), an = Po(-0.1920808463704995 * Re + 1.1004767970374323 * tt + 0.0753748658519118 * vt), vn = Po(0.0070797844607477 * Re + 0.0748396662186366 * tt + 0.8433265453898765 * vt), fn = 0.5 * Ft + 0.5 * an, _n = 1.61376953125 * Ft - 3.323486328125 * an + 1.709716796875 * vn, Pn = 4.378173828125 * Ft - 4.24560546875 * an - 0.132568359375 * vn, Sn = { mode: "itp", i: fn, t: _n, p: Pn };
-            return Pe !== void 0 && (Sn.alpha = Pe), Sn;
-          }, Ri = Li, Xs = { mode: "itp", channels: ["i", "t", "p", "alpha"], parse: ["--ictcp"], serialize: "--ictcp", toMode: { xyz65: io, rgb: ($) => it(io($)) }, fromMode: { xyz65: Ri, rgb: ($) => Ri(Te($)) }, ranges: { i: [0, 0.581], t: [-0.369, 0.272], p: [-0.164, 0.331] }, interpolate: { i: Xe, t: Xe, p: Xe, alpha: { use: Xe, fixup: ft } } }, Ws = Xs, su = 134.03437499999998, cu = 16295499532821565e-27, Fo = ($) => {
+          }, ao = Zs, io = ($ = 0) => Math.max($ * to, 0), Ai = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+            let Re = io($), tt = io(ie), vt = io(ye), Ft = Po(0.3592832590121217 * Re + 0.6976051147779502 * tt - 0.0358915932320289 * vt), an = Po(-0.1920808463704995 * Re + 1.1004767970374323 * tt + 0.0753748658519118 * vt), vn = Po(0.0070797844607477 * Re + 0.0748396662186366 * tt + 0.8433265453898765 * vt), fn = 0.5 * Ft + 0.5 * an, _n = 1.61376953125 * Ft - 3.323486328125 * an + 1.709716796875 * vn, Pn = 4.378173828125 * Ft - 4.24560546875 * an - 0.132568359375 * vn, Ln = { mode: "itp", i: fn, t: _n, p: Pn };
+            return Pe !== void 0 && (Ln.alpha = Pe), Ln;
+          }, Ri = Ai, Xs = { mode: "itp", channels: ["i", "t", "p", "alpha"], parse: ["--ictcp"], serialize: "--ictcp", toMode: { xyz65: ao, rgb: ($) => it(ao($)) }, fromMode: { xyz65: Ri, rgb: ($) => Ri(Te($)) }, ranges: { i: [0, 0.581], t: [-0.369, 0.272], p: [-0.164, 0.331] }, interpolate: { i: Xe, t: Xe, p: Xe, alpha: { use: Xe, fixup: ft } } }, Ws = Xs, cu = 134.03437499999998, uu = 16295499532821565e-27, Fo = ($) => {
             if ($ < 0) return 0;
-            let ie = Math.pow($ / 1e4, Si);
-            return Math.pow((pi + hi * ie) / (1 + zo * ie), su);
-          }, Io = ($ = 0) => Math.max($ * 203, 0), uu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+            let ie = Math.pow($ / 1e4, Ti);
+            return Math.pow((di + pi * ie) / (1 + zo * ie), cu);
+          }, Io = ($ = 0) => Math.max($ * 203, 0), fu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ = Io($), ie = Io(ie), ye = Io(ye);
-            let Re = 1.15 * $ - 0.15 * ye, tt = 0.66 * ie + 0.34 * $, vt = Fo(0.41478972 * Re + 0.579999 * tt + 0.014648 * ye), Ft = Fo(-0.20151 * Re + 1.120649 * tt + 0.0531008 * ye), an = Fo(-0.0166008 * Re + 0.2648 * tt + 0.6684799 * ye), vn = (vt + Ft) / 2, fn = { mode: "jab", j: 0.44 * vn / (1 - 0.56 * vn) - cu, a: 3.524 * vt - 4.066708 * Ft + 0.542708 * an, b: 0.199076 * vt + 1.096799 * Ft - 1.295875 * an };
+            let Re = 1.15 * $ - 0.15 * ye, tt = 0.66 * ie + 0.34 * $, vt = Fo(0.41478972 * Re + 0.579999 * tt + 0.014648 * ye), Ft = Fo(-0.20151 * Re + 1.120649 * tt + 0.0531008 * ye), an = Fo(-0.0166008 * Re + 0.2648 * tt + 0.6684799 * ye), vn = (vt + Ft) / 2, fn = { mode: "jab", j: 0.44 * vn / (1 - 0.56 * vn) - uu, a: 3.524 * vt - 4.066708 * Ft + 0.542708 * an, b: 0.199076 * vt + 1.096799 * Ft - 1.295875 * an };
             return Pe !== void 0 && (fn.alpha = Pe), fn;
-          }, zl = uu, fu = 134.03437499999998, Js = 16295499532821565e-27, Pl = ($) => {
+          }, Pl = fu, du = 134.03437499999998, Js = 16295499532821565e-27, Fl = ($) => {
             if ($ < 0) return 0;
-            let ie = Math.pow($, 1 / fu);
-            return 1e4 * Math.pow((pi - ie) / (zo * ie - hi), 1 / Si);
-          }, Fl = ($) => $ / 203, du = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
+            let ie = Math.pow($, 1 / du);
+            return 1e4 * Math.pow((di - ie) / (zo * ie - pi), 1 / Ti);
+          }, Il = ($) => $ / 203, pu = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ($ + Js) / (0.44 + 0.56 * ($ + Js)), tt = Pl(Re + 0.13860504 * ie + 0.058047316 * ye), vt = Pl(Re - 0.13860504 * ie - 0.058047316 * ye), Ft = Pl(Re - 0.096019242 * ie - 0.8118919 * ye), an = { mode: "xyz65", x: Fl(1.661373024652174 * tt - 0.914523081304348 * vt + 0.23136208173913045 * Ft), y: Fl(-0.3250758611844533 * tt + 1.571847026732543 * vt - 0.21825383453227928 * Ft), z: Fl(-0.090982811 * tt - 0.31272829 * vt + 1.5227666 * Ft) };
+            let Re = ($ + Js) / (0.44 + 0.56 * ($ + Js)), tt = Fl(Re + 0.13860504 * ie + 0.058047316 * ye), vt = Fl(Re - 0.13860504 * ie - 0.058047316 * ye), Ft = Fl(Re - 0.096019242 * ie - 0.8118919 * ye), an = { mode: "xyz65", x: Il(1.661373024652174 * tt - 0.914523081304348 * vt + 0.23136208173913045 * Ft), y: Il(-0.3250758611844533 * tt + 1.571847026732543 * vt - 0.21825383453227928 * Ft), z: Il(-0.090982811 * tt - 0.31272829 * vt + 1.5227666 * Ft) };
             return Pe !== void 0 && (an.alpha = Pe), an;
-          }, Il = du, pu = ($) => {
-            let ie = zl(Te($));
+          }, Rl = pu, hu = ($) => {
+            let ie = Pl(Te($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, Rl = pu, hu = ($) => it(Il($)), Nl = hu, vu = { mode: "jab", channels: ["j", "a", "b", "alpha"], parse: ["--jzazbz"], serialize: "--jzazbz", fromMode: { rgb: Rl, xyz65: zl }, toMode: { rgb: Nl, xyz65: Il }, ranges: { j: [0, 0.222], a: [-0.109, 0.129], b: [-0.185, 0.134] }, interpolate: { j: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, Bl = vu, $s = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
+          }, Nl = hu, vu = ($) => it(Rl($)), Bl = vu, gu = { mode: "jab", channels: ["j", "a", "b", "alpha"], parse: ["--jzazbz"], serialize: "--jzazbz", fromMode: { rgb: Nl, xyz65: Pl }, toMode: { rgb: Bl, xyz65: Rl }, ranges: { j: [0, 0.222], a: [-0.109, 0.129], b: [-0.185, 0.134] }, interpolate: { j: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, jl = gu, $s = ({ j: $, a: ie, b: ye, alpha: Pe }) => {
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.sqrt(ie * ie + ye * ye), tt = { mode: "jch", j: $, c: Re };
             return Re && (tt.h = qt(Math.atan2(ye, ie) * 180 / Math.PI)), Pe !== void 0 && (tt.alpha = Pe), tt;
@@ -6339,32 +6339,32 @@ function cx() {
             ye === void 0 && (ye = 0);
             let Re = { mode: "jab", j: $, a: ie ? ie * Math.cos(ye / 180 * Math.PI) : 0, b: ie ? ie * Math.sin(ye / 180 * Math.PI) : 0 };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, jl = Ks, gu = { mode: "jch", parse: ["--jzczhz"], serialize: "--jzczhz", toMode: { jab: jl, rgb: ($) => Nl(jl($)) }, fromMode: { rgb: ($) => Ro(Rl($)), jab: Ro }, channels: ["j", "c", "h", "alpha"], ranges: { j: [0, 0.221], c: [0, 0.19], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, j: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Oi = gu, No = Math.pow(29, 3) / Math.pow(3, 3), ql = Math.pow(6, 3) / Math.pow(29, 3), Hl = ($) => Math.pow($, 3) > ql ? Math.pow($, 3) : (116 * $ - 16) / No, yu = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+          }, ql = Ks, yu = { mode: "jch", parse: ["--jzczhz"], serialize: "--jzczhz", toMode: { jab: ql, rgb: ($) => Bl(ql($)) }, fromMode: { rgb: ($) => Ro(Nl($)), jab: Ro }, channels: ["j", "c", "h", "alpha"], ranges: { j: [0, 0.221], c: [0, 0.19], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, j: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Si = yu, No = Math.pow(29, 3) / Math.pow(3, 3), Hl = Math.pow(6, 3) / Math.pow(29, 3), Ul = ($) => Math.pow($, 3) > Hl ? Math.pow($, 3) : (116 * $ - 16) / No, mu = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz50", x: Hl(tt) * Tt.X, y: Hl(Re) * Tt.Y, z: Hl(vt) * Tt.Z };
+            let Re = ($ + 16) / 116, tt = ie / 500 + Re, vt = Re - ye / 200, Ft = { mode: "xyz50", x: Ul(tt) * Tt.X, y: Ul(Re) * Tt.Y, z: Ul(vt) * Tt.Z };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, lo = yu, mu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, oo = mu, xu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 3.1341359569958707 - ie * 1.6173863321612538 - 0.4906619460083532 * ye, g: $ * -0.978795502912089 + ie * 1.916254567259524 + 0.03344273116131949 * ye, b: $ * 0.07195537988411677 - ie * 0.2289768264158322 + 1.405386058324125 * ye });
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Ni = mu, xu = ($) => Ni(lo($)), Bo = xu, bu = ($) => {
+          }, Ni = xu, bu = ($) => Ni(oo($)), Bo = bu, _u = ($) => {
             let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = { mode: "xyz50", x: 0.436065742824811 * ie + 0.3851514688337912 * ye + 0.14307845442264197 * Pe, y: 0.22249319175623702 * ie + 0.7168870538238823 * ye + 0.06061979053616537 * Pe, z: 0.013923904500943465 * ie + 0.09708128566574634 * ye + 0.7140993584005155 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, Bi = bu, Ul = ($) => $ > ql ? Math.cbrt($) : (No * $ + 16) / 116, _u = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, Bi = _u, Vl = ($) => $ > Hl ? Math.cbrt($) : (No * $ + 16) / 116, wu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Ul($ / Tt.X), tt = Ul(ie / Tt.Y), vt = Ul(ye / Tt.Z), Ft = { mode: "lab", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
+            let Re = Vl($ / Tt.X), tt = Vl(ie / Tt.Y), vt = Vl(ye / Tt.Z), Ft = { mode: "lab", l: 116 * tt - 16, a: 500 * (Re - tt), b: 200 * (tt - vt) };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, jo = _u, Qs = ($) => {
+          }, jo = wu, Qs = ($) => {
             let ie = jo(Bi($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, Vl = Qs;
-          function wu($, ie) {
+          }, Yl = Qs;
+          function Mu($, ie) {
             if (!ie || ie[0] !== "lab") return;
             let ye = { mode: "lab" }, [, Pe, Re, tt, vt] = ie;
             if (!(Pe.type === I.Hue || Re.type === I.Hue || tt.type === I.Hue)) return Pe.type !== I.None && (ye.l = Math.min(Math.max(0, Pe.value), 100)), Re.type !== I.None && (ye.a = Re.type === I.Number ? Re.value : Re.value * 125 / 100), tt.type !== I.None && (ye.b = tt.type === I.Number ? tt.value : tt.value * 125 / 100), vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var ec = wu, so = { mode: "lab", toMode: { xyz50: lo, rgb: Bo }, fromMode: { xyz50: jo, rgb: Vl }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] }, parse: [ec], serialize: ($) => `lab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, vi = so, Wa = Tn(gr({}, vi), { mode: "lab65", parse: ["--lab-d65"], serialize: "--lab-d65", toMode: { xyz65: mn, rgb: Wn }, fromMode: { xyz65: Mr, rgb: sn }, ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] } }), tc = Wa;
-          function Mu($, ie) {
+          var ec = Mu, lo = { mode: "lab", toMode: { xyz50: oo, rgb: Bo }, fromMode: { xyz50: jo, rgb: Yl }, channels: ["l", "a", "b", "alpha"], ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] }, parse: [ec], serialize: ($) => `lab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { l: Xe, a: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, hi = lo, Xa = Sn(gr({}, hi), { mode: "lab65", parse: ["--lab-d65"], serialize: "--lab-d65", toMode: { xyz65: mn, rgb: Wn }, fromMode: { xyz65: Mr, rgb: sn }, ranges: { l: [0, 100], a: [-125, 125], b: [-125, 125] } }), tc = Xa;
+          function ku($, ie) {
             if (!ie || ie[0] !== "lch") return;
             let ye = { mode: "lch" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6377,37 +6377,37 @@ function cx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var nc = Mu, ku = { mode: "lch", toMode: { lab: dt, rgb: ($) => Bo(dt($)) }, fromMode: { rgb: ($) => lt(Vl($)), lab: lt }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 150], h: [0, 360] }, parse: [nc], serialize: ($) => `lch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, co = ku, Tu = Tn(gr({}, co), { mode: "lch65", parse: ["--lch-d65"], serialize: "--lch-d65", toMode: { lab65: ($) => dt($, "lab65"), rgb: ($) => Wn(dt($, "lab65")) }, fromMode: { rgb: ($) => lt(sn($), "lch65"), lab65: ($) => lt($, "lch65") }, ranges: { l: [0, 100], c: [0, 150], h: [0, 360] } }), rc = Tu, Au = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
+          var nc = ku, Tu = { mode: "lch", toMode: { lab: dt, rgb: ($) => Bo(dt($)) }, fromMode: { rgb: ($) => lt(Yl($)), lab: lt }, channels: ["l", "c", "h", "alpha"], ranges: { l: [0, 100], c: [0, 150], h: [0, 360] }, parse: [nc], serialize: ($) => `lch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, so = Tu, Au = Sn(gr({}, so), { mode: "lch65", parse: ["--lch-d65"], serialize: "--lch-d65", toMode: { lab65: ($) => dt($, "lab65"), rgb: ($) => Wn(dt($, "lab65")) }, fromMode: { rgb: ($) => lt(sn($), "lch65"), lab65: ($) => lt($, "lch65") }, ranges: { l: [0, 100], c: [0, 150], h: [0, 360] } }), rc = Au, Su = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.sqrt(ie * ie + ye * ye), tt = { mode: "lchuv", l: $, c: Re };
             return Re && (tt.h = qt(Math.atan2(ye, ie) * 180 / Math.PI)), Pe !== void 0 && (tt.alpha = Pe), tt;
-          }, Yl = Au, Su = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
+          }, Gl = Su, Lu = ({ l: $, c: ie, h: ye, alpha: Pe }) => {
             ye === void 0 && (ye = 0);
             let Re = { mode: "luv", l: $, u: ie ? ie * Math.cos(ye / 180 * Math.PI) : 0, v: ie ? ie * Math.sin(ye / 180 * Math.PI) : 0 };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, uo = Su, qo = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), ac = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), Lu = qo(Tt.X, Tt.Y, Tt.Z), Ou = ac(Tt.X, Tt.Y, Tt.Z), Du = ($) => $ <= ql ? No * $ : 116 * Math.cbrt($) - 16, ic = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, co = Lu, qo = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), ac = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), Ou = qo(Tt.X, Tt.Y, Tt.Z), Du = ac(Tt.X, Tt.Y, Tt.Z), Cu = ($) => $ <= Hl ? No * $ : 116 * Math.cbrt($) - 16, ic = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = Du(ie / Tt.Y), tt = qo($, ie, ye), vt = ac($, ie, ye);
-            !isFinite(tt) || !isFinite(vt) ? Re = tt = vt = 0 : (tt = 13 * Re * (tt - Lu), vt = 13 * Re * (vt - Ou));
+            let Re = Cu(ie / Tt.Y), tt = qo($, ie, ye), vt = ac($, ie, ye);
+            !isFinite(tt) || !isFinite(vt) ? Re = tt = vt = 0 : (tt = 13 * Re * (tt - Ou), vt = 13 * Re * (vt - Du));
             let Ft = { mode: "luv", l: Re, u: tt, v: vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Ho = ic, Cu = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), Gl = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), oc = Cu(Tt.X, Tt.Y, Tt.Z), lc = Gl(Tt.X, Tt.Y, Tt.Z), sc = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
+          }, Ho = ic, Eu = ($, ie, ye) => 4 * $ / ($ + 15 * ie + 3 * ye), Zl = ($, ie, ye) => 9 * ie / ($ + 15 * ie + 3 * ye), oc = Eu(Tt.X, Tt.Y, Tt.Z), lc = Zl(Tt.X, Tt.Y, Tt.Z), sc = ({ l: $, u: ie, v: ye, alpha: Pe }) => {
             if ($ === void 0 && ($ = 0), $ === 0) return { mode: "xyz50", x: 0, y: 0, z: 0 };
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = ie / (13 * $) + oc, tt = ye / (13 * $) + lc, vt = Tt.Y * ($ <= 8 ? $ / No : Math.pow(($ + 16) / 116, 3)), Ft = vt * (9 * Re) / (4 * tt), an = vt * (12 - 3 * Re - 20 * tt) / (4 * tt), vn = { mode: "xyz50", x: Ft, y: vt, z: an };
             return Pe !== void 0 && (vn.alpha = Pe), vn;
-          }, Uo = sc, Eu = ($) => Yl(Ho(Bi($))), cc = ($) => Ni(Uo(uo($))), uc = { mode: "lchuv", toMode: { luv: uo, rgb: cc }, fromMode: { rgb: Eu, luv: Yl }, channels: ["l", "c", "h", "alpha"], parse: ["--lchuv"], serialize: "--lchuv", ranges: { l: [0, 100], c: [0, 176.956], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Zl = uc, Xl = Tn(gr({}, ht), { mode: "lrgb", toMode: { rgb: Ke }, fromMode: { rgb: Ce }, parse: ["srgb-linear"], serialize: "srgb-linear" }), Vo = Xl, zu = { mode: "luv", toMode: { xyz50: Uo, rgb: ($) => Ni(Uo($)) }, fromMode: { xyz50: Ho, rgb: ($) => Ho(Bi($)) }, channels: ["l", "u", "v", "alpha"], parse: ["--luv"], serialize: "--luv", ranges: { l: [0, 100], u: [-84.936, 175.042], v: [-125.882, 87.243] }, interpolate: { l: Xe, u: Xe, v: Xe, alpha: { use: Xe, fixup: ft } } }, fc = zu, Pu = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
+          }, Uo = sc, zu = ($) => Gl(Ho(Bi($))), cc = ($) => Ni(Uo(co($))), uc = { mode: "lchuv", toMode: { luv: co, rgb: cc }, fromMode: { rgb: zu, luv: Gl }, channels: ["l", "c", "h", "alpha"], parse: ["--lchuv"], serialize: "--lchuv", ranges: { l: [0, 100], c: [0, 176.956], h: [0, 360] }, interpolate: { h: { use: Xe, fixup: Ht }, c: Xe, l: Xe, alpha: { use: Xe, fixup: ft } }, difference: { h: Dn }, average: { h: pe } }, Xl = uc, Wl = Sn(gr({}, ht), { mode: "lrgb", toMode: { rgb: Ke }, fromMode: { rgb: Ce }, parse: ["srgb-linear"], serialize: "srgb-linear" }), Vo = Wl, Pu = { mode: "luv", toMode: { xyz50: Uo, rgb: ($) => Ni(Uo($)) }, fromMode: { xyz50: Ho, rgb: ($) => Ho(Bi($)) }, channels: ["l", "u", "v", "alpha"], parse: ["--luv"], serialize: "--luv", ranges: { l: [0, 100], u: [-84.936, 175.042], v: [-125.882, 87.243] }, interpolate: { l: Xe, u: Xe, v: Xe, alpha: { use: Xe, fixup: ft } } }, fc = Pu, Fu = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.cbrt(0.412221469470763 * $ + 0.5363325372617348 * ie + 0.0514459932675022 * ye), tt = Math.cbrt(0.2119034958178252 * $ + 0.6806995506452344 * ie + 0.1073969535369406 * ye), vt = Math.cbrt(0.0883024591900564 * $ + 0.2817188391361215 * ie + 0.6299787016738222 * ye), Ft = { mode: "oklab", l: 0.210454268309314 * Re + 0.7936177747023054 * tt - 0.0040720430116193 * vt, a: 1.9779985324311684 * Re - 2.42859224204858 * tt + 0.450593709617411 * vt, b: 0.0259040424655478 * Re + 0.7827717124575296 * tt - 0.8086757549230774 * vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, Wl = Pu, Fu = ($) => {
-            let ie = Wl(Ce($));
+          }, Jl = Fu, Iu = ($) => {
+            let ie = Jl(Ce($));
             return $.r === $.b && $.b === $.g && (ie.a = ie.b = 0), ie;
-          }, ji = Fu, dc = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
+          }, ji = Iu, dc = ({ l: $, a: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Math.pow($ + 0.3963377773761749 * ie + 0.2158037573099136 * ye, 3), tt = Math.pow($ - 0.1055613458156586 * ie - 0.0638541728258133 * ye, 3), vt = Math.pow($ - 0.0894841775298119 * ie - 1.2914855480194092 * ye, 3), Ft = { mode: "lrgb", r: 4.076741636075957 * Re - 3.3077115392580616 * tt + 0.2309699031821044 * vt, g: -1.2684379732850317 * Re + 2.6097573492876887 * tt - 0.3413193760026573 * vt, b: -0.0041960761386756 * Re - 0.7034186179359362 * tt + 1.7076146940746117 * vt };
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, gi = dc, pc = ($) => Ke(gi($)), yi = pc;
+          }, vi = dc, pc = ($) => Ke(vi($)), gi = pc;
           function qi($) {
             let ie = 1.170873786407767;
             return 0.5 * (ie * $ - 0.206 + Math.sqrt((ie * $ - 0.206) * (ie * $ - 0.206) + 4 * 0.03 * ie * $));
@@ -6415,43 +6415,43 @@ function cx() {
           function Yo($) {
             return ($ * $ + 0.206 * $) / (1.170873786407767 * ($ + 0.03));
           }
-          function Jl($, ie) {
+          function $l($, ie) {
             let ye, Pe, Re, tt, vt, Ft, an, vn;
             -1.88170328 * $ - 0.80936493 * ie > 1 ? (ye = 1.19086277, Pe = 1.76576728, Re = 0.59662641, tt = 0.75515197, vt = 0.56771245, Ft = 4.0767416621, an = -3.3077115913, vn = 0.2309699292) : 1.81444104 * $ - 1.19445276 * ie > 1 ? (ye = 0.73956515, Pe = -0.45954404, Re = 0.08285427, tt = 0.1254107, vt = 0.14503204, Ft = -1.2684380046, an = 2.6097574011, vn = -0.3413193965) : (ye = 1.35733652, Pe = -915799e-8, Re = -1.1513021, tt = -0.50559606, vt = 692167e-8, Ft = -0.0041960863, an = -0.7034186147, vn = 1.707614701);
-            let fn = ye + Pe * $ + Re * ie + tt * $ * $ + vt * $ * ie, _n = 0.3963377774 * $ + 0.2158037573 * ie, Pn = -0.1055613458 * $ - 0.0638541728 * ie, Sn = -0.0894841775 * $ - 1.291485548 * ie;
+            let fn = ye + Pe * $ + Re * ie + tt * $ * $ + vt * $ * ie, _n = 0.3963377774 * $ + 0.2158037573 * ie, Pn = -0.1055613458 * $ - 0.0638541728 * ie, Ln = -0.0894841775 * $ - 1.291485548 * ie;
             {
-              let Hn = 1 + fn * _n, dr = 1 + fn * Pn, cr = 1 + fn * Sn, Ir = Hn * Hn * Hn, Ur = dr * dr * dr, ga = cr * cr * cr, Da = 3 * _n * Hn * Hn, Ca = 3 * Pn * dr * dr, Ia = 3 * Sn * cr * cr, qa = 6 * _n * _n * Hn, vo = 6 * Pn * Pn * dr, Gi = 6 * Sn * Sn * cr, Ja = Ft * Ir + an * Ur + vn * ga, bi = Ft * Da + an * Ca + vn * Ia, go = Ft * qa + an * vo + vn * Gi;
-              fn = fn - Ja * bi / (bi * bi - 0.5 * Ja * go);
+              let Hn = 1 + fn * _n, dr = 1 + fn * Pn, ur = 1 + fn * Ln, Rr = Hn * Hn * Hn, Vr = dr * dr * dr, va = ur * ur * ur, Oa = 3 * _n * Hn * Hn, Da = 3 * Pn * dr * dr, Fa = 3 * Ln * ur * ur, ja = 6 * _n * _n * Hn, ho = 6 * Pn * Pn * dr, Gi = 6 * Ln * Ln * ur, Wa = Ft * Rr + an * Vr + vn * va, xi = Ft * Oa + an * Da + vn * Fa, vo = Ft * ja + an * ho + vn * Gi;
+              fn = fn - Wa * xi / (xi * xi - 0.5 * Wa * vo);
             }
             return fn;
           }
           function Go($, ie) {
-            let ye = Jl($, ie), Pe = gi({ l: 1, a: ye * $, b: ye * ie }), Re = Math.cbrt(1 / Math.max(Pe.r, Pe.g, Pe.b)), tt = Re * ye;
+            let ye = $l($, ie), Pe = vi({ l: 1, a: ye * $, b: ye * ie }), Re = Math.cbrt(1 / Math.max(Pe.r, Pe.g, Pe.b)), tt = Re * ye;
             return [Re, tt];
           }
-          function Iu($, ie, ye, Pe, Re, tt = null) {
+          function Ru($, ie, ye, Pe, Re, tt = null) {
             tt || (tt = Go($, ie));
             let vt;
             if ((ye - Re) * tt[1] - (tt[0] - Re) * Pe <= 0) vt = tt[1] * Re / (Pe * tt[0] + tt[1] * (Re - ye));
             else {
               vt = tt[1] * (Re - 1) / (Pe * (tt[0] - 1) + tt[1] * (Re - ye));
               {
-                let Ft = ye - Re, an = Pe, vn = 0.3963377774 * $ + 0.2158037573 * ie, fn = -0.1055613458 * $ - 0.0638541728 * ie, _n = -0.0894841775 * $ - 1.291485548 * ie, Pn = Ft + an * vn, Sn = Ft + an * fn, Hn = Ft + an * _n;
+                let Ft = ye - Re, an = Pe, vn = 0.3963377774 * $ + 0.2158037573 * ie, fn = -0.1055613458 * $ - 0.0638541728 * ie, _n = -0.0894841775 * $ - 1.291485548 * ie, Pn = Ft + an * vn, Ln = Ft + an * fn, Hn = Ft + an * _n;
                 {
-                  let dr = Re * (1 - vt) + vt * ye, cr = vt * Pe, Ir = dr + cr * vn, Ur = dr + cr * fn, ga = dr + cr * _n, Da = Ir * Ir * Ir, Ca = Ur * Ur * Ur, Ia = ga * ga * ga, qa = 3 * Pn * Ir * Ir, vo = 3 * Sn * Ur * Ur, Gi = 3 * Hn * ga * ga, Ja = 6 * Pn * Pn * Ir, bi = 6 * Sn * Sn * Ur, go = 6 * Hn * Hn * ga, yo = 4.0767416621 * Da - 3.3077115913 * Ca + 0.2309699292 * Ia - 1, Ha = 4.0767416621 * qa - 3.3077115913 * vo + 0.2309699292 * Gi, Ec = 4.0767416621 * Ja - 3.3077115913 * bi + 0.2309699292 * go, zc = Ha / (Ha * Ha - 0.5 * yo * Ec), ms = -yo * zc, xs = -1.2684380046 * Da + 2.6097574011 * Ca - 0.3413193965 * Ia - 1, hl = -1.2684380046 * qa + 2.6097574011 * vo - 0.3413193965 * Gi, rf = -1.2684380046 * Ja + 2.6097574011 * bi - 0.3413193965 * go, Pc = hl / (hl * hl - 0.5 * xs * rf), bs = -xs * Pc, e1 = -0.0041960863 * Da - 0.7034186147 * Ca + 1.707614701 * Ia - 1, af = -0.0041960863 * qa - 0.7034186147 * vo + 1.707614701 * Gi, x3 = -0.0041960863 * Ja - 0.7034186147 * bi + 1.707614701 * go, t1 = af / (af * af - 0.5 * e1 * x3), of = -e1 * t1;
-                  ms = zc >= 0 ? ms : 1e6, bs = Pc >= 0 ? bs : 1e6, of = t1 >= 0 ? of : 1e6, vt += Math.min(ms, Math.min(bs, of));
+                  let dr = Re * (1 - vt) + vt * ye, ur = vt * Pe, Rr = dr + ur * vn, Vr = dr + ur * fn, va = dr + ur * _n, Oa = Rr * Rr * Rr, Da = Vr * Vr * Vr, Fa = va * va * va, ja = 3 * Pn * Rr * Rr, ho = 3 * Ln * Vr * Vr, Gi = 3 * Hn * va * va, Wa = 6 * Pn * Pn * Rr, xi = 6 * Ln * Ln * Vr, vo = 6 * Hn * Hn * va, go = 4.0767416621 * Oa - 3.3077115913 * Da + 0.2309699292 * Fa - 1, qa = 4.0767416621 * ja - 3.3077115913 * ho + 0.2309699292 * Gi, Ec = 4.0767416621 * Wa - 3.3077115913 * xi + 0.2309699292 * vo, zc = qa / (qa * qa - 0.5 * go * Ec), xs = -go * zc, bs = -1.2684380046 * Oa + 2.6097574011 * Da - 0.3413193965 * Fa - 1, hl = -1.2684380046 * ja + 2.6097574011 * ho - 0.3413193965 * Gi, af = -1.2684380046 * Wa + 2.6097574011 * xi - 0.3413193965 * vo, Pc = hl / (hl * hl - 0.5 * bs * af), _s = -bs * Pc, t1 = -0.0041960863 * Oa - 0.7034186147 * Da + 1.707614701 * Fa - 1, of = -0.0041960863 * ja - 0.7034186147 * ho + 1.707614701 * Gi, x3 = -0.0041960863 * Wa - 0.7034186147 * xi + 1.707614701 * vo, n1 = of / (of * of - 0.5 * t1 * x3), lf = -t1 * n1;
+                  xs = zc >= 0 ? xs : 1e6, _s = Pc >= 0 ? _s : 1e6, lf = n1 >= 0 ? lf : 1e6, vt += Math.min(xs, Math.min(_s, lf));
                 }
               }
             }
             return vt;
           }
-          function $l($, ie, ye = null) {
+          function Kl($, ie, ye = null) {
             ye || (ye = Go($, ie));
             let Pe = ye[0], Re = ye[1];
             return [Re / Pe, Re / (1 - Pe)];
           }
-          function Kl($, ie, ye) {
-            let Pe = Go(ie, ye), Re = Iu(ie, ye, $, 1, $, Pe), tt = $l(ie, ye, Pe), vt = 0.11516993 + 1 / (7.4477897 + 4.1590124 * ye + ie * (-2.19557347 + 1.75198401 * ye + ie * (-2.13704948 - 10.02301043 * ye + ie * (-4.24894561 + 5.38770819 * ye + 4.69891013 * ie)))), Ft = 0.11239642 + 1 / (1.6132032 - 0.68124379 * ye + ie * (0.40370612 + 0.90148123 * ye + ie * (-0.27087943 + 0.6122399 * ye + ie * (299215e-8 - 0.45399568 * ye - 0.14661872 * ie)))), an = Re / Math.min($ * tt[0], (1 - $) * tt[1]), vn = $ * vt, fn = (1 - $) * Ft, _n = 0.9 * an * Math.sqrt(Math.sqrt(1 / (1 / (vn * vn * vn * vn) + 1 / (fn * fn * fn * fn))));
+          function Ql($, ie, ye) {
+            let Pe = Go(ie, ye), Re = Ru(ie, ye, $, 1, $, Pe), tt = Kl(ie, ye, Pe), vt = 0.11516993 + 1 / (7.4477897 + 4.1590124 * ye + ie * (-2.19557347 + 1.75198401 * ye + ie * (-2.13704948 - 10.02301043 * ye + ie * (-4.24894561 + 5.38770819 * ye + 4.69891013 * ie)))), Ft = 0.11239642 + 1 / (1.6132032 - 0.68124379 * ye + ie * (0.40370612 + 0.90148123 * ye + ie * (-0.27087943 + 0.6122399 * ye + ie * (299215e-8 - 0.45399568 * ye - 0.14661872 * ie)))), an = Re / Math.min($ * tt[0], (1 - $) * tt[1]), vn = $ * vt, fn = (1 - $) * Ft, _n = 0.9 * an * Math.sqrt(Math.sqrt(1 / (1 / (vn * vn * vn * vn) + 1 / (fn * fn * fn * fn))));
             return vn = $ * 0.4, fn = (1 - $) * 0.8, [Math.sqrt(1 / (1 / (vn * vn) + 1 / (fn * fn))), _n, Re];
           }
           function Zo($) {
@@ -6459,7 +6459,7 @@ function cx() {
             $.alpha !== void 0 && (Re.alpha = $.alpha);
             let tt = Math.sqrt(ye * ye + Pe * Pe);
             if (!tt) return Re.s = 0, Re;
-            let [vt, Ft, an] = Kl(ie, ye / tt, Pe / tt), vn;
+            let [vt, Ft, an] = Ql(ie, ye / tt, Pe / tt), vn;
             if (tt < Ft) {
               let fn = 0, _n = 0.8 * vt, Pn = 1 - _n / Ft;
               vn = (tt - fn) / (_n + Pn * (tt - fn)) * 0.8;
@@ -6472,32 +6472,32 @@ function cx() {
           function Xo($) {
             let ie = $.h !== void 0 ? $.h : 0, ye = $.s !== void 0 ? $.s : 0, Pe = $.l !== void 0 ? $.l : 0, Re = { mode: "oklab", l: Yo(Pe) };
             if ($.alpha !== void 0 && (Re.alpha = $.alpha), !ye || Pe === 1) return Re.a = Re.b = 0, Re;
-            let tt = Math.cos(ie / 180 * Math.PI), vt = Math.sin(ie / 180 * Math.PI), [Ft, an, vn] = Kl(Re.l, tt, vt), fn, _n, Pn, Sn;
-            ye < 0.8 ? (fn = 1.25 * ye, _n = 0, Pn = 0.8 * Ft, Sn = 1 - Pn / an) : (fn = 5 * (ye - 0.8), _n = an, Pn = 0.2 * an * an * 1.25 * 1.25 / Ft, Sn = 1 - Pn / (vn - an));
-            let Hn = _n + fn * Pn / (1 - Sn * fn);
+            let tt = Math.cos(ie / 180 * Math.PI), vt = Math.sin(ie / 180 * Math.PI), [Ft, an, vn] = Ql(Re.l, tt, vt), fn, _n, Pn, Ln;
+            ye < 0.8 ? (fn = 1.25 * ye, _n = 0, Pn = 0.8 * Ft, Ln = 1 - Pn / an) : (fn = 5 * (ye - 0.8), _n = an, Pn = 0.2 * an * an * 1.25 * 1.25 / Ft, Ln = 1 - Pn / (vn - an));
+            let Hn = _n + fn * Pn / (1 - Ln * fn);
             return Re.a = Hn * tt, Re.b = Hn * vt, Re;
           }
-          var Ql = Tn(gr({}, da), { mode: "okhsl", channels: ["h", "s", "l", "alpha"], parse: ["--okhsl"], serialize: "--okhsl", fromMode: { oklab: Zo, rgb: ($) => Zo(ji($)) }, toMode: { oklab: Xo, rgb: ($) => yi(Xo($)) } }), Wo = Ql;
-          function es($) {
-            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = Math.sqrt(ye * ye + Pe * Pe), tt = Re ? ye / Re : 1, vt = Re ? Pe / Re : 1, [Ft, an] = $l(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = an / (Re + ie * an), Pn = _n * ie, Sn = _n * Re, Hn = Yo(Pn), dr = Sn * Hn / Pn, cr = gi({ l: Hn, a: tt * dr, b: vt * dr }), Ir = Math.cbrt(1 / Math.max(cr.r, cr.g, cr.b, 0));
-            ie = ie / Ir, Re = Re / Ir * qi(ie) / ie, ie = qi(ie);
-            let Ur = { mode: "okhsv", s: Re ? (vn + an) * Sn / (an * vn + an * fn * Sn) : 0, v: ie ? ie / Pn : 0 };
-            return Ur.s && (Ur.h = qt(Math.atan2(Pe, ye) * 180 / Math.PI)), $.alpha !== void 0 && (Ur.alpha = $.alpha), Ur;
+          var es = Sn(gr({}, fa), { mode: "okhsl", channels: ["h", "s", "l", "alpha"], parse: ["--okhsl"], serialize: "--okhsl", fromMode: { oklab: Zo, rgb: ($) => Zo(ji($)) }, toMode: { oklab: Xo, rgb: ($) => gi(Xo($)) } }), Wo = es;
+          function ts($) {
+            let ie = $.l !== void 0 ? $.l : 0, ye = $.a !== void 0 ? $.a : 0, Pe = $.b !== void 0 ? $.b : 0, Re = Math.sqrt(ye * ye + Pe * Pe), tt = Re ? ye / Re : 1, vt = Re ? Pe / Re : 1, [Ft, an] = Kl(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = an / (Re + ie * an), Pn = _n * ie, Ln = _n * Re, Hn = Yo(Pn), dr = Ln * Hn / Pn, ur = vi({ l: Hn, a: tt * dr, b: vt * dr }), Rr = Math.cbrt(1 / Math.max(ur.r, ur.g, ur.b, 0));
+            ie = ie / Rr, Re = Re / Rr * qi(ie) / ie, ie = qi(ie);
+            let Vr = { mode: "okhsv", s: Re ? (vn + an) * Ln / (an * vn + an * fn * Ln) : 0, v: ie ? ie / Pn : 0 };
+            return Vr.s && (Vr.h = qt(Math.atan2(Pe, ye) * 180 / Math.PI)), $.alpha !== void 0 && (Vr.alpha = $.alpha), Vr;
           }
           function Jo($) {
             let ie = { mode: "oklab" };
             $.alpha !== void 0 && (ie.alpha = $.alpha);
-            let ye = $.h !== void 0 ? $.h : 0, Pe = $.s !== void 0 ? $.s : 0, Re = $.v !== void 0 ? $.v : 0, tt = Math.cos(ye / 180 * Math.PI), vt = Math.sin(ye / 180 * Math.PI), [Ft, an] = $l(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = 1 - Pe * vn / (vn + an - an * fn * Pe), Pn = Pe * an * vn / (vn + an - an * fn * Pe), Sn = Yo(_n), Hn = Pn * Sn / _n, dr = gi({ l: Sn, a: tt * Hn, b: vt * Hn }), cr = Math.cbrt(1 / Math.max(dr.r, dr.g, dr.b, 0)), Ir = Yo(Re * _n), Ur = Pn * Ir / _n;
-            return ie.l = Ir * cr, ie.a = Ur * tt * cr, ie.b = Ur * vt * cr, ie;
+            let ye = $.h !== void 0 ? $.h : 0, Pe = $.s !== void 0 ? $.s : 0, Re = $.v !== void 0 ? $.v : 0, tt = Math.cos(ye / 180 * Math.PI), vt = Math.sin(ye / 180 * Math.PI), [Ft, an] = Kl(tt, vt), vn = 0.5, fn = 1 - vn / Ft, _n = 1 - Pe * vn / (vn + an - an * fn * Pe), Pn = Pe * an * vn / (vn + an - an * fn * Pe), Ln = Yo(_n), Hn = Pn * Ln / _n, dr = vi({ l: Ln, a: tt * Hn, b: vt * Hn }), ur = Math.cbrt(1 / Math.max(dr.r, dr.g, dr.b, 0)), Rr = Yo(Re * _n), Vr = Pn * Rr / _n;
+            return ie.l = Rr * ur, ie.a = Vr * tt * ur, ie.b = Vr * vt * ur, ie;
           }
-          var Qp = Tn(gr({}, nr), { mode: "okhsv", channels: ["h", "s", "v", "alpha"], parse: ["--okhsv"], serialize: "--okhsv", fromMode: { oklab: es, rgb: ($) => es(ji($)) }, toMode: { oklab: Jo, rgb: ($) => yi(Jo($)) } }), ts = Qp;
-          function Ru($, ie) {
+          var e1 = Sn(gr({}, rr), { mode: "okhsv", channels: ["h", "s", "v", "alpha"], parse: ["--okhsv"], serialize: "--okhsv", fromMode: { oklab: ts, rgb: ($) => ts(ji($)) }, toMode: { oklab: Jo, rgb: ($) => gi(Jo($)) } }), ns = e1;
+          function Nu($, ie) {
             if (!ie || ie[0] !== "oklab") return;
             let ye = { mode: "oklab" }, [, Pe, Re, tt, vt] = ie;
             if (!(Pe.type === I.Hue || Re.type === I.Hue || tt.type === I.Hue)) return Pe.type !== I.None && (ye.l = Math.min(Math.max(0, Pe.type === I.Number ? Pe.value : Pe.value / 100), 1)), Re.type !== I.None && (ye.a = Re.type === I.Number ? Re.value : Re.value * 0.4 / 100), tt.type !== I.None && (ye.b = tt.type === I.Number ? tt.value : tt.value * 0.4 / 100), vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var ns = Ru, $o = Tn(gr({}, vi), { mode: "oklab", toMode: { lrgb: gi, rgb: yi }, fromMode: { lrgb: Wl, rgb: ji }, ranges: { l: [0, 1], a: [-0.4, 0.4], b: [-0.4, 0.4] }, parse: [ns], serialize: ($) => `oklab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})` }), rs = $o;
-          function Nu($, ie) {
+          var rs = Nu, $o = Sn(gr({}, hi), { mode: "oklab", toMode: { lrgb: vi, rgb: gi }, fromMode: { lrgb: Jl, rgb: ji }, ranges: { l: [0, 1], a: [-0.4, 0.4], b: [-0.4, 0.4] }, parse: [rs], serialize: ($) => `oklab(${$.l !== void 0 ? $.l : "none"} ${$.a !== void 0 ? $.a : "none"} ${$.b !== void 0 ? $.b : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})` }), as = $o;
+          function Bu($, ie) {
             if (!ie || ie[0] !== "oklch") return;
             let ye = { mode: "oklch" }, [, Pe, Re, tt, vt] = ie;
             if (Pe.type !== I.None) {
@@ -6510,80 +6510,80 @@ function cx() {
             }
             return vt.type !== I.None && (ye.alpha = Math.min(1, Math.max(0, vt.type === I.Number ? vt.value : vt.value / 100))), ye;
           }
-          var hc = Nu, Bu = Tn(gr({}, co), { mode: "oklch", toMode: { oklab: ($) => dt($, "oklab"), rgb: ($) => yi(dt($, "oklab")) }, fromMode: { rgb: ($) => lt(ji($), "oklch"), oklab: ($) => lt($, "oklch") }, parse: [hc], serialize: ($) => `oklch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, ranges: { l: [0, 1], c: [0, 0.4], h: [0, 360] } }), vc = Bu, gc = ($) => {
+          var hc = Bu, ju = Sn(gr({}, so), { mode: "oklch", toMode: { oklab: ($) => dt($, "oklab"), rgb: ($) => gi(dt($, "oklab")) }, fromMode: { rgb: ($) => lt(ji($), "oklch"), oklab: ($) => lt($, "oklch") }, parse: [hc], serialize: ($) => `oklch(${$.l !== void 0 ? $.l : "none"} ${$.c !== void 0 ? $.c : "none"} ${$.h !== void 0 ? $.h : "none"}${$.alpha < 1 ? ` / ${$.alpha}` : ""})`, ranges: { l: [0, 1], c: [0, 0.4], h: [0, 360] } }), vc = ju, gc = ($) => {
             let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = { mode: "xyz65", x: 0.486570948648216 * ie + 0.265667693169093 * ye + 0.1982172852343625 * Pe, y: 0.2289745640697487 * ie + 0.6917385218365062 * ye + 0.079286914093745 * Pe, z: 0 * ie + 0.0451133818589026 * ye + 1.043944368900976 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
           }, Ko = gc, yc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = Ke({ r: $ * 2.4934969119414263 - ie * 0.9313836179191242 - 0.402710784450717 * ye, g: $ * -0.8294889695615749 + ie * 1.7626640603183465 + 0.0236246858419436 * ye, b: $ * 0.0358458302437845 - ie * 0.0761723892680418 + 0.9568845240076871 * ye }, "p3");
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Qo = yc, ju = Tn(gr({}, ht), { mode: "p3", parse: ["display-p3"], serialize: "display-p3", fromMode: { rgb: ($) => Qo(Te($)), xyz65: Qo }, toMode: { rgb: ($) => it(Ko($)), xyz65: Ko } }), fo = ju, as = ($) => {
+          }, Qo = yc, qu = Sn(gr({}, ht), { mode: "p3", parse: ["display-p3"], serialize: "display-p3", fromMode: { rgb: ($) => Qo(Te($)), xyz65: Qo }, toMode: { rgb: ($) => it(Ko($)), xyz65: Ko } }), uo = qu, is = ($) => {
             let ie = Math.abs($);
             return ie >= 1 / 512 ? Math.sign($) * Math.pow(ie, 1 / 1.8) : 16 * $;
-          }, qu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
+          }, Hu = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "prophoto", r: as($ * 1.3457868816471585 - ie * 0.2555720873797946 - 0.0511018649755453 * ye), g: as($ * -0.5446307051249019 + ie * 1.5082477428451466 + 0.0205274474364214 * ye), b: as($ * 0 + ie * 0 + 1.2119675456389452 * ye) };
+            let Re = { mode: "prophoto", r: is($ * 1.3457868816471585 - ie * 0.2555720873797946 - 0.0511018649755453 * ye), g: is($ * -0.5446307051249019 + ie * 1.5082477428451466 + 0.0205274474364214 * ye), b: is($ * 0 + ie * 0 + 1.2119675456389452 * ye) };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, el = qu, tl = ($ = 0) => {
+          }, el = Hu, tl = ($ = 0) => {
             let ie = Math.abs($);
             return ie >= 16 / 512 ? Math.sign($) * Math.pow(ie, 1.8) : $ / 16;
-          }, Hu = ($) => {
+          }, Uu = ($) => {
             let ie = tl($.r), ye = tl($.g), Pe = tl($.b), Re = { mode: "xyz50", x: 0.7977666449006423 * ie + 0.1351812974005331 * ye + 0.0313477341283922 * Pe, y: 0.2880748288194013 * ie + 0.7118352342418731 * ye + 899369387256e-16 * Pe, z: 0 * ie + 0 * ye + 0.8251046025104602 * Pe };
             return $.alpha !== void 0 && (Re.alpha = $.alpha), Re;
-          }, Hi = Hu, nl = Tn(gr({}, ht), { mode: "prophoto", parse: ["prophoto-rgb"], serialize: "prophoto-rgb", fromMode: { xyz50: el, rgb: ($) => el(Bi($)) }, toMode: { xyz50: Hi, rgb: ($) => Ni(Hi($)) } }), is = nl, os = 1.09929682680944, ls = 0.018053968510807, Pa = ($) => {
+          }, Hi = Uu, nl = Sn(gr({}, ht), { mode: "prophoto", parse: ["prophoto-rgb"], serialize: "prophoto-rgb", fromMode: { xyz50: el, rgb: ($) => el(Bi($)) }, toMode: { xyz50: Hi, rgb: ($) => Ni(Hi($)) } }), os = nl, ls = 1.09929682680944, ss = 0.018053968510807, za = ($) => {
             let ie = Math.abs($);
-            return ie > ls ? (Math.sign($) || 1) * (os * Math.pow(ie, 0.45) - (os - 1)) : 4.5 * $;
+            return ie > ss ? (Math.sign($) || 1) * (ls * Math.pow(ie, 0.45) - (ls - 1)) : 4.5 * $;
           }, mc = ({ x: $, y: ie, z: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = { mode: "rec2020", r: Pa($ * 1.7166511879712683 - ie * 0.3556707837763925 - 0.2533662813736599 * ye), g: Pa($ * -0.6666843518324893 + ie * 1.6164812366349395 + 0.0157685458139111 * ye), b: Pa($ * 0.0176398574453108 - ie * 0.0427706132578085 + 0.9421031212354739 * ye) };
+            let Re = { mode: "rec2020", r: za($ * 1.7166511879712683 - ie * 0.3556707837763925 - 0.2533662813736599 * ye), g: za($ * -0.6666843518324893 + ie * 1.6164812366349395 + 0.0157685458139111 * ye), b: za($ * 0.0176398574453108 - ie * 0.0427706132578085 + 0.9421031212354739 * ye) };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, ss = mc, rl = 1.09929682680944, cs = 0.018053968510807, us = ($ = 0) => {
+          }, cs = mc, rl = 1.09929682680944, us = 0.018053968510807, fs = ($ = 0) => {
             let ie = Math.abs($);
-            return ie < cs * 4.5 ? $ / 4.5 : (Math.sign($) || 1) * Math.pow((ie + rl - 1) / rl, 1 / 0.45);
-          }, Uu = ($) => {
-            let ie = us($.r), ye = us($.g), Pe = us($.b), Re = { mode: "xyz65", x: 0.6369580483012911 * ie + 0.1446169035862083 * ye + 0.1688809751641721 * Pe, y: 0.262700212011267 * ie + 0.6779980715188708 * ye + 0.059301716469862 * Pe, z: 0 * ie + 0.0280726930490874 * ye + 1.0609850577107909 * Pe };
+            return ie < us * 4.5 ? $ / 4.5 : (Math.sign($) || 1) * Math.pow((ie + rl - 1) / rl, 1 / 0.45);
+          }, Vu = ($) => {
+            let ie = fs($.r), ye = fs($.g), Pe = fs($.b), Re = { mode: "xyz65", x: 0.6369580483012911 * ie + 0.1446169035862083 * ye + 0.1688809751641721 * Pe, y: 0.262700212011267 * ie + 0.6779980715188708 * ye + 0.059301716469862 * Pe, z: 0 * ie + 0.0280726930490874 * ye + 1.0609850577107909 * Pe };
             return $.alpha !== void 0 && (Re.alpha = $.alpha), Re;
-          }, fs = Uu, al = Tn(gr({}, ht), { mode: "rec2020", fromMode: { xyz65: ss, rgb: ($) => ss(Te($)) }, toMode: { xyz65: fs, rgb: ($) => it(fs($)) }, parse: ["rec2020"], serialize: "rec2020" }), il = al, mi = 0.0037930732552754493, xc = Math.cbrt(mi), ds = ($) => Math.cbrt($) - xc, Vu = ($) => {
-            let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = ds(0.3 * ie + 0.622 * ye + 0.078 * Pe + mi), vt = ds(0.23 * ie + 0.692 * ye + 0.078 * Pe + mi), Ft = ds(0.2434226892454782 * ie + 0.2047674442449682 * ye + 0.5518098665095535 * Pe + mi), an = { mode: "xyb", x: (tt - vt) / 2, y: (tt + vt) / 2, b: Ft - (tt + vt) / 2 };
+          }, ds = Vu, al = Sn(gr({}, ht), { mode: "rec2020", fromMode: { xyz65: cs, rgb: ($) => cs(Te($)) }, toMode: { xyz65: ds, rgb: ($) => it(ds($)) }, parse: ["rec2020"], serialize: "rec2020" }), il = al, yi = 0.0037930732552754493, xc = Math.cbrt(yi), ps = ($) => Math.cbrt($) - xc, Yu = ($) => {
+            let { r: ie, g: ye, b: Pe, alpha: Re } = Ce($), tt = ps(0.3 * ie + 0.622 * ye + 0.078 * Pe + yi), vt = ps(0.23 * ie + 0.692 * ye + 0.078 * Pe + yi), Ft = ps(0.2434226892454782 * ie + 0.2047674442449682 * ye + 0.5518098665095535 * Pe + yi), an = { mode: "xyb", x: (tt - vt) / 2, y: (tt + vt) / 2, b: Ft - (tt + vt) / 2 };
             return Re !== void 0 && (an.alpha = Re), an;
-          }, Fa = Vu, ol = ($) => Math.pow($ + xc, 3), bc = ({ x: $, y: ie, b: ye, alpha: Pe }) => {
+          }, Pa = Yu, ol = ($) => Math.pow($ + xc, 3), bc = ({ x: $, y: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
-            let Re = ol($ + ie) - mi, tt = ol(ie - $) - mi, vt = ol(ye + ie) - mi, Ft = Ke({ r: 11.031566904639861 * Re - 9.866943908131562 * tt - 0.16462299650829934 * vt, g: -3.2541473810744237 * Re + 4.418770377582723 * tt - 0.16462299650829934 * vt, b: -3.6588512867136815 * Re + 2.7129230459360922 * tt + 1.9459282407775895 * vt });
+            let Re = ol($ + ie) - yi, tt = ol(ie - $) - yi, vt = ol(ye + ie) - yi, Ft = Ke({ r: 11.031566904639861 * Re - 9.866943908131562 * tt - 0.16462299650829934 * vt, g: -3.2541473810744237 * Re + 4.418770377582723 * tt - 0.16462299650829934 * vt, b: -3.6588512867136815 * Re + 2.7129230459360922 * tt + 1.9459282407775895 * vt });
             return Pe !== void 0 && (Ft.alpha = Pe), Ft;
-          }, ii = bc, ps = { mode: "xyb", channels: ["x", "y", "b", "alpha"], parse: ["--xyb"], serialize: "--xyb", toMode: { rgb: ii }, fromMode: { rgb: Fa }, ranges: { x: [-0.0154, 0.0281], y: [0, 0.8453], b: [-0.2778, 0.388] }, interpolate: { x: Xe, y: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, ll = ps, Yu = { mode: "xyz50", parse: ["xyz-d50"], serialize: "xyz-d50", toMode: { rgb: Ni, lab: jo }, fromMode: { rgb: Bi, lab: lo }, channels: ["x", "y", "z", "alpha"], ranges: { x: [0, 0.964], y: [0, 0.999], z: [0, 0.825] }, interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, _c = Yu, Gu = ($) => {
+          }, ai = bc, hs = { mode: "xyb", channels: ["x", "y", "b", "alpha"], parse: ["--xyb"], serialize: "--xyb", toMode: { rgb: ai }, fromMode: { rgb: Pa }, ranges: { x: [-0.0154, 0.0281], y: [0, 0.8453], b: [-0.2778, 0.388] }, interpolate: { x: Xe, y: Xe, b: Xe, alpha: { use: Xe, fixup: ft } } }, ll = hs, Gu = { mode: "xyz50", parse: ["xyz-d50"], serialize: "xyz-d50", toMode: { rgb: Ni, lab: jo }, fromMode: { rgb: Bi, lab: oo }, channels: ["x", "y", "z", "alpha"], ranges: { x: [0, 0.964], y: [0, 0.999], z: [0, 0.825] }, interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, _c = Gu, Zu = ($) => {
             let { x: ie, y: ye, z: Pe, alpha: Re } = $;
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), Pe === void 0 && (Pe = 0);
             let tt = { mode: "xyz50", x: 1.0479298208405488 * ie + 0.0229467933410191 * ye - 0.0501922295431356 * Pe, y: 0.0296278156881593 * ie + 0.990434484573249 * ye - 0.0170738250293851 * Pe, z: -0.0092430581525912 * ie + 0.0150551448965779 * ye + 0.7518742899580008 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, hs = Gu, wc = ($) => {
+          }, vs = Zu, wc = ($) => {
             let { x: ie, y: ye, z: Pe, alpha: Re } = $;
             ie === void 0 && (ie = 0), ye === void 0 && (ye = 0), Pe === void 0 && (Pe = 0);
             let tt = { mode: "xyz65", x: 0.9554734527042182 * ie - 0.0230985368742614 * ye + 0.0632593086610217 * Pe, y: -0.0283697069632081 * ie + 1.0099954580058226 * ye + 0.021041398966943 * Pe, z: 0.0123140016883199 * ie - 0.0205076964334779 * ye + 1.3303659366080753 * Pe };
             return Re !== void 0 && (tt.alpha = Re), tt;
-          }, vs = wc, Mc = { mode: "xyz65", toMode: { rgb: it, xyz50: hs }, fromMode: { rgb: Te, xyz50: vs }, ranges: { x: [0, 0.95], y: [0, 1], z: [0, 1.088] }, channels: ["x", "y", "z", "alpha"], parse: ["xyz", "xyz-d65"], serialize: "xyz-d65", interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, kc = Mc, Tc = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
+          }, gs = wc, Mc = { mode: "xyz65", toMode: { rgb: it, xyz50: vs }, fromMode: { rgb: Te, xyz50: gs }, ranges: { x: [0, 0.95], y: [0, 1], z: [0, 1.088] }, channels: ["x", "y", "z", "alpha"], parse: ["xyz", "xyz-d65"], serialize: "xyz-d65", interpolate: { x: Xe, y: Xe, z: Xe, alpha: { use: Xe, fixup: ft } } }, kc = Mc, Tc = ({ r: $, g: ie, b: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = { mode: "yiq", y: 0.29889531 * $ + 0.58662247 * ie + 0.11448223 * ye, i: 0.59597799 * $ - 0.2741761 * ie - 0.32180189 * ye, q: 0.21147017 * $ - 0.52261711 * ie + 0.31114694 * ye };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Ac = Tc, Zu = ({ y: $, i: ie, q: ye, alpha: Pe }) => {
+          }, Ac = Tc, Xu = ({ y: $, i: ie, q: ye, alpha: Pe }) => {
             $ === void 0 && ($ = 0), ie === void 0 && (ie = 0), ye === void 0 && (ye = 0);
             let Re = { mode: "rgb", r: $ + 0.95608445 * ie + 0.6208885 * ye, g: $ - 0.27137664 * ie - 0.6486059 * ye, b: $ - 1.10561724 * ie + 1.70250126 * ye };
             return Pe !== void 0 && (Re.alpha = Pe), Re;
-          }, Sc = Zu, Lc = { mode: "yiq", toMode: { rgb: Sc }, fromMode: { rgb: Ac }, channels: ["y", "i", "q", "alpha"], parse: ["--yiq"], serialize: "--yiq", ranges: { i: [-0.595, 0.595], q: [-0.522, 0.522] }, interpolate: { y: Xe, i: Xe, q: Xe, alpha: { use: Xe, fixup: ft } } }, gs = Lc, sl = ($, ie) => Math.round($ * (ie = Math.pow(10, ie))) / ie, Oc = ($ = 4) => (ie) => typeof ie == "number" ? sl(ie, $) : ie, po = Oc, Ui = po(2), oi = ($) => Math.max(0, Math.min(1, $ || 0)), Fr = ($) => Math.round(oi($) * 255), cl = J("rgb"), Di = J("hsl"), Vi = ($) => {
+          }, Sc = Xu, Lc = { mode: "yiq", toMode: { rgb: Sc }, fromMode: { rgb: Ac }, channels: ["y", "i", "q", "alpha"], parse: ["--yiq"], serialize: "--yiq", ranges: { i: [-0.595, 0.595], q: [-0.522, 0.522] }, interpolate: { y: Xe, i: Xe, q: Xe, alpha: { use: Xe, fixup: ft } } }, ys = Lc, sl = ($, ie) => Math.round($ * (ie = Math.pow(10, ie))) / ie, Oc = ($ = 4) => (ie) => typeof ie == "number" ? sl(ie, $) : ie, fo = Oc, Ui = fo(2), ii = ($) => Math.max(0, Math.min(1, $ || 0)), Ir = ($) => Math.round(ii($) * 255), cl = J("rgb"), Li = J("hsl"), Vi = ($) => {
             if ($ === void 0) return;
-            let ie = Fr($.r), ye = Fr($.g), Pe = Fr($.b);
+            let ie = Ir($.r), ye = Ir($.g), Pe = Ir($.b);
             return "#" + (1 << 24 | ie << 16 | ye << 8 | Pe).toString(16).slice(1);
           }, ul = ($) => {
             if ($ === void 0) return;
-            let ie = Fr($.alpha !== void 0 ? $.alpha : 1);
+            let ie = Ir($.alpha !== void 0 ? $.alpha : 1);
             return Vi($) + (256 | ie).toString(16).slice(1);
           }, Dc = ($) => {
             if ($ === void 0) return;
-            let ie = Fr($.r), ye = Fr($.g), Pe = Fr($.b);
-            return $.alpha === void 0 || $.alpha === 1 ? `rgb(${ie}, ${ye}, ${Pe})` : `rgba(${ie}, ${ye}, ${Pe}, ${Ui(oi($.alpha))})`;
+            let ie = Ir($.r), ye = Ir($.g), Pe = Ir($.b);
+            return $.alpha === void 0 || $.alpha === 1 ? `rgb(${ie}, ${ye}, ${Pe})` : `rgba(${ie}, ${ye}, ${Pe}, ${Ui(ii($.alpha))})`;
           }, fl = ($) => {
             if ($ === void 0) return;
-            let ie = Ui($.h || 0), ye = Ui(oi($.s) * 100) + "%", Pe = Ui(oi($.l) * 100) + "%";
-            return $.alpha === void 0 || $.alpha === 1 ? `hsl(${ie}, ${ye}, ${Pe})` : `hsla(${ie}, ${ye}, ${Pe}, ${Ui(oi($.alpha))})`;
+            let ie = Ui($.h || 0), ye = Ui(ii($.s) * 100) + "%", Pe = Ui(ii($.l) * 100) + "%";
+            return $.alpha === void 0 || $.alpha === 1 ? `hsl(${ie}, ${ye}, ${Pe})` : `hsla(${ie}, ${ye}, ${Pe}, ${Ui(ii($.alpha))})`;
           }, dl = ($) => {
             let ie = re($);
             if (!ie) return;
@@ -6595,8 +6595,8 @@ function cx() {
               }), ie.alpha !== void 0 && ie.alpha < 1 && (Pe += ` / ${ie.alpha}`), Pe + ")";
             }
             if (typeof ye.serialize == "function") return ye.serialize(ie);
-          }, Cc = ($) => Vi(cl($)), Xu = ($) => ul(cl($)), Wu = ($) => Dc(cl($)), Ju = ($) => fl(Di($)), $u = { normal: ($, ie) => ie, multiply: ($, ie) => $ * ie, screen: ($, ie) => $ + ie - $ * ie, "hard-light": ($, ie) => ie < 0.5 ? $ * 2 * ie : 2 * ie * (1 - $) - 1, overlay: ($, ie) => $ < 0.5 ? ie * 2 * $ : 2 * $ * (1 - ie) - 1, darken: ($, ie) => Math.min($, ie), lighten: ($, ie) => Math.max($, ie), "color-dodge": ($, ie) => $ === 0 ? 0 : ie === 1 ? 1 : Math.min(1, $ / (1 - ie)), "color-burn": ($, ie) => $ === 1 ? 1 : ie === 0 ? 0 : 1 - Math.min(1, (1 - $) / ie), "soft-light": ($, ie) => ie < 0.5 ? $ - (1 - 2 * ie) * $ * (1 - $) : $ + (2 * ie - 1) * (($ < 0.25 ? ((16 * $ - 12) * $ + 4) * $ : Math.sqrt($)) - $), difference: ($, ie) => Math.abs($ - ie), exclusion: ($, ie) => $ + ie - 2 * $ * ie }, ys = ($, ie = "normal", ye = "rgb") => {
-            let Pe = typeof ie == "function" ? ie : $u[ie], Re = J(ye), tt = ce(ye).channels;
+          }, Cc = ($) => Vi(cl($)), Wu = ($) => ul(cl($)), Ju = ($) => Dc(cl($)), $u = ($) => fl(Li($)), Ku = { normal: ($, ie) => ie, multiply: ($, ie) => $ * ie, screen: ($, ie) => $ + ie - $ * ie, "hard-light": ($, ie) => ie < 0.5 ? $ * 2 * ie : 2 * ie * (1 - $) - 1, overlay: ($, ie) => $ < 0.5 ? ie * 2 * $ : 2 * $ * (1 - ie) - 1, darken: ($, ie) => Math.min($, ie), lighten: ($, ie) => Math.max($, ie), "color-dodge": ($, ie) => $ === 0 ? 0 : ie === 1 ? 1 : Math.min(1, $ / (1 - ie)), "color-burn": ($, ie) => $ === 1 ? 1 : ie === 0 ? 0 : 1 - Math.min(1, (1 - $) / ie), "soft-light": ($, ie) => ie < 0.5 ? $ - (1 - 2 * ie) * $ * (1 - $) : $ + (2 * ie - 1) * (($ < 0.25 ? ((16 * $ - 12) * $ + 4) * $ : Math.sqrt($)) - $), difference: ($, ie) => Math.abs($ - ie), exclusion: ($, ie) => $ + ie - 2 * $ * ie }, ms = ($, ie = "normal", ye = "rgb") => {
+            let Pe = typeof ie == "function" ? ie : Ku[ie], Re = J(ye), tt = ce(ye).channels;
             return $.map((vt) => {
               let Ft = Re(vt);
               return Ft.alpha === void 0 && (Ft.alpha = 1), Ft;
@@ -6605,12 +6605,12 @@ function cx() {
               let an = Ft.alpha + vt.alpha * (1 - Ft.alpha);
               return tt.reduce((vn, fn) => (fn !== "alpha" && (an === 0 ? vn[fn] = 0 : (vn[fn] = Ft.alpha * (1 - vt.alpha) * Ft[fn] + Ft.alpha * vt.alpha * Pe(vt[fn], Ft[fn]) + (1 - Ft.alpha) * vt.alpha * vt[fn], vn[fn] = Math.max(0, Math.min(1, vn[fn] / an)))), vn), { mode: ye, alpha: an });
             });
-          }, Ku = ys, Qu = ([$, ie]) => $ + Math.random() * (ie - $), x = ($) => Object.keys($).reduce((ie, ye) => {
+          }, Qu = ms, ef = ([$, ie]) => $ + Math.random() * (ie - $), x = ($) => Object.keys($).reduce((ie, ye) => {
             let Pe = $[ye];
             return ie[ye] = Array.isArray(Pe) ? Pe : [Pe, Pe], ie;
           }, {}), F = ($ = "rgb", ie = {}) => {
             let ye = ce($), Pe = x(ie);
-            return ye.channels.reduce((Re, tt) => ((Pe.alpha || tt !== "alpha") && (Re[tt] = Qu(Pe[tt] || ye.ranges[tt])), Re), { mode: $ });
+            return ye.channels.reduce((Re, tt) => ((Pe.alpha || tt !== "alpha") && (Re[tt] = ef(Pe[tt] || ye.ranges[tt])), Re), { mode: $ });
           }, te = F, le = ($, ie = "rgb", ye = !1) => {
             let Pe = ie ? ce(ie).channels : null, Re = ie ? J(ie) : re;
             return (tt) => {
@@ -6640,32 +6640,32 @@ function cx() {
             $.forEach((Pn) => {
               Array.isArray(Pn) ? (vt.push(tt(Pn[0])), Ft.push(Pn[1])) : Dt(Pn) || ot(Pn) ? an[Ft.length] = Pn : (vt.push(tt(Pn)), Ft.push(void 0));
             }), He(Ft);
-            let vn = Re.channels.reduce((Pn, Sn) => {
+            let vn = Re.channels.reduce((Pn, Ln) => {
               let Hn;
-              return _t(ye) && _t(ye[Sn]) && ye[Sn].fixup ? Hn = ye[Sn].fixup : _t(Re.interpolate[Sn]) && Re.interpolate[Sn].fixup ? Hn = Re.interpolate[Sn].fixup : Hn = (dr) => dr, Pn[Sn] = Hn(vt.map((dr) => dr[Sn])), Pn;
+              return _t(ye) && _t(ye[Ln]) && ye[Ln].fixup ? Hn = ye[Ln].fixup : _t(Re.interpolate[Ln]) && Re.interpolate[Ln].fixup ? Hn = Re.interpolate[Ln].fixup : Hn = (dr) => dr, Pn[Ln] = Hn(vt.map((dr) => dr[Ln])), Pn;
             }, {});
             if (Pe) {
-              let Pn = vt.map((Sn, Hn) => Re.channels.reduce((dr, cr) => (dr[cr] = vn[cr][Hn], dr), { mode: ie }));
-              vn = Re.channels.reduce((Sn, Hn) => (Sn[Hn] = Pn.map((dr) => {
-                let cr = Pe(dr[Hn], Hn, dr, ie);
-                return isNaN(cr) ? void 0 : cr;
-              }), Sn), {});
+              let Pn = vt.map((Ln, Hn) => Re.channels.reduce((dr, ur) => (dr[ur] = vn[ur][Hn], dr), { mode: ie }));
+              vn = Re.channels.reduce((Ln, Hn) => (Ln[Hn] = Pn.map((dr) => {
+                let ur = Pe(dr[Hn], Hn, dr, ie);
+                return isNaN(ur) ? void 0 : ur;
+              }), Ln), {});
             }
-            let fn = Re.channels.reduce((Pn, Sn) => {
+            let fn = Re.channels.reduce((Pn, Ln) => {
               let Hn;
-              return ot(ye) ? Hn = ye : _t(ye) && ot(ye[Sn]) ? Hn = ye[Sn] : _t(ye) && _t(ye[Sn]) && ye[Sn].use ? Hn = ye[Sn].use : ot(Re.interpolate[Sn]) ? Hn = Re.interpolate[Sn] : _t(Re.interpolate[Sn]) && (Hn = Re.interpolate[Sn].use), Pn[Sn] = Hn(vn[Sn]), Pn;
+              return ot(ye) ? Hn = ye : _t(ye) && ot(ye[Ln]) ? Hn = ye[Ln] : _t(ye) && _t(ye[Ln]) && ye[Ln].use ? Hn = ye[Ln].use : ot(Re.interpolate[Ln]) ? Hn = Re.interpolate[Ln] : _t(Re.interpolate[Ln]) && (Hn = Re.interpolate[Ln].use), Pn[Ln] = Hn(vn[Ln]), Pn;
             }, {}), _n = vt.length - 1;
             return (Pn) => {
               if (Pn = Math.min(Math.max(0, Pn), 1), Pn <= Ft[0]) return vt[0];
               if (Pn > Ft[_n]) return vt[_n];
-              let Sn = 0;
-              for (; Ft[Sn] < Pn; ) Sn++;
-              let Hn = Ft[Sn - 1], dr = Ft[Sn] - Hn, cr = (Pn - Hn) / dr, Ir = an[Sn] || an[0];
-              Ir !== void 0 && (Dt(Ir) && (Ir = at((Ir - Hn) / dr)), cr = Ir(cr));
-              let Ur = (Sn - 1 + cr) / _n;
-              return Re.channels.reduce((ga, Da) => {
-                let Ca = fn[Da](Ur);
-                return Ca !== void 0 && (ga[Da] = Ca), ga;
+              let Ln = 0;
+              for (; Ft[Ln] < Pn; ) Ln++;
+              let Hn = Ft[Ln - 1], dr = Ft[Ln] - Hn, ur = (Pn - Hn) / dr, Rr = an[Ln] || an[0];
+              Rr !== void 0 && (Dt(Rr) && (Rr = at((Rr - Hn) / dr)), ur = Rr(ur));
+              let Vr = (Ln - 1 + ur) / _n;
+              return Re.channels.reduce((va, Oa) => {
+                let Da = fn[Oa](Vr);
+                return Da !== void 0 && (va[Oa] = Da), va;
               }, { mode: ie });
             };
           }, mt = ($, ie = "rgb", ye) => ut($, ie, ye), wt = ($, ie) => (ye, Pe = "rgb", Re) => {
@@ -6689,7 +6689,7 @@ function cx() {
             let ie = $.length - 1, ye = [], Pe = [], Re = [];
             for (let tt = 0; tt < ie; tt++) ye.push(($[tt + 1] - $[tt]) * ie), Pe.push(tt > 0 ? 0.5 * ($[tt + 1] - $[tt - 1]) * ie : void 0), Re.push(tt > 0 ? (bn(ye[tt - 1]) + bn(ye[tt])) * qn(xn(ye[tt - 1]), xn(ye[tt]), 0.5 * xn(Pe[tt])) : void 0);
             return [ye, Pe, Re];
-          }, sr = ($, ie, ye) => {
+          }, cr = ($, ie, ye) => {
             let Pe = $.length - 1, Re = Pe * Pe;
             return (tt) => {
               let vt;
@@ -6697,106 +6697,106 @@ function cx() {
               let Ft = tt - vt / Pe, an = Ft * Ft, vn = an * Ft;
               return (ie[vt] + ie[vt + 1] - 2 * ye[vt]) * Re * vn + (3 * ye[vt] - 2 * ie[vt] - ie[vt + 1]) * Pe * an + ie[vt] * Ft + $[vt];
             };
-          }, Yr = ($) => {
+          }, Gr = ($) => {
             if ($.length < 3) return Xe($);
             let ie = $.length - 1, [ye, , Pe] = Fn($);
-            return Pe[0] = ye[0], Pe[ie] = ye[ie - 1], sr($, Pe, ye);
-          }, _r = ($) => {
+            return Pe[0] = ye[0], Pe[ie] = ye[ie - 1], cr($, Pe, ye);
+          }, br = ($) => {
             if ($.length < 3) return Xe($);
             let ie = $.length - 1, [ye, Pe, Re] = Fn($);
-            return Pe[0] = ($[1] * 2 - $[0] * 1.5 - $[2] * 0.5) * ie, Pe[ie] = ($[ie] * 1.5 - $[ie - 1] * 2 + $[ie - 2] * 0.5) * ie, Re[0] = Pe[0] * ye[0] <= 0 ? 0 : xn(Pe[0]) > 2 * xn(ye[0]) ? 2 * ye[0] : Pe[0], Re[ie] = Pe[ie] * ye[ie - 1] <= 0 ? 0 : xn(Pe[ie]) > 2 * xn(ye[ie - 1]) ? 2 * ye[ie - 1] : Pe[ie], sr($, Re, ye);
+            return Pe[0] = ($[1] * 2 - $[0] * 1.5 - $[2] * 0.5) * ie, Pe[ie] = ($[ie] * 1.5 - $[ie - 1] * 2 + $[ie - 2] * 0.5) * ie, Re[0] = Pe[0] * ye[0] <= 0 ? 0 : xn(Pe[0]) > 2 * xn(ye[0]) ? 2 * ye[0] : Pe[0], Re[ie] = Pe[ie] * ye[ie - 1] <= 0 ? 0 : xn(Pe[ie]) > 2 * xn(ye[ie - 1]) ? 2 * ye[ie - 1] : Pe[ie], cr($, Re, ye);
           }, cn = ($) => {
             let ie = $.length - 1, [ye, Pe, Re] = Fn($);
             Pe[0] = 0.5 * ($[1] - $[ie]) * ie, Pe[ie] = 0.5 * ($[0] - $[ie - 1]) * ie;
             let tt = ($[0] - $[ie]) * ie, vt = tt;
-            return Re[0] = (bn(tt) + bn(ye[0])) * qn(xn(tt), xn(ye[0]), 0.5 * xn(Pe[0])), Re[ie] = (bn(ye[ie - 1]) + bn(vt)) * qn(xn(ye[ie - 1]), xn(vt), 0.5 * xn(Pe[ie])), sr($, Re, ye);
+            return Re[0] = (bn(tt) + bn(ye[0])) * qn(xn(tt), xn(ye[0]), 0.5 * xn(Pe[0])), Re[ie] = (bn(ye[ie - 1]) + bn(vt)) * qn(xn(ye[ie - 1]), xn(vt), 0.5 * xn(Pe[ie])), cr($, Re, ye);
           }, Vn = ($ = 1) => $ === 1 ? (ie) => ie : (ie) => Math.pow(ie, $), Xn = Vn, vr = ($ = 2, ie = 1) => {
             let ye = Xn(ie);
             if ($ < 2) return $ < 1 ? [] : [ye(0.5)];
             let Pe = [];
             for (let Re = 0; Re < $; Re++) Pe.push(ye(Re / ($ - 1)));
             return Pe;
-          }, Hr = vr, Gr = J("rgb"), na = ($) => {
+          }, Ur = vr, Zr = J("rgb"), ra = ($) => {
             let ie = { mode: $.mode, r: Math.max(0, Math.min($.r !== void 0 ? $.r : 0, 1)), g: Math.max(0, Math.min($.g !== void 0 ? $.g : 0, 1)), b: Math.max(0, Math.min($.b !== void 0 ? $.b : 0, 1)) };
             return $.alpha !== void 0 && (ie.alpha = $.alpha), ie;
-          }, pa = ($) => na(Gr($)), ba = ($) => $ !== void 0 && ($.r === void 0 || $.r >= 0 && $.r <= 1) && ($.g === void 0 || $.g >= 0 && $.g <= 1) && ($.b === void 0 || $.b >= 0 && $.b <= 1);
-          function oa($) {
-            return ba(Gr($));
+          }, da = ($) => ra(Zr($)), xa = ($) => $ !== void 0 && ($.r === void 0 || $.r >= 0 && $.r <= 1) && ($.g === void 0 || $.g >= 0 && $.g <= 1) && ($.b === void 0 || $.b >= 0 && $.b <= 1);
+          function la($) {
+            return xa(Zr($));
           }
-          function ha($ = "rgb") {
+          function pa($ = "rgb") {
             let { gamut: ie } = ce($);
             if (!ie) return (Pe) => !0;
             let ye = J(typeof ie == "string" ? ie : $);
-            return (Pe) => ba(ye(Pe));
+            return (Pe) => xa(ye(Pe));
           }
-          function va($) {
-            return $ = re($), $ === void 0 || oa($) ? $ : J($.mode)(pa($));
+          function ha($) {
+            return $ = re($), $ === void 0 || la($) ? $ : J($.mode)(da($));
           }
-          function _a($ = "rgb") {
+          function ba($ = "rgb") {
             let { gamut: ie } = ce($);
             if (!ie) return (tt) => re(tt);
-            let ye = typeof ie == "string" ? ie : $, Pe = J(ye), Re = ha(ye);
+            let ye = typeof ie == "string" ? ie : $, Pe = J(ye), Re = pa(ye);
             return (tt) => {
               let vt = re(tt);
               if (!vt) return;
               let Ft = Pe(vt);
               if (Re(Ft)) return vt;
-              let an = na(Ft);
+              let an = ra(Ft);
               return vt.mode === an.mode ? an : J(vt.mode)(an);
             };
           }
-          function Ci($, ie = "lch", ye = "rgb") {
+          function Oi($, ie = "lch", ye = "rgb") {
             $ = re($);
-            let Pe = ye === "rgb" ? oa : ha(ye), Re = ye === "rgb" ? pa : _a(ye);
+            let Pe = ye === "rgb" ? la : pa(ye), Re = ye === "rgb" ? da : ba(ye);
             if ($ === void 0 || Pe($)) return $;
             let tt = J($.mode);
             $ = J(ie)($);
-            let vt = Tn(gr({}, $), { c: 0 });
+            let vt = Sn(gr({}, $), { c: 0 });
             if (!Pe(vt)) return tt(Re(vt));
             let Ft = 0, an = $.c !== void 0 ? $.c : 0, vn = ce(ie).ranges.c, fn = (vn[1] - vn[0]) / Math.pow(2, 13), _n = vt.c;
             for (; an - Ft > fn; ) vt.c = Ft + (an - Ft) * 0.5, Pe(vt) ? (_n = vt.c, Ft = vt.c) : an = vt.c;
-            return tt(Pe(vt) ? vt : Tn(gr({}, vt), { c: _n }));
+            return tt(Pe(vt) ? vt : Sn(gr({}, vt), { c: _n }));
           }
-          function ef($ = "rgb", ie = "oklch", ye = Cn("oklch"), Pe = 0.02) {
+          function tf($ = "rgb", ie = "oklch", ye = Cn("oklch"), Pe = 0.02) {
             let Re = J($), tt = ce($);
             if (!tt.gamut) return (fn) => Re(fn);
-            let vt = ha($), Ft = _a($), an = J(ie), { ranges: vn } = ce(ie);
+            let vt = pa($), Ft = ba($), an = J(ie), { ranges: vn } = ce(ie);
             if (!vn.l || !vn.c) throw new Error("LCH-like space expected");
             return (fn) => {
               if (fn = re(fn), fn === void 0) return;
               let _n = gr({}, an(fn));
               if (_n.l === void 0 && (_n.l = 0), _n.c === void 0 && (_n.c = 0), _n.l >= vn.l[1]) {
-                let cr = Tn(gr({}, tt.white), { mode: $ });
-                return fn.alpha !== void 0 && (cr.alpha = fn.alpha), cr;
+                let ur = Sn(gr({}, tt.white), { mode: $ });
+                return fn.alpha !== void 0 && (ur.alpha = fn.alpha), ur;
               }
               if (_n.l <= vn.l[0]) {
-                let cr = Tn(gr({}, tt.black), { mode: $ });
-                return fn.alpha !== void 0 && (cr.alpha = fn.alpha), cr;
+                let ur = Sn(gr({}, tt.black), { mode: $ });
+                return fn.alpha !== void 0 && (ur.alpha = fn.alpha), ur;
               }
               if (vt(_n)) return Re(_n);
-              let Pn = 0, Sn = _n.c, Hn = (vn.c[1] - vn.c[0]) / 4e3, dr = Ft(_n);
-              for (; Sn - Pn > Hn; ) _n.c = (Pn + Sn) * 0.5, dr = Ft(_n), vt(_n) || ye && Pe > 0 && ye(_n, dr) <= Pe ? Pn = _n.c : Sn = _n.c;
+              let Pn = 0, Ln = _n.c, Hn = (vn.c[1] - vn.c[0]) / 4e3, dr = Ft(_n);
+              for (; Ln - Pn > Hn; ) _n.c = (Pn + Ln) * 0.5, dr = Ft(_n), vt(_n) || ye && Pe > 0 && ye(_n, dr) <= Pe ? Pn = _n.c : Ln = _n.c;
               return Re(vt(_n) ? _n : dr);
             };
           }
-          var Ya = ($, ie = Cn(), ye = (Pe) => Pe) => {
+          var Va = ($, ie = Cn(), ye = (Pe) => Pe) => {
             let Pe = $.map((Re, tt) => ({ color: ye(Re), i: tt }));
             return (Re, tt = 1, vt = 1 / 0) => (isFinite(tt) && (tt = Math.max(1, Math.min(tt, Pe.length - 1))), Pe.forEach((Ft) => {
               Ft.d = ie(Re, Ft.color);
             }), Pe.sort((Ft, an) => Ft.d - an.d).slice(0, tt).filter((Ft) => Ft.d < vt).map((Ft) => $[Ft.i]));
-          }, la = Ya, Oa = ($) => Math.max($, 0), Ba = ($) => Math.max(Math.min($, 1), 0), ja = ($, ie, ye) => $ === void 0 || ie === void 0 ? void 0 : $ + ye * (ie - $), Yi = ($) => {
-            let ie = 1 - Ba($);
+          }, sa = Va, La = ($) => Math.max($, 0), Na = ($) => Math.max(Math.min($, 1), 0), Ba = ($, ie, ye) => $ === void 0 || ie === void 0 ? void 0 : $ + ye * (ie - $), Yi = ($) => {
+            let ie = 1 - Na($);
             return [0.393 + 0.607 * ie, 0.769 - 0.769 * ie, 0.189 - 0.189 * ie, 0, 0.349 - 0.349 * ie, 0.686 + 0.314 * ie, 0.168 - 0.168 * ie, 0, 0.272 - 0.272 * ie, 0.534 - 0.534 * ie, 0.131 + 0.869 * ie, 0, 0, 0, 0, 1];
-          }, Ei = ($) => {
-            let ie = Oa($);
+          }, Di = ($) => {
+            let ie = La($);
             return [0.213 + 0.787 * ie, 0.715 - 0.715 * ie, 0.072 - 0.072 * ie, 0, 0.213 - 0.213 * ie, 0.715 + 0.285 * ie, 0.072 - 0.072 * ie, 0, 0.213 - 0.213 * ie, 0.715 - 0.715 * ie, 0.072 + 0.928 * ie, 0, 0, 0, 0, 1];
-          }, xi = ($) => {
-            let ie = 1 - Ba($);
+          }, mi = ($) => {
+            let ie = 1 - Na($);
             return [0.2126 + 0.7874 * ie, 0.7152 - 0.7152 * ie, 0.0722 - 0.0722 * ie, 0, 0.2126 - 0.2126 * ie, 0.7152 + 0.2848 * ie, 0.0722 - 0.0722 * ie, 0, 0.2126 - 0.2126 * ie, 0.7152 - 0.7152 * ie, 0.0722 + 0.9278 * ie, 0, 0, 0, 0, 1];
           }, pl = ($) => {
             let ie = Math.PI * $ / 180, ye = Math.cos(ie), Pe = Math.sin(ie);
             return [0.213 + ye * 0.787 - Pe * 0.213, 0.715 - ye * 0.715 - Pe * 0.715, 0.072 - ye * 0.072 + Pe * 0.928, 0, 0.213 - ye * 0.213 + Pe * 0.143, 0.715 + ye * 0.285 + Pe * 0.14, 0.072 - ye * 0.072 - Pe * 0.283, 0, 0.213 - ye * 0.213 - Pe * 0.787, 0.715 - ye * 0.715 + Pe * 0.715, 0.072 + ye * 0.928 + Pe * 0.072, 0, 0, 0, 0, 1];
-          }, ho = ($, ie, ye = !1) => {
+          }, po = ($, ie, ye = !1) => {
             let Pe = J(ie), Re = ce(ie).channels;
             return (tt) => {
               let vt = Pe(tt);
@@ -6808,15 +6808,15 @@ function cx() {
               return fn && Ft.mode !== fn.mode ? J(fn.mode)(Ft) : Ft;
             };
           }, wm = ($ = 1, ie = "rgb") => {
-            let ye = Oa($);
+            let ye = La($);
             return le(Ae(ye), ie, !0);
           }, Mm = ($ = 1, ie = "rgb") => {
-            let ye = Oa($);
+            let ye = La($);
             return le(Ae(ye, (1 - ye) / 2), ie, !0);
-          }, km = ($ = 1, ie = "rgb") => ho(Yi($), ie, !0), Tm = ($ = 1, ie = "rgb") => ho(Ei($), ie, !0), Am = ($ = 1, ie = "rgb") => ho(xi($), ie, !0), Sm = ($ = 1, ie = "rgb") => {
-            let ye = Ba($);
-            return le((Pe, Re) => Re === "alpha" ? Pe : ja(ye, 1 - ye, Pe), ie, !0);
-          }, Lm = ($ = 0, ie = "rgb") => ho(pl($), ie, !0), Om = J("rgb"), Dm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.856167, 0.182038, -0.038205, 0.029342, 0.955115, 0.015544, -288e-5, -1563e-6, 1.004443], [0.734766, 0.334872, -0.069637, 0.05184, 0.919198, 0.028963, -4928e-6, -4209e-6, 1.009137], [0.630323, 0.465641, -0.095964, 0.069181, 0.890046, 0.040773, -6308e-6, -7724e-6, 1.014032], [0.539009, 0.579343, -0.118352, 0.082546, 0.866121, 0.051332, -7136e-6, -0.011959, 1.019095], [0.458064, 0.679578, -0.137642, 0.092785, 0.846313, 0.060902, -7494e-6, -0.016807, 1.024301], [0.38545, 0.769005, -0.154455, 0.100526, 0.829802, 0.069673, -7442e-6, -0.02219, 1.029632], [0.319627, 0.849633, -0.169261, 0.106241, 0.815969, 0.07779, -7025e-6, -0.028051, 1.035076], [0.259411, 0.923008, -0.18242, 0.110296, 0.80434, 0.085364, -6276e-6, -0.034346, 1.040622], [0.203876, 0.990338, -0.194214, 0.112975, 0.794542, 0.092483, -5222e-6, -0.041043, 1.046265], [0.152286, 1.052583, -0.204868, 0.114503, 0.786281, 0.099216, -3882e-6, -0.048116, 1.051998]], Cm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.866435, 0.177704, -0.044139, 0.049567, 0.939063, 0.01137, -3453e-6, 7233e-6, 0.99622], [0.760729, 0.319078, -0.079807, 0.090568, 0.889315, 0.020117, -6027e-6, 0.013325, 0.992702], [0.675425, 0.43385, -0.109275, 0.125303, 0.847755, 0.026942, -795e-5, 0.018572, 0.989378], [0.605511, 0.52856, -0.134071, 0.155318, 0.812366, 0.032316, -9376e-6, 0.023176, 0.9862], [0.547494, 0.607765, -0.155259, 0.181692, 0.781742, 0.036566, -0.01041, 0.027275, 0.983136], [0.498864, 0.674741, -0.173604, 0.205199, 0.754872, 0.039929, -0.011131, 0.030969, 0.980162], [0.457771, 0.731899, -0.18967, 0.226409, 0.731012, 0.042579, -0.011595, 0.034333, 0.977261], [0.422823, 0.781057, -0.203881, 0.245752, 0.709602, 0.044646, -0.011843, 0.037423, 0.974421], [0.392952, 0.82361, -0.216562, 0.263559, 0.69021, 0.046232, -0.01191, 0.040281, 0.97163], [0.367322, 0.860646, -0.227968, 0.280085, 0.672501, 0.047413, -0.01182, 0.04294, 0.968881]], Em = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.92667, 0.092514, -0.019184, 0.021191, 0.964503, 0.014306, 8437e-6, 0.054813, 0.93675], [0.89572, 0.13333, -0.02905, 0.029997, 0.9454, 0.024603, 0.013027, 0.104707, 0.882266], [0.905871, 0.127791, -0.033662, 0.026856, 0.941251, 0.031893, 0.01341, 0.148296, 0.838294], [0.948035, 0.08949, -0.037526, 0.014364, 0.946792, 0.038844, 0.010853, 0.193991, 0.795156], [1.017277, 0.027029, -0.044306, -6113e-6, 0.958479, 0.047634, 6379e-6, 0.248708, 0.744913], [1.104996, -0.046633, -0.058363, -0.032137, 0.971635, 0.060503, 1336e-6, 0.317922, 0.680742], [1.193214, -0.109812, -0.083402, -0.058496, 0.97941, 0.079086, -2346e-6, 0.403492, 0.598854], [1.257728, -0.139648, -0.118081, -0.078003, 0.975409, 0.102594, -3316e-6, 0.501214, 0.502102], [1.278864, -0.125333, -0.153531, -0.084748, 0.957674, 0.127074, -989e-6, 0.601151, 0.399838], [1.255528, -0.076749, -0.178779, -0.078411, 0.930809, 0.147602, 4733e-6, 0.691367, 0.3039]], tf = ($, ie) => {
+          }, km = ($ = 1, ie = "rgb") => po(Yi($), ie, !0), Tm = ($ = 1, ie = "rgb") => po(Di($), ie, !0), Am = ($ = 1, ie = "rgb") => po(mi($), ie, !0), Sm = ($ = 1, ie = "rgb") => {
+            let ye = Na($);
+            return le((Pe, Re) => Re === "alpha" ? Pe : Ba(ye, 1 - ye, Pe), ie, !0);
+          }, Lm = ($ = 0, ie = "rgb") => po(pl($), ie, !0), Om = J("rgb"), Dm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.856167, 0.182038, -0.038205, 0.029342, 0.955115, 0.015544, -288e-5, -1563e-6, 1.004443], [0.734766, 0.334872, -0.069637, 0.05184, 0.919198, 0.028963, -4928e-6, -4209e-6, 1.009137], [0.630323, 0.465641, -0.095964, 0.069181, 0.890046, 0.040773, -6308e-6, -7724e-6, 1.014032], [0.539009, 0.579343, -0.118352, 0.082546, 0.866121, 0.051332, -7136e-6, -0.011959, 1.019095], [0.458064, 0.679578, -0.137642, 0.092785, 0.846313, 0.060902, -7494e-6, -0.016807, 1.024301], [0.38545, 0.769005, -0.154455, 0.100526, 0.829802, 0.069673, -7442e-6, -0.02219, 1.029632], [0.319627, 0.849633, -0.169261, 0.106241, 0.815969, 0.07779, -7025e-6, -0.028051, 1.035076], [0.259411, 0.923008, -0.18242, 0.110296, 0.80434, 0.085364, -6276e-6, -0.034346, 1.040622], [0.203876, 0.990338, -0.194214, 0.112975, 0.794542, 0.092483, -5222e-6, -0.041043, 1.046265], [0.152286, 1.052583, -0.204868, 0.114503, 0.786281, 0.099216, -3882e-6, -0.048116, 1.051998]], Cm = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.866435, 0.177704, -0.044139, 0.049567, 0.939063, 0.01137, -3453e-6, 7233e-6, 0.99622], [0.760729, 0.319078, -0.079807, 0.090568, 0.889315, 0.020117, -6027e-6, 0.013325, 0.992702], [0.675425, 0.43385, -0.109275, 0.125303, 0.847755, 0.026942, -795e-5, 0.018572, 0.989378], [0.605511, 0.52856, -0.134071, 0.155318, 0.812366, 0.032316, -9376e-6, 0.023176, 0.9862], [0.547494, 0.607765, -0.155259, 0.181692, 0.781742, 0.036566, -0.01041, 0.027275, 0.983136], [0.498864, 0.674741, -0.173604, 0.205199, 0.754872, 0.039929, -0.011131, 0.030969, 0.980162], [0.457771, 0.731899, -0.18967, 0.226409, 0.731012, 0.042579, -0.011595, 0.034333, 0.977261], [0.422823, 0.781057, -0.203881, 0.245752, 0.709602, 0.044646, -0.011843, 0.037423, 0.974421], [0.392952, 0.82361, -0.216562, 0.263559, 0.69021, 0.046232, -0.01191, 0.040281, 0.97163], [0.367322, 0.860646, -0.227968, 0.280085, 0.672501, 0.047413, -0.01182, 0.04294, 0.968881]], Em = [[1, 0, -0, 0, 1, 0, -0, -0, 1], [0.92667, 0.092514, -0.019184, 0.021191, 0.964503, 0.014306, 8437e-6, 0.054813, 0.93675], [0.89572, 0.13333, -0.02905, 0.029997, 0.9454, 0.024603, 0.013027, 0.104707, 0.882266], [0.905871, 0.127791, -0.033662, 0.026856, 0.941251, 0.031893, 0.01341, 0.148296, 0.838294], [0.948035, 0.08949, -0.037526, 0.014364, 0.946792, 0.038844, 0.010853, 0.193991, 0.795156], [1.017277, 0.027029, -0.044306, -6113e-6, 0.958479, 0.047634, 6379e-6, 0.248708, 0.744913], [1.104996, -0.046633, -0.058363, -0.032137, 0.971635, 0.060503, 1336e-6, 0.317922, 0.680742], [1.193214, -0.109812, -0.083402, -0.058496, 0.97941, 0.079086, -2346e-6, 0.403492, 0.598854], [1.257728, -0.139648, -0.118081, -0.078003, 0.975409, 0.102594, -3316e-6, 0.501214, 0.502102], [1.278864, -0.125333, -0.153531, -0.084748, 0.957674, 0.127074, -989e-6, 0.601151, 0.399838], [1.255528, -0.076749, -0.178779, -0.078411, 0.930809, 0.147602, 4733e-6, 0.691367, 0.3039]], nf = ($, ie) => {
             let ye = Math.max(0, Math.min(1, ie)), Pe = Math.round(ye / 0.1), Re = Math.round(ye % 0.1), tt = $[Pe];
             if (Re > 0 && Pe < $.length - 1) {
               let vt = $[Pe + 1];
@@ -6828,17 +6828,17 @@ function cx() {
               let { r: an, g: vn, b: fn } = Om(Ft), _n = { mode: "rgb", r: tt[0] * an + tt[1] * vn + tt[2] * fn, g: tt[3] * an + tt[4] * vn + tt[5] * fn, b: tt[6] * an + tt[7] * vn + tt[8] * fn };
               return Ft.alpha !== void 0 && (_n.alpha = Ft.alpha), J(Ft.mode)(_n);
             };
-          }, zm = ($ = 1) => tf(Dm, $), Pm = ($ = 1) => tf(Cm, $), Fm = ($ = 1) => tf(Em, $), Im = ($) => $ * $ * (3 - 2 * $), Rm = ($) => 0.5 - Math.sin(Math.asin(1 - 2 * $) / 3), Nm = ($) => $ * $ * $ * ($ * ($ * 6 - 15) + 10), Bm = Nm, jm = ($) => (1 - Math.cos($ * Math.PI)) / 2, qm = jm;
-          function nf($) {
+          }, zm = ($ = 1) => nf(Dm, $), Pm = ($ = 1) => nf(Cm, $), Fm = ($ = 1) => nf(Em, $), Im = ($) => $ * $ * (3 - 2 * $), Rm = ($) => 0.5 - Math.sin(Math.asin(1 - 2 * $) / 3), Nm = ($) => $ * $ * $ * ($ * ($ * 6 - 15) + 10), Bm = Nm, jm = ($) => (1 - Math.cos($ * Math.PI)) / 2, qm = jm;
+          function rf($) {
             let ie = J("lrgb")($);
             return 0.2126 * ie.r + 0.7152 * ie.g + 0.0722 * ie.b;
           }
           function Hm($, ie) {
-            let ye = nf($), Pe = nf(ie);
+            let ye = rf($), Pe = rf(ie);
             return (Math.max(ye, Pe) + 0.05) / (Math.min(ye, Pe) + 0.05);
           }
-          var Um = se(ct), Vm = se($e), Ym = se(Vr), Gm = se(Dr), Zm = se(Jr), Xm = se(da), Wm = se(nr), Jm = se(di), $m = se(Ws), Km = se(Bl), Qm = se(Oi), e3 = se(vi), t3 = se(tc), n3 = se(co), r3 = se(rc), a3 = se(Zl), i3 = se(Vo), o3 = se(fc), l3 = se(Wo), s3 = se(ts), c3 = se(rs), u3 = se(vc), f3 = se(fo), d3 = se(is), p3 = se(il), h3 = se(ht), v3 = se(ll), g3 = se(_c), y3 = se(kc), m3 = se(gs);
-        }), Ji = be((k, M) => {
+          var Um = se(ct), Vm = se($e), Ym = se(Yr), Gm = se(Er), Zm = se(Jr), Xm = se(fa), Wm = se(rr), Jm = se(fi), $m = se(Ws), Km = se(jl), Qm = se(Si), e3 = se(hi), t3 = se(tc), n3 = se(so), r3 = se(rc), a3 = se(Xl), i3 = se(Vo), o3 = se(fc), l3 = se(Wo), s3 = se(ns), c3 = se(as), u3 = se(vc), f3 = se(uo), d3 = se(os), p3 = se(il), h3 = se(ht), v3 = se(ll), g3 = se(_c), y3 = se(kc), m3 = se(ys);
+        }), Ja = be((k, M) => {
           "use strict";
           var r = { staticPlot: { valType: "boolean", dflt: !1 }, typesetMath: { valType: "boolean", dflt: !0 }, plotlyServerURL: { valType: "string", dflt: "https://cloud.plotly.com/newchart" }, editable: { valType: "boolean", dflt: !1 }, edits: { annotationPosition: { valType: "boolean", dflt: !1 }, annotationTail: { valType: "boolean", dflt: !1 }, annotationText: { valType: "boolean", dflt: !1 }, axisTitleText: { valType: "boolean", dflt: !1 }, colorbarPosition: { valType: "boolean", dflt: !1 }, colorbarTitleText: { valType: "boolean", dflt: !1 }, legendPosition: { valType: "boolean", dflt: !1 }, legendText: { valType: "boolean", dflt: !1 }, shapePosition: { valType: "boolean", dflt: !1 }, titleText: { valType: "boolean", dflt: !1 } }, editSelection: { valType: "boolean", dflt: !0 }, autosizable: { valType: "boolean", dflt: !1 }, responsive: { valType: "boolean", dflt: !1 }, fillFrame: { valType: "boolean", dflt: !1 }, frameMargins: { valType: "number", dflt: 0, min: 0, max: 0.5 }, scrollZoom: { valType: "flaglist", flags: ["cartesian", "gl3d", "geo", "map"], extras: [!0, !1], dflt: "gl3d+geo+map" }, doubleClick: { valType: "enumerated", values: [!1, "reset", "autosize", "reset+autosize"], dflt: "reset+autosize" }, doubleClickDelay: { valType: "number", dflt: 500, min: 0 }, showAxisDragHandles: { valType: "boolean", dflt: !0 }, showAxisRangeEntryBoxes: { valType: "boolean", dflt: !0 }, showTips: { valType: "boolean", dflt: !0 }, displayNotifier: { valType: "boolean", dflt: !0 }, displayModeBar: { valType: "enumerated", values: ["hover", !0, !1], dflt: "hover" }, showSendToCloud: { valType: "boolean", dflt: !0 }, modeBarButtonsToRemove: { valType: "any", dflt: [] }, modeBarButtonsToAdd: { valType: "any", dflt: [] }, modeBarButtons: { valType: "any", dflt: !1 }, toImageButtonOptions: { valType: "any", dflt: {} }, displaylogo: { valType: "boolean", dflt: !0 }, watermark: { valType: "boolean", dflt: !1 }, plotGlPixelRatio: { valType: "number", dflt: 2, min: 1, max: 4 }, setBackground: { valType: "any", dflt: "transparent" }, topojsonURL: { valType: "string", noBlank: !0, dflt: "https://cdn.plot.ly/un/" }, logging: { valType: "integer", min: 0, max: 2, dflt: 1 }, notifyOnLogging: { valType: "integer", min: 0, max: 2, dflt: 0 }, queueLength: { valType: "integer", min: 0, dflt: 0 }, locale: { valType: "string", dflt: "en-US" }, locales: { valType: "any", dflt: {} } }, e = {};
           function a(i, o) {
@@ -6848,7 +6848,7 @@ function cx() {
             }
           }
           a(r, e), M.exports = { configAttributes: r, dfltConfig: e };
-        }), hf = be((k, M) => {
+        }), vf = be((k, M) => {
           "use strict";
           var r = Nn(), e = Gn(), a = [];
           M.exports = function(i, o, n) {
@@ -6875,9 +6875,9 @@ function cx() {
               o === "stick" ? h.transition().duration(350).style("opacity", 1) : h.transition().duration(700).style("opacity", 1).transition().delay(s).call(c);
             });
           };
-        }), $i = be((k, M) => {
+        }), Ji = be((k, M) => {
           "use strict";
-          var r = Ji().dfltConfig, e = hf(), a = M.exports = {};
+          var r = Ja().dfltConfig, e = vf(), a = M.exports = {};
           a.log = function() {
             var i;
             if (r.logging > 1) {
@@ -6915,12 +6915,12 @@ function cx() {
               e(n.join("<br>"), "stick");
             }
           };
-        }), Ka = be((k) => {
+        }), $a = be((k) => {
           "use strict";
           k.defaults = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"], k.defaultLine = "#444", k.lightLine = "#eee", k.background = "#fff", k.borderLine = "#BEC8D9", k.lightFraction = 1e3 / 11;
         }), In = be((k, M) => {
           "use strict";
-          var { converter: r, formatHex: e, formatRgb: a, wcagContrast: i, wcagLuminance: o } = _1(), { isArrayOrTypedArray: n } = sa(), { warn: l } = $i(), { background: s, defaultLine: t, defaults: d, lightLine: c } = Ka(), p = r("rgb"), h = r("hsl"), y = (S) => {
+          var { converter: r, formatHex: e, formatRgb: a, wcagContrast: i, wcagLuminance: o } = bi(), { isArrayOrTypedArray: n } = ga(), { warn: l } = Ji(), { background: s, defaultLine: t, defaults: d, lightLine: c } = $a(), p = r("rgb"), h = r("hsl"), y = (S) => {
             if (typeof S != "string") return;
             let B = S.trim().toLowerCase();
             if (!/^[0-9a-f]+$/.test(B)) try {
@@ -6928,20 +6928,20 @@ function cx() {
             } catch {
               return;
             }
-          }, m = (S) => S > 0 ? S > 1 ? 1 : S : 0, v = { mode: "rgb", r: 0, g: 0, b: 0, alpha: 1 }, u = (S) => Math.round(S * 255e6) / 255e6, f = (S) => Tn(gr({}, S), { r: u(S.r), g: u(S.g), b: u(S.b) }), g = (S) => a(f(S)), _ = (S) => e(f(S)), b = (S) => {
+          }, m = (S) => S > 0 ? S > 1 ? 1 : S : 0, v = { mode: "rgb", r: 0, g: 0, b: 0, alpha: 1 }, u = (S) => Math.round(S * 255e6) / 255e6, f = (S) => Sn(gr({}, S), { r: u(S.r), g: u(S.g), b: u(S.b) }), g = (S) => a(f(S)), _ = (S) => e(f(S)), b = (S) => {
             var B, Z, oe, fe;
             return typeof S == "string" ? `"${S}"` : n(S) ? `${(Z = (B = S.constructor) == null ? void 0 : B.name) != null ? Z : "Array"}(${S.length})` : typeof S == "object" ? (fe = (oe = S.constructor) == null ? void 0 : oe.name) != null ? fe : "Object" : `${typeof S} ${S}`;
           }, w = (S, B) => {
             var Z;
             let oe = y(S);
             return oe ? ((Z = oe.alpha) != null || (oe.alpha = 1), oe) : (!B && S != null && l(`Invalid color specifier: ${b(S)}. Defaulting to "#000"`), v);
-          }, z = (S) => g(Tn(gr({}, w(S)), { alpha: 1 })), C = (S) => S ? w(S).alpha : 0, O = (S) => n(S) && S.length > 2 && Number.isFinite(S[0]) && Number.isFinite(S[1]) && Number.isFinite(S[2]), L = (S) => {
+          }, z = (S) => g(Sn(gr({}, w(S)), { alpha: 1 })), C = (S) => S ? w(S).alpha : 0, O = (S) => n(S) && S.length > 2 && Number.isFinite(S[0]) && Number.isFinite(S[1]) && Number.isFinite(S[2]), L = (S) => {
             let [B, Z, oe, fe] = S, ae = Math.max(B, Z, oe) > 1 ? 1 / 255 : 1, me = fe ?? 1;
             return { mode: "rgb", r: B * ae, g: Z * ae, b: oe * ae, alpha: me > 1 ? me / 255 : me };
           }, H = (S, B) => {
             let Z = O(S) ? L(S) : w(S, !0), oe = [m(Z.r), m(Z.g), m(Z.b), m(Z.alpha)];
             return B === "uint8" || B === "uint8_clamped" ? Uint8Array.from(oe, (fe) => Math.round(fe * 255)) : B === "float32" ? Float32Array.from(oe) : B === "float64" ? Float64Array.from(oe) : oe;
-          }, G = (S, B) => g(Tn(gr({}, w(S)), { alpha: m(B) })), Q = (S, B) => {
+          }, G = (S, B) => g(Sn(gr({}, w(S)), { alpha: m(B) })), Q = (S, B) => {
             let Z = w(S), oe = Z.alpha;
             if (oe === 1) return g(Z);
             let fe = w(B || s), ae = fe.alpha, me = (Le, Fe) => (ae === 1 ? Fe : 1 - ae + Fe * ae) * (1 - oe) + Le * oe;
@@ -6951,7 +6951,7 @@ function cx() {
             return g({ mode: "rgb", r: ae(oe.r, fe.r), g: ae(oe.g, fe.g), b: ae(oe.b, fe.b) });
           }, ne = (S, B) => {
             let Z = w(S), oe = h(Z) || { mode: "hsl", h: 0, s: 0, l: 0 };
-            return g(p(Tn(gr({}, oe), { l: m((oe.l * 100 + B) / 100), alpha: Z.alpha })));
+            return g(p(Sn(gr({}, oe), { l: m((oe.l * 100 + B) / 100), alpha: Z.alpha })));
           }, j = (S, B) => i(w(S), w(B)), re = (S) => j(S, s) > j(S, t), N = g(w(s)), J = g(w(t)), ee = (S, B, Z) => (w(S).alpha !== 1 && (S = Q(S, s)), re(S) ? B ? ne(S, B) : N : Z ? ne(S, -Z) : J), E = (S, B) => {
             S.style({ stroke: z(B), "stroke-opacity": w(B).alpha });
           }, Y = (S, B) => {
@@ -6959,7 +6959,7 @@ function cx() {
           }, U = (S, B) => !!(S && B && z(S) === z(B)), W = (S) => y(S) !== void 0, se = (S, B) => {
             B = B === 0 ? 0 : B || 10;
             let Z = w(S), oe = B / 100;
-            return g(Tn(gr({}, Z), { r: m(Z.r + oe), g: m(Z.g + oe), b: m(Z.b + oe) }));
+            return g(Sn(gr({}, Z), { r: m(Z.r + oe), g: m(Z.g + oe), b: m(Z.b + oe) }));
           }, ce = (S, B, Z) => {
             let oe = w(S), fe = w(B), ae = Z / 100, me = fe.alpha - oe.alpha, Le = 2 * ae - 1, Fe = ((Le * me === -1 ? Le : (Le + me) / (1 + Le * me)) + 1) / 2, Ie = 1 - Fe, Ye = (qe, ve) => Ie * qe + Fe * ve;
             return g({ mode: "rgb", r: Ye(oe.r, fe.r), g: Ye(oe.g, fe.g), b: Ye(oe.b, fe.b), alpha: oe.alpha * (1 - ae) + fe.alpha * ae });
@@ -7006,21 +7006,21 @@ function cx() {
             return e[l] !== void 0 ? !0 : o(l);
           }
           M.exports = { scales: e, defaultScale: a, get: i, isValid: n };
-        }), Hc = be((k, M) => {
+        }), Uc = be((k, M) => {
           "use strict";
           M.exports = { SHOW_PLACEHOLDER: 100, HIDE_PLACEHOLDER: 1e3, DESELECTDIM: 0.2 };
         }), wo = {};
-        wa(wo, { counter: () => w1 });
+        _a(wo, { counter: () => w1 });
         function w1(k, M = "", r, e) {
           let a = M + (r ? "" : "$"), i = e === !1 ? "" : "^";
           return k === "xy" ? new RegExp(i + "x" + ks + "y" + ks + a) : new RegExp(i + k + ks + a);
         }
-        var ks, yl = ur(() => {
+        var ks, ml = fr(() => {
           "use strict";
           ks = "([2-9]|[1-9][0-9]+)?";
         }), M1 = be((k) => {
           "use strict";
-          var M = Gn(), r = ar().extendFlat, e = ma(), a = _o(), i = In(), o = Hc().DESELECTDIM, n = vl(), l = (yl(), ra(wo)).counter, s = (ya(), ra(xr)).modHalf, t = sa().isArrayOrTypedArray, d = sa().isTypedArraySpec, c = sa().decodeTypedArraySpec;
+          var M = Gn(), r = $n().extendFlat, e = ya(), a = _o(), i = In(), o = Uc().DESELECTDIM, n = bo(), l = (ml(), aa(wo)).counter, s = (Qr(), aa(Tn)).modHalf, t = ga().isArrayOrTypedArray, d = ga().isTypedArraySpec, c = ga().decodeTypedArraySpec;
           k.valObjectMeta = { data_array: { coerceFunction: function(h, y, m) {
             y.set(t(h) ? h : d(h) ? c(h) : m);
           } }, enumerated: { coerceFunction: function(h, y, m, v) {
@@ -7164,11 +7164,11 @@ function cx() {
             return m.coerceFunction(h, f, v, y), u !== v;
           }
           k.validate = p;
-        }), Uc = be((k, M) => {
+        }), Vc = be((k, M) => {
           "use strict";
           M.exports = function() {
           };
-        }), vf = be((k, M) => {
+        }), gf = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             if (e instanceof RegExp) {
@@ -7194,7 +7194,7 @@ function cx() {
           function r(e, a) {
             return e[0] = a[0], e[1] = a[1], e[2] = a[2], e[3] = a[3], e[4] = a[4], e[5] = a[5], e[6] = a[6], e[7] = a[7], e[8] = a[8], e[9] = a[9], e[10] = a[10], e[11] = a[11], e[12] = a[12], e[13] = a[13], e[14] = a[14], e[15] = a[15], e;
           }
-        }), gf = be((k, M) => {
+        }), yf = be((k, M) => {
           M.exports = r;
           function r(e) {
             return e[0] = 1, e[1] = 0, e[2] = 0, e[3] = 0, e[4] = 0, e[5] = 1, e[6] = 0, e[7] = 0, e[8] = 0, e[9] = 0, e[10] = 1, e[11] = 0, e[12] = 0, e[13] = 0, e[14] = 0, e[15] = 1, e;
@@ -7339,7 +7339,7 @@ function cx() {
             return e[0] = -2 * t, e[1] = 0, e[2] = 0, e[3] = 0, e[4] = 0, e[5] = -2 * d, e[6] = 0, e[7] = 0, e[8] = 0, e[9] = 0, e[10] = 2 * c, e[11] = 0, e[12] = (a + i) * t, e[13] = (n + o) * d, e[14] = (s + l) * c, e[15] = 1, e;
           }
         }), J1 = be((k, M) => {
-          var r = gf();
+          var r = yf();
           M.exports = e;
           function e(a, i, o, n) {
             var l, s, t, d, c, p, h, y, m, v, u = i[0], f = i[1], g = i[2], _ = n[0], b = n[1], w = n[2], z = o[0], C = o[1], O = o[2];
@@ -7350,11 +7350,11 @@ function cx() {
           function r(e) {
             return "mat4(" + e[0] + ", " + e[1] + ", " + e[2] + ", " + e[3] + ", " + e[4] + ", " + e[5] + ", " + e[6] + ", " + e[7] + ", " + e[8] + ", " + e[9] + ", " + e[10] + ", " + e[11] + ", " + e[12] + ", " + e[13] + ", " + e[14] + ", " + e[15] + ")";
           }
-        }), yf = be((k, M) => {
-          M.exports = { create: k1(), clone: T1(), copy: A1(), identity: gf(), transpose: S1(), invert: L1(), adjoint: O1(), determinant: D1(), multiply: C1(), translate: E1(), scale: z1(), rotate: P1(), rotateX: F1(), rotateY: I1(), rotateZ: R1(), fromRotation: N1(), fromRotationTranslation: B1(), fromScaling: j1(), fromTranslation: q1(), fromXRotation: H1(), fromYRotation: U1(), fromZRotation: V1(), fromQuat: Y1(), frustum: G1(), perspective: Z1(), perspectiveFromFieldOfView: X1(), ortho: W1(), lookAt: J1(), str: $1() };
-        }), Vc = be((k) => {
+        }), mf = be((k, M) => {
+          M.exports = { create: k1(), clone: T1(), copy: A1(), identity: yf(), transpose: S1(), invert: L1(), adjoint: O1(), determinant: D1(), multiply: C1(), translate: E1(), scale: z1(), rotate: P1(), rotateX: F1(), rotateY: I1(), rotateZ: R1(), fromRotation: N1(), fromRotationTranslation: B1(), fromScaling: j1(), fromTranslation: q1(), fromXRotation: H1(), fromYRotation: U1(), fromZRotation: V1(), fromQuat: Y1(), frustum: G1(), perspective: Z1(), perspectiveFromFieldOfView: X1(), ortho: W1(), lookAt: J1(), str: $1() };
+        }), Yc = be((k) => {
           "use strict";
-          var M = yf();
+          var M = mf();
           k.init2dArray = function(r, e) {
             for (var a = new Array(r), i = 0; i < r; i++) a[i] = new Array(e);
             return a;
@@ -7410,7 +7410,7 @@ function cx() {
           };
         }), Ts = be((k, M) => {
           "use strict";
-          var r = Nn(), e = $i(), a = Vc(), i = yf();
+          var r = Nn(), e = Ji(), a = Yc(), i = mf();
           function o(u) {
             var f;
             if (typeof u == "string") {
@@ -7484,9 +7484,9 @@ function cx() {
         }), As = be((k, M) => {
           "use strict";
           M.exports = { mode: { valType: "enumerated", dflt: "afterall", values: ["immediate", "next", "afterall"] }, direction: { valType: "enumerated", values: ["forward", "reverse"], dflt: "forward" }, fromcurrent: { valType: "boolean", dflt: !1 }, frame: { duration: { valType: "number", min: 0, dflt: 500 }, redraw: { valType: "boolean", dflt: !0 } }, transition: { duration: { valType: "number", min: 0, dflt: 500, editType: "none" }, easing: { valType: "enumerated", dflt: "cubic-in-out", values: ["linear", "quad", "cubic", "sin", "exp", "circle", "elastic", "back", "bounce", "linear-in", "quad-in", "cubic-in", "sin-in", "exp-in", "circle-in", "elastic-in", "back-in", "bounce-in", "linear-out", "quad-out", "cubic-out", "sin-out", "exp-out", "circle-out", "elastic-out", "back-out", "bounce-out", "linear-in-out", "quad-in-out", "cubic-in-out", "sin-in-out", "exp-in-out", "circle-in-out", "elastic-in-out", "back-in-out", "bounce-in-out"], editType: "none" }, ordering: { valType: "enumerated", values: ["layout first", "traces first"], dflt: "layout first", editType: "none" } } };
-        }), li = be((k, M) => {
+        }), oi = be((k, M) => {
           "use strict";
-          var r = ar().extendFlat, e = _i(), a = { valType: "flaglist", extras: ["none"], flags: ["calc", "clearAxisTypes", "plot", "style", "markerSize", "colorbars"] }, i = { valType: "flaglist", extras: ["none"], flags: ["calc", "plot", "legend", "ticks", "axrange", "layoutstyle", "modebar", "camera", "arraydraw", "colorbars"] }, o = a.flags.slice().concat(["fullReplot"]), n = i.flags.slice().concat("layoutReplot");
+          var r = $n().extendFlat, e = Ei(), a = { valType: "flaglist", extras: ["none"], flags: ["calc", "clearAxisTypes", "plot", "style", "markerSize", "colorbars"] }, i = { valType: "flaglist", extras: ["none"], flags: ["calc", "plot", "legend", "ticks", "axrange", "layoutstyle", "modebar", "camera", "arraydraw", "colorbars"] }, o = a.flags.slice().concat(["fullReplot"]), n = i.flags.slice().concat("layoutReplot");
           M.exports = { traces: a, layout: i, traceFlags: function() {
             return l(o);
           }, layoutFlags: function() {
@@ -7517,20 +7517,20 @@ function cx() {
               return y;
             } else return s(d, c, h.charAt(0) === "_" ? "nested" : "from-root");
           }
-        }), Qa = be((k) => {
+        }), Ka = be((k) => {
           "use strict";
           k.dash = { valType: "string", values: ["solid", "dot", "dash", "longdash", "dashdot", "longdashdot"], dflt: "solid", editType: "style" }, k.pattern = { shape: { valType: "enumerated", values: ["", "/", "\\", "x", "-", "|", "+", "."], dflt: "", arrayOk: !0, editType: "style" }, path: { valType: "string", arrayOk: !0, editType: "style" }, fillmode: { valType: "enumerated", values: ["replace", "overlay"], dflt: "replace", editType: "style" }, bgcolor: { valType: "color", arrayOk: !0, editType: "style" }, fgcolor: { valType: "color", arrayOk: !0, editType: "style" }, fgopacity: { valType: "number", editType: "style", min: 0, max: 1 }, size: { valType: "number", min: 0, dflt: 8, arrayOk: !0, editType: "style" }, solidity: { valType: "number", min: 0, max: 1, dflt: 0.3, arrayOk: !0, editType: "style" }, editType: "style" };
-        }), mf = be((k, M) => {
+        }), xf = be((k, M) => {
           "use strict";
           M.exports = { FORMAT_LINK: "https://github.com/d3/d3-format/tree/v1.4.5#d3-format", DATE_FORMAT_LINK: "https://github.com/d3/d3-time-format/tree/v2.2.3#locale_format" };
-        }), Za = be((k) => {
+        }), Ga = be((k) => {
           "use strict";
-          var { DATE_FORMAT_LINK: M, FORMAT_LINK: r } = mf(), e = ["Variables that can't be found will be replaced with the specifier.", 'For example, a template of "data: %{x}, %{y}" will result in a value of "data: 1, %{y}" if x is 1 and y is missing.', "Variables with an undefined value will be replaced with the fallback value."].join(" ");
+          var { DATE_FORMAT_LINK: M, FORMAT_LINK: r } = xf(), e = ["Variables that can't be found will be replaced with the specifier.", 'For example, a template of "data: %{x}, %{y}" will result in a value of "data: 1, %{y}" if x is 1 and y is missing.', "Variables with an undefined value will be replaced with the fallback value."].join(" ");
           function a({ supportOther: i } = {}) {
             return ["Variables are inserted using %{variable},", 'for example "y: %{y}"' + (i ? " as well as %{xother}, {%_xother}, {%_xother_}, {%xother_}. When showing info for several points, *xother* will be added to those with different x positions from the first point. An underscore before or after *(x|y)other* will add a space on that side, only when this field is shown." : "."), `Numbers are formatted using d3-format's syntax %{variable:d3-format}, for example "Price: %{y:$.2f}".`, r, "for details on the formatting syntax.", `Dates are formatted using d3-time-format's syntax %{variable|d3-time-format}, for example "Day: %{2019-01-01|%A}".`, M, "for details on the date formatting syntax.", e].join(" ");
           }
           k.templateFormatStringDescription = a, k.hovertemplateAttrs = ({ editType: i = "none", arrayOk: o } = {}, n = {}) => gr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.texttemplateAttrs = ({ editType: i = "calc", arrayOk: o } = {}, n = {}) => gr({ valType: "string", dflt: "", editType: i }, o !== !1 ? { arrayOk: !0 } : {}), k.shapeTexttemplateAttrs = ({ editType: i = "arraydraw", newshape: o } = {}, n = {}) => ({ valType: "string", dflt: "", editType: i }), k.templatefallbackAttrs = ({ editType: i = "none" } = {}) => ({ valType: "any", dflt: "-", editType: i });
-        }), Yc = be((k, M) => {
+        }), Gc = be((k, M) => {
           "use strict";
           function r(b, w) {
             return w ? w.d2l(b) : b;
@@ -7590,21 +7590,21 @@ function cx() {
           M.exports = { x0: a, x1: i, y0: o, y1: n, slope: f, dx: c, dy: p, width: h, height: y, length: m, xcenter: v, ycenter: u, simpleXVariables: g, simpleYVariables: _ };
         }), K1 = be((k, M) => {
           "use strict";
-          var r = li().overrideAll, e = ma(), a = Zr(), i = Qa().dash, o = ar().extendFlat, { shapeTexttemplateAttrs: n, templatefallbackAttrs: l } = Za(), s = Yc();
+          var r = oi().overrideAll, e = ya(), a = wr(), i = Ka().dash, o = $n().extendFlat, { shapeTexttemplateAttrs: n, templatefallbackAttrs: l } = Ga(), s = Gc();
           M.exports = r({ newshape: { visible: o({}, e.visible, {}), showlegend: { valType: "boolean", dflt: !1 }, legend: o({}, e.legend, {}), legendgroup: o({}, e.legendgroup, {}), legendgrouptitle: { text: o({}, e.legendgrouptitle.text, {}), font: a({}) }, legendrank: o({}, e.legendrank, {}), legendwidth: o({}, e.legendwidth, {}), line: { color: { valType: "color" }, width: { valType: "number", min: 0, dflt: 4 }, dash: o({}, i, { dflt: "solid" }) }, fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)" }, fillrule: { valType: "enumerated", values: ["evenodd", "nonzero"], dflt: "evenodd" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1 }, layer: { valType: "enumerated", values: ["below", "above", "between"], dflt: "above" }, drawdirection: { valType: "enumerated", values: ["ortho", "horizontal", "vertical", "diagonal"], dflt: "diagonal" }, name: o({}, e.name, {}), label: { text: { valType: "string", dflt: "" }, texttemplate: n({ newshape: !0 }, { keys: Object.keys(s) }), texttemplatefallback: l({ editType: "arraydraw" }), font: a({}), textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right", "start", "middle", "end"] }, textangle: { valType: "angle", dflt: "auto" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"] }, padding: { valType: "number", dflt: 3, min: 0 } } }, activeshape: { fillcolor: { valType: "color", dflt: "rgb(255,0,255)", description: "Sets the color filling the active shape' interior." }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.5 } } }, "none", "from-root");
         }), Q1 = be((k, M) => {
           "use strict";
-          var r = Qa().dash, e = ar().extendFlat;
+          var r = Ka().dash, e = $n().extendFlat;
           M.exports = { newselection: { mode: { valType: "enumerated", values: ["immediate", "gradual"], dflt: "immediate", editType: "none" }, line: { color: { valType: "color", editType: "none" }, width: { valType: "number", min: 1, dflt: 1, editType: "none" }, dash: e({}, r, { dflt: "dot", editType: "none" }), editType: "none" }, editType: "none" }, activeselection: { fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "none" }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "none" }, editType: "none" } };
-        }), Gc = be((k, M) => {
+        }), Zc = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = r.editType;
             return { t: { valType: "number", dflt: 0, editType: e }, r: { valType: "number", dflt: 0, editType: e }, b: { valType: "number", dflt: 0, editType: e }, l: { valType: "number", dflt: 0, editType: e }, editType: e };
           };
-        }), ml = be((k, M) => {
+        }), xl = be((k, M) => {
           "use strict";
-          var r = Zr(), e = As(), a = Ka(), i = K1(), o = Q1(), n = Gc(), l = ar().extendFlat, s = r({ editType: "calc" });
+          var r = wr(), e = As(), a = $a(), i = K1(), o = Q1(), n = Zc(), l = $n().extendFlat, s = r({ editType: "calc" });
           s.family.dflt = '"Open Sans", verdana, arial, sans-serif', s.size.dflt = 12, s.color.dflt = a.defaultLine, M.exports = { font: s, title: { text: { valType: "string", editType: "layoutstyle" }, font: r({ editType: "layoutstyle" }), subtitle: { text: { valType: "string", editType: "layoutstyle" }, font: r({ editType: "layoutstyle" }), editType: "layoutstyle" }, xref: { valType: "enumerated", dflt: "container", values: ["container", "paper"], editType: "layoutstyle" }, yref: { valType: "enumerated", dflt: "container", values: ["container", "paper"], editType: "layoutstyle" }, x: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "layoutstyle" }, y: { valType: "number", min: 0, max: 1, dflt: "auto", editType: "layoutstyle" }, xanchor: { valType: "enumerated", dflt: "auto", values: ["auto", "left", "center", "right"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", dflt: "auto", values: ["auto", "top", "middle", "bottom"], editType: "layoutstyle" }, pad: l(n({ editType: "layoutstyle" }), {}), automargin: { valType: "boolean", dflt: !1, editType: "plot" }, editType: "layoutstyle" }, uniformtext: { mode: { valType: "enumerated", values: [!1, "hide", "show"], dflt: !1, editType: "plot" }, minsize: { valType: "number", min: 0, dflt: 0, editType: "plot" }, editType: "plot" }, autosize: { valType: "boolean", dflt: !1, editType: "none" }, width: { valType: "number", min: 10, dflt: 700, editType: "plot" }, height: { valType: "number", min: 10, dflt: 450, editType: "plot" }, minreducedwidth: { valType: "number", min: 2, dflt: 64, editType: "plot" }, minreducedheight: { valType: "number", min: 2, dflt: 64, editType: "plot" }, margin: { l: { valType: "number", min: 0, dflt: 80, editType: "plot" }, r: { valType: "number", min: 0, dflt: 80, editType: "plot" }, t: { valType: "number", min: 0, dflt: 100, editType: "plot" }, b: { valType: "number", min: 0, dflt: 80, editType: "plot" }, pad: { valType: "number", min: 0, dflt: 0, editType: "plot" }, autoexpand: { valType: "boolean", dflt: !0, editType: "plot" }, editType: "plot" }, computed: { valType: "any", editType: "none" }, paper_bgcolor: { valType: "color", dflt: a.background, editType: "plot" }, plot_bgcolor: { valType: "color", dflt: a.background, editType: "layoutstyle" }, autotypenumbers: { valType: "enumerated", values: ["convert types", "strict"], dflt: "convert types", editType: "calc" }, separators: { valType: "string", editType: "plot" }, showlegend: { valType: "boolean", editType: "legend" }, colorway: { valType: "colorlist", dflt: a.defaults, editType: "calc" }, datarevision: { valType: "any", editType: "calc" }, uirevision: { valType: "any", editType: "none" }, editrevision: { valType: "any", editType: "none" }, selectionrevision: { valType: "any", editType: "none" }, template: { valType: "any", editType: "calc" }, newshape: i.newshape, activeshape: i.activeshape, newselection: o.newselection, activeselection: o.activeselection, meta: { valType: "any", arrayOk: !0, editType: "plot" }, transition: l({}, e.transition, { editType: "none" }) };
         }), eh = be(() => {
           (function() {
@@ -7615,7 +7615,7 @@ function cx() {
           })();
         }), On = be((k) => {
           "use strict";
-          var M = $i(), r = Uc(), e = vf(), a = Ts().addStyleRule, i = ar(), o = ma(), n = ml(), l = i.extendFlat, s = i.extendDeepAll;
+          var M = Ji(), r = Vc(), e = gf(), a = Ts().addStyleRule, i = $n(), o = ya(), n = xl(), l = i.extendFlat, s = i.extendDeepAll;
           k.modules = {}, k.allCategories = {}, k.allTypes = [], k.subplotsRegistry = {}, k.componentsRegistry = {}, k.layoutArrayContainers = [], k.layoutArrayRegexes = [], k.traceLayoutAttributes = {}, k.localeRegistry = {}, k.apiMethodRegistry = {}, k.collectableSubplotTypes = null, k.register = function(u) {
             if (k.collectableSubplotTypes = null, u) u && !Array.isArray(u) && (u = [u]);
             else throw new Error("No argument passed to Plotly.register.");
@@ -7720,7 +7720,7 @@ function cx() {
           }
         }), th = be((k) => {
           "use strict";
-          var M = Xi().timeFormat, r = Gn(), e = $i(), a = (ya(), ra(xr)).mod, i = Rr(), o = i.BADNUM, n = i.ONEDAY, l = i.ONEHOUR, s = i.ONEMIN, t = i.ONESEC, d = i.EPOCHJD, c = On(), p = Xi().utcFormat, h = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\d)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, y = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\di?)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, m = (/* @__PURE__ */ new Date()).getFullYear() - 70;
+          var M = Ci().timeFormat, r = Gn(), e = Ji(), a = (Qr(), aa(Tn)).mod, i = Nr(), o = i.BADNUM, n = i.ONEDAY, l = i.ONEHOUR, s = i.ONEMIN, t = i.ONESEC, d = i.EPOCHJD, c = On(), p = Ci().utcFormat, h = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\d)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, y = /^\s*(-?\d\d\d\d|\d\d)(-(\d?\di?)(-(\d?\d)([ Tt]([01]?\d|2[0-3])(:([0-5]\d)(:([0-5]\d(\.\d+)?))?(Z|z|[+\-]\d\d(:?\d\d)?)?)?)?)?)?\s*$/m, m = (/* @__PURE__ */ new Date()).getFullYear() - 70;
           function v(j) {
             return j && c.componentsRegistry.calendars && typeof j == "string" && j !== "gregorian";
           }
@@ -7879,14 +7879,14 @@ function cx() {
             var ce = j.length - E;
             return { exactYears: N / ce, exactMonths: J / ce, exactDays: ee / ce };
           };
-        }), xf = be((k, M) => {
+        }), bf = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return r;
           };
-        }), bf = be((k) => {
+        }), _f = be((k) => {
           "use strict";
-          var M = Gn(), r = $i(), e = xf(), a = Rr().BADNUM, i = 1e-9;
+          var M = Gn(), r = Ji(), e = bf(), a = Nr().BADNUM, i = 1e-9;
           k.findBin = function(t, d, c) {
             if (M(d.start)) return c ? Math.ceil((t - d.start) / d.size - i) - 1 : Math.floor((t - d.start) / d.size + i);
             var p = 0, h = d.length, y = 0, m = h > 1 ? (d[h - 1] - d[0]) / (h - 1) : 1, v, u;
@@ -7936,17 +7936,17 @@ function cx() {
             }
             return p;
           };
-        }), Zc = {};
-        wa(Zc, { default: () => _f });
+        }), Xc = {};
+        _a(Xc, { default: () => wf });
         function nh(k) {
           return Object.keys(k).sort();
         }
-        var _f, wf = ur(() => {
+        var wf, Mf = fr(() => {
           "use strict";
-          _f = nh;
+          wf = nh;
         }), rh = be((k) => {
           "use strict";
-          var M = Gn(), r = sa().isArrayOrTypedArray;
+          var M = Gn(), r = ga().isArrayOrTypedArray;
           k.aggNums = function(e, a, i, o) {
             var n, l;
             if ((!o || o > i.length) && (o = i.length), M(a) || (a = !1), r(i[0])) {
@@ -7987,7 +7987,7 @@ function cx() {
           };
         }), ah = be((k, M) => {
           "use strict";
-          var r = (ya(), ra(xr)), e = r.mod, a = r.modHalf, i = Math.PI, o = 2 * i;
+          var r = (Qr(), aa(Tn)), e = r.mod, a = r.modHalf, i = Math.PI, o = 2 * i;
           function n(u) {
             return u / 180 * i;
           }
@@ -8056,7 +8056,7 @@ function cx() {
           };
         }), oh = be((k) => {
           "use strict";
-          var M = (ya(), ra(xr)).mod;
+          var M = (Qr(), aa(Tn)).mod;
           k.segmentsIntersect = r;
           function r(n, l, s, t, d, c, p, h) {
             var y = s - n, m = d - n, v = p - d, u = t - l, f = c - l, g = h - c, _ = y * g - v * u;
@@ -8112,7 +8112,7 @@ function cx() {
             }
             return f;
           };
-        }), Xc = be((k) => {
+        }), Wc = be((k) => {
           "use strict";
           var M = {};
           k.throttle = function(e, a, i) {
@@ -8260,14 +8260,14 @@ function cx() {
             }
             return i;
           };
-        }), Mf = {};
-        wa(Mf, { default: () => Sf });
+        }), kf = {};
+        _a(kf, { default: () => Lf });
         function vh(k) {
-          return typeof k == "string" && (k = k.replace(Af, "")), (0, kf.default)(k) ? Number(k) : Tf.BADNUM;
+          return typeof k == "string" && (k = k.replace(Sf, "")), (0, Tf.default)(k) ? Number(k) : Af.BADNUM;
         }
-        var kf, Tf, Af, Sf, gh = ur(() => {
+        var Tf, Af, Sf, Lf, gh = fr(() => {
           "use strict";
-          kf = Ma(Gn()), Tf = Ma(Rr()), Af = /^['"%,$#\s']+|[, ]|['"%,$#\s']+$/g, Sf = vh;
+          Tf = wa(Gn()), Af = wa(Nr()), Sf = /^['"%,$#\s']+|[, ]|['"%,$#\s']+$/g, Lf = vh;
         }), yh = be((k, M) => {
           "use strict";
           var r = /<[^>]*>/g, e = /[\p{S}\p{P}]/gu, a = /[\p{Cc}\p{Cf}\uFE00-\uFE0F\u20E3]/gu, i = /�/g, o = /\s+/g, n = "-", l = n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), s = new RegExp(l + "{3,}", "g"), t = new RegExp(l + "$", "g"), d = 60;
@@ -8280,7 +8280,7 @@ function cx() {
           };
         }), zt = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xi().utcFormat, a = Ms().format, i = Gn(), o = Rr(), n = o.FP_SAFE, l = -n, s = o.BADNUM, t = M.exports = {};
+          var r = Nn(), e = Ci().utcFormat, a = Ms().format, i = Gn(), o = Nr(), n = o.FP_SAFE, l = -n, s = o.BADNUM, t = M.exports = {};
           t.adjustFormat = function(I) {
             if (!I || /^\d[.]\df/.test(I) || /[.]\d%/.test(I)) return I;
             if (I === "0.f") return "~f";
@@ -8303,20 +8303,20 @@ function cx() {
               return t.warnBadFormat(I), t.noFormat;
             }
             return P;
-          }, t.nestedProperty = vl(), t.keyedContainer = gl(), t.relativeAttr = qc(), t.isPlainObject = _i(), t.toLogRange = Ln(), t.relinkPrivateKeys = fr();
-          var c = sa();
+          }, t.nestedProperty = bo(), t.keyedContainer = Zi(), t.relativeAttr = qc(), t.isPlainObject = Ei(), t.toLogRange = Xi(), t.relinkPrivateKeys = Hc();
+          var c = ga();
           t.isArrayBuffer = c.isArrayBuffer, t.isTypedArray = c.isTypedArray, t.isArrayOrTypedArray = c.isArrayOrTypedArray, t.isArray1D = c.isArray1D, t.ensureArray = c.ensureArray, t.concat = c.concat, t.maxRowLength = c.maxRowLength, t.minRowLength = c.minRowLength;
-          var p = (ya(), ra(xr));
+          var p = (Qr(), aa(Tn));
           t.mod = p.mod, t.modHalf = p.modHalf;
           var h = M1();
           t.valObjectMeta = h.valObjectMeta, t.coerce = h.coerce, t.coerce2 = h.coerce2, t.coerceFont = h.coerceFont, t.coercePattern = h.coercePattern, t.coerceHoverinfo = h.coerceHoverinfo, t.coerceSelectionMarkerOpacity = h.coerceSelectionMarkerOpacity, t.validate = h.validate;
           var y = th();
           t.dateTime2ms = y.dateTime2ms, t.isDateTime = y.isDateTime, t.ms2DateTime = y.ms2DateTime, t.ms2DateTimeLocal = y.ms2DateTimeLocal, t.cleanDate = y.cleanDate, t.isJSDate = y.isJSDate, t.formatDate = y.formatDate, t.incrementMonth = y.incrementMonth, t.dateTick0 = y.dateTick0, t.dfltRange = y.dfltRange, t.findExactDates = y.findExactDates, t.MIN_MS = y.MIN_MS, t.MAX_MS = y.MAX_MS;
-          var m = bf();
-          t.findBin = m.findBin, t.sorterAsc = m.sorterAsc, t.sorterDes = m.sorterDes, t.distinctVals = m.distinctVals, t.roundUp = m.roundUp, t.sort = m.sort, t.findIndexOfMin = m.findIndexOfMin, t.sortObjectKeys = (wf(), ra(Zc)).default;
+          var m = _f();
+          t.findBin = m.findBin, t.sorterAsc = m.sorterAsc, t.sorterDes = m.sorterDes, t.distinctVals = m.distinctVals, t.roundUp = m.roundUp, t.sort = m.sort, t.findIndexOfMin = m.findIndexOfMin, t.sortObjectKeys = (Mf(), aa(Xc)).default;
           var v = rh();
           t.aggNums = v.aggNums, t.len = v.len, t.mean = v.mean, t.geometricMean = v.geometricMean, t.median = v.median, t.midRange = v.midRange, t.variance = v.variance, t.stdev = v.stdev, t.interp = v.interp;
-          var u = Vc();
+          var u = Yc();
           t.init2dArray = u.init2dArray, t.transposeRagged = u.transposeRagged, t.dot = u.dot, t.translationMatrix = u.translationMatrix, t.rotationMatrix = u.rotationMatrix, t.rotationXYMatrix = u.rotationXYMatrix, t.apply3DTransform = u.apply3DTransform, t.apply2DTransform = u.apply2DTransform, t.apply2DTransform2 = u.apply2DTransform2, t.convertCssMatrix = u.convertCssMatrix, t.inverseTransformMatrix = u.inverseTransformMatrix;
           var f = ah();
           t.deg2rad = f.deg2rad, t.rad2deg = f.rad2deg, t.angleDelta = f.angleDelta, t.angleDist = f.angleDist, t.isFullCircle = f.isFullCircle, t.isAngleInsideSector = f.isAngleInsideSector, t.isPtInsideSector = f.isPtInsideSector, t.pathArc = f.pathArc, t.pathSector = f.pathSector, t.pathAnnulus = f.pathAnnulus;
@@ -8324,20 +8324,20 @@ function cx() {
           t.isLeftAnchor = g.isLeftAnchor, t.isCenterAnchor = g.isCenterAnchor, t.isRightAnchor = g.isRightAnchor, t.isTopAnchor = g.isTopAnchor, t.isMiddleAnchor = g.isMiddleAnchor, t.isBottomAnchor = g.isBottomAnchor;
           var _ = oh();
           t.segmentsIntersect = _.segmentsIntersect, t.segmentDistance = _.segmentDistance, t.getTextLocation = _.getTextLocation, t.clearLocationCache = _.clearLocationCache, t.getVisibleSegment = _.getVisibleSegment, t.findPointOnPath = _.findPointOnPath;
-          var b = ar();
+          var b = $n();
           t.extendFlat = b.extendFlat, t.extendDeep = b.extendDeep, t.extendDeepAll = b.extendDeepAll, t.extendDeepNoArrays = b.extendDeepNoArrays;
-          var w = $i();
+          var w = Ji();
           t.log = w.log, t.warn = w.warn, t.error = w.error;
-          var z = (yl(), ra(wo));
+          var z = (ml(), aa(wo));
           t.counterRegex = z.counter;
-          var C = Xc();
+          var C = Wc();
           t.throttle = C.throttle, t.throttleDone = C.done, t.clearThrottle = C.clear;
           var O = Ts();
-          t.getGraphDiv = O.getGraphDiv, t.isPlotDiv = O.isPlotDiv, t.removeElement = O.removeElement, t.addStyleRule = O.addStyleRule, t.addRelatedStyleRule = O.addRelatedStyleRule, t.deleteRelatedStyleRule = O.deleteRelatedStyleRule, t.setStyleOnHover = O.setStyleOnHover, t.getFullTransformMatrix = O.getFullTransformMatrix, t.getElementTransformMatrix = O.getElementTransformMatrix, t.getElementAndAncestors = O.getElementAndAncestors, t.equalDomRects = O.equalDomRects, t.clearResponsive = lh(), t.preserveDrawingBuffer = ch(), t.makeTraceGroups = uh(), t._ = fh(), t.notifier = hf(), t.filterUnique = dh(), t.filterVisible = ph(), t.pushUnique = vf(), t.increment = hh(), t.cleanNumber = (gh(), ra(Mf)).default, t.slugify = yh(), t.ensureNumber = function(I) {
+          t.getGraphDiv = O.getGraphDiv, t.isPlotDiv = O.isPlotDiv, t.removeElement = O.removeElement, t.addStyleRule = O.addStyleRule, t.addRelatedStyleRule = O.addRelatedStyleRule, t.deleteRelatedStyleRule = O.deleteRelatedStyleRule, t.setStyleOnHover = O.setStyleOnHover, t.getFullTransformMatrix = O.getFullTransformMatrix, t.getElementTransformMatrix = O.getElementTransformMatrix, t.getElementAndAncestors = O.getElementAndAncestors, t.equalDomRects = O.equalDomRects, t.clearResponsive = lh(), t.preserveDrawingBuffer = ch(), t.makeTraceGroups = uh(), t._ = fh(), t.notifier = vf(), t.filterUnique = dh(), t.filterVisible = ph(), t.pushUnique = gf(), t.increment = hh(), t.cleanNumber = (gh(), aa(kf)).default, t.slugify = yh(), t.ensureNumber = function(I) {
             return i(I) ? (I = Number(I), I > n || I < l ? s : I) : s;
           }, t.isIndex = function(I, P) {
             return P !== void 0 && I >= P ? !1 : i(I) && I >= 0 && I % 1 === 0;
-          }, t.noop = Uc(), t.identity = xf(), t.repeat = function(I, P) {
+          }, t.noop = Vc(), t.identity = bf(), t.repeat = function(I, P) {
             for (var S = new Array(P), B = 0; B < P; B++) S[B] = I;
             return S;
           }, t.swapAttrs = function(I, P, S, B) {
@@ -8527,16 +8527,16 @@ function cx() {
             });
           };
           var J = { max: 10, count: 0, name: "hovertemplate" };
-          t.hovertemplateString = (I) => se(Tn(gr({}, I), { opts: J }));
+          t.hovertemplateString = (I) => se(Sn(gr({}, I), { opts: J }));
           var ee = { max: 10, count: 0, name: "texttemplate" };
-          t.texttemplateString = (I) => se(Tn(gr({}, I), { opts: ee }));
+          t.texttemplateString = (I) => se(Sn(gr({}, I), { opts: ee }));
           var E = /^(\S+)([\*\/])(-?\d+(\.\d+)?)$/;
           function Y(I) {
             var P = I.match(E);
             return P ? { key: P[1], op: P[2], number: Number(P[3]) } : { key: I, op: null, number: null };
           }
           var U = { max: 10, count: 0, name: "texttemplate", parseMultDiv: !0 };
-          t.texttemplateStringForShapes = (I) => se(Tn(gr({}, I), { opts: U }));
+          t.texttemplateStringForShapes = (I) => se(Sn(gr({}, I), { opts: U }));
           var W = /^[:|\|]/;
           function se({ data: I = [], locale: P, fallback: S, labels: B = {}, opts: Z, template: oe }) {
             return oe.replace(t.TEMPLATE_STRING_REGEX, (fe, ae, me) => {
@@ -8640,11 +8640,11 @@ function cx() {
           var k = zt(), M = { "X,X div": 'direction:ltr;font-family:"Open Sans",verdana,arial,sans-serif;margin:0;padding:0;border:0;', "X input,X button": 'font-family:"Open Sans",verdana,arial,sans-serif;', "X input:focus,X button:focus": "outline:none;", "X a": "text-decoration:none;", "X a:hover": "text-decoration:none;", "X .crisp": "shape-rendering:crispEdges;", "X .user-select-none": "-webkit-user-select:none;-moz-user-select:none;-ms-user-select:none;-o-user-select:none;user-select:none;", "X svg a": "fill:#447adb;", "X svg a:hover": "fill:#3c6dc5;", "X .main-svg": "position:absolute;top:0;left:0;pointer-events:none;", "X .main-svg .draglayer": "pointer-events:all;", "X .cursor-default": "cursor:default;", "X .cursor-pointer": "cursor:pointer;", "X .cursor-crosshair": "cursor:crosshair;", "X .cursor-move": "cursor:move;", "X .cursor-col-resize": "cursor:col-resize;", "X .cursor-row-resize": "cursor:row-resize;", "X .cursor-ns-resize": "cursor:ns-resize;", "X .cursor-ew-resize": "cursor:ew-resize;", "X .cursor-sw-resize": "cursor:sw-resize;", "X .cursor-s-resize": "cursor:s-resize;", "X .cursor-se-resize": "cursor:se-resize;", "X .cursor-w-resize": "cursor:w-resize;", "X .cursor-e-resize": "cursor:e-resize;", "X .cursor-nw-resize": "cursor:nw-resize;", "X .cursor-n-resize": "cursor:n-resize;", "X .cursor-ne-resize": "cursor:ne-resize;", "X .cursor-grab": "cursor:-webkit-grab;cursor:grab;", "X .modebar": "position:absolute;top:2px;right:2px;", "X .ease-bg": "-webkit-transition:background-color .3s ease 0s;-moz-transition:background-color .3s ease 0s;-ms-transition:background-color .3s ease 0s;-o-transition:background-color .3s ease 0s;transition:background-color .3s ease 0s;", "X .modebar--hover>:not(.watermark)": "opacity:0;-webkit-transition:opacity .3s ease 0s;-moz-transition:opacity .3s ease 0s;-ms-transition:opacity .3s ease 0s;-o-transition:opacity .3s ease 0s;transition:opacity .3s ease 0s;", "X:hover .modebar--hover .modebar-group": "opacity:1;", "X:focus-within .modebar--hover .modebar-group": "opacity:1;", "X .modebar-group": "float:left;display:inline-block;box-sizing:border-box;padding-left:8px;position:relative;vertical-align:middle;white-space:nowrap;", "X .modebar-group a": "display:grid;place-content:center;", "X .modebar-btn": "position:relative;font-size:16px;padding:3px 4px;height:22px;cursor:pointer;line-height:normal;box-sizing:border-box;border:none;background:rgba(0,0,0,0);", "X .modebar-btn svg": "position:relative;", "X .modebar-btn:focus-visible": "outline:1px solid #000;outline-offset:1px;border-radius:3px;", "X .modebar.vertical": "display:flex;flex-direction:column;flex-wrap:wrap;align-content:flex-end;max-height:100%;", "X .modebar.vertical svg": "top:-1px;", "X .modebar.vertical .modebar-group": "display:block;float:none;padding-left:0px;padding-bottom:8px;", "X .modebar.vertical .modebar-group .modebar-btn": "display:block;text-align:center;", "X [data-title]:before,X [data-title]:after": "position:absolute;-webkit-transform:translate3d(0, 0, 0);-moz-transform:translate3d(0, 0, 0);-ms-transform:translate3d(0, 0, 0);-o-transform:translate3d(0, 0, 0);transform:translate3d(0, 0, 0);display:none;opacity:0;z-index:1001;pointer-events:none;top:110%;right:50%;", "X [data-title]:hover:before,X [data-title]:hover:after": "display:block;opacity:1;", "X [data-title]:before": 'content:"";position:absolute;background:rgba(0,0,0,0);border:6px solid rgba(0,0,0,0);z-index:1002;margin-top:-12px;border-bottom-color:#69738a;margin-right:-6px;', "X [data-title]:after": "content:attr(data-title);background:#69738a;color:#fff;padding:8px 10px;font-size:12px;line-height:12px;white-space:nowrap;margin-right:-18px;border-radius:2px;", "X .vertical [data-title]:before,X .vertical [data-title]:after": "top:0%;right:200%;", "X .vertical [data-title]:before": "border:6px solid rgba(0,0,0,0);border-left-color:#69738a;margin-top:8px;margin-right:-30px;", "X .plotly-cloud-dialog": 'font-family:"Open Sans",verdana,arial,sans-serif;position:absolute;top:0;left:0;width:100%;height:100%;z-index:1001;display:flex;align-items:center;justify-content:center;background-color:rgba(0,0,0,.4);', "X .plotly-cloud-dialog .plotly-cloud-dialog-box": "box-sizing:border-box;min-width:300px;max-width:420px;padding:20px 24px;background-color:#fff;border:1px solid #e0e2e5;border-radius:4px;box-shadow:0 4px 16px rgba(0,0,0,.25);font-size:13px;color:#2a3f5f;", "X .plotly-cloud-dialog .plotly-cloud-dialog-title": "font-size:16px;font-weight:bold;margin-bottom:12px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message": "line-height:1.5;overflow-wrap:break-word;word-wrap:break-word;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message--hostname": "font-weight:bold;text-decoration:underline;", "X .plotly-cloud-dialog .plotly-cloud-dialog-message--account": "margin-top:16px;padding:8px;border-radius:3px;font-size:.9em;background-color:#edf1f8;", "X .plotly-cloud-dialog .plotly-cloud-dialog-buttons": "display:flex;justify-content:flex-end;margin-top:20px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn": "font-family:inherit;font-size:13px;padding:7px 16px;margin-left:8px;border-radius:3px;border:1px solid rgba(0,0,0,0);cursor:pointer;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn:focus-visible": "outline:2px solid #447adb;outline-offset:1px;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--cancel": "background-color:#f3f3f3;margin-left:auto;color:#777;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--cancel:hover": "background-color:#e0e2e5;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--confirm": "background-color:#447adb;color:#fff;", "X .plotly-cloud-dialog .plotly-cloud-dialog-btn--confirm:hover": "background-color:#1d3b84;", Y: 'font-family:"Open Sans",verdana,arial,sans-serif;position:fixed;top:50px;right:20px;z-index:10000;font-size:10pt;max-width:180px;', "Y p": "margin:0;", "Y .notifier-note": "min-width:180px;max-width:250px;border:1px solid #fff;z-index:3000;margin:0;background-color:#8c97af;background-color:rgba(140,151,175,.9);color:#fff;padding:10px;overflow-wrap:break-word;word-wrap:break-word;-ms-hyphens:auto;-webkit-hyphens:auto;hyphens:auto;", "Y .notifier-close": "color:#fff;opacity:.8;float:right;padding:0 5px;background:none;border:none;font-size:20px;font-weight:bold;line-height:20px;", "Y .notifier-close:hover": "color:#444;text-decoration:none;cursor:pointer;" };
           for (e in M) r = e.replace(/^,/, " ,").replace(/X/g, ".js-plotly-plot .plotly").replace(/Y/g, ".plotly-notifier"), k.addStyleRule(r, M[e]);
           var r, e;
-        }), Lf = be((k, M) => {
-          M.exports = !0;
         }), Of = be((k, M) => {
+          M.exports = !0;
+        }), Df = be((k, M) => {
           "use strict";
-          var r = Lf(), e;
+          var r = Of(), e;
           typeof window.matchMedia == "function" ? e = !window.matchMedia("(hover: none)").matches : e = r, M.exports = e;
         }), Mo = be((k, M) => {
           "use strict";
@@ -8843,7 +8843,7 @@ function cx() {
           M.exports = e;
         }), xh = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ji().dfltConfig;
+          var r = zt(), e = Ja().dfltConfig;
           function a(o, n) {
             for (var l = [], s, t = 0; t < n.length; t++) s = n[t], s === o ? l[t] = s : typeof s == "object" ? l[t] = Array.isArray(s) ? r.extendDeep([], s) : r.extendDeepAll({}, s) : l[t] = s;
             return l;
@@ -8875,12 +8875,12 @@ function cx() {
           }, i.plotDo = function(o, n, l) {
             o.autoplay = !0, l = a(o, l), n.apply(null, l);
           }, M.exports = i;
-        }), Df = be((k, M) => {
+        }), Cf = be((k, M) => {
           "use strict";
           M.exports = { _isLinkedToArray: "frames_entry", group: { valType: "string" }, name: { valType: "string" }, traces: { valType: "any" }, baseframe: { valType: "string" }, data: { valType: "any" }, layout: { valType: "any" } };
-        }), xl = be((k) => {
+        }), bl = be((k) => {
           "use strict";
-          var M = On(), r = zt(), e = ma(), a = ml(), i = Df(), o = As(), n = Ji().configAttributes, l = li(), s = r.extendDeepAll, t = r.isPlainObject, d = r.isArrayOrTypedArray, c = r.nestedProperty, p = r.valObjectMeta, h = "_isSubplotObj", y = "_isLinkedToArray", m = "_arrayAttrRegexps", v = "_deprecated", u = [h, y, m, v];
+          var M = On(), r = zt(), e = ya(), a = xl(), i = Cf(), o = As(), n = Ja().configAttributes, l = oi(), s = r.extendDeepAll, t = r.isPlainObject, d = r.isArrayOrTypedArray, c = r.nestedProperty, p = r.valObjectMeta, h = "_isSubplotObj", y = "_isLinkedToArray", m = "_arrayAttrRegexps", v = "_deprecated", u = [h, y, m, v];
           k.IS_SUBPLOT_OBJ = h, k.IS_LINKED_TO_ARRAY = y, k.DEPRECATED = v, k.UNDERSCORE_ATTRS = u, k.get = function() {
             var X = {};
             return M.allTypes.forEach(function(ne) {
@@ -9057,9 +9057,9 @@ function cx() {
             var re = c(X, j);
             re.set(s(re.get() || {}, ne));
           }
-        }), Lr = be((k) => {
+        }), Dr = be((k) => {
           "use strict";
-          var M = zt(), r = ma(), e = "templateitemname", a = { name: { valType: "string", editType: "none" } };
+          var M = zt(), r = ya(), e = "templateitemname", a = { name: { valType: "string", editType: "none" } };
           a[e] = { valType: "string", editType: "calc" }, k.templatedArray = function(n, l) {
             return l._isLinkedToArray = n, l.name = a.name, l[e] = a[e], l;
           }, k.traceTemplater = function(n) {
@@ -9138,13 +9138,13 @@ function cx() {
             }
             return { modifyBase: m, modifyItem: v, getUpdateObj: u, applyUpdate: f };
           };
-        }), aa = be((k, M) => {
+        }), ia = be((k, M) => {
           "use strict";
-          var r = (yl(), ra(wo)).counter;
+          var r = (ml(), aa(wo)).counter;
           M.exports = { idRegex: { x: r("x", "( domain)?"), y: r("y", "( domain)?") }, attrRegex: r("[xy]axis"), xAxisMatch: r("xaxis"), yAxisMatch: r("yaxis"), AX_ID_PATTERN: /^[xyz][0-9]*( domain)?$/, AX_NAME_PATTERN: /^[xyz]axis[0-9]*$/, SUBPLOT_PATTERN: /^x([0-9]*)y([0-9]*)$/, HOUR_PATTERN: "hour", WEEKDAY_PATTERN: "day of week", MINDRAG: 8, MINZOOM: 20, DRAGGERSIZE: 20, REDRAWDELAY: 50, DFLTRANGEX: [-1, 6], DFLTRANGEY: [-1, 4], traceLayerClasses: ["imagelayer", "heatmaplayer", "contourcarpetlayer", "contourlayer", "funnellayer", "waterfalllayer", "barlayer", "carpetlayer", "violinlayer", "boxlayer", "ohlclayer", "scattercarpetlayer", "scatterlayer"], clipOnAxisFalseQuery: [".scatterlayer", ".barlayer", ".funnellayer", ".waterfalllayer"], layerValue2layerClass: { "above traces": "above", "below traces": "below" }, zindexSeparator: "z" };
-        }), Qr = be((k) => {
+        }), ea = be((k) => {
           "use strict";
-          var M = On(), r = aa();
+          var M = On(), r = ia();
           k.id2name = function(a) {
             if (!(typeof a != "string" || !a.match(r.AX_ID_PATTERN))) {
               var i = a.split(" ")[0].slice(1);
@@ -9207,7 +9207,7 @@ function cx() {
           k.isLinked = function(a, i) {
             return e(i, a._axisMatchGroups) || e(i, a._axisConstraintGroups);
           };
-        }), Ki = be((k, M) => {
+        }), $i = be((k, M) => {
           "use strict";
           function r(a) {
             var i = a._fullLayout._zoomlayer;
@@ -9218,12 +9218,12 @@ function cx() {
             i && i.selectAll(".select-outline").remove(), a._fullLayout._outlining = !1;
           }
           M.exports = { clearOutlineControllers: r, clearOutline: e };
-        }), Wc = be((k, M) => {
+        }), Jc = be((k, M) => {
           "use strict";
           M.exports = { scattermode: { valType: "enumerated", values: ["group", "overlay"], dflt: "overlay", editType: "calc" }, scattergap: { valType: "number", min: 0, max: 1, editType: "calc" } };
-        }), Jc = be((k) => {
+        }), $c = be((k) => {
           "use strict";
-          var M = On(), r = aa().SUBPLOT_PATTERN;
+          var M = On(), r = ia().SUBPLOT_PATTERN;
           k.getSubplotCalcData = function(e, a, i) {
             var o = M.subplotsRegistry[a];
             if (!o) return [];
@@ -9381,8 +9381,8 @@ function cx() {
           }
         }), Xr = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xi().timeFormatLocale, a = Ms().formatLocale, i = Gn(), o = Wi(), n = Zi().version, l = On(), s = xl(), t = Lr(), d = zt(), c = In(), p = Rr().BADNUM, h = Qr(), y = Ki().clearOutline, m = Wc(), v = As(), u = Df(), f = Jc().getModuleCalcData, g = d.relinkPrivateKeys, _ = d._, b = M.exports = {};
-          d.extendFlat(b, l), b.attributes = ma(), b.attributes.type.values = b.allTypes, b.fontAttrs = Zr(), b.layoutAttributes = ml();
+          var r = Nn(), e = Ci().timeFormatLocale, a = Ms().formatLocale, i = Gn(), o = gl(), n = xo().version, l = On(), s = bl(), t = Dr(), d = zt(), c = In(), p = Nr().BADNUM, h = ea(), y = $i().clearOutline, m = Jc(), v = As(), u = Cf(), f = $c().getModuleCalcData, g = d.relinkPrivateKeys, _ = d._, b = M.exports = {};
+          d.extendFlat(b, l), b.attributes = ya(), b.attributes.type.values = b.allTypes, b.fontAttrs = wr(), b.layoutAttributes = xl();
           var w = bh();
           b.executeAPICommand = w.executeAPICommand, b.computeAPICommandBindings = w.computeAPICommandBindings, b.manageCommandObserver = w.manageCommandObserver, b.hasSimpleAPICommandBindings = w.hasSimpleAPICommandBindings, b.redrawText = function(q) {
             return q = d.getGraphDiv(q), new Promise(function(A) {
@@ -10223,12 +10223,12 @@ function cx() {
         }), zi = be((k) => {
           "use strict";
           k.xmlns = "http://www.w3.org/2000/xmlns/", k.svg = "http://www.w3.org/2000/svg", k.xlink = "http://www.w3.org/1999/xlink", k.svgAttrs = { xmlns: k.svg, "xmlns:xlink": k.xlink };
-        }), Ta = be((k, M) => {
+        }), ka = be((k, M) => {
           "use strict";
           M.exports = { FROM_BL: { left: 0, center: 0.5, right: 1, bottom: 0, middle: 0.5, top: 1 }, FROM_TL: { left: 0, center: 0.5, right: 1, bottom: 1, middle: 0.5, top: 0 }, FROM_BR: { left: 1, center: 0.5, right: 0, bottom: 0, middle: 0.5, top: 1 }, LINE_SPACING: 1.3, CAP_SHIFT: 0.7, MID_SHIFT: 0.35, OPPOSITE_SIDE: { left: "right", right: "left", top: "bottom", bottom: "top" } };
-        }), ia = be((k) => {
+        }), oa = be((k) => {
           "use strict";
-          var M = Nn(), r = zt(), e = r.strTranslate, a = zi(), i = Ta().LINE_SPACING, o = /([^$]*)([$]+[^$]*[$]+)([^$]*)/, n = (U) => U ? U.match(o) : null;
+          var M = Nn(), r = zt(), e = r.strTranslate, a = zi(), i = ka().LINE_SPACING, o = /([^$]*)([$]+[^$]*[$]+)([^$]*)/, n = (U) => U ? U.match(o) : null;
           k.matchTex = n, k.convertToTspans = function(U, W, se) {
             var ce = U.text(), q = !U.attr("data-notex") && W && W._context.typesetMath && n(ce);
             q && !y() && (q = null);
@@ -10515,7 +10515,7 @@ function cx() {
             }
             return W.immediate ? D() : A.on("click", D), M.rebind(U, q, "on");
           };
-        }), Xa = be((k, M) => {
+        }), Za = be((k, M) => {
           "use strict";
           var r = Nn(), e = Gn(), a = zt(), i = In(), o = _o().isValid;
           function n(y, m, v) {
@@ -10583,9 +10583,9 @@ function cx() {
             return p(d(y), m);
           }
           M.exports = { hasColorscale: n, extractOpts: t, extractScale: d, flipScale: c, makeColorScaleFunc: p, makeColorScaleFuncFromTrace: h };
-        }), si = be((k, M) => {
+        }), li = be((k, M) => {
           "use strict";
-          var r = mf(), e = r.FORMAT_LINK, a = r.DATE_FORMAT_LINK;
+          var r = xf(), e = r.FORMAT_LINK, a = r.DATE_FORMAT_LINK;
           function i(l, s) {
             return { valType: "string", dflt: "", editType: "none", description: (s ? o : n)("hover text", l) + ["By default the values are formatted using " + (s ? "generic number format" : "`" + l + "axis.hoverformat`") + "."].join(" ") };
           }
@@ -10596,9 +10596,9 @@ function cx() {
             return o(l, s) + [" And for dates see: " + a + ".", "We add two items to d3's date formatter:", "*%h* for half of the year as a decimal number as well as", "*%{n}f* for fractional seconds", "with n digits. For example, *2016-10-13 09:15:23.456* with tickformat", "*%H~%M~%S.%2f* would display *09~15~23.46*"].join(" ");
           }
           M.exports = { axisHoverFormat: i, descriptionOnlyNumbers: o, descriptionWithDates: n };
-        }), ei = be((k, M) => {
+        }), Qa = be((k, M) => {
           "use strict";
-          var r = Zr(), e = Ka(), a = Qa().dash, i = ar().extendFlat, o = Lr().templatedArray, n = Za().templateFormatStringDescription, l = si().descriptionWithDates, s = Rr().ONEDAY, t = aa(), d = t.HOUR_PATTERN, c = t.WEEKDAY_PATTERN, p = { valType: "enumerated", values: ["auto", "linear", "array"], editType: "ticks", impliedEdits: { tick0: void 0, dtick: void 0 } }, h = i({}, p, { values: p.values.slice().concat(["sync"]) });
+          var r = wr(), e = $a(), a = Ka().dash, i = $n().extendFlat, o = Dr().templatedArray, n = Ga().templateFormatStringDescription, l = li().descriptionWithDates, s = Nr().ONEDAY, t = ia(), d = t.HOUR_PATTERN, c = t.WEEKDAY_PATTERN, p = { valType: "enumerated", values: ["auto", "linear", "array"], editType: "ticks", impliedEdits: { tick0: void 0, dtick: void 0 } }, h = i({}, p, { values: p.values.slice().concat(["sync"]) });
           function y(L) {
             return { valType: "integer", min: 0, dflt: L ? 5 : 0, editType: "ticks" };
           }
@@ -10618,13 +10618,13 @@ function cx() {
           }
           var C = i({}, a, { editType: "ticks" }), O = { valType: "boolean", editType: "ticks" };
           M.exports = { visible: { valType: "boolean", editType: "plot" }, color: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, title: { text: { valType: "string", editType: "ticks" }, font: r({ editType: "ticks", description: "Sets this axis' title font." }), standoff: { valType: "number", min: 0, editType: "ticks" }, editType: "ticks" }, type: { valType: "enumerated", values: ["-", "linear", "log", "date", "category", "multicategory"], dflt: "-", editType: "calc", _noTemplating: !0 }, autotypenumbers: { valType: "enumerated", values: ["convert types", "strict"], dflt: "convert types", editType: "calc" }, autorange: { valType: "enumerated", values: [!0, !1, "reversed", "min reversed", "max reversed", "min", "max"], dflt: !0, editType: "axrange", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, autorangeoptions: { minallowed: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, maxallowed: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, clipmin: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, clipmax: { valType: "any", editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, include: { valType: "any", arrayOk: !0, editType: "plot", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, editType: "plot" }, rangemode: { valType: "enumerated", values: ["normal", "tozero", "nonnegative"], dflt: "normal", editType: "plot" }, range: { valType: "info_array", items: [{ valType: "any", editType: "axrange", impliedEdits: { "^autorange": !1 }, anim: !0 }, { valType: "any", editType: "axrange", impliedEdits: { "^autorange": !1 }, anim: !0 }], editType: "axrange", impliedEdits: { autorange: !1 }, anim: !0 }, minallowed: { valType: "any", editType: "plot", impliedEdits: { "^autorange": !1 } }, maxallowed: { valType: "any", editType: "plot", impliedEdits: { "^autorange": !1 } }, fixedrange: { valType: "boolean", dflt: !1, editType: "calc" }, modebardisable: { valType: "flaglist", flags: ["autoscale", "zoominout"], extras: ["none"], dflt: "none", editType: "modebar" }, insiderange: { valType: "info_array", items: [{ valType: "any", editType: "plot" }, { valType: "any", editType: "plot" }], editType: "plot" }, scaleanchor: { valType: "enumerated", values: [t.idRegex.x.toString(), t.idRegex.y.toString(), !1], editType: "plot" }, scaleratio: { valType: "number", min: 0, dflt: 1, editType: "plot" }, constrain: { valType: "enumerated", values: ["range", "domain"], editType: "plot" }, constraintoward: { valType: "enumerated", values: ["left", "center", "right", "top", "middle", "bottom"], editType: "plot" }, matches: { valType: "enumerated", values: [t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "calc" }, rangebreaks: o("rangebreak", { enabled: { valType: "boolean", dflt: !0, editType: "calc" }, bounds: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, pattern: { valType: "enumerated", values: [c, d, ""], editType: "calc" }, values: { valType: "info_array", freeLength: !0, editType: "calc", items: { valType: "any", editType: "calc" } }, dvalue: { valType: "number", editType: "calc", min: 0, dflt: s }, editType: "calc" }), tickmode: h, nticks: y(), tick0: m, dtick: v, ticklabelstep: { valType: "integer", min: 1, dflt: 1, editType: "ticks" }, tickvals: u, ticktext: { valType: "data_array", editType: "ticks" }, ticks: f, tickson: { valType: "enumerated", values: ["labels", "boundaries"], dflt: "labels", editType: "ticks" }, ticklabelmode: { valType: "enumerated", values: ["instant", "period"], dflt: "instant", editType: "ticks" }, ticklabelposition: { valType: "enumerated", values: ["outside", "inside", "outside top", "inside top", "outside left", "inside left", "outside right", "inside right", "outside bottom", "inside bottom"], dflt: "outside", editType: "calc" }, ticklabeloverflow: { valType: "enumerated", values: ["allow", "hide past div", "hide past domain"], editType: "calc" }, ticklabelshift: { valType: "integer", dflt: 0, editType: "ticks" }, ticklabelstandoff: { valType: "integer", dflt: 0, editType: "ticks" }, ticklabelindex: { valType: "integer", arrayOk: !0, editType: "calc" }, mirror: { valType: "enumerated", values: [!0, "ticks", !1, "all", "allticks"], dflt: !1, editType: "ticks+layoutstyle" }, ticklen: g(), tickwidth: _(), tickcolor: b, showticklabels: { valType: "boolean", dflt: !0, editType: "ticks" }, labelalias: { valType: "any", dflt: !1, editType: "ticks" }, automargin: { valType: "flaglist", flags: ["height", "width", "left", "right", "top", "bottom"], extras: [!0, !1], dflt: !1, editType: "ticks" }, showspikes: { valType: "boolean", dflt: !1, editType: "modebar" }, spikecolor: { valType: "color", dflt: null, editType: "none" }, spikethickness: { valType: "number", dflt: 3, editType: "none" }, spikedash: i({}, a, { dflt: "dash", editType: "none" }), spikemode: { valType: "flaglist", flags: ["toaxis", "across", "marker"], dflt: "toaxis", editType: "none" }, spikesnap: { valType: "enumerated", values: ["data", "cursor", "hovered data"], dflt: "hovered data", editType: "none" }, tickfont: r({ editType: "ticks" }), tickangle: { valType: "angle", dflt: "auto", editType: "ticks" }, autotickangles: { valType: "info_array", freeLength: !0, items: { valType: "angle" }, dflt: [0, 30, 90], editType: "ticks" }, tickprefix: { valType: "string", dflt: "", editType: "ticks" }, showtickprefix: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, ticksuffix: { valType: "string", dflt: "", editType: "ticks" }, showticksuffix: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, showexponent: { valType: "enumerated", values: ["all", "first", "last", "none"], dflt: "all", editType: "ticks" }, exponentformat: { valType: "enumerated", values: ["none", "e", "E", "power", "SI", "B", "SI extended"], dflt: "B", editType: "ticks" }, minexponent: { valType: "number", dflt: 3, min: 0, editType: "ticks" }, separatethousands: { valType: "boolean", dflt: !1, editType: "ticks" }, tickformat: { valType: "string", dflt: "", editType: "ticks", description: l("tick label") }, tickformatstops: o("tickformatstop", { enabled: { valType: "boolean", dflt: !0, editType: "ticks" }, dtickrange: { valType: "info_array", items: [{ valType: "any", editType: "ticks" }, { valType: "any", editType: "ticks" }], editType: "ticks" }, value: { valType: "string", dflt: "", editType: "ticks" }, editType: "ticks" }), hoverformat: { valType: "string", dflt: "", editType: "none", description: l("hover text") }, unifiedhovertitle: { text: { valType: "string", dflt: "", editType: "none" }, editType: "none" }, showline: { valType: "boolean", dflt: !1, editType: "ticks+layoutstyle" }, linecolor: { valType: "color", dflt: e.defaultLine, editType: "layoutstyle" }, linewidth: { valType: "number", min: 0, dflt: 1, editType: "ticks+layoutstyle" }, showgrid: O, gridcolor: w, gridwidth: z(), griddash: C, zeroline: { valType: "boolean", editType: "ticks" }, zerolinecolor: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, zerolinelayer: { valType: "enumerated", values: ["above traces", "below traces"], dflt: "below traces", editType: "plot" }, zerolinewidth: { valType: "number", dflt: 1, editType: "ticks" }, showdividers: { valType: "boolean", dflt: !0, editType: "ticks" }, dividercolor: { valType: "color", dflt: e.defaultLine, editType: "ticks" }, dividerwidth: { valType: "number", dflt: 1, editType: "ticks" }, anchor: { valType: "enumerated", values: ["free", t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "plot" }, side: { valType: "enumerated", values: ["top", "bottom", "left", "right"], editType: "plot" }, overlaying: { valType: "enumerated", values: ["free", t.idRegex.x.toString(), t.idRegex.y.toString()], editType: "plot" }, minor: { tickmode: p, nticks: y("minor"), tick0: m, dtick: v, tickvals: u, ticks: f, ticklen: g("minor"), tickwidth: _("minor"), tickcolor: b, gridcolor: w, gridwidth: z("minor"), griddash: C, showgrid: O, editType: "ticks" }, minorloglabels: { valType: "enumerated", values: ["small digits", "complete", "none"], dflt: "small digits", editType: "calc" }, layer: { valType: "enumerated", values: ["above traces", "below traces"], dflt: "above traces", editType: "plot" }, domain: { valType: "info_array", items: [{ valType: "number", min: 0, max: 1, editType: "plot" }, { valType: "number", min: 0, max: 1, editType: "plot" }], dflt: [0, 1], editType: "plot" }, position: { valType: "number", min: 0, max: 1, dflt: 0, editType: "plot" }, autoshift: { valType: "boolean", dflt: !1, editType: "plot" }, shift: { valType: "number", editType: "plot" }, categoryorder: { valType: "enumerated", values: ["trace", "category ascending", "category descending", "array", "total ascending", "total descending", "min ascending", "min descending", "max ascending", "max descending", "sum ascending", "sum descending", "mean ascending", "mean descending", "geometric mean ascending", "geometric mean descending", "median ascending", "median descending"], dflt: "trace", editType: "calc" }, categoryarray: { valType: "data_array", editType: "calc" }, uirevision: { valType: "any", editType: "none" }, editType: "calc" };
-        }), $c = be((k, M) => {
+        }), Kc = be((k, M) => {
           "use strict";
-          var r = ei(), e = Zr(), a = ar().extendFlat, i = li().overrideAll;
+          var r = Qa(), e = wr(), a = $n().extendFlat, i = oi().overrideAll;
           M.exports = i({ orientation: { valType: "enumerated", values: ["h", "v"], dflt: "v" }, thicknessmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "pixels" }, thickness: { valType: "number", min: 0, dflt: 30 }, lenmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "fraction" }, len: { valType: "number", min: 0, dflt: 1 }, x: { valType: "number" }, xref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, xanchor: { valType: "enumerated", values: ["left", "center", "right"] }, xpad: { valType: "number", min: 0, dflt: 10 }, y: { valType: "number" }, yref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"] }, ypad: { valType: "number", min: 0, dflt: 10 }, outlinecolor: r.linecolor, outlinewidth: r.linewidth, bordercolor: r.linecolor, borderwidth: { valType: "number", min: 0, dflt: 0 }, bgcolor: { valType: "color", dflt: "rgba(0,0,0,0)" }, tickmode: r.minor.tickmode, nticks: r.nticks, tick0: r.tick0, dtick: r.dtick, tickvals: r.tickvals, ticktext: r.ticktext, ticks: a({}, r.ticks, { dflt: "" }), ticklabeloverflow: a({}, r.ticklabeloverflow, {}), ticklabelposition: { valType: "enumerated", values: ["outside", "inside", "outside top", "inside top", "outside left", "inside left", "outside right", "inside right", "outside bottom", "inside bottom"], dflt: "outside" }, ticklen: r.ticklen, tickwidth: r.tickwidth, tickcolor: r.tickcolor, ticklabelstep: r.ticklabelstep, showticklabels: r.showticklabels, labelalias: r.labelalias, tickfont: e({ description: "Sets the color bar's tick label font" }), tickangle: r.tickangle, tickformat: r.tickformat, tickformatstops: r.tickformatstops, tickprefix: r.tickprefix, showtickprefix: r.showtickprefix, ticksuffix: r.ticksuffix, showticksuffix: r.showticksuffix, separatethousands: r.separatethousands, exponentformat: r.exponentformat, minexponent: r.minexponent, showexponent: r.showexponent, title: { text: { valType: "string" }, font: e({ description: "Sets this color bar's title font." }), side: { valType: "enumerated", values: ["right", "top", "bottom"] } } }, "colorbars", "from-root");
-        }), Mi = be((k, M) => {
+        }), _i = be((k, M) => {
           "use strict";
-          var r = $c(), e = (yl(), ra(wo)).counter, a = (wf(), ra(Zc)).default, i = _o().scales, o = a(i);
+          var r = Kc(), e = (ml(), aa(wo)).counter, a = (Mf(), aa(Xc)).default, i = _o().scales, o = a(i);
           function n(l) {
             return "`" + l + "`";
           }
@@ -10639,19 +10639,19 @@ function cx() {
             var Q = {};
             return v === "color" && (Q.color = { valType: "color", arrayOk: !0, editType: y || "style" }, s.anim && (Q.color.anim = !0)), Q[g] = { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: H }, Q[_] = { valType: "number", dflt: null, editType: y || "plot", impliedEdits: G }, Q[b] = { valType: "number", dflt: null, editType: y || "plot", impliedEdits: G }, Q[w] = { valType: "number", dflt: null, editType: "calc", impliedEdits: H }, Q.colorscale = { valType: "colorscale", editType: "calc", dflt: h, impliedEdits: { autocolorscale: !1 } }, Q.autocolorscale = { valType: "boolean", dflt: s.autoColorDflt !== !1, editType: "calc", impliedEdits: { colorscale: void 0 } }, Q.reversescale = { valType: "boolean", dflt: !1, editType: "plot" }, c || (Q.showscale = { valType: "boolean", dflt: p, editType: "calc" }, Q.colorbar = r), s.noColorAxis || (Q.coloraxis = { valType: "subplotid", regex: e("coloraxis"), dflt: null, editType: "calc" }), Q;
           };
-        }), Cf = be((k, M) => {
-          "use strict";
-          var r = ar().extendFlat, e = Mi(), a = _o().scales;
-          M.exports = { editType: "calc", colorscale: { editType: "calc", sequential: { valType: "colorscale", dflt: a.Reds, editType: "calc" }, sequentialminus: { valType: "colorscale", dflt: a.Blues, editType: "calc" }, diverging: { valType: "colorscale", dflt: a.RdBu, editType: "calc" } }, coloraxis: r({ _isSubplotObj: !0, editType: "calc" }, e("", { colorAttr: "corresponding trace color array(s)", noColorAxis: !0, showScaleDflt: !0 })) };
         }), Ef = be((k, M) => {
+          "use strict";
+          var r = $n().extendFlat, e = _i(), a = _o().scales;
+          M.exports = { editType: "calc", colorscale: { editType: "calc", sequential: { valType: "colorscale", dflt: a.Reds, editType: "calc" }, sequentialminus: { valType: "colorscale", dflt: a.Blues, editType: "calc" }, diverging: { valType: "colorscale", dflt: a.RdBu, editType: "calc" } }, coloraxis: r({ _isSubplotObj: !0, editType: "calc" }, e("", { colorAttr: "corresponding trace color array(s)", noColorAxis: !0, showScaleDflt: !0 })) };
+        }), zf = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e) {
             return r.isPlainObject(e.colorbar);
           };
-        }), zf = be((k) => {
+        }), Pf = be((k) => {
           "use strict";
-          var M = Gn(), r = zt(), e = Rr(), a = e.ONEDAY, i = e.ONEWEEK;
+          var M = Gn(), r = zt(), e = Nr(), a = e.ONEDAY, i = e.ONEWEEK;
           k.dtick = function(o, n) {
             var l = n === "log", s = n === "date", t = n === "category", d = s ? a : 1;
             if (!o) return d;
@@ -10663,9 +10663,9 @@ function cx() {
             if (n === "date") return r.cleanDate(o, r.dateTick0(l, s % i === 0 ? 1 : 0));
             if (!(s === "D1" || s === "D2")) return M(o) ? Number(o) : 0;
           };
-        }), Kc = be((k, M) => {
+        }), Qc = be((k, M) => {
           "use strict";
-          var r = zf(), e = zt().isArrayOrTypedArray, a = sa().isTypedArraySpec, i = sa().decodeTypedArraySpec;
+          var r = Pf(), e = zt().isArrayOrTypedArray, a = ga().isTypedArraySpec, i = ga().decodeTypedArraySpec;
           M.exports = function(o, n, l, s, t = {}) {
             var d = t.isMinor, c = d ? o.minor || {} : o, p = d ? n.minor : n, h = d ? "minor." : "";
             function y(C) {
@@ -10684,14 +10684,14 @@ function cx() {
               z === void 0 ? p.tickmode = "auto" : d || l("ticktext");
             }
           };
-        }), Qc = be((k, M) => {
+        }), e0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = ei();
+          var r = zt(), e = Qa();
           M.exports = function(a, i, o, n) {
             var l = n.isMinor, s = l ? a.minor || {} : a, t = l ? i.minor : i, d = l ? e.minor : e, c = l ? "minor." : "", p = r.coerce2(s, t, d, "ticklen", l ? (i.ticklen || 5) * 0.6 : void 0), h = r.coerce2(s, t, d, "tickwidth", l ? i.tickwidth || 1 : void 0), y = r.coerce2(s, t, d, "tickcolor", (l ? i.tickcolor : void 0) || t.color), m = o(c + "ticks", !l && n.outerTicks || p || h || y ? "outside" : "");
             m || (delete t.ticklen, delete t.tickwidth, delete t.tickcolor);
           };
-        }), Pf = be((k, M) => {
+        }), Ff = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = ["showexponent", "showtickprefix", "showticksuffix"], a = e.filter(function(o) {
@@ -10701,9 +10701,9 @@ function cx() {
             };
             if (a.every(i) || a.length === 1) return r[a[0]];
           };
-        }), ci = be((k, M) => {
+        }), si = be((k, M) => {
           "use strict";
-          var r = zt(), e = Lr();
+          var r = zt(), e = Dr();
           M.exports = function(a, i, o) {
             var n = o.name, l = o.inclusionAttr || "visible", s = i[n], t = r.isArrayOrTypedArray(a[n]) ? a[n] : [], d = i[n] = [], c = e.arrayTemplater(i, n, l), p, h;
             for (p = 0; p < t.length; p++) {
@@ -10718,9 +10718,9 @@ function cx() {
             }
             return d;
           };
-        }), e0 = be((k, M) => {
+        }), t0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In().contrast, a = ei(), i = Pf(), o = ci();
+          var r = zt(), e = In().contrast, a = Qa(), i = Ff(), o = si();
           M.exports = function(l, s, t, d, c) {
             c || (c = {});
             var p = t("labelalias");
@@ -10747,9 +10747,9 @@ function cx() {
             var d = t("enabled");
             d && (t("dtickrange"), t("value"));
           }
-        }), t0 = be((k, M) => {
+        }), n0 = be((k, M) => {
           "use strict";
-          var r = Pf();
+          var r = Ff();
           M.exports = function(e, a, i, o, n) {
             n || (n = {});
             var l = n.tickSuffixDflt, s = r(e), t = i("tickprefix");
@@ -10757,9 +10757,9 @@ function cx() {
             var d = i("ticksuffix", l);
             d && i("showticksuffix", s);
           };
-        }), Ff = be((k, M) => {
+        }), If = be((k, M) => {
           "use strict";
-          var r = zt(), e = Lr(), a = Kc(), i = Qc(), o = e0(), n = t0(), l = $c();
+          var r = zt(), e = Dr(), a = Qc(), i = e0(), o = t0(), n = n0(), l = Kc();
           M.exports = function(s, t, d) {
             var c = e.newContainer(t, "colorbar"), p = s.colorbar || {};
             function h(N, J) {
@@ -10780,7 +10780,7 @@ function cx() {
           };
         }), Pi = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = Ef(), i = Ff(), o = _o().isValid, n = On().traceIs;
+          var r = Gn(), e = zt(), a = zf(), i = If(), o = _o().isValid, n = On().traceIs;
           function l(s, t) {
             var d = t.slice(0, t.length - 1);
             return t ? e.nestedProperty(s, d).get() || {} : s;
@@ -10809,7 +10809,7 @@ function cx() {
           };
         }), _h = be((k, M) => {
           "use strict";
-          var r = zt(), e = Lr(), a = Cf(), i = Pi();
+          var r = zt(), e = Dr(), a = Ef(), i = Pi();
           M.exports = function(o, n) {
             function l(m, v) {
               return r.coerce(o, n, a, m, v);
@@ -10830,7 +10830,7 @@ function cx() {
           };
         }), wh = be((k, M) => {
           "use strict";
-          var r = zt(), e = Xa().hasColorscale, a = Xa().extractOpts;
+          var r = zt(), e = Za().hasColorscale, a = Za().extractOpts;
           M.exports = function(i, o) {
             function n(h, y) {
               var m = h["_" + y];
@@ -10852,9 +10852,9 @@ function cx() {
             }
             for (var p in o._colorAxes) l(o[p], { min: "cmin", max: "cmax" });
           };
-        }), bl = be((k, M) => {
+        }), _l = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = Xa().extractOpts;
+          var r = Gn(), e = zt(), a = Za().extractOpts;
           M.exports = function(i, o, n) {
             var l = i._fullLayout, s = n.vals, t = n.containerStr, d = t ? e.nestedProperty(o, t).get() : o, c = a(d), p = c.auto !== !1, h = c.min, y = c.max, m = c.mid, v = function() {
               return e.aggNums(Math.min, null, s);
@@ -10866,13 +10866,13 @@ function cx() {
               h * y < 0 ? f = l.colorscale.diverging : h >= 0 ? f = l.colorscale.sequential : f = l.colorscale.sequentialminus, c._sync("colorscale", f);
             }
           };
-        }), ki = be((k, M) => {
+        }), wi = be((k, M) => {
           "use strict";
-          var r = _o(), e = Xa();
-          M.exports = { moduleType: "component", name: "colorscale", attributes: Mi(), layoutAttributes: Cf(), supplyLayoutDefaults: _h(), handleDefaults: Pi(), crossTraceDefaults: wh(), calc: bl(), scales: r.scales, defaultScale: r.defaultScale, getScale: r.get, isValidScale: r.isValid, hasColorscale: e.hasColorscale, extractOpts: e.extractOpts, extractScale: e.extractScale, flipScale: e.flipScale, makeColorScaleFunc: e.makeColorScaleFunc, makeColorScaleFuncFromTrace: e.makeColorScaleFuncFromTrace };
-        }), Ua = be((k, M) => {
+          var r = _o(), e = Za();
+          M.exports = { moduleType: "component", name: "colorscale", attributes: _i(), layoutAttributes: Ef(), supplyLayoutDefaults: _h(), handleDefaults: Pi(), crossTraceDefaults: wh(), calc: _l(), scales: r.scales, defaultScale: r.defaultScale, getScale: r.get, isValidScale: r.isValid, hasColorscale: e.hasColorscale, extractOpts: e.extractOpts, extractScale: e.extractScale, flipScale: e.flipScale, makeColorScaleFunc: e.makeColorScaleFunc, makeColorScaleFuncFromTrace: e.makeColorScaleFuncFromTrace };
+        }), Ha = be((k, M) => {
           "use strict";
-          var r = zt(), e = sa().isTypedArraySpec;
+          var r = zt(), e = ga().isTypedArraySpec;
           M.exports = { hasLines: function(a) {
             return a.visible && a.mode && a.mode.indexOf("lines") !== -1;
           }, hasMarkers: function(a) {
@@ -10898,7 +10898,7 @@ function cx() {
               return r(t) && t > 0 ? Math.max(t, n) : 0;
             };
           };
-        }), ui = be((k) => {
+        }), ci = be((k) => {
           "use strict";
           var M = zt();
           k.getSubplot = function(n) {
@@ -10972,7 +10972,7 @@ function cx() {
           }, k.isXYhover = function(n) {
             return typeof n != "string" ? !1 : !!i[n];
           };
-        }), If = be((k, M) => {
+        }), Rf = be((k, M) => {
           var r = { a: 7, c: 6, h: 1, l: 2, m: 2, q: 4, s: 4, t: 2, v: 1, z: 0 }, e = /([astvzqmhlc])([^astvzqmhlc]*)/gi, a = /-?[0-9]*\.?[0-9]+(?:e[-+]?\d+)?/gi;
           function i(n) {
             let l = [];
@@ -10992,7 +10992,7 @@ function cx() {
           M.exports = i;
         }), kh = be((k, M) => {
           "use strict";
-          var r = If(), e = function(m, v) {
+          var r = Rf(), e = function(m, v) {
             return v ? Math.round(m * (v = Math.pow(10, v))) / v : Math.round(m);
           }, a = "M0,0Z", i = Math.sqrt(2), o = Math.sqrt(3), n = Math.PI, l = Math.cos, s = Math.sin;
           M.exports = { circle: { n: 0, f: function(m, v, u) {
@@ -11247,9 +11247,9 @@ function cx() {
             }
             return c = z, z;
           }
-        }), lr = be((k, M) => {
+        }), sr = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.numberFormat, i = Gn(), o = On(), n = In(), l = ki(), s = e.strTranslate, t = ia(), d = zi(), c = Ta(), p = c.LINE_SPACING, h = Hc().DESELECTDIM, y = Ua(), m = Mh(), v = ui().appendArrayPointValue, u = M.exports = {};
+          var r = Nn(), e = zt(), a = e.numberFormat, i = Gn(), o = On(), n = In(), l = wi(), s = e.strTranslate, t = oa(), d = zi(), c = ka(), p = c.LINE_SPACING, h = Uc().DESELECTDIM, y = Ha(), m = Mh(), v = ci().appendArrayPointValue, u = M.exports = {};
           u.font = function(ve, T) {
             var V = T.variant, K = T.style, ge = T.weight, _e = T.color, De = T.size, Ne = T.family, Ze = T.shadow, Qe = T.lineposition, nt = T.textcase;
             Ne && ve.style("font-family", Ne), De + 1 && ve.style("font-size", De + "px"), _e && ve.call(n.fill, _e), ge && ve.style("font-weight", ge), K && ve.style("font-style", K), V && ve.style("font-variant", V), nt && ve.style("text-transform", f(_(nt))), Ze && ve.style("text-shadow", Ze === "auto" ? t.makeTextShadow(n.contrast(_e)) : f(Ze)), Qe && ve.style("text-decoration-line", f(b(Qe)));
@@ -11743,9 +11743,9 @@ function cx() {
             return Le = K, Fe = ge, Ie = ve.i, Ye = T.uid, V;
           }
           u.getMarkerAngle = qe;
-        }), _l = be((k, M) => {
+        }), wl = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = Xr(), i = On(), o = zt(), n = o.strTranslate, l = lr(), s = In(), t = ia(), d = Hc(), c = Ta().OPPOSITE_SIDE, p = / [XY][0-9]* /, h = 1.6, y = 1.6;
+          var r = Nn(), e = Gn(), a = Xr(), i = On(), o = zt(), n = o.strTranslate, l = sr(), s = In(), t = oa(), d = Uc(), c = ka().OPPOSITE_SIDE, p = / [XY][0-9]* /, h = 1.6, y = 1.6;
           function m(v, u, f) {
             var g = v._fullLayout, _ = f.propContainer, b = f.propName, w = f.placeholder, z = f.traceIndex, C = f.avoid || {}, O = f.attributes, L = f.transform, H = f.containerGroup, G = 1, Q = _.title, X = (Q && Q.text ? Q.text : "").trim(), ne = !1, j = Q && Q.font ? Q.font : {}, re = j.family, N = j.size, J = j.color, ee = j.weight, E = j.style, Y = j.variant, U = j.textcase, W = j.lineposition, se = j.shadow, ce = f.subtitlePropName, q = !!ce, A = f.subtitlePlaceholder, D = (_.title || {}).subtitle || { text: "", font: {} }, R = (D.text || "").trim(), I = !1, P = 1, S = D.font, B = S.family, Z = S.size, oe = S.color, fe = S.weight, ae = S.style, me = S.variant, Le = S.textcase, Fe = S.lineposition, Ie = S.shadow, Ye;
             b === "title.text" ? Ye = "titleText" : b.indexOf("axis") !== -1 ? Ye = "axisTitleText" : b.indexOf("colorbar") !== -1 && (Ye = "colorbarTitleText");
@@ -11838,9 +11838,9 @@ function cx() {
             return K.classed("js-placeholder", ne), ge && !ge.empty() && ge.classed("js-placeholder", I), H;
           }
           M.exports = { draw: m, SUBTITLE_PADDING_EM: y, SUBTITLE_PADDING_MATHJAX_EM: h };
-        }), wl = be((k, M) => {
+        }), Ml = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xi().utcFormat, a = zt(), i = a.numberFormat, o = Gn(), n = a.cleanNumber, l = a.ms2DateTime, s = a.dateTime2ms, t = a.ensureNumber, d = a.isArrayOrTypedArray, c = Rr(), p = c.FP_SAFE, h = c.BADNUM, y = c.LOG_CLIP, m = c.ONEWEEK, v = c.ONEDAY, u = c.ONEHOUR, f = c.ONEMIN, g = c.ONESEC, _ = Qr(), b = aa(), w = b.HOUR_PATTERN, z = b.WEEKDAY_PATTERN;
+          var r = Nn(), e = Ci().utcFormat, a = zt(), i = a.numberFormat, o = Gn(), n = a.cleanNumber, l = a.ms2DateTime, s = a.dateTime2ms, t = a.ensureNumber, d = a.isArrayOrTypedArray, c = Nr(), p = c.FP_SAFE, h = c.BADNUM, y = c.LOG_CLIP, m = c.ONEWEEK, v = c.ONEDAY, u = c.ONEHOUR, f = c.ONEMIN, g = c.ONESEC, _ = ea(), b = ia(), w = b.HOUR_PATTERN, z = b.WEEKDAY_PATTERN;
           function C(L) {
             return Math.pow(10, L);
           }
@@ -12194,9 +12194,9 @@ function cx() {
             var A = H._d3locale;
             L.type === "date" && (L._dateFormat = A ? A.timeFormat : e, L._extraFormat = H._extraFormat), L._separators = H.separators, L._numFormat = A ? A.numberFormat : i, delete L._minDtick, delete L._forceTick0;
           };
-        }), n0 = be((k, M) => {
+        }), r0 = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = Rr().BADNUM, i = e.isArrayOrTypedArray, o = e.isDateTime, n = e.cleanNumber, l = Math.round;
+          var r = Gn(), e = zt(), a = Nr().BADNUM, i = e.isArrayOrTypedArray, o = e.isDateTime, n = e.cleanNumber, l = Math.round;
           M.exports = function(y, m, v) {
             var u = y, f = v.noMultiCategory;
             if (i(u) && !u.length) return "-";
@@ -12242,7 +12242,7 @@ function cx() {
           }
         }), Ls = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = zt(), i = Rr().FP_SAFE, o = On(), n = lr(), l = Qr(), s = l.getFromId, t = l.isLinked;
+          var r = Nn(), e = Gn(), a = zt(), i = Nr().FP_SAFE, o = On(), n = sr(), l = ea(), s = l.getFromId, t = l.isLinked;
           M.exports = { applyAutorangeOptions: H, getAutoRange: d, makePadFn: p, doAutoRange: v, findExtremes: u, concatExtremes: m };
           function d(G, Q) {
             var X, ne, j = [], re = G._fullLayout, N = p(re, Q, 0), J = p(re, Q, 1), ee = m(G, Q), E = ee.min, Y = ee.max;
@@ -12437,11 +12437,11 @@ function cx() {
             }
             return X = C(X, Q), ne = O(ne, Q), [X, ne];
           }
-        }), er = be((k, M) => {
+        }), tr = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = Xr(), i = On(), o = zt(), n = o.strTranslate, l = ia(), s = _l(), t = In(), d = lr(), c = ei(), p = zf(), h = aa(), y = Rr(), m = y.ONEMAXYEAR, v = y.ONEAVGYEAR, u = y.ONEMINYEAR, f = y.ONEMAXQUARTER, g = y.ONEAVGQUARTER, _ = y.ONEMINQUARTER, b = y.ONEMAXMONTH, w = y.ONEAVGMONTH, z = y.ONEMINMONTH, C = y.ONEWEEK, O = y.ONEDAY, L = O / 2, H = y.ONEHOUR, G = y.ONEMIN, Q = y.ONESEC, X = y.ONEMILLI, ne = y.ONEMICROSEC, j = y.MINUS_SIGN, re = y.BADNUM, N = { K: "zeroline" }, J = { K: "gridline", L: "path" }, ee = { K: "minor-gridline", L: "path" }, E = { K: "tick", L: "path" }, Y = { K: "tick", L: "text" }, U = { width: ["x", "r", "l", "xl", "xr"], height: ["y", "t", "b", "yt", "yb"], right: ["r", "xr"], left: ["l", "xl"], top: ["t", "yt"], bottom: ["b", "yb"] }, W = Ta(), se = W.MID_SHIFT, ce = W.CAP_SHIFT, q = W.LINE_SPACING, A = W.OPPOSITE_SIDE, D = 3, R = M.exports = {};
-          R.setConvert = wl();
-          var I = n0(), P = Qr(), S = P.idSort, B = P.isLinked;
+          var r = Nn(), e = Gn(), a = Xr(), i = On(), o = zt(), n = o.strTranslate, l = oa(), s = wl(), t = In(), d = sr(), c = Qa(), p = Pf(), h = ia(), y = Nr(), m = y.ONEMAXYEAR, v = y.ONEAVGYEAR, u = y.ONEMINYEAR, f = y.ONEMAXQUARTER, g = y.ONEAVGQUARTER, _ = y.ONEMINQUARTER, b = y.ONEMAXMONTH, w = y.ONEAVGMONTH, z = y.ONEMINMONTH, C = y.ONEWEEK, O = y.ONEDAY, L = O / 2, H = y.ONEHOUR, G = y.ONEMIN, Q = y.ONESEC, X = y.ONEMILLI, ne = y.ONEMICROSEC, j = y.MINUS_SIGN, re = y.BADNUM, N = { K: "zeroline" }, J = { K: "gridline", L: "path" }, ee = { K: "minor-gridline", L: "path" }, E = { K: "tick", L: "path" }, Y = { K: "tick", L: "text" }, U = { width: ["x", "r", "l", "xl", "xr"], height: ["y", "t", "b", "yt", "yb"], right: ["r", "xr"], left: ["l", "xl"], top: ["t", "yt"], bottom: ["b", "yb"] }, W = ka(), se = W.MID_SHIFT, ce = W.CAP_SHIFT, q = W.LINE_SPACING, A = W.OPPOSITE_SIDE, D = 3, R = M.exports = {};
+          R.setConvert = Ml();
+          var I = r0(), P = ea(), S = P.idSort, B = P.isLinked;
           R.id2name = P.id2name, R.name2id = P.name2id, R.cleanId = P.cleanId, R.list = P.list, R.listIds = P.listIds, R.getFromId = P.getFromId, R.getFromTrace = P.getFromTrace;
           var Z = Ls();
           R.getAutoRange = Z.getAutoRange, R.findExtremes = Z.findExtremes;
@@ -12641,108 +12641,108 @@ function cx() {
             for (var je = ue.type, Be = ue.calendar, Ge = ue.ticklabelstep, Je = ue.ticklabelmode === "period", $e = ue.range[0] > ue.range[1], rt = !ue.ticklabelindex || o.isArrayOrTypedArray(ue.ticklabelindex) ? ue.ticklabelindex : [ue.ticklabelindex], lt = o.simpleMap(ue.range, ue.r2l, void 0, void 0, pe), st = lt[1] < lt[0], dt = Math.min(lt[0], lt[1]), kt = Math.max(lt[0], lt[1]), gt = Math.max(1e3, ue._length || 0), Tt = [], Et = [], Pt = [], ln = [], nn = [], zn = ue.minor && (ue.minor.ticks || ue.minor.showgrid), mn = zn || rt, jn = 1; jn >= (mn ? 0 : 1); jn--) {
               var Wn = !jn;
               jn ? (ue._dtickInit = ue.dtick, ue._tick0Init = ue.tick0) : mn && (ue.minor._dtickInit = ue.minor.dtick, ue.minor._tick0Init = ue.minor.tick0);
-              var Kn = jn ? ue : o.extendFlat({}, ue, mn ? ue.minor : { minor: {} });
-              if (Wn ? R.prepMinorTicks(Kn, ue, pe) : R.prepTicks(Kn, pe), Kn.tickmode === "array") {
+              var Qn = jn ? ue : o.extendFlat({}, ue, mn ? ue.minor : { minor: {} });
+              if (Wn ? R.prepMinorTicks(Qn, ue, pe) : R.prepTicks(Qn, pe), Qn.tickmode === "array") {
                 jn ? (Pt = [], Tt = De(ue, !Wn)) : (ln = [], Et = De(ue, !Wn));
                 continue;
               }
-              if (Kn.tickmode === "sync") {
+              if (Qn.tickmode === "sync") {
                 Pt = [], Tt = _e(ue);
                 continue;
               }
-              var tr = fe(lt), Mr = tr[0], pr = tr[1], sn = e(Kn.dtick), Tr = je === "log" && !(sn || Kn.dtick.charAt(0) === "L"), rr = R.tickFirst(Kn, pe);
+              var nr = fe(lt), Mr = nr[0], pr = nr[1], sn = e(Qn.dtick), Ar = je === "log" && !(sn || Qn.dtick.charAt(0) === "L"), ir = R.tickFirst(Qn, pe);
               if (jn) {
-                if (ue._tmin = rr, rr < Mr !== st) break;
+                if (ue._tmin = ir, ir < Mr !== st) break;
                 (je === "category" || je === "multicategory") && (pr = st ? Math.max(-0.5, pr) : Math.min(ue._categories.length - 0.5, pr));
               }
-              var Jn = null, Un = rr, wr;
+              var Jn = null, Un = ir, _r;
               if (jn) {
                 var yr;
-                sn ? yr = ue.dtick : je === "date" ? typeof ue.dtick == "string" && ue.dtick.charAt(0) === "M" && (yr = w * ue.dtick.substring(1)) : yr = ue._roughDTick, wr = Math.round((ue.r2l(Un) - ue.r2l(ue.tick0)) / yr) - 1;
+                sn ? yr = ue.dtick : je === "date" ? typeof ue.dtick == "string" && ue.dtick.charAt(0) === "M" && (yr = w * ue.dtick.substring(1)) : yr = ue._roughDTick, _r = Math.round((ue.r2l(Un) - ue.r2l(ue.tick0)) / yr) - 1;
               }
-              var Nr = Kn.dtick, zr = je === "linear" ? Kn.r2l(Kn.tick0) : void 0;
-              for (Kn.rangebreaks && Kn._tick0Init !== Kn.tick0 && (Un = Qt(Un, ue), st || (Un = R.tickIncrement(Un, Nr, !st, Be))), (jn || rt) && Je && (Un = R.tickIncrement(Un, Nr, !st, Be), jn && wr--); st ? Un >= pr : Un <= pr; Un = R.tickIncrement(Un, Nr, st, Be)) {
-                if (jn && wr++, Kn.rangebreaks && !st) {
+              var Br = Qn.dtick, Pr = je === "linear" ? Qn.r2l(Qn.tick0) : void 0;
+              for (Qn.rangebreaks && Qn._tick0Init !== Qn.tick0 && (Un = Qt(Un, ue), st || (Un = R.tickIncrement(Un, Br, !st, Be))), (jn || rt) && Je && (Un = R.tickIncrement(Un, Br, !st, Be), jn && _r--); st ? Un >= pr : Un <= pr; Un = R.tickIncrement(Un, Br, st, Be)) {
+                if (jn && _r++, Qn.rangebreaks && !st) {
                   if (Un < Mr) continue;
-                  if (Kn.maskBreaks(Un) === re && Qt(Un, Kn) >= kt) break;
+                  if (Qn.maskBreaks(Un) === re && Qt(Un, Qn) >= kt) break;
                 }
                 if (Pt.length > gt || Un === Jn) break;
                 Jn = Un;
-                var Zn = { value: ae(Un, zr, Nr) };
-                jn ? (Un === rr && (Zn.first = !0), Tr && Un !== (Un | 0) && (Zn.simpleLabel = !0), Ge > 1 && wr % Ge && (Zn.skipLabel = !0), Pt.push(Zn)) : (Zn.minor = !0, ln.push(Zn));
+                var Zn = { value: ae(Un, Pr, Br) };
+                jn ? (Un === ir && (Zn.first = !0), Ar && Un !== (Un | 0) && (Zn.simpleLabel = !0), Ge > 1 && _r % Ge && (Zn.skipLabel = !0), Pt.push(Zn)) : (Zn.minor = !0, ln.push(Zn));
               }
             }
             if (!ln || ln.length < 3) rt = !1;
             else {
-              var ir = (ln[2].value - ln[1].value) * ($e ? -1 : 1);
-              Rt(ir, ue.tickformat) || (rt = !1, ln = ln.slice(1));
+              var or = (ln[2].value - ln[1].value) * ($e ? -1 : 1);
+              Rt(or, ue.tickformat) || (rt = !1, ln = ln.slice(1));
             }
             if (!rt) nn = Pt;
             else {
               var Yn = Pt.concat(ln);
-              Je && Pt.length && (Yn = Yn.slice(1)), Yn = Yn.sort(function(br, Ar) {
-                return br.value - Ar.value;
-              }).filter(function(br, Ar, hr) {
-                return Ar === 0 || br.value !== hr[Ar - 1].value;
+              Je && Pt.length && (Yn = Yn.slice(1)), Yn = Yn.sort(function(xr, Sr) {
+                return xr.value - Sr.value;
+              }).filter(function(xr, Sr, hr) {
+                return Sr === 0 || xr.value !== hr[Sr - 1].value;
               });
-              var $n = Yn.map(function(br, Ar) {
-                return br.minor === void 0 && !br.skipLabel ? Ar : null;
-              }).filter(function(br) {
-                return br !== null;
+              var Kn = Yn.map(function(xr, Sr) {
+                return xr.minor === void 0 && !xr.skipLabel ? Sr : null;
+              }).filter(function(xr) {
+                return xr !== null;
               });
-              $n.forEach(function(br) {
-                rt.map(function(Ar) {
-                  var hr = br + Ar;
+              Kn.forEach(function(xr) {
+                rt.map(function(Sr) {
+                  var hr = xr + Sr;
                   hr >= 0 && hr < Yn.length && o.pushUnique(nn, Yn[hr]);
                 });
-              }), Pt.forEach(function(br) {
-                br.skipLabel = nn.indexOf(br) === -1;
+              }), Pt.forEach(function(xr) {
+                xr.skipLabel = nn.indexOf(xr) === -1;
               });
             }
             if (zn) {
-              var Or = ue.minor.ticks === "inside" && ue.ticks === "outside" || ue.minor.ticks === "outside" && ue.ticks === "inside";
-              if (!Or) {
-                for (var Vr = Pt.map(function(br) {
-                  return br.value;
-                }), Br = [], Dr = 0; Dr < ln.length; Dr++) {
-                  var Wr = ln[Dr], Pr = Wr.value;
-                  if (Vr.indexOf(Pr) === -1) {
-                    for (var jr = !1, Jr = 0; !jr && Jr < Pt.length; Jr++) 1e7 + Pt[Jr].value === 1e7 + Pr && (jr = !0);
-                    jr || Br.push(Wr);
+              var Cr = ue.minor.ticks === "inside" && ue.ticks === "outside" || ue.minor.ticks === "outside" && ue.ticks === "inside";
+              if (!Cr) {
+                for (var Yr = Pt.map(function(xr) {
+                  return xr.value;
+                }), jr = [], Er = 0; Er < ln.length; Er++) {
+                  var Wr = ln[Er], Fr = Wr.value;
+                  if (Yr.indexOf(Fr) === -1) {
+                    for (var qr = !1, Jr = 0; !qr && Jr < Pt.length; Jr++) 1e7 + Pt[Jr].value === 1e7 + Fr && (qr = !0);
+                    qr || jr.push(Wr);
                   }
                 }
-                ln = Br;
+                ln = jr;
               }
             }
             Je && K(nn, ue, ue._definedDelta);
-            var or;
+            var lr;
             if (ue.rangebreaks) {
-              var ea = ue._id.charAt(0) === "y", xa = 1;
-              ue.tickmode === "auto" && (xa = ue.tickfont ? ue.tickfont.size : 12);
-              var qr = NaN;
-              for (or = Pt.length - 1; or > -1; or--) {
-                if (Pt[or].drop) {
-                  Pt.splice(or, 1);
+              var ta = ue._id.charAt(0) === "y", ma = 1;
+              ue.tickmode === "auto" && (ma = ue.tickfont ? ue.tickfont.size : 12);
+              var Hr = NaN;
+              for (lr = Pt.length - 1; lr > -1; lr--) {
+                if (Pt[lr].drop) {
+                  Pt.splice(lr, 1);
                   continue;
                 }
-                Pt[or].value = Qt(Pt[or].value, ue);
-                var $r = ue.c2p(Pt[or].value);
-                (ea ? qr > $r - xa : qr < $r + xa) ? Pt.splice(st ? or + 1 : or, 1) : qr = $r;
+                Pt[lr].value = Qt(Pt[lr].value, ue);
+                var $r = ue.c2p(Pt[lr].value);
+                (ta ? Hr > $r - ma : Hr < $r + ma) ? Pt.splice(st ? lr + 1 : lr, 1) : Hr = $r;
               }
             }
             Cn(ue) && Math.abs(lt[1] - lt[0]) === 360 && Pt.pop(), ue._tmax = (Pt[Pt.length - 1] || {}).value, Pt.length && (Pt[Pt.length - 1].last = !0), ue._prevDateHead = "", ue._inCalcTicks = !0;
-            var ua, ta = function(br) {
-              br.text = "", ue._prevDateHead = ua;
+            var ca, na = function(xr) {
+              xr.text = "", ue._prevDateHead = ca;
             };
             Pt = Pt.concat(ln);
-            function Aa(br, Ar) {
-              var hr = R.tickText(br, Ar.value, !1, Ar.simpleLabel, { first: Ar.first, last: Ar.last }), nr = Ar.periodX;
-              return nr !== void 0 && (hr.periodX = nr, (nr > kt || nr < dt) && (nr > kt && (hr.periodX = kt), nr < dt && (hr.periodX = dt), ta(hr))), hr;
+            function Ta(xr, Sr) {
+              var hr = R.tickText(xr, Sr.value, !1, Sr.simpleLabel, { first: Sr.first, last: Sr.last }), rr = Sr.periodX;
+              return rr !== void 0 && (hr.periodX = rr, (rr > kt || rr < dt) && (rr > kt && (hr.periodX = kt), rr < dt && (hr.periodX = dt), na(hr))), hr;
             }
-            var fa;
-            for (or = 0; or < Pt.length; or++) {
-              var Cr = Pt[or].minor, da = Pt[or].value;
-              Cr ? (rt && nn.indexOf(Pt[or]) !== -1 ? fa = Aa(ue, Pt[or]) : fa = { x: da }, fa.minor = !0, Et.push(fa)) : (ua = ue._prevDateHead, fa = Aa(ue, Pt[or]), Pt[or].skipLabel && ta(fa), Tt.push(fa));
+            var ua;
+            for (lr = 0; lr < Pt.length; lr++) {
+              var zr = Pt[lr].minor, fa = Pt[lr].value;
+              zr ? (rt && nn.indexOf(Pt[lr]) !== -1 ? ua = Ta(ue, Pt[lr]) : ua = { x: fa }, ua.minor = !0, Et.push(ua)) : (ca = ue._prevDateHead, ua = Ta(ue, Pt[lr]), Pt[lr].skipLabel && na(ua), Tt.push(ua));
             }
             return Je && rt && Et.length && (Et[0].noTick = !0), Tt = Tt.concat(Et), ue._inCalcTicks = !1, Je && Tt.length && (Tt[0].noTick = !0), Tt;
           };
@@ -13119,91 +13119,91 @@ function cx() {
             for (Je = 0; Je < mn.length; Je++) mn[Je].axInfo = jn;
             pe._selections = {}, pe._tickAngles && (pe._prevTickAngles = pe._tickAngles), pe._tickAngles = {}, pe._depth = null;
             var Wn = {};
-            function Kn(Cr) {
-              var da = st + (Cr || "tick");
-              return Wn[da] || (Wn[da] = Kt(pe, da, nn)), Wn[da];
+            function Qn(zr) {
+              var fa = st + (zr || "tick");
+              return Wn[fa] || (Wn[fa] = Kt(pe, fa, nn)), Wn[fa];
             }
             if (pe.visible) {
-              var tr = R.makeTransTickFn(pe), Mr = R.makeTransTickLabelFn(pe), pr, sn, Tr = pe.ticks === "inside", rr = pe.ticks === "outside";
+              var nr = R.makeTransTickFn(pe), Mr = R.makeTransTickLabelFn(pe), pr, sn, Ar = pe.ticks === "inside", ir = pe.ticks === "outside";
               if (pe.tickson === "boundaries") {
                 var Jn = ct(pe, mn);
-                sn = R.clipEnds(pe, Jn), pr = Tr ? sn : Jn;
-              } else sn = R.clipEnds(pe, mn), pr = Tr && pe.ticklabelmode !== "period" ? sn : mn;
-              var Un = pe._gridVals = sn, wr = qt(pe, mn);
+                sn = R.clipEnds(pe, Jn), pr = Ar ? sn : Jn;
+              } else sn = R.clipEnds(pe, mn), pr = Ar && pe.ticklabelmode !== "period" ? sn : mn;
+              var Un = pe._gridVals = sn, _r = qt(pe, mn);
               if (!lt._hasOnlyLargeSploms) {
-                var yr = pe._subplotsWith, Nr = {};
+                var yr = pe._subplotsWith, Br = {};
                 for (Je = 0; Je < yr.length; Je++) {
                   $e = yr[Je], rt = lt._plots[$e];
-                  var zr = rt[kt + "axis"], Zn = zr._mainAxis._id;
-                  if (!Nr[Zn]) {
-                    Nr[Zn] = 1;
-                    var ir = dt === "x" ? "M0," + zr._offset + "v" + zr._length : "M" + zr._offset + ",0h" + zr._length;
-                    R.drawGrid(ue, pe, { vals: Un, counterAxis: zr, layer: rt.gridlayer.select("." + st), minorLayer: rt.minorGridlayer.select("." + st), path: ir, transFn: tr }), R.drawZeroLine(ue, pe, { counterAxis: zr, layer: Tt ? rt.zerolinelayerAbove : rt.zerolinelayer, path: ir, transFn: tr });
+                  var Pr = rt[kt + "axis"], Zn = Pr._mainAxis._id;
+                  if (!Br[Zn]) {
+                    Br[Zn] = 1;
+                    var or = dt === "x" ? "M0," + Pr._offset + "v" + Pr._length : "M" + Pr._offset + ",0h" + Pr._length;
+                    R.drawGrid(ue, pe, { vals: Un, counterAxis: Pr, layer: rt.gridlayer.select("." + st), minorLayer: rt.minorGridlayer.select("." + st), path: or, transFn: nr }), R.drawZeroLine(ue, pe, { counterAxis: Pr, layer: Tt ? rt.zerolinelayerAbove : rt.zerolinelayer, path: or, transFn: nr });
                   }
                 }
               }
-              var Yn, $n = R.getTickSigns(pe), Or = R.getTickSigns(pe, "minor");
+              var Yn, Kn = R.getTickSigns(pe), Cr = R.getTickSigns(pe, "minor");
               if (pe.ticks || pe.minor && pe.minor.ticks) {
-                var Vr = R.makeTickPath(pe, nn, $n[2]), Br = R.makeTickPath(pe, nn, Or[2], { minor: !0 }), Dr, Wr, Pr, jr;
-                if (pe._anchorAxis && pe.mirror && pe.mirror !== !0 ? (Dr = R.makeTickPath(pe, zn, $n[3]), Wr = R.makeTickPath(pe, zn, Or[3], { minor: !0 }), Pr = Vr + Dr, jr = Br + Wr) : (Dr = "", Wr = "", Pr = Vr, jr = Br), pe.showdividers && rr && pe.tickson === "boundaries") {
+                var Yr = R.makeTickPath(pe, nn, Kn[2]), jr = R.makeTickPath(pe, nn, Cr[2], { minor: !0 }), Er, Wr, Fr, qr;
+                if (pe._anchorAxis && pe.mirror && pe.mirror !== !0 ? (Er = R.makeTickPath(pe, zn, Kn[3]), Wr = R.makeTickPath(pe, zn, Cr[3], { minor: !0 }), Fr = Yr + Er, qr = jr + Wr) : (Er = "", Wr = "", Fr = Yr, qr = jr), pe.showdividers && ir && pe.tickson === "boundaries") {
                   var Jr = {};
-                  for (Je = 0; Je < wr.length; Je++) Jr[wr[Je].x] = 1;
-                  Yn = function(Cr) {
-                    return Jr[Cr.x] ? Dr : Pr;
+                  for (Je = 0; Je < _r.length; Je++) Jr[_r[Je].x] = 1;
+                  Yn = function(zr) {
+                    return Jr[zr.x] ? Er : Fr;
                   };
-                } else Yn = function(Cr) {
-                  return Cr.minor ? jr : Pr;
+                } else Yn = function(zr) {
+                  return zr.minor ? qr : Fr;
                 };
               }
-              if (R.drawTicks(ue, pe, { vals: pr, layer: Pt, path: Yn, transFn: tr }), pe.mirror === "allticks") {
-                var or = Object.keys(pe._linepositions || {});
-                for (Je = 0; Je < or.length; Je++) {
-                  $e = or[Je], rt = lt._plots[$e];
-                  var ea = pe._linepositions[$e] || [], xa = ea[0], qr = ea[1], $r = ea[2], ua = R.makeTickPath(pe, xa, $r ? $n[0] : Or[0], { minor: $r }) + R.makeTickPath(pe, qr, $r ? $n[1] : Or[1], { minor: $r });
-                  R.drawTicks(ue, pe, { vals: pr, layer: rt[dt + "axislayer"], path: ua, transFn: tr });
+              if (R.drawTicks(ue, pe, { vals: pr, layer: Pt, path: Yn, transFn: nr }), pe.mirror === "allticks") {
+                var lr = Object.keys(pe._linepositions || {});
+                for (Je = 0; Je < lr.length; Je++) {
+                  $e = lr[Je], rt = lt._plots[$e];
+                  var ta = pe._linepositions[$e] || [], ma = ta[0], Hr = ta[1], $r = ta[2], ca = R.makeTickPath(pe, ma, $r ? Kn[0] : Cr[0], { minor: $r }) + R.makeTickPath(pe, Hr, $r ? Kn[1] : Cr[1], { minor: $r });
+                  R.drawTicks(ue, pe, { vals: pr, layer: rt[dt + "axislayer"], path: ca, transFn: nr });
                 }
               }
-              var ta = [];
-              if (ta.push(function() {
+              var na = [];
+              if (na.push(function() {
                 return R.drawLabels(ue, pe, { vals: mn, layer: Pt, plotinfo: rt, transFn: Mr, labelFns: R.makeLabelFns(pe, nn) });
               }), pe.type === "multicategory") {
-                var Aa = { x: 2, y: 10 }[dt];
-                ta.push(function() {
-                  var Cr = { x: "height", y: "width" }[dt], da = Kn()[Cr] + Aa + (pe._tickAngles[st + "tick"] ? pe.tickfont.size * q : 0);
-                  return R.drawLabels(ue, pe, { vals: Nt(pe, mn), layer: Pt, cls: st + "tick2", repositionOnUpdate: !0, secondary: !0, transFn: tr, labelFns: R.makeLabelFns(pe, nn + da * $n[4]) });
-                }), ta.push(function() {
-                  return pe._depth = $n[4] * (Kn("tick2")[pe.side] - nn), Bt(ue, pe, { vals: wr, layer: Pt, path: R.makeTickPath(pe, nn, $n[4], { len: pe._depth }), transFn: tr });
+                var Ta = { x: 2, y: 10 }[dt];
+                na.push(function() {
+                  var zr = { x: "height", y: "width" }[dt], fa = Qn()[zr] + Ta + (pe._tickAngles[st + "tick"] ? pe.tickfont.size * q : 0);
+                  return R.drawLabels(ue, pe, { vals: Nt(pe, mn), layer: Pt, cls: st + "tick2", repositionOnUpdate: !0, secondary: !0, transFn: nr, labelFns: R.makeLabelFns(pe, nn + fa * Kn[4]) });
+                }), na.push(function() {
+                  return pe._depth = Kn[4] * (Qn("tick2")[pe.side] - nn), Bt(ue, pe, { vals: _r, layer: Pt, path: R.makeTickPath(pe, nn, Kn[4], { len: pe._depth }), transFn: nr });
                 });
-              } else pe.title.hasOwnProperty("standoff") && ta.push(function() {
-                pe._depth = $n[4] * (Kn()[pe.side] - nn);
+              } else pe.title.hasOwnProperty("standoff") && na.push(function() {
+                pe._depth = Kn[4] * (Qn()[pe.side] - nn);
               });
-              var fa = i.getComponentMethod("rangeslider", "isVisible")(pe);
-              return !je.skipTitle && !(fa && pe.side === "bottom") && ta.push(function() {
+              var ua = i.getComponentMethod("rangeslider", "isVisible")(pe);
+              return !je.skipTitle && !(ua && pe.side === "bottom") && na.push(function() {
                 return Vt(ue, pe);
-              }), ta.push(function() {
-                var Cr = pe.side.charAt(0), da = A[pe.side].charAt(0), br = R.getPxPosition(ue, pe), Ar = rr ? pe.ticklen : 0, hr, nr, Kr, Na;
-                (pe.automargin || fa || pe._shiftPusher) && (pe.type === "multicategory" ? hr = Kn("tick2") : (hr = Kn(), dt === "x" && Cr === "b" && (pe._depth = Math.max(hr.width > 0 ? hr.bottom - br : 0, Ar))));
-                var ai = 0, fi = 0;
-                if (pe._shiftPusher && (ai = Math.max(Ar, hr.height > 0 ? Cr === "l" ? br - hr.left : hr.right - br : 0), pe.title.text !== lt._dfltTitle[dt] && (fi = (pe._titleStandoff || 0) + (pe._titleScoot || 0), Cr === "l" && (fi += Zt(pe))), pe._fullDepth = Math.max(ai, fi)), pe.automargin) {
-                  nr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 };
-                  var Ai = [0, 1], di = typeof pe._shift == "number" ? pe._shift : 0;
+              }), na.push(function() {
+                var zr = pe.side.charAt(0), fa = A[pe.side].charAt(0), xr = R.getPxPosition(ue, pe), Sr = ir ? pe.ticklen : 0, hr, rr, Kr, Ra;
+                (pe.automargin || ua || pe._shiftPusher) && (pe.type === "multicategory" ? hr = Qn("tick2") : (hr = Qn(), dt === "x" && zr === "b" && (pe._depth = Math.max(hr.width > 0 ? hr.bottom - xr : 0, Sr))));
+                var ri = 0, ui = 0;
+                if (pe._shiftPusher && (ri = Math.max(Sr, hr.height > 0 ? zr === "l" ? xr - hr.left : hr.right - xr : 0), pe.title.text !== lt._dfltTitle[dt] && (ui = (pe._titleStandoff || 0) + (pe._titleScoot || 0), zr === "l" && (ui += Zt(pe))), pe._fullDepth = Math.max(ri, ui)), pe.automargin) {
+                  rr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 };
+                  var ki = [0, 1], fi = typeof pe._shift == "number" ? pe._shift : 0;
                   if (dt === "x") {
-                    if (Cr === "b" ? nr[Cr] = pe._depth : (nr[Cr] = pe._depth = Math.max(hr.width > 0 ? br - hr.top : 0, Ar), Ai.reverse()), hr.width > 0) {
-                      var no = hr.right - (pe._offset + pe._length);
-                      no > 0 && (nr.xr = 1, nr.r = no);
-                      var Si = pe._offset - hr.left;
-                      Si > 0 && (nr.xl = 0, nr.l = Si);
+                    if (zr === "b" ? rr[zr] = pe._depth : (rr[zr] = pe._depth = Math.max(hr.width > 0 ? xr - hr.top : 0, Sr), ki.reverse()), hr.width > 0) {
+                      var to = hr.right - (pe._offset + pe._length);
+                      to > 0 && (rr.xr = 1, rr.r = to);
+                      var Ti = pe._offset - hr.left;
+                      Ti > 0 && (rr.xl = 0, rr.l = Ti);
                     }
-                  } else if (Cr === "l" ? (pe._depth = Math.max(hr.height > 0 ? br - hr.left : 0, Ar), nr[Cr] = pe._depth - di) : (pe._depth = Math.max(hr.height > 0 ? hr.right - br : 0, Ar), nr[Cr] = pe._depth + di, Ai.reverse()), hr.height > 0) {
-                    var ro = hr.bottom - (pe._offset + pe._length);
-                    ro > 0 && (nr.yb = 0, nr.b = ro);
-                    var pi = pe._offset - hr.top;
-                    pi > 0 && (nr.yt = 1, nr.t = pi);
+                  } else if (zr === "l" ? (pe._depth = Math.max(hr.height > 0 ? xr - hr.left : 0, Sr), rr[zr] = pe._depth - fi) : (pe._depth = Math.max(hr.height > 0 ? hr.right - xr : 0, Sr), rr[zr] = pe._depth + fi, ki.reverse()), hr.height > 0) {
+                    var no = hr.bottom - (pe._offset + pe._length);
+                    no > 0 && (rr.yb = 0, rr.b = no);
+                    var di = pe._offset - hr.top;
+                    di > 0 && (rr.yt = 1, rr.t = di);
                   }
-                  nr[kt] = pe.anchor === "free" ? pe.position : pe._anchorAxis.domain[Ai[0]], pe.title.text !== lt._dfltTitle[dt] && (nr[Cr] += Zt(pe) + (pe.title.standoff || 0)), pe.mirror && pe.anchor !== "free" && (Kr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 }, Kr[da] = pe.linewidth, pe.mirror && pe.mirror !== !0 && (Kr[da] += Ar), pe.mirror === !0 || pe.mirror === "ticks" ? Kr[kt] = pe._anchorAxis.domain[Ai[1]] : (pe.mirror === "all" || pe.mirror === "allticks") && (Kr[kt] = [pe._counterDomainMin, pe._counterDomainMax][Ai[1]]));
+                  rr[kt] = pe.anchor === "free" ? pe.position : pe._anchorAxis.domain[ki[0]], pe.title.text !== lt._dfltTitle[dt] && (rr[zr] += Zt(pe) + (pe.title.standoff || 0)), pe.mirror && pe.anchor !== "free" && (Kr = { x: 0, y: 0, r: 0, l: 0, t: 0, b: 0 }, Kr[fa] = pe.linewidth, pe.mirror && pe.mirror !== !0 && (Kr[fa] += Sr), pe.mirror === !0 || pe.mirror === "ticks" ? Kr[kt] = pe._anchorAxis.domain[ki[1]] : (pe.mirror === "all" || pe.mirror === "allticks") && (Kr[kt] = [pe._counterDomainMin, pe._counterDomainMax][ki[1]]));
                 }
-                fa && (Na = i.getComponentMethod("rangeslider", "autoMarginOpts")(ue, pe)), typeof pe.automargin == "string" && (yt(nr, pe.automargin), yt(Kr, pe.automargin)), a.autoMargin(ue, yn(pe), nr), a.autoMargin(ue, on(pe), Kr), a.autoMargin(ue, Gt(pe), Na);
-              }), o.syncOrAsync(ta);
+                ua && (Ra = i.getComponentMethod("rangeslider", "autoMarginOpts")(ue, pe)), typeof pe.automargin == "string" && (yt(rr, pe.automargin), yt(Kr, pe.automargin)), a.autoMargin(ue, yn(pe), rr), a.autoMargin(ue, on(pe), Kr), a.autoMargin(ue, Gt(pe), Ra);
+              }), o.syncOrAsync(na);
             }
           };
           function yt(ue, pe) {
@@ -13319,9 +13319,9 @@ function cx() {
               Tt = Pt * Math.cos(ln) + 1, Et = Pt * Math.sin(ln);
             }
             ue.showticklabels && (gt || ue.showline) && (Tt += 0.2 * ue.tickfont.size), Tt += (ue.linewidth || 1) / 2 * (kt ? -1 : 1);
-            var nn = { labelStandoff: Tt, labelShift: Et }, zn, mn, jn, Wn, Kn = 0, tr = ue.side, Mr = ue._id.charAt(0), pr = ue.tickangle, sn;
-            if (Mr === "x") sn = !kt && tr === "bottom" || kt && tr === "top", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Et * Wn, mn = pe + Tt * Wn, jn = sn ? 1 : -0.2, Math.abs(pr) === 90 && (kt ? jn += se : pr === -90 && tr === "bottom" ? jn = ce : pr === 90 && tr === "top" ? jn = se : jn = 0.5, Kn = se / 2 * (pr / 90)), nn.xFn = function(Jn) {
-              return Jn.dx + zn + Kn * Jn.fontSize;
+            var nn = { labelStandoff: Tt, labelShift: Et }, zn, mn, jn, Wn, Qn = 0, nr = ue.side, Mr = ue._id.charAt(0), pr = ue.tickangle, sn;
+            if (Mr === "x") sn = !kt && nr === "bottom" || kt && nr === "top", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Et * Wn, mn = pe + Tt * Wn, jn = sn ? 1 : -0.2, Math.abs(pr) === 90 && (kt ? jn += se : pr === -90 && nr === "bottom" ? jn = ce : pr === 90 && nr === "top" ? jn = se : jn = 0.5, Qn = se / 2 * (pr / 90)), nn.xFn = function(Jn) {
+              return Jn.dx + zn + Qn * Jn.fontSize;
             }, nn.yFn = function(Jn) {
               return Jn.dy + mn + Jn.fontSize * jn;
             }, nn.anchorFn = function(Jn, Un) {
@@ -13330,25 +13330,25 @@ function cx() {
                 if (lt) return "start";
               }
               return !e(Un) || Un === 0 || Un === 180 ? "middle" : Un * Wn < 0 !== kt ? "end" : "start";
-            }, nn.heightFn = function(Jn, Un, wr) {
-              return Un < -60 || Un > 60 ? -0.5 * wr : ue.side === "top" !== kt ? -wr : 0;
+            }, nn.heightFn = function(Jn, Un, _r) {
+              return Un < -60 || Un > 60 ? -0.5 * _r : ue.side === "top" !== kt ? -_r : 0;
             };
             else if (Mr === "y") {
-              if (sn = !kt && tr === "left" || kt && tr === "right", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Tt, mn = Et * Wn, jn = 0, !kt && Math.abs(pr) === 90 && (pr === -90 && tr === "left" || pr === 90 && tr === "right" ? jn = ce : jn = 0.5), kt) {
-                var Tr = e(pr) ? +pr : 0;
-                if (Tr !== 0) {
-                  var rr = o.deg2rad(Tr);
-                  Kn = Math.abs(Math.sin(rr)) * ce * Wn, jn = 0;
+              if (sn = !kt && nr === "left" || kt && nr === "right", Wn = sn ? 1 : -1, kt && (Wn *= -1), zn = Tt, mn = Et * Wn, jn = 0, !kt && Math.abs(pr) === 90 && (pr === -90 && nr === "left" || pr === 90 && nr === "right" ? jn = ce : jn = 0.5), kt) {
+                var Ar = e(pr) ? +pr : 0;
+                if (Ar !== 0) {
+                  var ir = o.deg2rad(Ar);
+                  Qn = Math.abs(Math.sin(ir)) * ce * Wn, jn = 0;
                 }
               }
               nn.xFn = function(Jn) {
-                return Jn.dx + pe - (zn + Jn.fontSize * jn) * Wn + Kn * Jn.fontSize;
+                return Jn.dx + pe - (zn + Jn.fontSize * jn) * Wn + Qn * Jn.fontSize;
               }, nn.yFn = function(Jn) {
                 return Jn.dy + mn + Jn.fontSize * se;
               }, nn.anchorFn = function(Jn, Un) {
                 return e(Un) && Math.abs(Un) === 90 ? "middle" : sn ? "end" : "start";
-              }, nn.heightFn = function(Jn, Un, wr) {
-                return ue.side === "right" && (Un *= -1), Un < -30 ? -wr : Un < 30 ? -0.5 * wr : 0;
+              }, nn.heightFn = function(Jn, Un, _r) {
+                return ue.side === "right" && (Un *= -1), Un < -30 ? -_r : Un < 30 ? -0.5 * _r : 0;
               };
             }
             return nn;
@@ -13410,69 +13410,69 @@ function cx() {
               return Zn.text;
             }), lt = je.labelFns, st = je.secondary ? 0 : pe.tickangle, dt = (pe._prevTickAngles || {})[$e], kt = je.layer.selectAll("g." + $e).data(pe.showticklabels ? rt : [], $t), gt = [];
             kt.enter().append("g").classed($e, 1).append("text").attr("text-anchor", "middle").each(function(Zn) {
-              var ir = r.select(this), Yn = ue._promises.length;
-              ir.call(l.positionText, lt.xFn(Zn), lt.yFn(Zn)).call(d.font, { family: Zn.font, size: Zn.fontSize, color: Zn.fontColor, weight: Zn.fontWeight, style: Zn.fontStyle, variant: Zn.fontVariant, textcase: Zn.fontTextcase, lineposition: Zn.fontLineposition, shadow: Zn.fontShadow }).text(Zn.text).call(l.convertToTspans, ue), ue._promises[Yn] ? gt.push(ue._promises.pop().then(function() {
-                Tt(ir, st);
-              })) : Tt(ir, st);
+              var or = r.select(this), Yn = ue._promises.length;
+              or.call(l.positionText, lt.xFn(Zn), lt.yFn(Zn)).call(d.font, { family: Zn.font, size: Zn.fontSize, color: Zn.fontColor, weight: Zn.fontWeight, style: Zn.fontStyle, variant: Zn.fontVariant, textcase: Zn.fontTextcase, lineposition: Zn.fontLineposition, shadow: Zn.fontShadow }).text(Zn.text).call(l.convertToTspans, ue), ue._promises[Yn] ? gt.push(ue._promises.pop().then(function() {
+                Tt(or, st);
+              })) : Tt(or, st);
             }), En(pe, [Y]), kt.exit().remove(), je.repositionOnUpdate && kt.each(function(Zn) {
               r.select(this).select("text").call(l.positionText, lt.xFn(Zn), lt.yFn(Zn));
             });
-            function Tt(Zn, ir) {
+            function Tt(Zn, or) {
               Zn.each(function(Yn) {
-                var $n = r.select(this), Or = $n.select(".text-math-group"), Vr = lt.anchorFn(Yn, ir), Br = je.transFn.call($n.node(), Yn) + (e(ir) && +ir != 0 ? " rotate(" + ir + "," + lt.xFn(Yn) + "," + (lt.yFn(Yn) - Yn.fontSize / 2) + ")" : ""), Dr = l.lineCount($n), Wr = q * Yn.fontSize, Pr = lt.heightFn(Yn, e(ir) ? +ir : 0, (Dr - 1) * Wr);
-                if (Pr && (Br += n(0, Pr)), Or.empty()) {
-                  var jr = $n.select("text");
-                  jr.attr({ transform: Br, "text-anchor": Vr }), jr.style("display", null), pe._adjustTickLabelsOverflow && pe._adjustTickLabelsOverflow();
+                var Kn = r.select(this), Cr = Kn.select(".text-math-group"), Yr = lt.anchorFn(Yn, or), jr = je.transFn.call(Kn.node(), Yn) + (e(or) && +or != 0 ? " rotate(" + or + "," + lt.xFn(Yn) + "," + (lt.yFn(Yn) - Yn.fontSize / 2) + ")" : ""), Er = l.lineCount(Kn), Wr = q * Yn.fontSize, Fr = lt.heightFn(Yn, e(or) ? +or : 0, (Er - 1) * Wr);
+                if (Fr && (jr += n(0, Fr)), Cr.empty()) {
+                  var qr = Kn.select("text");
+                  qr.attr({ transform: jr, "text-anchor": Yr }), qr.style("display", null), pe._adjustTickLabelsOverflow && pe._adjustTickLabelsOverflow();
                 } else {
-                  var Jr = d.bBox(Or.node()).width, or = Jr * { end: -0.5, start: 0.5 }[Vr];
-                  Or.attr("transform", Br + n(or, 0));
+                  var Jr = d.bBox(Cr.node()).width, lr = Jr * { end: -0.5, start: 0.5 }[Yr];
+                  Cr.attr("transform", jr + n(lr, 0));
                 }
               });
             }
             pe._adjustTickLabelsOverflow = function() {
               var Zn = pe.ticklabeloverflow;
               if (!(!Zn || Zn === "allow")) {
-                var ir = Zn.indexOf("hide") !== -1, Yn = pe._id.charAt(0) === "x", $n = 0, Or = Yn ? ue._fullLayout.width : ue._fullLayout.height;
+                var or = Zn.indexOf("hide") !== -1, Yn = pe._id.charAt(0) === "x", Kn = 0, Cr = Yn ? ue._fullLayout.width : ue._fullLayout.height;
                 if (Zn.indexOf("domain") !== -1) {
-                  var Vr = o.simpleMap(pe.range, pe.r2l);
-                  $n = pe.l2p(Vr[0]) + pe._offset, Or = pe.l2p(Vr[1]) + pe._offset;
+                  var Yr = o.simpleMap(pe.range, pe.r2l);
+                  Kn = pe.l2p(Yr[0]) + pe._offset, Cr = pe.l2p(Yr[1]) + pe._offset;
                 }
-                var Br = Math.min($n, Or), Dr = Math.max($n, Or), Wr = pe.side, Pr = 1 / 0, jr = -1 / 0;
-                kt.each(function(xa) {
-                  var qr = r.select(this), $r = qr.select(".text-math-group");
+                var jr = Math.min(Kn, Cr), Er = Math.max(Kn, Cr), Wr = pe.side, Fr = 1 / 0, qr = -1 / 0;
+                kt.each(function(ma) {
+                  var Hr = r.select(this), $r = Hr.select(".text-math-group");
                   if ($r.empty()) {
-                    var ua = d.bBox(qr.node()), ta = 0;
-                    Yn ? (ua.right > Dr || ua.left < Br) && (ta = 1) : (ua.bottom > Dr || ua.top + (pe.tickangle ? 0 : xa.fontSize / 4) < Br) && (ta = 1);
-                    var Aa = qr.select("text");
-                    ta ? ir && Aa.style("display", "none") : Aa.node().style.display !== "none" && (Aa.style("display", null), Wr === "bottom" || Wr === "right" ? Pr = Math.min(Pr, Yn ? ua.top : ua.left) : Pr = -1 / 0, Wr === "top" || Wr === "left" ? jr = Math.max(jr, Yn ? ua.bottom : ua.right) : jr = 1 / 0);
+                    var ca = d.bBox(Hr.node()), na = 0;
+                    Yn ? (ca.right > Er || ca.left < jr) && (na = 1) : (ca.bottom > Er || ca.top + (pe.tickangle ? 0 : ma.fontSize / 4) < jr) && (na = 1);
+                    var Ta = Hr.select("text");
+                    na ? or && Ta.style("display", "none") : Ta.node().style.display !== "none" && (Ta.style("display", null), Wr === "bottom" || Wr === "right" ? Fr = Math.min(Fr, Yn ? ca.top : ca.left) : Fr = -1 / 0, Wr === "top" || Wr === "left" ? qr = Math.max(qr, Yn ? ca.bottom : ca.right) : qr = 1 / 0);
                   }
                 });
                 for (var Jr in Be._plots) {
-                  var or = Be._plots[Jr];
-                  if (!(pe._id !== or.xaxis._id && pe._id !== or.yaxis._id)) {
-                    var ea = Yn ? or.yaxis : or.xaxis;
-                    ea && (ea["_visibleLabelMin_" + pe._id] = Pr, ea["_visibleLabelMax_" + pe._id] = jr);
+                  var lr = Be._plots[Jr];
+                  if (!(pe._id !== lr.xaxis._id && pe._id !== lr.yaxis._id)) {
+                    var ta = Yn ? lr.yaxis : lr.xaxis;
+                    ta && (ta["_visibleLabelMin_" + pe._id] = Fr, ta["_visibleLabelMax_" + pe._id] = qr);
                   }
                 }
               }
             }, pe._hideCounterAxisInsideTickLabels = function(Zn) {
-              var ir = pe._id.charAt(0) === "x", Yn = [];
-              for (var $n in Be._plots) {
-                var Or = Be._plots[$n];
-                pe._id !== Or.xaxis._id && pe._id !== Or.yaxis._id || Yn.push(ir ? Or.yaxis : Or.xaxis);
+              var or = pe._id.charAt(0) === "x", Yn = [];
+              for (var Kn in Be._plots) {
+                var Cr = Be._plots[Kn];
+                pe._id !== Cr.xaxis._id && pe._id !== Cr.yaxis._id || Yn.push(or ? Cr.yaxis : Cr.xaxis);
               }
-              Yn.forEach(function(Vr, Br) {
-                Vr && en(Vr) && (Zn || [N, ee, J, E, Y]).forEach(function(Dr) {
-                  var Wr = Dr.K === "tick" && Dr.L === "text" && pe.ticklabelmode === "period", Pr = Be._plots[pe._mainSubplot], jr;
-                  if (Dr.K === N.K) {
-                    var Jr = Je ? Pr.zerolinelayerAbove : Pr.zerolinelayer;
-                    jr = Jr.selectAll("." + pe._id + "zl");
-                  } else Dr.K === ee.K ? jr = Pr.minorGridlayer.selectAll("." + pe._id) : Dr.K === J.K ? jr = Pr.gridlayer.selectAll("." + pe._id) : jr = Pr[pe._id.charAt(0) + "axislayer"];
-                  jr.each(function() {
-                    var or = r.select(this);
-                    Dr.L && (or = or.selectAll(Dr.L)), or.each(function(ea) {
-                      var xa = pe.l2p(Wr ? Ht(ea) : ea.x) + pe._offset, qr = r.select(this);
-                      xa < pe["_visibleLabelMax_" + Vr._id] && xa > pe["_visibleLabelMin_" + Vr._id] ? qr.style("display", "none") : Dr.K === "tick" && !Br && qr.node().style.display !== "none" && qr.style("display", null);
+              Yn.forEach(function(Yr, jr) {
+                Yr && en(Yr) && (Zn || [N, ee, J, E, Y]).forEach(function(Er) {
+                  var Wr = Er.K === "tick" && Er.L === "text" && pe.ticklabelmode === "period", Fr = Be._plots[pe._mainSubplot], qr;
+                  if (Er.K === N.K) {
+                    var Jr = Je ? Fr.zerolinelayerAbove : Fr.zerolinelayer;
+                    qr = Jr.selectAll("." + pe._id + "zl");
+                  } else Er.K === ee.K ? qr = Fr.minorGridlayer.selectAll("." + pe._id) : Er.K === J.K ? qr = Fr.gridlayer.selectAll("." + pe._id) : qr = Fr[pe._id.charAt(0) + "axislayer"];
+                  qr.each(function() {
+                    var lr = r.select(this);
+                    Er.L && (lr = lr.selectAll(Er.L)), lr.each(function(ta) {
+                      var ma = pe.l2p(Wr ? Ht(ta) : ta.x) + pe._offset, Hr = r.select(this);
+                      ma < pe["_visibleLabelMax_" + Yr._id] && ma > pe["_visibleLabelMin_" + Yr._id] ? Hr.style("display", "none") : Er.K === "tick" && !jr && Hr.node().style.display !== "none" && Hr.style("display", null);
                     });
                   });
                 });
@@ -13485,36 +13485,36 @@ function cx() {
             function ln() {
               if (Tt(kt, st), rt.length && pe.autotickangles && (pe.type !== "log" || String(pe.dtick).charAt(0) !== "D")) {
                 Pt = pe.autotickangles[0];
-                var Zn = 0, ir = [], Yn, $n = 1;
-                kt.each(function(nr) {
-                  Zn = Math.max(Zn, nr.fontSize);
-                  var Kr = pe.l2p(nr.x), Na = Yt(this), ai = d.bBox(Na.node());
-                  $n = Math.max($n, l.lineCount(Na)), ir.push({ top: 0, bottom: 10, height: 10, left: Kr - ai.width / 2, right: Kr + ai.width / 2 + 2, width: ai.width + 2 });
+                var Zn = 0, or = [], Yn, Kn = 1;
+                kt.each(function(rr) {
+                  Zn = Math.max(Zn, rr.fontSize);
+                  var Kr = pe.l2p(rr.x), Ra = Yt(this), ri = d.bBox(Ra.node());
+                  Kn = Math.max(Kn, l.lineCount(Ra)), or.push({ top: 0, bottom: 10, height: 10, left: Kr - ri.width / 2, right: Kr + ri.width / 2 + 2, width: ri.width + 2 });
                 });
-                var Or = (pe.tickson === "boundaries" || pe.showdividers) && !je.secondary, Vr = rt.length, Br = Math.abs((rt[Vr - 1].x - rt[0].x) * pe._m) / (Vr - 1), Dr = Or ? Br / 2 : Br, Wr = Or ? pe.ticklen : Zn * 1.25 * $n, Pr = Math.sqrt(Math.pow(Dr, 2) + Math.pow(Wr, 2)), jr = Dr / Pr, Jr = pe.autotickangles.map(function(nr) {
-                  return nr * Math.PI / 180;
-                }), or = Jr.find(function(nr) {
-                  return Math.abs(Math.cos(nr)) <= jr;
+                var Cr = (pe.tickson === "boundaries" || pe.showdividers) && !je.secondary, Yr = rt.length, jr = Math.abs((rt[Yr - 1].x - rt[0].x) * pe._m) / (Yr - 1), Er = Cr ? jr / 2 : jr, Wr = Cr ? pe.ticklen : Zn * 1.25 * Kn, Fr = Math.sqrt(Math.pow(Er, 2) + Math.pow(Wr, 2)), qr = Er / Fr, Jr = pe.autotickangles.map(function(rr) {
+                  return rr * Math.PI / 180;
+                }), lr = Jr.find(function(rr) {
+                  return Math.abs(Math.cos(rr)) <= qr;
                 });
-                or === void 0 && (or = Jr.reduce(function(nr, Kr) {
-                  return Math.abs(Math.cos(nr)) < Math.abs(Math.cos(Kr)) ? nr : Kr;
+                lr === void 0 && (lr = Jr.reduce(function(rr, Kr) {
+                  return Math.abs(Math.cos(rr)) < Math.abs(Math.cos(Kr)) ? rr : Kr;
                 }, Jr[0]));
-                var ea = or * (180 / Math.PI);
-                if (Or) {
-                  var xa = 2;
-                  for (pe.ticks && (xa += pe.tickwidth / 2), Yn = 0; Yn < ir.length; Yn++) {
-                    var qr = rt[Yn].xbnd, $r = ir[Yn];
-                    if (qr[0] !== null && $r.left - pe.l2p(qr[0]) < xa || qr[1] !== null && pe.l2p(qr[1]) - $r.right < xa) {
-                      Pt = ea;
+                var ta = lr * (180 / Math.PI);
+                if (Cr) {
+                  var ma = 2;
+                  for (pe.ticks && (ma += pe.tickwidth / 2), Yn = 0; Yn < or.length; Yn++) {
+                    var Hr = rt[Yn].xbnd, $r = or[Yn];
+                    if (Hr[0] !== null && $r.left - pe.l2p(Hr[0]) < ma || Hr[1] !== null && pe.l2p(Hr[1]) - $r.right < ma) {
+                      Pt = ta;
                       break;
                     }
                   }
                 } else {
-                  var ua = pe.ticklabelposition || "", ta = pe.tickson || "", Aa = function(nr) {
-                    return ua.indexOf(nr) !== -1;
-                  }, fa = Aa("top"), Cr = Aa("left"), da = Aa("right"), br = Aa("bottom"), Ar = ta !== "boundaries" && (br || Cr || fa || da), hr = Ar ? (pe.tickwidth || 0) + 2 * D : 0;
-                  for (Yn = 0; Yn < ir.length - 1; Yn++) if (o.bBoxIntersect(ir[Yn], ir[Yn + 1], hr)) {
-                    Pt = ea;
+                  var ca = pe.ticklabelposition || "", na = pe.tickson || "", Ta = function(rr) {
+                    return ca.indexOf(rr) !== -1;
+                  }, ua = Ta("top"), zr = Ta("left"), fa = Ta("right"), xr = Ta("bottom"), Sr = na !== "boundaries" && (xr || zr || ua || fa), hr = Sr ? (pe.tickwidth || 0) + 2 * D : 0;
+                  for (Yn = 0; Yn < or.length - 1; Yn++) if (o.bBoxIntersect(or[Yn], or[Yn + 1], hr)) {
+                    Pt = ta;
                     break;
                   }
                 }
@@ -13529,30 +13529,30 @@ function cx() {
               pe._tickAngles[$e] = Pt === null ? e(st) ? st : 0 : Pt;
             });
             var zn = function() {
-              var Zn = 0, ir = 0;
-              return kt.each(function(Yn, $n) {
-                var Or = Yt(this), Vr = Or.select(".text-math-group");
-                if (Vr.empty()) {
-                  var Br;
-                  pe._vals[$n] && (Br = pe._vals[$n].bb || d.bBox(Or.node()), pe._vals[$n].bb = Br), Zn = Math.max(Zn, Br.width), ir = Math.max(ir, Br.height);
+              var Zn = 0, or = 0;
+              return kt.each(function(Yn, Kn) {
+                var Cr = Yt(this), Yr = Cr.select(".text-math-group");
+                if (Yr.empty()) {
+                  var jr;
+                  pe._vals[Kn] && (jr = pe._vals[Kn].bb || d.bBox(Cr.node()), pe._vals[Kn].bb = jr), Zn = Math.max(Zn, jr.width), or = Math.max(or, jr.height);
                 }
-              }), { labelsMaxW: Zn, labelsMaxH: ir };
+              }), { labelsMaxW: Zn, labelsMaxH: or };
             }, mn = pe._anchorAxis;
             if (mn && (mn.autorange || mn.insiderange) && en(pe) && !B(Be, pe._id) && (Be._insideTickLabelsUpdaterange || (Be._insideTickLabelsUpdaterange = {}), mn.autorange && (Be._insideTickLabelsUpdaterange[mn._name + ".autorange"] = mn.autorange, nn.push(zn)), mn.insiderange)) {
               var jn = zn(), Wn = pe._id.charAt(0) === "y" ? jn.labelsMaxW : jn.labelsMaxH;
               Wn += 2 * D, pe.ticklabelposition === "inside" && (Wn += pe.ticklen || 0);
-              var Kn = pe.side === "right" || pe.side === "top" ? 1 : -1, tr = Kn === 1 ? 1 : 0, Mr = Kn === 1 ? 0 : 1, pr = [];
+              var Qn = pe.side === "right" || pe.side === "top" ? 1 : -1, nr = Qn === 1 ? 1 : 0, Mr = Qn === 1 ? 0 : 1, pr = [];
               pr[Mr] = mn.range[Mr];
-              var sn = mn.range, Tr = mn.r2p(sn[tr]), rr = mn.r2p(sn[Mr]), Jn = Be._insideTickLabelsUpdaterange[mn._name + ".range"];
+              var sn = mn.range, Ar = mn.r2p(sn[nr]), ir = mn.r2p(sn[Mr]), Jn = Be._insideTickLabelsUpdaterange[mn._name + ".range"];
               if (Jn) {
-                var Un = mn.r2p(Jn[tr]), wr = mn.r2p(Jn[Mr]), yr = Kn * (pe._id.charAt(0) === "y" ? 1 : -1);
-                yr * Tr < yr * Un && (Tr = Un, pr[tr] = sn[tr] = Jn[tr]), yr * rr > yr * wr && (rr = wr, pr[Mr] = sn[Mr] = Jn[Mr]);
+                var Un = mn.r2p(Jn[nr]), _r = mn.r2p(Jn[Mr]), yr = Qn * (pe._id.charAt(0) === "y" ? 1 : -1);
+                yr * Ar < yr * Un && (Ar = Un, pr[nr] = sn[nr] = Jn[nr]), yr * ir > yr * _r && (ir = _r, pr[Mr] = sn[Mr] = Jn[Mr]);
               }
-              var Nr = Math.abs(rr - Tr);
-              Nr - Wn > 0 ? (Nr -= Wn, Wn *= 1 + Wn / Nr) : Wn = 0, pe._id.charAt(0) !== "y" && (Wn = -Wn), pr[tr] = mn.p2r(mn.r2p(sn[tr]) + Kn * Wn), mn.autorange === "min" || mn.autorange === "max reversed" ? (pr[0] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0) : (mn.autorange === "max" || mn.autorange === "min reversed") && (pr[1] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0), Be._insideTickLabelsUpdaterange[mn._name + ".range"] = pr;
+              var Br = Math.abs(ir - Ar);
+              Br - Wn > 0 ? (Br -= Wn, Wn *= 1 + Wn / Br) : Wn = 0, pe._id.charAt(0) !== "y" && (Wn = -Wn), pr[nr] = mn.p2r(mn.r2p(sn[nr]) + Qn * Wn), mn.autorange === "min" || mn.autorange === "max reversed" ? (pr[0] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0) : (mn.autorange === "max" || mn.autorange === "min reversed") && (pr[1] = null, mn._rangeInitial0 = void 0, mn._rangeInitial1 = void 0), Be._insideTickLabelsUpdaterange[mn._name + ".range"] = pr;
             }
-            var zr = o.syncOrAsync(nn);
-            return zr && zr.then && ue._promises.push(zr), zr;
+            var Pr = o.syncOrAsync(nn);
+            return Pr && Pr.then && ue._promises.push(Pr), Pr;
           };
           function Bt(ue, pe, je) {
             var Be = pe._id + "divider", Ge = je.vals, Je = je.layer.selectAll("path." + Be).data(Ge, $t);
@@ -13740,7 +13740,7 @@ function cx() {
             var l = r("autorangeoptions.minallowed", o === null ? i : void 0), s = r("autorangeoptions.maxallowed", i === null ? o : void 0);
             l === void 0 && r("autorangeoptions.clipmin"), s === void 0 && r("autorangeoptions.clipmax"), r("autorangeoptions.include");
           };
-        }), Rf = be((k, M) => {
+        }), Nf = be((k, M) => {
           "use strict";
           var r = Th();
           M.exports = function(e, a, i, o) {
@@ -13765,9 +13765,9 @@ function cx() {
           function a(i) {
             return i === window || i === document || i === document.body ? r : i.getBoundingClientRect();
           }
-        }), Nf = be((k, M) => {
+        }), Bf = be((k, M) => {
           "use strict";
-          var r = Lf();
+          var r = Of();
           function e() {
             var a = !1;
             try {
@@ -13795,7 +13795,7 @@ function cx() {
           };
         }), Oh = be((k, M) => {
           "use strict";
-          var r = Ss(), e = Xc(), a = Ts().getGraphDiv, i = bo(), o = M.exports = {};
+          var r = Ss(), e = Wc(), a = Ts().getGraphDiv, i = Ma(), o = M.exports = {};
           o.wrapped = function(n, l, s) {
             var t;
             n = a(n), n._fullLayout && e.clear(n._fullLayout._uid + i.HOVERID);
@@ -13805,9 +13805,9 @@ function cx() {
             var s = n._fullLayout, t = n._hoverdata;
             return l || (l = {}), l.target && !n._dragged && r.triggerHandler(n, "plotly_beforehover", l) === !1 ? !1 : (s._hoverlayer.selectAll("g").remove(), s._hoverlayer.selectAll("line").remove(), s._hoverlayer.selectAll("circle").remove(), n._hoverdata = void 0, l.target && t && n.emit("plotly_unhover", { event: l, points: t }), !0);
           };
-        }), ti = be((k, M) => {
+        }), ei = be((k, M) => {
           "use strict";
-          var r = Ah(), e = Of(), a = Nf(), i = zt().removeElement, o = aa(), n = M.exports = {};
+          var r = Ah(), e = Df(), a = Bf(), i = zt().removeElement, o = ia(), n = M.exports = {};
           n.align = Sh(), n.getCursor = Lh();
           var l = Oh();
           n.unhover = l.wrapped, n.unhoverRaw = l.raw, n.init = function(d) {
@@ -13853,7 +13853,7 @@ function cx() {
           function t(d) {
             return r(d.changedTouches ? d.changedTouches[0] : d, document.body);
           }
-        }), Qi = be((k, M) => {
+        }), Ki = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             (r.attr("class") || "").split(" ").forEach(function(a) {
@@ -13862,7 +13862,7 @@ function cx() {
           };
         }), Dh = be((k, M) => {
           "use strict";
-          var r = Qi(), e = "data-savedcursor", a = "!!";
+          var r = Ki(), e = "data-savedcursor", a = "!!";
           M.exports = function(i, o) {
             var n = i.attr(e);
             if (o) {
@@ -13876,9 +13876,9 @@ function cx() {
               r(i, o);
             } else n && (i.attr(e, null), n === a ? r(i) : r(i, n));
           };
-        }), Bf = be((k, M) => {
+        }), jf = be((k, M) => {
           "use strict";
-          var r = Zr(), e = Ka();
+          var r = wr(), e = $a();
           M.exports = { _isSubplotObj: !0, visible: { valType: "boolean", dflt: !0, editType: "legend" }, bgcolor: { valType: "color", editType: "legend" }, bordercolor: { valType: "color", dflt: e.defaultLine, editType: "legend" }, maxheight: { valType: "number", min: 0, editType: "legend" }, borderwidth: { valType: "number", min: 0, dflt: 0, editType: "legend" }, font: r({ editType: "legend" }), grouptitlefont: r({ editType: "legend" }), orientation: { valType: "enumerated", values: ["v", "h"], dflt: "v", editType: "legend" }, traceorder: { valType: "flaglist", flags: ["reversed", "grouped"], extras: ["normal"], editType: "legend" }, tracegroupgap: { valType: "number", min: 0, dflt: 10, editType: "legend" }, entrywidth: { valType: "number", min: 0, editType: "legend" }, entrywidthmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "pixels", editType: "legend" }, indentation: { valType: "number", min: -15, dflt: 0, editType: "legend" }, itemsizing: { valType: "enumerated", values: ["trace", "constant"], dflt: "trace", editType: "legend" }, itemwidth: { valType: "number", min: 30, dflt: 30, editType: "legend" }, itemclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], dflt: "toggle", editType: "legend" }, itemdoubleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], dflt: "toggleothers", editType: "legend" }, groupclick: { valType: "enumerated", values: ["toggleitem", "togglegroup"], dflt: "togglegroup", editType: "legend" }, groupdoubleclick: { valType: "enumerated", values: ["toggleitem", "togglegroup"], editType: "legend" }, titleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], editType: "legend" }, titledoubleclick: { valType: "enumerated", values: ["toggle", "toggleothers", !1], editType: "legend" }, x: { valType: "number", editType: "legend" }, xref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left", editType: "legend" }, y: { valType: "number", editType: "legend" }, yref: { valType: "enumerated", dflt: "paper", values: ["container", "paper"], editType: "layoutstyle" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], editType: "legend" }, uirevision: { valType: "any", editType: "none" }, valign: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "middle", editType: "legend" }, title: { text: { valType: "string", dflt: "", editType: "legend" }, font: r({ editType: "legend" }), side: { valType: "enumerated", values: ["top", "left", "top left", "top center", "top right"], editType: "legend" }, editType: "legend" }, editType: "legend" };
         }), Os = be((k) => {
           "use strict";
@@ -13891,9 +13891,9 @@ function cx() {
           }, k.getId = function(M) {
             return M._id || "legend";
           };
-        }), jf = be((k, M) => {
+        }), qf = be((k, M) => {
           "use strict";
-          var r = On(), e = zt(), a = Lr(), i = ma(), o = Bf(), n = ml(), l = Os();
+          var r = On(), e = zt(), a = Dr(), i = ya(), o = jf(), n = xl(), l = Os();
           function s(t, d, c, p, h) {
             var y = d[t] || {}, m = a.newContainer(c, t);
             function v(D, R) {
@@ -13958,7 +13958,7 @@ function cx() {
               s(f, t, d, h, u.length), d[f] && (d[f]._id = f), d._legends.push(f);
             }
           };
-        }), qf = be((k) => {
+        }), Hf = be((k) => {
           "use strict";
           var M = On(), r = zt(), e = r.pushUnique, a = Os(), i = !0;
           k.handleItemClick = function(o, n, l, s, t) {
@@ -14084,12 +14084,12 @@ function cx() {
             }
             g ? M.call("_guiUpdate", o, v, { shapes: f }, u) : u.length && M.call("_guiRestyle", o, v, u);
           };
-        }), Hf = be((k, M) => {
+        }), Uf = be((k, M) => {
           "use strict";
           M.exports = { scrollBarWidth: 6, scrollBarMinHeight: 20, scrollBarColor: "#808BA4", scrollBarMargin: 4, scrollBarEnterAttrs: { rx: 20, ry: 3, width: 0, height: 0 }, titlePad: 2, itemGap: 5 };
         }), Ch = be((k, M) => {
           "use strict";
-          var { isArrayOrTypedArray: r } = sa(), e = On(), a = Os();
+          var { isArrayOrTypedArray: r } = ga(), e = On(), a = Os();
           M.exports = function(i, o, n) {
             var l = o._inHover, s = a.isGrouped(o), t = a.isReversed(o), d = {}, c = [], p = !1, h = {}, y = 0, m = 0, v, u;
             function f(U, W, se) {
@@ -14155,7 +14155,7 @@ function cx() {
             }
             return o._lgroupsLength = G.length, o._maxNameLength = m, G;
           };
-        }), r0 = be((k) => {
+        }), a0 = be((k) => {
           "use strict";
           var M = zt();
           function r(e) {
@@ -14180,21 +14180,21 @@ function cx() {
           };
         }), Eh = be((k, M) => {
           "use strict";
-          var r = lr(), e = In();
+          var r = sr(), e = In();
           M.exports = function(a, i, o, n) {
             var l = o.marker.pattern;
             l && l.shape ? r.pointStyle(a, o, n, i) : e.fill(a, i.color);
           };
-        }), a0 = be((k, M) => {
+        }), i0 = be((k, M) => {
           "use strict";
-          var r = In(), e = r0().castOption, a = Eh();
+          var r = In(), e = a0().castOption, a = Eh();
           M.exports = function(i, o, n, l) {
             var s = n.marker.line, t = e(s.color, o.pts) || r.defaultLine, d = e(s.width, o.pts) || 0;
             i.call(a, o, n, l).style("stroke-width", d).call(r.stroke, t);
           };
-        }), Uf = be((k, M) => {
+        }), Vf = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = zt(), i = a.strTranslate, o = lr(), n = In(), l = Xa().extractOpts, s = Ua(), t = a0(), d = r0().castOption, c = Hf(), p = 12, h = 5, y = 2, m = 10, v = 5;
+          var r = Nn(), e = On(), a = zt(), i = a.strTranslate, o = sr(), n = In(), l = Za().extractOpts, s = Ha(), t = i0(), d = a0().castOption, c = Uf(), p = 12, h = 5, y = 2, m = 10, v = 5;
           M.exports = function(_, b, w) {
             var z = b._fullLayout;
             w || (w = z.legend);
@@ -14421,9 +14421,9 @@ function cx() {
           function g(_, b, w) {
             return _ && a.isArrayOrTypedArray(_) ? b : _ > w ? w : _;
           }
-        }), Vf = be((k, M) => {
+        }), Yf = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = Xr(), i = On(), o = Ss(), n = ti(), l = lr(), s = In(), t = ia(), d = qf().handleItemClick, c = qf().handleTitleClick, p = Hf(), h = Ta(), y = h.LINE_SPACING, m = h.FROM_TL, v = h.FROM_BR, u = Ch(), f = Uf(), g = Os(), _ = 1, b = /^legend[0-9]*$/;
+          var r = Nn(), e = zt(), a = Xr(), i = On(), o = Ss(), n = ei(), l = sr(), s = In(), t = oa(), d = Hf().handleItemClick, c = Hf().handleTitleClick, p = Uf(), h = ka(), y = h.LINE_SPACING, m = h.FROM_TL, v = h.FROM_BR, u = Ch(), f = Vf(), g = Os(), _ = 1, b = /^legend[0-9]*$/;
           M.exports = function(E, Y) {
             if (Y) z(E, Y);
             else {
@@ -14765,9 +14765,9 @@ function cx() {
           function ee(E) {
             return e.isBottomAnchor(E) ? "bottom" : e.isMiddleAnchor(E) ? "middle" : "top";
           }
-        }), Yf = be((k) => {
+        }), Gf = be((k) => {
           "use strict";
-          var M = Nn(), r = Gn(), e = zt(), a = e.pushUnique, i = e.strTranslate, o = e.strRotate, n = Ss(), l = ia(), s = Dh(), t = lr(), d = In(), c = ti(), p = er(), h = aa().zindexSeparator, y = On(), m = ui(), v = bo(), u = jf(), f = Vf(), g = v.YANGLE, _ = Math.PI * g / 180, b = 1 / Math.sin(_), w = Math.cos(_), z = Math.sin(_), C = v.HOVERARROWSIZE, O = v.HOVERTEXTPAD, L = { box: !0, ohlc: !0, violin: !0, candlestick: !0 }, H = { scatter: !0, scattergl: !0, splom: !0 };
+          var M = Nn(), r = Gn(), e = zt(), a = e.pushUnique, i = e.strTranslate, o = e.strRotate, n = Ss(), l = oa(), s = Dh(), t = sr(), d = In(), c = ei(), p = tr(), h = ia().zindexSeparator, y = On(), m = ci(), v = Ma(), u = qf(), f = Yf(), g = v.YANGLE, _ = Math.PI * g / 180, b = 1 / Math.sin(_), w = Math.cos(_), z = Math.sin(_), C = v.HOVERARROWSIZE, O = v.HOVERTEXTPAD, L = { box: !0, ohlc: !0, violin: !0, candlestick: !0 }, H = { scatter: !0, scattergl: !0, splom: !0 };
           function G(P, S) {
             return P.distance - S.distance;
           }
@@ -14836,9 +14836,9 @@ function cx() {
             if (Array.isArray(S)) for (qe = "array", Me = 0; Me < S.length; Me++) Ce = P.calcdata[S[Me].curveNumber || 0], Ce && (ke = Ce[0].trace, Ce[0].trace.hoverinfo !== "skip" && (We.push(Ce), ke.orientation === "h" && (Nt = !0)));
             else {
               var qt = P.calcdata.slice();
-              for (qt.sort(function(sn, Tr) {
-                var rr = sn[0].trace.zorder || 0, Jn = Tr[0].trace.zorder || 0;
-                return rr - Jn;
+              for (qt.sort(function(sn, Ar) {
+                var ir = sn[0].trace.zorder || 0, Jn = Ar[0].trace.zorder || 0;
+                return ir - Jn;
               }), Se = 0; Se < qt.length; Se++) Ce = qt[Se], ke = Ce[0].trace, ke.hoverinfo !== "skip" && m.isTraceInSubplots(ke, fe) && (We.push(Ce), ke.orientation === "h" && (Nt = !0));
               var Kt = !oe, Ht, dn;
               if (Kt) "xpx" in S ? Ht = S.xpx : Ht = nt[0]._length / 2, "ypx" in S ? dn = S.ypx : dn = Xe[0]._length / 2;
@@ -14853,46 +14853,46 @@ function cx() {
             }
             me.clickanywhere && (P._hoverXVals = et, P._hoverYVals = xe, P._hoverXAxes = nt, P._hoverYAxes = Xe);
             var Zt = 1 / 0;
-            function Vt(sn, Tr) {
+            function Vt(sn, Ar) {
               for (Se = 0; Se < We.length; Se++) if (Ce = We[Se], !(!Ce || !Ce[0] || !Ce[0].trace) && (ke = Ce[0].trace, !(ke.visible !== !0 || ke._length === 0) && ["carpet", "contourcarpet"].indexOf(ke._module.name) === -1)) {
                 if (Ee = qe, m.isUnifiedHover(Ee) && (Ee = Ee.charAt(0)), ke.type === "splom" ? (ze = 0, Te = fe[ze]) : (Te = m.getSubplot(ke), ze = fe.indexOf(Te)), it = { cd: Ce, trace: ke, xa: nt[ze], ya: Xe[ze], maxHoverDistance: bt, maxSpikeDistance: xt, index: !1, distance: Math.min(Zt, bt), spikeDistance: 1 / 0, xSpike: void 0, ySpike: void 0, color: d.defaultLine, name: ke.name, x0: void 0, x1: void 0, y0: void 0, y1: void 0, xLabelVal: void 0, yLabelVal: void 0, zLabelVal: void 0, text: void 0 }, me[Te] && (it.subplot = me[Te]._subplot), me._splomScenes && me._splomScenes[ke.uid] && (it.scene = me._splomScenes[ke.uid]), Ee === "array") {
-                  var rr = S[Se];
-                  if ("pointNumber" in rr) {
-                    let $n = Ce[rr.pointNumber];
-                    $n && (it.index = rr.pointNumber, $n.lonlat ? (Ke = $n.lonlat[0], Ve = $n.lonlat[1]) : (Ke = $n.x, Ve = $n.y)), Ee = "closest";
-                  } else Ee = "", "xval" in rr && (Ke = rr.xval, Ee = "x"), "yval" in rr && (Ve = rr.yval, Ee = Ee ? "closest" : "y");
-                } else sn !== void 0 && Tr !== void 0 ? (Ke = sn, Ve = Tr) : (Ke = et[ze], Ve = xe[ze]);
+                  var ir = S[Se];
+                  if ("pointNumber" in ir) {
+                    let Kn = Ce[ir.pointNumber];
+                    Kn && (it.index = ir.pointNumber, Kn.lonlat ? (Ke = Kn.lonlat[0], Ve = Kn.lonlat[1]) : (Ke = Kn.x, Ve = Kn.y)), Ee = "closest";
+                  } else Ee = "", "xval" in ir && (Ke = ir.xval, Ee = "x"), "yval" in ir && (Ve = ir.yval, Ee = Ee ? "closest" : "y");
+                } else sn !== void 0 && Ar !== void 0 ? (Ke = sn, Ve = Ar) : (Ke = et[ze], Ve = xe[ze]);
                 if (yt = Ct.length, bt !== 0) if (ke._module && ke._module.hoverPoints) {
                   var Jn = ke._module.hoverPoints(it, Ke, Ve, Ee, { finiteRange: !0, hoverLayer: me._hoverlayer, hoversubplots: Le, gd: P });
-                  if (Jn) for (var Un, wr = 0; wr < Jn.length; wr++) Un = Jn[wr], r(Un.x0) && r(Un.y0) && Ct.push(Y(Un, qe));
+                  if (Jn) for (var Un, _r = 0; _r < Jn.length; _r++) Un = Jn[_r], r(Un.x0) && r(Un.y0) && Ct.push(Y(Un, qe));
                 } else e.log("Unrecognized trace type in hover:", ke);
                 if (qe === "closest" && Ct.length > yt && (Ct.splice(0, yt), Zt = Ct[0].distance), Ye && xt !== 0 && Ct.length === 0) {
                   it.distance = xt, it.index = !1;
                   var yr = ke._module.hoverPoints(it, Ke, Ve, "closest", { hoverLayer: me._hoverlayer });
-                  if (yr && (yr = yr.filter(function($n) {
-                    return $n.spikeDistance <= xt;
+                  if (yr && (yr = yr.filter(function(Kn) {
+                    return Kn.spikeDistance <= xt;
                   })), yr && yr.length) {
-                    var Nr, zr = yr.filter(function($n) {
-                      return $n.xa.showspikes && $n.xa.spikesnap !== "hovered data";
+                    var Br, Pr = yr.filter(function(Kn) {
+                      return Kn.xa.showspikes && Kn.xa.spikesnap !== "hovered data";
                     });
-                    if (zr.length) {
-                      var Zn = zr[0];
-                      r(Zn.x0) && r(Zn.y0) && (Nr = Ut(Zn), (!ct.vLinePoint || ct.vLinePoint.spikeDistance > Nr.spikeDistance) && (ct.vLinePoint = Nr));
+                    if (Pr.length) {
+                      var Zn = Pr[0];
+                      r(Zn.x0) && r(Zn.y0) && (Br = Ut(Zn), (!ct.vLinePoint || ct.vLinePoint.spikeDistance > Br.spikeDistance) && (ct.vLinePoint = Br));
                     }
-                    var ir = yr.filter(function($n) {
-                      return $n.ya.showspikes && $n.ya.spikesnap !== "hovered data";
+                    var or = yr.filter(function(Kn) {
+                      return Kn.ya.showspikes && Kn.ya.spikesnap !== "hovered data";
                     });
-                    if (ir.length) {
-                      var Yn = ir[0];
-                      r(Yn.x0) && r(Yn.y0) && (Nr = Ut(Yn), (!ct.hLinePoint || ct.hLinePoint.spikeDistance > Nr.spikeDistance) && (ct.hLinePoint = Nr));
+                    if (or.length) {
+                      var Yn = or[0];
+                      r(Yn.x0) && r(Yn.y0) && (Br = Ut(Yn), (!ct.hLinePoint || ct.hLinePoint.spikeDistance > Br.spikeDistance) && (ct.hLinePoint = Br));
                     }
                   }
                 }
               }
             }
             Vt();
-            function Wt(sn, Tr, rr) {
-              for (var Jn = null, Un = 1 / 0, wr, yr = 0; yr < sn.length; yr++) V && V._id !== sn[yr].xa._id || K && K._id !== sn[yr].ya._id || (wr = sn[yr].spikeDistance, rr && yr === 0 && (wr = -1 / 0), wr <= Un && wr <= Tr && (Jn = sn[yr], Un = wr));
+            function Wt(sn, Ar, ir) {
+              for (var Jn = null, Un = 1 / 0, _r, yr = 0; yr < sn.length; yr++) V && V._id !== sn[yr].xa._id || K && K._id !== sn[yr].ya._id || (_r = sn[yr].spikeDistance, ir && yr === 0 && (_r = -1 / 0), _r <= Un && _r <= Ar && (Jn = sn[yr], Un = _r));
               return Jn;
             }
             function Ut(sn) {
@@ -14901,12 +14901,12 @@ function cx() {
             var Xt = { fullLayout: me, container: me._hoverlayer, event: S }, Yt = P._spikepoints, yn = { vLinePoint: ct.vLinePoint, hLinePoint: ct.hLinePoint };
             P._spikepoints = yn;
             var on = function() {
-              var sn = Ct.filter(function(rr) {
-                return V && V._id === rr.xa._id && K && K._id === rr.ya._id;
-              }), Tr = Ct.filter(function(rr) {
-                return !(V && V._id === rr.xa._id && K && K._id === rr.ya._id);
+              var sn = Ct.filter(function(ir) {
+                return V && V._id === ir.xa._id && K && K._id === ir.ya._id;
+              }), Ar = Ct.filter(function(ir) {
+                return !(V && V._id === ir.xa._id && K && K._id === ir.ya._id);
               });
-              sn.sort(G), Tr.sort(G), Ct = sn.concat(Tr), Ct = q(Ct, qe);
+              sn.sort(G), Ar.sort(G), Ct = sn.concat(Ar), Ct = q(Ct, qe);
             };
             on();
             var Gt = qe.charAt(0), kn = (Gt === "x" || Gt === "y") && Ct[0] && H[Ct[0].trace.type];
@@ -14934,11 +14934,11 @@ function cx() {
               var Bn = Ct.length, Jt = A("x", En, me), Rt = A("y", En, me);
               Vt(Jt, Rt);
               var ue = [], pe = {}, je = 0, Be = function(sn) {
-                var Tr = L[sn.trace.type] ? X(sn) : sn.trace.index;
-                if (!pe[Tr]) je++, pe[Tr] = je, ue.push(sn);
+                var Ar = L[sn.trace.type] ? X(sn) : sn.trace.index;
+                if (!pe[Ar]) je++, pe[Ar] = je, ue.push(sn);
                 else {
-                  var rr = pe[Tr] - 1, Jn = ue[rr];
-                  rr > 0 && Math.abs(sn.distance) < Math.abs(Jn.distance) && (ue[rr] = sn);
+                  var ir = pe[Ar] - 1, Jn = ue[ir];
+                  ir > 0 && Math.abs(sn.distance) < Math.abs(Jn.distance) && (ue[ir] = sn);
                 }
               }, Ge;
               for (Ge = 0; Ge < Bn; Ge++) Be(Ct[Ge]);
@@ -14959,10 +14959,10 @@ function cx() {
               sn.eventData = [st], $e.push(st);
             }
             P._hoverdata = $e;
-            var mn = qe === "y" && (We.length > 1 || Ct.length > 1) || qe === "closest" && Nt && Ct.length > 1, jn = d.combine(me.plot_bgcolor || d.background, me.paper_bgcolor), Wn = j(Ct, { gd: P, hovermode: qe, rotateLabels: mn, bgColor: jn, container: me._hoverlayer, outerContainer: me._paper.node(), commonLabelOpts: me.hoverlabel, hoverdistance: me.hoverdistance }), Kn = Wn.hoverLabels;
-            if (m.isUnifiedHover(qe) || (N(Kn, mn, me, Wn.commonLabelBoundingBox), E(Kn, mn, me._invScaleX, me._invScaleY)), oe && oe.tagName) {
-              var tr = y.getComponentMethod("annotations", "hasClickToShow")(P, $e);
-              s(M.select(oe), tr ? "pointer" : "");
+            var mn = qe === "y" && (We.length > 1 || Ct.length > 1) || qe === "closest" && Nt && Ct.length > 1, jn = d.combine(me.plot_bgcolor || d.background, me.paper_bgcolor), Wn = j(Ct, { gd: P, hovermode: qe, rotateLabels: mn, bgColor: jn, container: me._hoverlayer, outerContainer: me._paper.node(), commonLabelOpts: me.hoverlabel, hoverdistance: me.hoverdistance }), Qn = Wn.hoverLabels;
+            if (m.isUnifiedHover(qe) || (N(Qn, mn, me, Wn.commonLabelBoundingBox), E(Qn, mn, me._invScaleX, me._invScaleY)), oe && oe.tagName) {
+              var nr = y.getComponentMethod("annotations", "hasClickToShow")(P, $e);
+              s(M.select(oe), nr ? "pointer" : "");
             }
             var Mr = W(P, S, Je);
             if (!oe || Z || !Mr && !me.hoveranywhere) return;
@@ -15308,9 +15308,9 @@ function cx() {
             var B = P._fullLayout, Z = S.getBoundingClientRect(), oe = Z.left, fe = Z.top, ae = oe + Z.width, me = fe + Z.height, Le = e.apply3DTransform(B._invTransform)(oe, fe), Fe = e.apply3DTransform(B._invTransform)(ae, me), Ie = Le[0], Ye = Le[1], qe = Fe[0], ve = Fe[1];
             return { x: Ie, y: Ye, width: qe - Ie, height: ve - Ye, top: Math.min(Ye, ve), left: Math.min(Ie, qe), right: Math.max(Ie, qe), bottom: Math.max(Ye, ve) };
           }
-        }), i0 = be((k, M) => {
+        }), o0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = ui().isUnifiedHover;
+          var r = zt(), e = In(), a = ci().isUnifiedHover;
           M.exports = function(i, o, n, l) {
             l = l || {};
             var s = o.legend;
@@ -15321,7 +15321,7 @@ function cx() {
           };
         }), zh = be((k, M) => {
           "use strict";
-          var r = zt(), e = i0(), a = wi();
+          var r = zt(), e = o0(), a = Wi();
           M.exports = function(i, o) {
             function n(l, s) {
               return r.coerce(i, o, a, l, s);
@@ -15330,7 +15330,7 @@ function cx() {
           };
         }), Ph = be((k, M) => {
           "use strict";
-          var r = zt(), e = $a(), a = i0();
+          var r = zt(), e = yl(), a = o0();
           M.exports = function(i, o, n, l) {
             function s(d, c) {
               return r.coerce(i, o, e, d, c);
@@ -15338,9 +15338,9 @@ function cx() {
             var t = r.extendFlat({}, l.hoverlabel);
             o.hovertemplate && (t.namelength = -1), a(i, o, s, t);
           };
-        }), Gf = be((k, M) => {
+        }), Zf = be((k, M) => {
           "use strict";
-          var r = zt(), e = wi();
+          var r = zt(), e = Wi();
           M.exports = function(a, i) {
             function o(n, l) {
               return i[n] !== void 0 ? i[n] : r.coerce(a, i, e, n, l);
@@ -15349,7 +15349,7 @@ function cx() {
           };
         }), Fh = be((k, M) => {
           "use strict";
-          var r = zt(), e = wi(), a = Gf(), i = i0();
+          var r = zt(), e = Wi(), a = Zf(), i = o0();
           M.exports = function(o, n) {
             function l(h, y) {
               return r.coerce(o, n, e, h, y);
@@ -15384,7 +15384,7 @@ function cx() {
           }
         }), Rh = be((k, M) => {
           "use strict";
-          var r = On(), e = ui(), a = Yf().hover;
+          var r = On(), e = ci(), a = Gf().hover;
           M.exports = function(i, o, n) {
             var l = r.getComponentMethod("annotations", "onClick")(i, i._hoverdata), s = i._fullLayout;
             n !== void 0 && a(i, o, n, !0);
@@ -15394,10 +15394,10 @@ function cx() {
             }
             (i._hoverdata || s.clickanywhere) && o && o.target && (i._hoverdata || (i._hoverdata = []), l && l.then ? l.then(t) : t(), o.stopImmediatePropagation && o.stopImmediatePropagation());
           };
-        }), Ra = be((k, M) => {
+        }), Ia = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = ti(), i = ui(), o = wi(), n = Yf();
-          M.exports = { moduleType: "component", name: "fx", constants: bo(), schema: { layout: o }, attributes: $a(), layoutAttributes: o, supplyLayoutGlobalDefaults: zh(), supplyDefaults: Ph(), supplyLayoutDefaults: Fh(), calc: Ih(), getDistanceFunction: i.getDistanceFunction, getClosest: i.getClosest, inbox: i.inbox, quadrature: i.quadrature, appendArrayPointValue: i.appendArrayPointValue, castHoverOption: s, castHoverinfo: t, hover: n.hover, unhover: a.unhover, loneHover: n.loneHover, loneUnhover: l, click: Rh() };
+          var r = Nn(), e = zt(), a = ei(), i = ci(), o = Wi(), n = Gf();
+          M.exports = { moduleType: "component", name: "fx", constants: Ma(), schema: { layout: o }, attributes: yl(), layoutAttributes: o, supplyLayoutGlobalDefaults: zh(), supplyDefaults: Ph(), supplyLayoutDefaults: Fh(), calc: Ih(), getDistanceFunction: i.getDistanceFunction, getClosest: i.getClosest, inbox: i.inbox, quadrature: i.quadrature, appendArrayPointValue: i.appendArrayPointValue, castHoverOption: s, castHoverinfo: t, hover: n.hover, unhover: a.unhover, loneHover: n.loneHover, loneUnhover: l, click: Rh() };
           function l(d) {
             var c = e.isD3Selection(d) ? d : r.select(d);
             c.selectAll("g.hovertext").remove(), c.selectAll(".spikeline").remove();
@@ -15426,7 +15426,7 @@ function cx() {
           }, k.selectingOrDrawing = function(M) {
             return k.freeMode(M) || k.rectMode(M);
           };
-        }), o0 = be((k, M) => {
+        }), l0 = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             var e = r._fullLayout;
@@ -15434,14 +15434,14 @@ function cx() {
               a.regl && a.regl.clear({ color: !0, depth: !0 });
             });
           };
-        }), l0 = be((k, M) => {
+        }), s0 = be((k, M) => {
           "use strict";
           M.exports = { undo: { width: 857.1, height: 1e3, path: "m857 350q0-87-34-166t-91-137-137-92-166-34q-96 0-183 41t-147 114q-4 6-4 13t5 11l76 77q6 5 14 5 9-1 13-7 41-53 100-82t126-29q58 0 110 23t92 61 61 91 22 111-22 111-61 91-92 61-110 23q-55 0-105-20t-90-57l77-77q17-16 8-38-10-23-33-23h-250q-15 0-25 11t-11 25v250q0 24 22 33 22 10 39-8l72-72q60 57 137 88t159 31q87 0 166-34t137-92 91-137 34-166z", transform: "matrix(1 0 0 -1 0 850)" }, home: { width: 928.6, height: 1e3, path: "m786 296v-267q0-15-11-26t-25-10h-214v214h-143v-214h-214q-15 0-25 10t-11 26v267q0 1 0 2t0 2l321 264 321-264q1-1 1-4z m124 39l-34-41q-5-5-12-6h-2q-7 0-12 3l-386 322-386-322q-7-4-13-4-7 2-12 7l-35 41q-4 5-3 13t6 12l401 334q18 15 42 15t43-15l136-114v109q0 8 5 13t13 5h107q8 0 13-5t5-13v-227l122-102q5-5 6-12t-4-13z", transform: "matrix(1 0 0 -1 0 850)" }, "camera-retro": { width: 1e3, height: 1e3, path: "m518 386q0 8-5 13t-13 5q-37 0-63-27t-26-63q0-8 5-13t13-5 12 5 5 13q0 23 16 38t38 16q8 0 13 5t5 13z m125-73q0-59-42-101t-101-42-101 42-42 101 42 101 101 42 101-42 42-101z m-572-320h858v71h-858v-71z m643 320q0 89-62 152t-152 62-151-62-63-152 63-151 151-63 152 63 62 151z m-571 358h214v72h-214v-72z m-72-107h858v143h-462l-36-71h-360v-72z m929 143v-714q0-30-21-51t-50-21h-858q-29 0-50 21t-21 51v714q0 30 21 51t50 21h858q29 0 50-21t21-51z", transform: "matrix(1 0 0 -1 0 850)" }, curlybraces: { width: 18, height: 16, path: "M 9,4 C 7.354992,4 6,5.354992 6,7 V 9 C 6,9.2999997 5.8778068,9.8883542 5.5878906,10.291016 5.2979744,10.693677 4.9222213,11 4,11 a 1.0001,1.0001 0 0 0 0,2 c 0.2999997,0 0.8883542,0.122193 1.2910156,0.412109 C 5.693677,13.702026 6,14.077779 6,15 v 2 c 0,1.645008 1.354992,3 3,3 h 0.5 a 1,1 0 0 0 1,-1 1,1 0 0 0 -1,-1 H 9 C 8.4358712,18 8,17.564129 8,17 V 15 C 8,13.625876 7.3766799,12.602305 6.6113281,11.96875 6.8086352,11.794047 7.0679793,11.657537 7.2109375,11.458984 7.8210204,10.611647 8,9.6999993 8,9 V 7 C 8,6.4358712 8.4358712,6 9,6 h 0.5 a 1,1 0 0 0 1,-1 1,1 0 0 0 -1,-1 z m 5.5,0 a 1,1 0 0 0 -1,1 1,1 0 0 0 1,1 H 15 c 0.564129,0 1,0.4358712 1,1 v 2 c 0,0.6999993 0.17898,1.611647 0.789062,2.458984 0.142959,0.198553 0.402303,0.335063 0.59961,0.509766 C 16.62332,12.602305 16,13.625876 16,15 v 2 c 0,0.564129 -0.435871,1 -1,1 h -0.5 a 1,1 0 0 0 -1,1 1,1 0 0 0 1,1 H 15 c 1.645008,0 3,-1.354992 3,-3 v -2 c 0,-0.922221 0.306323,-1.297974 0.708984,-1.587891 C 19.111646,13.122193 19.7,13 20,13 a 1.0001,1.0001 0 0 0 0,-2 C 19.077779,11 18.702026,10.693677 18.412109,10.291016 18.122193,9.8883542 18,9.2999997 18,9 V 7 C 18,5.354992 16.645008,4 15,4 Z", transform: "translate(-3 -4)" }, zoombox: { width: 1e3, height: 1e3, path: "m1000-25l-250 251c40 63 63 138 63 218 0 224-182 406-407 406-224 0-406-182-406-406s183-406 407-406c80 0 155 22 218 62l250-250 125 125z m-812 250l0 438 437 0 0-438-437 0z m62 375l313 0 0-312-313 0 0 312z", transform: "matrix(1 0 0 -1 0 850)" }, pan: { width: 1e3, height: 1e3, path: "m1000 350l-187 188 0-125-250 0 0 250 125 0-188 187-187-187 125 0 0-250-250 0 0 125-188-188 186-187 0 125 252 0 0-250-125 0 187-188 188 188-125 0 0 250 250 0 0-126 187 188z", transform: "matrix(1 0 0 -1 0 850)" }, zoom_plus: { width: 875, height: 1e3, path: "m1 787l0-875 875 0 0 875-875 0z m687-500l-187 0 0-187-125 0 0 187-188 0 0 125 188 0 0 187 125 0 0-187 187 0 0-125z", transform: "matrix(1 0 0 -1 0 850)" }, zoom_minus: { width: 875, height: 1e3, path: "m0 788l0-876 875 0 0 876-875 0z m688-500l-500 0 0 125 500 0 0-125z", transform: "matrix(1 0 0 -1 0 850)" }, autoscale: { width: 1e3, height: 1e3, path: "m250 850l-187 0-63 0 0-62 0-188 63 0 0 188 187 0 0 62z m688 0l-188 0 0-62 188 0 0-188 62 0 0 188 0 62-62 0z m-875-938l0 188-63 0 0-188 0-62 63 0 187 0 0 62-187 0z m875 188l0-188-188 0 0-62 188 0 62 0 0 62 0 188-62 0z m-125 188l-1 0-93-94-156 156 156 156 92-93 2 0 0 250-250 0 0-2 93-92-156-156-156 156 94 92 0 2-250 0 0-250 0 0 93 93 157-156-157-156-93 94 0 0 0-250 250 0 0 0-94 93 156 157 156-157-93-93 0 0 250 0 0 250z", transform: "matrix(1 0 0 -1 0 850)" }, tooltip_basic: { width: 1500, height: 1e3, path: "m375 725l0 0-375-375 375-374 0-1 1125 0 0 750-1125 0z", transform: "matrix(1 0 0 -1 0 850)" }, tooltip_compare: { width: 1125, height: 1e3, path: "m187 786l0 2-187-188 188-187 0 0 937 0 0 373-938 0z m0-499l0 1-187-188 188-188 0 0 937 0 0 376-938-1z", transform: "matrix(1 0 0 -1 0 850)" }, plotlylogo: { width: 1542, height: 1e3, path: "m0-10h182v-140h-182v140z m228 146h183v-286h-183v286z m225 714h182v-1000h-182v1000z m225-285h182v-715h-182v715z m225 142h183v-857h-183v857z m231-428h182v-429h-182v429z m225-291h183v-138h-183v138z", transform: "matrix(1 0 0 -1 0 850)" }, "z-axis": { width: 1e3, height: 1e3, path: "m833 5l-17 108v41l-130-65 130-66c0 0 0 38 0 39 0-1 36-14 39-25 4-15-6-22-16-30-15-12-39-16-56-20-90-22-187-23-279-23-261 0-341 34-353 59 3 60 228 110 228 110-140-8-351-35-351-116 0-120 293-142 474-142 155 0 477 22 477 142 0 50-74 79-163 96z m-374 94c-58-5-99-21-99-40 0-24 65-43 144-43 79 0 143 19 143 43 0 19-42 34-98 40v216h87l-132 135-133-135h88v-216z m167 515h-136v1c16 16 31 34 46 52l84 109v54h-230v-71h124v-1c-16-17-28-32-44-51l-89-114v-51h245v72z", transform: "matrix(1 0 0 -1 0 850)" }, "3d_rotate": { width: 1e3, height: 1e3, path: "m922 660c-5 4-9 7-14 11-359 263-580-31-580-31l-102 28 58-400c0 1 1 1 2 2 118 108 351 249 351 249s-62 27-100 42c88 83 222 183 347 122 16-8 30-17 44-27-2 1-4 2-6 4z m36-329c0 0 64 229-88 296-62 27-124 14-175-11 157-78 225-208 249-266 8-19 11-31 11-31 2 5 6 15 11 32-5-13-8-20-8-20z m-775-239c70-31 117-50 198-32-121 80-199 346-199 346l-96-15-58-12c0 0 55-226 155-287z m603 133l-317-139c0 0 4-4 19-14 7-5 24-15 24-15s-177-147-389 4c235-287 536-112 536-112l31-22 100 299-4-1z m-298-153c6-4 14-9 24-15 0 0-17 10-24 15z", transform: "matrix(1 0 0 -1 0 850)" }, camera: { width: 1e3, height: 1e3, path: "m500 450c-83 0-150-67-150-150 0-83 67-150 150-150 83 0 150 67 150 150 0 83-67 150-150 150z m400 150h-120c-16 0-34 13-39 29l-31 93c-6 15-23 28-40 28h-340c-16 0-34-13-39-28l-31-94c-6-15-23-28-40-28h-120c-55 0-100-45-100-100v-450c0-55 45-100 100-100h800c55 0 100 45 100 100v450c0 55-45 100-100 100z m-400-550c-138 0-250 112-250 250 0 138 112 250 250 250 138 0 250-112 250-250 0-138-112-250-250-250z m365 380c-19 0-35 16-35 35 0 19 16 35 35 35 19 0 35-16 35-35 0-19-16-35-35-35z", transform: "matrix(1 0 0 -1 0 850)" }, movie: { width: 1e3, height: 1e3, path: "m938 413l-188-125c0 37-17 71-44 94 64 38 107 107 107 187 0 121-98 219-219 219-121 0-219-98-219-219 0-61 25-117 66-156h-115c30 33 49 76 49 125 0 103-84 187-187 187s-188-84-188-187c0-57 26-107 65-141-38-22-65-62-65-109v-250c0-70 56-126 125-126h500c69 0 125 56 125 126l188-126c34 0 62 28 62 63v375c0 35-28 63-62 63z m-750 0c-69 0-125 56-125 125s56 125 125 125 125-56 125-125-56-125-125-125z m406-1c-87 0-157 70-157 157 0 86 70 156 157 156s156-70 156-156-70-157-156-157z", transform: "matrix(1 0 0 -1 0 850)" }, question: { width: 857.1, height: 1e3, path: "m500 82v107q0 8-5 13t-13 5h-107q-8 0-13-5t-5-13v-107q0-8 5-13t13-5h107q8 0 13 5t5 13z m143 375q0 49-31 91t-77 65-95 23q-136 0-207-119-9-14 4-24l74-55q4-4 10-4 9 0 14 7 30 38 48 51 19 14 48 14 27 0 48-15t21-33q0-21-11-34t-38-25q-35-16-65-48t-29-70v-20q0-8 5-13t13-5h107q8 0 13 5t5 13q0 10 12 27t30 28q18 10 28 16t25 19 25 27 16 34 7 45z m214-107q0-117-57-215t-156-156-215-58-216 58-155 156-58 215 58 215 155 156 216 58 215-58 156-156 57-215z", transform: "matrix(1 0 0 -1 0 850)" }, disk: { width: 857.1, height: 1e3, path: "m214-7h429v214h-429v-214z m500 0h72v500q0 8-6 21t-11 20l-157 156q-5 6-19 12t-22 5v-232q0-22-15-38t-38-16h-322q-22 0-37 16t-16 38v232h-72v-714h72v232q0 22 16 38t37 16h465q22 0 38-16t15-38v-232z m-214 518v178q0 8-5 13t-13 5h-107q-7 0-13-5t-5-13v-178q0-8 5-13t13-5h107q7 0 13 5t5 13z m357-18v-518q0-22-15-38t-38-16h-750q-23 0-38 16t-16 38v750q0 22 16 38t38 16h517q23 0 50-12t42-26l156-157q16-15 27-42t11-49z", transform: "matrix(1 0 0 -1 0 850)" }, cloudupload: { width: 640, height: 640, path: "M451.5 160C434.9 160 418.8 164.5 404.7 172.7C388.9 156.7 370.5 143.3 350.2 133.2C378.4 109.2 414.3 96 451.5 96C537.9 96 608 166 608 252.5C608 294 591.5 333.8 562.2 363.1L491.1 434.2C461.8 463.5 422 480 380.5 480C294.1 480 224 410 224 323.5C224 322 224 320.5 224.1 319C224.6 301.3 239.3 287.4 257 287.9C274.7 288.4 288.6 303.1 288.1 320.8C288.1 321.7 288.1 322.6 288.1 323.4C288.1 374.5 329.5 415.9 380.6 415.9C405.1 415.9 428.6 406.2 446 388.8L517.1 317.7C534.4 300.4 544.2 276.8 544.2 252.3C544.2 201.2 502.8 159.8 451.7 159.8zM307.2 237.3C305.3 236.5 303.4 235.4 301.7 234.2C289.1 227.7 274.7 224 259.6 224C235.1 224 211.6 233.7 194.2 251.1L123.1 322.2C105.8 339.5 96 363.1 96 387.6C96 438.7 137.4 480.1 188.5 480.1C205 480.1 221.1 475.7 235.2 467.5C251 483.5 269.4 496.9 289.8 507C261.6 530.9 225.8 544.2 188.5 544.2C102.1 544.2 32 474.2 32 387.7C32 346.2 48.5 306.4 77.8 277.1L148.9 206C178.2 176.7 218 160.2 259.5 160.2C346.1 160.2 416 230.8 416 317.1C416 318.4 416 319.7 416 321C415.6 338.7 400.9 352.6 383.2 352.2C365.5 351.8 351.6 337.1 352 319.4C352 318.6 352 317.9 352 317.1C352 283.4 334 253.8 307.2 237.5z", transform: "matrix(1 0 0 1 -15 -15)" }, drawopenpath: { width: 70, height: 70, path: "M33.21,85.65a7.31,7.31,0,0,1-2.59-.48c-8.16-3.11-9.27-19.8-9.88-41.3-.1-3.58-.19-6.68-.35-9-.15-2.1-.67-3.48-1.43-3.79-2.13-.88-7.91,2.32-12,5.86L3,32.38c1.87-1.64,11.55-9.66,18.27-6.9,2.13.87,4.75,3.14,5.17,9,.17,2.43.26,5.59.36,9.25a224.17,224.17,0,0,0,1.5,23.4c1.54,10.76,4,12.22,4.48,12.4.84.32,2.79-.46,5.76-3.59L43,80.07C41.53,81.57,37.68,85.64,33.21,85.65ZM74.81,69a11.34,11.34,0,0,0,6.09-6.72L87.26,44.5,74.72,32,56.9,38.35c-2.37.86-5.57,3.42-6.61,6L38.65,72.14l8.42,8.43ZM55,46.27a7.91,7.91,0,0,1,3.64-3.17l14.8-5.3,8,8L76.11,60.6l-.06.19a6.37,6.37,0,0,1-3,3.43L48.25,74.59,44.62,71Zm16.57,7.82A6.9,6.9,0,1,0,64.64,61,6.91,6.91,0,0,0,71.54,54.09Zm-4.05,0a2.85,2.85,0,1,1-2.85-2.85A2.86,2.86,0,0,1,67.49,54.09Zm-4.13,5.22L60.5,56.45,44.26,72.7l2.86,2.86ZM97.83,35.67,84.14,22l-8.57,8.57L89.26,44.24Zm-13.69-8,8,8-2.85,2.85-8-8Z", transform: "matrix(1 0 0 1 -15 -15)" }, drawclosedpath: { width: 90, height: 90, path: "M88.41,21.12a26.56,26.56,0,0,0-36.18,0l-2.07,2-2.07-2a26.57,26.57,0,0,0-36.18,0,23.74,23.74,0,0,0,0,34.8L48,90.12a3.22,3.22,0,0,0,4.42,0l36-34.21a23.73,23.73,0,0,0,0-34.79ZM84,51.24,50.16,83.35,16.35,51.25a17.28,17.28,0,0,1,0-25.47,20,20,0,0,1,27.3,0l4.29,4.07a3.23,3.23,0,0,0,4.44,0l4.29-4.07a20,20,0,0,1,27.3,0,17.27,17.27,0,0,1,0,25.46ZM66.76,47.68h-33v6.91h33ZM53.35,35H46.44V68h6.91Z", transform: "matrix(1 0 0 1 -5 -5)" }, lasso: { width: 1031, height: 1e3, path: "m1018 538c-36 207-290 336-568 286-277-48-473-256-436-463 10-57 36-108 76-151-13-66 11-137 68-183 34-28 75-41 114-42l-55-70 0 0c-2-1-3-2-4-3-10-14-8-34 5-45 14-11 34-8 45 4 1 1 2 3 2 5l0 0 113 140c16 11 31 24 45 40 4 3 6 7 8 11 48-3 100 0 151 9 278 48 473 255 436 462z m-624-379c-80 14-149 48-197 96 42 42 109 47 156 9 33-26 47-66 41-105z m-187-74c-19 16-33 37-39 60 50-32 109-55 174-68-42-25-95-24-135 8z m360 75c-34-7-69-9-102-8 8 62-16 128-68 170-73 59-175 54-244-5-9 20-16 40-20 61-28 159 121 317 333 354s407-60 434-217c28-159-121-318-333-355z", transform: "matrix(1 0 0 -1 0 850)" }, selectbox: { width: 1e3, height: 1e3, path: "m0 850l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m285 0l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m-857-286l0-143 143 0 0 143-143 0z m857 0l0-143 143 0 0 143-143 0z m-857-285l0-143 143 0 0 143-143 0z m857 0l0-143 143 0 0 143-143 0z m-857-286l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z m285 0l0-143 143 0 0 143-143 0z m286 0l0-143 143 0 0 143-143 0z", transform: "matrix(1 0 0 -1 0 850)" }, drawline: { width: 70, height: 70, path: "M60.64,62.3a11.29,11.29,0,0,0,6.09-6.72l6.35-17.72L60.54,25.31l-17.82,6.4c-2.36.86-5.57,3.41-6.6,6L24.48,65.5l8.42,8.42ZM40.79,39.63a7.89,7.89,0,0,1,3.65-3.17l14.79-5.31,8,8L61.94,54l-.06.19a6.44,6.44,0,0,1-3,3.43L34.07,68l-3.62-3.63Zm16.57,7.81a6.9,6.9,0,1,0-6.89,6.9A6.9,6.9,0,0,0,57.36,47.44Zm-4,0a2.86,2.86,0,1,1-2.85-2.85A2.86,2.86,0,0,1,53.32,47.44Zm-4.13,5.22L46.33,49.8,30.08,66.05l2.86,2.86ZM83.65,29,70,15.34,61.4,23.9,75.09,37.59ZM70,21.06l8,8-2.84,2.85-8-8ZM87,80.49H10.67V87H87Z", transform: "matrix(1 0 0 1 -15 -15)" }, drawrect: { width: 80, height: 80, path: "M78,22V79H21V22H78m9-9H12V88H87V13ZM68,46.22H31V54H68ZM53,32H45.22V69H53Z", transform: "matrix(1 0 0 1 -10 -10)" }, drawcircle: { width: 80, height: 80, path: "M50,84.72C26.84,84.72,8,69.28,8,50.3S26.84,15.87,50,15.87,92,31.31,92,50.3,73.16,84.72,50,84.72Zm0-60.59c-18.6,0-33.74,11.74-33.74,26.17S31.4,76.46,50,76.46,83.74,64.72,83.74,50.3,68.6,24.13,50,24.13Zm17.15,22h-34v7.11h34Zm-13.8-13H46.24v34h7.11Z", transform: "matrix(1 0 0 1 -10 -10)" }, eraseshape: { width: 80, height: 80, path: "M82.77,78H31.85L6,49.57,31.85,21.14H82.77a8.72,8.72,0,0,1,8.65,8.77V69.24A8.72,8.72,0,0,1,82.77,78ZM35.46,69.84H82.77a.57.57,0,0,0,.49-.6V29.91a.57.57,0,0,0-.49-.61H35.46L17,49.57Zm32.68-34.7-24,24,5,5,24-24Zm-19,.53-5,5,24,24,5-5Z", transform: "matrix(1 0 0 1 -10 -10)" }, spikeline: { width: 1e3, height: 1e3, path: "M512 409c0-57-46-104-103-104-57 0-104 47-104 104 0 57 47 103 104 103 57 0 103-46 103-103z m-327-39l92 0 0 92-92 0z m-185 0l92 0 0 92-92 0z m370-186l92 0 0 93-92 0z m0-184l92 0 0 92-92 0z", transform: "matrix(1.5 0 0 -1.5 0 850)" }, pencil: { width: 1792, height: 1792, path: "M491 1536l91-91-235-235-91 91v107h128v128h107zm523-928q0-22-22-22-10 0-17 7l-542 542q-7 7-7 17 0 22 22 22 10 0 17-7l542-542q7-7 7-17zm-54-192l416 416-832 832h-416v-416zm683 96q0 53-37 90l-166 166-416-416 166-165q36-38 90-38 53 0 91 38l235 234q37 39 37 91z", transform: "matrix(1 0 0 1 0 1)" }, newplotlylogo: { name: "newplotlylogo", svg: ["<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 132 132'>", " <title>plotly-logomark</title>", " <g id='symbol'>", "  <rect fill='#000' x='0' y='0' width='132' height='132' rx='18' ry='18'/>", "  <circle fill='#9EF' cx='102' cy='30' r='6'/>", "  <circle fill='#BAC' cx='78' cy='30' r='6'/>", "  <circle fill='#BAC' cx='78' cy='54' r='6'/>", "  <circle fill='#D69' cx='54' cy='30' r='6'/>", "  <circle fill='#F26' cx='30' cy='30' r='6'/>", "  <circle fill='#F26' cx='30' cy='54' r='6'/>", "  <path fill='#FFF' d='M30,72a6,6,0,0,0-6,6v24a6,6,0,0,0,12,0V78A6,6,0,0,0,30,72Z'/>", "  <path fill='#FFF' d='M78,72a6,6,0,0,0-6,6v24a6,6,0,0,0,12,0V78A6,6,0,0,0,78,72Z'/>", "  <path fill='#FFF' d='M54,48a6,6,0,0,0-6,6v48a6,6,0,0,0,12,0V54A6,6,0,0,0,54,48Z'/>", "  <path fill='#FFF' d='M102,48a6,6,0,0,0-6,6v48a6,6,0,0,0,12,0V54A6,6,0,0,0,102,48Z'/>", " </g>", "</svg>"].join("") } };
-        }), s0 = be((k, M) => {
+        }), c0 = be((k, M) => {
           "use strict";
           var r = 32;
           M.exports = { CIRCLE_SIDES: r, i000: 0, i090: r / 4, i180: r / 2, i270: r / 4 * 3, cos45: Math.cos(Math.PI / 4), sin45: Math.sin(Math.PI / 4), SQRT2: Math.sqrt(2) };
-        }), c0 = be((k, M) => {
+        }), u0 = be((k, M) => {
           "use strict";
           var r = zt().strTranslate;
           function e(n, l) {
@@ -15474,9 +15474,9 @@ function cx() {
             return r(n.xaxis._offset, n.yaxis._offset);
           }
           M.exports = { p2r: e, r2p: a, axValue: i, getTransform: o };
-        }), eo = be((k) => {
+        }), Qi = be((k) => {
           "use strict";
-          var M = If(), r = s0(), e = r.CIRCLE_SIDES, a = r.SQRT2, i = c0(), o = i.p2r, n = i.r2p, l = [0, 3, 4, 5, 6, 1, 2], s = [0, 3, 4, 1, 2];
+          var M = Rf(), r = c0(), e = r.CIRCLE_SIDES, a = r.SQRT2, i = u0(), o = i.p2r, n = i.r2p, l = [0, 3, 4, 5, 6, 1, 2], s = [0, 3, 4, 1, 2];
           k.writePaths = function(c) {
             var p = c.length;
             if (!p) return "M0,0Z";
@@ -15589,9 +15589,9 @@ function cx() {
             for (var v = 0; v < c.length; v++) for (var u = 0; u < c[v].length; u++) for (var f = 0; f + 2 < c[v][u].length; f += 2) y && (c[v][u][f + 1] = c[v][u][f + 1].replace(" ", "_")), m && (c[v][u][f + 2] = c[v][u][f + 2].replace(" ", "_"));
             return c;
           };
-        }), u0 = be((k, M) => {
+        }), f0 = be((k, M) => {
           "use strict";
-          var r = Qr(), e = ko(), a = e.drawMode, i = e.openMode, o = s0(), n = o.i000, l = o.i090, s = o.i180, t = o.i270, d = o.cos45, c = o.sin45, p = c0(), h = p.p2r, y = p.r2p, m = Ki(), v = m.clearOutline, u = eo(), f = u.readPaths, g = u.writePaths, _ = u.ellipseOver, b = u.fixDatesForPaths;
+          var r = ea(), e = ko(), a = e.drawMode, i = e.openMode, o = c0(), n = o.i000, l = o.i090, s = o.i180, t = o.i270, d = o.cos45, c = o.sin45, p = u0(), h = p.p2r, y = p.r2p, m = $i(), v = m.clearOutline, u = Qi(), f = u.readPaths, g = u.writePaths, _ = u.ellipseOver, b = u.fixDatesForPaths;
           function w(C, O) {
             if (C.length) {
               var L = C[0][0];
@@ -15656,9 +15656,9 @@ function cx() {
             return U;
           }
           M.exports = { newShapes: w, createShapeObj: z };
-        }), Zf = be((k, M) => {
+        }), Xf = be((k, M) => {
           "use strict";
-          var r = ko(), e = r.selectMode, a = Ki(), i = a.clearOutline, o = eo(), n = o.readPaths, l = o.writePaths, s = o.fixDatesForPaths;
+          var r = ko(), e = r.selectMode, a = $i(), i = a.clearOutline, o = Qi(), n = o.readPaths, l = o.writePaths, s = o.fixDatesForPaths;
           M.exports = function(t, d) {
             if (t.length) {
               var c = t[0][0];
@@ -15702,9 +15702,9 @@ function cx() {
         }), Ds = be((k, M) => {
           "use strict";
           M.exports = { segmentRE: /[MLHVQCTSZ][^MLHVQCTSZ]*/g, paramRE: /[^\s,]+/g, paramIsX: { M: { 0: !0, drawn: 0 }, L: { 0: !0, drawn: 0 }, H: { 0: !0, drawn: 0 }, V: {}, Q: { 0: !0, 2: !0, drawn: 2 }, C: { 0: !0, 2: !0, 4: !0, drawn: 4 }, T: { 0: !0, drawn: 0 }, S: { 0: !0, 2: !0, drawn: 2 }, Z: {} }, paramIsY: { M: { 1: !0, drawn: 1 }, L: { 1: !0, drawn: 1 }, H: {}, V: { 0: !0, drawn: 0 }, Q: { 1: !0, 3: !0, drawn: 3 }, C: { 1: !0, 3: !0, 5: !0, drawn: 5 }, T: { 1: !0, drawn: 1 }, S: { 1: !0, 3: !0, drawn: 3 }, Z: {} }, numParams: { M: 2, L: 2, H: 1, V: 1, Q: 4, C: 6, T: 2, S: 4, Z: 0 } };
-        }), to = be((k) => {
+        }), eo = be((k) => {
           "use strict";
-          var M = Ds(), r = zt(), e = er();
+          var M = Ds(), r = zt(), e = tr();
           k.rangeToShapePosition = function(o) {
             return o.type === "log" ? o.r2d : function(n) {
               return n;
@@ -15853,9 +15853,9 @@ function cx() {
             var l = 0;
             return n && o && (o.type === "category" || o.type === "multicategory") && (l = (o.r2p(1) - o.r2p(0)) * n), l;
           }
-        }), Xf = be((k, M) => {
+        }), Wf = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ia(), i = lr(), o = eo().readPaths, n = to(), l = n.getPathString, s = Yc(), t = Ta().FROM_TL;
+          var r = zt(), e = tr(), a = oa(), i = sr(), o = Qi().readPaths, n = eo(), l = n.getPathString, s = Gc(), t = ka().FROM_TL;
           M.exports = function(p, h, y, m) {
             if (m.selectAll(".shape-label").remove(), !!(y.label.text || y.label.texttemplate)) {
               var v;
@@ -15922,9 +15922,9 @@ function cx() {
             var E = t[H], Y = v.label.font.size, U = f.height, W = (U * E - Y) * C, se = -(U * E - Y) * O;
             return { textx: G + W, texty: Q + se, xanchor: L };
           }
-        }), f0 = be((k, M) => {
+        }), d0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = r.strTranslate, a = ti(), i = ko(), o = i.drawMode, n = i.selectMode, l = On(), s = In(), t = s0(), d = t.i000, c = t.i090, p = t.i180, h = t.i270, y = Ki(), m = y.clearOutlineControllers, v = eo(), u = v.pointsOnRectangle, f = v.pointsOnEllipse, g = v.writePaths, _ = u0().newShapes, b = u0().createShapeObj, w = Zf(), z = Xf();
+          var r = zt(), e = r.strTranslate, a = ei(), i = ko(), o = i.drawMode, n = i.selectMode, l = On(), s = In(), t = c0(), d = t.i000, c = t.i090, p = t.i180, h = t.i270, y = $i(), m = y.clearOutlineControllers, v = Qi(), u = v.pointsOnRectangle, f = v.pointsOnEllipse, g = v.writePaths, _ = f0().newShapes, b = f0().createShapeObj, w = Xf(), z = Wf();
           M.exports = function H(G, Q, X, ne) {
             ne || (ne = 0);
             var j = X.gd;
@@ -16050,9 +16050,9 @@ function cx() {
               }
             }
           }
-        }), d0 = be((k, M) => {
+        }), p0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = zt(), i = er(), o = eo().readPaths, n = f0(), l = Xf(), s = Ki().clearOutlineControllers, t = In(), d = lr(), c = Lr().arrayEditor, p = ti(), h = Ra(), y = Qi(), m = Ds(), v = to(), u = v.getPathString;
+          var r = Nn(), e = On(), a = zt(), i = tr(), o = Qi().readPaths, n = d0(), l = Wf(), s = $i().clearOutlineControllers, t = In(), d = sr(), c = Dr().arrayEditor, p = ei(), h = Ia(), y = Ki(), m = Ds(), v = eo(), u = v.getPathString;
           M.exports = { draw: f, drawOne: b, eraseActiveShape: Q, drawLabel: l };
           function f(X) {
             var ne = X._fullLayout;
@@ -16293,7 +16293,7 @@ function cx() {
           M.exports = e;
         }), Bh = be((k, M) => {
           "use strict";
-          var r = Nn(), { dfltConfig: e } = Ji(), a = Nh(), i = (n, l, s, t, d) => {
+          var r = Nn(), { dfltConfig: e } = Ja(), a = Nh(), i = (n, l, s, t, d) => {
             let c = a(n), p = l.append("div").classed("plotly-cloud-dialog-box", !0);
             if (p.append("div").classed("plotly-cloud-dialog-title", !0).text(c.DIALOG_TITLE), s === e.plotlyServerURL) {
               let y = p.append("div").classed("plotly-cloud-dialog-message", !0), m = new URL(s).origin, v = c.DIALOG_MESSAGE_CLOUD.split(/(\{|\})/), u = v[0], f = v[2], g = v[4];
@@ -16319,9 +16319,9 @@ function cx() {
             }, c);
           };
           M.exports = o;
-        }), Wf = be((k, M) => {
+        }), Jf = be((k, M) => {
           "use strict";
-          var r = On(), e = Xr(), a = Qr(), i = l0(), o = d0().eraseActiveShape, n = Bh(), l = zt(), s = l._, t = M.exports = {};
+          var r = On(), e = Xr(), a = ea(), i = s0(), o = p0().eraseActiveShape, n = Bh(), l = zt(), s = l._, t = M.exports = {};
           t.toImage = { name: "toImage", title: function(z) {
             var C = z._context.toImageButtonOptions || {}, O = C.format || "png";
             return O === "png" ? s(z, "Download plot as a PNG") : s(z, "Download plot");
@@ -16552,9 +16552,9 @@ function cx() {
             }
             r.call("_guiRelayout", z, H);
           }
-        }), Jf = be((k, M) => {
+        }), $f = be((k, M) => {
           "use strict";
-          var r = Wf(), e = Object.keys(r), a = ["drawline", "drawopenpath", "drawclosedpath", "drawcircle", "drawrect", "eraseshape"], i = ["v1hovermode", "hoverclosest", "hovercompare", "togglehover", "togglespikelines"].concat(a, ["downloadJson"]), o = [], n = function(l) {
+          var r = Jf(), e = Object.keys(r), a = ["drawline", "drawopenpath", "drawclosedpath", "drawcircle", "drawrect", "eraseshape"], i = ["v1hovermode", "hoverclosest", "hovercompare", "togglehover", "togglespikelines"].concat(a, ["downloadJson"]), o = [], n = function(l) {
             if (i.indexOf(l._cat || l.name) === -1) {
               var s = l.name, t = (l._cat || l.name).toLowerCase();
               o.indexOf(s) === -1 && o.push(s), o.indexOf(t) === -1 && o.push(t);
@@ -16563,14 +16563,14 @@ function cx() {
           e.forEach(function(l) {
             n(r[l]);
           }), o.sort(), M.exports = { DRAW_MODES: a, backButtons: i, foreButtons: o };
-        }), p0 = {};
-        wa(p0, { default: () => Kf });
-        var h0, $f, Kf, Qf = ur(() => {
+        }), h0 = {};
+        _a(h0, { default: () => Qf });
+        var v0, Kf, Qf, ed = fr(() => {
           "use strict";
-          h0 = Ma(Jf()), $f = { editType: "modebar", orientation: { valType: "enumerated", values: ["v", "h"], dflt: "h", editType: "modebar", description: "Sets the orientation of the modebar." }, bgcolor: { valType: "color", editType: "modebar", description: "Sets the background color of the modebar." }, color: { valType: "color", editType: "modebar", description: "Sets the color of the icons in the modebar." }, activecolor: { valType: "color", editType: "modebar", description: "Sets the color of the active or hovered on icons in the modebar." }, uirevision: { valType: "any", editType: "none", description: ["Controls persistence of user-driven changes related to the modebar,", "including `hovermode`, `dragmode`, and `showspikes` at both the", "root level and inside subplots. Defaults to `layout.uirevision`."].join(" ") }, add: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to add.", "Please note that these buttons will only be shown if they are", "compatible with all trace types used in a graph.", "Similar to `config.modeBarButtonsToAdd` option.", `This may include *${h0.default.backButtons.join("*, *")}*.`].join(" ") }, remove: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to remove.", "Similar to `config.modeBarButtonsToRemove` option.", `This may include *${h0.default.foreButtons.join("*, *")}*.`].join(" ") } }, Kf = $f;
+          v0 = wa($f()), Kf = { editType: "modebar", orientation: { valType: "enumerated", values: ["v", "h"], dflt: "h", editType: "modebar", description: "Sets the orientation of the modebar." }, bgcolor: { valType: "color", editType: "modebar", description: "Sets the background color of the modebar." }, color: { valType: "color", editType: "modebar", description: "Sets the color of the icons in the modebar." }, activecolor: { valType: "color", editType: "modebar", description: "Sets the color of the active or hovered on icons in the modebar." }, uirevision: { valType: "any", editType: "none", description: ["Controls persistence of user-driven changes related to the modebar,", "including `hovermode`, `dragmode`, and `showspikes` at both the", "root level and inside subplots. Defaults to `layout.uirevision`."].join(" ") }, add: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to add.", "Please note that these buttons will only be shown if they are", "compatible with all trace types used in a graph.", "Similar to `config.modeBarButtonsToAdd` option.", `This may include *${v0.default.backButtons.join("*, *")}*.`].join(" ") }, remove: { valType: "string", arrayOk: !0, dflt: "", editType: "modebar", description: ["Determines which predefined modebar buttons to remove.", "Similar to `config.modeBarButtonsToRemove` option.", `This may include *${v0.default.foreButtons.join("*, *")}*.`].join(" ") } }, Qf = Kf;
         }), jh = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Lr(), i = (Qf(), ra(p0)).default;
+          var r = zt(), e = In(), a = Dr(), i = (ed(), aa(h0)).default;
           M.exports = function(o, n) {
             var l = o.modebar || {}, s = a.newContainer(n, "modebar");
             function t(c, p) {
@@ -16582,7 +16582,7 @@ function cx() {
           };
         }), qh = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = zt(), i = l0(), o = Zi().version, n = new DOMParser();
+          var r = Nn(), e = Gn(), a = zt(), i = s0(), o = xo().version, n = new DOMParser();
           function l(c) {
             this.container = c.container, this.element = document.createElement("div"), this.update(c.graphInfo, c.buttons), this.container.appendChild(this.element);
           }
@@ -16690,7 +16690,7 @@ function cx() {
           M.exports = d;
         }), Hh = be((k, M) => {
           "use strict";
-          var r = Qr(), e = Ua(), a = On(), i = ui().isUnifiedHover, o = qh(), n = Wf(), l = Jf().DRAW_MODES, s = zt().extendDeep;
+          var r = ea(), e = Ha(), a = On(), i = ci().isUnifiedHover, o = qh(), n = Jf(), l = $f().DRAW_MODES, s = zt().extendDeep;
           M.exports = function(m) {
             var v = m._fullLayout, u = m._context, f = v._modeBar;
             if (!u.displayModeBar && !u.watermark) {
@@ -16785,12 +16785,12 @@ function cx() {
             }
             return v;
           }
-        }), ed = be((k, M) => {
-          "use strict";
-          M.exports = { moduleType: "component", name: "modebar", layoutAttributes: (Qf(), ra(p0)).default, supplyLayoutDefaults: jh(), manage: Hh() };
         }), td = be((k, M) => {
           "use strict";
-          var r = Ta().FROM_BL;
+          M.exports = { moduleType: "component", name: "modebar", layoutAttributes: (ed(), aa(h0)).default, supplyLayoutDefaults: jh(), manage: Hh() };
+        }), nd = be((k, M) => {
+          "use strict";
+          var r = ka().FROM_BL;
           M.exports = function(e, a, i) {
             i === void 0 && (i = r[e.constraintoward || "center"]);
             var o = [e.r2l(e.range[0]), e.r2l(e.range[1])], n = o[0] + (o[1] - o[0]) * i;
@@ -16798,7 +16798,7 @@ function cx() {
           };
         }), To = be((k) => {
           "use strict";
-          var M = zt(), r = Ls(), e = Qr().id2name, a = ei(), i = td(), o = wl(), n = Rr().ALMOST_EQUAL, l = Ta().FROM_BL;
+          var M = zt(), r = Ls(), e = ea().id2name, a = Qa(), i = nd(), o = Ml(), n = Nr().ALMOST_EQUAL, l = ka().FROM_BL;
           k.handleDefaults = function(m, v, u) {
             var f = u.axIds, g = u.axHasImage, _ = v._axisConstraintGroups = [], b = v._axisMatchGroups = [], w, z, C, O, L, H, G, Q;
             for (w = 0; w < f.length; w++) O = e(f[w]), L = m[O], H = v[O], s(L, H, { axIds: f, layoutOut: v, hasImage: g[O] });
@@ -16966,9 +16966,9 @@ function cx() {
             var u = m._inputDomain, f = l[m.constraintoward], g = u[0] + (u[1] - u[0]) * f;
             m.domain = m._input.domain = [g + (u[0] - g) / v, g + (u[1] - g) / v], m.setScale();
           }
-        }), v0 = be((k) => {
+        }), g0 = be((k) => {
           "use strict";
-          var M = Nn(), r = On(), e = Xr(), a = zt(), i = ia(), o = o0(), n = In(), l = lr(), s = _l(), t = ed(), d = er(), c = Ta(), p = To(), h = p.enforce, y = p.clean, m = Ls().doAutoRange, v = "start", u = "middle", f = "end", g = aa().zindexSeparator;
+          var M = Nn(), r = On(), e = Xr(), a = zt(), i = oa(), o = l0(), n = In(), l = sr(), s = wl(), t = td(), d = tr(), c = ka(), p = To(), h = p.enforce, y = p.clean, m = Ls().doAutoRange, v = "start", u = "middle", f = "end", g = ia().zindexSeparator;
           k.layoutStyles = function(N) {
             return a.syncOrAsync([e.doAutoMargin, b], N);
           };
@@ -17198,9 +17198,9 @@ function cx() {
           }, k.drawMarginPushers = function(N) {
             r.getComponentMethod("legend", "draw")(N), r.getComponentMethod("rangeselector", "draw")(N), r.getComponentMethod("sliders", "draw")(N), r.getComponentMethod("updatemenus", "draw")(N), r.getComponentMethod("colorbar", "draw")(N);
           };
-        }), nd = be((k, M) => {
+        }), rd = be((k, M) => {
           "use strict";
-          var r = eo().readPaths, e = f0(), a = Ki().clearOutlineControllers, i = In(), o = lr(), n = Lr().arrayEditor, l = to(), s = l.getPathString;
+          var r = Qi().readPaths, e = d0(), a = $i().clearOutlineControllers, i = In(), o = sr(), n = Dr().arrayEditor, l = eo(), s = l.getPathString;
           M.exports = { draw: t, drawOne: c, activateLastSelection: y };
           function t(v) {
             var u = v._fullLayout;
@@ -17719,9 +17719,9 @@ function cx() {
             }
             return l;
           };
-        }), rd = be((k, M) => {
+        }), ad = be((k, M) => {
           "use strict";
-          var r = Vc().dot, e = Rr().BADNUM, a = M.exports = {};
+          var r = Yc().dot, e = Nr().BADNUM, a = M.exports = {};
           a.tester = function(i) {
             var o = i.slice(), n = o[0][0], l = n, s = o[0][1], t = s, d;
             for ((o[o.length - 1][0] !== o[0][0] || o[o.length - 1][1] !== o[0][1]) && o.push(o[0]), d = 1; d < o.length; d++) n = Math.min(n, o[d][0]), l = Math.max(l, o[d][0]), s = Math.min(s, o[d][1]), t = Math.max(t, o[d][1]);
@@ -17775,7 +17775,7 @@ function cx() {
           M.exports = { BENDPX: 1.5, MINSELECT: 12, SELECTDELAY: 100, SELECTID: "-select" };
         }), Qh = be((k, M) => {
           "use strict";
-          var r = Jh(), e = $h(), a = On(), i = lr().dashStyle, o = In(), n = Ra(), l = ui().makeEventData, s = ko(), t = s.freeMode, d = s.rectMode, c = s.drawMode, p = s.openMode, h = s.selectMode, y = to(), m = Ds(), v = f0(), u = Ki().clearOutline, f = eo(), g = f.handleEllipse, _ = f.readPaths, b = u0().newShapes, w = Zf(), z = nd().activateLastSelection, C = zt(), O = C.sorterAsc, L = rd(), H = Xc(), G = Qr().getFromId, Q = o0(), X = v0().redrawReglTraces, ne = Kh(), j = ne.MINSELECT, re = L.filter, N = L.tester, J = c0(), ee = J.p2r, E = J.axValue, Y = J.getTransform;
+          var r = Jh(), e = $h(), a = On(), i = sr().dashStyle, o = In(), n = Ia(), l = ci().makeEventData, s = ko(), t = s.freeMode, d = s.rectMode, c = s.drawMode, p = s.openMode, h = s.selectMode, y = eo(), m = Ds(), v = d0(), u = $i().clearOutline, f = Qi(), g = f.handleEllipse, _ = f.readPaths, b = f0().newShapes, w = Xf(), z = rd().activateLastSelection, C = zt(), O = C.sorterAsc, L = ad(), H = Wc(), G = ea().getFromId, Q = l0(), X = g0().redrawReglTraces, ne = Kh(), j = ne.MINSELECT, re = L.filter, N = L.tester, J = u0(), ee = J.p2r, E = J.axValue, Y = J.getTransform;
           function U(We) {
             return We.subplot !== void 0;
           }
@@ -17846,11 +17846,11 @@ function cx() {
                 Dn ? mn = Dn.filtered : mn = Xe(Qt), H.throttle(Je, ne.SELECTDELAY, function() {
                   $e = V(Cn, rt);
                   for (var jn = $e.slice(), Wn = 0; Wn < zn.length; Wn++) {
-                    for (var Kn = zn[Wn], tr = !1, Mr = 0; Mr < jn.length; Mr++) if (jn[Mr].curveNumber === Kn.curveNumber && jn[Mr].pointNumber === Kn.pointNumber) {
-                      tr = !0;
+                    for (var Qn = zn[Wn], nr = !1, Mr = 0; Mr < jn.length; Mr++) if (jn[Mr].curveNumber === Qn.curveNumber && jn[Mr].pointNumber === Qn.pointNumber) {
+                      nr = !0;
                       break;
                     }
-                    tr || jn.push(Kn);
+                    nr || jn.push(Qn);
                   }
                   jn.length && (Jt || (Jt = {}), Jt.points = jn), lt(Jt, mn), bt(ct, Jt);
                 });
@@ -18238,7 +18238,7 @@ function cx() {
             We.emit("plotly_deselect", null);
           }
           M.exports = { reselect: K, prepSelect: W, clearOutline: u, clearSelectionsCache: S, selectOnClick: se };
-        }), ad = be((k, M) => {
+        }), id = be((k, M) => {
           "use strict";
           M.exports = [{ path: "", backoff: 0 }, { path: "M-2.4,-3V3L0.6,0Z", backoff: 0.6 }, { path: "M-3.7,-2.5V2.5L1.3,0Z", backoff: 1.3 }, { path: "M-4.45,-3L-1.65,-0.2V0.2L-4.45,3L1.55,0Z", backoff: 1.55 }, { path: "M-2.2,-2.2L-0.2,-0.2V0.2L-2.2,2.2L-1.4,3L1.6,0L-1.4,-3Z", backoff: 1.6 }, { path: "M-4.4,-2.1L-0.6,-0.2V0.2L-4.4,2.1L-4,3L2,0L-4,-3Z", backoff: 2 }, { path: "M2,0A2,2 0 1,1 0,-2A2,2 0 0,1 2,0Z", backoff: 0, noRotate: !0 }, { path: "M2,2V-2H-2V2Z", backoff: 0, noRotate: !0 }];
         }), Cs = be((k, M) => {
@@ -18246,21 +18246,21 @@ function cx() {
           M.exports = { axisRefDescription: function(r, e, a) {
             return ["If set to a", r, "axis id (e.g. *" + r + "* or", "*" + r + "2*), the `" + r + "` position refers to a", r, "coordinate. If set to *paper*, the `" + r + "`", "position refers to the distance from the", e, "of the plotting", "area in normalized coordinates where *0* (*1*) corresponds to the", e, "(" + a + "). If set to a", r, "axis ID followed by", "*domain* (separated by a space), the position behaves like for", "*paper*, but refers to the distance in fractions of the domain", "length from the", e, "of the domain of that axis: e.g.,", "*" + r + "2 domain* refers to the domain of the second", r, "axis and a", r, "position of 0.5 refers to the", "point between the", e, "and the", a, "of the domain of the", "second", r, "axis."].join(" ");
           } };
-        }), Ml = be((k, M) => {
+        }), kl = be((k, M) => {
           "use strict";
-          var r = ad(), e = Zr(), a = aa(), i = Lr().templatedArray, o = Cs();
+          var r = id(), e = wr(), a = ia(), i = Dr().templatedArray, o = Cs();
           M.exports = i("annotation", { visible: { valType: "boolean", dflt: !0, editType: "calc+arraydraw" }, text: { valType: "string", editType: "calc+arraydraw" }, textangle: { valType: "angle", dflt: 0, editType: "calc+arraydraw" }, font: e({ editType: "calc+arraydraw", colorEditType: "arraydraw" }), width: { valType: "number", min: 1, dflt: null, editType: "calc+arraydraw" }, height: { valType: "number", min: 1, dflt: null, editType: "calc+arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, align: { valType: "enumerated", values: ["left", "center", "right"], dflt: "center", editType: "arraydraw" }, valign: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "middle", editType: "arraydraw" }, bgcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, bordercolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, borderpad: { valType: "number", min: 0, dflt: 1, editType: "calc+arraydraw" }, borderwidth: { valType: "number", min: 0, dflt: 1, editType: "calc+arraydraw" }, showarrow: { valType: "boolean", dflt: !0, editType: "calc+arraydraw" }, arrowcolor: { valType: "color", editType: "arraydraw" }, arrowhead: { valType: "integer", min: 0, max: r.length, dflt: 1, editType: "arraydraw" }, startarrowhead: { valType: "integer", min: 0, max: r.length, dflt: 1, editType: "arraydraw" }, arrowside: { valType: "flaglist", flags: ["end", "start"], extras: ["none"], dflt: "end", editType: "arraydraw" }, arrowsize: { valType: "number", min: 0.3, dflt: 1, editType: "calc+arraydraw" }, startarrowsize: { valType: "number", min: 0.3, dflt: 1, editType: "calc+arraydraw" }, arrowwidth: { valType: "number", min: 0.1, editType: "calc+arraydraw" }, standoff: { valType: "number", min: 0, dflt: 0, editType: "calc+arraydraw" }, startstandoff: { valType: "number", min: 0, dflt: 0, editType: "calc+arraydraw" }, ax: { valType: "any", editType: "calc+arraydraw" }, ay: { valType: "any", editType: "calc+arraydraw" }, axref: { valType: "enumerated", dflt: "pixel", values: ["pixel", a.idRegex.x.toString()], editType: "calc" }, ayref: { valType: "enumerated", dflt: "pixel", values: ["pixel", a.idRegex.y.toString()], editType: "calc" }, xref: { valType: "enumerated", values: ["paper", a.idRegex.x.toString()], editType: "calc" }, x: { valType: "any", editType: "calc+arraydraw" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto", editType: "calc+arraydraw" }, xshift: { valType: "number", dflt: 0, editType: "calc+arraydraw" }, yref: { valType: "enumerated", values: ["paper", a.idRegex.y.toString()], editType: "calc" }, y: { valType: "any", editType: "calc+arraydraw" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "auto", editType: "calc+arraydraw" }, yshift: { valType: "number", dflt: 0, editType: "calc+arraydraw" }, clicktoshow: { valType: "enumerated", values: [!1, "onoff", "onout"], dflt: !1, editType: "arraydraw" }, xclick: { valType: "any", editType: "arraydraw" }, yclick: { valType: "any", editType: "arraydraw" }, hovertext: { valType: "string", editType: "arraydraw" }, hoverlabel: { bgcolor: { valType: "color", editType: "arraydraw" }, bordercolor: { valType: "color", editType: "arraydraw" }, font: e({ editType: "arraydraw" }), editType: "arraydraw" }, captureevents: { valType: "boolean", editType: "arraydraw" }, editType: "calc" });
         }), Es = be((k, M) => {
           "use strict";
           M.exports = { PTS_LINESONLY: 20, minTolerance: 0.2, toleranceGrowth: 10, maxScreensAway: 20, eventDataKeys: [] };
-        }), g0 = be((k, M) => {
+        }), y0 = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return { valType: "color", editType: "style", anim: !0 };
           };
-        }), ni = be((k, M) => {
+        }), ti = be((k, M) => {
           "use strict";
-          var r = si().axisHoverFormat, { hovertemplateAttrs: e, texttemplateAttrs: a, templatefallbackAttrs: i } = Za(), o = Mi(), n = Zr(), l = Qa().dash, s = Qa().pattern, t = lr(), d = Es(), c = ar().extendFlat, p = g0();
+          var r = li().axisHoverFormat, { hovertemplateAttrs: e, texttemplateAttrs: a, templatefallbackAttrs: i } = Ga(), o = _i(), n = wr(), l = Ka().dash, s = Ka().pattern, t = sr(), d = Es(), c = $n().extendFlat, p = y0();
           function h(v) {
             return { valType: "any", dflt: 0, editType: "calc" };
           }
@@ -18271,13 +18271,13 @@ function cx() {
             return { valType: "enumerated", values: ["start", "middle", "end"], dflt: "middle", editType: "calc" };
           }
           M.exports = { x: { valType: "data_array", editType: "calc+clearAxisTypes", anim: !0 }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", anim: !0 }, dx: { valType: "number", dflt: 1, editType: "calc", anim: !0 }, y: { valType: "data_array", editType: "calc+clearAxisTypes", anim: !0 }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", anim: !0 }, dy: { valType: "number", dflt: 1, editType: "calc", anim: !0 }, xperiod: h("x"), yperiod: h("y"), xperiod0: y("x0"), yperiod0: y("y0"), xperiodalignment: m("x"), yperiodalignment: m("y"), xhoverformat: r("x"), yhoverformat: r("y"), offsetgroup: { valType: "string", dflt: "", editType: "calc" }, alignmentgroup: { valType: "string", dflt: "", editType: "calc" }, stackgroup: { valType: "string", dflt: "", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc" }, groupnorm: { valType: "enumerated", values: ["", "fraction", "percent"], dflt: "", editType: "calc" }, stackgaps: { valType: "enumerated", values: ["infer zero", "interpolate"], dflt: "infer zero", editType: "calc" }, text: { valType: "string", dflt: "", arrayOk: !0, editType: "calc" }, texttemplate: a(), texttemplatefallback: i({ editType: "calc" }), hovertext: { valType: "string", dflt: "", arrayOk: !0, editType: "style" }, mode: { valType: "flaglist", flags: ["lines", "markers", "text"], extras: ["none"], editType: "calc" }, hoveron: { valType: "flaglist", flags: ["points", "fills"], editType: "style" }, hovertemplate: e({}, { keys: d.eventDataKeys }), hovertemplatefallback: i(), line: { color: { valType: "color", editType: "style", anim: !0 }, width: { valType: "number", min: 0, dflt: 2, editType: "style", anim: !0 }, shape: { valType: "enumerated", values: ["linear", "spline", "hv", "vh", "hvh", "vhv"], dflt: "linear", editType: "plot" }, smoothing: { valType: "number", min: 0, max: 1.3, dflt: 1, editType: "plot" }, dash: c({}, l, { editType: "style" }), backoff: { valType: "number", min: 0, dflt: "auto", arrayOk: !0, editType: "plot" }, simplify: { valType: "boolean", dflt: !0, editType: "plot" }, editType: "plot" }, connectgaps: { valType: "boolean", dflt: !1, editType: "calc" }, cliponaxis: { valType: "boolean", dflt: !0, editType: "plot" }, fill: { valType: "enumerated", values: ["none", "tozeroy", "tozerox", "tonexty", "tonextx", "toself", "tonext"], editType: "calc" }, fillcolor: p(!0), fillgradient: c({ type: { valType: "enumerated", values: ["radial", "horizontal", "vertical", "none"], dflt: "none", editType: "calc" }, start: { valType: "number", editType: "calc" }, stop: { valType: "number", editType: "calc" }, colorscale: { valType: "colorscale", editType: "style" }, editType: "calc" }), fillpattern: s, marker: c({ symbol: { valType: "enumerated", values: t.symbolList, dflt: "circle", arrayOk: !0, editType: "style" }, opacity: { valType: "number", min: 0, max: 1, arrayOk: !0, editType: "style", anim: !0 }, angle: { valType: "angle", dflt: 0, arrayOk: !0, editType: "plot", anim: !1 }, angleref: { valType: "enumerated", values: ["previous", "up"], dflt: "up", editType: "plot", anim: !1 }, standoff: { valType: "number", min: 0, dflt: 0, arrayOk: !0, editType: "plot", anim: !0 }, size: { valType: "number", min: 0, dflt: 6, arrayOk: !0, editType: "calc", anim: !0 }, maxdisplayed: { valType: "number", min: 0, dflt: 0, editType: "plot" }, sizeref: { valType: "number", dflt: 1, editType: "calc" }, sizemin: { valType: "number", min: 0, dflt: 0, editType: "calc" }, sizemode: { valType: "enumerated", values: ["diameter", "area"], dflt: "diameter", editType: "calc" }, line: c({ width: { valType: "number", min: 0, arrayOk: !0, editType: "style", anim: !0 }, dash: c({}, l, { arrayOk: !0 }), editType: "calc" }, o("marker.line", { anim: !0 })), gradient: { type: { valType: "enumerated", values: ["radial", "horizontal", "vertical", "none"], arrayOk: !0, dflt: "none", editType: "calc" }, color: { valType: "color", arrayOk: !0, editType: "calc" }, editType: "calc" }, editType: "calc" }, o("marker", { anim: !0 })), selected: { marker: { opacity: { valType: "number", min: 0, max: 1, editType: "style" }, color: { valType: "color", editType: "style" }, size: { valType: "number", min: 0, editType: "style" }, editType: "style" }, textfont: { color: { valType: "color", editType: "style" }, editType: "style" }, editType: "style" }, unselected: { marker: { opacity: { valType: "number", min: 0, max: 1, editType: "style" }, color: { valType: "color", editType: "style" }, size: { valType: "number", min: 0, editType: "style" }, editType: "style" }, textfont: { color: { valType: "color", editType: "style" }, editType: "style" }, editType: "style" }, textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right"], dflt: "middle center", arrayOk: !0, editType: "calc" }, textfont: n({ editType: "calc", colorEditType: "style", arrayOk: !0 }), zorder: { valType: "integer", dflt: 0, editType: "plot" } };
-        }), id = be((k, M) => {
+        }), od = be((k, M) => {
           "use strict";
-          var r = Ml(), e = ni().line, a = Qa().dash, i = ar().extendFlat, o = li().overrideAll, n = Lr().templatedArray, l = Cs();
+          var r = kl(), e = ti().line, a = Ka().dash, i = $n().extendFlat, o = oi().overrideAll, n = Dr().templatedArray, l = Cs();
           M.exports = o(n("selection", { type: { valType: "enumerated", values: ["rect", "path"] }, xref: i({}, r.xref, {}), yref: i({}, r.yref, {}), x0: { valType: "any" }, x1: { valType: "any" }, y0: { valType: "any" }, y1: { valType: "any" }, path: { valType: "string", editType: "arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 0.7, editType: "arraydraw" }, line: { color: e.color, width: i({}, e.width, { min: 1, dflt: 1 }), dash: i({}, a, { dflt: "dot" }) } }), "arraydraw", "from-root");
         }), e2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ci(), i = id(), o = to();
+          var r = zt(), e = tr(), a = si(), i = od(), o = eo();
           M.exports = function(l, s) {
             a(l, s, { name: "selections", handleItemDefaults: n });
             for (var t = s.selections, d = 0; d < t.length; d++) {
@@ -18311,7 +18311,7 @@ function cx() {
           };
         }), zs = be((k, M) => {
           "use strict";
-          var r = On(), e = zt(), a = Qr();
+          var r = On(), e = zt(), a = ea();
           M.exports = function(i) {
             return function(o, n) {
               var l = o[i];
@@ -18328,13 +18328,13 @@ function cx() {
               }
             };
           };
-        }), Ti = be((k, M) => {
+        }), Mi = be((k, M) => {
           "use strict";
-          var r = nd(), e = Qh();
-          M.exports = { moduleType: "component", name: "selections", layoutAttributes: id(), supplyLayoutDefaults: e2(), supplyDrawNewSelectionDefaults: t2(), includeBasePlot: zs()("selections"), draw: r.draw, drawOne: r.drawOne, reselect: e.reselect, prepSelect: e.prepSelect, clearOutline: e.clearOutline, clearSelectionsCache: e.clearSelectionsCache, selectOnClick: e.selectOnClick };
+          var r = rd(), e = Qh();
+          M.exports = { moduleType: "component", name: "selections", layoutAttributes: od(), supplyLayoutDefaults: e2(), supplyDrawNewSelectionDefaults: t2(), includeBasePlot: zs()("selections"), draw: r.draw, drawOne: r.drawOne, reselect: e.reselect, prepSelect: e.prepSelect, clearOutline: e.clearOutline, clearSelectionsCache: e.clearSelectionsCache, selectOnClick: e.selectOnClick };
         }), n2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.numberFormat, i = Nf(), o = On(), n = e.strTranslate, l = ia(), s = In(), t = lr(), d = Ra(), c = er(), p = Qi(), h = ti(), y = ko(), m = y.selectingOrDrawing, v = y.freeMode, u = Ta().FROM_TL, f = o0(), g = v0().redrawReglTraces, _ = Xr(), b = Qr().getFromId, w = Ti().prepSelect, z = Ti().clearOutline, C = Ti().selectOnClick, O = td(), L = aa(), H = L.MINDRAG, G = L.MINZOOM, Q = !0;
+          var r = Nn(), e = zt(), a = e.numberFormat, i = Bf(), o = On(), n = e.strTranslate, l = oa(), s = In(), t = sr(), d = Ia(), c = tr(), p = Ki(), h = ei(), y = ko(), m = y.selectingOrDrawing, v = y.freeMode, u = ka().FROM_TL, f = l0(), g = g0().redrawReglTraces, _ = Xr(), b = ea().getFromId, w = Mi().prepSelect, z = Mi().clearOutline, C = Mi().selectOnClick, O = nd(), L = ia(), H = L.MINDRAG, G = L.MINZOOM, Q = !0;
           function X(Z, oe, fe, ae, me, Le, Fe, Ie) {
             var Ye = Z._fullLayout._zoomlayer, qe = Fe + Ie === "nsew", ve = (Fe + Ie).length === 1, T, V, K, ge, _e, De, Ne, Ze, Qe, nt, Xe, ft, pt, ht, bt, xt, Ct, We, et, xe, Me, Se, Ce;
             fe += oe.yaxis._shift;
@@ -18696,9 +18696,9 @@ function cx() {
             return oe;
           }
           M.exports = { makeDragBox: X, makeDragger: ne, makeRectDragger: j, makeZoombox: U, makeCorners: W, updateZoombox: se, xyCorners: I, transitionZoombox: ce, removeZoombox: q, showDoubleClickNotifier: A, attachWheelEventHandler: S };
-        }), od = be((k) => {
+        }), ld = be((k) => {
           "use strict";
-          var M = Nn(), r = Ra(), e = ti(), a = Qi(), i = n2().makeDragBox, o = aa().DRAGGERSIZE;
+          var M = Nn(), r = Ia(), e = ei(), a = Ki(), i = n2().makeDragBox, o = ia().DRAGGERSIZE;
           k.initInteractions = function(n) {
             var l = n._fullLayout;
             if (n._context.staticPlot) {
@@ -18763,7 +18763,7 @@ function cx() {
           };
         }), a2 = be((k) => {
           "use strict";
-          var M = _i(), r = Uc(), e = $i(), a = bf().sorterAsc, i = On();
+          var M = Ei(), r = Vc(), e = Ji(), a = _f().sorterAsc, i = On();
           k.containerArrayMatch = r2();
           var o = k.isAddVal = function(l) {
             return l === "add" || M(l);
@@ -18804,7 +18804,7 @@ function cx() {
           };
         }), i2 = be((k) => {
           "use strict";
-          var M = Gn(), r = On(), e = zt(), a = Xr(), i = Qr(), o = i.cleanId, n = i.getFromTrace, l = r.traceIs, s = ["x", "y", "z"];
+          var M = Gn(), r = On(), e = zt(), a = Xr(), i = ea(), o = i.cleanId, n = i.getFromTrace, l = r.traceIs, s = ["x", "y", "z"];
           k.clearPromiseQueue = function(u) {
             Array.isArray(u._promises) && u._promises.length > 0 && e.log("Clearing previous rejected promises from queue."), u._promises = [];
           }, k.cleanLayout = function(u) {
@@ -18962,9 +18962,9 @@ function cx() {
             return !1;
           };
           k.collectionsAreEqual = v;
-        }), ld = be((k) => {
+        }), sd = be((k) => {
           "use strict";
-          var M = Nn(), r = Gn(), e = Of(), a = zt(), i = a.nestedProperty, o = Ss(), n = xh(), l = On(), s = xl(), t = Xr(), d = er(), c = Rf(), p = ei(), h = lr(), y = In(), m = od().initInteractions, v = zi(), u = Ti().clearOutline, f = Ji().dfltConfig, g = a2(), _ = i2(), b = v0(), w = li(), z = aa().AX_NAME_PATTERN, C = 0, O = 5;
+          var M = Nn(), r = Gn(), e = Df(), a = zt(), i = a.nestedProperty, o = Ss(), n = xh(), l = On(), s = bl(), t = Xr(), d = tr(), c = Nf(), p = Qa(), h = sr(), y = In(), m = ld().initInteractions, v = zi(), u = Mi().clearOutline, f = Ja().dfltConfig, g = a2(), _ = i2(), b = g0(), w = oi(), z = ia().AX_NAME_PATTERN, C = 0, O = 5;
           function L(xe, Me, Se, Ce) {
             var ke;
             if (xe = a.getGraphDiv(xe), o.init(xe), a.isPlainObject(Me)) {
@@ -19957,9 +19957,9 @@ function cx() {
             return o;
           }
           k.IMAGE_URL_PREFIX = /^data:image\/\w+;base64,/;
-        }), y0 = be((k, M) => {
+        }), m0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = lr(), i = In(), o = zi(), n = /"/g, l = "TOBESTRIPPED", s = new RegExp(`("${l})|(${l}")|(&quot;${l})|(${l}&quot;)`, "g"), t = ["&amp;", "&#38;", "&#x26;", "&quot;", "&#34;", "&#x22;", "&apos;", "&#39;", "&#x27;"], d = ["&lt;", "&#60;", "&#x3c;"], c = ["&gt;", "&#62;", "&#x3e;"];
+          var r = Nn(), e = zt(), a = sr(), i = In(), o = zi(), n = /"/g, l = "TOBESTRIPPED", s = new RegExp(`("${l})|(${l}")|(&quot;${l})|(${l}&quot;)`, "g"), t = ["&amp;", "&#38;", "&#x26;", "&quot;", "&#34;", "&#x22;", "&apos;", "&#39;", "&#x27;"], d = ["&lt;", "&#60;", "&#x3c;"], c = ["&gt;", "&#62;", "&#x3e;"];
           function p(y) {
             let m = r.select("body").append("div").style({ display: "none" }).html(""), v = y.replace(/(&[^;]*;)/gi, (u) => {
               let f = u.toLowerCase();
@@ -20008,7 +20008,7 @@ function cx() {
             var G = new window.XMLSerializer().serializeToString(f.node());
             return G = p(G), G = h(G), G = G.replace(s, "'"), G;
           };
-        }), m0 = be((k, M) => {
+        }), x0 = be((k, M) => {
           "use strict";
           var r = zt(), e = Mo().EventEmitter, a = Fi();
           function i(o) {
@@ -20041,9 +20041,9 @@ function cx() {
             return o.promise ? l : n;
           }
           M.exports = i;
-        }), sd = be((k, M) => {
+        }), cd = be((k, M) => {
           "use strict";
-          var r = Gn(), e = ld(), a = Xr(), i = zt(), o = Fi(), n = y0(), l = m0(), s = Zi().version, t = { format: { valType: "enumerated", values: ["png", "jpeg", "webp", "svg", "full-json"], dflt: "png" }, width: { valType: "number", min: 1 }, height: { valType: "number", min: 1 }, scale: { valType: "number", min: 0, dflt: 1 }, setBackground: { valType: "any", dflt: !1 }, imageDataOnly: { valType: "boolean", dflt: !1 } };
+          var r = Gn(), e = sd(), a = Xr(), i = zt(), o = Fi(), n = m0(), l = x0(), s = xo().version, t = { format: { valType: "enumerated", values: ["png", "jpeg", "webp", "svg", "full-json"], dflt: "png" }, width: { valType: "number", min: 1 }, height: { valType: "number", min: 1 }, scale: { valType: "number", min: 0, dflt: 1 }, setBackground: { valType: "any", dflt: !1 }, imageDataOnly: { valType: "boolean", dflt: !1 } };
           function d(c, p) {
             p = p || {};
             var h, y, m, v;
@@ -20096,7 +20096,7 @@ function cx() {
           M.exports = d;
         }), o2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Xr(), a = xl(), i = Ji().dfltConfig, o = r.isPlainObject, n = Array.isArray, l = r.isArrayOrTypedArray;
+          var r = zt(), e = Xr(), a = bl(), i = Ja().dfltConfig, o = r.isPlainObject, n = Array.isArray, l = r.isArrayOrTypedArray;
           M.exports = function(f, g) {
             f === void 0 && (f = []), g === void 0 && (g = {});
             var _ = a.get(), b = [], w = { _context: r.extendFlat({}, i) }, z, C;
@@ -20220,9 +20220,9 @@ function cx() {
             return t;
           }
           M.exports = a;
-        }), cd = be((k, M) => {
+        }), ud = be((k, M) => {
           "use strict";
-          var r = zt(), e = ia(), a = sd(), i = l2(), o = Fi(), n = 40;
+          var r = zt(), e = oa(), a = cd(), i = l2(), o = Fi(), n = 40;
           function l(s, t) {
             var d;
             return r.isPlainObject(s) || (d = r.getGraphDiv(s)), t = t || {}, t.format = t.format || "png", t.width = t.width || null, t.height = t.height || null, t.imageDataOnly = !0, new Promise(function(c, p) {
@@ -20249,7 +20249,7 @@ function cx() {
           M.exports = l;
         }), s2 = be((k) => {
           "use strict";
-          var M = zt(), r = M.isPlainObject, e = xl(), a = Xr(), i = ma(), o = Lr(), n = Ji().dfltConfig;
+          var M = zt(), r = M.isPlainObject, e = bl(), a = Xr(), i = ya(), o = Dr(), n = Ja().dfltConfig;
           k.makeTemplate = function(m) {
             m = M.isPlainObject(m) ? m : M.getGraphDiv(m), m = M.extendDeep({ _context: n }, { data: m.data, layout: m.layout }), a.supplyDefaults(m);
             var v = m.data || [], u = m.layout || {};
@@ -20406,15 +20406,15 @@ function cx() {
           }
         }), c2 = be((k) => {
           "use strict";
-          var M = ld();
+          var M = sd();
           k._doPlot = M._doPlot, k.newPlot = M.newPlot, k.restyle = M.restyle, k.relayout = M.relayout, k.redraw = M.redraw, k.update = M.update, k._guiRestyle = M._guiRestyle, k._guiRelayout = M._guiRelayout, k._guiUpdate = M._guiUpdate, k._storeDirectGUIEdit = M._storeDirectGUIEdit, k.react = M.react, k.extendTraces = M.extendTraces, k.prependTraces = M.prependTraces, k.addTraces = M.addTraces, k.deleteTraces = M.deleteTraces, k.moveTraces = M.moveTraces, k.purge = M.purge, k.addFrames = M.addFrames, k.deleteFrames = M.deleteFrames, k.animate = M.animate, k.setPlotConfig = M.setPlotConfig;
-          var r = Ts().getGraphDiv, e = d0().eraseActiveShape;
+          var r = Ts().getGraphDiv, e = p0().eraseActiveShape;
           k.deleteActiveShape = function(i) {
             return e(r(i));
-          }, k.toImage = sd(), k.validate = o2(), k.downloadImage = cd();
+          }, k.toImage = cd(), k.validate = o2(), k.downloadImage = ud();
           var a = s2();
           k.makeTemplate = a.makeTemplate, k.validateTemplate = a.validateTemplate;
-        }), ud = be((k, M) => {
+        }), fd = be((k, M) => {
           "use strict";
           var r = zt(), e = On();
           M.exports = function(a, i, o, n) {
@@ -20428,9 +20428,9 @@ function cx() {
             }
             return i._length = t, t;
           };
-        }), kl = be((k, M) => {
+        }), Tl = be((k, M) => {
           "use strict";
-          var r = zt().dateTick0, e = Rr(), a = e.ONEWEEK;
+          var r = zt().dateTick0, e = Nr(), a = e.ONEWEEK;
           function i(o, n) {
             return o % a === 0 ? r(n, 1) : r(n, 0);
           }
@@ -20467,9 +20467,9 @@ function cx() {
               return d;
             }
           };
-        }), fd = be((k, M) => {
+        }), dd = be((k, M) => {
           "use strict";
-          var r = In(), e = Xa().hasColorscale, a = Pi(), i = Ua();
+          var r = In(), e = Za().hasColorscale, a = Pi(), i = Ha();
           M.exports = function(o, n, l, s, t, d = {}) {
             var c = i.isBubble(o), p = (o.line || {}).color, h;
             if (p && (l = p), t("marker.symbol"), t("marker.opacity", c ? 0.7 : 1), t("marker.size"), d.noAngle || (t("marker.angle"), d.noAngleRef || t("marker.angleref"), d.noStandOff || t("marker.standoff")), t("marker.color", l), e(o, "marker") && a(o, n, s, t, { prefix: "marker.", cLetter: "c" }), d.noSelect || (t("selected.marker.color"), t("unselected.marker.color"), t("selected.marker.size"), t("unselected.marker.size")), d.noLine || (p && !Array.isArray(p) && n.marker.color !== p ? h = p : c ? h = r.background : h = r.defaultLine, t("marker.line.color", h), e(o, "marker.line") && a(o, n, s, t, { prefix: "marker.line.", cLetter: "c" }), t("marker.line.width", c ? 1 : 0), d.noLineDash || t("marker.line.dash")), c && (t("marker.sizeref"), t("marker.sizemin"), t("marker.sizemode")), d.gradient) {
@@ -20477,9 +20477,9 @@ function cx() {
               y !== "none" && t("marker.gradient.color");
             }
           };
-        }), dd = be((k, M) => {
+        }), pd = be((k, M) => {
           "use strict";
-          var r = zt().isArrayOrTypedArray, e = Xa().hasColorscale, a = Pi();
+          var r = zt().isArrayOrTypedArray, e = Za().hasColorscale, a = Pi();
           M.exports = function(i, o, n, l, s, t) {
             t || (t = {});
             var d = (i.marker || {}).color;
@@ -20490,19 +20490,19 @@ function cx() {
             }
             s("line.width"), t.noDash || s("line.dash"), t.backoff && s("line.backoff");
           };
-        }), pd = be((k, M) => {
+        }), hd = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a) {
             var i = a("line.shape");
             i === "spline" && a("line.smoothing");
           };
-        }), hd = be((k, M) => {
+        }), vd = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a, i, o, n) {
             n = n || {}, o("textposition"), r.coerceFont(o, "textfont", n.font || i.font, n), n.noSelect || (o("selected.textfont.color"), o("unselected.textfont.color"));
           };
-        }), vd = be((k, M) => {
+        }), gd = be((k, M) => {
           "use strict";
           var r = In(), e = zt().isArrayOrTypedArray;
           function a(i) {
@@ -20532,7 +20532,7 @@ function cx() {
           };
         }), f2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = On(), a = ni(), i = Es(), o = Ua(), n = ud(), l = kl(), s = u2(), t = fd(), d = dd(), c = pd(), p = hd(), h = vd(), y = zt().coercePattern;
+          var r = zt(), e = On(), a = ti(), i = Es(), o = Ha(), n = fd(), l = Tl(), s = u2(), t = dd(), d = pd(), c = hd(), p = vd(), h = gd(), y = zt().coercePattern;
           M.exports = function(m, v, u, f) {
             function g(H, G) {
               return r.coerce(m, v, a, H, G);
@@ -20565,7 +20565,7 @@ function cx() {
           };
         }), d2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ps(), a = ni();
+          var r = zt(), e = Ps(), a = ti();
           M.exports = function(i, o) {
             var n, l, s, t = o.scattermode;
             function d(m) {
@@ -20588,7 +20588,7 @@ function cx() {
           };
         }), p2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Wc();
+          var r = zt(), e = Jc();
           M.exports = function(a, i) {
             function o(l, s) {
               return r.coerce(a, i, e, l, s);
@@ -20596,9 +20596,9 @@ function cx() {
             var n = i.barmode === "group";
             i.scattermode === "group" && o("scattergap", n ? i.bargap : 0.2);
           };
-        }), Tl = be((k, M) => {
+        }), Al = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = e.dateTime2ms, i = e.incrementMonth, o = Rr(), n = o.ONEAVGMONTH;
+          var r = Gn(), e = zt(), a = e.dateTime2ms, i = e.incrementMonth, o = Nr(), n = o.ONEAVGMONTH;
           M.exports = function(l, s, t, d) {
             if (s.type !== "date") return { vals: d };
             var c = l[t + "periodalignment"];
@@ -20626,13 +20626,13 @@ function cx() {
             }
             return { vals: _, starts: b, ends: w };
           };
-        }), gd = be((k, M) => {
+        }), yd = be((k, M) => {
           "use strict";
-          var r = Xa().hasColorscale, e = bl(), a = Ua();
+          var r = Za().hasColorscale, e = _l(), a = Ha();
           M.exports = function(i, o) {
             a.hasLines(o) && r(o, "line") && e(i, o, { vals: o.line.color, containerStr: "line", cLetter: "c" }), a.hasMarkers(o) && (r(o, "marker") && e(i, o, { vals: o.marker.color, containerStr: "marker", cLetter: "c" }), r(o, "marker.line") && e(i, o, { vals: o.marker.line.color, containerStr: "marker.line", cLetter: "c" }));
           };
-        }), x0 = be((k, M) => {
+        }), b0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
@@ -20647,15 +20647,15 @@ function cx() {
               l && l.type !== "none" && (r.mergeArray(l.type, e, "mgt"), r.mergeArray(l.color, e, "mgc"));
             }
           };
-        }), b0 = be((k, M) => {
+        }), _0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
             r.isArrayOrTypedArray(a.selectedpoints) && r.tagSelected(e, a);
           };
-        }), _0 = be((k, M) => {
+        }), w0 = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = er(), i = Tl(), o = Rr().BADNUM, n = Ua(), l = gd(), s = x0(), t = b0();
+          var r = Gn(), e = zt(), a = tr(), i = Al(), o = Nr().BADNUM, n = Ha(), l = yd(), s = b0(), t = _0();
           function d(v, u) {
             var f = v._fullLayout, g = u._xA = a.getFromId(v, u.xaxis || "x", "x"), _ = u._yA = a.getFromId(v, u.yaxis || "y", "y"), b = g.makeCalcdata(u, "x"), w = _.makeCalcdata(u, "y"), z = i(u, g, "x", b), C = i(u, _, "y", w), O = z.vals, L = C.vals, H = u._length, G = new Array(H), Q = u.ids, X = m(u, f, g, _), ne = !1, j, re, N, J, ee, E;
             h(f, u);
@@ -20758,9 +20758,9 @@ function cx() {
         }), Fs = be((k, M) => {
           "use strict";
           M.exports = { TEXTPAD: 3, eventDataKeys: ["value", "label"] };
-        }), w0 = be((k, M) => {
+        }), M0 = be((k, M) => {
           "use strict";
-          var r = Gn(), { isArrayOrTypedArray: e } = zt(), { BADNUM: a } = Rr(), i = On(), o = er(), { getAxisGroup: n } = To(), l = h2(), { TEXTPAD: s } = Fs(), { LINE_SPACING: t } = Ta(), { BR_TAG_ALL: d } = ia();
+          var r = Gn(), { isArrayOrTypedArray: e } = zt(), { BADNUM: a } = Nr(), i = On(), o = tr(), { getAxisGroup: n } = To(), l = h2(), { TEXTPAD: s } = Fs(), { LINE_SPACING: t } = ka(), { BR_TAG_ALL: d } = oa();
           function c(j, re) {
             for (var N = re.xaxis, J = re.yaxis, ee = j._fullLayout, E = j._fullData, Y = j.calcdata, U = [], W = [], se = 0; se < E.length; se++) {
               var ce = E[se];
@@ -21020,7 +21020,7 @@ function cx() {
           M.exports = { crossTraceCalc: c, setGroupPositions: p };
         }), v2 = be((k, M) => {
           "use strict";
-          var r = _0(), e = w0().setGroupPositions;
+          var r = w0(), e = M0().setGroupPositions;
           function a(n, l) {
             for (var s = l.xaxis, t = l.yaxis, d = n._fullLayout, c = n._fullData, p = n.calcdata, h = [], y = [], m = 0; m < c.length; m++) {
               var v = c[m];
@@ -21089,9 +21089,9 @@ function cx() {
             var d = n[l - 1], c = n[l + 1];
             return c ? d ? d.s + (c.s - d.s) * (s - d[t]) / (c[t] - d[t]) : c.s : d.s;
           }
-        }), yd = be((k, M) => {
+        }), md = be((k, M) => {
           "use strict";
-          var r = lr(), e = Rr(), a = e.BADNUM, i = e.LOG_CLIP, o = i + 0.5, n = i - 0.5, l = zt(), s = l.segmentsIntersect, t = l.constrain, d = Es();
+          var r = sr(), e = Nr(), a = e.BADNUM, i = e.LOG_CLIP, o = i + 0.5, n = i - 0.5, l = zt(), s = l.segmentsIntersect, t = l.constrain, d = Es();
           M.exports = function(c, p) {
             var h = p.trace || {}, y = p.xaxis, m = p.yaxis, v = y.type === "log", u = m.type === "log", f = y._length, g = m._length, _ = p.backoff, b = h.marker, w = p.connectGaps, z = p.baseTolerance, C = p.shape, O = C === "linear", L = h.fill && h.fill !== "none", H = [], G = d.minTolerance, Q = c.length, X = new Array(Q), ne = 0, j, re, N, J, ee, E, Y, U, W, se, ce, q, A, D, R, I;
             function P(ze) {
@@ -21234,9 +21234,9 @@ function cx() {
             for (n = 0; n < m.length; n++) o = m[n][0].trace, l = o.stackgroup || "", o.visible === !0 ? (o._nexttrace = null, o.fill in r && (s = v[l], o._prevtrace = s || null, s && (s._nexttrace = o)), o._ownfill = o.fill && (o.fill.slice(0, 6) === "tozero" || o.fill === "toself" || o.fill.slice(0, 2) === "to" && !o._prevtrace), v[l] = o) : o._prevtrace = o._nexttrace = o._ownfill = null;
             return m;
           };
-        }), md = be((k, M) => {
+        }), xd = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = zt(), i = a.ensureSingle, o = a.identity, n = lr(), l = Ua(), s = yd(), t = g2(), d = rd().tester;
+          var r = Nn(), e = On(), a = zt(), i = a.ensureSingle, o = a.identity, n = sr(), l = Ha(), s = md(), t = g2(), d = ad().tester;
           M.exports = function(y, m, v, u, f, g) {
             var _, b, w = !f, z = !!f && f.duration > 0, C = t(y, m, v);
             if (_ = u.selectAll("g.trace").data(C, function(L) {
@@ -21420,9 +21420,9 @@ function cx() {
         }), Is = be((k, M) => {
           "use strict";
           M.exports = { container: "marker", min: "cmin", max: "cmax" };
-        }), xd = be((k, M) => {
+        }), bd = be((k, M) => {
           "use strict";
-          var r = er();
+          var r = tr();
           M.exports = function(e, a, i) {
             var o = {}, n = { _fullLayout: i }, l = r.getFromTrace(n, a, "x"), s = r.getFromTrace(n, a, "y"), t = e.orig_x;
             t === void 0 && (t = e.x);
@@ -21431,7 +21431,7 @@ function cx() {
           };
         }), Ao = be((k, M) => {
           "use strict";
-          var r = Nn(), e = lr(), a = On();
+          var r = Nn(), e = sr(), a = On();
           function i(s) {
             var t = r.select(s).selectAll("g.trace.scatter");
             t.style("opacity", function(d) {
@@ -21457,7 +21457,7 @@ function cx() {
           M.exports = { style: i, stylePoints: o, styleText: n, styleOnSelect: l };
         }), y2 = be((k, M) => {
           "use strict";
-          var r = In(), e = Ua();
+          var r = In(), e = Ha();
           M.exports = function(a, i) {
             var o, n;
             if (a.mode === "lines") return o = a.line.color, o && r.opacity(o) ? o : a.fillcolor;
@@ -21465,9 +21465,9 @@ function cx() {
             var l = i.mcc || i.mc || (a.marker || {}).color, s = i.mlcc || ((a.marker || {}).line || {}).color;
             return n = l && r.opacity(l) ? l : s && r.opacity(s) && (i.mlw || ((a.marker || {}).line || {}).width) ? s : "", n ? r.opacity(n) < 0.3 ? r.addOpacity(n, 0.3) : n : (o = (a.line || {}).color, o && r.opacity(o) && e.hasLines(a) && a.line.width ? o : a.fillcolor);
           };
-        }), bd = be((k, M) => {
+        }), _d = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ra(), a = On(), i = y2(), o = In(), n = r.fillText;
+          var r = zt(), e = Ia(), a = On(), i = y2(), o = In(), n = r.fillText;
           M.exports = function(l, s, t, d) {
             var c = l.cd, p = c[0].trace, h = l.xa, y = l.ya, m = h.c2p(s), v = y.c2p(t), u = [m, v], f = p.hoveron || "", g = p.mode.indexOf("markers") !== -1 ? 3 : 0.5, _ = !!p.xperiodalignment, b = !!p.yperiodalignment;
             if (f.indexOf("points") !== -1) {
@@ -21529,9 +21529,9 @@ function cx() {
               }
             }
           };
-        }), _d = be((k, M) => {
+        }), wd = be((k, M) => {
           "use strict";
-          var r = Ua();
+          var r = Ha();
           M.exports = function(e, a) {
             var i = e.cd, o = e.xaxis, n = e.yaxis, l = [], s = i[0].trace, t, d, c, p, h = s.mode && !r.hasMarkers(s) && !r.hasText(s);
             if (h) return [];
@@ -21544,7 +21544,7 @@ function cx() {
           M.exports = { xaxis: { valType: "subplotid", dflt: "x", editType: "calc+clearAxisTypes" }, yaxis: { valType: "subplotid", dflt: "y", editType: "calc+clearAxisTypes" } };
         }), x2 = be((k, M) => {
           "use strict";
-          var r = On().traceIs, e = n0();
+          var r = On().traceIs, e = r0();
           M.exports = function(l, s, t, d) {
             t("autotypenumbers", d.autotypenumbersDflt);
             var c = t("type", (d.splomStash || {}).type);
@@ -21591,7 +21591,7 @@ function cx() {
           }
         }), b2 = be((k, M) => {
           "use strict";
-          var r = sa().isTypedArraySpec;
+          var r = ga().isTypedArraySpec;
           function e(a, i) {
             var o = i.dataAttr || a._id.charAt(0), n = {}, l, s, t;
             if (i.axData) l = i.axData;
@@ -21616,9 +21616,9 @@ function cx() {
               d === "array" && (c = o("categoryarray")), !s && d === "array" && (d = i.categoryorder = "trace"), d === "trace" ? i._initialCategories = [] : d === "array" ? i._initialCategories = c.slice() : (c = e(i, n).sort(), d === "category ascending" ? i._initialCategories = c : d === "category descending" && (i._initialCategories = c.reverse()));
             }
           };
-        }), wd = be((k, M) => {
+        }), Md = be((k, M) => {
           "use strict";
-          var r = In(), e = Ka(), a = zt();
+          var r = In(), e = $a(), a = zt();
           M.exports = function(i, o, n, l) {
             l = l || {};
             var s = l.dfltColor;
@@ -21637,9 +21637,9 @@ function cx() {
               L || (delete o.zerolinelayer, delete o.zerolinecolor, delete o.zerolinewidth);
             }
           };
-        }), Md = be((k, M) => {
+        }), kd = be((k, M) => {
           "use strict";
-          var r = Gn(), e = On(), a = zt(), i = Lr(), o = ci(), n = ei(), l = Kc(), s = Qc(), t = e0(), d = t0(), c = b2(), p = wd(), h = Rf(), y = wl(), m = aa().WEEKDAY_PATTERN, v = aa().HOUR_PATTERN;
+          var r = Gn(), e = On(), a = zt(), i = Dr(), o = si(), n = Qa(), l = Qc(), s = e0(), t = t0(), d = n0(), c = b2(), p = Md(), h = Nf(), y = Ml(), m = ia().WEEKDAY_PATTERN, v = ia().HOUR_PATTERN;
           M.exports = function(_, b, w, z, C) {
             var O = z.letter, L = z.font || {}, H = z.splomStash || {}, G = w("visible", !z.visibleDflt), Q = b._template || {}, X = b.type || Q.type || "-", ne;
             if (X === "date") {
@@ -21743,7 +21743,7 @@ function cx() {
           function g(_) {
             if (typeof _ == "string") return f[_.slice(0, 3).toLowerCase()];
           }
-        }), kd = be((k, M) => {
+        }), Td = be((k, M) => {
           "use strict";
           var r = Gn(), e = zt();
           M.exports = function(a, i, o, n) {
@@ -21767,7 +21767,7 @@ function cx() {
           };
         }), _2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = ui().isUnifiedHover, i = Gf(), o = Lr(), n = ml(), l = ei(), s = x2(), t = Md(), d = To(), c = kd(), p = Qr(), h = p.id2name, y = p.name2id, m = aa().AX_ID_PATTERN, v = On(), u = v.traceIs, f = v.getComponentMethod;
+          var r = zt(), e = In(), a = ci().isUnifiedHover, i = Zf(), o = Dr(), n = xl(), l = Qa(), s = x2(), t = kd(), d = To(), c = Td(), p = ea(), h = p.id2name, y = p.name2id, m = ia().AX_ID_PATTERN, v = On(), u = v.traceIs, f = v.getComponentMethod;
           function g(_, b, w) {
             Array.isArray(_[b]) ? _[b].push(w) : _[b] = [w];
           }
@@ -21848,7 +21848,7 @@ function cx() {
           };
         }), w2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = zt(), i = lr(), o = er();
+          var r = Nn(), e = On(), a = zt(), i = sr(), o = tr();
           M.exports = function(n, l, s, t) {
             var d = n._fullLayout;
             if (l.length === 0) {
@@ -21906,16 +21906,16 @@ function cx() {
             }
             return v = Date.now(), f = window.requestAnimationFrame(_), Promise.resolve();
           };
-        }), ri = be((k) => {
+        }), ni = be((k) => {
           "use strict";
-          var M = Nn(), r = On(), e = zt(), a = Xr(), i = lr(), o = Jc().getModuleCalcData, n = Qr(), l = aa(), s = zi(), t = e.ensureSingle;
+          var M = Nn(), r = On(), e = zt(), a = Xr(), i = sr(), o = $c().getModuleCalcData, n = ea(), l = ia(), s = zi(), t = e.ensureSingle;
           function d(u, f, g) {
             return e.ensureSingle(u, f, g, function(_) {
               _.datum(g);
             });
           }
           var c = l.zindexSeparator;
-          k.name = "cartesian", k.attr = ["xaxis", "yaxis"], k.idRoot = ["x", "y"], k.idRegex = l.idRegex, k.attrRegex = l.attrRegex, k.attributes = m2(), k.layoutAttributes = ei(), k.supplyLayoutDefaults = _2(), k.transitionAxes = w2(), k.finalizeSubplots = function(u, f) {
+          k.name = "cartesian", k.attr = ["xaxis", "yaxis"], k.idRoot = ["x", "y"], k.idRegex = l.idRegex, k.attrRegex = l.attrRegex, k.attributes = m2(), k.layoutAttributes = Qa(), k.supplyLayoutDefaults = _2(), k.transitionAxes = w2(), k.finalizeSubplots = function(u, f) {
             var g = f._subplots, _ = g.xaxis, b = g.yaxis, w = g.cartesian, z = w, C = {}, O = {}, L, H, G;
             for (L = 0; L < z.length; L++) {
               var Q = z[L].split("y");
@@ -22088,14 +22088,14 @@ function cx() {
               C.attr({ xmlns: s.svg, "xlink:href": z, preserveAspectRatio: "none", x: 0, y: 0, width: w.style.width, height: w.style.height });
             }
             _.each(b);
-          }, k.updateFx = od().updateFx;
+          }, k.updateFx = ld().updateFx;
         }), M2 = be((k, M) => {
           "use strict";
-          var r = Ua();
-          M.exports = { hasLines: r.hasLines, hasMarkers: r.hasMarkers, hasText: r.hasText, isBubble: r.isBubble, attributes: ni(), layoutAttributes: Wc(), supplyDefaults: f2(), crossTraceDefaults: d2(), supplyLayoutDefaults: p2(), calc: _0().calc, crossTraceCalc: v2(), arraysToCalcdata: x0(), plot: md(), colorbar: Is(), formatLabels: xd(), style: Ao().style, styleOnSelect: Ao().styleOnSelect, hoverPoints: bd(), selectPoints: _d(), animatable: !0, moduleType: "trace", name: "scatter", basePlotModule: ri(), categories: ["cartesian", "svg", "symbols", "errorBarsOK", "showLegend", "scatter-like", "zoomScale"], meta: {} };
+          var r = Ha();
+          M.exports = { hasLines: r.hasLines, hasMarkers: r.hasMarkers, hasText: r.hasText, isBubble: r.isBubble, attributes: ti(), layoutAttributes: Jc(), supplyDefaults: f2(), crossTraceDefaults: d2(), supplyLayoutDefaults: p2(), calc: w0().calc, crossTraceCalc: v2(), arraysToCalcdata: b0(), plot: xd(), colorbar: Is(), formatLabels: bd(), style: Ao().style, styleOnSelect: Ao().styleOnSelect, hoverPoints: _d(), selectPoints: wd(), animatable: !0, moduleType: "trace", name: "scatter", basePlotModule: ni(), categories: ["cartesian", "svg", "symbols", "errorBarsOK", "showLegend", "scatter-like", "zoomScale"], meta: {} };
         }), k2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = ad(), i = zt(), o = i.strScale, n = i.strRotate, l = i.strTranslate;
+          var r = Nn(), e = In(), a = id(), i = zt(), o = i.strScale, n = i.strRotate, l = i.strTranslate;
           M.exports = function(s, t, d) {
             var c = s.node(), p = a[d.arrowhead || 0], h = a[d.startarrowhead || 0], y = (d.arrowwidth || 1) * (d.arrowsize || 1), m = (d.arrowwidth || 1) * (d.startarrowsize || 1), v = t.indexOf("start") >= 0, u = t.indexOf("end") >= 0, f = p.backoff * y + d.standoff, g = h.backoff * m + d.startstandoff, _, b, w, z;
             if (c.nodeName === "line") {
@@ -22142,9 +22142,9 @@ function cx() {
             }
             v && Y(h, _, w, m), u && Y(p, b, z, y);
           };
-        }), M0 = be((k, M) => {
+        }), k0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = Xr(), i = zt(), o = i.strTranslate, n = er(), l = In(), s = lr(), t = Ra(), d = ia(), c = Qi(), p = ti(), h = Lr().arrayEditor, y = k2();
+          var r = Nn(), e = On(), a = Xr(), i = zt(), o = i.strTranslate, n = tr(), l = In(), s = sr(), t = Ia(), d = oa(), c = Ki(), p = ei(), h = Dr().arrayEditor, y = k2();
           M.exports = { draw: m, drawOne: v, drawRaw: f };
           function m(g) {
             var _ = g._fullLayout;
@@ -22307,7 +22307,7 @@ function cx() {
           }
         }), T2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = On(), a = Lr().arrayEditor;
+          var r = zt(), e = On(), a = Dr().arrayEditor;
           M.exports = { hasClickToShow: i, onClick: o };
           function i(s, t) {
             var d = n(s, t);
@@ -22335,7 +22335,7 @@ function cx() {
           function l(s, t) {
             return t.type === "log" ? t.l2r(s) : t.d2r(s);
           }
-        }), Td = be((k, M) => {
+        }), Ad = be((k, M) => {
           "use strict";
           var r = zt(), e = In();
           M.exports = function(a, i, o, n) {
@@ -22358,7 +22358,7 @@ function cx() {
           };
         }), A2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ci(), i = Td(), o = Ml();
+          var r = zt(), e = tr(), a = si(), i = Ad(), o = kl();
           M.exports = function(l, s) {
             a(l, s, { name: "annotations", handleItemDefaults: n });
           };
@@ -22391,7 +22391,7 @@ function cx() {
           }
         }), S2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = M0().draw;
+          var r = zt(), e = tr(), a = k0().draw;
           M.exports = function(n) {
             var l = n._fullLayout, s = r.filterVisible(l.annotations);
             if (s.length && n._fullData.length) return r.syncOrAsync([a, i], n);
@@ -22413,7 +22413,7 @@ function cx() {
           }
         }), L2 = be((k, M) => {
           "use strict";
-          var r = Gn(), e = Ln();
+          var r = Gn(), e = Xi();
           M.exports = function(a, i, o, n) {
             i = i || {};
             var l = o === "log" && i.type === "linear", s = o === "linear" && i.type === "log";
@@ -22427,15 +22427,15 @@ function cx() {
           };
         }), O2 = be((k, M) => {
           "use strict";
-          var r = M0(), e = T2();
-          M.exports = { moduleType: "component", name: "annotations", layoutAttributes: Ml(), supplyLayoutDefaults: A2(), includeBasePlot: zs()("annotations"), calcAutorange: S2(), draw: r.draw, drawOne: r.drawOne, drawRaw: r.drawRaw, hasClickToShow: e.hasClickToShow, onClick: e.onClick, convertCoords: L2() };
-        }), k0 = be((k, M) => {
+          var r = k0(), e = T2();
+          M.exports = { moduleType: "component", name: "annotations", layoutAttributes: kl(), supplyLayoutDefaults: A2(), includeBasePlot: zs()("annotations"), calcAutorange: S2(), draw: r.draw, drawOne: r.drawOne, drawRaw: r.drawRaw, hasClickToShow: e.hasClickToShow, onClick: e.onClick, convertCoords: L2() };
+        }), T0 = be((k, M) => {
           "use strict";
-          var r = Ml(), e = li().overrideAll, a = Lr().templatedArray;
+          var r = kl(), e = oi().overrideAll, a = Dr().templatedArray;
           M.exports = e(a("annotation", { visible: r.visible, x: { valType: "any" }, y: { valType: "any" }, z: { valType: "any" }, ax: { valType: "number" }, ay: { valType: "number" }, xanchor: r.xanchor, xshift: r.xshift, yanchor: r.yanchor, yshift: r.yshift, text: r.text, textangle: r.textangle, font: r.font, width: r.width, height: r.height, opacity: r.opacity, align: r.align, valign: r.valign, bgcolor: r.bgcolor, bordercolor: r.bordercolor, borderpad: r.borderpad, borderwidth: r.borderwidth, showarrow: r.showarrow, arrowcolor: r.arrowcolor, arrowhead: r.arrowhead, startarrowhead: r.startarrowhead, arrowside: r.arrowside, arrowsize: r.arrowsize, startarrowsize: r.startarrowsize, arrowwidth: r.arrowwidth, standoff: r.standoff, startstandoff: r.startstandoff, hovertext: r.hovertext, hoverlabel: r.hoverlabel, captureevents: r.captureevents }), "calc", "from-root");
         }), D2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ci(), i = Td(), o = k0();
+          var r = zt(), e = tr(), a = si(), i = Ad(), o = T0();
           M.exports = function(l, s, t) {
             a(l, s, { name: "annotations", handleItemDefaults: n, fullLayout: t.fullLayout });
           };
@@ -22452,7 +22452,7 @@ function cx() {
           }
         }), C2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er();
+          var r = zt(), e = tr();
           M.exports = function(i) {
             for (var o = i.fullSceneLayout, n = o.annotations, l = 0; l < n.length; l++) a(n[l], i);
             i.fullLayout._infolayer.selectAll(".annotation-" + i.id).remove();
@@ -22479,7 +22479,7 @@ function cx() {
           M.exports = e;
         }), z2 = be((k, M) => {
           "use strict";
-          var r = M0().drawRaw, e = E2(), a = ["x", "y", "z"];
+          var r = k0().drawRaw, e = E2(), a = ["x", "y", "z"];
           M.exports = function(i) {
             for (var o = i.fullSceneLayout, n = i.dataScale, l = o.annotations, s = 0; s < l.length; s++) {
               for (var t = l[s], d = !1, c = 0; c < 3; c++) {
@@ -22495,7 +22495,7 @@ function cx() {
         }), P2 = be((k, M) => {
           "use strict";
           var r = On(), e = zt();
-          M.exports = { moduleType: "component", name: "annotations3d", schema: { subplots: { scene: { annotations: k0() } } }, layoutAttributes: k0(), handleDefaults: D2(), includeBasePlot: a, convert: C2(), draw: z2() };
+          M.exports = { moduleType: "component", name: "annotations3d", schema: { subplots: { scene: { annotations: T0() } } }, layoutAttributes: T0(), handleDefaults: D2(), includeBasePlot: a, convert: C2(), draw: z2() };
           function a(i, o) {
             var n = r.subplotsRegistry.gl3d;
             if (n) for (var l = n.attrRegex, s = Object.keys(i), t = 0; t < s.length; t++) {
@@ -22503,13 +22503,13 @@ function cx() {
               l.test(d) && (i[d].annotations || []).length && (e.pushUnique(o._basePlotModules, n), e.pushUnique(o._subplots.gl3d, d));
             }
           }
-        }), Ad = be((k, M) => {
+        }), Sd = be((k, M) => {
           "use strict";
-          var r = aa(), e = Zr(), a = ni().line, i = Qa().dash, o = ar().extendFlat, n = Lr().templatedArray, l = Cs(), s = ma(), t = Ml(), { shapeTexttemplateAttrs: d, templatefallbackAttrs: c } = Za(), p = Yc();
+          var r = ia(), e = wr(), a = ti().line, i = Ka().dash, o = $n().extendFlat, n = Dr().templatedArray, l = Cs(), s = ya(), t = kl(), { shapeTexttemplateAttrs: d, templatefallbackAttrs: c } = Ga(), p = Gc();
           M.exports = n("shape", { visible: o({}, s.visible, { editType: "calc+arraydraw" }), showlegend: { valType: "boolean", dflt: !1, editType: "calc+arraydraw" }, legend: o({}, s.legend, { editType: "calc+arraydraw" }), legendgroup: o({}, s.legendgroup, { editType: "calc+arraydraw" }), legendgrouptitle: { text: o({}, s.legendgrouptitle.text, { editType: "calc+arraydraw" }), font: e({ editType: "calc+arraydraw" }), editType: "calc+arraydraw" }, legendrank: o({}, s.legendrank, { editType: "calc+arraydraw" }), legendwidth: o({}, s.legendwidth, { editType: "calc+arraydraw" }), type: { valType: "enumerated", values: ["circle", "rect", "path", "line"], editType: "calc+arraydraw" }, layer: { valType: "enumerated", values: ["below", "above", "between"], dflt: "above", editType: "arraydraw" }, xref: o({}, t.xref, { arrayOk: !0 }), xsizemode: { valType: "enumerated", values: ["scaled", "pixel"], dflt: "scaled", editType: "calc+arraydraw" }, xanchor: { valType: "any", editType: "calc+arraydraw" }, x0: { valType: "any", editType: "calc+arraydraw" }, x1: { valType: "any", editType: "calc+arraydraw" }, x0shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, x1shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, yref: o({}, t.yref, { arrayOk: !0 }), ysizemode: { valType: "enumerated", values: ["scaled", "pixel"], dflt: "scaled", editType: "calc+arraydraw" }, yanchor: { valType: "any", editType: "calc+arraydraw" }, y0: { valType: "any", editType: "calc+arraydraw" }, y1: { valType: "any", editType: "calc+arraydraw" }, y0shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, y1shift: { valType: "number", dflt: 0, min: -1, max: 1, editType: "calc" }, path: { valType: "string", editType: "calc+arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, line: { color: o({}, a.color, { editType: "arraydraw" }), width: o({}, a.width, { editType: "calc+arraydraw" }), dash: o({}, i, { editType: "arraydraw" }), editType: "calc+arraydraw" }, fillcolor: { valType: "color", dflt: "rgba(0,0,0,0)", editType: "arraydraw" }, fillrule: { valType: "enumerated", values: ["evenodd", "nonzero"], dflt: "evenodd", editType: "arraydraw" }, editable: { valType: "boolean", dflt: !1, editType: "calc+arraydraw" }, label: { text: { valType: "string", dflt: "", editType: "arraydraw" }, texttemplate: d({}, { keys: Object.keys(p) }), texttemplatefallback: c({ editType: "arraydraw" }), font: e({ editType: "calc+arraydraw", colorEditType: "arraydraw" }), textposition: { valType: "enumerated", values: ["top left", "top center", "top right", "middle left", "middle center", "middle right", "bottom left", "bottom center", "bottom right", "start", "middle", "end"], editType: "arraydraw" }, textangle: { valType: "angle", dflt: "auto", editType: "calc+arraydraw" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "auto", editType: "calc+arraydraw" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"], editType: "calc+arraydraw" }, padding: { valType: "number", dflt: 3, min: 0, editType: "arraydraw" }, editType: "arraydraw" }, editType: "arraydraw" });
         }), F2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ci(), i = Ad(), o = to();
+          var r = zt(), e = tr(), a = si(), i = Sd(), o = eo();
           M.exports = function(s, t) {
             a(s, t, { name: "shapes", handleItemDefaults: l });
           };
@@ -22590,7 +22590,7 @@ function cx() {
           };
         }), R2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = Ds(), i = to();
+          var r = zt(), e = tr(), a = Ds(), i = eo();
           M.exports = function(d) {
             var c = d._fullLayout, p = r.filterVisible(c.shapes);
             if (!(!p.length || !d._fullData.length)) for (var h = 0; h < p.length; h++) {
@@ -22660,15 +22660,15 @@ function cx() {
           }
         }), N2 = be((k, M) => {
           "use strict";
-          var r = d0();
-          M.exports = { moduleType: "component", name: "shapes", layoutAttributes: Ad(), supplyLayoutDefaults: F2(), supplyDrawNewShapeDefaults: I2(), includeBasePlot: zs()("shapes"), calcAutorange: R2(), draw: r.draw, drawOne: r.drawOne };
-        }), Sd = be((k, M) => {
+          var r = p0();
+          M.exports = { moduleType: "component", name: "shapes", layoutAttributes: Sd(), supplyLayoutDefaults: F2(), supplyDrawNewShapeDefaults: I2(), includeBasePlot: zs()("shapes"), calcAutorange: R2(), draw: r.draw, drawOne: r.drawOne };
+        }), Ld = be((k, M) => {
           "use strict";
-          var r = aa(), e = Lr().templatedArray, a = Cs();
+          var r = ia(), e = Dr().templatedArray, a = Cs();
           M.exports = e("image", { visible: { valType: "boolean", dflt: !0, editType: "arraydraw" }, source: { valType: "string", editType: "arraydraw" }, layer: { valType: "enumerated", values: ["below", "above"], dflt: "above", editType: "arraydraw" }, sizex: { valType: "number", dflt: 0, editType: "arraydraw" }, sizey: { valType: "number", dflt: 0, editType: "arraydraw" }, sizing: { valType: "enumerated", values: ["fill", "contain", "stretch"], dflt: "contain", editType: "arraydraw" }, opacity: { valType: "number", min: 0, max: 1, dflt: 1, editType: "arraydraw" }, x: { valType: "any", dflt: 0, editType: "arraydraw" }, y: { valType: "any", dflt: 0, editType: "arraydraw" }, xanchor: { valType: "enumerated", values: ["left", "center", "right"], dflt: "left", editType: "arraydraw" }, yanchor: { valType: "enumerated", values: ["top", "middle", "bottom"], dflt: "top", editType: "arraydraw" }, xref: { valType: "enumerated", values: ["paper", r.idRegex.x.toString()], dflt: "paper", editType: "arraydraw" }, yref: { valType: "enumerated", values: ["paper", r.idRegex.y.toString()], dflt: "paper", editType: "arraydraw" }, editType: "arraydraw" });
         }), B2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = ci(), i = Sd(), o = "images";
+          var r = zt(), e = tr(), a = si(), i = Ld(), o = "images";
           M.exports = function(l, s) {
             var t = { name: o, handleItemDefaults: n };
             a(l, s, t);
@@ -22692,7 +22692,7 @@ function cx() {
           }
         }), j2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = lr(), a = er(), i = Qr(), o = zi();
+          var r = Nn(), e = sr(), a = tr(), i = ea(), o = zi();
           M.exports = function(n) {
             var l = n._fullLayout, s = [], t = {}, d = [], c, p;
             for (p = 0; p < l.images.length; p++) {
@@ -22771,7 +22771,7 @@ function cx() {
           };
         }), q2 = be((k, M) => {
           "use strict";
-          var r = Gn(), e = Ln();
+          var r = Gn(), e = Xi();
           M.exports = function(a, i, o, n) {
             i = i || {};
             var l = o === "log" && i.type === "linear", s = o === "linear" && i.type === "log";
@@ -22789,17 +22789,17 @@ function cx() {
           };
         }), H2 = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "images", layoutAttributes: Sd(), supplyLayoutDefaults: B2(), includeBasePlot: zs()("images"), draw: j2(), convertCoords: q2() };
-        }), T0 = be((k, M) => {
+          M.exports = { moduleType: "component", name: "images", layoutAttributes: Ld(), supplyLayoutDefaults: B2(), includeBasePlot: zs()("images"), draw: j2(), convertCoords: q2() };
+        }), A0 = be((k, M) => {
           "use strict";
           M.exports = { name: "updatemenus", containerClassName: "updatemenu-container", headerGroupClassName: "updatemenu-header-group", headerClassName: "updatemenu-header", headerArrowClassName: "updatemenu-header-arrow", dropdownButtonGroupClassName: "updatemenu-dropdown-button-group", dropdownButtonClassName: "updatemenu-dropdown-button", buttonClassName: "updatemenu-button", itemRectClassName: "updatemenu-item-rect", itemTextClassName: "updatemenu-item-text", menuIndexAttrName: "updatemenu-active-index", autoMarginIdRoot: "updatemenu-", blankHeaderOpts: { label: "  " }, minWidth: 30, minHeight: 30, textPadX: 24, arrowPadX: 16, rx: 2, ry: 2, textOffsetX: 12, textOffsetY: 3, arrowOffsetX: 4, gapButtonHeader: 5, gapButton: 2, activeColor: "#F4FAFF", hoverColor: "#F4FAFF", arrowSymbol: { left: "◄", right: "►", up: "▲", down: "▼" } };
-        }), Ld = be((k, M) => {
+        }), Od = be((k, M) => {
           "use strict";
-          var r = Zr(), e = Ka(), a = ar().extendFlat, i = li().overrideAll, o = Gc(), n = Lr().templatedArray, l = n("button", { visible: { valType: "boolean" }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, args2: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string", dflt: "" }, execute: { valType: "boolean", dflt: !0 } });
+          var r = wr(), e = $a(), a = $n().extendFlat, i = oi().overrideAll, o = Zc(), n = Dr().templatedArray, l = n("button", { visible: { valType: "boolean" }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, args2: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string", dflt: "" }, execute: { valType: "boolean", dflt: !0 } });
           M.exports = i(n("updatemenu", { _arrayAttrRegexps: [/^updatemenus\[(0|[1-9][0-9]+)\]\.buttons/], visible: { valType: "boolean" }, type: { valType: "enumerated", values: ["dropdown", "buttons"], dflt: "dropdown" }, direction: { valType: "enumerated", values: ["left", "right", "up", "down"], dflt: "down" }, active: { valType: "integer", min: -1, dflt: 0 }, showactive: { valType: "boolean", dflt: !0 }, buttons: l, x: { valType: "number", min: -2, max: 3, dflt: -0.05 }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "right" }, y: { valType: "number", min: -2, max: 3, dflt: 1 }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "top" }, pad: a(o({ editType: "arraydraw" }), {}), font: r({}), bgcolor: { valType: "color" }, bordercolor: { valType: "color", dflt: e.borderLine }, borderwidth: { valType: "number", min: 0, dflt: 1, editType: "arraydraw" } }), "arraydraw", "from-root");
         }), U2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = ci(), a = Ld(), i = T0(), o = i.name, n = a.buttons;
+          var r = zt(), e = si(), a = Od(), i = A0(), o = i.name, n = a.buttons;
           M.exports = function(t, d) {
             var c = { name: o, handleItemDefaults: l };
             e(t, d, c);
@@ -22821,7 +22821,7 @@ function cx() {
         }), V2 = be((k, M) => {
           "use strict";
           M.exports = o;
-          var r = Nn(), e = In(), a = lr(), i = zt();
+          var r = Nn(), e = In(), a = sr(), i = zt();
           function o(n, l, s) {
             this.gd = n, this.container = l, this.id = s, this.position = null, this.translateX = null, this.translateY = null, this.hbar = null, this.vbar = null, this.bg = this.container.selectAll("rect.scrollbox-bg").data([0]), this.bg.exit().on(".drag", null).on("wheel", null).remove(), this.bg.enter().append("rect").classed("scrollbox-bg", !0).style("pointer-events", "all").attr({ opacity: 0, x: 0, y: 0, width: 0, height: 0 });
           }
@@ -22884,7 +22884,7 @@ function cx() {
           };
         }), Y2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xr(), a = In(), i = lr(), o = zt(), n = ia(), l = Lr().arrayEditor, s = Ta().LINE_SPACING, t = T0(), d = V2();
+          var r = Nn(), e = Xr(), a = In(), i = sr(), o = zt(), n = oa(), l = Dr().arrayEditor, s = ka().LINE_SPACING, t = A0(), d = V2();
           M.exports = function(Q) {
             var X = Q._fullLayout, ne = o.filterVisible(X[t.name]);
             function j(W) {
@@ -23035,18 +23035,18 @@ function cx() {
           }
         }), G2 = be((k, M) => {
           "use strict";
-          var r = T0();
-          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Ld(), supplyLayoutDefaults: U2(), draw: Y2() };
+          var r = A0();
+          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Od(), supplyLayoutDefaults: U2(), draw: Y2() };
         }), Rs = be((k, M) => {
           "use strict";
           M.exports = { name: "sliders", containerClassName: "slider-container", groupClassName: "slider-group", inputAreaClass: "slider-input-area", railRectClass: "slider-rail-rect", railTouchRectClass: "slider-rail-touch-rect", gripRectClass: "slider-grip-rect", tickRectClass: "slider-tick-rect", inputProxyClass: "slider-input-proxy", labelsClass: "slider-labels", labelGroupClass: "slider-label-group", labelClass: "slider-label", currentValueClass: "slider-current-value", railHeight: 5, menuIndexAttrName: "slider-active-index", autoMarginIdRoot: "slider-", minWidth: 30, minHeight: 30, textPadX: 40, arrowOffsetX: 4, railRadius: 2, railWidth: 5, railBorder: 4, railBorderWidth: 1, railBorderColor: "#bec8d9", railBgColor: "#f8fafc", railInset: 8, stepInset: 10, gripRadius: 10, gripWidth: 20, gripHeight: 20, gripBorder: 20, gripBorderWidth: 1, gripBorderColor: "#bec8d9", gripBgColor: "#f6f8fa", gripBgActiveColor: "#dbdde0", labelPadding: 8, labelOffset: 0, tickWidth: 1, tickColor: "#333", tickOffset: 25, tickLength: 7, minorTickOffset: 25, minorTickColor: "#333", minorTickLength: 4, currentValuePadding: 8, currentValueInset: 0 };
-        }), Od = be((k, M) => {
+        }), Dd = be((k, M) => {
           "use strict";
-          var r = Zr(), e = Gc(), a = ar().extendDeepAll, i = li().overrideAll, o = As(), n = Lr().templatedArray, l = Rs(), s = n("step", { visible: { valType: "boolean", dflt: !0 }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string" }, value: { valType: "string" }, execute: { valType: "boolean", dflt: !0 } });
+          var r = wr(), e = Zc(), a = $n().extendDeepAll, i = oi().overrideAll, o = As(), n = Dr().templatedArray, l = Rs(), s = n("step", { visible: { valType: "boolean", dflt: !0 }, method: { valType: "enumerated", values: ["restyle", "relayout", "animate", "update", "skip"], dflt: "restyle" }, args: { valType: "info_array", freeLength: !0, items: [{ valType: "any" }, { valType: "any" }, { valType: "any" }] }, label: { valType: "string" }, value: { valType: "string" }, execute: { valType: "boolean", dflt: !0 } });
           M.exports = i(n("slider", { visible: { valType: "boolean", dflt: !0 }, active: { valType: "number", min: 0, dflt: 0 }, steps: s, lenmode: { valType: "enumerated", values: ["fraction", "pixels"], dflt: "fraction" }, len: { valType: "number", min: 0, dflt: 1 }, x: { valType: "number", min: -2, max: 3, dflt: 0 }, pad: a(e({ editType: "arraydraw" }), {}, { t: { dflt: 20 } }), xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left" }, y: { valType: "number", min: -2, max: 3, dflt: 0 }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "top" }, transition: { duration: { valType: "number", min: 0, dflt: 150 }, easing: { valType: "enumerated", values: o.transition.easing.values, dflt: "cubic-in-out" } }, currentvalue: { visible: { valType: "boolean", dflt: !0 }, xanchor: { valType: "enumerated", values: ["left", "center", "right"], dflt: "left" }, offset: { valType: "number", dflt: 10 }, prefix: { valType: "string" }, suffix: { valType: "string" }, font: r({}) }, font: r({}), activebgcolor: { valType: "color", dflt: l.gripBgActiveColor }, bgcolor: { valType: "color", dflt: l.railBgColor }, bordercolor: { valType: "color", dflt: l.railBorderColor }, borderwidth: { valType: "number", min: 0, dflt: l.railBorderWidth }, ticklen: { valType: "number", min: 0, dflt: l.tickLength }, tickcolor: { valType: "color", dflt: l.tickColor }, tickwidth: { valType: "number", min: 0, dflt: 1 }, minorticklen: { valType: "number", min: 0, dflt: l.minorTickLength } }), "arraydraw", "from-root");
         }), Z2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = ci(), a = Od(), i = Rs(), o = i.name, n = a.steps;
+          var r = zt(), e = si(), a = Dd(), i = Rs(), o = i.name, n = a.steps;
           M.exports = function(t, d) {
             e(t, d, { name: o, handleItemDefaults: l });
           };
@@ -23077,7 +23077,7 @@ function cx() {
           }
         }), X2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xr(), a = In(), i = lr(), o = zt(), n = o.strTranslate, l = ia(), s = Lr().arrayEditor, t = Rs(), d = Ta(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR;
+          var r = Nn(), e = Xr(), a = In(), i = sr(), o = zt(), n = o.strTranslate, l = oa(), s = Dr().arrayEditor, t = Rs(), d = ka(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR;
           M.exports = function(re) {
             var N = re._context.staticPlot, J = re._fullLayout, ee = m(J, re), E = J._infolayer.selectAll("g." + t.containerClassName).data(ee.length > 0 ? [0] : []);
             E.enter().append("g").classed(t.containerClassName, !0).style("cursor", N ? null : "ew-resize");
@@ -23279,20 +23279,20 @@ function cx() {
         }), W2 = be((k, M) => {
           "use strict";
           var r = Rs();
-          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Od(), supplyLayoutDefaults: Z2(), draw: X2() };
-        }), A0 = be((k, M) => {
+          M.exports = { moduleType: "component", name: r.name, layoutAttributes: Dd(), supplyLayoutDefaults: Z2(), draw: X2() };
+        }), S0 = be((k, M) => {
           "use strict";
-          var r = Ka();
+          var r = $a();
           M.exports = { bgcolor: { valType: "color", dflt: r.background, editType: "plot" }, bordercolor: { valType: "color", dflt: r.defaultLine, editType: "plot" }, borderwidth: { valType: "integer", dflt: 0, min: 0, editType: "plot" }, autorange: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "range[0]": void 0, "range[1]": void 0 } }, range: { valType: "info_array", items: [{ valType: "any", editType: "calc", impliedEdits: { "^autorange": !1 } }, { valType: "any", editType: "calc", impliedEdits: { "^autorange": !1 } }], editType: "calc", impliedEdits: { autorange: !1 } }, thickness: { valType: "number", dflt: 0.15, min: 0, max: 1, editType: "plot" }, visible: { valType: "boolean", dflt: !0, editType: "calc" }, editType: "calc" };
-        }), Dd = be((k, M) => {
+        }), Cd = be((k, M) => {
           "use strict";
           M.exports = { _isSubplotObj: !0, rangemode: { valType: "enumerated", values: ["auto", "fixed", "match"], dflt: "match", editType: "calc" }, range: { valType: "info_array", items: [{ valType: "any", editType: "plot" }, { valType: "any", editType: "plot" }], editType: "plot" }, editType: "calc" };
-        }), S0 = be((k, M) => {
+        }), L0 = be((k, M) => {
           "use strict";
           M.exports = { name: "rangeslider", containerClassName: "rangeslider-container", bgClassName: "rangeslider-bg", rangePlotClassName: "rangeslider-rangeplot", maskMinClassName: "rangeslider-mask-min", maskMaxClassName: "rangeslider-mask-max", slideBoxClassName: "rangeslider-slidebox", grabberMinClassName: "rangeslider-grabber-min", grabAreaMinClassName: "rangeslider-grabarea-min", handleMinClassName: "rangeslider-handle-min", grabberMaxClassName: "rangeslider-grabber-max", grabAreaMaxClassName: "rangeslider-grabarea-max", handleMaxClassName: "rangeslider-handle-max", maskMinOppAxisClassName: "rangeslider-mask-min-opp-axis", maskMaxOppAxisClassName: "rangeslider-mask-max-opp-axis", maskColor: "rgba(0,0,0,0.4)", maskOppAxisColor: "rgba(0,0,0,0.2)", slideBoxFill: "transparent", slideBoxCursor: "ew-resize", grabAreaFill: "transparent", grabAreaCursor: "col-resize", grabAreaWidth: 10, handleWidth: 4, handleRadius: 1, handleStrokeWidth: 1, extraPad: 15 };
         }), J2 = be((k) => {
           "use strict";
-          var M = Qr(), r = ia(), e = S0(), a = Ta().LINE_SPACING, i = e.name;
+          var M = ea(), r = oa(), e = L0(), a = ka().LINE_SPACING, i = e.name;
           function o(n) {
             var l = n && n[i];
             return l && l.visible;
@@ -23318,7 +23318,7 @@ function cx() {
           };
         }), $2 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Lr(), a = Qr(), i = A0(), o = Dd();
+          var r = zt(), e = Dr(), a = ea(), i = S0(), o = Cd();
           M.exports = function(n, l, s) {
             var t = n[s], d = l[s];
             if (!(t.rangeslider || l._requestRangeslider[d._id])) return;
@@ -23352,7 +23352,7 @@ function cx() {
           };
         }), K2 = be((k, M) => {
           "use strict";
-          var r = Qr().list, e = Ls().getAutoRange, a = S0();
+          var r = ea().list, e = Ls().getAutoRange, a = L0();
           M.exports = function(i) {
             for (var o = r(i, "x", !0), n = 0; n < o.length; n++) {
               var l = o[n], s = l[a.name];
@@ -23361,7 +23361,7 @@ function cx() {
           };
         }), Q2 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = Xr(), i = zt(), o = i.strTranslate, n = lr(), l = In(), s = _l(), t = ri(), d = Qr(), c = ti(), p = Qi(), h = S0();
+          var r = Nn(), e = On(), a = Xr(), i = zt(), o = i.strTranslate, n = sr(), l = In(), s = wl(), t = ni(), d = ea(), c = ei(), p = Ki(), h = L0();
           M.exports = function(O) {
             for (var L = O._fullLayout, H = L._rangeSliderData, G = 0; G < H.length; G++) {
               var Q = H[G][h.name];
@@ -23573,18 +23573,18 @@ function cx() {
           }
         }), ev = be((k, M) => {
           "use strict";
-          var r = zt(), e = A0(), a = Dd(), i = J2();
-          M.exports = { moduleType: "component", name: "rangeslider", schema: { subplots: { xaxis: { rangeslider: r.extendFlat({}, e, { yaxis: a }) } } }, layoutAttributes: A0(), handleDefaults: $2(), calcAutorange: K2(), draw: Q2(), isVisible: i.isVisible, makeData: i.makeData, autoMarginOpts: i.autoMarginOpts };
-        }), L0 = be((k, M) => {
+          var r = zt(), e = S0(), a = Cd(), i = J2();
+          M.exports = { moduleType: "component", name: "rangeslider", schema: { subplots: { xaxis: { rangeslider: r.extendFlat({}, e, { yaxis: a }) } } }, layoutAttributes: S0(), handleDefaults: $2(), calcAutorange: K2(), draw: Q2(), isVisible: i.isVisible, makeData: i.makeData, autoMarginOpts: i.autoMarginOpts };
+        }), O0 = be((k, M) => {
           "use strict";
-          var r = Zr(), e = Ka(), a = Lr().templatedArray, i = a("button", { visible: { valType: "boolean", dflt: !0, editType: "plot" }, step: { valType: "enumerated", values: ["month", "year", "day", "hour", "minute", "second", "all"], dflt: "month", editType: "plot" }, stepmode: { valType: "enumerated", values: ["backward", "todate"], dflt: "backward", editType: "plot" }, count: { valType: "number", min: 0, dflt: 1, editType: "plot" }, label: { valType: "string", editType: "plot" }, editType: "plot" });
+          var r = wr(), e = $a(), a = Dr().templatedArray, i = a("button", { visible: { valType: "boolean", dflt: !0, editType: "plot" }, step: { valType: "enumerated", values: ["month", "year", "day", "hour", "minute", "second", "all"], dflt: "month", editType: "plot" }, stepmode: { valType: "enumerated", values: ["backward", "todate"], dflt: "backward", editType: "plot" }, count: { valType: "number", min: 0, dflt: 1, editType: "plot" }, label: { valType: "string", editType: "plot" }, editType: "plot" });
           M.exports = { visible: { valType: "boolean", editType: "plot" }, buttons: i, x: { valType: "number", min: -2, max: 3, editType: "plot" }, xanchor: { valType: "enumerated", values: ["auto", "left", "center", "right"], dflt: "left", editType: "plot" }, y: { valType: "number", min: -2, max: 3, editType: "plot" }, yanchor: { valType: "enumerated", values: ["auto", "top", "middle", "bottom"], dflt: "bottom", editType: "plot" }, font: r({ editType: "plot" }), bgcolor: { valType: "color", dflt: e.lightLine, editType: "plot" }, activecolor: { valType: "color", editType: "plot" }, bordercolor: { valType: "color", dflt: e.defaultLine, editType: "plot" }, borderwidth: { valType: "number", min: 0, dflt: 0, editType: "plot" }, editType: "plot" };
-        }), Cd = be((k, M) => {
+        }), Ed = be((k, M) => {
           "use strict";
           M.exports = { yPad: 0.02, minButtonWidth: 30, rx: 3, ry: 3, lightAmount: 25, darkAmount: 10 };
         }), tv = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Lr(), i = ci(), o = L0(), n = Cd();
+          var r = zt(), e = In(), a = Dr(), i = si(), o = O0(), n = Ed();
           M.exports = function(t, d, c, p, h) {
             var y = t.rangeselector || {}, m = a.newContainer(d, "rangeselector");
             function v(b, w) {
@@ -23620,7 +23620,7 @@ function cx() {
           }
         }), nv = be((k, M) => {
           "use strict";
-          var r = ws(), e = zt().titleCase;
+          var r = vl(), e = zt().titleCase;
           M.exports = function(i, o) {
             var n = i._name, l = {};
             if (o.step === "all") l[n + ".autorange"] = !0;
@@ -23646,7 +23646,7 @@ function cx() {
           }
         }), rv = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = Xr(), i = In(), o = lr(), n = zt(), l = n.strTranslate, s = ia(), t = Qr(), d = Ta(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR, y = Cd(), m = nv();
+          var r = Nn(), e = On(), a = Xr(), i = In(), o = sr(), n = zt(), l = n.strTranslate, s = oa(), t = ea(), d = ka(), c = d.LINE_SPACING, p = d.FROM_TL, h = d.FROM_BR, y = Ed(), m = nv();
           M.exports = function(C) {
             var O = C._fullLayout, L = O._infolayer.selectAll(".rangeselector").data(v(C), u);
             L.enter().append("g").classed("rangeselector", !0), L.exit().remove(), L.style({ cursor: "pointer", "pointer-events": "all" }), L.each(function(H) {
@@ -23715,10 +23715,10 @@ function cx() {
           }
         }), av = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "rangeselector", schema: { subplots: { xaxis: { rangeselector: L0() } } }, layoutAttributes: L0(), handleDefaults: tv(), draw: rv() };
-        }), Al = be((k) => {
+          M.exports = { moduleType: "component", name: "rangeselector", schema: { subplots: { xaxis: { rangeselector: O0() } } }, layoutAttributes: O0(), handleDefaults: tv(), draw: rv() };
+        }), Sl = be((k) => {
           "use strict";
-          var M = ar().extendFlat;
+          var M = $n().extendFlat;
           k.attributes = function(r, e) {
             r = r || {}, e = e || {};
             var a = { valType: "info_array", editType: r.editType, items: [{ valType: "number", min: 0, max: 1, editType: r.editType }, { valType: "number", min: 0, max: 1, editType: r.editType }], dflt: [0, 1] }, i = r.name ? r.name + " " : "", o = r.trace ? "trace" : "subplot", n = e.description ? " " + e.description : "", l = { x: M({}, a, {}), y: M({}, a, {}), editType: r.editType };
@@ -23736,7 +23736,7 @@ function cx() {
           };
         }), iv = be((k, M) => {
           "use strict";
-          var r = zt(), e = (yl(), ra(wo)).counter, a = Al().attributes, i = aa().idRegex, o = Lr(), n = { rows: { valType: "integer", min: 1, editType: "plot" }, roworder: { valType: "enumerated", values: ["top to bottom", "bottom to top"], dflt: "top to bottom", editType: "plot" }, columns: { valType: "integer", min: 1, editType: "plot" }, subplots: { valType: "info_array", freeLength: !0, dimensions: 2, items: { valType: "enumerated", values: [e("xy").toString(), ""], editType: "plot" }, editType: "plot" }, xaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.x.toString(), ""], editType: "plot" }, editType: "plot" }, yaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.y.toString(), ""], editType: "plot" }, editType: "plot" }, pattern: { valType: "enumerated", values: ["independent", "coupled"], dflt: "coupled", editType: "plot" }, xgap: { valType: "number", min: 0, max: 1, editType: "plot" }, ygap: { valType: "number", min: 0, max: 1, editType: "plot" }, domain: a({ name: "grid", editType: "plot", noGridCell: !0 }, {}), xside: { valType: "enumerated", values: ["bottom", "bottom plot", "top plot", "top"], dflt: "bottom plot", editType: "plot" }, yside: { valType: "enumerated", values: ["left", "left plot", "right plot", "right"], dflt: "left plot", editType: "plot" }, editType: "plot" };
+          var r = zt(), e = (ml(), aa(wo)).counter, a = Sl().attributes, i = ia().idRegex, o = Dr(), n = { rows: { valType: "integer", min: 1, editType: "plot" }, roworder: { valType: "enumerated", values: ["top to bottom", "bottom to top"], dflt: "top to bottom", editType: "plot" }, columns: { valType: "integer", min: 1, editType: "plot" }, subplots: { valType: "info_array", freeLength: !0, dimensions: 2, items: { valType: "enumerated", values: [e("xy").toString(), ""], editType: "plot" }, editType: "plot" }, xaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.x.toString(), ""], editType: "plot" }, editType: "plot" }, yaxes: { valType: "info_array", freeLength: !0, items: { valType: "enumerated", values: [i.y.toString(), ""], editType: "plot" }, editType: "plot" }, pattern: { valType: "enumerated", values: ["independent", "coupled"], dflt: "coupled", editType: "plot" }, xgap: { valType: "number", min: 0, max: 1, editType: "plot" }, ygap: { valType: "number", min: 0, max: 1, editType: "plot" }, domain: a({ name: "grid", editType: "plot", noGridCell: !0 }, {}), xside: { valType: "enumerated", values: ["bottom", "bottom plot", "top plot", "top"], dflt: "bottom plot", editType: "plot" }, yside: { valType: "enumerated", values: ["left", "left plot", "right plot", "right"], dflt: "left plot", editType: "plot" }, editType: "plot" };
           function l(p, h, y) {
             var m = h[y + "axes"], v = Object.keys((p._splomAxes || {})[y] || {});
             if (Array.isArray(m)) return m;
@@ -23830,12 +23830,12 @@ function cx() {
             return u;
           }
           M.exports = { moduleType: "component", name: "grid", schema: { layout: { grid: n } }, layoutAttributes: n, sizeDefaults: s, contentDefaults: d };
-        }), Ed = be((k, M) => {
+        }), zd = be((k, M) => {
           "use strict";
           M.exports = { visible: { valType: "boolean", editType: "calc" }, type: { valType: "enumerated", values: ["percent", "constant", "sqrt", "data"], editType: "calc" }, symmetric: { valType: "boolean", editType: "calc" }, array: { valType: "data_array", editType: "calc" }, arrayminus: { valType: "data_array", editType: "calc" }, value: { valType: "number", min: 0, dflt: 10, editType: "calc" }, valueminus: { valType: "number", min: 0, dflt: 10, editType: "calc" }, traceref: { valType: "integer", min: 0, dflt: 0, editType: "style" }, tracerefminus: { valType: "integer", min: 0, dflt: 0, editType: "style" }, copy_ystyle: { valType: "boolean", editType: "plot" }, copy_zstyle: { valType: "boolean", editType: "style" }, color: { valType: "color", editType: "style" }, thickness: { valType: "number", min: 0, dflt: 2, editType: "style" }, width: { valType: "number", min: 0, editType: "plot" }, editType: "calc" };
         }), ov = be((k, M) => {
           "use strict";
-          var r = Gn(), e = On(), a = zt(), i = Lr(), o = Ed();
+          var r = Gn(), e = On(), a = zt(), i = Dr(), o = zd();
           M.exports = function(n, l, s, t) {
             var d = "error_" + t.axis, c = i.newContainer(l, d), p = n[d] || {};
             function h(_, b) {
@@ -23853,7 +23853,7 @@ function cx() {
               (!t.inherit || !c[f]) && (h("color", s), h("thickness"), h("width", e.traceIs(l, "gl3d") ? 0 : 4));
             }
           };
-        }), zd = be((k, M) => {
+        }), Pd = be((k, M) => {
           "use strict";
           M.exports = function(e) {
             var a = e.type, i = e.symmetric;
@@ -23891,7 +23891,7 @@ function cx() {
           }
         }), lv = be((k, M) => {
           "use strict";
-          var r = Gn(), e = On(), a = er(), i = zt(), o = zd();
+          var r = Gn(), e = On(), a = tr(), i = zt(), o = Pd();
           M.exports = function(l) {
             for (var s = l.calcdata, t = 0; t < s.length; t++) {
               var d = s[t], c = d[0].trace;
@@ -23923,7 +23923,7 @@ function cx() {
           }
         }), sv = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = lr(), i = Ua();
+          var r = Nn(), e = Gn(), a = sr(), i = Ha();
           M.exports = function(n, l, s, t) {
             var d, c = s.xaxis, p = s.yaxis, h = t && t.duration > 0, y = n._context.staticPlot;
             l.each(function(m) {
@@ -23970,10 +23970,10 @@ function cx() {
           };
         }), uv = be((k, M) => {
           "use strict";
-          var r = zt(), e = li().overrideAll, a = Ed(), i = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a) };
+          var r = zt(), e = oi().overrideAll, a = zd(), i = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a) };
           delete i.error_x.copy_zstyle, delete i.error_y.copy_zstyle, delete i.error_y.copy_ystyle;
           var o = { error_x: r.extendFlat({}, a), error_y: r.extendFlat({}, a), error_z: r.extendFlat({}, a) };
-          delete o.error_x.copy_ystyle, delete o.error_y.copy_ystyle, delete o.error_z.copy_ystyle, delete o.error_z.copy_zstyle, M.exports = { moduleType: "component", name: "errorbars", schema: { traces: { scatter: i, bar: i, histogram: i, scatter3d: e(o, "calc", "nested"), scattergl: e(i, "calc", "nested") } }, supplyDefaults: ov(), calc: lv(), makeComputeError: zd(), plot: sv(), style: cv(), hoverInfo: n };
+          delete o.error_x.copy_ystyle, delete o.error_y.copy_ystyle, delete o.error_z.copy_ystyle, delete o.error_z.copy_zstyle, M.exports = { moduleType: "component", name: "errorbars", schema: { traces: { scatter: i, bar: i, histogram: i, scatter3d: e(o, "calc", "nested"), scattergl: e(i, "calc", "nested") } }, supplyDefaults: ov(), calc: lv(), makeComputeError: Pd(), plot: sv(), style: cv(), hoverInfo: n };
           function n(l, s, t) {
             (s.error_y || {}).visible && (t.yerr = l.yh - l.y, s.error_y.symmetric || (t.yerrneg = l.y - l.ys)), (s.error_x || {}).visible && (t.xerr = l.xh - l.x, s.error_x.symmetric || (t.xerrneg = l.x - l.xs));
           }
@@ -23982,7 +23982,7 @@ function cx() {
           M.exports = { cn: { colorbar: "colorbar", cbbg: "cbbg", cbfill: "cbfill", cbfills: "cbfills", cbline: "cbline", cblines: "cblines", cbaxis: "cbaxis", cbtitleunshift: "cbtitleunshift", cbtitle: "cbtitle", cboutline: "cboutline", crisp: "crisp", jsPlaceholder: "js-placeholder" } };
         }), dv = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xr(), a = On(), i = er(), o = ti(), n = zt(), l = n.strTranslate, s = ar().extendFlat, t = Qi(), d = lr(), c = In(), p = _l(), h = ia(), y = Xa().flipScale, m = Md(), v = kd(), u = ei(), f = Ta(), g = f.LINE_SPACING, _ = f.FROM_TL, b = f.FROM_BR, w = fv().cn;
+          var r = Nn(), e = Xr(), a = On(), i = tr(), o = ei(), n = zt(), l = n.strTranslate, s = $n().extendFlat, t = Ki(), d = sr(), c = In(), p = wl(), h = oa(), y = Za().flipScale, m = kd(), v = Td(), u = Qa(), f = ka(), g = f.LINE_SPACING, _ = f.FROM_TL, b = f.FROM_BR, w = fv().cn;
           function z(ne) {
             var j = ne._fullLayout, re = j._infolayer.selectAll("g." + w.colorbar).data(C(ne), function(N) {
               return N._id;
@@ -24191,17 +24191,17 @@ function cx() {
           M.exports = { draw: z };
         }), pv = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "colorbar", attributes: $c(), supplyDefaults: Ff(), draw: dv().draw, hasColorbar: Ef() };
+          M.exports = { moduleType: "component", name: "colorbar", attributes: Kc(), supplyDefaults: If(), draw: dv().draw, hasColorbar: zf() };
         }), hv = be((k, M) => {
           "use strict";
-          M.exports = { moduleType: "component", name: "legend", layoutAttributes: Bf(), supplyLayoutDefaults: jf(), draw: Vf(), style: Uf() };
+          M.exports = { moduleType: "component", name: "legend", layoutAttributes: jf(), supplyLayoutDefaults: qf(), draw: Yf(), style: Vf() };
         }), vv = be((k, M) => {
           "use strict";
           M.exports = { moduleType: "locale", name: "en", dictionary: { "Click to enter Colorscale title": "Click to enter Colourscale title" }, format: { days: ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"], shortDays: ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months: ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"], shortMonths: ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], periods: ["AM", "PM"], dateTime: "%a %b %e %X %Y", date: "%d/%m/%Y", time: "%H:%M:%S", decimal: ".", thousands: ",", grouping: [3], currency: ["$", ""], year: "%Y", month: "%b %Y", dayMonth: "%b %-d", dayMonthYear: "%b %-d, %Y" } };
         }), gv = be((k, M) => {
           "use strict";
           M.exports = { moduleType: "locale", name: "en-US", dictionary: { "Click to enter Colorscale title": "Click to enter Colorscale title" }, format: { date: "%m/%d/%Y" } };
-        }), Pd = be((k, M) => {
+        }), Fd = be((k, M) => {
           "use strict";
           var r = On(), e = zt(), a = e.extendFlat, i = e.extendDeep;
           function o(l) {
@@ -24251,7 +24251,7 @@ function cx() {
           };
         }), yv = be((k, M) => {
           "use strict";
-          var r = Mo().EventEmitter, e = On(), a = zt(), i = Fi(), o = Pd(), n = y0(), l = m0();
+          var r = Mo().EventEmitter, e = On(), a = zt(), i = Fi(), o = Fd(), n = m0(), l = x0();
           function s(t, d) {
             var c = new r(), p = o(t, { format: "png" }), h = p.gd;
             h.style.position = "absolute", h.style.left = "-5000px", document.body.appendChild(h);
@@ -24272,37 +24272,37 @@ function cx() {
           M.exports = s;
         }), mv = be((k, M) => {
           "use strict";
-          var r = Fi(), e = { getDelay: r.getDelay, getRedrawFunc: r.getRedrawFunc, clone: Pd(), toSVG: y0(), svgToImg: m0(), toImage: yv(), downloadImage: cd() };
+          var r = Fi(), e = { getDelay: r.getDelay, getRedrawFunc: r.getRedrawFunc, clone: Fd(), toSVG: m0(), svgToImg: x0(), toImage: yv(), downloadImage: ud() };
           M.exports = e;
         }), xv = be((k) => {
           "use strict";
-          k.version = Zi().version, _s(), mh();
+          k.version = xo().version, ws(), mh();
           var M = On(), r = k.register = M.register, e = c2(), a = Object.keys(e);
           for (o = 0; o < a.length; o++) i = a[o], i.charAt(0) !== "_" && (k[i] = e[i]), r({ moduleType: "apiMethod", name: i, fn: e[i] });
           var i, o;
-          r(M2()), r([O2(), P2(), Ti(), N2(), H2(), G2(), W2(), ev(), av(), iv(), uv(), ki(), pv(), hv(), Ra(), ed()]), r([vv(), gv()]), window.PlotlyLocales && Array.isArray(window.PlotlyLocales) && (r(window.PlotlyLocales), delete window.PlotlyLocales), k.Icons = l0();
-          var n = Ra(), l = Xr();
-          k.Plots = { resize: l.resize, graphJson: l.graphJson, sendDataToCloud: l.sendDataToCloud }, k.Fx = { hover: n.hover, unhover: n.unhover, loneHover: n.loneHover, loneUnhover: n.loneUnhover }, k.Snapshot = mv(), k.PlotSchema = xl();
+          r(M2()), r([O2(), P2(), Mi(), N2(), H2(), G2(), W2(), ev(), av(), iv(), uv(), wi(), pv(), hv(), Ia(), td()]), r([vv(), gv()]), window.PlotlyLocales && Array.isArray(window.PlotlyLocales) && (r(window.PlotlyLocales), delete window.PlotlyLocales), k.Icons = s0();
+          var n = Ia(), l = Xr();
+          k.Plots = { resize: l.resize, graphJson: l.graphJson, sendDataToCloud: l.sendDataToCloud }, k.Fx = { hover: n.hover, unhover: n.unhover, loneHover: n.loneHover, loneUnhover: n.loneUnhover }, k.Snapshot = mv(), k.PlotSchema = bl();
         }), bv = be((k, M) => {
           "use strict";
           M.exports = xv();
         }), So = be((k, M) => {
           "use strict";
-          var r = ni(), e = si().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Za(), n = Mi(), l = Zr(), s = Fs(), t = Qa().pattern, d = ar().extendFlat, c = l({ editType: "calc", arrayOk: !0, colorEditType: "style" }), p = r.marker, h = p.line, y = d({}, h.width, { dflt: 0 }), m = d({ width: y, editType: "calc" }, n("marker.line")), v = d({ line: m, editType: "calc" }, n("marker"), { opacity: { valType: "number", arrayOk: !0, dflt: 1, min: 0, max: 1, editType: "style" }, pattern: t, cornerradius: { valType: "any", editType: "calc" } });
+          var r = ti(), e = li().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Ga(), n = _i(), l = wr(), s = Fs(), t = Ka().pattern, d = $n().extendFlat, c = l({ editType: "calc", arrayOk: !0, colorEditType: "style" }), p = r.marker, h = p.line, y = d({}, h.width, { dflt: 0 }), m = d({ width: y, editType: "calc" }, n("marker.line")), v = d({ line: m, editType: "calc" }, n("marker"), { opacity: { valType: "number", arrayOk: !0, dflt: 1, min: 0, max: 1, editType: "style" }, pattern: t, cornerradius: { valType: "any", editType: "calc" } });
           M.exports = { x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: r.xperiod0, yperiod0: r.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, xhoverformat: e("x"), yhoverformat: e("y"), text: r.text, texttemplate: i({ editType: "plot" }, { keys: s.eventDataKeys }), texttemplatefallback: o({ editType: "plot" }), hovertext: r.hovertext, hovertemplate: a({}, { keys: s.eventDataKeys }), hovertemplatefallback: o(), textposition: { valType: "enumerated", values: ["inside", "outside", "auto", "none"], dflt: "auto", arrayOk: !0, editType: "calc" }, insidetextanchor: { valType: "enumerated", values: ["end", "middle", "start"], dflt: "end", editType: "plot" }, textangle: { valType: "angle", dflt: "auto", editType: "plot" }, textfont: d({}, c, {}), insidetextfont: d({}, c, {}), outsidetextfont: d({}, c, {}), constraintext: { valType: "enumerated", values: ["inside", "outside", "both", "none"], dflt: "both", editType: "calc" }, cliponaxis: d({}, r.cliponaxis, {}), orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, base: { valType: "any", dflt: null, arrayOk: !0, editType: "calc" }, offset: { valType: "number", dflt: null, arrayOk: !0, editType: "calc" }, width: { valType: "number", dflt: null, min: 0, arrayOk: !0, editType: "calc" }, marker: v, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: { marker: { opacity: r.selected.marker.opacity, color: r.selected.marker.color, editType: "style" }, textfont: r.selected.textfont, editType: "style" }, unselected: { marker: { opacity: r.unselected.marker.opacity, color: r.unselected.marker.color, editType: "style" }, textfont: r.unselected.textfont, editType: "style" }, zorder: r.zorder };
-        }), O0 = be((k, M) => {
+        }), D0 = be((k, M) => {
           "use strict";
           M.exports = { barmode: { valType: "enumerated", values: ["stack", "group", "overlay", "relative"], dflt: "group", editType: "calc" }, barnorm: { valType: "enumerated", values: ["", "fraction", "percent"], dflt: "", editType: "calc" }, bargap: { valType: "number", min: 0, max: 1, editType: "calc" }, bargroupgap: { valType: "number", min: 0, max: 1, dflt: 0, editType: "calc" }, barcornerradius: { valType: "any", editType: "calc" } };
-        }), Fd = be((k, M) => {
+        }), Id = be((k, M) => {
           "use strict";
-          var r = In(), e = Xa().hasColorscale, a = Pi(), i = zt().coercePattern;
+          var r = In(), e = Za().hasColorscale, a = Pi(), i = zt().coercePattern;
           M.exports = function(o, n, l, s, t) {
             var d = l("marker.color", s), c = e(o, "marker");
             c && a(o, n, t, l, { prefix: "marker.", cLetter: "c" }), l("marker.line.color", r.defaultLine), e(o, "marker.line") && a(o, n, t, l, { prefix: "marker.line.", cLetter: "c" }), l("marker.line.width"), l("marker.opacity"), i(l, "marker.pattern", d, c), l("selected.marker.color"), l("unselected.marker.color");
           };
         }), Lo = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = In(), i = On(), o = ud(), n = kl(), l = Fd(), s = Ps(), t = So(), d = e.coerceFont;
+          var r = Gn(), e = zt(), a = In(), i = On(), o = fd(), n = Tl(), l = Id(), s = Ps(), t = So(), d = e.coerceFont;
           function c(m, v, u, f) {
             function g(C, O) {
               return e.coerce(m, v, t, C, O);
@@ -24348,9 +24348,9 @@ function cx() {
             Q && L && f("insidetextanchor");
           }
           M.exports = { supplyDefaults: c, crossTraceDefaults: p, handleText: y, validateCornerradius: h };
-        }), Id = be((k, M) => {
+        }), Rd = be((k, M) => {
           "use strict";
-          var r = On(), e = er(), a = zt(), i = O0(), o = Lo().validateCornerradius;
+          var r = On(), e = tr(), a = zt(), i = D0(), o = Lo().validateCornerradius;
           M.exports = function(n, l, s) {
             function t(b, w) {
               return a.coerce(n, l, i, b, w);
@@ -24373,7 +24373,7 @@ function cx() {
             var _ = t("barcornerradius");
             l.barcornerradius = o(_);
           };
-        }), D0 = be((k, M) => {
+        }), C0 = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a) {
@@ -24388,7 +24388,7 @@ function cx() {
           };
         }), _v = be((k, M) => {
           "use strict";
-          var r = er(), e = Tl(), a = Xa().hasColorscale, i = bl(), o = D0(), n = b0();
+          var r = tr(), e = Al(), a = Za().hasColorscale, i = _l(), o = C0(), n = _0();
           M.exports = function(l, s) {
             var t = r.getFromId(l, s.xaxis || "x"), d = r.getFromId(l, s.yaxis || "y"), c, p, h, y, m, v, u = { msUTC: !!(s.base || s.base === 0) };
             s.orientation === "h" ? (c = t.makeCalcdata(s, "x", u), h = d.makeCalcdata(s, "y"), y = e(s, d, "y", h), m = !!s.yperiodalignment, v = "y") : (c = d.makeCalcdata(s, "y", u), h = t.makeCalcdata(s, "x"), y = e(s, t, "x", h), m = !!s.xperiodalignment, v = "x"), p = y.vals;
@@ -24439,7 +24439,7 @@ function cx() {
             return "_" + l + "Text_minsize";
           }
           M.exports = { recordMinTextSize: i, clearMinTextSize: o, resizeText: a };
-        }), C0 = be((k) => {
+        }), E0 = be((k) => {
           "use strict";
           var M = In(), r = Gn(), e = zt().isArrayOrTypedArray;
           k.coerceString = function(a, i, o) {
@@ -24465,9 +24465,9 @@ function cx() {
             var o = 0 < i.mlw ? i.mlw : e(a.marker.line.width) ? 0 : a.marker.line.width;
             return o;
           };
-        }), Sl = be((k, M) => {
+        }), Ll = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = lr(), i = zt(), o = On(), n = Ns().resizeText, l = So(), s = l.textfont, t = l.insidetextfont, d = l.outsidetextfont, c = C0();
+          var r = Nn(), e = In(), a = sr(), i = zt(), o = On(), n = Ns().resizeText, l = So(), s = l.textfont, t = l.insidetextfont, d = l.outsidetextfont, c = E0();
           function p(C) {
             var O = r.select(C).selectAll('g[class^="barlayer"]').selectAll("g.trace");
             n(C, O, "bar");
@@ -24535,9 +24535,9 @@ function cx() {
             return O.type === "waterfall" ? O[C.dir].marker.color : C.mcc || C.mc || O.marker.color;
           }
           M.exports = { style: p, styleTextPoints: y, styleOnSelect: m, getInsideTextFont: _, getOutsideTextFont: b, getBarColor: z, resizeText: n };
-        }), Rd = be((k, M) => {
+        }), Nd = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Gn(), a = zt(), i = ia(), o = In(), n = lr(), l = On(), s = er().tickText, t = Ns(), d = t.recordMinTextSize, c = t.clearMinTextSize, p = Sl(), h = C0(), y = Fs(), m = So(), v = m.text, u = m.textposition, f = ui().appendArrayPointValue, g = y.TEXTPAD;
+          var r = Nn(), e = Gn(), a = zt(), i = oa(), o = In(), n = sr(), l = On(), s = tr().tickText, t = Ns(), d = t.recordMinTextSize, c = t.clearMinTextSize, p = Ll(), h = E0(), y = Fs(), m = So(), v = m.text, u = m.textposition, f = ci().appendArrayPointValue, g = y.TEXTPAD;
           function _(W) {
             return W.id;
           }
@@ -24775,9 +24775,9 @@ function cx() {
             return fe.join("<br>");
           }
           M.exports = { plot: H, toMoveInsideBar: j };
-        }), Nd = be((k, M) => {
+        }), Bd = be((k, M) => {
           "use strict";
-          var r = Ra(), e = On(), a = In(), i = zt().fillText, o = C0().getLineWidth, n = er().hoverLabelText, l = Rr().BADNUM;
+          var r = Ia(), e = On(), a = In(), i = zt().fillText, o = E0().getLineWidth, n = tr().hoverLabelText, l = Nr().BADNUM;
           function s(c, p, h, y, m) {
             var v = t(c, p, h, y, m);
             if (v) {
@@ -24867,7 +24867,7 @@ function cx() {
           M.exports = function(r, e, a) {
             return r.x = "xVal" in e ? e.xVal : e.x, r.y = "yVal" in e ? e.yVal : e.y, e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), a.orientation === "h" ? (r.label = r.y, r.value = r.x) : (r.label = r.x, r.value = r.y), r;
           };
-        }), Bd = be((k, M) => {
+        }), jd = be((k, M) => {
           "use strict";
           M.exports = function(e, a) {
             var i = e.cd, o = e.xaxis, n = e.yaxis, l = i[0].trace, s = l.type === "funnel", t = l.orientation === "h", d = [], c;
@@ -24884,20 +24884,20 @@ function cx() {
           }
         }), Mv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: So(), layoutAttributes: O0(), supplyDefaults: Lo().supplyDefaults, crossTraceDefaults: Lo().crossTraceDefaults, supplyLayoutDefaults: Id(), calc: _v(), crossTraceCalc: w0().crossTraceCalc, colorbar: Is(), arraysToCalcdata: D0(), plot: Rd().plot, style: Sl().style, styleOnSelect: Sl().styleOnSelect, hoverPoints: Nd().hoverPoints, eventData: wv(), selectPoints: Bd(), moduleType: "trace", name: "bar", basePlotModule: ri(), categories: ["bar-like", "cartesian", "svg", "bar", "oriented", "errorBarsOK", "showLegend", "zoomScale"], animatable: !0, meta: {} };
+          M.exports = { attributes: So(), layoutAttributes: D0(), supplyDefaults: Lo().supplyDefaults, crossTraceDefaults: Lo().crossTraceDefaults, supplyLayoutDefaults: Rd(), calc: _v(), crossTraceCalc: M0().crossTraceCalc, colorbar: Is(), arraysToCalcdata: C0(), plot: Nd().plot, style: Ll().style, styleOnSelect: Ll().styleOnSelect, hoverPoints: Bd().hoverPoints, eventData: wv(), selectPoints: jd(), moduleType: "trace", name: "bar", basePlotModule: ni(), categories: ["bar-like", "cartesian", "svg", "bar", "oriented", "errorBarsOK", "showLegend", "zoomScale"], animatable: !0, meta: {} };
         }), kv = be((k, M) => {
           "use strict";
           M.exports = Mv();
-        }), E0 = be((k, M) => {
-          "use strict";
-          var r = g0(), e = ni(), a = So(), i = Ka(), o = si().axisHoverFormat, { hovertemplateAttrs: n, templatefallbackAttrs: l } = Za(), s = ar().extendFlat, t = e.marker, d = t.line;
-          M.exports = { y: { valType: "data_array", editType: "calc+clearAxisTypes" }, x: { valType: "data_array", editType: "calc+clearAxisTypes" }, x0: { valType: "any", editType: "calc+clearAxisTypes" }, y0: { valType: "any", editType: "calc+clearAxisTypes" }, dx: { valType: "number", editType: "calc" }, dy: { valType: "number", editType: "calc" }, xperiod: e.xperiod, yperiod: e.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: e.xperiodalignment, yperiodalignment: e.yperiodalignment, xhoverformat: o("x"), yhoverformat: o("y"), name: { valType: "string", editType: "calc+clearAxisTypes" }, q1: { valType: "data_array", editType: "calc+clearAxisTypes" }, median: { valType: "data_array", editType: "calc+clearAxisTypes" }, q3: { valType: "data_array", editType: "calc+clearAxisTypes" }, lowerfence: { valType: "data_array", editType: "calc" }, upperfence: { valType: "data_array", editType: "calc" }, notched: { valType: "boolean", editType: "calc" }, notchwidth: { valType: "number", min: 0, max: 0.5, dflt: 0.25, editType: "calc" }, notchspan: { valType: "data_array", editType: "calc" }, boxpoints: { valType: "enumerated", values: ["all", "outliers", "suspectedoutliers", !1], editType: "calc" }, jitter: { valType: "number", min: 0, max: 1, editType: "calc" }, pointpos: { valType: "number", min: -2, max: 2, editType: "calc" }, sdmultiple: { valType: "number", min: 0, editType: "calc", dflt: 1 }, sizemode: { valType: "enumerated", values: ["quartiles", "sd"], editType: "calc", dflt: "quartiles" }, boxmean: { valType: "enumerated", values: [!0, "sd", !1], editType: "calc" }, mean: { valType: "data_array", editType: "calc" }, sd: { valType: "data_array", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, quartilemethod: { valType: "enumerated", values: ["linear", "exclusive", "inclusive"], dflt: "linear", editType: "calc" }, width: { valType: "number", min: 0, dflt: 0, editType: "calc" }, marker: { outliercolor: { valType: "color", dflt: "rgba(0, 0, 0, 0)", editType: "style" }, symbol: s({}, t.symbol, { arrayOk: !1, editType: "plot" }), opacity: s({}, t.opacity, { arrayOk: !1, dflt: 1, editType: "style" }), angle: s({}, t.angle, { arrayOk: !1, editType: "calc" }), size: s({}, t.size, { arrayOk: !1, editType: "calc" }), color: s({}, t.color, { arrayOk: !1, editType: "style" }), line: { color: s({}, d.color, { arrayOk: !1, dflt: i.defaultLine, editType: "style" }), width: s({}, d.width, { arrayOk: !1, dflt: 0, editType: "style" }), outliercolor: { valType: "color", editType: "style" }, outlierwidth: { valType: "number", min: 0, dflt: 1, editType: "style" }, editType: "style" }, editType: "plot" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r(), whiskerwidth: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "calc" }, showwhiskers: { valType: "boolean", editType: "calc" }, offsetgroup: a.offsetgroup, alignmentgroup: a.alignmentgroup, selected: { marker: e.selected.marker, editType: "style" }, unselected: { marker: e.unselected.marker, editType: "style" }, text: s({}, e.text, {}), hovertext: s({}, e.hovertext, {}), hovertemplate: n({}), hovertemplatefallback: l(), hoveron: { valType: "flaglist", flags: ["boxes", "points"], dflt: "boxes+points", editType: "style" }, zorder: e.zorder };
         }), z0 = be((k, M) => {
+          "use strict";
+          var r = y0(), e = ti(), a = So(), i = $a(), o = li().axisHoverFormat, { hovertemplateAttrs: n, templatefallbackAttrs: l } = Ga(), s = $n().extendFlat, t = e.marker, d = t.line;
+          M.exports = { y: { valType: "data_array", editType: "calc+clearAxisTypes" }, x: { valType: "data_array", editType: "calc+clearAxisTypes" }, x0: { valType: "any", editType: "calc+clearAxisTypes" }, y0: { valType: "any", editType: "calc+clearAxisTypes" }, dx: { valType: "number", editType: "calc" }, dy: { valType: "number", editType: "calc" }, xperiod: e.xperiod, yperiod: e.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: e.xperiodalignment, yperiodalignment: e.yperiodalignment, xhoverformat: o("x"), yhoverformat: o("y"), name: { valType: "string", editType: "calc+clearAxisTypes" }, q1: { valType: "data_array", editType: "calc+clearAxisTypes" }, median: { valType: "data_array", editType: "calc+clearAxisTypes" }, q3: { valType: "data_array", editType: "calc+clearAxisTypes" }, lowerfence: { valType: "data_array", editType: "calc" }, upperfence: { valType: "data_array", editType: "calc" }, notched: { valType: "boolean", editType: "calc" }, notchwidth: { valType: "number", min: 0, max: 0.5, dflt: 0.25, editType: "calc" }, notchspan: { valType: "data_array", editType: "calc" }, boxpoints: { valType: "enumerated", values: ["all", "outliers", "suspectedoutliers", !1], editType: "calc" }, jitter: { valType: "number", min: 0, max: 1, editType: "calc" }, pointpos: { valType: "number", min: -2, max: 2, editType: "calc" }, sdmultiple: { valType: "number", min: 0, editType: "calc", dflt: 1 }, sizemode: { valType: "enumerated", values: ["quartiles", "sd"], editType: "calc", dflt: "quartiles" }, boxmean: { valType: "enumerated", values: [!0, "sd", !1], editType: "calc" }, mean: { valType: "data_array", editType: "calc" }, sd: { valType: "data_array", editType: "calc" }, orientation: { valType: "enumerated", values: ["v", "h"], editType: "calc+clearAxisTypes" }, quartilemethod: { valType: "enumerated", values: ["linear", "exclusive", "inclusive"], dflt: "linear", editType: "calc" }, width: { valType: "number", min: 0, dflt: 0, editType: "calc" }, marker: { outliercolor: { valType: "color", dflt: "rgba(0, 0, 0, 0)", editType: "style" }, symbol: s({}, t.symbol, { arrayOk: !1, editType: "plot" }), opacity: s({}, t.opacity, { arrayOk: !1, dflt: 1, editType: "style" }), angle: s({}, t.angle, { arrayOk: !1, editType: "calc" }), size: s({}, t.size, { arrayOk: !1, editType: "calc" }), color: s({}, t.color, { arrayOk: !1, editType: "style" }), line: { color: s({}, d.color, { arrayOk: !1, dflt: i.defaultLine, editType: "style" }), width: s({}, d.width, { arrayOk: !1, dflt: 0, editType: "style" }), outliercolor: { valType: "color", editType: "style" }, outlierwidth: { valType: "number", min: 0, dflt: 1, editType: "style" }, editType: "style" }, editType: "plot" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r(), whiskerwidth: { valType: "number", min: 0, max: 1, dflt: 0.5, editType: "calc" }, showwhiskers: { valType: "boolean", editType: "calc" }, offsetgroup: a.offsetgroup, alignmentgroup: a.alignmentgroup, selected: { marker: e.selected.marker, editType: "style" }, unselected: { marker: e.unselected.marker, editType: "style" }, text: s({}, e.text, {}), hovertext: s({}, e.hovertext, {}), hovertemplate: n({}), hovertemplatefallback: l(), hoveron: { valType: "flaglist", flags: ["boxes", "points"], dflt: "boxes+points", editType: "style" }, zorder: e.zorder };
+        }), P0 = be((k, M) => {
           "use strict";
           M.exports = { boxmode: { valType: "enumerated", values: ["group", "overlay"], dflt: "overlay", editType: "calc" }, boxgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" }, boxgroupgap: { valType: "number", min: 0, max: 1, dflt: 0.3, editType: "calc" } };
         }), Bs = be((k, M) => {
           "use strict";
-          var r = zt(), e = On(), a = In(), i = kl(), o = Ps(), n = n0(), l = E0();
+          var r = zt(), e = On(), a = In(), i = Tl(), o = Ps(), n = r0(), l = z0();
           function s(p, h, y, m) {
             function v(L, H) {
               return r.coerce(p, h, l, L, H);
@@ -25014,9 +25014,9 @@ function cx() {
             }
           }
           M.exports = { supplyDefaults: s, crossTraceDefaults: c, handleSampleDefaults: t, handlePointsDefaults: d };
-        }), jd = be((k, M) => {
+        }), qd = be((k, M) => {
           "use strict";
-          var r = On(), e = zt(), a = z0();
+          var r = On(), e = zt(), a = P0();
           function i(n, l, s, t, d) {
             for (var c = d + "Layout", p = !1, h = 0; h < s.length; h++) {
               var y = s[h];
@@ -25034,9 +25034,9 @@ function cx() {
             i(n, l, s, t, "box");
           }
           M.exports = { supplyLayoutDefaults: o, _supply: i };
-        }), qd = be((k, M) => {
+        }), Hd = be((k, M) => {
           "use strict";
-          var r = Gn(), e = er(), a = Tl(), i = zt(), o = Rr().BADNUM, n = i._;
+          var r = Gn(), e = tr(), a = Al(), i = zt(), o = Nr().BADNUM, n = i._;
           M.exports = function(_, b) {
             var w = _._fullLayout, z = e.getFromId(_, b.xaxis || "x"), C = e.getFromId(_, b.yaxis || "y"), O = [], L = b.type === "violin" ? "_numViolins" : "_numBoxes", H, G, Q, X, ne, j, re;
             b.orientation === "h" ? (Q = z, X = "x", ne = C, j = "y", re = !!b.yperiodalignment) : (Q = C, X = "y", ne = z, j = "x", re = !!b.xperiodalignment);
@@ -25144,9 +25144,9 @@ function cx() {
           function g(_, b) {
             return b === 0 ? 0 : 1.57 * (_.q3 - _.q1) / Math.sqrt(b);
           }
-        }), Hd = be((k, M) => {
+        }), Ud = be((k, M) => {
           "use strict";
-          var r = er(), e = zt(), a = To().getAxisGroup, i = ["v", "h"];
+          var r = tr(), e = zt(), a = To().getAxisGroup, i = ["v", "h"];
           function o(l, s) {
             for (var t = l.calcdata, d = s.xaxis, c = s.yaxis, p = 0; p < i.length; p++) {
               for (var h = i[p], y = h === "h" ? c : d, m = [], v = 0; v < t.length; v++) {
@@ -25188,9 +25188,9 @@ function cx() {
             }
           }
           M.exports = { crossTraceCalc: o, setPositionOffset: n };
-        }), Ud = be((k, M) => {
+        }), Vd = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = lr(), i = 5, o = 0.01;
+          var r = Nn(), e = zt(), a = sr(), i = 5, o = 0.01;
           function n(d, c, p, h) {
             var y = d._context.staticPlot, m = c.xaxis, v = c.yaxis;
             e.makeTraceGroups(h, p, "trace boxes").each(function(u) {
@@ -25252,9 +25252,9 @@ function cx() {
             });
           }
           M.exports = { plot: n, plotBoxAndWhiskers: l, plotPoints: s, plotBoxMean: t };
-        }), Vd = be((k, M) => {
+        }), Yd = be((k, M) => {
           "use strict";
-          var r = Nn(), e = In(), a = lr();
+          var r = Nn(), e = In(), a = sr();
           function i(n, l, s) {
             var t = s || r.select(n).selectAll("g.trace.boxes");
             t.style("opacity", function(d) {
@@ -25283,9 +25283,9 @@ function cx() {
             t.selectedpoints ? a.selectedPointStyle(d, t) : a.pointStyle(d, t, n);
           }
           M.exports = { style: i, styleOnSelect: o };
-        }), Yd = be((k, M) => {
+        }), Gd = be((k, M) => {
           "use strict";
-          var r = er(), e = zt(), a = Ra(), i = In(), o = e.fillText;
+          var r = tr(), e = zt(), a = Ia(), i = In(), o = e.fillText;
           function n(t, d, c, p) {
             var h = t.cd, y = h[0].trace, m = y.hoveron, v = [], u;
             return m.indexOf("boxes") !== -1 && (v = v.concat(l(t, d, c, p))), m.indexOf("points") !== -1 && (u = s(t, d, c)), p === "closest" ? u ? [u] : v : (u && v.push(u), v);
@@ -25364,7 +25364,7 @@ function cx() {
           M.exports = function(r, e) {
             return e.hoverOnBox && (r.hoverOnBox = e.hoverOnBox), "xVal" in e && (r.x = e.xVal), "yVal" in e && (r.y = e.yVal), e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), r;
           };
-        }), Gd = be((k, M) => {
+        }), Zd = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             var a = r.cd, i = r.xaxis, o = r.yaxis, n = [], l, s;
@@ -25377,15 +25377,15 @@ function cx() {
           };
         }), Av = be((k, M) => {
           "use strict";
-          M.exports = { attributes: E0(), layoutAttributes: z0(), supplyDefaults: Bs().supplyDefaults, crossTraceDefaults: Bs().crossTraceDefaults, supplyLayoutDefaults: jd().supplyLayoutDefaults, calc: qd(), crossTraceCalc: Hd().crossTraceCalc, plot: Ud().plot, style: Vd().style, styleOnSelect: Vd().styleOnSelect, hoverPoints: Yd().hoverPoints, eventData: Tv(), selectPoints: Gd(), moduleType: "trace", name: "box", basePlotModule: ri(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "boxLayout", "zoomScale"], meta: {} };
+          M.exports = { attributes: z0(), layoutAttributes: P0(), supplyDefaults: Bs().supplyDefaults, crossTraceDefaults: Bs().crossTraceDefaults, supplyLayoutDefaults: qd().supplyLayoutDefaults, calc: Hd(), crossTraceCalc: Ud().crossTraceCalc, plot: Vd().plot, style: Yd().style, styleOnSelect: Yd().styleOnSelect, hoverPoints: Gd().hoverPoints, eventData: Tv(), selectPoints: Zd(), moduleType: "trace", name: "box", basePlotModule: ni(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "boxLayout", "zoomScale"], meta: {} };
         }), Sv = be((k, M) => {
           "use strict";
           M.exports = Av();
         }), js = be((k, M) => {
           "use strict";
-          var r = Mi(), { extendFlat: e } = ar(), a = ma(), { axisHoverFormat: i } = si(), o = Zr(), { hovertemplateAttrs: n, templatefallbackAttrs: l, texttemplateAttrs: s } = Za(), t = ni();
+          var r = _i(), { extendFlat: e } = $n(), a = ya(), { axisHoverFormat: i } = li(), o = wr(), { hovertemplateAttrs: n, templatefallbackAttrs: l, texttemplateAttrs: s } = Ga(), t = ti();
           M.exports = e({ z: { valType: "data_array", editType: "calc" }, x: e({}, t.x, { impliedEdits: { xtype: "array" } }), x0: e({}, t.x0, { impliedEdits: { xtype: "scaled" } }), dx: e({}, t.dx, { impliedEdits: { xtype: "scaled" } }), y: e({}, t.y, { impliedEdits: { ytype: "array" } }), y0: e({}, t.y0, { impliedEdits: { ytype: "scaled" } }), dy: e({}, t.dy, { impliedEdits: { ytype: "scaled" } }), xperiod: e({}, t.xperiod, { impliedEdits: { xtype: "scaled" } }), yperiod: e({}, t.yperiod, { impliedEdits: { ytype: "scaled" } }), xperiod0: e({}, t.xperiod0, { impliedEdits: { xtype: "scaled" } }), yperiod0: e({}, t.yperiod0, { impliedEdits: { ytype: "scaled" } }), xperiodalignment: e({}, t.xperiodalignment, { impliedEdits: { xtype: "scaled" } }), yperiodalignment: e({}, t.yperiodalignment, { impliedEdits: { ytype: "scaled" } }), text: { valType: "data_array", editType: "calc" }, hovertext: { valType: "data_array", editType: "calc" }, transpose: { valType: "boolean", dflt: !1, editType: "calc" }, xtype: { valType: "enumerated", values: ["array", "scaled"], editType: "calc+clearAxisTypes" }, ytype: { valType: "enumerated", values: ["array", "scaled"], editType: "calc+clearAxisTypes" }, zsmooth: { valType: "enumerated", values: ["fast", "best", !1], dflt: !1, editType: "calc" }, hoverongaps: { valType: "boolean", dflt: !0, editType: "none" }, connectgaps: { valType: "boolean", editType: "calc" }, xgap: { valType: "number", dflt: 0, min: 0, editType: "plot" }, ygap: { valType: "number", dflt: 0, min: 0, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: n(), hovertemplatefallback: l(), texttemplate: s({ arrayOk: !1, editType: "plot" }, { keys: ["x", "y", "z", "text"] }), texttemplatefallback: l({ editType: "plot" }), textfont: o({ editType: "plot", autoSize: !0, autoColor: !0, colorEditType: "style" }), showlegend: e({}, a.showlegend, { dflt: !1 }), zorder: t.zorder }, r("", { cLetter: "z", autoColorDflt: !1 }));
-        }), Zd = be((k, M) => {
+        }), Xd = be((k, M) => {
           "use strict";
           var r = Gn(), e = zt(), a = On();
           M.exports = function(n, l, s, t, d, c) {
@@ -25431,7 +25431,7 @@ function cx() {
             var i = r.extendFlat({}, a.font, { color: "auto", size: "auto" });
             r.coerceFont(e, "textfont", i);
           };
-        }), Xd = be((k, M) => {
+        }), Wd = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a) {
             var i = a("zsmooth");
@@ -25439,7 +25439,7 @@ function cx() {
           };
         }), Lv = be((k, M) => {
           "use strict";
-          var r = zt(), e = Zd(), a = qs(), i = kl(), o = Xd(), n = Pi(), l = js();
+          var r = zt(), e = Xd(), a = qs(), i = Tl(), o = Wd(), n = Pi(), l = js();
           M.exports = function(s, t, d, c) {
             function p(y, m) {
               return r.coerce(s, t, l, y, m);
@@ -25451,7 +25451,7 @@ function cx() {
             }
             i(s, t, c, p), p("xhoverformat"), p("yhoverformat"), p("text"), p("hovertext"), p("hovertemplate"), p("hovertemplatefallback"), a(p, c), o(s, t, p, c), p("hoverongaps"), p("connectgaps", r.isArray1D(t.z) && t.zsmooth !== !1), n(s, t, c, p, { prefix: "", cLetter: "z" }), p("zorder");
           };
-        }), Wd = be((k, M) => {
+        }), Jd = be((k, M) => {
           "use strict";
           var r = Gn();
           M.exports = { count: function(e, a, i) {
@@ -25481,7 +25481,7 @@ function cx() {
             } else return i[e] = n, n;
             return 0;
           } };
-        }), Jd = be((k, M) => {
+        }), $d = be((k, M) => {
           "use strict";
           M.exports = { percent: function(r, e) {
             for (var a = r.length, i = 100 / e, o = 0; o < a; o++) r[o] *= i;
@@ -25496,15 +25496,15 @@ function cx() {
             i && (e /= i);
             for (var n = 0; n < o; n++) r[n] *= a[n] / e;
           } };
-        }), $d = be((k, M) => {
+        }), Kd = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             for (var a = r.length, i = 0, o = 0; o < a; o++) e[o] ? (r[o] /= e[o], i += r[o]) : r[o] = null;
             return i;
           };
-        }), Kd = be((k, M) => {
+        }), Qd = be((k, M) => {
           "use strict";
-          var r = Rr(), e = r.ONEAVGYEAR, a = r.ONEAVGMONTH, i = r.ONEDAY, o = r.ONEHOUR, n = r.ONEMIN, l = r.ONESEC, s = er().tickIncrement;
+          var r = Nr(), e = r.ONEAVGYEAR, a = r.ONEAVGMONTH, i = r.ONEDAY, o = r.ONEHOUR, n = r.ONEMIN, l = r.ONESEC, s = tr().tickIncrement;
           M.exports = function(h, y, m, v, u) {
             var f = -1.1 * y, g = -0.1 * y, _ = h - g, b = m[0], w = m[1], z = Math.min(t(b + g, b + _, v, u), t(w + g, w + _, v, u)), C = Math.min(t(b + f, b + g, v, u), t(w + f, w + g, v, u)), O, L;
             if (z > C && C < Math.abs(w - b) / 4e3 ? (O = z, L = !1) : (O = Math.min(z, C), L = !0), v.type === "date" && O > i) {
@@ -25549,9 +25549,9 @@ function cx() {
             var v = y.c2d(h, e, m).split("-");
             return v[0] === "" && (v.unshift(), v[0] = "-" + v[0]), v;
           }
-        }), Qd = be((k, M) => {
+        }), ep = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = On(), i = er(), { hasColorscale: o } = Xa(), n = bl(), l = D0(), s = Wd(), t = Jd(), d = $d(), c = Kd();
+          var r = Gn(), e = zt(), a = On(), i = tr(), { hasColorscale: o } = Za(), n = _l(), l = C0(), s = Jd(), t = $d(), d = Kd(), c = Qd();
           function p(u, f) {
             var g = [], _ = [], b = f.orientation === "h", w = i.getFromId(u, b ? f.yaxis : f.xaxis), z = b ? "y" : "x", C = { x: "y", y: "x" }[z], O = f[z + "calendar"], L = f.cumulative, H, G = h(u, f, w, z), Q = G[0], X = G[1], ne = typeof Q.size == "string", j = [], re = ne ? j : Q, N = [], J = [], ee = [], E = 0, Y = f.histnorm, U = f.histfunc, W = Y.indexOf("density") !== -1, se, ce, q;
             L.enabled && W && (Y = Y.replace(/ ?density$/, ""), W = !1);
@@ -25681,7 +25681,7 @@ function cx() {
           M.exports = { calc: p, calcAllAutoBins: h };
         }), Ov = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = Wd(), i = Jd(), o = $d(), n = Kd(), l = Qd().calcAllAutoBins;
+          var r = zt(), e = tr(), a = Jd(), i = $d(), o = Kd(), n = Qd(), l = ep().calcAllAutoBins;
           M.exports = function(c, p) {
             var h = e.getFromId(c, p.xaxis), y = e.getFromId(c, p.yaxis), m = p.xcalendar, v = p.ycalendar, u = function(Ct) {
               return h.r2c(Ct, 0, m);
@@ -25739,7 +25739,7 @@ function cx() {
           }
         }), Dv = be((k, M) => {
           "use strict";
-          var r = zt(), e = Rr().BADNUM, a = Tl();
+          var r = zt(), e = Nr().BADNUM, a = Al();
           M.exports = function(i, o, n, l, s, t) {
             var d = i._length, c = o.makeCalcdata(i, l), p = n.makeCalcdata(i, s);
             c = a(i, o, l, c).vals, p = a(i, n, s, p).vals;
@@ -25764,7 +25764,7 @@ function cx() {
           };
         }), Cv = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = Rr().BADNUM;
+          var r = Gn(), e = zt(), a = Nr().BADNUM;
           M.exports = function(i, o, n, l) {
             var s, t, d, c, p, h;
             function y(_) {
@@ -25874,9 +25874,9 @@ function cx() {
             }
             return t;
           };
-        }), P0 = be((k, M) => {
+        }), F0 = be((k, M) => {
           "use strict";
-          var r = On(), e = zt(), a = er(), i = Tl(), o = Ov(), n = bl(), l = Dv(), s = Cv(), t = Ev(), d = zv(), c = Pv(), p = Rr().BADNUM;
+          var r = On(), e = zt(), a = tr(), i = Al(), o = Ov(), n = _l(), l = Dv(), s = Cv(), t = Ev(), d = zv(), c = Pv(), p = Nr().BADNUM;
           M.exports = function(m, v) {
             var u = a.getFromId(m, v.xaxis || "x"), f = a.getFromId(m, v.yaxis || "y"), g = r.traceIs(v, "contour"), _ = r.traceIs(v, "histogram"), b = g ? "best" : v.zsmooth, w, z, C, O, L, H, G, Q, X, ne, j;
             if (u._minDtick = 0, f._minDtick = 0, _) j = o(m, v), O = j.orig_x, w = j.x, z = j.x0, C = j.dx, Q = j.orig_y, L = j.y, H = j.y0, G = j.dy, X = j.z;
@@ -25919,14 +25919,14 @@ function cx() {
             }
             return f;
           }
-        }), F0 = be((k) => {
+        }), I0 = be((k) => {
           "use strict";
           k.CSS_DECLARATIONS = [["image-rendering", "optimizeSpeed"], ["image-rendering", "-moz-crisp-edges"], ["image-rendering", "-o-crisp-edges"], ["image-rendering", "-webkit-optimize-contrast"], ["image-rendering", "optimize-contrast"], ["image-rendering", "crisp-edges"], ["image-rendering", "pixelated"]], k.STYLE = k.CSS_DECLARATIONS.map(function(M) {
             return M.join(": ") + "; ";
           }).join("");
-        }), ep = be((k, M) => {
+        }), tp = be((k, M) => {
           "use strict";
-          var r = F0(), e = lr(), a = zt(), i = null;
+          var r = I0(), e = sr(), a = zt(), i = null;
           function o() {
             if (i !== null) return i;
             i = !1;
@@ -25947,9 +25947,9 @@ function cx() {
             return i;
           }
           M.exports = o;
-        }), I0 = be((k, M) => {
+        }), R0 = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = lr(), i = er(), o = zt(), n = ia(), l = xd(), s = In(), t = ki().extractOpts, d = ki().makeColorScaleFuncFromTrace, c = zi(), p = Ta(), h = p.LINE_SPACING, y = ep(), m = F0().STYLE, v = "heatmap-label";
+          var r = Nn(), e = On(), a = sr(), i = tr(), o = zt(), n = oa(), l = bd(), s = In(), t = wi().extractOpts, d = wi().makeColorScaleFuncFromTrace, c = zi(), p = ka(), h = p.LINE_SPACING, y = tp(), m = I0().STYLE, v = "heatmap-label";
           function u(w) {
             return w.selectAll("g." + v);
           }
@@ -25999,8 +25999,8 @@ function cx() {
               function et(Tt, Et, Pt, ln) {
                 var nn = Tt[Pt.bin0];
                 if (nn === void 0) return We(void 0, 1);
-                var zn = Tt[Pt.bin1], mn = Et[Pt.bin0], jn = Et[Pt.bin1], Wn = zn - nn || 0, Kn = mn - nn || 0, tr;
-                return zn === void 0 ? jn === void 0 ? tr = 0 : mn === void 0 ? tr = 2 * (jn - nn) : tr = (2 * jn - mn - nn) * 2 / 3 : jn === void 0 ? mn === void 0 ? tr = 0 : tr = (2 * nn - zn - mn) * 2 / 3 : mn === void 0 ? tr = (2 * jn - zn - nn) * 2 / 3 : tr = jn + nn - zn - mn, We(nn + Pt.frac * Wn + ln.frac * (Kn + Pt.frac * tr));
+                var zn = Tt[Pt.bin1], mn = Et[Pt.bin0], jn = Et[Pt.bin1], Wn = zn - nn || 0, Qn = mn - nn || 0, nr;
+                return zn === void 0 ? jn === void 0 ? nr = 0 : mn === void 0 ? nr = 2 * (jn - nn) : nr = (2 * jn - mn - nn) * 2 / 3 : jn === void 0 ? mn === void 0 ? nr = 0 : nr = (2 * nn - zn - mn) * 2 / 3 : mn === void 0 ? nr = (2 * jn - zn - nn) * 2 / 3 : nr = jn + nn - zn - mn, We(nn + Pt.frac * Wn + ln.frac * (Qn + Pt.frac * nr));
               }
               if (fe !== "default") {
                 var xe = 0, Me;
@@ -26114,10 +26114,10 @@ function cx() {
           function b(w, z, C) {
             w[z] = C[0], w[z + 1] = C[1], w[z + 2] = C[2], w[z + 3] = Math.round(C[3] * 255);
           }
-        }), tp = be((k, M) => {
+        }), np = be((k, M) => {
           "use strict";
           M.exports = { min: "zmin", max: "zmax" };
-        }), R0 = be((k, M) => {
+        }), N0 = be((k, M) => {
           "use strict";
           var r = Nn();
           M.exports = function(e) {
@@ -26125,9 +26125,9 @@ function cx() {
               return a.trace.opacity;
             });
           };
-        }), N0 = be((k, M) => {
+        }), B0 = be((k, M) => {
           "use strict";
-          var r = Ra(), e = zt(), a = e.isArrayOrTypedArray, i = er(), o = ki().extractOpts;
+          var r = Ia(), e = zt(), a = e.isArrayOrTypedArray, i = tr(), o = wi().extractOpts;
           M.exports = function(n, l, s, t, d) {
             d || (d = {});
             var c = d.isContour, p = n.cd[0], h = p.trace, y = n.xa, m = n.ya, v = p.x, u = p.y, f = p.z, g = p.xCenter, _ = p.yCenter, b = p.zmask, w = h.zhoverformat, z = v, C = u, O, L, H, G;
@@ -26161,11 +26161,11 @@ function cx() {
           };
         }), Fv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: js(), supplyDefaults: Lv(), calc: P0(), plot: I0(), colorbar: tp(), style: R0(), hoverPoints: N0(), moduleType: "trace", name: "heatmap", basePlotModule: ri(), categories: ["cartesian", "svg", "2dMap", "showLegend"], meta: {} };
+          M.exports = { attributes: js(), supplyDefaults: Lv(), calc: F0(), plot: R0(), colorbar: np(), style: N0(), hoverPoints: B0(), moduleType: "trace", name: "heatmap", basePlotModule: ni(), categories: ["cartesian", "svg", "2dMap", "showLegend"], meta: {} };
         }), Iv = be((k, M) => {
           "use strict";
           M.exports = Fv();
-        }), np = be((k, M) => {
+        }), rp = be((k, M) => {
           "use strict";
           M.exports = function(r, e) {
             return { start: { valType: "any", editType: "calc" }, end: { valType: "any", editType: "calc" }, size: { valType: "any", editType: "calc" }, editType: "calc" };
@@ -26173,13 +26173,13 @@ function cx() {
         }), Rv = be((k, M) => {
           "use strict";
           M.exports = { eventDataKeys: ["binNumber"] };
-        }), B0 = be((k, M) => {
+        }), j0 = be((k, M) => {
           "use strict";
-          var r = So(), e = si().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Za(), n = Zr(), l = np(), s = Rv(), t = ar().extendFlat;
+          var r = So(), e = li().axisHoverFormat, { hovertemplateAttrs: a, texttemplateAttrs: i, templatefallbackAttrs: o } = Ga(), n = wr(), l = rp(), s = Rv(), t = $n().extendFlat;
           M.exports = { x: { valType: "data_array", editType: "calc+clearAxisTypes" }, y: { valType: "data_array", editType: "calc+clearAxisTypes" }, xhoverformat: e("x"), yhoverformat: e("y"), text: t({}, r.text, {}), hovertext: t({}, r.hovertext, {}), orientation: r.orientation, histfunc: { valType: "enumerated", values: ["count", "sum", "avg", "min", "max"], dflt: "count", editType: "calc" }, histnorm: { valType: "enumerated", values: ["", "percent", "probability", "density", "probability density"], dflt: "", editType: "calc" }, cumulative: { enabled: { valType: "boolean", dflt: !1, editType: "calc" }, direction: { valType: "enumerated", values: ["increasing", "decreasing"], dflt: "increasing", editType: "calc" }, currentbin: { valType: "enumerated", values: ["include", "exclude", "half"], dflt: "include", editType: "calc" }, editType: "calc" }, nbinsx: { valType: "integer", min: 0, dflt: 0, editType: "calc" }, xbins: l("x", !0), nbinsy: { valType: "integer", min: 0, dflt: 0, editType: "calc" }, ybins: l("y", !0), autobinx: { valType: "boolean", dflt: null, editType: "calc" }, autobiny: { valType: "boolean", dflt: null, editType: "calc" }, bingroup: { valType: "string", dflt: "", editType: "calc" }, hovertemplate: a({}, { keys: s.eventDataKeys }), hovertemplatefallback: o(), texttemplate: i({ arrayOk: !1, editType: "plot" }, { keys: ["label", "value"] }), texttemplatefallback: o({ editType: "plot" }), textposition: t({}, r.textposition, { arrayOk: !1 }), textfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), outsidetextfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), insidetextfont: n({ arrayOk: !1, editType: "plot", colorEditType: "style" }), insidetextanchor: r.insidetextanchor, textangle: r.textangle, cliponaxis: r.cliponaxis, constraintext: r.constraintext, marker: r.marker, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, zorder: r.zorder };
         }), Nv = be((k, M) => {
           "use strict";
-          var r = On(), e = zt(), a = In(), i = Lo().handleText, o = Fd(), n = B0();
+          var r = On(), e = zt(), a = In(), i = Lo().handleText, o = Id(), n = j0();
           M.exports = function(l, s, t, d) {
             function c(C, O) {
               return e.coerce(l, s, n, C, O);
@@ -26201,9 +26201,9 @@ function cx() {
             var w = (s.marker.line || {}).color, z = r.getComponentMethod("errorbars", "supplyDefaults");
             z(l, s, w || a.defaultLine, { axis: "y" }), z(l, s, w || a.defaultLine, { axis: "x", inherit: "y" }), c("zorder");
           };
-        }), j0 = be((k, M) => {
+        }), q0 = be((k, M) => {
           "use strict";
-          var r = zt(), e = Qr(), a = On().traceIs, i = Ps(), o = Lo().validateCornerradius, n = r.nestedProperty, l = To().getAxisGroup, s = [{ aStr: { x: "xbins.start", y: "ybins.start" }, name: "start" }, { aStr: { x: "xbins.end", y: "ybins.end" }, name: "end" }, { aStr: { x: "xbins.size", y: "ybins.size" }, name: "size" }, { aStr: { x: "nbinsx", y: "nbinsy" }, name: "nbins" }], t = ["x", "y"];
+          var r = zt(), e = ea(), a = On().traceIs, i = Ps(), o = Lo().validateCornerradius, n = r.nestedProperty, l = To().getAxisGroup, s = [{ aStr: { x: "xbins.start", y: "ybins.start" }, name: "start" }, { aStr: { x: "xbins.end", y: "ybins.end" }, name: "end" }, { aStr: { x: "xbins.size", y: "ybins.size" }, name: "size" }, { aStr: { x: "nbinsx", y: "nbinsy" }, name: "nbins" }], t = ["x", "y"];
           M.exports = function(d, c) {
             var p = c._histogramBinOpts = {}, h = [], y = {}, m = [], v, u, f, g, _, b, w;
             function z(W, se) {
@@ -26282,7 +26282,7 @@ function cx() {
           };
         }), Bv = be((k, M) => {
           "use strict";
-          var r = Nd().hoverPoints, e = er().hoverLabelText;
+          var r = Bd().hoverPoints, e = tr().hoverLabelText;
           M.exports = function(a, i, o, n, l) {
             var s = r(a, i, o, n, l);
             if (s) {
@@ -26295,7 +26295,7 @@ function cx() {
               return s;
             }
           };
-        }), rp = be((k, M) => {
+        }), ap = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a, i, o) {
             if (r.x = "xVal" in e ? e.xVal : e.x, r.y = "yVal" in e ? e.yVal : e.y, "zLabelVal" in e && (r.z = e.zLabelVal), e.xa && (r.xaxis = e.xa), e.ya && (r.yaxis = e.ya), !(a.cumulative || {}).enabled) {
@@ -26306,15 +26306,15 @@ function cx() {
           };
         }), jv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: B0(), layoutAttributes: O0(), supplyDefaults: Nv(), crossTraceDefaults: j0(), supplyLayoutDefaults: Id(), calc: Qd().calc, crossTraceCalc: w0().crossTraceCalc, plot: Rd().plot, layerName: "barlayer", style: Sl().style, styleOnSelect: Sl().styleOnSelect, colorbar: Is(), hoverPoints: Bv(), selectPoints: Bd(), eventData: rp(), moduleType: "trace", name: "histogram", basePlotModule: ri(), categories: ["bar-like", "cartesian", "svg", "bar", "histogram", "oriented", "errorBarsOK", "showLegend"], meta: {} };
+          M.exports = { attributes: j0(), layoutAttributes: D0(), supplyDefaults: Nv(), crossTraceDefaults: q0(), supplyLayoutDefaults: Rd(), calc: ep().calc, crossTraceCalc: M0().crossTraceCalc, plot: Nd().plot, layerName: "barlayer", style: Ll().style, styleOnSelect: Ll().styleOnSelect, colorbar: Is(), hoverPoints: Bv(), selectPoints: jd(), eventData: ap(), moduleType: "trace", name: "histogram", basePlotModule: ni(), categories: ["bar-like", "cartesian", "svg", "bar", "histogram", "oriented", "errorBarsOK", "showLegend"], meta: {} };
         }), qv = be((k, M) => {
           "use strict";
           M.exports = jv();
-        }), q0 = be((k, M) => {
+        }), H0 = be((k, M) => {
           "use strict";
-          var r = B0(), e = np(), a = js(), i = ma(), o = si().axisHoverFormat, { hovertemplateAttrs: n, texttemplateAttrs: l, templatefallbackAttrs: s } = Za(), t = Mi(), d = ar().extendFlat;
+          var r = j0(), e = rp(), a = js(), i = ya(), o = li().axisHoverFormat, { hovertemplateAttrs: n, texttemplateAttrs: l, templatefallbackAttrs: s } = Ga(), t = _i(), d = $n().extendFlat;
           M.exports = d({ x: r.x, y: r.y, z: { valType: "data_array", editType: "calc" }, marker: { color: { valType: "data_array", editType: "calc" }, editType: "calc" }, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: e("x"), nbinsy: r.nbinsy, ybins: e("y"), autobinx: r.autobinx, autobiny: r.autobiny, bingroup: d({}, r.bingroup, {}), xbingroup: d({}, r.bingroup, {}), ybingroup: d({}, r.bingroup, {}), xgap: a.xgap, ygap: a.ygap, zsmooth: a.zsmooth, xhoverformat: o("x"), yhoverformat: o("y"), zhoverformat: o("z", 1), hovertemplate: n({}, { keys: ["z"] }), hovertemplatefallback: s(), texttemplate: l({ arrayOk: !1, editType: "plot" }, { keys: ["z"] }), texttemplatefallback: s({ editType: "plot" }), textfont: a.textfont, showlegend: d({}, i.showlegend, { dflt: !1 }) }, t("", { cLetter: "z", autoColorDflt: !1 }));
-        }), ap = be((k, M) => {
+        }), ip = be((k, M) => {
           "use strict";
           var r = On(), e = zt();
           M.exports = function(a, i, o, n) {
@@ -26331,7 +26331,7 @@ function cx() {
           };
         }), Hv = be((k, M) => {
           "use strict";
-          var r = zt(), e = ap(), a = Xd(), i = Pi(), o = qs(), n = q0();
+          var r = zt(), e = ip(), a = Wd(), i = Pi(), o = qs(), n = H0();
           M.exports = function(l, s, t, d) {
             function c(p, h) {
               return r.coerce(l, s, n, p, h);
@@ -26340,7 +26340,7 @@ function cx() {
           };
         }), Uv = be((k, M) => {
           "use strict";
-          var r = N0(), e = er().hoverLabelText;
+          var r = B0(), e = tr().hoverLabelText;
           M.exports = function(a, i, o, n, l) {
             var s = r(a, i, o, n, l);
             if (s) {
@@ -26351,28 +26351,28 @@ function cx() {
           };
         }), Vv = be((k, M) => {
           "use strict";
-          M.exports = { attributes: q0(), supplyDefaults: Hv(), crossTraceDefaults: j0(), calc: P0(), plot: I0(), layerName: "heatmaplayer", colorbar: tp(), style: R0(), hoverPoints: Uv(), eventData: rp(), moduleType: "trace", name: "histogram2d", basePlotModule: ri(), categories: ["cartesian", "svg", "2dMap", "histogram", "showLegend"], meta: {} };
+          M.exports = { attributes: H0(), supplyDefaults: Hv(), crossTraceDefaults: q0(), calc: F0(), plot: R0(), layerName: "heatmaplayer", colorbar: np(), style: N0(), hoverPoints: Uv(), eventData: ap(), moduleType: "trace", name: "histogram2d", basePlotModule: ni(), categories: ["cartesian", "svg", "2dMap", "histogram", "showLegend"], meta: {} };
         }), Yv = be((k, M) => {
           "use strict";
           M.exports = Vv();
-        }), H0 = be((k, M) => {
-          "use strict";
-          M.exports = { COMPARISON_OPS: ["=", "!=", "<", ">=", ">", "<="], COMPARISON_OPS2: ["=", "<", ">=", ">", "<="], INTERVAL_OPS: ["[]", "()", "[)", "(]", "][", ")(", "](", ")["], SET_OPS: ["{}", "}{"], CONSTRAINT_REDUCTION: { "=": "=", "<": "<", "<=": "<", ">": ">", ">=": ">", "[]": "[]", "()": "[]", "[)": "[]", "(]": "[]", "][": "][", ")(": "][", "](": "][", ")[": "][" } };
         }), U0 = be((k, M) => {
           "use strict";
-          var r = js(), e = ni(), a = si(), i = a.axisHoverFormat, o = a.descriptionOnlyNumbers, n = Mi(), l = Qa().dash, s = Zr(), t = ar().extendFlat, d = H0(), c = d.COMPARISON_OPS2, p = d.INTERVAL_OPS, h = e.line;
-          M.exports = t({ z: r.z, x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, text: r.text, hovertext: r.hovertext, transpose: r.transpose, xtype: r.xtype, ytype: r.ytype, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: t({}, r.texttemplate, {}), texttemplatefallback: r.texttemplatefallback, textfont: t({}, r.textfont, {}), hoverongaps: r.hoverongaps, connectgaps: t({}, r.connectgaps, {}), fillcolor: { valType: "color", editType: "calc" }, autocontour: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "contours.start": void 0, "contours.end": void 0, "contours.size": void 0 } }, ncontours: { valType: "integer", dflt: 15, min: 1, editType: "calc" }, contours: { type: { valType: "enumerated", values: ["levels", "constraint"], dflt: "levels", editType: "calc" }, start: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, end: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, size: { valType: "number", dflt: null, min: 0, editType: "plot", impliedEdits: { "^autocontour": !1 } }, coloring: { valType: "enumerated", values: ["fill", "heatmap", "lines", "none"], dflt: "fill", editType: "calc" }, showlines: { valType: "boolean", dflt: !0, editType: "plot" }, showlabels: { valType: "boolean", dflt: !1, editType: "plot" }, labelfont: s({ editType: "plot", colorEditType: "style" }), labelformat: { valType: "string", dflt: "", editType: "plot", description: o("contour label") }, operation: { valType: "enumerated", values: [].concat(c).concat(p), dflt: "=", editType: "calc" }, value: { valType: "any", dflt: 0, editType: "calc" }, editType: "calc", impliedEdits: { autocontour: !1 } }, line: { color: t({}, h.color, { editType: "style+colorbars" }), width: { valType: "number", min: 0, editType: "style+colorbars" }, dash: l, smoothing: t({}, h.smoothing, {}), editType: "plot" }, zorder: e.zorder }, n("", { cLetter: "z", autoColorDflt: !1, editTypeOverride: "calc" }));
-        }), ip = be((k, M) => {
+          M.exports = { COMPARISON_OPS: ["=", "!=", "<", ">=", ">", "<="], COMPARISON_OPS2: ["=", "<", ">=", ">", "<="], INTERVAL_OPS: ["[]", "()", "[)", "(]", "][", ")(", "](", ")["], SET_OPS: ["{}", "}{"], CONSTRAINT_REDUCTION: { "=": "=", "<": "<", "<=": "<", ">": ">", ">=": ">", "[]": "[]", "()": "[]", "[)": "[]", "(]": "[]", "][": "][", ")(": "][", "](": "][", ")[": "][" } };
+        }), V0 = be((k, M) => {
           "use strict";
-          var r = q0(), e = U0(), a = Mi(), i = si().axisHoverFormat, o = ar().extendFlat;
-          M.exports = o({ x: r.x, y: r.y, z: r.z, marker: r.marker, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: r.xbins, nbinsy: r.nbinsy, ybins: r.ybins, autobinx: r.autobinx, autobiny: r.autobiny, bingroup: r.bingroup, xbingroup: r.xbingroup, ybingroup: r.ybingroup, autocontour: e.autocontour, ncontours: e.ncontours, contours: e.contours, line: { color: e.line.color, width: o({}, e.line.width, { dflt: 0.5 }), dash: e.line.dash, smoothing: e.line.smoothing, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: e.texttemplate, texttemplatefallback: e.texttemplatefallback, textfont: e.textfont }, a("", { cLetter: "z", editTypeOverride: "calc" }));
+          var r = js(), e = ti(), a = li(), i = a.axisHoverFormat, o = a.descriptionOnlyNumbers, n = _i(), l = Ka().dash, s = wr(), t = $n().extendFlat, d = U0(), c = d.COMPARISON_OPS2, p = d.INTERVAL_OPS, h = e.line;
+          M.exports = t({ z: r.z, x: r.x, x0: r.x0, dx: r.dx, y: r.y, y0: r.y0, dy: r.dy, xperiod: r.xperiod, yperiod: r.yperiod, xperiod0: e.xperiod0, yperiod0: e.yperiod0, xperiodalignment: r.xperiodalignment, yperiodalignment: r.yperiodalignment, text: r.text, hovertext: r.hovertext, transpose: r.transpose, xtype: r.xtype, ytype: r.ytype, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: t({}, r.texttemplate, {}), texttemplatefallback: r.texttemplatefallback, textfont: t({}, r.textfont, {}), hoverongaps: r.hoverongaps, connectgaps: t({}, r.connectgaps, {}), fillcolor: { valType: "color", editType: "calc" }, autocontour: { valType: "boolean", dflt: !0, editType: "calc", impliedEdits: { "contours.start": void 0, "contours.end": void 0, "contours.size": void 0 } }, ncontours: { valType: "integer", dflt: 15, min: 1, editType: "calc" }, contours: { type: { valType: "enumerated", values: ["levels", "constraint"], dflt: "levels", editType: "calc" }, start: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, end: { valType: "number", dflt: null, editType: "plot", impliedEdits: { "^autocontour": !1 } }, size: { valType: "number", dflt: null, min: 0, editType: "plot", impliedEdits: { "^autocontour": !1 } }, coloring: { valType: "enumerated", values: ["fill", "heatmap", "lines", "none"], dflt: "fill", editType: "calc" }, showlines: { valType: "boolean", dflt: !0, editType: "plot" }, showlabels: { valType: "boolean", dflt: !1, editType: "plot" }, labelfont: s({ editType: "plot", colorEditType: "style" }), labelformat: { valType: "string", dflt: "", editType: "plot", description: o("contour label") }, operation: { valType: "enumerated", values: [].concat(c).concat(p), dflt: "=", editType: "calc" }, value: { valType: "any", dflt: 0, editType: "calc" }, editType: "calc", impliedEdits: { autocontour: !1 } }, line: { color: t({}, h.color, { editType: "style+colorbars" }), width: { valType: "number", min: 0, editType: "style+colorbars" }, dash: l, smoothing: t({}, h.smoothing, {}), editType: "plot" }, zorder: e.zorder }, n("", { cLetter: "z", autoColorDflt: !1, editTypeOverride: "calc" }));
         }), op = be((k, M) => {
+          "use strict";
+          var r = H0(), e = V0(), a = _i(), i = li().axisHoverFormat, o = $n().extendFlat;
+          M.exports = o({ x: r.x, y: r.y, z: r.z, marker: r.marker, histnorm: r.histnorm, histfunc: r.histfunc, nbinsx: r.nbinsx, xbins: r.xbins, nbinsy: r.nbinsy, ybins: r.ybins, autobinx: r.autobinx, autobiny: r.autobiny, bingroup: r.bingroup, xbingroup: r.xbingroup, ybingroup: r.ybingroup, autocontour: e.autocontour, ncontours: e.ncontours, contours: e.contours, line: { color: e.line.color, width: o({}, e.line.width, { dflt: 0.5 }), dash: e.line.dash, smoothing: e.line.smoothing, editType: "plot" }, xhoverformat: i("x"), yhoverformat: i("y"), zhoverformat: i("z", 1), hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, texttemplate: e.texttemplate, texttemplatefallback: e.texttemplatefallback, textfont: e.textfont }, a("", { cLetter: "z", editTypeOverride: "calc" }));
+        }), lp = be((k, M) => {
           "use strict";
           M.exports = function(r, e, a, i) {
             var o = i("contours.start"), n = i("contours.end"), l = o === !1 || n === !1, s = a("contours.size"), t;
             l ? t = e.autocontour = !0 : t = a("autocontour", !1), (t || !s) && a("ncontours");
           };
-        }), lp = be((k, M) => {
+        }), sp = be((k, M) => {
           "use strict";
           var r = zt();
           M.exports = function(e, a, i, o) {
@@ -26384,16 +26384,16 @@ function cx() {
             }
             o.hasHover !== !1 && e("zhoverformat");
           };
-        }), sp = be((k, M) => {
+        }), cp = be((k, M) => {
           "use strict";
-          var r = Pi(), e = lp();
+          var r = Pi(), e = sp();
           M.exports = function(a, i, o, n, l) {
             var s = o("contours.coloring"), t, d = "";
             s === "fill" && (t = o("contours.showlines")), t !== !1 && (s !== "lines" && (d = o("line.color", "#000")), o("line.width", 0.5), o("line.dash")), s !== "none" && (a.showlegend !== !0 && (i.showlegend = !1), i._dfltShowLegend = !1, r(a, i, n, o, { prefix: "", cLetter: "z" })), o("line.smoothing"), e(o, n, d, l);
           };
         }), Gv = be((k, M) => {
           "use strict";
-          var r = zt(), e = ap(), a = op(), i = sp(), o = qs(), n = ip();
+          var r = zt(), e = ip(), a = lp(), i = cp(), o = qs(), n = op();
           M.exports = function(l, s, t, d) {
             function c(h, y) {
               return r.coerce(l, s, n, h, y);
@@ -26405,7 +26405,7 @@ function cx() {
           };
         }), Zv = be((k, M) => {
           "use strict";
-          var r = er(), e = zt();
+          var r = tr(), e = zt();
           M.exports = function(i, o) {
             var n = i.contours;
             if (i.autocontour) {
@@ -26430,9 +26430,9 @@ function cx() {
           M.exports = function(r) {
             return r.end + r.size / 1e6;
           };
-        }), cp = be((k, M) => {
+        }), up = be((k, M) => {
           "use strict";
-          var r = ki(), e = P0(), a = Zv(), i = Hs();
+          var r = wi(), e = F0(), a = Zv(), i = Hs();
           M.exports = function(o, n) {
             var l = e(o, n), s = l[0].z;
             a(n, s);
@@ -26445,12 +26445,12 @@ function cx() {
             } else c = s;
             return r.calc(o, n, { vals: c, cLetter: "z" }), l;
           };
-        }), V0 = be((k, M) => {
+        }), Y0 = be((k, M) => {
           "use strict";
           M.exports = { BOTTOMSTART: [1, 9, 13, 104, 713], TOPSTART: [4, 6, 7, 104, 713], LEFTSTART: [8, 12, 14, 208, 1114], RIGHTSTART: [2, 3, 11, 208, 1114], NEWDELTA: [null, [-1, 0], [0, -1], [-1, 0], [1, 0], null, [0, -1], [-1, 0], [0, 1], [0, 1], null, [0, 1], [1, 0], [1, 0], [0, -1]], CHOOSESADDLE: { 104: [4, 1], 208: [2, 8], 713: [7, 13], 1114: [11, 14] }, SADDLEREMAINDER: { 1: 4, 2: 8, 4: 1, 7: 13, 8: 2, 11: 14, 13: 7, 14: 11 }, LABELDISTANCE: 2, LABELINCREASE: 10, LABELMIN: 3, LABELMAX: 10, LABELOPTIMIZER: { EDGECOST: 1, ANGLECOST: 1, NEIGHBORCOST: 5, SAMELEVELFACTOR: 10, SAMELEVELDISTANCE: 5, MAXCOST: 100, INITIALSEARCHPOINTS: 10, ITERATIONS: 5 } };
         }), Xv = be((k, M) => {
           "use strict";
-          var r = V0();
+          var r = Y0();
           M.exports = function(a) {
             var i = a[0].z, o = i.length, n = i[0].length, l = o === 2 || n === 2, s, t, d, c, p, h, y, m, v;
             for (t = 0; t < o - 1; t++) for (c = [], t === 0 && (c = c.concat(r.BOTTOMSTART)), t === o - 2 && (c = c.concat(r.TOPSTART)), s = 0; s < n - 1; s++) for (d = c.slice(), s === 0 && (d = d.concat(r.LEFTSTART)), s === n - 2 && (d = d.concat(r.RIGHTSTART)), p = s + "," + t, h = [[i[t][s], i[t][s + 1]], [i[t + 1][s], i[t + 1][s + 1]]], v = 0; v < a.length; v++) m = a[v], y = e(m.level, h), y && (m.crossings[p] = y, d.indexOf(y) !== -1 && (m.starts.push([s, t]), l && d.indexOf(y, d.indexOf(y) + 1) !== -1 && m.starts.push([s, t])));
@@ -26465,7 +26465,7 @@ function cx() {
           }
         }), Wv = be((k, M) => {
           "use strict";
-          var r = zt(), e = V0();
+          var r = zt(), e = Y0();
           M.exports = function(s, t, d) {
             var c, p, h, y, m;
             for (t = t || 0.01, d = d || 0.01, h = 0; h < s.length; h++) {
@@ -26539,7 +26539,7 @@ function cx() {
           }
         }), Jv = be((k, M) => {
           "use strict";
-          var r = H0(), e = Gn();
+          var r = U0(), e = Gn();
           M.exports = { "[]": i("[]"), "][": i("]["), ">": o(">"), "<": o("<"), "=": o("=") };
           function a(n, l) {
             var s = Array.isArray(l), t;
@@ -26639,9 +26639,9 @@ function cx() {
                 break;
             }
           };
-        }), up = be((k) => {
+        }), fp = be((k) => {
           "use strict";
-          var M = Nn(), r = zt(), e = lr(), a = ki(), i = ia(), o = er(), n = wl(), l = I0(), s = Xv(), t = Wv(), d = $v(), c = Kv(), p = Qv(), h = V0(), y = h.LABELOPTIMIZER;
+          var M = Nn(), r = zt(), e = sr(), a = wi(), i = oa(), o = tr(), n = Ml(), l = R0(), s = Xv(), t = Wv(), d = $v(), c = Kv(), p = Qv(), h = Y0(), y = h.LABELOPTIMIZER;
           k.plot = function(w, z, C, O) {
             var L = z.xaxis, H = z.yaxis;
             r.makeTraceGroups(O, C, "contour").each(function(G) {
@@ -26827,9 +26827,9 @@ function cx() {
             for (H = 0; H < z.length; H++) Q = z[H], C[Q[0]][Q[1]] = 0;
             return w.zmask = C, C;
           }
-        }), fp = be((k, M) => {
+        }), dp = be((k, M) => {
           "use strict";
-          var r = Nn(), e = ki(), a = Hs();
+          var r = Nn(), e = wi(), a = Hs();
           M.exports = function(i) {
             var o = i.contours, n = o.start, l = a(o), s = o.size || 1, t = Math.floor((l - n) / s) + 1, d = o.coloring === "lines" ? 0 : 1, c = e.extractOpts(i);
             isFinite(s) || (s = 1, t = 1);
@@ -26845,9 +26845,9 @@ function cx() {
             }
             return e.makeColorScaleFunc({ domain: y, range: m }, { noNumericCheck: !0 });
           };
-        }), dp = be((k, M) => {
+        }), pp = be((k, M) => {
           "use strict";
-          var r = Nn(), e = lr(), a = R0(), i = fp();
+          var r = Nn(), e = sr(), a = N0(), i = dp();
           M.exports = function(o) {
             var n = r.select(o).selectAll("g.contour");
             n.style("opacity", function(l) {
@@ -26869,9 +26869,9 @@ function cx() {
               }
             }), a(o);
           };
-        }), pp = be((k, M) => {
+        }), hp = be((k, M) => {
           "use strict";
-          var r = ki(), e = fp(), a = Hs();
+          var r = wi(), e = dp(), a = Hs();
           function i(o, n, l) {
             var s = n.contours, t = n.line, d = s.size || 1, c = s.coloring, p = e(n, { isColorbar: !0 });
             if (c === "heatmap") {
@@ -26881,9 +26881,9 @@ function cx() {
             l._line = { color: c === "lines" ? p : t.color, width: s.showlines !== !1 ? t.width : 0, dash: t.dash }, l._levels = { start: s.start, end: a(s), size: d };
           }
           M.exports = { min: "zmin", max: "zmax", calc: i };
-        }), hp = be((k, M) => {
+        }), vp = be((k, M) => {
           "use strict";
-          var r = In(), e = N0();
+          var r = In(), e = B0();
           M.exports = function(a, i, o, n, l) {
             l || (l = {}), l.isContour = !0;
             var s = e(a, i, o, n, l);
@@ -26894,13 +26894,13 @@ function cx() {
           };
         }), eg = be((k, M) => {
           "use strict";
-          M.exports = { attributes: ip(), supplyDefaults: Gv(), crossTraceDefaults: j0(), calc: cp(), plot: up().plot, layerName: "contourlayer", style: dp(), colorbar: pp(), hoverPoints: hp(), moduleType: "trace", name: "histogram2dcontour", basePlotModule: ri(), categories: ["cartesian", "svg", "2dMap", "contour", "histogram", "showLegend"], meta: {} };
+          M.exports = { attributes: op(), supplyDefaults: Gv(), crossTraceDefaults: q0(), calc: up(), plot: fp().plot, layerName: "contourlayer", style: pp(), colorbar: hp(), hoverPoints: vp(), moduleType: "trace", name: "histogram2dcontour", basePlotModule: ni(), categories: ["cartesian", "svg", "2dMap", "contour", "histogram", "showLegend"], meta: {} };
         }), tg = be((k, M) => {
           "use strict";
           M.exports = eg();
         }), ng = be((k, M) => {
           "use strict";
-          var r = Gn(), e = lp(), a = In(), i = a.addOpacity, o = a.opacity, n = H0(), l = zt().isArrayOrTypedArray, s = n.CONSTRAINT_REDUCTION, t = n.COMPARISON_OPS2;
+          var r = Gn(), e = sp(), a = In(), i = a.addOpacity, o = a.opacity, n = U0(), l = zt().isArrayOrTypedArray, s = n.CONSTRAINT_REDUCTION, t = n.COMPARISON_OPS2;
           M.exports = function(c, p, h, y, m, v) {
             var u = p.contours, f, g, _, b = h("contours.operation");
             if (u._operation = s[b], d(h, u), b === "=" ? f = u.showlines = !0 : (f = h("contours.showlines"), _ = h("fillcolor", i((c.line || {}).color || m, 0.5))), f) {
@@ -26915,7 +26915,7 @@ function cx() {
           }
         }), rg = be((k, M) => {
           "use strict";
-          var r = zt(), e = Zd(), a = kl(), i = ng(), o = op(), n = sp(), l = qs(), s = U0();
+          var r = zt(), e = Xd(), a = Tl(), i = ng(), o = lp(), n = cp(), l = qs(), s = V0();
           M.exports = function(t, d, c, p) {
             function h(u, f) {
               return r.coerce(t, d, s, u, f);
@@ -26934,17 +26934,17 @@ function cx() {
           };
         }), ag = be((k, M) => {
           "use strict";
-          M.exports = { attributes: U0(), supplyDefaults: rg(), calc: cp(), plot: up().plot, style: dp(), colorbar: pp(), hoverPoints: hp(), moduleType: "trace", name: "contour", basePlotModule: ri(), categories: ["cartesian", "svg", "2dMap", "contour", "showLegend"], meta: {} };
+          M.exports = { attributes: V0(), supplyDefaults: rg(), calc: up(), plot: fp().plot, style: pp(), colorbar: hp(), hoverPoints: vp(), moduleType: "trace", name: "contour", basePlotModule: ni(), categories: ["cartesian", "svg", "2dMap", "contour", "showLegend"], meta: {} };
         }), ig = be((k, M) => {
           "use strict";
           M.exports = ag();
-        }), vp = be((k, M) => {
+        }), gp = be((k, M) => {
           "use strict";
-          var { hovertemplateAttrs: r, texttemplateAttrs: e, templatefallbackAttrs: a } = Za(), i = g0(), o = ni(), n = ma(), l = Mi(), s = Qa().dash, t = ar().extendFlat, d = o.marker, c = o.line, p = d.line;
+          var { hovertemplateAttrs: r, texttemplateAttrs: e, templatefallbackAttrs: a } = Ga(), i = y0(), o = ti(), n = ya(), l = _i(), s = Ka().dash, t = $n().extendFlat, d = o.marker, c = o.line, p = d.line;
           M.exports = { a: { valType: "data_array", editType: "calc" }, b: { valType: "data_array", editType: "calc" }, c: { valType: "data_array", editType: "calc" }, sum: { valType: "number", dflt: 0, min: 0, editType: "calc" }, mode: t({}, o.mode, { dflt: "markers" }), text: t({}, o.text, {}), texttemplate: e({ editType: "plot" }, { keys: ["a", "b", "c", "text"] }), texttemplatefallback: a({ editType: "plot" }), hovertext: t({}, o.hovertext, {}), line: { color: c.color, width: c.width, dash: s, backoff: c.backoff, shape: t({}, c.shape, { values: ["linear", "spline"] }), smoothing: c.smoothing, editType: "calc" }, connectgaps: o.connectgaps, cliponaxis: o.cliponaxis, fill: t({}, o.fill, { values: ["none", "toself", "tonext"], dflt: "none" }), fillcolor: i(), marker: t({ symbol: d.symbol, opacity: d.opacity, angle: d.angle, angleref: d.angleref, standoff: d.standoff, maxdisplayed: d.maxdisplayed, size: d.size, sizeref: d.sizeref, sizemin: d.sizemin, sizemode: d.sizemode, line: t({ width: p.width, dash: p.dash, editType: "calc" }, l("marker.line")), gradient: d.gradient, editType: "calc" }, l("marker")), textfont: o.textfont, textposition: o.textposition, selected: o.selected, unselected: o.unselected, hoverinfo: t({}, n.hoverinfo, { flags: ["a", "b", "c", "text", "name"] }), hoveron: o.hoveron, hovertemplate: r(), hovertemplatefallback: a() };
         }), og = be((k, M) => {
           "use strict";
-          var r = zt(), e = Es(), a = Ua(), i = fd(), o = dd(), n = pd(), l = hd(), s = vd(), t = vp();
+          var r = zt(), e = Es(), a = Ha(), i = dd(), o = pd(), n = hd(), l = vd(), s = gd(), t = gp();
           M.exports = function(d, c, p, h) {
             function y(b, w) {
               return r.coerce(d, c, t, b, w);
@@ -26962,14 +26962,14 @@ function cx() {
           };
         }), lg = be((k, M) => {
           "use strict";
-          var r = er();
+          var r = tr();
           M.exports = function(e, a, i) {
             var o = {}, n = i[a.subplot]._subplot;
             return o.aLabel = r.tickText(n.aaxis, e.a, !0).text, o.bLabel = r.tickText(n.baxis, e.b, !0).text, o.cLabel = r.tickText(n.caxis, e.c, !0).text, o;
           };
         }), sg = be((k, M) => {
           "use strict";
-          var r = Gn(), e = gd(), a = x0(), i = b0(), o = _0().calcMarkerSize, n = ["a", "b", "c"], l = { a: ["b", "c"], b: ["a", "c"], c: ["a", "b"] };
+          var r = Gn(), e = yd(), a = b0(), i = _0(), o = w0().calcMarkerSize, n = ["a", "b", "c"], l = { a: ["b", "c"], b: ["a", "c"], c: ["a", "b"] };
           M.exports = function(s, t) {
             var d = s._fullLayout[t.subplot], c = d.sum, p = t.sum || c, h = { a: t.a, b: t.b, c: t.c }, y = t.ids, m, v, u, f, g, _;
             for (m = 0; m < n.length; m++) if (u = n[m], !h[u]) {
@@ -26982,7 +26982,7 @@ function cx() {
           };
         }), cg = be((k, M) => {
           "use strict";
-          var r = md();
+          var r = xd();
           M.exports = function(e, a, i) {
             var o = a.plotContainer;
             o.select(".scatterlayer").selectAll("*").remove();
@@ -26994,7 +26994,7 @@ function cx() {
           };
         }), ug = be((k, M) => {
           "use strict";
-          var r = bd();
+          var r = _d();
           M.exports = function(e, a, i, o) {
             var n = r(e, a, i, o);
             if (!n || n[0].index === !1) return;
@@ -27030,7 +27030,7 @@ function cx() {
           };
         }), dg = be((k, M) => {
           "use strict";
-          var r = Nn(), e = On(), a = zt(), i = a.strTranslate, o = a._, n = In(), l = lr(), s = wl(), t = ar().extendFlat, d = Xr(), c = er(), p = ti(), h = Ra(), y = ko(), m = y.freeMode, v = y.rectMode, u = _l(), f = Ti().prepSelect, g = Ti().selectOnClick, _ = Ti().clearOutline, b = Ti().clearSelectionsCache, w = aa();
+          var r = Nn(), e = On(), a = zt(), i = a.strTranslate, o = a._, n = In(), l = sr(), s = Ml(), t = $n().extendFlat, d = Xr(), c = tr(), p = ei(), h = Ia(), y = ko(), m = y.freeMode, v = y.rectMode, u = wl(), f = Mi().prepSelect, g = Mi().selectOnClick, _ = Mi().clearOutline, b = Mi().clearSelectionsCache, w = ia();
           function z(N, J) {
             this.id = N.id, this.graphDiv = N.graphDiv, this.init(J), this.makeFramework(J), this.updateFx(J), this.aTickLayout = null, this.bTickLayout = null, this.cTickLayout = null;
           }
@@ -27178,13 +27178,13 @@ function cx() {
           function re(N) {
             r.select(N).selectAll(".zoombox,.js-zoombox-backdrop,.js-zoombox-menu,.zoombox-corners").remove();
           }
-        }), gp = be((k, M) => {
+        }), yp = be((k, M) => {
           "use strict";
-          var r = Ka(), e = Al().attributes, a = ei(), i = li().overrideAll, o = ar().extendFlat, n = { title: { text: a.title.text, font: a.title.font }, color: a.color, tickmode: a.minor.tickmode, nticks: o({}, a.nticks, { dflt: 6, min: 1 }), tick0: a.tick0, dtick: a.dtick, tickvals: a.tickvals, ticktext: a.ticktext, ticks: a.ticks, ticklen: a.ticklen, tickwidth: a.tickwidth, tickcolor: a.tickcolor, ticklabelstep: a.ticklabelstep, showticklabels: a.showticklabels, labelalias: a.labelalias, showtickprefix: a.showtickprefix, tickprefix: a.tickprefix, showticksuffix: a.showticksuffix, ticksuffix: a.ticksuffix, showexponent: a.showexponent, exponentformat: a.exponentformat, minexponent: a.minexponent, separatethousands: a.separatethousands, tickfont: a.tickfont, tickangle: a.tickangle, tickformat: a.tickformat, tickformatstops: a.tickformatstops, hoverformat: a.hoverformat, showline: o({}, a.showline, { dflt: !0 }), linecolor: a.linecolor, linewidth: a.linewidth, showgrid: o({}, a.showgrid, { dflt: !0 }), gridcolor: a.gridcolor, gridwidth: a.gridwidth, griddash: a.griddash, layer: a.layer, min: { valType: "number", dflt: 0, min: 0 } }, l = M.exports = i({ domain: e({ name: "ternary" }), bgcolor: { valType: "color", dflt: r.background }, sum: { valType: "number", dflt: 1, min: 0 }, aaxis: n, baxis: n, caxis: n }, "plot", "from-root");
+          var r = $a(), e = Sl().attributes, a = Qa(), i = oi().overrideAll, o = $n().extendFlat, n = { title: { text: a.title.text, font: a.title.font }, color: a.color, tickmode: a.minor.tickmode, nticks: o({}, a.nticks, { dflt: 6, min: 1 }), tick0: a.tick0, dtick: a.dtick, tickvals: a.tickvals, ticktext: a.ticktext, ticks: a.ticks, ticklen: a.ticklen, tickwidth: a.tickwidth, tickcolor: a.tickcolor, ticklabelstep: a.ticklabelstep, showticklabels: a.showticklabels, labelalias: a.labelalias, showtickprefix: a.showtickprefix, tickprefix: a.tickprefix, showticksuffix: a.showticksuffix, ticksuffix: a.ticksuffix, showexponent: a.showexponent, exponentformat: a.exponentformat, minexponent: a.minexponent, separatethousands: a.separatethousands, tickfont: a.tickfont, tickangle: a.tickangle, tickformat: a.tickformat, tickformatstops: a.tickformatstops, hoverformat: a.hoverformat, showline: o({}, a.showline, { dflt: !0 }), linecolor: a.linecolor, linewidth: a.linewidth, showgrid: o({}, a.showgrid, { dflt: !0 }), gridcolor: a.gridcolor, gridwidth: a.gridwidth, griddash: a.griddash, layer: a.layer, min: { valType: "number", dflt: 0, min: 0 } }, l = M.exports = i({ domain: e({ name: "ternary" }), bgcolor: { valType: "color", dflt: r.background }, sum: { valType: "number", dflt: 1, min: 0 }, aaxis: n, baxis: n, caxis: n }, "plot", "from-root");
           l.uirevision = { valType: "any", editType: "none" }, l.aaxis.uirevision = l.baxis.uirevision = l.caxis.uirevision = { valType: "any", editType: "none" };
         }), pg = be((k, M) => {
           "use strict";
-          var r = zt(), e = Lr(), a = Al().defaults;
+          var r = zt(), e = Dr(), a = Sl().defaults;
           M.exports = function(i, o, n, l) {
             var s = l.type, t = l.attributes, d = l.handleDefaults, c = l.partition || "x", p = o._subplots[s], h = p.length, y = h && p[0].replace(/\d+$/, ""), m, v;
             function u(b, w) {
@@ -27199,7 +27199,7 @@ function cx() {
           };
         }), hg = be((k, M) => {
           "use strict";
-          var r = In(), e = Lr(), a = zt(), i = pg(), o = e0(), n = t0(), l = Qc(), s = Kc(), t = wd(), d = gp(), c = ["aaxis", "baxis", "caxis"];
+          var r = In(), e = Dr(), a = zt(), i = pg(), o = t0(), n = n0(), l = e0(), s = Qc(), t = Md(), d = yp(), c = ["aaxis", "baxis", "caxis"];
           M.exports = function(y, m, v) {
             i(y, m, v, { type: "ternary", attributes: d, handleDefaults: p, font: m.font, paper_bgcolor: m.paper_bgcolor });
           };
@@ -27223,12 +27223,12 @@ function cx() {
           }
         }), vg = be((k) => {
           "use strict";
-          var M = dg(), r = Jc().getSubplotCalcData, e = zt().counterRegex, a = "ternary";
+          var M = dg(), r = $c().getSubplotCalcData, e = zt().counterRegex, a = "ternary";
           k.name = a;
           var i = k.attr = "subplot";
           k.idRoot = a, k.idRegex = k.attrRegex = e(a);
           var o = k.attributes = {};
-          o[i] = { valType: "subplotid", dflt: "ternary", editType: "calc" }, k.layoutAttributes = gp(), k.supplyLayoutDefaults = hg(), k.plot = function(n) {
+          o[i] = { valType: "subplotid", dflt: "ternary", editType: "calc" }, k.layoutAttributes = yp(), k.supplyLayoutDefaults = hg(), k.plot = function(n) {
             for (var l = n._fullLayout, s = n.calcdata, t = l._subplots[a], d = 0; d < t.length; d++) {
               var c = t[d], p = r(s, a, c), h = l[c]._subplot;
               h || (h = new M({ id: c, graphDiv: n, container: l._ternarylayer.node() }, l), l[c]._subplot = h), h.plot(p, l, n._promises);
@@ -27244,21 +27244,21 @@ function cx() {
           };
         }), gg = be((k, M) => {
           "use strict";
-          M.exports = { attributes: vp(), supplyDefaults: og(), colorbar: Is(), formatLabels: lg(), calc: sg(), plot: cg(), style: Ao().style, styleOnSelect: Ao().styleOnSelect, hoverPoints: ug(), selectPoints: _d(), eventData: fg(), moduleType: "trace", name: "scatterternary", basePlotModule: vg(), categories: ["ternary", "symbols", "showLegend", "scatter-like"], meta: {} };
+          M.exports = { attributes: gp(), supplyDefaults: og(), colorbar: Is(), formatLabels: lg(), calc: sg(), plot: cg(), style: Ao().style, styleOnSelect: Ao().styleOnSelect, hoverPoints: ug(), selectPoints: wd(), eventData: fg(), moduleType: "trace", name: "scatterternary", basePlotModule: vg(), categories: ["ternary", "symbols", "showLegend", "scatter-like"], meta: {} };
         }), yg = be((k, M) => {
           "use strict";
           M.exports = gg();
-        }), yp = be((k, M) => {
-          "use strict";
-          var r = E0(), e = ar().extendFlat, a = si().axisHoverFormat;
-          M.exports = { y: r.y, x: r.x, x0: r.x0, y0: r.y0, xhoverformat: a("x"), yhoverformat: a("y"), name: e({}, r.name, {}), orientation: e({}, r.orientation, {}), bandwidth: { valType: "number", min: 0, editType: "calc" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, scalemode: { valType: "enumerated", values: ["width", "count"], dflt: "width", editType: "calc" }, spanmode: { valType: "enumerated", values: ["soft", "hard", "manual"], dflt: "soft", editType: "calc" }, span: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r.fillcolor, points: e({}, r.boxpoints, {}), jitter: e({}, r.jitter, {}), pointpos: e({}, r.pointpos, {}), width: e({}, r.width, {}), marker: r.marker, text: r.text, hovertext: r.hovertext, hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, quartilemethod: r.quartilemethod, box: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, width: { valType: "number", min: 0, max: 1, dflt: 0.25, editType: "plot" }, fillcolor: { valType: "color", editType: "style" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "style" }, editType: "plot" }, meanline: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "plot" }, side: { valType: "enumerated", values: ["both", "positive", "negative"], dflt: "both", editType: "calc" }, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, hoveron: { valType: "flaglist", flags: ["violins", "points", "kde"], dflt: "violins+points+kde", extras: ["all"], editType: "style" }, zorder: r.zorder };
         }), mp = be((k, M) => {
           "use strict";
-          var r = z0(), e = zt().extendFlat;
+          var r = z0(), e = $n().extendFlat, a = li().axisHoverFormat;
+          M.exports = { y: r.y, x: r.x, x0: r.x0, y0: r.y0, xhoverformat: a("x"), yhoverformat: a("y"), name: e({}, r.name, {}), orientation: e({}, r.orientation, {}), bandwidth: { valType: "number", min: 0, editType: "calc" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, scalemode: { valType: "enumerated", values: ["width", "count"], dflt: "width", editType: "calc" }, spanmode: { valType: "enumerated", values: ["soft", "hard", "manual"], dflt: "soft", editType: "calc" }, span: { valType: "info_array", items: [{ valType: "any", editType: "calc" }, { valType: "any", editType: "calc" }], editType: "calc" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, dflt: 2, editType: "style" }, editType: "plot" }, fillcolor: r.fillcolor, points: e({}, r.boxpoints, {}), jitter: e({}, r.jitter, {}), pointpos: e({}, r.pointpos, {}), width: e({}, r.width, {}), marker: r.marker, text: r.text, hovertext: r.hovertext, hovertemplate: r.hovertemplate, hovertemplatefallback: r.hovertemplatefallback, quartilemethod: r.quartilemethod, box: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, width: { valType: "number", min: 0, max: 1, dflt: 0.25, editType: "plot" }, fillcolor: { valType: "color", editType: "style" }, line: { color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "style" }, editType: "plot" }, meanline: { visible: { valType: "boolean", dflt: !1, editType: "plot" }, color: { valType: "color", editType: "style" }, width: { valType: "number", min: 0, editType: "style" }, editType: "plot" }, side: { valType: "enumerated", values: ["both", "positive", "negative"], dflt: "both", editType: "calc" }, offsetgroup: r.offsetgroup, alignmentgroup: r.alignmentgroup, selected: r.selected, unselected: r.unselected, hoveron: { valType: "flaglist", flags: ["violins", "points", "kde"], dflt: "violins+points+kde", extras: ["all"], editType: "style" }, zorder: r.zorder };
+        }), xp = be((k, M) => {
+          "use strict";
+          var r = P0(), e = zt().extendFlat;
           M.exports = { violinmode: e({}, r.boxmode, {}), violingap: e({}, r.boxgap, {}), violingroupgap: e({}, r.boxgroupgap, {}) };
         }), mg = be((k, M) => {
           "use strict";
-          var r = zt(), e = In(), a = Bs(), i = yp();
+          var r = zt(), e = In(), a = Bs(), i = mp();
           M.exports = function(o, n, l, s) {
             function t(O, L) {
               return r.coerce(o, n, i, O, L);
@@ -27282,14 +27282,14 @@ function cx() {
           };
         }), xg = be((k, M) => {
           "use strict";
-          var r = zt(), e = mp(), a = jd();
+          var r = zt(), e = xp(), a = qd();
           M.exports = function(i, o, n) {
             function l(s, t) {
               return r.coerce(i, o, e, s, t);
             }
             a._supply(i, o, n, l, "violin");
           };
-        }), Y0 = be((k) => {
+        }), G0 = be((k) => {
           "use strict";
           var M = zt(), r = { gaussian: function(e) {
             return 1 / Math.sqrt(2 * Math.PI) * Math.exp(-0.5 * e * e);
@@ -27313,7 +27313,7 @@ function cx() {
           };
         }), bg = be((k, M) => {
           "use strict";
-          var r = zt(), e = er(), a = qd(), i = Y0(), o = Rr().BADNUM;
+          var r = zt(), e = tr(), a = Hd(), i = G0(), o = Nr().BADNUM;
           M.exports = function(t, d) {
             var c = a(t, d);
             if (c[0].t.empty) return c;
@@ -27363,7 +27363,7 @@ function cx() {
           }
         }), _g = be((k, M) => {
           "use strict";
-          var r = Hd().setPositionOffset, e = ["v", "h"];
+          var r = Ud().setPositionOffset, e = ["v", "h"];
           M.exports = function(a, i) {
             for (var o = a.calcdata, n = i.xaxis, l = i.yaxis, s = 0; s < e.length; s++) {
               for (var t = e[s], d = t === "h" ? l : n, c = [], p = 0; p < o.length; p++) {
@@ -27375,7 +27375,7 @@ function cx() {
           };
         }), wg = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = lr(), i = Ud(), o = yd(), n = Y0();
+          var r = Nn(), e = zt(), a = sr(), i = Vd(), o = md(), n = G0();
           M.exports = function(l, s, t, d) {
             var c = l._context.staticPlot, p = l._fullLayout, h = s.xaxis, y = s.yaxis;
             function m(v, u) {
@@ -27439,7 +27439,7 @@ function cx() {
           };
         }), kg = be((k, M) => {
           "use strict";
-          var r = In(), e = zt(), a = er(), i = Yd(), o = Y0();
+          var r = In(), e = zt(), a = tr(), i = Gd(), o = G0();
           M.exports = function(n, l, s, t, d) {
             d || (d = {});
             var c = d.hoverLayer, p = n.cd, h = p[0].trace, y = h.hoveron, m = y.indexOf("violins") !== -1, v = y.indexOf("kde") !== -1, u = [], f, g;
@@ -27469,11 +27469,11 @@ function cx() {
           };
         }), Tg = be((k, M) => {
           "use strict";
-          M.exports = { attributes: yp(), layoutAttributes: mp(), supplyDefaults: mg(), crossTraceDefaults: Bs().crossTraceDefaults, supplyLayoutDefaults: xg(), calc: bg(), crossTraceCalc: _g(), plot: wg(), style: Mg(), styleOnSelect: Ao().styleOnSelect, hoverPoints: kg(), selectPoints: Gd(), moduleType: "trace", name: "violin", basePlotModule: ri(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "violinLayout", "zoomScale"], meta: {} };
+          M.exports = { attributes: mp(), layoutAttributes: xp(), supplyDefaults: mg(), crossTraceDefaults: Bs().crossTraceDefaults, supplyLayoutDefaults: xg(), calc: bg(), crossTraceCalc: _g(), plot: wg(), style: Mg(), styleOnSelect: Ao().styleOnSelect, hoverPoints: kg(), selectPoints: Zd(), moduleType: "trace", name: "violin", basePlotModule: ni(), categories: ["cartesian", "svg", "symbols", "oriented", "box-violin", "showLegend", "violinLayout", "zoomScale"], meta: {} };
         }), Ag = be((k, M) => {
           "use strict";
           M.exports = Tg();
-        }), Ll = be((k, M) => {
+        }), Ol = be((k, M) => {
           "use strict";
           M.exports = { colormodel: { rgb: { min: [0, 0, 0], max: [255, 255, 255], fmt: function(r) {
             return r.slice(0, 3);
@@ -27488,19 +27488,19 @@ function cx() {
             var e = r.slice(0, 4);
             return e[1] = e[1] + "%", e[2] = e[2] + "%", e;
           }, suffix: ["°", "%", "%", ""] } } };
-        }), G0 = {};
-        wa(G0, { default: () => kp });
-        var xp, bp, Z0, _p, wp, X0, W0, J0, Mp, kp, Tp = ur(() => {
+        }), Z0 = {};
+        _a(Z0, { default: () => Tp });
+        var bp, _p, X0, wp, Mp, W0, J0, $0, kp, Tp, Ap = fr(() => {
           "use strict";
-          xp = Ma(ar()), bp = Ma(ma()), Z0 = Ma(Za()), _p = Ma(ni()), wp = Ma(Ll()), X0 = ["rgb", "rgba", "rgba256", "hsl", "hsla"], W0 = [], J0 = [];
-          for (let k of X0) {
-            let M = wp.colormodel[k];
-            W0.push(`For the \`${k}\` colormodel, it is [${(M.zminDflt || M.min).join(", ")}].`), J0.push(`For the \`${k}\` colormodel, it is [${(M.zmaxDflt || M.max).join(", ")}].`);
+          bp = wa($n()), _p = wa(ya()), X0 = wa(Ga()), wp = wa(ti()), Mp = wa(Ol()), W0 = ["rgb", "rgba", "rgba256", "hsl", "hsla"], J0 = [], $0 = [];
+          for (let k of W0) {
+            let M = Mp.colormodel[k];
+            J0.push(`For the \`${k}\` colormodel, it is [${(M.zminDflt || M.min).join(", ")}].`), $0.push(`For the \`${k}\` colormodel, it is [${(M.zmaxDflt || M.max).join(", ")}].`);
           }
-          Mp = { source: { valType: "string", editType: "calc", description: ["Specifies the data URI of the image to be visualized.", 'The URI consists of "data:image/[<media subtype\\\\>][;base64\\\\],<data\\\\>"'].join(" ") }, z: { valType: "data_array", editType: "calc", description: ["A 2-dimensional array in which each element is an array of 3 or 4 numbers representing a color."].join(" ") }, colormodel: { valType: "enumerated", values: X0, editType: "calc", description: ["Color model used to map the numerical color components described in `z` into colors.", "If `source` is specified, this attribute will be set to `rgba256`", "otherwise it defaults to `rgb`."].join(" ") }, zsmooth: { valType: "enumerated", values: ["fast", !1], dflt: !1, editType: "plot", description: ["Picks a smoothing algorithm used to smooth `z` data.", "This only applies for image traces that use the `source` attribute."].join(" ") }, zmin: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the lower bound for each color component.", "Note that the default value will depend on the colormodel.", W0.join(" ")].join(" ") }, zmax: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the higher bound for each color component.", "Note that the default value will depend on the colormodel.", J0.join(" ")].join(" ") }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's x position. The left edge of the image", "(or the right edge if the x axis is reversed or dx is negative)", "will be found at xmin=x0-dx/2"].join(" ") }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's y position. The top edge of the image", "(or the bottom edge if the y axis is NOT reversed or if dy is negative)", "will be found at ymin=y0-dy/2. By default when an image trace is", "included, the y axis will be reversed so that the image is right-side-up,", "but you can disable this by setting yaxis.autorange=true or by providing", "an explicit y axis range."].join(" ") }, dx: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's horizontal size." }, dy: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's vertical size" }, text: { valType: "data_array", editType: "plot", description: "Sets the text elements associated with each z value." }, hovertext: { valType: "data_array", editType: "plot", description: "Same as `text`." }, hoverinfo: (0, xp.extendFlat)({}, bp.default.hoverinfo, { flags: ["x", "y", "z", "color", "name", "text"], dflt: "x+y+z+text+name" }), hovertemplate: (0, Z0.hovertemplateAttrs)({}, { keys: ["z", "color", "colormodel"] }), hovertemplatefallback: (0, Z0.templatefallbackAttrs)(), zorder: _p.zorder }, kp = Mp;
+          kp = { source: { valType: "string", editType: "calc", description: ["Specifies the data URI of the image to be visualized.", 'The URI consists of "data:image/[<media subtype\\\\>][;base64\\\\],<data\\\\>"'].join(" ") }, z: { valType: "data_array", editType: "calc", description: ["A 2-dimensional array in which each element is an array of 3 or 4 numbers representing a color."].join(" ") }, colormodel: { valType: "enumerated", values: W0, editType: "calc", description: ["Color model used to map the numerical color components described in `z` into colors.", "If `source` is specified, this attribute will be set to `rgba256`", "otherwise it defaults to `rgb`."].join(" ") }, zsmooth: { valType: "enumerated", values: ["fast", !1], dflt: !1, editType: "plot", description: ["Picks a smoothing algorithm used to smooth `z` data.", "This only applies for image traces that use the `source` attribute."].join(" ") }, zmin: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the lower bound for each color component.", "Note that the default value will depend on the colormodel.", J0.join(" ")].join(" ") }, zmax: { valType: "info_array", items: [{ valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }, { valType: "number", editType: "calc" }], editType: "calc", description: ["Array defining the higher bound for each color component.", "Note that the default value will depend on the colormodel.", $0.join(" ")].join(" ") }, x0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's x position. The left edge of the image", "(or the right edge if the x axis is reversed or dx is negative)", "will be found at xmin=x0-dx/2"].join(" ") }, y0: { valType: "any", dflt: 0, editType: "calc+clearAxisTypes", description: ["Set the image's y position. The top edge of the image", "(or the bottom edge if the y axis is NOT reversed or if dy is negative)", "will be found at ymin=y0-dy/2. By default when an image trace is", "included, the y axis will be reversed so that the image is right-side-up,", "but you can disable this by setting yaxis.autorange=true or by providing", "an explicit y axis range."].join(" ") }, dx: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's horizontal size." }, dy: { valType: "number", dflt: 1, editType: "calc", description: "Set the pixel's vertical size" }, text: { valType: "data_array", editType: "plot", description: "Sets the text elements associated with each z value." }, hovertext: { valType: "data_array", editType: "plot", description: "Same as `text`." }, hoverinfo: (0, bp.extendFlat)({}, _p.default.hoverinfo, { flags: ["x", "y", "z", "color", "name", "text"], dflt: "x+y+z+text+name" }), hovertemplate: (0, X0.hovertemplateAttrs)({}, { keys: ["z", "color", "colormodel"] }), hovertemplatefallback: (0, X0.templatefallbackAttrs)(), zorder: wp.zorder }, Tp = kp;
         }), Sg = be((k, M) => {
           "use strict";
-          var r = zt(), e = (Tp(), ra(G0)).default, a = Ll(), i = Fi().IMAGE_URL_PREFIX;
+          var r = zt(), e = (Ap(), aa(Z0)).default, a = Ol(), i = Fi().IMAGE_URL_PREFIX;
           M.exports = function(o, n) {
             function l(d, c) {
               return r.coerce(o, n, e, d, c);
@@ -27526,7 +27526,7 @@ function cx() {
               a.prototype = e.prototype, r.prototype = new a(), r.prototype.constructor = r;
             }
           };
-        }), Ap = be((k, M) => {
+        }), Sp = be((k, M) => {
           M.exports = Mo().EventEmitter;
         }), Lg = be((k) => {
           "use strict";
@@ -27583,7 +27583,7 @@ function cx() {
             for (n = n << i | l, t += i; t > 0; M[e + h] = n & 255, h += y, n /= 256, t -= 8) ;
             M[e + h - y] |= m * 128;
           };
-        }), Ol = be((k) => {
+        }), Dl = be((k) => {
           "use strict";
           var M = Lg(), r = Og(), e = typeof Symbol == "function" && typeof Symbol.for == "function" ? /* @__PURE__ */ Symbol.for("nodejs.util.inspect.custom") : null;
           k.Buffer = n, k.SlowBuffer = u, k.INSPECT_MAX_BYTES = 50;
@@ -28338,7 +28338,7 @@ function cx() {
           function ve() {
             throw new Error("BigInt not supported");
           }
-        }), $0 = be((k, M) => {
+        }), K0 = be((k, M) => {
           "use strict";
           M.exports = function() {
             if (typeof Symbol != "function" || typeof Object.getOwnPropertySymbols != "function") return !1;
@@ -28359,11 +28359,11 @@ function cx() {
           };
         }), Us = be((k, M) => {
           "use strict";
-          var r = $0();
+          var r = K0();
           M.exports = function() {
             return r() && !!Symbol.toStringTag;
           };
-        }), K0 = be((k, M) => {
+        }), Q0 = be((k, M) => {
           "use strict";
           M.exports = Object;
         }), Dg = be((k, M) => {
@@ -28378,10 +28378,10 @@ function cx() {
         }), zg = be((k, M) => {
           "use strict";
           M.exports = ReferenceError;
-        }), Sp = be((k, M) => {
+        }), Lp = be((k, M) => {
           "use strict";
           M.exports = SyntaxError;
-        }), Dl = be((k, M) => {
+        }), Cl = be((k, M) => {
           "use strict";
           M.exports = TypeError;
         }), Pg = be((k, M) => {
@@ -28439,16 +28439,16 @@ function cx() {
           M.exports = r;
         }), Vg = be((k, M) => {
           "use strict";
-          var r = typeof Symbol < "u" && Symbol, e = $0();
+          var r = typeof Symbol < "u" && Symbol, e = K0();
           M.exports = function() {
             return typeof r != "function" || typeof Symbol != "function" || typeof r("foo") != "symbol" || typeof /* @__PURE__ */ Symbol("bar") != "symbol" ? !1 : e();
           };
-        }), Lp = be((k, M) => {
-          "use strict";
-          M.exports = typeof Reflect < "u" && Reflect.getPrototypeOf || null;
         }), Op = be((k, M) => {
           "use strict";
-          var r = K0();
+          M.exports = typeof Reflect < "u" && Reflect.getPrototypeOf || null;
+        }), Dp = be((k, M) => {
+          "use strict";
+          var r = Q0();
           M.exports = r.getPrototypeOf || null;
         }), Yg = be((k, M) => {
           "use strict";
@@ -28480,33 +28480,33 @@ function cx() {
             }
             return c;
           };
-        }), Cl = be((k, M) => {
+        }), El = be((k, M) => {
           "use strict";
           var r = Yg();
           M.exports = Function.prototype.bind || r;
-        }), Q0 = be((k, M) => {
+        }), eu = be((k, M) => {
           "use strict";
           M.exports = Function.prototype.call;
-        }), eu = be((k, M) => {
+        }), tu = be((k, M) => {
           "use strict";
           M.exports = Function.prototype.apply;
         }), Gg = be((k, M) => {
           "use strict";
           M.exports = typeof Reflect < "u" && Reflect && Reflect.apply;
-        }), Dp = be((k, M) => {
+        }), Cp = be((k, M) => {
           "use strict";
-          var r = Cl(), e = eu(), a = Q0(), i = Gg();
+          var r = El(), e = tu(), a = eu(), i = Gg();
           M.exports = i || r.call(a, e);
-        }), tu = be((k, M) => {
+        }), nu = be((k, M) => {
           "use strict";
-          var r = Cl(), e = Dl(), a = Q0(), i = Dp();
+          var r = El(), e = Cl(), a = eu(), i = Cp();
           M.exports = function(o) {
             if (o.length < 1 || typeof o[0] != "function") throw new e("a function is required");
             return i(r, a, o);
           };
         }), Zg = be((k, M) => {
           "use strict";
-          var r = tu(), e = Oo(), a;
+          var r = nu(), e = Oo(), a;
           try {
             a = [].__proto__ === Array.prototype;
           } catch (l) {
@@ -28516,9 +28516,9 @@ function cx() {
           M.exports = i && typeof i.get == "function" ? r([i.get]) : typeof n == "function" ? function(l) {
             return n(l == null ? l : o(l));
           } : !1;
-        }), nu = be((k, M) => {
+        }), ru = be((k, M) => {
           "use strict";
-          var r = Lp(), e = Op(), a = Zg();
+          var r = Op(), e = Dp(), a = Zg();
           M.exports = r ? function(i) {
             return r(i);
           } : e ? function(i) {
@@ -28527,13 +28527,13 @@ function cx() {
           } : a ? function(i) {
             return a(i);
           } : null;
-        }), Cp = be((k, M) => {
+        }), Ep = be((k, M) => {
           "use strict";
-          var r = Function.prototype.call, e = Object.prototype.hasOwnProperty, a = Cl();
+          var r = Function.prototype.call, e = Object.prototype.hasOwnProperty, a = El();
           M.exports = a.call(r, e);
-        }), ru = be((k, M) => {
+        }), au = be((k, M) => {
           "use strict";
-          var r, e = K0(), a = Dg(), i = Cg(), o = Eg(), n = zg(), l = Sp(), s = Dl(), t = Pg(), d = Fg(), c = Ig(), p = Rg(), h = Ng(), y = Bg(), m = jg(), v = Hg(), u = Function, f = function(R) {
+          var r, e = Q0(), a = Dg(), i = Cg(), o = Eg(), n = zg(), l = Lp(), s = Cl(), t = Pg(), d = Fg(), c = Ig(), p = Rg(), h = Ng(), y = Bg(), m = jg(), v = Hg(), u = Function, f = function(R) {
             try {
               return u('"use strict"; return (' + R + ").constructor;")();
             } catch {
@@ -28550,7 +28550,7 @@ function cx() {
                 return b;
               }
             }
-          })() : b, z = Vg()(), C = nu(), O = Op(), L = Lp(), H = eu(), G = Q0(), Q = {}, X = typeof Uint8Array > "u" || !C ? r : C(Uint8Array), ne = { __proto__: null, "%AggregateError%": typeof AggregateError > "u" ? r : AggregateError, "%Array%": Array, "%ArrayBuffer%": typeof ArrayBuffer > "u" ? r : ArrayBuffer, "%ArrayIteratorPrototype%": z && C ? C([][Symbol.iterator]()) : r, "%AsyncFromSyncIteratorPrototype%": r, "%AsyncFunction%": Q, "%AsyncGenerator%": Q, "%AsyncGeneratorFunction%": Q, "%AsyncIteratorPrototype%": Q, "%Atomics%": typeof Atomics > "u" ? r : Atomics, "%BigInt%": typeof BigInt > "u" ? r : BigInt, "%BigInt64Array%": typeof BigInt64Array > "u" ? r : BigInt64Array, "%BigUint64Array%": typeof BigUint64Array > "u" ? r : BigUint64Array, "%Boolean%": Boolean, "%DataView%": typeof DataView > "u" ? r : DataView, "%Date%": Date, "%decodeURI%": decodeURI, "%decodeURIComponent%": decodeURIComponent, "%encodeURI%": encodeURI, "%encodeURIComponent%": encodeURIComponent, "%Error%": a, "%eval%": eval, "%EvalError%": i, "%Float16Array%": typeof Float16Array > "u" ? r : Float16Array, "%Float32Array%": typeof Float32Array > "u" ? r : Float32Array, "%Float64Array%": typeof Float64Array > "u" ? r : Float64Array, "%FinalizationRegistry%": typeof FinalizationRegistry > "u" ? r : FinalizationRegistry, "%Function%": u, "%GeneratorFunction%": Q, "%Int8Array%": typeof Int8Array > "u" ? r : Int8Array, "%Int16Array%": typeof Int16Array > "u" ? r : Int16Array, "%Int32Array%": typeof Int32Array > "u" ? r : Int32Array, "%isFinite%": isFinite, "%isNaN%": isNaN, "%IteratorPrototype%": z && C ? C(C([][Symbol.iterator]())) : r, "%JSON%": typeof JSON == "object" ? JSON : r, "%Map%": typeof Map > "u" ? r : Map, "%MapIteratorPrototype%": typeof Map > "u" || !z || !C ? r : C((/* @__PURE__ */ new Map())[Symbol.iterator]()), "%Math%": Math, "%Number%": Number, "%Object%": e, "%Object.getOwnPropertyDescriptor%": g, "%parseFloat%": parseFloat, "%parseInt%": parseInt, "%Promise%": typeof Promise > "u" ? r : Promise, "%Proxy%": typeof Proxy > "u" ? r : Proxy, "%RangeError%": o, "%ReferenceError%": n, "%Reflect%": typeof Reflect > "u" ? r : Reflect, "%RegExp%": RegExp, "%Set%": typeof Set > "u" ? r : Set, "%SetIteratorPrototype%": typeof Set > "u" || !z || !C ? r : C((/* @__PURE__ */ new Set())[Symbol.iterator]()), "%SharedArrayBuffer%": typeof SharedArrayBuffer > "u" ? r : SharedArrayBuffer, "%String%": String, "%StringIteratorPrototype%": z && C ? C(""[Symbol.iterator]()) : r, "%Symbol%": z ? Symbol : r, "%SyntaxError%": l, "%ThrowTypeError%": w, "%TypedArray%": X, "%TypeError%": s, "%Uint8Array%": typeof Uint8Array > "u" ? r : Uint8Array, "%Uint8ClampedArray%": typeof Uint8ClampedArray > "u" ? r : Uint8ClampedArray, "%Uint16Array%": typeof Uint16Array > "u" ? r : Uint16Array, "%Uint32Array%": typeof Uint32Array > "u" ? r : Uint32Array, "%URIError%": t, "%WeakMap%": typeof WeakMap > "u" ? r : WeakMap, "%WeakRef%": typeof WeakRef > "u" ? r : WeakRef, "%WeakSet%": typeof WeakSet > "u" ? r : WeakSet, "%Function.prototype.call%": G, "%Function.prototype.apply%": H, "%Object.defineProperty%": _, "%Object.getPrototypeOf%": O, "%Math.abs%": d, "%Math.floor%": c, "%Math.max%": p, "%Math.min%": h, "%Math.pow%": y, "%Math.round%": m, "%Math.sign%": v, "%Reflect.getPrototypeOf%": L };
+          })() : b, z = Vg()(), C = ru(), O = Dp(), L = Op(), H = tu(), G = eu(), Q = {}, X = typeof Uint8Array > "u" || !C ? r : C(Uint8Array), ne = { __proto__: null, "%AggregateError%": typeof AggregateError > "u" ? r : AggregateError, "%Array%": Array, "%ArrayBuffer%": typeof ArrayBuffer > "u" ? r : ArrayBuffer, "%ArrayIteratorPrototype%": z && C ? C([][Symbol.iterator]()) : r, "%AsyncFromSyncIteratorPrototype%": r, "%AsyncFunction%": Q, "%AsyncGenerator%": Q, "%AsyncGeneratorFunction%": Q, "%AsyncIteratorPrototype%": Q, "%Atomics%": typeof Atomics > "u" ? r : Atomics, "%BigInt%": typeof BigInt > "u" ? r : BigInt, "%BigInt64Array%": typeof BigInt64Array > "u" ? r : BigInt64Array, "%BigUint64Array%": typeof BigUint64Array > "u" ? r : BigUint64Array, "%Boolean%": Boolean, "%DataView%": typeof DataView > "u" ? r : DataView, "%Date%": Date, "%decodeURI%": decodeURI, "%decodeURIComponent%": decodeURIComponent, "%encodeURI%": encodeURI, "%encodeURIComponent%": encodeURIComponent, "%Error%": a, "%eval%": eval, "%EvalError%": i, "%Float16Array%": typeof Float16Array > "u" ? r : Float16Array, "%Float32Array%": typeof Float32Array > "u" ? r : Float32Array, "%Float64Array%": typeof Float64Array > "u" ? r : Float64Array, "%FinalizationRegistry%": typeof FinalizationRegistry > "u" ? r : FinalizationRegistry, "%Function%": u, "%GeneratorFunction%": Q, "%Int8Array%": typeof Int8Array > "u" ? r : Int8Array, "%Int16Array%": typeof Int16Array > "u" ? r : Int16Array, "%Int32Array%": typeof Int32Array > "u" ? r : Int32Array, "%isFinite%": isFinite, "%isNaN%": isNaN, "%IteratorPrototype%": z && C ? C(C([][Symbol.iterator]())) : r, "%JSON%": typeof JSON == "object" ? JSON : r, "%Map%": typeof Map > "u" ? r : Map, "%MapIteratorPrototype%": typeof Map > "u" || !z || !C ? r : C((/* @__PURE__ */ new Map())[Symbol.iterator]()), "%Math%": Math, "%Number%": Number, "%Object%": e, "%Object.getOwnPropertyDescriptor%": g, "%parseFloat%": parseFloat, "%parseInt%": parseInt, "%Promise%": typeof Promise > "u" ? r : Promise, "%Proxy%": typeof Proxy > "u" ? r : Proxy, "%RangeError%": o, "%ReferenceError%": n, "%Reflect%": typeof Reflect > "u" ? r : Reflect, "%RegExp%": RegExp, "%Set%": typeof Set > "u" ? r : Set, "%SetIteratorPrototype%": typeof Set > "u" || !z || !C ? r : C((/* @__PURE__ */ new Set())[Symbol.iterator]()), "%SharedArrayBuffer%": typeof SharedArrayBuffer > "u" ? r : SharedArrayBuffer, "%String%": String, "%StringIteratorPrototype%": z && C ? C(""[Symbol.iterator]()) : r, "%Symbol%": z ? Symbol : r, "%SyntaxError%": l, "%ThrowTypeError%": w, "%TypedArray%": X, "%TypeError%": s, "%Uint8Array%": typeof Uint8Array > "u" ? r : Uint8Array, "%Uint8ClampedArray%": typeof Uint8ClampedArray > "u" ? r : Uint8ClampedArray, "%Uint16Array%": typeof Uint16Array > "u" ? r : Uint16Array, "%Uint32Array%": typeof Uint32Array > "u" ? r : Uint32Array, "%URIError%": t, "%WeakMap%": typeof WeakMap > "u" ? r : WeakMap, "%WeakRef%": typeof WeakRef > "u" ? r : WeakRef, "%WeakSet%": typeof WeakSet > "u" ? r : WeakSet, "%Function.prototype.call%": G, "%Function.prototype.apply%": H, "%Object.defineProperty%": _, "%Object.getPrototypeOf%": O, "%Math.abs%": d, "%Math.floor%": c, "%Math.max%": p, "%Math.min%": h, "%Math.pow%": y, "%Math.round%": m, "%Math.sign%": v, "%Reflect.getPrototypeOf%": L };
           if (C) try {
             null.error;
           } catch (R) {
@@ -28569,7 +28569,7 @@ function cx() {
               B && C && (P = C(B.prototype));
             }
             return ne[I] = P, P;
-          }, N = { __proto__: null, "%ArrayBufferPrototype%": ["ArrayBuffer", "prototype"], "%ArrayPrototype%": ["Array", "prototype"], "%ArrayProto_entries%": ["Array", "prototype", "entries"], "%ArrayProto_forEach%": ["Array", "prototype", "forEach"], "%ArrayProto_keys%": ["Array", "prototype", "keys"], "%ArrayProto_values%": ["Array", "prototype", "values"], "%AsyncFunctionPrototype%": ["AsyncFunction", "prototype"], "%AsyncGenerator%": ["AsyncGeneratorFunction", "prototype"], "%AsyncGeneratorPrototype%": ["AsyncGeneratorFunction", "prototype", "prototype"], "%BooleanPrototype%": ["Boolean", "prototype"], "%DataViewPrototype%": ["DataView", "prototype"], "%DatePrototype%": ["Date", "prototype"], "%ErrorPrototype%": ["Error", "prototype"], "%EvalErrorPrototype%": ["EvalError", "prototype"], "%Float32ArrayPrototype%": ["Float32Array", "prototype"], "%Float64ArrayPrototype%": ["Float64Array", "prototype"], "%FunctionPrototype%": ["Function", "prototype"], "%Generator%": ["GeneratorFunction", "prototype"], "%GeneratorPrototype%": ["GeneratorFunction", "prototype", "prototype"], "%Int8ArrayPrototype%": ["Int8Array", "prototype"], "%Int16ArrayPrototype%": ["Int16Array", "prototype"], "%Int32ArrayPrototype%": ["Int32Array", "prototype"], "%JSONParse%": ["JSON", "parse"], "%JSONStringify%": ["JSON", "stringify"], "%MapPrototype%": ["Map", "prototype"], "%NumberPrototype%": ["Number", "prototype"], "%ObjectPrototype%": ["Object", "prototype"], "%ObjProto_toString%": ["Object", "prototype", "toString"], "%ObjProto_valueOf%": ["Object", "prototype", "valueOf"], "%PromisePrototype%": ["Promise", "prototype"], "%PromiseProto_then%": ["Promise", "prototype", "then"], "%Promise_all%": ["Promise", "all"], "%Promise_reject%": ["Promise", "reject"], "%Promise_resolve%": ["Promise", "resolve"], "%RangeErrorPrototype%": ["RangeError", "prototype"], "%ReferenceErrorPrototype%": ["ReferenceError", "prototype"], "%RegExpPrototype%": ["RegExp", "prototype"], "%SetPrototype%": ["Set", "prototype"], "%SharedArrayBufferPrototype%": ["SharedArrayBuffer", "prototype"], "%StringPrototype%": ["String", "prototype"], "%SymbolPrototype%": ["Symbol", "prototype"], "%SyntaxErrorPrototype%": ["SyntaxError", "prototype"], "%TypedArrayPrototype%": ["TypedArray", "prototype"], "%TypeErrorPrototype%": ["TypeError", "prototype"], "%Uint8ArrayPrototype%": ["Uint8Array", "prototype"], "%Uint8ClampedArrayPrototype%": ["Uint8ClampedArray", "prototype"], "%Uint16ArrayPrototype%": ["Uint16Array", "prototype"], "%Uint32ArrayPrototype%": ["Uint32Array", "prototype"], "%URIErrorPrototype%": ["URIError", "prototype"], "%WeakMapPrototype%": ["WeakMap", "prototype"], "%WeakSetPrototype%": ["WeakSet", "prototype"] }, J = Cl(), ee = Cp(), E = J.call(G, Array.prototype.concat), Y = J.call(H, Array.prototype.splice), U = J.call(G, String.prototype.replace), W = J.call(G, String.prototype.slice), se = J.call(G, RegExp.prototype.exec), ce = /[^%.[\]]+|\[(?:(-?\d+(?:\.\d+)?)|(["'])((?:(?!\2)[^\\]|\\.)*?)\2)\]|(?=(?:\.|\[\])(?:\.|\[\]|%$))/g, q = /\\(\\)?/g, A = function(R) {
+          }, N = { __proto__: null, "%ArrayBufferPrototype%": ["ArrayBuffer", "prototype"], "%ArrayPrototype%": ["Array", "prototype"], "%ArrayProto_entries%": ["Array", "prototype", "entries"], "%ArrayProto_forEach%": ["Array", "prototype", "forEach"], "%ArrayProto_keys%": ["Array", "prototype", "keys"], "%ArrayProto_values%": ["Array", "prototype", "values"], "%AsyncFunctionPrototype%": ["AsyncFunction", "prototype"], "%AsyncGenerator%": ["AsyncGeneratorFunction", "prototype"], "%AsyncGeneratorPrototype%": ["AsyncGeneratorFunction", "prototype", "prototype"], "%BooleanPrototype%": ["Boolean", "prototype"], "%DataViewPrototype%": ["DataView", "prototype"], "%DatePrototype%": ["Date", "prototype"], "%ErrorPrototype%": ["Error", "prototype"], "%EvalErrorPrototype%": ["EvalError", "prototype"], "%Float32ArrayPrototype%": ["Float32Array", "prototype"], "%Float64ArrayPrototype%": ["Float64Array", "prototype"], "%FunctionPrototype%": ["Function", "prototype"], "%Generator%": ["GeneratorFunction", "prototype"], "%GeneratorPrototype%": ["GeneratorFunction", "prototype", "prototype"], "%Int8ArrayPrototype%": ["Int8Array", "prototype"], "%Int16ArrayPrototype%": ["Int16Array", "prototype"], "%Int32ArrayPrototype%": ["Int32Array", "prototype"], "%JSONParse%": ["JSON", "parse"], "%JSONStringify%": ["JSON", "stringify"], "%MapPrototype%": ["Map", "prototype"], "%NumberPrototype%": ["Number", "prototype"], "%ObjectPrototype%": ["Object", "prototype"], "%ObjProto_toString%": ["Object", "prototype", "toString"], "%ObjProto_valueOf%": ["Object", "prototype", "valueOf"], "%PromisePrototype%": ["Promise", "prototype"], "%PromiseProto_then%": ["Promise", "prototype", "then"], "%Promise_all%": ["Promise", "all"], "%Promise_reject%": ["Promise", "reject"], "%Promise_resolve%": ["Promise", "resolve"], "%RangeErrorPrototype%": ["RangeError", "prototype"], "%ReferenceErrorPrototype%": ["ReferenceError", "prototype"], "%RegExpPrototype%": ["RegExp", "prototype"], "%SetPrototype%": ["Set", "prototype"], "%SharedArrayBufferPrototype%": ["SharedArrayBuffer", "prototype"], "%StringPrototype%": ["String", "prototype"], "%SymbolPrototype%": ["Symbol", "prototype"], "%SyntaxErrorPrototype%": ["SyntaxError", "prototype"], "%TypedArrayPrototype%": ["TypedArray", "prototype"], "%TypeErrorPrototype%": ["TypeError", "prototype"], "%Uint8ArrayPrototype%": ["Uint8Array", "prototype"], "%Uint8ClampedArrayPrototype%": ["Uint8ClampedArray", "prototype"], "%Uint16ArrayPrototype%": ["Uint16Array", "prototype"], "%Uint32ArrayPrototype%": ["Uint32Array", "prototype"], "%URIErrorPrototype%": ["URIError", "prototype"], "%WeakMapPrototype%": ["WeakMap", "prototype"], "%WeakSetPrototype%": ["WeakSet", "prototype"] }, J = El(), ee = Ep(), E = J.call(G, Array.prototype.concat), Y = J.call(H, Array.prototype.splice), U = J.call(G, String.prototype.replace), W = J.call(G, String.prototype.slice), se = J.call(G, RegExp.prototype.exec), ce = /[^%.[\]]+|\[(?:(-?\d+(?:\.\d+)?)|(["'])((?:(?!\2)[^\\]|\\.)*?)\2)\]|(?=(?:\.|\[\])(?:\.|\[\]|%$))/g, q = /\\(\\)?/g, A = function(R) {
             var I = W(R, 0, 1), P = W(R, -1);
             if (I === "%" && P !== "%") throw new l("invalid intrinsic syntax, expected closing `%`");
             if (P === "%" && I !== "%") throw new l("invalid intrinsic syntax, expected opening `%`");
@@ -28612,7 +28612,7 @@ function cx() {
           };
         }), Do = be((k, M) => {
           "use strict";
-          var r = ru(), e = tu(), a = e([r("%String.prototype.indexOf%")]);
+          var r = au(), e = nu(), a = e([r("%String.prototype.indexOf%")]);
           M.exports = function(i, o) {
             var n = r(i, !!o);
             return typeof n == "function" && a(i, ".prototype.") > -1 ? e([n]) : n;
@@ -28629,7 +28629,7 @@ function cx() {
           i.isLegacyArguments = o, M.exports = n ? i : o;
         }), Wg = be((k, M) => {
           "use strict";
-          var r = Do(), e = Us()(), a = Cp(), i = Oo(), o;
+          var r = Do(), e = Us()(), a = Ep(), i = Oo(), o;
           e ? (n = r("RegExp.prototype.exec"), l = {}, s = function() {
             throw l;
           }, t = { toString: s, valueOf: s }, typeof Symbol.toPrimitive == "symbol" && (t[Symbol.toPrimitive] = s), o = function(p) {
@@ -28648,7 +28648,7 @@ function cx() {
           M.exports = o;
         }), Jg = be((k, M) => {
           "use strict";
-          var r = Do(), e = Wg(), a = r("RegExp.prototype.exec"), i = Dl();
+          var r = Do(), e = Wg(), a = r("RegExp.prototype.exec"), i = Cl();
           M.exports = function(o) {
             if (!e(o)) throw new i("`regex` must be a RegExp");
             return function(n) {
@@ -28662,7 +28662,7 @@ function cx() {
           M.exports = () => r;
         }), Kg = be((k, M) => {
           "use strict";
-          var r = Do(), e = Jg(), a = e(/^\s*(?:function)?\*/), i = Us()(), o = nu(), n = r("Object.prototype.toString"), l = r("Function.prototype.toString"), s = $g();
+          var r = Do(), e = Jg(), a = e(/^\s*(?:function)?\*/), i = Us()(), o = ru(), n = r("Object.prototype.toString"), l = r("Function.prototype.toString"), s = $g();
           M.exports = function(t) {
             if (typeof t != "function") return !1;
             if (a(l(t))) return !0;
@@ -28756,9 +28756,9 @@ function cx() {
             for (var a = [], i = 0; i < r.length; i++) typeof e[r[i]] == "function" && (a[a.length] = r[i]);
             return a;
           };
-        }), Ep = be((k, M) => {
+        }), zp = be((k, M) => {
           "use strict";
-          var r = Vs(), e = Sp(), a = Dl(), i = Oo();
+          var r = Vs(), e = Lp(), a = Cl(), i = Oo();
           M.exports = function(o, n, l) {
             if (!o || typeof o != "object" && typeof o != "function") throw new a("`obj` must be an object or a function`");
             if (typeof n != "string" && typeof n != "symbol") throw new a("`property` must be a string or a symbol`");
@@ -28771,7 +28771,7 @@ function cx() {
             else if (c || !s && !t && !d) o[n] = l;
             else throw new e("This environment does not support defining a property as non-configurable, non-writable, or non-enumerable.");
           };
-        }), zp = be((k, M) => {
+        }), Pp = be((k, M) => {
           "use strict";
           var r = Vs(), e = function() {
             return !!r;
@@ -28786,7 +28786,7 @@ function cx() {
           }, M.exports = e;
         }), ry = be((k, M) => {
           "use strict";
-          var r = ru(), e = Ep(), a = zp()(), i = Oo(), o = Dl(), n = r("%Math.floor%");
+          var r = au(), e = zp(), a = Pp()(), i = Oo(), o = Cl(), n = r("%Math.floor%");
           M.exports = function(l, s) {
             if (typeof l != "function") throw new o("`fn` is not a function");
             if (typeof s != "number" || s < 0 || s > 4294967295 || n(s) !== s) throw new o("`length` must be a positive 32-bit integer");
@@ -28799,20 +28799,20 @@ function cx() {
           };
         }), ay = be((k, M) => {
           "use strict";
-          var r = Cl(), e = eu(), a = Dp();
+          var r = El(), e = tu(), a = Cp();
           M.exports = function() {
             return a(r, e, arguments);
           };
         }), Ys = be((k, M) => {
           "use strict";
-          var r = ry(), e = Vs(), a = tu(), i = ay();
+          var r = ry(), e = Vs(), a = nu(), i = ay();
           M.exports = function(o) {
             var n = a(arguments), l = 1 + o.length - (arguments.length - 1);
             return r(n, l > 0 ? l : 0, !0);
           }, e ? e(M.exports, "apply", { value: i }) : M.exports.apply = i;
-        }), Pp = be((k, M) => {
+        }), Fp = be((k, M) => {
           "use strict";
-          var r = ey(), e = ny(), a = Ys(), i = Do(), o = Oo(), n = nu(), l = i("Object.prototype.toString"), s = Us()(), t = typeof globalThis > "u" ? window : globalThis, d = e(), c = i("String.prototype.slice"), p = i("Array.prototype.indexOf", !0) || function(u, f) {
+          var r = ey(), e = ny(), a = Ys(), i = Do(), o = Oo(), n = ru(), l = i("Object.prototype.toString"), s = Us()(), t = typeof globalThis > "u" ? window : globalThis, d = e(), c = i("String.prototype.slice"), p = i("Array.prototype.indexOf", !0) || function(u, f) {
             for (var g = 0; g < u.length; g += 1) if (u[g] === f) return g;
             return -1;
           }, h = { __proto__: null };
@@ -28867,13 +28867,13 @@ function cx() {
           };
         }), iy = be((k, M) => {
           "use strict";
-          var r = Pp();
+          var r = Fp();
           M.exports = function(e) {
             return !!r(e);
           };
-        }), Fp = be((k) => {
+        }), Ip = be((k) => {
           "use strict";
-          var M = Xg(), r = Kg(), e = Pp(), a = iy();
+          var M = Xg(), r = Kg(), e = Fp(), a = iy();
           function i(ae) {
             return ae.call.bind(ae);
           }
@@ -29051,11 +29051,11 @@ function cx() {
               throw new Error(ae + " is not supported in userland");
             } });
           });
-        }), Ip = be((k, M) => {
+        }), Rp = be((k, M) => {
           M.exports = function(r) {
             return r && typeof r == "object" && typeof r.copy == "function" && typeof r.fill == "function" && typeof r.readUInt8 == "function";
           };
-        }), Rp = be((k) => {
+        }), Np = be((k) => {
           var M = Object.getOwnPropertyDescriptors || function(E) {
             for (var Y = Object.keys(E), U = {}, W = 0; W < Y.length; W++) U[Y[W]] = Object.getOwnPropertyDescriptor(E, Y[W]);
             return U;
@@ -29208,7 +29208,7 @@ function cx() {
  `) + " " + E.join(`,
   `) + " " + U[1] : U[0] + Y + " " + E.join(", ") + " " + U[1];
           }
-          k.types = Fp();
+          k.types = Ip();
           function m(E) {
             return Array.isArray(E);
           }
@@ -29264,7 +29264,7 @@ function cx() {
           function G(E) {
             return E === null || typeof E == "boolean" || typeof E == "number" || typeof E == "string" || typeof E == "symbol" || typeof E > "u";
           }
-          k.isPrimitive = G, k.isBuffer = Ip();
+          k.isPrimitive = G, k.isBuffer = Rp();
           function Q(E) {
             return Object.prototype.toString.call(E);
           }
@@ -29387,7 +29387,7 @@ function cx() {
             }
             return (v === "string" ? String : Number)(m);
           }
-          var t = Ol(), d = t.Buffer, c = Rp(), p = c.inspect, h = p && p.custom || "inspect";
+          var t = Dl(), d = t.Buffer, c = Np(), p = c.inspect, h = p && p.custom || "inspect";
           function y(m, v, u) {
             d.prototype.copy.call(m, v, u);
           }
@@ -29447,7 +29447,7 @@ function cx() {
               return p(this, e(e({}, u), {}, { depth: 0, customInspect: !1 }));
             } }]), m;
           })();
-        }), Np = be((k, M) => {
+        }), Bp = be((k, M) => {
           "use strict";
           function r(l, s) {
             var t = this, d = this._readableState && this._readableState.destroyed, c = this._writableState && this._writableState.destroyed;
@@ -29528,7 +29528,7 @@ function cx() {
           }), a("ERR_MULTIPLE_CALLBACK", "Callback called multiple times"), a("ERR_STREAM_CANNOT_PIPE", "Cannot pipe, not readable"), a("ERR_STREAM_WRITE_AFTER_END", "write after end"), a("ERR_STREAM_NULL_VALUES", "May not write null values to stream", TypeError), a("ERR_UNKNOWN_ENCODING", function(s) {
             return "Unknown encoding: " + s;
           }, TypeError), a("ERR_STREAM_UNSHIFT_AFTER_END_EVENT", "stream.unshift() after end event"), M.exports.codes = e;
-        }), Bp = be((k, M) => {
+        }), jp = be((k, M) => {
           "use strict";
           var r = Co().codes.ERR_INVALID_OPT_VALUE;
           function e(i, o, n) {
@@ -29569,7 +29569,7 @@ function cx() {
             var i = window.localStorage[a];
             return i == null ? !1 : String(i).toLowerCase() === "true";
           }
-        }), jp = be((k, M) => {
+        }), qp = be((k, M) => {
           "use strict";
           M.exports = O;
           function r(q) {
@@ -29580,7 +29580,7 @@ function cx() {
           }
           var e;
           O.WritableState = z;
-          var a = { deprecate: ly() }, i = Ap(), o = Ol().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
+          var a = { deprecate: ly() }, i = Sp(), o = Dl().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
           };
           function l(q) {
             return o.from(q);
@@ -29588,7 +29588,7 @@ function cx() {
           function s(q) {
             return o.isBuffer(q) || q instanceof n;
           }
-          var t = Np(), d = Bp(), c = d.getHighWaterMark, p = Co().codes, h = p.ERR_INVALID_ARG_TYPE, y = p.ERR_METHOD_NOT_IMPLEMENTED, m = p.ERR_MULTIPLE_CALLBACK, v = p.ERR_STREAM_CANNOT_PIPE, u = p.ERR_STREAM_DESTROYED, f = p.ERR_STREAM_NULL_VALUES, g = p.ERR_STREAM_WRITE_AFTER_END, _ = p.ERR_UNKNOWN_ENCODING, b = t.errorOrDestroy;
+          var t = Bp(), d = jp(), c = d.getHighWaterMark, p = Co().codes, h = p.ERR_INVALID_ARG_TYPE, y = p.ERR_METHOD_NOT_IMPLEMENTED, m = p.ERR_MULTIPLE_CALLBACK, v = p.ERR_STREAM_CANNOT_PIPE, u = p.ERR_STREAM_DESTROYED, f = p.ERR_STREAM_NULL_VALUES, g = p.ERR_STREAM_WRITE_AFTER_END, _ = p.ERR_UNKNOWN_ENCODING, b = t.errorOrDestroy;
           Ii()(O, i);
           function w() {
           }
@@ -29761,7 +29761,7 @@ function cx() {
             return c;
           };
           M.exports = l;
-          var e = Hp(), a = jp();
+          var e = Up(), a = qp();
           for (Ii()(l, e), i = r(a.prototype), n = 0; n < i.length; n++) o = i[n], l.prototype[o] || (l.prototype[o] = a.prototype[o]);
           var i, o, n;
           function l(d) {
@@ -29787,7 +29787,7 @@ function cx() {
             this._readableState === void 0 || this._writableState === void 0 || (this._readableState.destroyed = d, this._writableState.destroyed = d);
           } });
         }), sy = be((k, M) => {
-          var r = Ol(), e = r.Buffer;
+          var r = Dl(), e = r.Buffer;
           function a(o, n) {
             for (var l in o) n[l] = o[l];
           }
@@ -29809,7 +29809,7 @@ function cx() {
             if (typeof o != "number") throw new TypeError("Argument must be a number");
             return r.SlowBuffer(o);
           };
-        }), qp = be((k) => {
+        }), Hp = be((k) => {
           "use strict";
           var M = sy().Buffer, r = M.isEncoding || function(u) {
             switch (u = "" + u, u && u.toLowerCase()) {
@@ -29955,7 +29955,7 @@ function cx() {
           function v(u) {
             return u && u.length ? this.write(u) : "";
           }
-        }), au = be((k, M) => {
+        }), iu = be((k, M) => {
           "use strict";
           var r = Co().codes.ERR_STREAM_PREMATURE_CLOSE;
           function e(n) {
@@ -30016,7 +30016,7 @@ function cx() {
             }
             return (b === "string" ? String : Number)(_);
           }
-          var o = au(), n = /* @__PURE__ */ Symbol("lastResolve"), l = /* @__PURE__ */ Symbol("lastReject"), s = /* @__PURE__ */ Symbol("error"), t = /* @__PURE__ */ Symbol("ended"), d = /* @__PURE__ */ Symbol("lastPromise"), c = /* @__PURE__ */ Symbol("handlePromise"), p = /* @__PURE__ */ Symbol("stream");
+          var o = iu(), n = /* @__PURE__ */ Symbol("lastResolve"), l = /* @__PURE__ */ Symbol("lastReject"), s = /* @__PURE__ */ Symbol("error"), t = /* @__PURE__ */ Symbol("ended"), d = /* @__PURE__ */ Symbol("lastPromise"), c = /* @__PURE__ */ Symbol("handlePromise"), p = /* @__PURE__ */ Symbol("stream");
           function h(_, b) {
             return { value: _, done: b };
           }
@@ -30094,14 +30094,14 @@ function cx() {
           M.exports = function() {
             throw new Error("Readable.from is not available in the browser");
           };
-        }), Hp = be((k, M) => {
+        }), Up = be((k, M) => {
           "use strict";
           M.exports = H;
           var r;
           H.ReadableState = L;
           var e = Mo().EventEmitter, a = function(S, B) {
             return S.listeners(B).length;
-          }, i = Ap(), o = Ol().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
+          }, i = Sp(), o = Dl().Buffer, n = (typeof window < "u" || typeof window < "u" ? window : typeof self < "u" ? self : {}).Uint8Array || function() {
           };
           function l(S) {
             return o.from(S);
@@ -30109,10 +30109,10 @@ function cx() {
           function s(S) {
             return o.isBuffer(S) || S instanceof n;
           }
-          var t = Rp(), d;
+          var t = Np(), d;
           t && t.debuglog ? d = t.debuglog("stream") : d = function() {
           };
-          var c = oy(), p = Np(), h = Bp(), y = h.getHighWaterMark, m = Co().codes, v = m.ERR_INVALID_ARG_TYPE, u = m.ERR_STREAM_PUSH_AFTER_EOF, f = m.ERR_METHOD_NOT_IMPLEMENTED, g = m.ERR_STREAM_UNSHIFT_AFTER_END_EVENT, _, b, w;
+          var c = oy(), p = Bp(), h = jp(), y = h.getHighWaterMark, m = Co().codes, v = m.ERR_INVALID_ARG_TYPE, u = m.ERR_STREAM_PUSH_AFTER_EOF, f = m.ERR_METHOD_NOT_IMPLEMENTED, g = m.ERR_STREAM_UNSHIFT_AFTER_END_EVENT, _, b, w;
           Ii()(H, i);
           var z = p.errorOrDestroy, C = ["error", "close", "destroy", "pause", "resume"];
           function O(S, B, Z) {
@@ -30120,7 +30120,7 @@ function cx() {
             !S._events || !S._events[B] ? S.on(B, Z) : Array.isArray(S._events[B]) ? S._events[B].unshift(Z) : S._events[B] = [Z, S._events[B]];
           }
           function L(S, B, Z) {
-            r = r || Eo(), S = S || {}, typeof Z != "boolean" && (Z = B instanceof r), this.objectMode = !!S.objectMode, Z && (this.objectMode = this.objectMode || !!S.readableObjectMode), this.highWaterMark = y(this, S, "readableHighWaterMark", Z), this.buffer = new c(), this.length = 0, this.pipes = null, this.pipesCount = 0, this.flowing = null, this.ended = !1, this.endEmitted = !1, this.reading = !1, this.sync = !0, this.needReadable = !1, this.emittedReadable = !1, this.readableListening = !1, this.resumeScheduled = !1, this.paused = !0, this.emitClose = S.emitClose !== !1, this.autoDestroy = !!S.autoDestroy, this.destroyed = !1, this.defaultEncoding = S.defaultEncoding || "utf8", this.awaitDrain = 0, this.readingMore = !1, this.decoder = null, this.encoding = null, S.encoding && (_ || (_ = qp().StringDecoder), this.decoder = new _(S.encoding), this.encoding = S.encoding);
+            r = r || Eo(), S = S || {}, typeof Z != "boolean" && (Z = B instanceof r), this.objectMode = !!S.objectMode, Z && (this.objectMode = this.objectMode || !!S.readableObjectMode), this.highWaterMark = y(this, S, "readableHighWaterMark", Z), this.buffer = new c(), this.length = 0, this.pipes = null, this.pipesCount = 0, this.flowing = null, this.ended = !1, this.endEmitted = !1, this.reading = !1, this.sync = !0, this.needReadable = !1, this.emittedReadable = !1, this.readableListening = !1, this.resumeScheduled = !1, this.paused = !0, this.emitClose = S.emitClose !== !1, this.autoDestroy = !!S.autoDestroy, this.destroyed = !1, this.defaultEncoding = S.defaultEncoding || "utf8", this.awaitDrain = 0, this.readingMore = !1, this.decoder = null, this.encoding = null, S.encoding && (_ || (_ = Hp().StringDecoder), this.decoder = new _(S.encoding), this.encoding = S.encoding);
           }
           function H(S) {
             if (r = r || Eo(), !(this instanceof H)) return new H(S);
@@ -30166,7 +30166,7 @@ function cx() {
           H.prototype.isPaused = function() {
             return this._readableState.flowing === !1;
           }, H.prototype.setEncoding = function(S) {
-            _ || (_ = qp().StringDecoder);
+            _ || (_ = Hp().StringDecoder);
             var B = new _(S);
             this._readableState.decoder = B, this._readableState.encoding = this._readableState.decoder.encoding;
             for (var Z = this._readableState.buffer.head, oe = ""; Z !== null; ) oe += B.write(Z.data), Z = Z.next;
@@ -30379,7 +30379,7 @@ function cx() {
             for (var Z = 0, oe = S.length; Z < oe; Z++) if (S[Z] === B) return Z;
             return -1;
           }
-        }), Up = be((k, M) => {
+        }), Vp = be((k, M) => {
           "use strict";
           M.exports = s;
           var r = Co().codes, e = r.ERR_METHOD_NOT_IMPLEMENTED, a = r.ERR_MULTIPLE_CALLBACK, i = r.ERR_TRANSFORM_ALREADY_TRANSFORMING, o = r.ERR_TRANSFORM_WITH_LENGTH_0, n = Eo();
@@ -30430,7 +30430,7 @@ function cx() {
         }), fy = be((k, M) => {
           "use strict";
           M.exports = e;
-          var r = Up();
+          var r = Vp();
           Ii()(e, r);
           function e(a) {
             if (!(this instanceof e)) return new e(a);
@@ -30460,7 +30460,7 @@ function cx() {
             var u = !1;
             h.on("close", function() {
               u = !0;
-            }), r === void 0 && (r = au()), r(h, { readable: y, writable: m }, function(g) {
+            }), r === void 0 && (r = iu()), r(h, { readable: y, writable: m }, function(g) {
               if (g) return v(g);
               u = !0, v();
             });
@@ -30498,7 +30498,7 @@ function cx() {
         }), py = be((k, M) => {
           M.exports = a;
           var r = Mo().EventEmitter, e = Ii();
-          e(a, r), a.Readable = Hp(), a.Writable = jp(), a.Duplex = Eo(), a.Transform = Up(), a.PassThrough = fy(), a.finished = au(), a.pipeline = dy(), a.Stream = a;
+          e(a, r), a.Readable = Up(), a.Writable = qp(), a.Duplex = Eo(), a.Transform = Vp(), a.PassThrough = fy(), a.finished = iu(), a.pipeline = dy(), a.Stream = a;
           function a() {
             r.call(this);
           }
@@ -30528,7 +30528,7 @@ function cx() {
             }
             return n.on("end", h), n.on("close", h), i.on("close", h), i.emit("pipe", n), i;
           };
-        }), El = be((k) => {
+        }), zl = be((k) => {
           var M = Object.getOwnPropertyDescriptors || function(E) {
             for (var Y = Object.keys(E), U = {}, W = 0; W < Y.length; W++) U[Y[W]] = Object.getOwnPropertyDescriptor(E, Y[W]);
             return U;
@@ -30681,7 +30681,7 @@ function cx() {
  `) + " " + E.join(`,
   `) + " " + U[1] : U[0] + Y + " " + E.join(", ") + " " + U[1];
           }
-          k.types = Fp();
+          k.types = Ip();
           function m(E) {
             return Array.isArray(E);
           }
@@ -30737,7 +30737,7 @@ function cx() {
           function G(E) {
             return E === null || typeof E == "boolean" || typeof E == "number" || typeof E == "string" || typeof E == "symbol" || typeof E > "u";
           }
-          k.isPrimitive = G, k.isBuffer = Ip();
+          k.isPrimitive = G, k.isBuffer = Rp();
           function Q(E) {
             return Object.prototype.toString.call(E);
           }
@@ -30808,7 +30808,7 @@ function cx() {
             return Object.setPrototypeOf(Y, Object.getPrototypeOf(E)), Object.defineProperties(Y, M(E)), Y;
           }
           k.callbackify = ee;
-        }), Vp = be((k, M) => {
+        }), Yp = be((k, M) => {
           "use strict";
           function r(w) {
             "@babel/helpers - typeof";
@@ -30923,7 +30923,7 @@ function cx() {
             return typeof C != "number" && (C = 0), C + z.length > w.length ? !1 : w.indexOf(z, C) !== -1;
           }
           u("ERR_AMBIGUOUS_ARGUMENT", 'The "%s" argument is ambiguous. %s', TypeError), u("ERR_INVALID_ARG_TYPE", function(w, z, C) {
-            m === void 0 && (m = ou()), m(typeof w == "string", "'name' must be a string");
+            m === void 0 && (m = lu()), m(typeof w == "string", "'name' must be a string");
             var O;
             typeof z == "string" && g(z, "not ") ? (O = "must not be", z = z.replace(/^not /, "")) : O = "must be";
             var L;
@@ -30935,7 +30935,7 @@ function cx() {
             return L += ". Received type ".concat(r(C)), L;
           }, TypeError), u("ERR_INVALID_ARG_VALUE", function(w, z) {
             var C = arguments.length > 2 && arguments[2] !== void 0 ? arguments[2] : "is invalid";
-            v === void 0 && (v = El());
+            v === void 0 && (v = zl());
             var O = v.inspect(z);
             return O.length > 128 && (O = "".concat(O.slice(0, 128), "...")), "The argument '".concat(w, "' ").concat(C, ". Received ").concat(O);
           }, TypeError, RangeError), u("ERR_INVALID_RETURN_VALUE", function(w, z, C) {
@@ -30943,7 +30943,7 @@ function cx() {
             return C && C.constructor && C.constructor.name ? O = "instance of ".concat(C.constructor.name) : O = "type ".concat(r(C)), "Expected ".concat(w, ' to be returned from the "').concat(z, '"') + " function but got ".concat(O, ".");
           }, TypeError), u("ERR_MISSING_ARGS", function() {
             for (var w = arguments.length, z = new Array(w), C = 0; C < w; C++) z[C] = arguments[C];
-            m === void 0 && (m = ou()), m(z.length > 0, "At least one arg needs to be specified");
+            m === void 0 && (m = lu()), m(z.length > 0, "At least one arg needs to be specified");
             var O = "The ", L = z.length;
             switch (z = z.map(function(H) {
               return '"'.concat(H, '"');
@@ -31090,7 +31090,7 @@ function cx() {
               return E && typeof Symbol == "function" && E.constructor === Symbol && E !== Symbol.prototype ? "symbol" : typeof E;
             }, g(ee);
           }
-          var _ = El(), b = _.inspect, w = Vp(), z = w.codes.ERR_INVALID_ARG_TYPE;
+          var _ = zl(), b = _.inspect, w = Yp(), z = w.codes.ERR_INVALID_ARG_TYPE;
           function C(ee, E, Y) {
             return (Y === void 0 || Y > ee.length) && (Y = ee.length), ee.substring(Y - E.length, Y) === E;
           }
@@ -31217,7 +31217,7 @@ should equal
             } }]), U;
           })(h(Error), b.custom);
           M.exports = J;
-        }), Yp = be((k, M) => {
+        }), Gp = be((k, M) => {
           "use strict";
           var r = Object.prototype.toString;
           M.exports = function(e) {
@@ -31227,7 +31227,7 @@ should equal
         }), vy = be((k, M) => {
           "use strict";
           var r;
-          Object.keys || (e = Object.prototype.hasOwnProperty, a = Object.prototype.toString, i = Yp(), o = Object.prototype.propertyIsEnumerable, n = !o.call({ toString: null }, "toString"), l = o.call(function() {
+          Object.keys || (e = Object.prototype.hasOwnProperty, a = Object.prototype.toString, i = Gp(), o = Object.prototype.propertyIsEnumerable, n = !o.call({ toString: null }, "toString"), l = o.call(function() {
           }, "prototype"), s = ["toString", "toLocaleString", "valueOf", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "constructor"], t = function(h) {
             var y = h.constructor;
             return y && y.prototype === h;
@@ -31262,9 +31262,9 @@ should equal
           });
           var e, a, i, o, n, l, s, t, d, c, p;
           M.exports = r;
-        }), Gp = be((k, M) => {
+        }), Zp = be((k, M) => {
           "use strict";
-          var r = Array.prototype.slice, e = Yp(), a = Object.keys, i = a ? function(n) {
+          var r = Array.prototype.slice, e = Gp(), a = Object.keys, i = a ? function(n) {
             return a(n);
           } : vy(), o = Object.keys;
           i.shim = function() {
@@ -31281,7 +31281,7 @@ should equal
           }, M.exports = i;
         }), gy = be((k, M) => {
           "use strict";
-          var r = Gp(), e = $0()(), a = Do(), i = K0(), o = a("Array.prototype.push"), n = a("Object.prototype.propertyIsEnumerable"), l = e ? i.getOwnPropertySymbols : null;
+          var r = Zp(), e = K0()(), a = Do(), i = Q0(), o = a("Array.prototype.push"), n = a("Object.prototype.propertyIsEnumerable"), l = e ? i.getOwnPropertySymbols : null;
           M.exports = function(s, t) {
             if (s == null) throw new TypeError("target must be an object");
             var d = i(s);
@@ -31323,7 +31323,7 @@ should equal
           M.exports = function() {
             return !Object.assign || e() || a() ? r : Object.assign;
           };
-        }), Zp = be((k, M) => {
+        }), Xp = be((k, M) => {
           "use strict";
           var r = function(e) {
             return e !== e;
@@ -31331,24 +31331,24 @@ should equal
           M.exports = function(e, a) {
             return e === 0 && a === 0 ? 1 / e === 1 / a : !!(e === a || r(e) && r(a));
           };
-        }), iu = be((k, M) => {
+        }), ou = be((k, M) => {
           "use strict";
-          var r = Zp();
+          var r = Xp();
           M.exports = function() {
             return typeof Object.is == "function" ? Object.is : r;
           };
         }), my = be((k, M) => {
           "use strict";
-          var r = ru(), e = Ys(), a = e(r("String.prototype.indexOf"));
+          var r = au(), e = Ys(), a = e(r("String.prototype.indexOf"));
           M.exports = function(i, o) {
             var n = r(i, !!o);
             return typeof n == "function" && a(i, ".prototype.") > -1 ? e(n) : n;
           };
         }), Gs = be((k, M) => {
           "use strict";
-          var r = Gp(), e = typeof Symbol == "function" && typeof /* @__PURE__ */ Symbol("foo") == "symbol", a = Object.prototype.toString, i = Array.prototype.concat, o = Ep(), n = function(d) {
+          var r = Zp(), e = typeof Symbol == "function" && typeof /* @__PURE__ */ Symbol("foo") == "symbol", a = Object.prototype.toString, i = Array.prototype.concat, o = zp(), n = function(d) {
             return typeof d == "function" && a.call(d) === "[object Function]";
-          }, l = zp()(), s = function(d, c, p, h) {
+          }, l = Pp()(), s = function(d, c, p, h) {
             if (c in d) {
               if (h === !0) {
                 if (d[c] === p) return;
@@ -31363,7 +31363,7 @@ should equal
           t.supportsDescriptors = !!l, M.exports = t;
         }), xy = be((k, M) => {
           "use strict";
-          var r = iu(), e = Gs();
+          var r = ou(), e = Gs();
           M.exports = function() {
             var a = r();
             return e(Object, { is: a }, { is: function() {
@@ -31372,22 +31372,22 @@ should equal
           };
         }), by = be((k, M) => {
           "use strict";
-          var r = Gs(), e = Ys(), a = Zp(), i = iu(), o = xy(), n = e(i(), Object);
+          var r = Gs(), e = Ys(), a = Xp(), i = ou(), o = xy(), n = e(i(), Object);
           r(n, { getPolyfill: i, implementation: a, shim: o }), M.exports = n;
-        }), Xp = be((k, M) => {
+        }), Wp = be((k, M) => {
           "use strict";
           M.exports = function(r) {
             return r !== r;
           };
-        }), Wp = be((k, M) => {
+        }), Jp = be((k, M) => {
           "use strict";
-          var r = Xp();
+          var r = Wp();
           M.exports = function() {
             return Number.isNaN && Number.isNaN(NaN) && !Number.isNaN("a") ? Number.isNaN : r;
           };
         }), _y = be((k, M) => {
           "use strict";
-          var r = Gs(), e = Wp();
+          var r = Gs(), e = Jp();
           M.exports = function() {
             var a = e();
             return r(Number, { isNaN: a }, { isNaN: function() {
@@ -31396,7 +31396,7 @@ should equal
           };
         }), wy = be((k, M) => {
           "use strict";
-          var r = Ys(), e = Gs(), a = Xp(), i = Wp(), o = _y(), n = r(i(), Number);
+          var r = Ys(), e = Gs(), a = Wp(), i = Jp(), o = _y(), n = r(i(), Number);
           e(n, { getPolyfill: i, implementation: a, shim: o }), M.exports = n;
         }), My = be((k, M) => {
           "use strict";
@@ -31465,7 +31465,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           function y(T) {
             return T.call.bind(T);
           }
-          var m = y(Object.prototype.hasOwnProperty), v = y(Object.prototype.propertyIsEnumerable), u = y(Object.prototype.toString), f = El().types, g = f.isAnyArrayBuffer, _ = f.isArrayBufferView, b = f.isDate, w = f.isMap, z = f.isRegExp, C = f.isSet, O = f.isNativeError, L = f.isBoxedPrimitive, H = f.isNumberObject, G = f.isStringObject, Q = f.isBooleanObject, X = f.isBigIntObject, ne = f.isSymbolObject, j = f.isFloat32Array, re = f.isFloat64Array;
+          var m = y(Object.prototype.hasOwnProperty), v = y(Object.prototype.propertyIsEnumerable), u = y(Object.prototype.toString), f = zl().types, g = f.isAnyArrayBuffer, _ = f.isArrayBufferView, b = f.isDate, w = f.isMap, z = f.isRegExp, C = f.isSet, O = f.isNativeError, L = f.isBoxedPrimitive, H = f.isNumberObject, G = f.isStringObject, Q = f.isBooleanObject, X = f.isBigIntObject, ne = f.isSymbolObject, j = f.isFloat32Array, re = f.isFloat64Array;
           function N(T) {
             if (T.length === 0 || T.length > 10) return !0;
             for (var V = 0; V < T.length; V++) {
@@ -31696,7 +31696,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return S(T, V, Y);
           }
           M.exports = { isDeepEqual: qe, isDeepStrictEqual: ve };
-        }), ou = be((k, M) => {
+        }), lu = be((k, M) => {
           "use strict";
           function r(A) {
             "@babel/helpers - typeof";
@@ -31732,7 +31732,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           function n(A, D) {
             if (!(A instanceof D)) throw new TypeError("Cannot call a class as a function");
           }
-          var l = Vp(), s = l.codes, t = s.ERR_AMBIGUOUS_ARGUMENT, d = s.ERR_INVALID_ARG_TYPE, c = s.ERR_INVALID_ARG_VALUE, p = s.ERR_INVALID_RETURN_VALUE, h = s.ERR_MISSING_ARGS, y = hy(), m = El(), v = m.inspect, u = El().types, f = u.isPromise, g = u.isRegExp, _ = yy()(), b = iu()(), w = my()("RegExp.prototype.test"), z, C;
+          var l = Yp(), s = l.codes, t = s.ERR_AMBIGUOUS_ARGUMENT, d = s.ERR_INVALID_ARG_TYPE, c = s.ERR_INVALID_ARG_VALUE, p = s.ERR_INVALID_RETURN_VALUE, h = s.ERR_MISSING_ARGS, y = hy(), m = zl(), v = m.inspect, u = zl().types, f = u.isPromise, g = u.isRegExp, _ = yy()(), b = ou()(), w = my()("RegExp.prototype.test"), z, C;
           function O() {
             var A = My();
             z = A.isDeepEqual, C = A.isDeepStrictEqual;
@@ -32111,7 +32111,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             }
           }
         }), Sy = be((k, M) => {
-          var r = ou(), e = Ay()("stream-parser");
+          var r = lu(), e = Ay()("stream-parser");
           M.exports = l;
           var a = -1, i = 0, o = 1, n = 2;
           function l(f) {
@@ -32302,7 +32302,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             for (var y = 8; y < c.length; y += 4) h[String.fromCharCode.apply(null, c.slice(y, y + 4))] = !0;
             if (!(!h.mif1 && !h.msf1 && !h.miaf)) return p === "avif" || p === "avis" || p === "avio" ? { type: "avif", mime: "image/avif" } : p === "heic" || p === "heix" ? { type: "heic", mime: "image/heic" } : p === "hevc" || p === "hevx" ? { type: "heic", mime: "image/heic-sequence" } : h.avif || h.avis ? { type: "avif", mime: "image/avif" } : h.heic || h.heix || h.hevc || h.hevx || h.heis ? h.msf1 ? { type: "heif", mime: "image/heif-sequence" } : { type: "heif", mime: "image/heif" } : { type: "avif", mime: "image/avif" };
           };
-        }), lu = be((k, M) => {
+        }), su = be((k, M) => {
           "use strict";
           function r(i, o) {
             var n = new Error(i);
@@ -32420,7 +32420,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Oy = be((k, M) => {
           "use strict";
-          var r = kr().str2arr, e = kr().sliceEq, a = kr().readUInt32BE, i = Ly(), o = lu(), n = r("ftyp");
+          var r = kr().str2arr, e = kr().sliceEq, a = kr().readUInt32BE, i = Ly(), o = su(), n = r("ftyp");
           M.exports = function(l) {
             if (e(l, 4, n)) {
               var s = i.unbox(l, 0);
@@ -32484,7 +32484,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), zy = be((k, M) => {
           "use strict";
-          var r = kr().readUInt16BE, e = kr().str2arr, a = kr().sliceEq, i = lu(), o = e("Exif\0\0");
+          var r = kr().readUInt16BE, e = kr().str2arr, a = kr().sliceEq, i = su(), o = e("Exif\0\0");
           M.exports = function(n) {
             if (!(n.length < 2) && !(n[0] !== 255 || n[1] !== 216 || n[2] !== 255)) for (var l = 2; ; ) {
               for (; ; ) {
@@ -32588,7 +32588,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Ny = be((k, M) => {
           "use strict";
-          var r = kr().str2arr, e = kr().sliceEq, a = kr().readUInt16LE, i = kr().readUInt32LE, o = lu(), n = r("RIFF"), l = r("WEBP");
+          var r = kr().str2arr, e = kr().sliceEq, a = kr().readUInt16LE, i = kr().readUInt32LE, o = su(), n = r("RIFF"), l = r("WEBP");
           function s(c, p) {
             if (!(c[p + 3] !== 157 || c[p + 4] !== 1 || c[p + 5] !== 42)) return { width: a(c, p + 6) & 16383, height: a(c, p + 8) & 16383, type: "webp", mime: "image/webp", wUnits: "px", hUnits: "px" };
           }
@@ -32635,14 +32635,14 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }, M.exports.parsers = r;
         }), qy = be((k) => {
           "use strict";
-          var M = jy(), r = Fi().IMAGE_URL_PREFIX, e = Ol().Buffer;
+          var M = jy(), r = Fi().IMAGE_URL_PREFIX, e = Dl().Buffer;
           k.getImageSize = function(a) {
             var i = a.replace(r, ""), o = new e(i, "base64");
             return M(o);
           };
         }), Hy = be((k, M) => {
           "use strict";
-          var r = zt(), e = Ll(), a = Gn(), i = er(), o = zt().maxRowLength, n = qy().getImageSize;
+          var r = zt(), e = Ol(), a = Gn(), i = tr(), o = zt().maxRowLength, n = qy().getImageSize;
           M.exports = function(d, c) {
             var p, h;
             if (c._hasZ) p = c.z.length, h = o(c.z);
@@ -32682,7 +32682,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
         }), Uy = be((k, M) => {
           "use strict";
-          var r = Nn(), e = zt(), a = e.strTranslate, i = zi(), o = Ll(), n = ep(), l = F0().STYLE;
+          var r = Nn(), e = zt(), a = e.strTranslate, i = zi(), o = Ol(), n = tp(), l = I0().STYLE;
           M.exports = function(s, t, d, c) {
             var p = t.xaxis, h = t.yaxis, y = !s._context._exportedPlot && n();
             e.makeTraceGroups(c, d, "im").each(function(m) {
@@ -32773,7 +32773,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Yy = be((k, M) => {
           "use strict";
-          var r = Ra(), e = zt(), a = e.isArrayOrTypedArray, i = Ll();
+          var r = Ia(), e = zt(), a = e.isArrayOrTypedArray, i = Ol();
           M.exports = function(o, n, l) {
             var s = o.cd[0], t = s.trace, d = o.xa, c = o.ya;
             if (!(r.inbox(n - s.x0, n - (s.x0 + s.w * t.dx), 0) > 0 || r.inbox(l - s.y0, l - (s.y0 + s.h * t.dy), 0) > 0)) {
@@ -32800,17 +32800,17 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), Zy = be((k, M) => {
           "use strict";
-          M.exports = { attributes: (Tp(), ra(G0)).default, supplyDefaults: Sg(), calc: Hy(), plot: Uy(), style: Vy(), hoverPoints: Yy(), eventData: Gy(), moduleType: "trace", name: "image", basePlotModule: ri(), categories: ["cartesian", "svg", "2dMap", "noSortingByValue"], animatable: !1, meta: {} };
+          M.exports = { attributes: (Ap(), aa(Z0)).default, supplyDefaults: Sg(), calc: Hy(), plot: Uy(), style: Vy(), hoverPoints: Yy(), eventData: Gy(), moduleType: "trace", name: "image", basePlotModule: ni(), categories: ["cartesian", "svg", "2dMap", "noSortingByValue"], animatable: !1, meta: {} };
         }), Xy = be((k, M) => {
           "use strict";
           M.exports = Zy();
-        }), Jp = be((k, M) => {
+        }), $p = be((k, M) => {
           "use strict";
-          var r = ma(), e = Al().attributes, a = Zr(), i = Ka(), { hovertemplateAttrs: o, texttemplateAttrs: n, templatefallbackAttrs: l } = Za(), s = ar().extendFlat, t = Qa().pattern, d = a({ editType: "plot", arrayOk: !0, colorEditType: "plot" });
+          var r = ya(), e = Sl().attributes, a = wr(), i = $a(), { hovertemplateAttrs: o, texttemplateAttrs: n, templatefallbackAttrs: l } = Ga(), s = $n().extendFlat, t = Ka().pattern, d = a({ editType: "plot", arrayOk: !0, colorEditType: "plot" });
           M.exports = { labels: { valType: "data_array", editType: "calc" }, label0: { valType: "number", dflt: 0, editType: "calc" }, dlabel: { valType: "number", dflt: 1, editType: "calc" }, values: { valType: "data_array", editType: "calc" }, marker: { colors: { valType: "data_array", editType: "calc" }, line: { color: { valType: "color", dflt: i.defaultLine, arrayOk: !0, editType: "style" }, width: { valType: "number", min: 0, dflt: 0, arrayOk: !0, editType: "style" }, editType: "calc" }, pattern: t, editType: "calc" }, text: { valType: "data_array", editType: "plot" }, hovertext: { valType: "string", dflt: "", arrayOk: !0, editType: "style" }, scalegroup: { valType: "string", dflt: "", editType: "calc" }, textinfo: { valType: "flaglist", flags: ["label", "text", "value", "percent"], extras: ["none"], editType: "calc" }, hoverinfo: s({}, r.hoverinfo, { flags: ["label", "text", "value", "percent", "name"] }), hovertemplate: o({}, { keys: ["label", "color", "value", "percent", "text"] }), hovertemplatefallback: l(), texttemplate: n({ editType: "plot" }, { keys: ["label", "color", "value", "percent", "text"] }), texttemplatefallback: l({ editType: "plot" }), textposition: { valType: "enumerated", values: ["inside", "outside", "auto", "none"], dflt: "auto", arrayOk: !0, editType: "plot" }, textfont: s({}, d, {}), insidetextorientation: { valType: "enumerated", values: ["horizontal", "radial", "tangential", "auto"], dflt: "auto", editType: "plot" }, insidetextfont: s({}, d, {}), outsidetextfont: s({}, d, {}), automargin: { valType: "boolean", dflt: !1, editType: "plot" }, showlegend: s({}, r.showlegend, { arrayOk: !0 }), legend: s({}, r.legend, { arrayOk: !0 }), legendrank: s({}, r.legendrank, { arrayOk: !0 }), title: { text: { valType: "string", dflt: "", editType: "plot" }, font: s({}, d, {}), position: { valType: "enumerated", values: ["top left", "top center", "top right", "middle center", "bottom left", "bottom center", "bottom right"], editType: "plot" }, editType: "plot" }, domain: e({ name: "pie", trace: !0, editType: "calc" }), hole: { valType: "number", min: 0, max: 1, dflt: 0, editType: "calc" }, sort: { valType: "boolean", dflt: !0, editType: "calc" }, direction: { valType: "enumerated", values: ["clockwise", "counterclockwise"], dflt: "counterclockwise", editType: "calc" }, rotation: { valType: "angle", dflt: 0, editType: "calc" }, pull: { valType: "number", min: 0, max: 1, dflt: 0, arrayOk: !0, editType: "calc" } };
         }), Wy = be((k, M) => {
           "use strict";
-          var r = Gn(), e = zt(), a = Jp(), i = Al().defaults, o = Lo().handleText, n = zt().coercePattern;
+          var r = Gn(), e = zt(), a = $p(), i = Sl().defaults, o = Lo().handleText, n = zt().coercePattern;
           function l(d, c) {
             var p = e.isArrayOrTypedArray(d), h = e.isArrayOrTypedArray(c), y = Math.min(p ? d.length : 1 / 0, h ? c.length : 1 / 0);
             if (isFinite(y) || (y = 0), y && h) {
@@ -32859,19 +32859,19 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             y("sort"), y("direction"), y("rotation"), y("pull");
           }
           M.exports = { handleLabelsAndValues: l, handleMarkerDefaults: s, supplyDefaults: t };
-        }), $p = be((k, M) => {
+        }), Kp = be((k, M) => {
           "use strict";
           M.exports = { hiddenlabels: { valType: "data_array", editType: "calc" }, piecolorway: { valType: "colorlist", editType: "calc" }, extendpiecolors: { valType: "boolean", dflt: !0, editType: "calc" } };
         }), Jy = be((k, M) => {
           "use strict";
-          var r = zt(), e = $p();
+          var r = zt(), e = Kp();
           M.exports = function(a, i) {
             function o(n, l) {
               return r.coerce(a, i, e, n, l);
             }
             o("hiddenlabels"), o("piecolorway", i.colorway), o("extendpiecolors");
           };
-        }), Kp = be((k, M) => {
+        }), Qp = be((k, M) => {
           "use strict";
           var r = Gn(), e = In(), a = {};
           function i(s, t) {
@@ -32928,14 +32928,14 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           M.exports = { calc: i, crossTraceCalc: n, makePullColorFn: o, generateExtendedColors: l };
         }), $y = be((k, M) => {
           "use strict";
-          var r = ui().appendArrayMultiPointValues;
+          var r = ci().appendArrayMultiPointValues;
           M.exports = function(e, a) {
             var i = { curveNumber: a.index, pointNumbers: e.pts, data: a._input, fullData: a, label: e.label, color: e.color, value: e.v, percent: e.percent, text: e.text, bbox: e.bbox, v: e.v };
             return e.pts.length === 1 && (i.pointNumber = i.i = e.pts[0]), r(i, a, e.pts), a.type === "funnelarea" && (delete i.v, delete i.i), i;
           };
         }), Ky = be((k, M) => {
           "use strict";
-          var r = Nn(), e = Xr(), a = Ra(), i = In(), o = lr(), n = zt(), l = n.strScale, s = n.strTranslate, t = ia(), d = Ns(), c = d.recordMinTextSize, p = d.clearMinTextSize, h = Fs().TEXTPAD, y = r0(), m = $y(), v = zt().isValidTextValue;
+          var r = Nn(), e = Xr(), a = Ia(), i = In(), o = sr(), n = zt(), l = n.strScale, s = n.strTranslate, t = oa(), d = Ns(), c = d.recordMinTextSize, p = d.clearMinTextSize, h = Fs().TEXTPAD, y = a0(), m = $y(), v = zt().isValidTextValue;
           function u(A, D) {
             var R = A._context.staticPlot, I = A._fullLayout, P = I._size;
             p("pie", I), w(D, A), Y(D, P);
@@ -33257,7 +33257,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           M.exports = { plot: u, formatSliceLabel: ce, transformInsideText: z, determineInsideTextFont: b, positionTitleOutside: re, prerenderTitles: w, layoutAreas: Y, attachFxHandlers: g, computeTransform: q };
         }), Qy = be((k, M) => {
           "use strict";
-          var r = Nn(), e = a0(), a = Ns().resizeText;
+          var r = Nn(), e = i0(), a = Ns().resizeText;
           M.exports = function(i) {
             var o = i._fullLayout._pielayer.selectAll(".trace");
             a(i, o, "pie"), o.each(function(n) {
@@ -33277,11 +33277,11 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           };
         }), tm = be((k, M) => {
           "use strict";
-          M.exports = { attributes: Jp(), supplyDefaults: Wy().supplyDefaults, supplyLayoutDefaults: Jy(), layoutAttributes: $p(), calc: Kp().calc, crossTraceCalc: Kp().crossTraceCalc, plot: Ky().plot, style: Qy(), styleOne: a0(), moduleType: "trace", name: "pie", basePlotModule: em(), categories: ["pie-like", "pie", "showLegend"], meta: {} };
+          M.exports = { attributes: $p(), supplyDefaults: Wy().supplyDefaults, supplyLayoutDefaults: Jy(), layoutAttributes: Kp(), calc: Qp().calc, crossTraceCalc: Qp().crossTraceCalc, plot: Ky().plot, style: Qy(), styleOne: i0(), moduleType: "trace", name: "pie", basePlotModule: em(), categories: ["pie-like", "pie", "showLegend"], meta: {} };
         }), nm = be((k, M) => {
           "use strict";
           M.exports = tm();
-        }), Sa = be((k, M) => {
+        }), Aa = be((k, M) => {
           "use strict";
           var r = Object.getOwnPropertySymbols, e = Object.prototype.hasOwnProperty, a = Object.prototype.propertyIsEnumerable;
           function i(n) {
@@ -33317,8 +33317,8 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             }
             return t;
           };
-        }), La = be((k, M) => {
-          var r = Sa();
+        }), Sa = be((k, M) => {
+          var r = Aa();
           function e() {
             this.regionalOptions = [], this.regionalOptions[""] = { invalidCalendar: "Calendar {0} not found", invalidDate: "Invalid {0} date", invalidMonth: "Invalid {0} month", invalidYear: "Invalid {0} year", differentCalendars: "Cannot mix {0} and {1} dates" }, this.local = this.regionalOptions[""], this.calendars = {}, this._localCals = {};
           }
@@ -33525,7 +33525,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var l = M.exports = new e();
           l.cdate = a, l.baseCalendar = o, l.calendars.gregorian = n;
         }), rm = be(() => {
-          var k = Sa(), M = La();
+          var k = Aa(), M = Sa();
           k(M.regionalOptions[""], { invalidArguments: "Invalid arguments", invalidFormat: "Cannot format a date from another calendar", missingNumberAt: "Missing number at position {0}", unknownNameAt: "Unknown name at position {0}", unexpectedLiteralAt: "Unexpected literal at position {0}", unexpectedText: "Additional text found at end" }), M.local = M.regionalOptions[""], k(M.cdate.prototype, { formatDate: function(r, e) {
             return typeof r != "string" && (e = r, r = ""), this._calendar.formatDate(r || "", this, e);
           } }), k(M.baseCalendar.prototype, { UNIX_EPOCH: M.instance().newDate(1970, 1, 1).toJD(), SECS_PER_DAY: 1440 * 60, TICKS_EPOCH: M.instance().jdEpoch, TICKS_PER_DAY: 1440 * 60 * 1e7, ATOM: "yyyy-mm-dd", COOKIE: "D, dd M yyyy", FULL: "DD, MM d, yyyy", ISO_8601: "yyyy-mm-dd", JULIAN: "J", RFC_822: "D, d M yy", RFC_850: "DD, dd-M-yy", RFC_1036: "D, d M yy", RFC_1123: "D, d M yyyy", RFC_2822: "D, d M yyyy", RSS: "D, d M yy", TICKS: "!", TIMESTAMP: "@", W3C: "yyyy-mm-dd", formatDate: function(r, e, a) {
@@ -33686,7 +33686,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return e = e ? e.newDate() : null, r = r == null ? e : typeof r == "string" ? l(r) : typeof r == "number" ? isNaN(r) || r === 1 / 0 || r === -1 / 0 ? e : n.today().add(r, "d") : n.newDate(r), r;
           } });
         }), am = be(() => {
-          var k = La(), M = Sa(), r = k.instance();
+          var k = Sa(), M = Aa(), r = k.instance();
           function e(c) {
             this.local = this.regionalOptions[c || ""] || this.regionalOptions[""];
           }
@@ -33832,7 +33832,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return v.year = j.getFullYear(), v.month = 1 + j.getMonth(), v.day = j.getDate(), v;
           }
         }), im = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -33859,7 +33859,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, o, n);
           } }), k.calendars.coptic = r;
         }), om = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -33899,7 +33899,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var e = { 20: "Fruitbat", 21: "Anchovy" };
           k.calendars.discworld = r;
         }), lm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -33926,7 +33926,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, o, n);
           } }), k.calendars.ethiopian = r;
         }), sm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -33977,7 +33977,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
           k.calendars.hebrew = r;
         }), cm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34005,7 +34005,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(a, i, o);
           } }), k.calendars.islamic = r;
         }), um = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34028,7 +34028,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return t <= 0 && t--, this.newDate(t, s, d);
           } }), k.calendars.julian = r;
         }), fm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(i) {
             this.local = this.regionalOptions[i || ""] || this.regionalOptions[""];
           }
@@ -34091,7 +34091,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           }
           k.calendars.mayan = r;
         }), dm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34120,7 +34120,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(i, n, o);
           } }), k.calendars.nanakshahi = r;
         }), pm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(e) {
             this.local = this.regionalOptions[e || ""] || this.regionalOptions[""];
           }
@@ -34158,7 +34158,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             for (var i = e - 1; i < e + 2; i++) typeof this.NEPALI_CALENDAR_DATA[i] > "u" && (this.NEPALI_CALENDAR_DATA[i] = a);
           }, NEPALI_CALENDAR_DATA: { 1970: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1971: [18, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 1972: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 1973: [19, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1974: [19, 31, 31, 32, 30, 31, 31, 30, 29, 30, 29, 30, 30], 1975: [18, 31, 31, 32, 32, 30, 31, 30, 29, 30, 29, 30, 30], 1976: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1977: [18, 31, 32, 31, 32, 31, 31, 29, 30, 29, 30, 29, 31], 1978: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1979: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1980: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1981: [18, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 1982: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1983: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1984: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1985: [18, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 1986: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1987: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1988: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 1989: [18, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 1990: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1991: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 1992: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1993: [18, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 1994: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1995: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 1996: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 1997: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1998: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 1999: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2e3: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2001: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2002: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2003: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2004: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2005: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2006: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2007: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2008: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2009: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2010: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2011: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2012: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2013: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2014: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2015: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2016: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2017: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2018: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2019: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2020: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2021: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2022: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2023: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2024: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2025: [18, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2026: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2027: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2028: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2029: [18, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 2030: [17, 31, 32, 31, 32, 31, 30, 30, 30, 30, 30, 30, 31], 2031: [17, 31, 32, 31, 32, 31, 31, 31, 31, 31, 31, 31, 31], 2032: [17, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32], 2033: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2034: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2035: [17, 30, 32, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2036: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2037: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2038: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2039: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2040: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2041: [18, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2042: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2043: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2044: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2045: [18, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2046: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2047: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2048: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2049: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2050: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2051: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2052: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2053: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2054: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2055: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 30, 29, 30], 2056: [17, 31, 31, 32, 31, 32, 30, 30, 29, 30, 29, 30, 30], 2057: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2058: [17, 30, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2059: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2060: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2061: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2062: [17, 30, 32, 31, 32, 31, 31, 29, 30, 29, 30, 29, 31], 2063: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2064: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2065: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2066: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 29, 31], 2067: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2068: [17, 31, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2069: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2070: [17, 31, 31, 31, 32, 31, 31, 29, 30, 30, 29, 30, 30], 2071: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2072: [17, 31, 32, 31, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2073: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 31], 2074: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2075: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2076: [16, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2077: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 29, 31], 2078: [17, 31, 31, 31, 32, 31, 31, 30, 29, 30, 29, 30, 30], 2079: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 29, 30, 30], 2080: [16, 31, 32, 31, 32, 31, 30, 30, 30, 29, 29, 30, 30], 2081: [17, 31, 31, 32, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2082: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2083: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2084: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2085: [17, 31, 32, 31, 32, 31, 31, 30, 30, 29, 30, 30, 30], 2086: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2087: [16, 31, 31, 32, 31, 31, 31, 30, 30, 29, 30, 30, 30], 2088: [16, 30, 31, 32, 32, 30, 31, 30, 30, 29, 30, 30, 30], 2089: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2090: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2091: [16, 31, 31, 32, 31, 31, 31, 30, 30, 29, 30, 30, 30], 2092: [16, 31, 31, 32, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2093: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2094: [17, 31, 31, 32, 31, 31, 30, 30, 30, 29, 30, 30, 30], 2095: [17, 31, 31, 32, 31, 31, 31, 30, 29, 30, 30, 30, 30], 2096: [17, 30, 31, 32, 32, 31, 30, 30, 29, 30, 29, 30, 30], 2097: [17, 31, 32, 31, 32, 31, 30, 30, 30, 29, 30, 30, 30], 2098: [17, 31, 31, 32, 31, 31, 31, 29, 30, 29, 30, 30, 31], 2099: [17, 31, 31, 32, 31, 31, 31, 30, 29, 29, 30, 30, 30], 2100: [17, 31, 32, 31, 32, 30, 31, 30, 29, 30, 29, 30, 30] } }), k.calendars.nepali = r;
         }), hm = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34194,7 +34194,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return this.newDate(o, l, s);
           } }), k.calendars.persian = r, k.calendars.jalali = r;
         }), vm = be(() => {
-          var k = La(), M = Sa(), r = k.instance();
+          var k = Sa(), M = Aa(), r = k.instance();
           function e(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34221,7 +34221,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return a - this.yearsOffset - (a >= 1 && a <= this.yearsOffset ? 1 : 0);
           } }), k.calendars.taiwan = e;
         }), gm = be(() => {
-          var k = La(), M = Sa(), r = k.instance();
+          var k = Sa(), M = Aa(), r = k.instance();
           function e(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34248,7 +34248,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
             return a + this.yearsOffset + (a >= -this.yearsOffset && a <= -1 ? 1 : 0);
           } }), k.calendars.thai = e;
         }), ym = be(() => {
-          var k = La(), M = Sa();
+          var k = Sa(), M = Aa();
           function r(a) {
             this.local = this.regionalOptions[a || ""] || this.regionalOptions[""];
           }
@@ -34287,10 +34287,10 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
           var e = [20, 50, 79, 109, 138, 168, 197, 227, 256, 286, 315, 345, 374, 404, 433, 463, 492, 522, 551, 581, 611, 641, 670, 700, 729, 759, 788, 818, 847, 877, 906, 936, 965, 995, 1024, 1054, 1083, 1113, 1142, 1172, 1201, 1231, 1260, 1290, 1320, 1350, 1379, 1409, 1438, 1468, 1497, 1527, 1556, 1586, 1615, 1645, 1674, 1704, 1733, 1763, 1792, 1822, 1851, 1881, 1910, 1940, 1969, 1999, 2028, 2058, 2087, 2117, 2146, 2176, 2205, 2235, 2264, 2294, 2323, 2353, 2383, 2413, 2442, 2472, 2501, 2531, 2560, 2590, 2619, 2649, 2678, 2708, 2737, 2767, 2796, 2826, 2855, 2885, 2914, 2944, 2973, 3003, 3032, 3062, 3091, 3121, 3150, 3180, 3209, 3239, 3268, 3298, 3327, 3357, 3386, 3416, 3446, 3476, 3505, 3535, 3564, 3594, 3623, 3653, 3682, 3712, 3741, 3771, 3800, 3830, 3859, 3889, 3918, 3948, 3977, 4007, 4036, 4066, 4095, 4125, 4155, 4185, 4214, 4244, 4273, 4303, 4332, 4362, 4391, 4421, 4450, 4480, 4509, 4539, 4568, 4598, 4627, 4657, 4686, 4716, 4745, 4775, 4804, 4834, 4863, 4893, 4922, 4952, 4981, 5011, 5040, 5070, 5099, 5129, 5158, 5188, 5218, 5248, 5277, 5307, 5336, 5366, 5395, 5425, 5454, 5484, 5513, 5543, 5572, 5602, 5631, 5661, 5690, 5720, 5749, 5779, 5808, 5838, 5867, 5897, 5926, 5956, 5985, 6015, 6044, 6074, 6103, 6133, 6162, 6192, 6221, 6251, 6281, 6311, 6340, 6370, 6399, 6429, 6458, 6488, 6517, 6547, 6576, 6606, 6635, 6665, 6694, 6724, 6753, 6783, 6812, 6842, 6871, 6901, 6930, 6960, 6989, 7019, 7048, 7078, 7107, 7137, 7166, 7196, 7225, 7255, 7284, 7314, 7344, 7374, 7403, 7433, 7462, 7492, 7521, 7551, 7580, 7610, 7639, 7669, 7698, 7728, 7757, 7787, 7816, 7846, 7875, 7905, 7934, 7964, 7993, 8023, 8053, 8083, 8112, 8142, 8171, 8201, 8230, 8260, 8289, 8319, 8348, 8378, 8407, 8437, 8466, 8496, 8525, 8555, 8584, 8614, 8643, 8673, 8702, 8732, 8761, 8791, 8821, 8850, 8880, 8909, 8938, 8968, 8997, 9027, 9056, 9086, 9115, 9145, 9175, 9205, 9234, 9264, 9293, 9322, 9352, 9381, 9410, 9440, 9470, 9499, 9529, 9559, 9589, 9618, 9648, 9677, 9706, 9736, 9765, 9794, 9824, 9853, 9883, 9913, 9943, 9972, 10002, 10032, 10061, 10090, 10120, 10149, 10178, 10208, 10237, 10267, 10297, 10326, 10356, 10386, 10415, 10445, 10474, 10504, 10533, 10562, 10592, 10621, 10651, 10680, 10710, 10740, 10770, 10799, 10829, 10858, 10888, 10917, 10947, 10976, 11005, 11035, 11064, 11094, 11124, 11153, 11183, 11213, 11242, 11272, 11301, 11331, 11360, 11389, 11419, 11448, 11478, 11507, 11537, 11567, 11596, 11626, 11655, 11685, 11715, 11744, 11774, 11803, 11832, 11862, 11891, 11921, 11950, 11980, 12010, 12039, 12069, 12099, 12128, 12158, 12187, 12216, 12246, 12275, 12304, 12334, 12364, 12393, 12423, 12453, 12483, 12512, 12542, 12571, 12600, 12630, 12659, 12688, 12718, 12747, 12777, 12807, 12837, 12866, 12896, 12926, 12955, 12984, 13014, 13043, 13072, 13102, 13131, 13161, 13191, 13220, 13250, 13280, 13310, 13339, 13368, 13398, 13427, 13456, 13486, 13515, 13545, 13574, 13604, 13634, 13664, 13693, 13723, 13752, 13782, 13811, 13840, 13870, 13899, 13929, 13958, 13988, 14018, 14047, 14077, 14107, 14136, 14166, 14195, 14224, 14254, 14283, 14313, 14342, 14372, 14401, 14431, 14461, 14490, 14520, 14550, 14579, 14609, 14638, 14667, 14697, 14726, 14756, 14785, 14815, 14844, 14874, 14904, 14933, 14963, 14993, 15021, 15051, 15081, 15110, 15140, 15169, 15199, 15228, 15258, 15287, 15317, 15347, 15377, 15406, 15436, 15465, 15494, 15524, 15553, 15582, 15612, 15641, 15671, 15701, 15731, 15760, 15790, 15820, 15849, 15878, 15908, 15937, 15966, 15996, 16025, 16055, 16085, 16114, 16144, 16174, 16204, 16233, 16262, 16292, 16321, 16350, 16380, 16409, 16439, 16468, 16498, 16528, 16558, 16587, 16617, 16646, 16676, 16705, 16734, 16764, 16793, 16823, 16852, 16882, 16912, 16941, 16971, 17001, 17030, 17060, 17089, 17118, 17148, 17177, 17207, 17236, 17266, 17295, 17325, 17355, 17384, 17414, 17444, 17473, 17502, 17532, 17561, 17591, 17620, 17650, 17679, 17709, 17738, 17768, 17798, 17827, 17857, 17886, 17916, 17945, 17975, 18004, 18034, 18063, 18093, 18122, 18152, 18181, 18211, 18241, 18270, 18300, 18330, 18359, 18388, 18418, 18447, 18476, 18506, 18535, 18565, 18595, 18625, 18654, 18684, 18714, 18743, 18772, 18802, 18831, 18860, 18890, 18919, 18949, 18979, 19008, 19038, 19068, 19098, 19127, 19156, 19186, 19215, 19244, 19274, 19303, 19333, 19362, 19392, 19422, 19452, 19481, 19511, 19540, 19570, 19599, 19628, 19658, 19687, 19717, 19746, 19776, 19806, 19836, 19865, 19895, 19924, 19954, 19983, 20012, 20042, 20071, 20101, 20130, 20160, 20190, 20219, 20249, 20279, 20308, 20338, 20367, 20396, 20426, 20455, 20485, 20514, 20544, 20573, 20603, 20633, 20662, 20692, 20721, 20751, 20780, 20810, 20839, 20869, 20898, 20928, 20957, 20987, 21016, 21046, 21076, 21105, 21135, 21164, 21194, 21223, 21253, 21282, 21312, 21341, 21371, 21400, 21430, 21459, 21489, 21519, 21548, 21578, 21607, 21637, 21666, 21696, 21725, 21754, 21784, 21813, 21843, 21873, 21902, 21932, 21962, 21991, 22021, 22050, 22080, 22109, 22138, 22168, 22197, 22227, 22256, 22286, 22316, 22346, 22375, 22405, 22434, 22464, 22493, 22522, 22552, 22581, 22611, 22640, 22670, 22700, 22730, 22759, 22789, 22818, 22848, 22877, 22906, 22936, 22965, 22994, 23024, 23054, 23083, 23113, 23143, 23173, 23202, 23232, 23261, 23290, 23320, 23349, 23379, 23408, 23438, 23467, 23497, 23527, 23556, 23586, 23616, 23645, 23674, 23704, 23733, 23763, 23792, 23822, 23851, 23881, 23910, 23940, 23970, 23999, 24029, 24058, 24088, 24117, 24147, 24176, 24206, 24235, 24265, 24294, 24324, 24353, 24383, 24413, 24442, 24472, 24501, 24531, 24560, 24590, 24619, 24648, 24678, 24707, 24737, 24767, 24796, 24826, 24856, 24885, 24915, 24944, 24974, 25003, 25032, 25062, 25091, 25121, 25150, 25180, 25210, 25240, 25269, 25299, 25328, 25358, 25387, 25416, 25446, 25475, 25505, 25534, 25564, 25594, 25624, 25653, 25683, 25712, 25742, 25771, 25800, 25830, 25859, 25888, 25918, 25948, 25977, 26007, 26037, 26067, 26096, 26126, 26155, 26184, 26214, 26243, 26272, 26302, 26332, 26361, 26391, 26421, 26451, 26480, 26510, 26539, 26568, 26598, 26627, 26656, 26686, 26715, 26745, 26775, 26805, 26834, 26864, 26893, 26923, 26952, 26982, 27011, 27041, 27070, 27099, 27129, 27159, 27188, 27218, 27248, 27277, 27307, 27336, 27366, 27395, 27425, 27454, 27484, 27513, 27542, 27572, 27602, 27631, 27661, 27691, 27720, 27750, 27779, 27809, 27838, 27868, 27897, 27926, 27956, 27985, 28015, 28045, 28074, 28104, 28134, 28163, 28193, 28222, 28252, 28281, 28310, 28340, 28369, 28399, 28428, 28458, 28488, 28517, 28547, 28577, 28607, 28636, 28665, 28695, 28724, 28754, 28783, 28813, 28843, 28872, 28901, 28931, 28960, 28990, 29019, 29049, 29078, 29108, 29137, 29167, 29196, 29226, 29255, 29285, 29315, 29345, 29375, 29404, 29434, 29463, 29492, 29522, 29551, 29580, 29610, 29640, 29669, 29699, 29729, 29759, 29788, 29818, 29847, 29876, 29906, 29935, 29964, 29994, 30023, 30053, 30082, 30112, 30141, 30171, 30200, 30230, 30259, 30289, 30318, 30348, 30378, 30408, 30437, 30467, 30496, 30526, 30555, 30585, 30614, 30644, 30673, 30703, 30732, 30762, 30791, 30821, 30850, 30880, 30909, 30939, 30968, 30998, 31027, 31057, 31086, 31116, 31145, 31175, 31204, 31234, 31263, 31293, 31322, 31352, 31381, 31411, 31441, 31471, 31500, 31530, 31559, 31589, 31618, 31648, 31676, 31706, 31736, 31766, 31795, 31825, 31854, 31884, 31913, 31943, 31972, 32002, 32031, 32061, 32090, 32120, 32150, 32180, 32209, 32239, 32268, 32298, 32327, 32357, 32386, 32416, 32445, 32475, 32504, 32534, 32563, 32593, 32622, 32652, 32681, 32711, 32740, 32770, 32799, 32829, 32858, 32888, 32917, 32947, 32976, 33006, 33035, 33065, 33094, 33124, 33153, 33183, 33213, 33243, 33272, 33302, 33331, 33361, 33390, 33420, 33450, 33479, 33509, 33539, 33568, 33598, 33627, 33657, 33686, 33716, 33745, 33775, 33804, 33834, 33863, 33893, 33922, 33952, 33981, 34011, 34040, 34069, 34099, 34128, 34158, 34187, 34217, 34247, 34277, 34306, 34336, 34365, 34395, 34424, 34454, 34483, 34512, 34542, 34571, 34601, 34631, 34660, 34690, 34719, 34749, 34778, 34808, 34837, 34867, 34896, 34926, 34955, 34985, 35015, 35044, 35074, 35103, 35133, 35162, 35192, 35222, 35251, 35280, 35310, 35340, 35370, 35399, 35429, 35458, 35488, 35517, 35547, 35576, 35605, 35635, 35665, 35694, 35723, 35753, 35782, 35811, 35841, 35871, 35901, 35930, 35960, 35989, 36019, 36048, 36078, 36107, 36136, 36166, 36195, 36225, 36254, 36284, 36314, 36343, 36373, 36403, 36433, 36462, 36492, 36521, 36551, 36580, 36610, 36639, 36669, 36698, 36728, 36757, 36786, 36816, 36845, 36875, 36904, 36934, 36963, 36993, 37022, 37052, 37081, 37111, 37141, 37170, 37200, 37229, 37259, 37288, 37318, 37347, 37377, 37406, 37436, 37465, 37495, 37524, 37554, 37584, 37613, 37643, 37672, 37701, 37731, 37760, 37790, 37819, 37849, 37878, 37908, 37938, 37967, 37997, 38027, 38056, 38085, 38115, 38144, 38174, 38203, 38233, 38262, 38292, 38322, 38351, 38381, 38410, 38440, 38469, 38499, 38528, 38558, 38587, 38617, 38646, 38676, 38705, 38735, 38764, 38794, 38823, 38853, 38882, 38912, 38941, 38971, 39001, 39030, 39059, 39089, 39118, 39148, 39178, 39208, 39237, 39267, 39297, 39326, 39355, 39385, 39414, 39444, 39473, 39503, 39532, 39562, 39592, 39621, 39650, 39680, 39709, 39739, 39768, 39798, 39827, 39857, 39886, 39916, 39946, 39975, 40005, 40035, 40064, 40094, 40123, 40153, 40182, 40212, 40241, 40271, 40300, 40330, 40359, 40389, 40418, 40448, 40477, 40507, 40536, 40566, 40595, 40625, 40655, 40685, 40714, 40744, 40773, 40803, 40832, 40862, 40892, 40921, 40951, 40980, 41009, 41039, 41068, 41098, 41127, 41157, 41186, 41216, 41245, 41275, 41304, 41334, 41364, 41393, 41422, 41452, 41481, 41511, 41540, 41570, 41599, 41629, 41658, 41688, 41718, 41748, 41777, 41807, 41836, 41865, 41894, 41924, 41953, 41983, 42012, 42042, 42072, 42102, 42131, 42161, 42190, 42220, 42249, 42279, 42308, 42337, 42367, 42397, 42426, 42456, 42485, 42515, 42545, 42574, 42604, 42633, 42662, 42692, 42721, 42751, 42780, 42810, 42839, 42869, 42899, 42929, 42958, 42988, 43017, 43046, 43076, 43105, 43135, 43164, 43194, 43223, 43253, 43283, 43312, 43342, 43371, 43401, 43430, 43460, 43489, 43519, 43548, 43578, 43607, 43637, 43666, 43696, 43726, 43755, 43785, 43814, 43844, 43873, 43903, 43932, 43962, 43991, 44021, 44050, 44080, 44109, 44139, 44169, 44198, 44228, 44258, 44287, 44317, 44346, 44375, 44405, 44434, 44464, 44493, 44523, 44553, 44582, 44612, 44641, 44671, 44700, 44730, 44759, 44788, 44818, 44847, 44877, 44906, 44936, 44966, 44996, 45025, 45055, 45084, 45114, 45143, 45172, 45202, 45231, 45261, 45290, 45320, 45350, 45380, 45409, 45439, 45468, 45498, 45527, 45556, 45586, 45615, 45644, 45674, 45704, 45733, 45763, 45793, 45823, 45852, 45882, 45911, 45940, 45970, 45999, 46028, 46058, 46088, 46117, 46147, 46177, 46206, 46236, 46265, 46295, 46324, 46354, 46383, 46413, 46442, 46472, 46501, 46531, 46560, 46590, 46620, 46649, 46679, 46708, 46738, 46767, 46797, 46826, 46856, 46885, 46915, 46944, 46974, 47003, 47033, 47063, 47092, 47122, 47151, 47181, 47210, 47240, 47269, 47298, 47328, 47357, 47387, 47417, 47446, 47476, 47506, 47535, 47565, 47594, 47624, 47653, 47682, 47712, 47741, 47771, 47800, 47830, 47860, 47890, 47919, 47949, 47978, 48008, 48037, 48066, 48096, 48125, 48155, 48184, 48214, 48244, 48273, 48303, 48333, 48362, 48392, 48421, 48450, 48480, 48509, 48538, 48568, 48598, 48627, 48657, 48687, 48717, 48746, 48776, 48805, 48834, 48864, 48893, 48922, 48952, 48982, 49011, 49041, 49071, 49100, 49130, 49160, 49189, 49218, 49248, 49277, 49306, 49336, 49365, 49395, 49425, 49455, 49484, 49514, 49543, 49573, 49602, 49632, 49661, 49690, 49720, 49749, 49779, 49809, 49838, 49868, 49898, 49927, 49957, 49986, 50016, 50045, 50075, 50104, 50133, 50163, 50192, 50222, 50252, 50281, 50311, 50340, 50370, 50400, 50429, 50459, 50488, 50518, 50547, 50576, 50606, 50635, 50665, 50694, 50724, 50754, 50784, 50813, 50843, 50872, 50902, 50931, 50960, 50990, 51019, 51049, 51078, 51108, 51138, 51167, 51197, 51227, 51256, 51286, 51315, 51345, 51374, 51403, 51433, 51462, 51492, 51522, 51552, 51582, 51611, 51641, 51670, 51699, 51729, 51758, 51787, 51816, 51846, 51876, 51906, 51936, 51965, 51995, 52025, 52054, 52083, 52113, 52142, 52171, 52200, 52230, 52260, 52290, 52319, 52349, 52379, 52408, 52438, 52467, 52497, 52526, 52555, 52585, 52614, 52644, 52673, 52703, 52733, 52762, 52792, 52822, 52851, 52881, 52910, 52939, 52969, 52998, 53028, 53057, 53087, 53116, 53146, 53176, 53205, 53235, 53264, 53294, 53324, 53353, 53383, 53412, 53441, 53471, 53500, 53530, 53559, 53589, 53619, 53648, 53678, 53708, 53737, 53767, 53796, 53825, 53855, 53884, 53913, 53943, 53973, 54003, 54032, 54062, 54092, 54121, 54151, 54180, 54209, 54239, 54268, 54297, 54327, 54357, 54387, 54416, 54446, 54476, 54505, 54535, 54564, 54593, 54623, 54652, 54681, 54711, 54741, 54770, 54800, 54830, 54859, 54889, 54919, 54948, 54977, 55007, 55036, 55066, 55095, 55125, 55154, 55184, 55213, 55243, 55273, 55302, 55332, 55361, 55391, 55420, 55450, 55479, 55508, 55538, 55567, 55597, 55627, 55657, 55686, 55716, 55745, 55775, 55804, 55834, 55863, 55892, 55922, 55951, 55981, 56011, 56040, 56070, 56100, 56129, 56159, 56188, 56218, 56247, 56276, 56306, 56335, 56365, 56394, 56424, 56454, 56483, 56513, 56543, 56572, 56601, 56631, 56660, 56690, 56719, 56749, 56778, 56808, 56837, 56867, 56897, 56926, 56956, 56985, 57015, 57044, 57074, 57103, 57133, 57162, 57192, 57221, 57251, 57280, 57310, 57340, 57369, 57399, 57429, 57458, 57487, 57517, 57546, 57576, 57605, 57634, 57664, 57694, 57723, 57753, 57783, 57813, 57842, 57871, 57901, 57930, 57959, 57989, 58018, 58048, 58077, 58107, 58137, 58167, 58196, 58226, 58255, 58285, 58314, 58343, 58373, 58402, 58432, 58461, 58491, 58521, 58551, 58580, 58610, 58639, 58669, 58698, 58727, 58757, 58786, 58816, 58845, 58875, 58905, 58934, 58964, 58994, 59023, 59053, 59082, 59111, 59141, 59170, 59200, 59229, 59259, 59288, 59318, 59348, 59377, 59407, 59436, 59466, 59495, 59525, 59554, 59584, 59613, 59643, 59672, 59702, 59731, 59761, 59791, 59820, 59850, 59879, 59909, 59939, 59968, 59997, 60027, 60056, 60086, 60115, 60145, 60174, 60204, 60234, 60264, 60293, 60323, 60352, 60381, 60411, 60440, 60469, 60499, 60528, 60558, 60588, 60618, 60648, 60677, 60707, 60736, 60765, 60795, 60824, 60853, 60883, 60912, 60942, 60972, 61002, 61031, 61061, 61090, 61120, 61149, 61179, 61208, 61237, 61267, 61296, 61326, 61356, 61385, 61415, 61445, 61474, 61504, 61533, 61563, 61592, 61621, 61651, 61680, 61710, 61739, 61769, 61799, 61828, 61858, 61888, 61917, 61947, 61976, 62006, 62035, 62064, 62094, 62123, 62153, 62182, 62212, 62242, 62271, 62301, 62331, 62360, 62390, 62419, 62448, 62478, 62507, 62537, 62566, 62596, 62625, 62655, 62685, 62715, 62744, 62774, 62803, 62832, 62862, 62891, 62921, 62950, 62980, 63009, 63039, 63069, 63099, 63128, 63157, 63187, 63216, 63246, 63275, 63305, 63334, 63363, 63393, 63423, 63453, 63482, 63512, 63541, 63571, 63600, 63630, 63659, 63689, 63718, 63747, 63777, 63807, 63836, 63866, 63895, 63925, 63955, 63984, 64014, 64043, 64073, 64102, 64131, 64161, 64190, 64220, 64249, 64279, 64309, 64339, 64368, 64398, 64427, 64457, 64486, 64515, 64545, 64574, 64603, 64633, 64663, 64692, 64722, 64752, 64782, 64811, 64841, 64870, 64899, 64929, 64958, 64987, 65017, 65047, 65076, 65106, 65136, 65166, 65195, 65225, 65254, 65283, 65313, 65342, 65371, 65401, 65431, 65460, 65490, 65520, 65549, 65579, 65608, 65638, 65667, 65697, 65726, 65755, 65785, 65815, 65844, 65874, 65903, 65933, 65963, 65992, 66022, 66051, 66081, 66110, 66140, 66169, 66199, 66228, 66258, 66287, 66317, 66346, 66376, 66405, 66435, 66465, 66494, 66524, 66553, 66583, 66612, 66641, 66671, 66700, 66730, 66760, 66789, 66819, 66849, 66878, 66908, 66937, 66967, 66996, 67025, 67055, 67084, 67114, 67143, 67173, 67203, 67233, 67262, 67292, 67321, 67351, 67380, 67409, 67439, 67468, 67497, 67527, 67557, 67587, 67617, 67646, 67676, 67705, 67735, 67764, 67793, 67823, 67852, 67882, 67911, 67941, 67971, 68e3, 68030, 68060, 68089, 68119, 68148, 68177, 68207, 68236, 68266, 68295, 68325, 68354, 68384, 68414, 68443, 68473, 68502, 68532, 68561, 68591, 68620, 68650, 68679, 68708, 68738, 68768, 68797, 68827, 68857, 68886, 68916, 68946, 68975, 69004, 69034, 69063, 69092, 69122, 69152, 69181, 69211, 69240, 69270, 69300, 69330, 69359, 69388, 69418, 69447, 69476, 69506, 69535, 69565, 69595, 69624, 69654, 69684, 69713, 69743, 69772, 69802, 69831, 69861, 69890, 69919, 69949, 69978, 70008, 70038, 70067, 70097, 70126, 70156, 70186, 70215, 70245, 70274, 70303, 70333, 70362, 70392, 70421, 70451, 70481, 70510, 70540, 70570, 70599, 70629, 70658, 70687, 70717, 70746, 70776, 70805, 70835, 70864, 70894, 70924, 70954, 70983, 71013, 71042, 71071, 71101, 71130, 71159, 71189, 71218, 71248, 71278, 71308, 71337, 71367, 71397, 71426, 71455, 71485, 71514, 71543, 71573, 71602, 71632, 71662, 71691, 71721, 71751, 71781, 71810, 71839, 71869, 71898, 71927, 71957, 71986, 72016, 72046, 72075, 72105, 72135, 72164, 72194, 72223, 72253, 72282, 72311, 72341, 72370, 72400, 72429, 72459, 72489, 72518, 72548, 72577, 72607, 72637, 72666, 72695, 72725, 72754, 72784, 72813, 72843, 72872, 72902, 72931, 72961, 72991, 73020, 73050, 73080, 73109, 73139, 73168, 73197, 73227, 73256, 73286, 73315, 73345, 73375, 73404, 73434, 73464, 73493, 73523, 73552, 73581, 73611, 73640, 73669, 73699, 73729, 73758, 73788, 73818, 73848, 73877, 73907, 73936, 73965, 73995, 74024, 74053, 74083, 74113, 74142, 74172, 74202, 74231, 74261, 74291, 74320, 74349, 74379, 74408, 74437, 74467, 74497, 74526, 74556, 74586, 74615, 74645, 74675, 74704, 74733, 74763, 74792, 74822, 74851, 74881, 74910, 74940, 74969, 74999, 75029, 75058, 75088, 75117, 75147, 75176, 75206, 75235, 75264, 75294, 75323, 75353, 75383, 75412, 75442, 75472, 75501, 75531, 75560, 75590, 75619, 75648, 75678, 75707, 75737, 75766, 75796, 75826, 75856, 75885, 75915, 75944, 75974, 76003, 76032, 76062, 76091, 76121, 76150, 76180, 76210, 76239, 76269, 76299, 76328, 76358, 76387, 76416, 76446, 76475, 76505, 76534, 76564, 76593, 76623, 76653, 76682, 76712, 76741, 76771, 76801, 76830, 76859, 76889, 76918, 76948, 76977, 77007, 77036, 77066, 77096, 77125, 77155, 77185, 77214, 77243, 77273, 77302, 77332, 77361, 77390, 77420, 77450, 77479, 77509, 77539, 77569, 77598, 77627, 77657, 77686, 77715, 77745, 77774, 77804, 77833, 77863, 77893, 77923, 77952, 77982, 78011, 78041, 78070, 78099, 78129, 78158, 78188, 78217, 78247, 78277, 78307, 78336, 78366, 78395, 78425, 78454, 78483, 78513, 78542, 78572, 78601, 78631, 78661, 78690, 78720, 78750, 78779, 78808, 78838, 78867, 78897, 78926, 78956, 78985, 79015, 79044, 79074, 79104, 79133, 79163, 79192, 79222, 79251, 79281, 79310, 79340, 79369, 79399, 79428, 79458, 79487, 79517, 79546, 79576, 79606, 79635, 79665, 79695, 79724, 79753, 79783, 79812, 79841, 79871, 79900, 79930, 79960, 79990];
         }), mm = be((k, M) => {
           "use strict";
-          M.exports = La(), rm(), am(), im(), om(), lm(), sm(), cm(), um(), fm(), dm(), pm(), hm(), vm(), gm(), ym();
+          M.exports = Sa(), rm(), am(), im(), om(), lm(), sm(), cm(), um(), fm(), dm(), pm(), hm(), vm(), gm(), ym();
         }), xm = be((k, M) => {
           "use strict";
-          var r = mm(), e = zt(), a = Rr(), i = a.EPOCHJD, o = a.ONEDAY, n = { valType: "enumerated", values: e.sortObjectKeys(r.calendars), editType: "calc", dflt: "gregorian" }, l = function(z, C, O, L) {
+          var r = mm(), e = zt(), a = Nr(), i = a.EPOCHJD, o = a.ONEDAY, n = { valType: "enumerated", values: e.sortObjectKeys(r.calendars), editType: "calc", dflt: "gregorian" }, l = function(z, C, O, L) {
             var H = {};
             return H[O] = n, e.coerce(z, C, H, O, L);
           }, s = function(z, C, O, L) {
@@ -34327,35 +34327,35 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
   })(Nc)), Nc.exports;
 }
 var ux = cx();
-const c1 = /* @__PURE__ */ lx(ux), fx = 9;
+const u1 = /* @__PURE__ */ lx(ux), fx = 9;
 function dx(Ot) {
-  const jt = [...Ot.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")].map((Tn) => [...Tn.querySelectorAll("text")]);
-  for (const Tn of jt.flat())
-    Tn.style.visibility && (Tn.style.visibility = ""), Tn.dataset.fontSize && (Tn.style.fontSize = Tn.dataset.fontSize);
-  const It = Ot.getBoundingClientRect(), rn = (Tn) => Tn.left >= It.left - 1 && Tn.right <= It.right + 1 && Tn.top >= It.top - 1 && Tn.bottom <= It.bottom + 1, wn = (Tn, ur) => Tn.left < ur.right + 1 && Tn.right > ur.left - 1 && Tn.top < ur.bottom + 1 && Tn.bottom > ur.top - 1, An = (Tn) => {
-    const ur = Tn.map((za) => ({ text: za, box: za.getBoundingClientRect() })).filter(({ box: za }) => za.width > 0 && za.height > 0), be = (za) => Math.max(...ur.map((Ma) => Ma.box[za])) - Math.min(...ur.map((Ma) => Ma.box[za])), wa = be("left") > be("top") ? "left" : "top";
-    return ur.sort((za, Ma) => za.box[wa] - Ma.box[wa]);
-  }, Qn = (Tn) => Tn.some((ur, be) => be > 0 && wn(Tn[be - 1].box, ur.box));
-  let mr = jt.map(An), Sr = jt.filter((Tn, ur) => Qn(mr[ur]));
-  const Ea = (Tn) => parseFloat(Tn.dataset.fontSize || Tn.style.fontSize) || 12;
-  for (let Tn = Math.max(0, ...Sr.flat().map(Ea)) - 1; Sr.length && Tn >= fx; Tn--) {
-    for (const be of Sr.flat())
-      be.dataset.fontSize || (be.dataset.fontSize = be.style.fontSize), Ea(be) > Tn && (be.style.fontSize = `${Tn}px`);
-    const ur = Sr.map(An);
-    mr = jt.map((be) => ur[Sr.indexOf(be)] || mr[jt.indexOf(be)]), Sr = Sr.filter((be, wa) => Qn(ur[wa]));
+  const jt = [...Ot.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")].map((Sn) => [...Sn.querySelectorAll("text")]);
+  for (const Sn of jt.flat())
+    Sn.style.visibility && (Sn.style.visibility = ""), Sn.dataset.fontSize && (Sn.style.fontSize = Sn.dataset.fontSize);
+  const It = Ot.getBoundingClientRect(), rn = (Sn) => Sn.left >= It.left - 1 && Sn.right <= It.right + 1 && Sn.top >= It.top - 1 && Sn.bottom <= It.bottom + 1, wn = (Sn, fr) => Sn.left < fr.right + 1 && Sn.right > fr.left - 1 && Sn.top < fr.bottom + 1 && Sn.bottom > fr.top - 1, An = (Sn) => {
+    const fr = Sn.map((Ea) => ({ text: Ea, box: Ea.getBoundingClientRect() })).filter(({ box: Ea }) => Ea.width > 0 && Ea.height > 0), be = (Ea) => Math.max(...fr.map((wa) => wa.box[Ea])) - Math.min(...fr.map((wa) => wa.box[Ea])), _a = be("left") > be("top") ? "left" : "top";
+    return fr.sort((Ea, wa) => Ea.box[_a] - wa.box[_a]);
+  }, er = (Sn) => Sn.some((fr, be) => be > 0 && wn(Sn[be - 1].box, fr.box));
+  let mr = jt.map(An), Lr = jt.filter((Sn, fr) => er(mr[fr]));
+  const Ca = (Sn) => parseFloat(Sn.dataset.fontSize || Sn.style.fontSize) || 12;
+  for (let Sn = Math.max(0, ...Lr.flat().map(Ca)) - 1; Lr.length && Sn >= fx; Sn--) {
+    for (const be of Lr.flat())
+      be.dataset.fontSize || (be.dataset.fontSize = be.style.fontSize), Ca(be) > Sn && (be.style.fontSize = `${Sn}px`);
+    const fr = Lr.map(An);
+    mr = jt.map((be) => fr[Lr.indexOf(be)] || mr[jt.indexOf(be)]), Lr = Lr.filter((be, _a) => er(fr[_a]));
   }
-  for (const Tn of mr) {
-    let ur = null;
-    for (const { text: be, box: wa } of Tn)
-      ur && wn(ur, wa) || !rn(wa) ? be.style.visibility = "hidden" : ur = wa;
+  for (const Sn of mr) {
+    let fr = null;
+    for (const { text: be, box: _a } of Sn)
+      fr && wn(fr, _a) || !rn(_a) ? be.style.visibility = "hidden" : fr = _a;
   }
-  const Er = [...Ot.querySelectorAll(".annotation")];
-  for (const Tn of Er) Tn.style.visibility && (Tn.style.visibility = "");
-  const Ga = (Tn, ur) => Math.min(Tn.right, ur.right) - Math.max(Tn.left, ur.left) > 1 && Math.min(Tn.bottom, ur.bottom) - Math.max(Tn.top, ur.top) > 1, gr = [];
-  for (const { note: Tn, box: ur } of Er.map((be) => ({ note: be, box: be.getBoundingClientRect() })))
-    ur.width === 0 || ur.height === 0 || (gr.some((be) => Ga(be, ur)) ? Tn.style.visibility = "hidden" : gr.push(ur));
+  const Or = [...Ot.querySelectorAll(".annotation")];
+  for (const Sn of Or) Sn.style.visibility && (Sn.style.visibility = "");
+  const Ya = (Sn, fr) => Math.min(Sn.right, fr.right) - Math.max(Sn.left, fr.left) > 1 && Math.min(Sn.bottom, fr.bottom) - Math.max(Sn.top, fr.top) > 1, gr = [];
+  for (const { note: Sn, box: fr } of Or.map((be) => ({ note: be, box: be.getBoundingClientRect() })))
+    fr.width === 0 || fr.height === 0 || (gr.some((be) => Ya(be, fr)) ? Sn.style.visibility = "hidden" : gr.push(fr));
 }
-class u1 {
+class f1 {
   /**
    * @param {HTMLElement} div the plot's own element (inside `block`, which is its card)
    * @param {any} Plotly the view's Plotly
@@ -34387,7 +34387,7 @@ class u1 {
   // Plotly's own download, replaced by two that name the file for what is on screen (SVG, and PNG at
   // twice the size), at publication size.
   configOf(At) {
-    const { toImageButtonOptions: jt, ...It } = At, rn = (An) => (Qn) => this.Plotly.downloadImage(Qn, {
+    const { toImageButtonOptions: jt, ...It } = At, rn = (An) => (er) => this.Plotly.downloadImage(er, {
       format: An,
       filename: this.options.filename || "attention-explorer",
       width: this.options.width || 1600,
@@ -34404,51 +34404,51 @@ class u1 {
     };
   }
 }
-const px = { f4: Float32Array, u1: Uint8Array }, p1 = /* @__PURE__ */ new WeakSet();
-function xo(Ot, At, jt) {
+const px = { f4: Float32Array, u1: Uint8Array }, h1 = /* @__PURE__ */ new WeakSet();
+function mo(Ot, At, jt) {
   const rn = { dtype: Ot instanceof Float32Array ? "f4" : "u1", bdata: Ot.buffer, shape: `${At},${jt}` };
-  return p1.add(rn), rn;
+  return h1.add(rn), rn;
 }
 function hx(Ot) {
-  return !!Ot && !p1.has(Ot);
+  return !!Ot && !h1.has(Ot);
 }
-function h1(Ot) {
+function v1(Ot) {
   const At = atob(Ot), jt = new Uint8Array(At.length);
   for (let It = 0; It < At.length; It++) jt[It] = At.charCodeAt(It);
   return jt;
 }
 function Bc(Ot) {
-  const At = typeof Ot.bdata == "string" ? h1(Ot.bdata).buffer : Ot.bdata, jt = new px[Ot.dtype](At), [It, rn] = Ot.shape === void 0 ? [1, jt.length] : String(Ot.shape).split(",").map(Number);
+  const At = typeof Ot.bdata == "string" ? v1(Ot.bdata).buffer : Ot.bdata, jt = new px[Ot.dtype](At), [It, rn] = Ot.shape === void 0 ? [1, jt.length] : String(Ot.shape).split(",").map(Number);
   return { values: jt, rows: It, cols: rn };
 }
 function vx(Ot, At) {
   const { values: jt } = Bc(Ot), It = Math.round((Math.sqrt(8 * jt.length + 1) - 1) / 2), rn = new jt.constructor(It * It);
   At !== 0 && rn.fill(At);
   for (let wn = 0, An = 0; wn < It; An += ++wn) rn.set(jt.subarray(An, An + wn + 1), wn * It);
-  return xo(rn, It, It);
+  return mo(rn, It, It);
 }
 const Ic = Math.fround(Math.PI), gx = Math.fround(2 * Math.PI);
 function yx(Ot, At) {
   const jt = Ot.map(Math.fround), It = new Float32Array(At * jt.length);
   for (let rn = 0, wn = 0; rn < At; rn++)
     for (let An = 0; An < jt.length; An++, wn++) {
-      const Qn = Math.fround(Math.fround(rn * jt[An]) + Ic), mr = Math.fround(Qn % gx - Ic);
+      const er = Math.fround(Math.fround(rn * jt[An]) + Ic), mr = Math.fround(er % gx - Ic);
       It[wn] = mr === -Ic ? Ic : mr;
     }
-  return xo(It, At, jt.length);
+  return mo(It, At, jt.length);
 }
 function mx(Ot) {
-  const [At, jt] = ["sums", "norms"].map((Qn) => Bc(Ot.meta.weighted[Qn]).values), { values: It, rows: rn, cols: wn } = Bc(Ot.z);
-  Ot.z = xo(It, rn, wn);
+  const [At, jt] = ["sums", "norms"].map((er) => Bc(Ot.meta.weighted[er]).values), { values: It, rows: rn, cols: wn } = Bc(Ot.z);
+  Ot.z = mo(It, rn, wn);
   const An = new Float32Array(2 * It.length);
-  for (let Qn = 0, mr = 0; Qn < rn; Qn++)
-    for (let Sr = 0; Sr < wn; Sr++, mr++) {
-      const Ea = It[mr] * At[Qn];
-      An[2 * mr] = jt[Sr] > 0 ? Ea / jt[Sr] : 0, An[2 * mr + 1] = Ea;
+  for (let er = 0, mr = 0; er < rn; er++)
+    for (let Lr = 0; Lr < wn; Lr++, mr++) {
+      const Ca = It[mr] * At[er];
+      An[2 * mr] = jt[Lr] > 0 ? Ca / jt[Lr] : 0, An[2 * mr + 1] = Ca;
     }
   return { dtype: "f4", bdata: An.buffer, shape: `${rn},${wn},2` };
 }
-function v1(Ot) {
+function g1(Ot) {
   for (const At of Ot || []) {
     const jt = At.meta && At.meta.packed;
     jt && hx(At.z) && (At.z = vx(At.z, jt.fill)), At.meta && At.meta.weighted && !At.customdata && (At.customdata = mx(At));
@@ -34461,28 +34461,28 @@ function v1(Ot) {
       continue;
     }
     const It = Ot[jt.source], { values: rn, rows: wn, cols: An } = Bc(It.z);
-    if (It.z = xo(rn, wn, An), jt.op === "scale") {
-      const Qn = Math.fround(jt.by);
-      At.z = xo(rn.map((mr) => Math.fround(mr * Qn)), wn, An);
+    if (It.z = mo(rn, wn, An), jt.op === "scale") {
+      const er = Math.fround(jt.by);
+      At.z = mo(rn.map((mr) => Math.fround(mr * er)), wn, An);
     } else if (jt.op === "same")
-      At.z = xo(rn, wn, An);
+      At.z = mo(rn, wn, An);
     else if (jt.op === "causal") {
-      const Qn = jt.fill === null || jt.fill === void 0 ? NaN : jt.fill, mr = rn.slice();
-      for (let Sr = 0; Sr < wn; Sr++) mr.fill(Qn, Sr * An + Sr + 1, (Sr + 1) * An);
-      At.z = xo(mr, wn, An);
+      const er = jt.fill === null || jt.fill === void 0 ? NaN : jt.fill, mr = rn.slice();
+      for (let Lr = 0; Lr < wn; Lr++) mr.fill(er, Lr * An + Lr + 1, (Lr + 1) * An);
+      At.z = mo(mr, wn, An);
     } else
       throw new Error(`unknown derived map: ${jt.op}`);
   }
   return Ot;
 }
-async function df(Ot) {
-  if (Array.isArray(Ot)) return Promise.all(Ot.map(df));
+async function pf(Ot) {
+  if (Array.isArray(Ot)) return Promise.all(Ot.map(pf));
   if (!Ot || typeof Ot != "object") return Ot;
   if (Ot.deflate) {
-    const jt = h1(Ot.bdata), It = new Blob([jt]).stream().pipeThrough(new DecompressionStream("deflate")), { deflate: rn, ...wn } = Ot;
+    const jt = v1(Ot.bdata), It = new Blob([jt]).stream().pipeThrough(new DecompressionStream("deflate")), { deflate: rn, ...wn } = Ot;
     return { ...wn, bdata: await new Response(It).arrayBuffer() };
   }
-  const At = await Promise.all(Object.entries(Ot).map(async ([jt, It]) => [jt, await df(It)]));
+  const At = await Promise.all(Object.entries(Ot).map(async ([jt, It]) => [jt, await pf(It)]));
   return Object.fromEntries(At);
 }
 function xx(Ot, At) {
@@ -34498,21 +34498,21 @@ function xx(Ot, At) {
     config: jt("config")
   };
 }
-const g1 = "⁣", y1 = "08d", bx = new RegExp(`${g1}[^<]*`, "g");
+const y1 = "⁣", m1 = "08d", bx = new RegExp(`${y1}[^<]*`, "g");
 function _x(Ot) {
   return [Ot, Ot && Ot.template && Ot.template.layout].filter(Boolean).flatMap(
-    (jt) => Object.entries(jt).filter(([It, rn]) => /^[xy]axis\d*$/.test(It) && rn && rn.labelalias && rn.tickformat !== y1).filter(([, It]) => Object.values(It.labelalias).some((rn) => String(rn).includes(g1))).map(([It]) => [jt, It])
+    (jt) => Object.entries(jt).filter(([It, rn]) => /^[xy]axis\d*$/.test(It) && rn && rn.labelalias && rn.tickformat !== m1).filter(([, It]) => Object.values(It.labelalias).some((rn) => String(rn).includes(y1))).map(([It]) => [jt, It])
   );
 }
-function m1(Ot) {
+function x1(Ot) {
   for (const [At, jt] of _x(Ot)) {
     const It = At[jt], rn = {};
     for (const [wn, An] of Object.entries(It.labelalias)) rn[wn.padStart(8, "0")] = String(An).replace(bx, "");
-    At[jt] = { ...It, tickformat: y1, labelalias: { ...It.labelalias, ...rn } };
+    At[jt] = { ...It, tickformat: m1, labelalias: { ...It.labelalias, ...rn } };
   }
   return Ot;
 }
-function x1(Ot) {
+function b1(Ot) {
   const At = typeof Ot.plot == "string" ? JSON.parse(Ot.plot) : Ot.plot, { heads: jt, head: It, others: rn, ...wn } = At.layout.meta || {};
   return {
     data: At.data,
@@ -34528,10 +34528,10 @@ function x1(Ot) {
     inflated: /* @__PURE__ */ new Map()
   };
 }
-function b1(Ot, At) {
+function _1(Ot, At) {
   return !!Ot && (At === Ot.shown || !!Ot.heads[At]);
 }
-function f1(Ot) {
+function d1(Ot) {
   if (!Ot) return [];
   const At = Ot.heads.map((jt, It) => jt ? It : -1).filter((jt) => jt >= 0);
   return [.../* @__PURE__ */ new Set([Ot.shown, ...At])].sort((jt, It) => jt - It);
@@ -34543,14 +34543,14 @@ async function Mx(Ot, At) {
   let jt = { data: {}, layout: {}, config: {} };
   if (At !== Ot.shown) {
     if (!Ot.heads[At]) throw new Error(`head ${At} is not in the layer's pack`);
-    Ot.inflated.has(At) || Ot.inflated.set(At, df(Ot.heads[At])), jt = await Ot.inflated.get(At);
+    Ot.inflated.has(At) || Ot.inflated.set(At, pf(Ot.heads[At])), jt = await Ot.inflated.get(At);
   }
   const It = structuredClone(xx(Ot, jt));
-  return v1(It.data), m1(It.layout), It;
+  return g1(It.data), x1(It.layout), It;
 }
 function kx(Ot) {
   const At = JSON.parse(Ot);
-  return At.config = At.config || {}, v1(At.data), m1(At.layout), At;
+  return At.config = At.config || {}, g1(At.data), x1(At.layout), At;
 }
 function Tx(Ot, At) {
   const jt = /* @__PURE__ */ new Map([[At.layer, At]]);
@@ -34560,7 +34560,7 @@ function Tx(Ot, At) {
 }
 function Ax(Ot, At, jt, It) {
   const rn = Ot.get(jt);
-  return rn && At && rn.view === At.view && b1(rn, It) ? rn : null;
+  return rn && At && rn.view === At.view && _1(rn, It) ? rn : null;
 }
 function Sx(Ot, At) {
   return [At.layer - 1, At.layer + 1].filter((It) => It >= 0 && It < At.nLayers && !Ot.has(It));
@@ -34568,7 +34568,7 @@ function Sx(Ot, At) {
 function Lx(Ot, At, jt) {
   if (!At || !jt || jt.around !== At.layer) return !1;
   for (const It of jt.neighbours || []) {
-    const rn = x1(It);
+    const rn = b1(It);
     rn.view === At.view && Math.abs(rn.layer - At.layer) === 1 && Ot.set(rn.layer, rn);
   }
   return !0;
@@ -34576,114 +34576,120 @@ function Lx(Ot, At, jt) {
 var Ox = /* @__PURE__ */ U3('<div><div><div class="layer-view svelte-49zqag"></div></div> <div><div class="layer-view svelte-49zqag"></div></div></div>');
 function Cx(Ot, At) {
   R3(At, !0);
-  var jt = this && this.__awaiter || function(Ln, fr, xr, ka) {
-    function ca(ya) {
-      return ya instanceof xr ? ya : new xr(function(ar) {
-        ar(ya);
+  var jt = this && this.__awaiter || function(Tn, ar, Tr, Qr) {
+    function $n(wr) {
+      return wr instanceof Tr ? wr : new Tr(function(Ma) {
+        Ma(wr);
       });
     }
-    return new (xr || (xr = Promise))(function(ya, ar) {
-      function Zr($a) {
+    return new (Tr || (Tr = Promise))(function(wr, Ma) {
+      function Wi(bi) {
         try {
-          wi(ka.next($a));
-        } catch (ma) {
-          ar(ma);
+          ya(Qr.next(bi));
+        } catch (Ja) {
+          Ma(Ja);
         }
       }
-      function bo($a) {
+      function yl(bi) {
         try {
-          wi(ka.throw($a));
-        } catch (ma) {
-          ar(ma);
+          ya(Qr.throw(bi));
+        } catch (Ja) {
+          Ma(Ja);
         }
       }
-      function wi($a) {
-        $a.done ? ya($a.value) : ca($a.value).then(Zr, bo);
+      function ya(bi) {
+        bi.done ? wr(bi.value) : $n(bi.value).then(Wi, yl);
       }
-      wi((ka = ka.apply(Ln, fr || [])).next());
+      ya((Qr = Qr.apply(Tn, ar || [])).next());
     });
   };
   let It = /* @__PURE__ */ Q3(At, ["$$slots", "$$events", "$$legacy"]);
   const rn = new ox(It);
-  let wn, An, Qn, mr, Sr, Ea, Er = null, Ga = /* @__PURE__ */ new Map(), gr = !1, Tn = null;
-  function ur(Ln, fr) {
-    An.dispatchEvent(new CustomEvent(Ln, { detail: fr, bubbles: !0 }));
+  let wn, An, er, mr, Lr, Ca, Or = null, Ya = /* @__PURE__ */ new Map(), gr = !1, Sn = null;
+  function fr(Tn, ar) {
+    An.dispatchEvent(new CustomEvent(Tn, { detail: ar, bubbles: !0 }));
   }
-  const be = (Ln) => ({ query: Math.round(Ln.y), key: Math.round(Ln.x) });
-  function wa(Ln, fr) {
-    const xr = fr.points && fr.points[0];
-    xr && xr.data.type === "heatmap" && rn.dispatch("select_cell", be(xr));
+  const be = (Tn) => ({ query: Math.round(Tn.y), key: Math.round(Tn.x) });
+  function _a(Tn, ar) {
+    const Tr = ar.points && ar.points[0];
+    Tr && Tr.data.type === "heatmap" && rn.dispatch("select_cell", be(Tr));
   }
-  function za(Ln, fr) {
-    const xr = fr.points && fr.points[0];
-    if (!xr || xr.data.type !== "heatmap" || !Er) return;
-    const ka = Number((xr.data.xaxis || "x").slice(1) || 1) - 1;
-    ka === Tn ? rn.dispatch("select_cell", be(xr)) : Gn(ka);
+  function Ea(Tn, ar) {
+    const Tr = ar.points && ar.points[0];
+    if (!Tr || Tr.data.type !== "heatmap" || !Or) return;
+    const Qr = Number((Tr.data.xaxis || "x").slice(1) || 1) - 1;
+    Qr === Sn ? rn.dispatch("select_cell", be(Tr)) : gl(Qr);
   }
-  function Ma(Ln) {
+  function wa(Tn) {
     return jt(this, void 0, void 0, function* () {
-      var fr;
-      Tn = Ln;
-      const xr = Er, ka = yield Mx(xr, Ln);
-      return (yield Sr.draw(ka, () => Tn === Ln && Er === xr)) ? (An.dataset.head = String(Ln), An.dataset.layer = String(xr.layer), An.dataset.held = f1(xr).join(","), An.dataset.download = ((fr = ka.config.toImageButtonOptions) === null || fr === void 0 ? void 0 : fr.filename) || "", An.dataset.drawn = String(Number(An.dataset.drawn || 0) + 1), !0) : !1;
+      var ar;
+      Sn = Tn;
+      const Tr = Or, Qr = yield Mx(Tr, Tn);
+      return (yield Lr.draw(Qr, () => Sn === Tn && Or === Tr)) ? (An.dataset.head = String(Tn), An.dataset.layer = String(Tr.layer), An.dataset.held = d1(Tr).join(","), An.dataset.download = ((ar = Qr.config.toImageButtonOptions) === null || ar === void 0 ? void 0 : ar.filename) || "", An.dataset.drawn = String(Number(An.dataset.drawn || 0) + 1), !0) : !1;
     });
   }
-  function ra(Ln, fr) {
-    requestIdleCallback(() => Ln === Er && fr(), { timeout: 1e3 });
+  function aa(Tn, ar) {
+    requestIdleCallback(() => Tn === Or && ar(), { timeout: 1e3 });
   }
-  function Zi(Ln) {
-    const fr = Sx(Ga, Ln);
-    if (!fr.length) return;
-    An.dataset.fetching = "1";
-    const xr = Tn ?? Ln.shown;
-    ra(Ln, () => rn.dispatch("neighbours", { layer: Ln.layer, head: xr, layers: fr }));
+  const xo = 2e4;
+  function ws(Tn, ar) {
+    An.dataset[ar] = "1", setTimeout(() => Tn === Or && An.dataset[ar] === "1" && (An.dataset[ar] = ""), xo);
   }
-  function _s() {
-    An.dataset.kept = [...Ga.keys()].sort((Ln, fr) => Ln - fr).join(",");
+  function Nn(Tn) {
+    const ar = Sx(Ya, Tn);
+    if (!ar.length) return;
+    ws(Tn, "fetching");
+    const Tr = Sn ?? Tn.shown;
+    aa(Tn, () => rn.dispatch("neighbours", { layer: Tn.layer, head: Tr, layers: ar }));
   }
-  function Nn(Ln, fr, xr, ka) {
+  function vl() {
+    An.dataset.kept = [...Ya.keys()].sort((Tn, ar) => Tn - ar).join(",");
+  }
+  function Ci(Tn, ar, Tr, Qr) {
     return jt(this, void 0, void 0, function* () {
-      Er = Ln, Ga = Tx(Ga, Ln), _s();
-      for (const ya of ["asking", "fetching"]) delete An.dataset[ya];
-      const ca = Er;
-      ka && Ln.thumbnails && Ea.draw(kx(Ln.thumbnails), () => Er === ca), (yield Ma(fr)) && (An.dataset.asking = ca.ask && !ca.heads.length ? "1" : "", ur("layer-drawn", { layer: ca.layer, head: fr, kept: !xr }), An.dataset.asking ? ra(ca, () => rn.dispatch("ask_others", { ask: ca.ask })) : Zi(ca));
+      Or = Tn, Ya = Tx(Ya, Tn), vl();
+      for (const Ma of ["asking", "fetching"]) delete An.dataset[Ma];
+      const $n = Or;
+      if (Qr && Tn.thumbnails && Ca.draw(kx(Tn.thumbnails), () => Or === $n), !(yield wa(ar))) return;
+      const wr = !!($n.ask && !$n.heads.length);
+      wr ? ws($n, "asking") : An.dataset.asking = "", fr("layer-drawn", { layer: $n.layer, head: ar, kept: !Tr }), wr ? aa($n, () => rn.dispatch("ask_others", { ask: $n.ask })) : Nn($n);
     });
   }
-  function ws(Ln) {
+  function Ms(Tn) {
     gr = !1;
-    const fr = x1(Ln), xr = !!fr.thumbnails;
-    !xr && Er && Er.layer === fr.layer && (fr.thumbnails = Er.thumbnails), Nn(fr, fr.shown, !0, xr);
+    const ar = b1(Tn), Tr = !!ar.thumbnails;
+    !Tr && Or && Or.layer === ar.layer && (ar.thumbnails = Or.thumbnails), Ci(ar, ar.shown, !0, Tr);
   }
-  function Xi(Ln, fr) {
-    if (Er && !gr && Ln === Er.layer) return;
-    const xr = gr ? null : Ax(Ga, Er, Ln, fr);
-    if (xr) {
-      Nn(xr, fr, !1, !0);
+  function jc(Tn, ar) {
+    if (Or && !gr && Tn === Or.layer) return;
+    const Tr = gr ? null : Ax(Ya, Or, Tn, ar);
+    if (Tr) {
+      Ci(Tr, ar, !1, !0);
       return;
     }
-    gr = !0, rn.dispatch("layer_wanted", { layer: Ln, head: fr });
+    gr = !0, rn.dispatch("layer_wanted", { layer: Tn, head: ar });
   }
-  function Ms(Ln) {
-    An.dataset.asking = "", wx(Er, Ln) && (An.dataset.held = f1(Er).join(","), Zi(Er));
+  function Gn(Tn) {
+    An.dataset.asking = "", wx(Or, Tn) && (An.dataset.held = d1(Or).join(","), Nn(Or));
   }
-  function jc(Ln) {
-    Lx(Ga, Er, Ln) && (delete An.dataset.fetching, _s());
+  function Nr(Tn) {
+    Lx(Ya, Or, Tn) && (delete An.dataset.fetching, vl());
   }
-  function Gn(Ln) {
+  function gl(Tn) {
     return jt(this, void 0, void 0, function* () {
-      if (!(!Er || Ln === Tn)) {
-        if (!b1(Er, Ln)) {
-          ur("head-wanted", { layer: Er.layer, head: Ln });
+      if (!(!Or || Tn === Sn)) {
+        if (!_1(Or, Tn)) {
+          fr("head-wanted", { layer: Or.layer, head: Tn });
           return;
         }
-        (yield Ma(Ln)) && ur("head-shown", { layer: Er.layer, head: Ln });
+        (yield wa(Tn)) && fr("head-shown", { layer: Or.layer, head: Tn });
       }
     });
   }
-  function Rr() {
-    Er = null, Tn = null, gr = !1, Ga = /* @__PURE__ */ new Map();
-    for (const Ln of [Sr, Ea]) Ln.clear(() => Er === null);
-    for (const Ln of [
+  function Ei() {
+    Or = null, Sn = null, gr = !1, Ya = /* @__PURE__ */ new Map();
+    for (const Tn of [Lr, Ca]) Tn.clear(() => Or === null);
+    for (const Tn of [
       "head",
       "layer",
       "held",
@@ -34692,42 +34698,42 @@ function Cx(Ot, At) {
       "kept",
       "download"
     ])
-      delete An.dataset[Ln];
+      delete An.dataset[Tn];
   }
-  mo(() => {
-    !Qn || Sr || (Sr = new u1(Qn, c1, wa), Ea = new u1(mr, c1, za));
-  }), mo(() => {
-    const Ln = rn.props.value;
-    Sr && (Ln ? "answer" in Ln ? Ms(Ln.answer) : "neighbours" in Ln ? jc(Ln) : Ln.plot && ws(Ln) : Rr());
-  }), mo(() => {
+  yo(() => {
+    !er || Lr || (Lr = new f1(er, u1, _a), Ca = new f1(mr, u1, Ea));
+  }), yo(() => {
+    const Tn = rn.props.value;
+    Lr && (Tn ? "answer" in Tn ? Gn(Tn.answer) : "neighbours" in Tn ? Nr(Tn) : Tn.plot && Ms(Tn) : Ei());
+  }), yo(() => {
     if (!wn) return;
-    const Ln = (ca) => Gn(Number(ca.detail.head)), fr = (ca) => {
-      const { layer: ya, head: ar } = ca.detail;
-      Xi(Number(ya), Number(ar));
+    const Tn = ($n) => gl(Number($n.detail.head)), ar = ($n) => {
+      const { layer: wr, head: Ma } = $n.detail;
+      jc(Number(wr), Number(Ma));
     };
-    An.addEventListener("show-head", Ln), An.addEventListener("show-layer", fr);
-    const xr = window.matchMedia("(pointer: coarse)").matches, ka = (ca) => {
-      var ya, ar;
-      !((ar = (ya = ca.target).closest) === null || ar === void 0) && ar.call(ya, ".drag") && ca.stopPropagation();
+    An.addEventListener("show-head", Tn), An.addEventListener("show-layer", ar);
+    const Tr = window.matchMedia("(pointer: coarse)").matches, Qr = ($n) => {
+      var wr, Ma;
+      !((Ma = (wr = $n.target).closest) === null || Ma === void 0) && Ma.call(wr, ".drag") && $n.stopPropagation();
     };
-    return xr && wn.addEventListener("touchstart", ka, { capture: !0 }), () => {
-      An.removeEventListener("show-head", Ln), An.removeEventListener("show-layer", fr), wn.removeEventListener("touchstart", ka, { capture: !0 });
+    return Tr && wn.addEventListener("touchstart", Qr, { capture: !0 }), () => {
+      An.removeEventListener("show-head", Tn), An.removeEventListener("show-layer", ar), wn.removeEventListener("touchstart", Qr, { capture: !0 });
     };
   });
-  var Wi = Ox();
-  let _i;
-  var sa = uf(Wi), vl = uf(sa);
-  Fc(vl, (Ln) => Qn = Ln, () => Qn), Fc(sa, (Ln) => An = Ln, () => An);
-  var gl = N3(sa, 2), qc = uf(gl);
-  Fc(qc, (Ln) => mr = Ln, () => mr), Fc(Wi, (Ln) => wn = Ln, () => wn), F3(
-    (Ln, fr) => {
-      _i = ff(Wi, 1, "layer-view-root svelte-49zqag", null, _i, { hidden: rn.shared.visible === !1 }), a1(sa, "id", rn.shared.elem_id), ff(sa, 1, `block layer-view-block ${Ln ?? ""}`, "svelte-49zqag"), a1(gl, "id", rn.props.thumbnails_elem_id), ff(gl, 1, `block layer-view-block ${fr ?? ""}`, "svelte-49zqag");
+  var ga = Ox();
+  let bo;
+  var Zi = ff(ga), qc = ff(Zi);
+  Fc(qc, (Tn) => er = Tn, () => er), Fc(Zi, (Tn) => An = Tn, () => An);
+  var Xi = N3(Zi, 2), Hc = ff(Xi);
+  Fc(Hc, (Tn) => mr = Tn, () => mr), Fc(ga, (Tn) => wn = Tn, () => wn), F3(
+    (Tn, ar) => {
+      bo = df(ga, 1, "layer-view-root svelte-49zqag", null, bo, { hidden: rn.shared.visible === !1 }), i1(Zi, "id", rn.shared.elem_id), df(Zi, 1, `block layer-view-block ${Tn ?? ""}`, "svelte-49zqag"), i1(Xi, "id", rn.props.thumbnails_elem_id), df(Xi, 1, `block layer-view-block ${ar ?? ""}`, "svelte-49zqag");
     },
     [
       () => (rn.shared.elem_classes || []).join(" "),
       () => (rn.shared.elem_classes || []).join(" ")
     ]
-  ), V3(Ot, Wi), I3();
+  ), V3(Ot, ga), I3();
 }
 export {
   Cx as default
