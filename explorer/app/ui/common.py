@@ -87,13 +87,12 @@ def neighbour_values(
 ) -> list[dict]:
     """The layer view's values (`layer_view_value`, head `head`) of the layers `asked` that are beside
     `layer` in the model, in order, while their JSON fits `budget` bytes: the layers the page keeps
-    to step to with no request. Past the view budget each one's pass is kept with the run
-    (`views.prepare_layer`), for the other heads the page asks for once it draws one."""
+    to step to with no request. Past the view budget each one's pass is kept with the run (its
+    thumbnails, `views.all_heads`, keep it), for the other heads the page asks for once it draws one."""
     values = []
     for beside in asked:
         if abs(beside - layer) != 1 or not 0 <= beside < run.config.n_layers:
             continue
-        views.prepare_layer(run, beside, style)
         value = layer_view_value(run, beside, head, style)
         budget -= payload.value_bytes(value)
         if budget < 0:
