@@ -1,4 +1,4 @@
-// The layer view's pure logic (components/layer_view/frontend/pack.mjs) against the codec's fixtures
+// The layer view's pure logic (components/plot_view/frontend/pack.mjs) against the codec's fixtures
 // (tests/codec_fixtures.py): a layer's value unpacked, each head drawn from the pack as the server
 // would have sent it (maps rebuilt, ticks cut), a long prompt's other heads joined only to the layer
 // they were asked for. Run by `node --test tests/` (tests/test_codec.py runs it in the fast tier).
@@ -18,7 +18,7 @@ import {
   keptFor,
   missing,
   unpack,
-} from "../components/layer_view/frontend/pack.mjs";
+} from "../components/plot_view/frontend/pack.mjs";
 
 const fixture = (name) => JSON.parse(readFileSync(new URL(`./fixtures/codec/${name}`, import.meta.url), "utf8"));
 

@@ -87,7 +87,7 @@ def test_the_package_declares_its_dependencies_and_every_package_with_the_bundle
     )
     assert setuptools_config["package-dir"] == {"explorer.bundled": "assets/shakespeare-gqa"}
     assert setuptools_config["package-data"] == {
-        "explorer.app.ui": ["assets/*", "templates/*/*", "layer_view.pyi"],
+        "explorer.app.ui": ["assets/*", "templates/*/*", "plot_view.pyi"],
         "explorer.bundled": ["*"],
     }
 

@@ -24,7 +24,8 @@ from explorer.app.ui.common import (
     pipeline_names,
     plot,
 )
-from explorer.app.ui.layer_view import AskData, LayerView, NeighbourData, neighbours_value, others_value
+from explorer.app.ui.layer_view import AskData, NeighbourData, layer_view, neighbours_value, others_value
+from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
 from explorer.engine.run import Run
 from explorer.views import export
@@ -33,10 +34,10 @@ from explorer.views import export
 @dataclass(frozen=True, kw_only=True)
 class AttentionTab:
     tab: gr.Tab
-    pipeline: LayerView  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head; every head's
+    pipeline: PlotView  # Q·Kᵀ → ×1/√d → mask → masked → softmax of the chosen head; every head's
     # softmax map as thumbnails, framed by kv group; every head drawn in the page
     window: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # first/last query, first/last key
-    zoom: gr.Plot
+    zoom: PlotView
     zoom_open: gr.State
     log_box: gr.Checkbox  # softmax maps on a log colour scale
     weighted_box: gr.Checkbox  # softmax maps weighted by what each key writes
@@ -121,7 +122,7 @@ def build(shared: Shared) -> AttentionTab:
             padding=False,
             elem_id="pipeline-key",
         )
-        pipeline = LayerView(
+        pipeline = layer_view(
             elem_id="pipeline-plot", thumbnails_elem_id="all-heads-plot", elem_classes="wide-plot"
         )
         why_panel = why.build()
@@ -134,7 +135,7 @@ def build(shared: Shared) -> AttentionTab:
                     checked.Number(0, label="last key", precision=0, minimum=0, elem_id="zoom-k1"),
                 )
                 show = gr.Button("Show window", elem_id="zoom-button", scale=0)
-            zoom = gr.Plot(show_label=False, elem_id="zoom-plot", elem_classes="wide-plot")
+            zoom = figure_view(elem_id="zoom-plot")
         with gr.Row():
             npz_button = gr.Button("Layer tensors (.npz)", size="sm", elem_id="download-npz")
             csv_button = gr.Button("This head's map (.csv)", size="sm", elem_id="download-csv")

@@ -24,6 +24,7 @@ import gradio as gr
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.ui import share
 from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
+from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
 from explorer.engine import pairs, prompt_sets
 from explorer.engine.patch_metrics import METRIC_NAMES
@@ -66,10 +67,10 @@ class CircuitTab:
     positions: gr.Radio  # where the node sweep and AtP patch each head (views.circuits.POSITIONS)
     find: gr.Button
     patch: gr.Button
-    nodes: gr.Plot
+    nodes: PlotView
     edges: gr.Slider
-    graph: gr.Plot
-    curve: gr.Plot
+    graph: PlotView
+    curve: PlotView
     csv: gr.Button
     download: gr.DownloadButton
     picked: gr.Textbox  # "layer,head,nonce" of a clicked head, written by the page
@@ -130,10 +131,10 @@ def build() -> CircuitTab:
             )
             find = gr.Button("Find the circuit", variant="primary", elem_id="circuit-button", min_width=140)
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
-        nodes = gr.Plot(show_label=False, elem_id="circuit-nodes-plot", elem_classes="wide-plot")
+        nodes = figure_view(elem_id="circuit-nodes-plot")
         edges = gr.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
-        graph = gr.Plot(show_label=False, elem_id="circuit-graph-plot", elem_classes="wide-plot")
-        curve = gr.Plot(show_label=False, elem_id="circuit-curve-plot", elem_classes="wide-plot")
+        graph = figure_view(elem_id="circuit-graph-plot")
+        curve = figure_view(elem_id="circuit-curve-plot")
         csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
         download = gr.DownloadButton(elem_id="circuit-download-file", elem_classes="hidden-input")
         picked = gr.Textbox(elem_id="circuit-head", elem_classes="hidden-input", show_label=False)

@@ -11,6 +11,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 HINT = (
     "Rows: earlier heads; columns: later heads, in layer order. K: the later head's keys read what the "
@@ -23,7 +24,7 @@ HINT = (
 @dataclass(frozen=True, kw_only=True)
 class CompositionCard:
     panel: gr.Accordion
-    plot: gr.Plot
+    plot: PlotView
 
     def wire(self, shared: Shared) -> None:
         @gpu
@@ -46,5 +47,5 @@ def build() -> CompositionCard:
         "Composition: which heads read which heads' writes", open=False, elem_id="composition"
     ) as panel:
         gr.Markdown(HINT)
-        figure = gr.Plot(show_label=False, elem_id="composition-plot", elem_classes="wide-plot")
+        figure = figure_view(elem_id="composition-plot")
     return CompositionCard(panel=panel, plot=figure)

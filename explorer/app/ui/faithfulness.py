@@ -6,14 +6,16 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from explorer.app.ui.plot_view import PlotView, figure_view
+
 
 @dataclass(frozen=True)
 class FaithfulnessTab:
     tab: gr.Tab
-    check: gr.Plot  # max |eager − SDPA| of the layer, and the time of each path
+    check: PlotView  # max |eager − SDPA| of the layer, and the time of each path
 
 
 def build() -> FaithfulnessTab:
     with gr.Tab("Faithfulness", id="faithfulness", elem_id="tab-faithfulness") as tab:
-        check = gr.Plot(show_label=False, elem_id="faithfulness-plot", elem_classes="wide-plot")
+        check = figure_view(elem_id="faithfulness-plot")
     return FaithfulnessTab(tab, check)

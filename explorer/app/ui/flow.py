@@ -24,6 +24,7 @@ from explorer.app.ui.common import (
     plot,
     top,
 )
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
@@ -50,8 +51,8 @@ class FlowTab:
     is_open: gr.State
     threshold: gr.Slider
     position: gr.Slider
-    graph: gr.Plot
-    rollout: gr.Plot
+    graph: PlotView
+    rollout: PlotView
 
     def close_when(self, tabs: list[gr.Tab]) -> None:
         close_when(self.is_open, tabs)
@@ -118,9 +119,9 @@ def build() -> FlowTab:
             position = checked.PositionSlider(
                 0, 1, value=1, step=1, label="Position read", elem_id="flow-position"
             )
-        graph = gr.Plot(show_label=False, elem_id="flow-plot", elem_classes="wide-plot")
+        graph = figure_view(elem_id="flow-plot")
         gr.Markdown(ROLLOUT_NOTE)
-        rollout = gr.Plot(show_label=False, elem_id="rollout-plot", elem_classes="wide-plot")
+        rollout = figure_view(elem_id="rollout-plot")
     return FlowTab(
         tab=tab, is_open=is_open, threshold=threshold, position=position, graph=graph, rollout=rollout
     )

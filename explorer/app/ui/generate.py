@@ -21,6 +21,7 @@ from explorer.app import markup
 from explorer.app.kept import GenerationKey
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
+from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.engine.generate import Generation
 from explorer.engine.tokens import printable
 from explorer.views import generation as generation_views
@@ -63,9 +64,9 @@ class GenerateTab:
     show: gr.Button  # the generated sequence in every other view
     text: gr.Textbox  # the new tokens as text
     step: gr.Slider  # the step looked at, 0-based
-    rows: gr.Plot  # the new tokens' rows of the chosen layer and head, over the context
-    candidates: gr.Plot  # the step's most likely next tokens
-    kv_cache: gr.Plot  # the live cache's bytes beside MHA and MQA
+    rows: PlotView  # the new tokens' rows of the chosen layer and head, over the context
+    candidates: PlotView  # the step's most likely next tokens
+    kv_cache: PlotView  # the live cache's bytes beside MHA and MQA
     generated: gr.State  # this session's GenerationKey, or None
     follower: Follower  # the rows (and the head a stream draws) follow the layout's layer and head
 
@@ -144,9 +145,9 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         step = checked.PositionSlider(
             0, 1, value=0, step=1, label="Step (look back at an earlier one)", elem_id="step-slider"
         )
-        rows = gr.Plot(show_label=False, elem_id="generation-plot", elem_classes="wide-plot")
-        candidates = gr.Plot(show_label=False, elem_id="candidates-plot", elem_classes="wide-plot")
-        kv_cache = gr.Plot(show_label=False, elem_id="generation-kv-plot", elem_classes="wide-plot")
+        rows = figure_view(elem_id="generation-plot")
+        candidates = figure_view(elem_id="candidates-plot")
+        kv_cache = figure_view(elem_id="generation-kv-plot")
 
     figures = [rows, candidates, kv_cache]
     stream_outputs = [shared.status, text, *figures, step, generated, show, stop]

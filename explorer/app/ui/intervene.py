@@ -27,6 +27,7 @@ from explorer.app.ui import overview, patching
 from explorer.app.ui.common import Handler, Shared, gpu, guarded, on_gpu, plot, sent
 from explorer.app.ui.model_loading import Loader
 from explorer.app.ui.overview import OverviewTab
+from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import ABLATE_MODES, Ablation, single_token
 from explorer.engine.tokens import quoted
@@ -64,7 +65,7 @@ class InterveneTab:
     add: gr.Button  # adds the head on screen
     ablate: gr.Button
     in_views: gr.Checkbox  # the other views show the ablated run
-    bars: gr.Plot  # next-token probabilities before and after
+    bars: PlotView  # next-token probabilities before and after
     ablation_examples: gr.Examples
     patching: patching.PatchingSection
     listed_for: gr.State  # the model source whose heads `heads` lists
@@ -116,7 +117,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             label="Ablation examples",
             elem_id="ablation-examples",
         )
-        bars = gr.Plot(show_label=False, elem_id="ablation-plot", elem_classes="wide-plot")
+        bars = figure_view(elem_id="ablation-plot")
         section = patching.build(prompt, picker)
         # inside the tab: a State among gr.Tabs' children would count as a tab
         listed_for, stale = gr.State(None), gr.State(0)

@@ -1,5 +1,5 @@
-"""The Attention tab's layer view: a Gradio custom component that owns its drawing (its source under
-components/layer_view; built into ./templates, committed, so the app needs no node).
+"""The Attention tab's layer view: the page's plot component (`plot_view.PlotView`) of kind "layer",
+what it is sent and what its events carry.
 
 Its value is a layer's pack: the shown head's pipeline as sent (`payload.pipeline_payload`'s figure,
 carrying every other head's as what differs from it), with the layer and head it shows, every head's
@@ -13,60 +13,18 @@ keeps, with no request; a layer it does not keep it asks for (`layer_wanted`).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 import gradio as gr
-from gradio.components import base  # not its Component by name: the build takes every class here for one
-from gradio.events import EventListener
+
+from explorer.app.ui.plot_view import PlotView
 
 
-class LayerView(base.Component):
-    """A layer's pipeline view. Events: `select_cell` (a cell of the head's maps clicked: `CellData`),
-    `ask_others` (a long prompt's layer drawn: `AskData`, answered with `others_value`), `neighbours`
-    (a layer drawn, its heads in and the page idle: `NeighbourData`, answered with `neighbours_value`),
-    `layer_wanted` (the layer picker moved to a layer the view does not keep: the switch is the
-    server's, read from the picker)."""
-
-    # Built from components/layer_view/frontend into ./templates (components/layer_view/README.md).
-    FRONTEND_DIR = "../../../components/layer_view/frontend/"
-    EVENTS: ClassVar[list] = [
-        EventListener("select_cell", doc="A cell of the head's maps clicked: {query, key}."),
-        EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
-        EventListener("neighbours", doc="A layer drawn, the page idle: {layer, head, layers} it asks for."),
-        EventListener("layer_wanted", doc="The layer picker moved to a layer the view does not keep."),
-    ]
-
-    def __init__(
-        self,
-        value: Any = None,
-        *,
-        elem_id: str | None = None,
-        elem_classes: list[str] | str | None = None,
-        thumbnails_elem_id: str | None = None,
-        visible: bool = True,
-        render: bool = True,
-    ):
-        # Each parameter named here reaches the page: Gradio sends a component the arguments its
-        # __init__ declares. `elem_id` names the pipeline's card, `thumbnails_elem_id` the thumbnails'.
-        self.thumbnails_elem_id = thumbnails_elem_id
-        super().__init__(
-            value=value, elem_id=elem_id, elem_classes=elem_classes, visible=visible, render=render
-        )
-
-    def preprocess(self, payload: Any) -> Any:
-        return payload
-
-    def postprocess(self, value: Any) -> Any:
-        return value
-
-    def api_info(self) -> dict[str, Any]:
-        return {"type": "object", "description": "a layer's pipeline: {plot: figure JSON, layer, head}"}
-
-    def example_payload(self) -> Any:
-        return None
-
-    def example_value(self) -> Any:
-        return None
+def layer_view(*, elem_id: str, thumbnails_elem_id: str, elem_classes: str = "wide-plot") -> PlotView:
+    """The layer view: the pipeline in the card `elem_id`, every head's thumbnails in `thumbnails_elem_id`."""
+    return PlotView(
+        kind="layer", elem_id=elem_id, thumbnails_elem_id=thumbnails_elem_id, elem_classes=elem_classes
+    )
 
 
 def layer_value(

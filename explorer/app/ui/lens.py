@@ -14,6 +14,7 @@ from explorer import views
 from explorer.app import limits
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, Shared, close_when, gpu, guarded, index, plot, top
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -25,14 +26,14 @@ class LensTab:
     tab: gr.Tab
     is_open: gr.State  # whether the tab is on screen, so a new run fills it at once
     start: gr.Slider  # the grid's first position, past LENS_WINDOW positions
-    grid: gr.Plot
+    grid: PlotView
     target: gr.Textbox
     distractor: gr.Textbox
     pinned: gr.Checkbox  # keep the target and "Against" for new prompts
     typed_for: gr.State  # what was shown when they were typed (None: not yet known, e.g. from a link)
     position: gr.Slider  # where the target is read and attributed
-    rank: gr.Plot
-    attribution: gr.Plot
+    rank: PlotView
+    attribution: PlotView
 
     @property
     def linked(self) -> tuple[gr.Textbox, gr.Textbox]:
@@ -169,7 +170,7 @@ def build() -> LensTab:
         start = checked.PositionSlider(
             0, 1, value=0, step=1, label="First position shown", elem_id="lens-start"
         )
-        grid = gr.Plot(show_label=False, elem_id="lens-plot", elem_classes="wide-plot")
+        grid = figure_view(elem_id="lens-plot")
         with gr.Row():
             target = gr.Textbox(
                 label="Target token", info=INFO_TARGET, elem_id="lens-target", max_length=1024
@@ -189,8 +190,8 @@ def build() -> LensTab:
             elem_id="lens-pinned",
         )
         typed_for = gr.State(None)
-        rank = gr.Plot(show_label=False, elem_id="lens-rank-plot", elem_classes="wide-plot")
-        attribution = gr.Plot(show_label=False, elem_id="lens-attribution-plot", elem_classes="wide-plot")
+        rank = figure_view(elem_id="lens-rank-plot")
+        attribution = figure_view(elem_id="lens-attribution-plot")
     return LensTab(
         tab=tab,
         is_open=is_open,

@@ -11,6 +11,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app.ui.common import Shared, gpu, guarded, plot
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 HINT = (
     "Click a token above: every head's attention weight from the last position to it, one cell per layer "
@@ -22,7 +23,7 @@ HINT = (
 class HeadsLookingAt:
     picked: gr.Textbox  # "position,nonce" of the clicked token, written by the page
     panel: gr.Accordion
-    plot: gr.Plot
+    plot: PlotView
 
     def wire(self, shared: Shared, token_strip: gr.HTML) -> None:
         @gpu
@@ -68,5 +69,5 @@ def build() -> HeadsLookingAt:
     picked = gr.Textbox(elem_id="picked-token", elem_classes="hidden-input", show_label=False)
     with gr.Accordion("Heads looking at a token", visible=False, elem_id="heads-looking-at") as panel:
         gr.Markdown(HINT)
-        heatmap = gr.Plot(show_label=False, elem_id="heads-looking-at-plot", elem_classes="wide-plot")
+        heatmap = figure_view(elem_id="heads-looking-at-plot")
     return HeadsLookingAt(picked=picked, panel=panel, plot=heatmap)

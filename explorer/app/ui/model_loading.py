@@ -16,6 +16,7 @@ from explorer.app import markup
 from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
 from explorer.app.ui.common import plot, sent, top, warn
+from explorer.app.ui.plot_view import PlotView
 from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.explorer import Explorer
@@ -67,8 +68,8 @@ class ModelViews:
     card: gr.HTML
     layer: gr.Slider
     head: gr.Dropdown
-    gqa: gr.Plot
-    kv_cache: gr.Plot
+    gqa: PlotView
+    kv_cache: PlotView
     shown: gr.State
 
     @property

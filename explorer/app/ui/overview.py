@@ -15,14 +15,15 @@ from explorer.app import limits, markup
 from explorer.app.kept import CachedRun
 from explorer.app.ui import composition
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, plot
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 
 @dataclass(frozen=True, kw_only=True)
 class OverviewTab:
     tab: gr.Tab
-    profile: gr.Plot  # layers × heads, one panel per score
+    profile: PlotView  # layers × heads, one panel per score
     top: gr.HTML  # each score's top heads, as buttons that pick them
-    next_tokens: gr.Plot
+    next_tokens: PlotView
     is_open: gr.State  # whether the tab is on screen, so a new run fills it at once
     composition: composition.CompositionCard  # which heads read which heads' writes, drawn when opened
 
@@ -61,9 +62,9 @@ def build(shared: Shared) -> OverviewTab:
     with gr.Tab("Overview", id="overview", elem_id="tab-overview") as tab:
         is_open = gr.State(False)  # inside the tab: a State among gr.Tabs' children would count as a tab
         gr.HTML(PICKED_BAR, elem_id="overview-pick-bar", padding=False)
-        profile = gr.Plot(show_label=False, elem_id="overview-plot", elem_classes="wide-plot")
+        profile = figure_view(elem_id="overview-plot")
         top = gr.HTML(elem_id="top-heads", padding=False)
-        next_tokens = gr.Plot(show_label=False, elem_id="next-tokens-plot", elem_classes="wide-plot")
+        next_tokens = figure_view(elem_id="next-tokens-plot")
         card = composition.build()
 
     @gpu

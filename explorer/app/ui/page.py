@@ -1,10 +1,10 @@
-"""The page's own style and script (explorer/ui/assets), carried by an empty gr.HTML so they reach the
-page however the app is launched (`python app.py`, `gradio app.py`, a Space); and the page itself, a
-gr.Blocks that keeps no run history in the browser and serves its queue in fair shares."""
+"""The page's own style and script (explorer/app/ui/assets: page.css, page.js), carried by an empty
+gr.HTML so they reach the page however the app is launched (`python app.py`, `gradio app.py`, a
+Space); and the page itself, a gr.Blocks that keeps no run history in the browser and serves its
+queue in fair shares."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import gradio as gr
@@ -15,24 +15,10 @@ from explorer.app.fair_queue import FairQueue, QueueShares
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
-# The page's pure logic, ES modules that node's tests import (tests/*.test.mjs): each reaches the page
-# as an object of its exports, named after its file, before the page script that uses them.
-MODULES = ("codec", "labels", "ticks")
-
-
 def assets() -> gr.HTML:
     css = (ASSETS / "page.css").read_text(encoding="utf-8")
-    script = "".join(map(module_script, MODULES)) + (ASSETS / "page.js").read_text(encoding="utf-8")
+    script = (ASSETS / "page.js").read_text(encoding="utf-8")
     return gr.HTML("", head=f"<style>{css}</style>", js_on_load=script, padding=False, elem_id="page-assets")
-
-
-def module_script(name: str) -> str:
-    """assets/{name}.mjs (an ES module without imports) as a script: `const {name}`, an object of its
-    exports."""
-    source = (ASSETS / f"{name}.mjs").read_text(encoding="utf-8")
-    names = re.findall(r"^export (?:async )?(?:function|const|let|class) (\w+)", source, flags=re.M)
-    body = re.sub(r"^export ", "", source, flags=re.M)
-    return f"const {name} = (() => {{\n{body}\nreturn {{ {', '.join(names)} }};\n}})();\n"
 
 
 class Page(gr.Blocks):

@@ -22,6 +22,7 @@ from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
 from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
+from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
@@ -59,9 +60,9 @@ class PatchingSection:
     swap: gr.Button  # the clean prompt's two names swapped into the corrupted one
     metric: gr.Radio  # what recovered is the fraction of
     patch: gr.Button
-    heatmap: gr.Plot  # recovered fraction, layers × heads: each head's total effect
+    heatmap: PlotView  # recovered fraction, layers × heads: each head's total effect
     ranked: gr.HTML  # the heads that recover the most, with their direct effects
-    direct: gr.Plot  # the clean prompt's direct logit attribution, beside it
+    direct: PlotView  # the clean prompt's direct logit attribution, beside it
     examples: gr.Examples
     picked: gr.Textbox  # "layer,head,nonce" of a clicked cell or ranked head, written by the page
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
@@ -100,9 +101,9 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
         elem_id="patching-examples",
     )
     with gr.Row():
-        heatmap = gr.Plot(show_label=False, elem_id="patching-plot", elem_classes="wide-plot", scale=3)
+        heatmap = figure_view(elem_id="patching-plot", scale=3)
         ranked = gr.HTML(elem_id="ranked-heads", min_width=300)
-    direct = gr.Plot(show_label=False, elem_id="patching-direct-plot", elem_classes="wide-plot")
+    direct = figure_view(elem_id="patching-direct-plot")
     with gr.Row():
         npz = gr.Button("The sweep (.npz)", size="sm", elem_id="sweep-npz")
         csv = gr.Button("The sweep (.csv)", size="sm", elem_id="sweep-csv")

@@ -10,31 +10,32 @@ import gradio as gr
 from explorer import views
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 
 @dataclass(frozen=True, kw_only=True)
 class RopeTab:
     tab: gr.Tab
-    angles: gr.Plot
-    wavelengths: gr.Plot
+    angles: PlotView
+    wavelengths: PlotView
     query: gr.Slider  # position m of the query turned in `rotation`
     key: gr.Slider  # position n of the key
-    rotation: gr.Plot
-    split: gr.Plot  # q·k split over the frequency pairs
+    rotation: PlotView
+    split: PlotView  # q·k split over the frequency pairs
 
 
 def build(shared: Shared) -> RopeTab:
     with gr.Tab("RoPE", id="rope", elem_id="tab-rope") as tab:
         with gr.Row():
-            angles = gr.Plot(show_label=False, elem_id="rope-angles-plot", elem_classes="wide-plot")
-            wavelengths = gr.Plot(show_label=False, elem_id="rope-wavelengths-plot", elem_classes="wide-plot")
+            angles = figure_view(elem_id="rope-angles-plot")
+            wavelengths = figure_view(elem_id="rope-wavelengths-plot")
         with gr.Row():
             query = checked.PositionSlider(
                 0, 1, value=0, step=1, label="Query position m", elem_id="rope-query"
             )
             key = checked.PositionSlider(0, 1, value=0, step=1, label="Key position n", elem_id="rope-key")
-        rotation = gr.Plot(show_label=False, elem_id="rope-rotation-plot", elem_classes="wide-plot")
-        split = gr.Plot(show_label=False, elem_id="rope-split-plot", elem_classes="wide-plot")
+        rotation = figure_view(elem_id="rope-rotation-plot")
+        split = figure_view(elem_id="rope-split-plot")
 
     @gpu
     @guarded(shared.status)

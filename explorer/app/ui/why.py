@@ -15,7 +15,8 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
-from explorer.app.ui.layer_view import CellData, LayerView
+from explorer.app.ui.layer_view import CellData
+from explorer.app.ui.plot_view import PlotView, figure_view
 
 HINT = (
     "Each cell is one query-side source × one key-side source: what the embedding, an earlier head, an "
@@ -34,10 +35,10 @@ class WhyPanel:
     ]  # hidden: the endpoint's layer, head, query, key
     ask: gr.Button  # hidden: the endpoint `/score_attribution`
     panel: gr.Accordion
-    split: gr.Plot
-    row: gr.Plot
+    split: PlotView
+    row: PlotView
 
-    def wire(self, shared: Shared, view: LayerView) -> None:
+    def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the page's #score-cell and to the layer view's clicks (`view.select_cell`)."""
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers]
 
@@ -125,6 +126,6 @@ def build() -> WhyPanel:
         ask = gr.Button(elem_id="score-ask")
     with gr.Accordion("Why this score", visible=False, elem_id="why-score") as panel:
         gr.Markdown(HINT)
-        split = gr.Plot(show_label=False, elem_id="why-split-plot", elem_classes="wide-plot")
-        row = gr.Plot(show_label=False, elem_id="why-row-plot", elem_classes="wide-plot")
+        split = figure_view(elem_id="why-split-plot")
+        row = figure_view(elem_id="why-row-plot")
     return WhyPanel(cell=cell, numbers=numbers, ask=ask, panel=panel, split=split, row=row)

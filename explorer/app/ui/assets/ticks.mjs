@@ -1,6 +1,6 @@
-// Tick labels and annotations that fit a drawn plot, measured as drawn: read by the page's script
-// (the gr.Plot figures) and by the layer view component, which draws its own. It reads the plot's
-// SVG through the DOM alone (no field of Plotly's).
+// Tick labels and annotations that fit a drawn plot, measured as drawn: the page's plot component
+// (components/plot_view) tidies each plot after it is drawn. It reads the plot's SVG through the DOM
+// alone (no field of Plotly's).
 
 // An axis whose labels would overlap sets them smaller, down to SMALLEST_TICK_PX, and hides only
 // those that overlap still: at a few dozen tokens every label fits, a little smaller (Plotly has

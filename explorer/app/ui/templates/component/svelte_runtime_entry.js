@@ -1,8 +1,8 @@
-import { h as L, c as E, y as A, z as u, B as b, A as T, C as D, D as M, E as w, F as g, G as O, H as Y, I as F, J as I, K as q, L as P, M as x, O as V, P as j, Q as U, j as $, R, U as k, q as z, V as W, W as G, X as H, Y as J, Z as K, _ as Q, $ as X, a0 as Z, a1 as ee, v as te, m as se } from "./runtime-BrQmSKZc.js";
+import { y as L, a as E, j as M, h as u, M as b, p as T, c as D, O as A, P as w, Q as g, R as O, U as Y, m as q, V as P, W as x, X as V, Y as j, Z as U, B as $, f as R, _ as k, q as W, $ as I, a0 as z, E as H, a1 as Q, a2 as X, a3 as F, a4 as Z, a5 as G, a6 as J, a7 as K, a8 as ee, F as te, H as se } from "./runtime-BaIEpYVf.js";
 function ie() {
   console.warn("https://svelte.dev/e/svelte_boundary_reset_noop");
 }
-var ne = H | J | K;
+var ne = H | Q | X;
 function re(t, e, s) {
   new ae(t, e, s);
 }
@@ -45,7 +45,7 @@ class ae {
    * @type {Source<number> | null}
    */
   #l = null;
-  #b = L(() => (this.#l = G(this.#u), () => {
+  #b = L(() => (this.#l = Z(this.#u), () => {
     this.#l = null;
   }));
   /**
@@ -55,7 +55,7 @@ class ae {
    */
   constructor(e, s, o) {
     this.#t = e, this.#i = s, this.#f = o, this.parent = /** @type {Effect} */
-    E.b, this.is_pending = !!this.#i.pending, this.#n = A(() => {
+    E.b, this.is_pending = !!this.#i.pending, this.#n = M(() => {
       E.b = this;
       {
         var a = this.#v();
@@ -100,7 +100,7 @@ class ae {
    * @param {Effect} effect
    */
   defer_effect(e) {
-    M(e, this.#_, this.#d);
+    A(e, this.#_, this.#d);
   }
   /**
    * Returns `false` if the effect exists inside a boundary whose pending snippet is shown
@@ -185,7 +185,7 @@ class ae {
         ie();
         return;
       }
-      a = !0, i && W(), b.ensure(), this.#u = 0, this.#r !== null && T(this.#r, () => {
+      a = !0, i && z(), b.ensure(), this.#u = 0, this.#r !== null && T(this.#r, () => {
         this.#r = null;
       }), this.is_pending = this.has_pending_snippet(), this.#s = this.#p(() => (this.#c = !1, u(() => this.#f(this.#t)))), this.#h > 0 ? this.#g() : this.is_pending = !1;
     };
@@ -197,7 +197,7 @@ class ae {
     } finally {
       g(f);
     }
-    o && z(() => {
+    o && W(() => {
       this.#r = this.#p(() => {
         b.ensure(), this.#c = !0;
         try {
@@ -247,7 +247,7 @@ function m(t) {
   }
   if (i = /** @type {Element} */
   a[c] || t.target, i !== e) {
-    Q(t, "currentTarget", {
+    G(t, "currentTarget", {
       configurable: !0,
       get() {
         return i || s;
@@ -293,7 +293,7 @@ function _e(t, e) {
 }
 const p = /* @__PURE__ */ new Map();
 function fe(t, { target: e, anchor: s, props: o = {}, events: a, context: i, intro: c = !0 }) {
-  X();
+  J();
   var f = /* @__PURE__ */ new Set(), h = (l) => {
     for (var n = 0; n < l.length; n++) {
       var r = l[n];
@@ -306,7 +306,7 @@ function fe(t, { target: e, anchor: s, props: o = {}, events: a, context: i, int
       }
     }
   };
-  h(Z(oe)), B.add(h);
+  h(K(oe)), B.add(h);
   var _ = void 0, S = ee(() => {
     var l = s ?? e.appendChild(D());
     return re(

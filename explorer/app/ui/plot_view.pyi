@@ -1,35 +1,36 @@
-"""The Attention tab's layer view: a Gradio custom component that owns its drawing (its source under
-components/layer_view; built into ./templates, committed, so the app needs no node).
+"""The page's plots: a Gradio custom component that owns its drawing (its source under
+components/plot_view; built into ./templates, committed, so the app needs no node).
 
-Its value is a layer's pack: the shown head's pipeline as sent (`payload.pipeline_payload`'s figure,
-carrying every other head's as what differs from it), with the layer and head it shows, every head's
-thumbnails and the view it belongs to (run and map style); or, for a long prompt, the answer to its
-`ask_others` event (the other heads, joined to the pack on screen); or the answer to its `neighbours`
-event (the packs of the layers beside the one drawn, which it keeps). It draws with its own Plotly
-into two plots, updated in place, and switches heads from the pack, and layers from the packs it
-keeps, with no request; a layer it does not keep it asks for (`layer_wanted`).
+One component, two kinds, so the page loads its Plotly once:
+- "figure" (`figure_view`), where Gradio's plot would be: its value is a figure as the app sends it
+  (`payload.plot_payload`, or a `go.Figure`, sent the same way), drawn in place with the page's decoder.
+- "layer" (`explorer.app.ui.layer_view`), the Attention tab's pipeline and every head's thumbnails: its
+  value is a layer's pack, and its events are the layer view's.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-import gradio as gr
+import plotly.graph_objects as go
 from gradio.components import base  # not its Component by name: the build takes every class here for one
+from gradio.components import plot as gradio_plot
 from gradio.events import EventListener
+
+from explorer.app import payload
 
 from gradio.events import Dependency
 
-class LayerView(base.Component):
-    """A layer's pipeline view. Events: `select_cell` (a cell of the head's maps clicked: `CellData`),
-    `ask_others` (a long prompt's layer drawn: `AskData`, answered with `others_value`), `neighbours`
-    (a layer drawn, its heads in and the page idle: `NeighbourData`, answered with `neighbours_value`),
-    `layer_wanted` (the layer picker moved to a layer the view does not keep: the switch is the
-    server's, read from the picker)."""
+class PlotView(base.Component):
+    """A plot the page draws itself: one figure (`kind="figure"`), or a layer's pipeline and thumbnails
+    (`kind="layer"`). The layer's events (explorer/app/ui/layer_view.py): `select_cell` (a cell of the
+    head's maps clicked: `CellData`), `ask_others` (a long prompt's layer drawn: `AskData`),
+    `neighbours` (a layer drawn, its heads in and the page idle: `NeighbourData`), `layer_wanted` (the
+    layer picker moved to a layer the view does not keep: the switch is the server's, read from the
+    picker). A figure's clicks go to the page script ("plot-click")."""
 
-    # Built from components/layer_view/frontend into ./templates (components/layer_view/README.md).
-    FRONTEND_DIR = "../../../components/layer_view/frontend/"
+    # Built from components/plot_view/frontend into ./templates (components/plot_view/README.md).
+    FRONTEND_DIR = "../../../components/plot_view/frontend/"
     EVENTS: ClassVar[list] = [
         EventListener("select_cell", doc="A cell of the head's maps clicked: {query, key}."),
         EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
@@ -41,27 +42,47 @@ class LayerView(base.Component):
         self,
         value: Any = None,
         *,
+        kind: str = "figure",
         elem_id: str | None = None,
         elem_classes: list[str] | str | None = None,
         thumbnails_elem_id: str | None = None,
+        scale: int | None = None,
         visible: bool = True,
         render: bool = True,
     ):
         # Each parameter named here reaches the page: Gradio sends a component the arguments its
-        # __init__ declares. `elem_id` names the pipeline's card, `thumbnails_elem_id` the thumbnails'.
+        # __init__ declares. `elem_id` names the (pipeline's) card, `thumbnails_elem_id` the thumbnails'.
+        if kind not in ("figure", "layer"):
+            raise ValueError(f"kind must be 'figure' or 'layer', not {kind!r}")
+        self.kind = kind
         self.thumbnails_elem_id = thumbnails_elem_id
         super().__init__(
-            value=value, elem_id=elem_id, elem_classes=elem_classes, visible=visible, render=render
+            value=value,
+            elem_id=elem_id,
+            elem_classes=elem_classes,
+            scale=scale,
+            visible=visible,
+            render=render,
         )
 
     def preprocess(self, payload: Any) -> Any:
         return payload
 
     def postprocess(self, value: Any) -> Any:
+        """A figure as the app sends it: a `go.Figure` sent as `payload.plot_payload` sends one, and
+        Gradio's plot data as its plain dict; a layer's value as it is."""
+        if isinstance(value, go.Figure):
+            return payload.plot_payload(value)
+        if isinstance(value, gradio_plot.PlotData):
+            return value.model_dump()
         return value
 
     def api_info(self) -> dict[str, Any]:
-        return {"type": "object", "description": "a layer's pipeline: {plot: figure JSON, layer, head}"}
+        return {
+            "type": "object",
+            "description": "a figure as Gradio's plot sends one: {type: 'plotly', plot: figure JSON}; "
+            "the layer view's also names its layer and head",
+        }
 
     def example_payload(self) -> Any:
         return None
@@ -296,65 +317,8 @@ class LayerView(base.Component):
         ...
 
 
-def layer_value(
-    plot_data: dict, *, layer: int, head: int, n_layers: int, view: str, thumbnails: str | None = None
-) -> dict:
-    """The view's value for a layer: the pipeline payload (`payload.pipeline_payload`: Gradio's plot
-    data, which API callers read as any plot's), the layer and head it shows, the model's number of
-    layers, the view it belongs to (`payload.view_key`: the layers the view keeps are of one run drawn
-    in one style), and every head's thumbnails (a figure's JSON text, `views.all_heads`), left out where
-    they stay as they are (another head of the layer on screen)."""
-    value = {**plot_data, "layer": layer, "head": head, "n_layers": n_layers, "view": view}
-    return value | ({"thumbnails": thumbnails} if thumbnails is not None else {})
-
-
-def others_value(answer: str | None) -> dict:
-    """The view's value answering its `ask_others` (`payload.other_heads`' JSON text; None where the
-    layer it asked for is no longer on screen: the view stops asking)."""
-    return {"answer": None if answer is None else json.loads(answer)}
-
-
-def neighbours_value(around: int, values: list[dict]) -> dict:
-    """The view's value answering its `neighbours` for layer `around`: the layers' values (`layer_value`,
-    thumbnails included) for the view to keep, and draw when the picker steps to one."""
-    return {"neighbours": values, "around": around}
-
-
-# The pickers' scripts: the layer or head picked is the view's to draw (it asks the server where it
-# does not keep the layer or hold the head); the view's old link goes.
-SHOW_LAYER_JS = """(layer, head) => {
-  const detail = { layer: Number(layer), head: Number(head) };
-  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-layer', { detail }));
-  return '';
-}"""
-SHOW_HEAD_JS = """(head) => {
-  const detail = { head: Number(head) };
-  document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-head', { detail }));
-  return '';
-}"""
-
-
-class CellData(gr.EventData):
-    """A clicked cell of the head's maps: its query and key positions."""
-
-    def __init__(self, target, data: Any):
-        super().__init__(target, data)
-        self.query, self.key = int(data["query"]), int(data["key"])
-
-
-class AskData(gr.EventData):
-    """What a drawn layer asks its other heads by: "layer,head,fingerprint"."""
-
-    def __init__(self, target, data: Any):
-        super().__init__(target, data)
-        self.ask = str(data["ask"])
-
-
-class NeighbourData(gr.EventData):
-    """What a drawn view asks of the layers beside it: the layer drawn, its head, and the layers it
-    does not keep yet."""
-
-    def __init__(self, target, data: Any):
-        super().__init__(target, data)
-        self.layer, self.head = int(data["layer"]), int(data["head"])
-        self.layers = [int(layer) for layer in data["layers"]][:2]
+def figure_view(
+    value: Any = None, *, elem_id: str, elem_classes: str = "wide-plot", scale: int | None = None
+) -> PlotView:
+    """A figure of the page (a `go.Figure`, or `payload.plot_payload`'s data), in the card `elem_id`."""
+    return PlotView(value, kind="figure", elem_id=elem_id, elem_classes=elem_classes, scale=scale)

@@ -1,7 +1,8 @@
-// One Plotly plot the layer view owns: drawn in place (`Plotly.react`, never remounted), its calls one
+// One Plotly plot the component owns: drawn in place (`Plotly.react`, never remounted), its calls one
 // after another (a clear that came while a draw was under way would otherwise be drawn over), laid
 // out again when its card's width changes (a plot drawn on a hidden tab, at Plotly's default width, as
-// its tab opens), its ticks tidied after each draw, its downloads named by what it shows. Public API only: Plotly's react, purge, Plots.resize, downloadImage, Icons and events.
+// its tab opens), its ticks tidied after each draw, its downloads named by what it shows. Public API
+// only: Plotly's react, restyle, relayout, purge, Plots.resize, downloadImage, Icons and events.
 import { tidyTicks } from "../../../explorer/app/ui/assets/ticks.mjs";
 
 export class OwnedPlot {
@@ -9,11 +10,13 @@ export class OwnedPlot {
    * @param {HTMLElement} div the plot's own element (inside `block`, which is its card)
    * @param {any} Plotly the view's Plotly
    * @param {(gd: HTMLElement, event: any) => void} onClick a click on a point
+   * @param {(gd: HTMLElement) => void} afterPlot after each time Plotly has drawn it (its ticks tidied)
    */
-  constructor(div, Plotly, onClick) {
+  constructor(div, Plotly, onClick, afterPlot = () => {}) {
     this.div = div;
     this.Plotly = Plotly;
     this.onClick = onClick;
+    this.afterPlot = afterPlot;
     this.queue = Promise.resolve();
     this.hooked = false;
     this.drawnWidth = 0;
@@ -46,6 +49,15 @@ export class OwnedPlot {
     });
   }
 
+  /** Plotly's restyle and relayout, in turn with its draws (on a plot drawn, else nothing). */
+  restyle(update, traces) {
+    return this.serial(() => this.hooked && this.Plotly.restyle(this.div, update, traces));
+  }
+
+  relayout(update) {
+    return this.serial(() => this.hooked && this.Plotly.relayout(this.div, update));
+  }
+
   serial(task) {
     const next = this.queue.then(task, task);
     this.queue = next.catch(() => undefined);
@@ -62,7 +74,10 @@ export class OwnedPlot {
 
   hook() {
     this.hooked = true;
-    this.div.on("plotly_afterplot", () => tidyTicks(this.div));
+    this.div.on("plotly_afterplot", () => {
+      tidyTicks(this.div);
+      this.afterPlot(this.div);
+    });
     this.div.on("plotly_click", (event) => this.onClick(this.div, event));
   }
 
@@ -88,4 +103,20 @@ export class OwnedPlot {
       ],
     };
   }
+}
+
+/**
+ * On a touch screen a finger drawn across a plot in `element` scrolls the page (its card scrolls
+ * sideways): Plotly's drag areas, which would take the touch for a zoom box or a turn of a polar plot,
+ * never see it (stopped in the capture phase). A tap still hovers and clicks through the mouse events
+ * it makes; zoom and pan stay in the toolbar. Returns what undoes it.
+ * @param {HTMLElement} element
+ */
+export function letTouchScroll(element) {
+  if (!window.matchMedia("(pointer: coarse)").matches) return () => {};
+  const scroll = (event) => {
+    if (event.target.closest?.(".drag")) event.stopPropagation();
+  };
+  element.addEventListener("touchstart", scroll, { capture: true });
+  return () => element.removeEventListener("touchstart", scroll, { capture: true });
 }

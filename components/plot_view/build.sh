@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the layer view into explorer/app/ui/templates (committed: the app needs no node to run).
+# Builds the page's plot component into explorer/app/ui/templates (committed: the app needs no node to run).
 # Needs node 20 and npm; `npm ci` installs the frontend's pinned packages from the registry.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,4 +10,4 @@ cd "$here/frontend"
 gradio_frontend="$(python -c 'import gradio, os; print(os.path.join(os.path.dirname(gradio.__file__), "templates", "frontend"))')"
 PYTHONPATH="$repo" node node_modules/@gradio/preview/dist/index.js \
   --component-directory "$here" --root "$gradio_frontend" --mode build --python-path python
-git -C "$repo" checkout -- components/layer_view/pyproject.toml 2>/dev/null || true  # the build writes its artifacts there
+git -C "$repo" checkout -- components/plot_view/pyproject.toml 2>/dev/null || true  # the build writes its artifacts there

@@ -1,0 +1,97 @@
+"""The page's plots: a Gradio custom component that owns its drawing (its source under
+components/plot_view; built into ./templates, committed, so the app needs no node).
+
+One component, two kinds, so the page loads its Plotly once:
+- "figure" (`figure_view`), where Gradio's plot would be: its value is a figure as the app sends it
+  (`payload.plot_payload`, or a `go.Figure`, sent the same way), drawn in place with the page's decoder.
+- "layer" (`explorer.app.ui.layer_view`), the Attention tab's pipeline and every head's thumbnails: its
+  value is a layer's pack, and its events are the layer view's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import plotly.graph_objects as go
+from gradio.components import base  # not its Component by name: the build takes every class here for one
+from gradio.components import plot as gradio_plot
+from gradio.events import EventListener
+
+from explorer.app import payload
+
+
+class PlotView(base.Component):
+    """A plot the page draws itself: one figure (`kind="figure"`), or a layer's pipeline and thumbnails
+    (`kind="layer"`). The layer's events (explorer/app/ui/layer_view.py): `select_cell` (a cell of the
+    head's maps clicked: `CellData`), `ask_others` (a long prompt's layer drawn: `AskData`),
+    `neighbours` (a layer drawn, its heads in and the page idle: `NeighbourData`), `layer_wanted` (the
+    layer picker moved to a layer the view does not keep: the switch is the server's, read from the
+    picker). A figure's clicks go to the page script ("plot-click")."""
+
+    # Built from components/plot_view/frontend into ./templates (components/plot_view/README.md).
+    FRONTEND_DIR = "../../../components/plot_view/frontend/"
+    EVENTS: ClassVar[list] = [
+        EventListener("select_cell", doc="A cell of the head's maps clicked: {query, key}."),
+        EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
+        EventListener("neighbours", doc="A layer drawn, the page idle: {layer, head, layers} it asks for."),
+        EventListener("layer_wanted", doc="The layer picker moved to a layer the view does not keep."),
+    ]
+
+    def __init__(
+        self,
+        value: Any = None,
+        *,
+        kind: str = "figure",
+        elem_id: str | None = None,
+        elem_classes: list[str] | str | None = None,
+        thumbnails_elem_id: str | None = None,
+        scale: int | None = None,
+        visible: bool = True,
+        render: bool = True,
+    ):
+        # Each parameter named here reaches the page: Gradio sends a component the arguments its
+        # __init__ declares. `elem_id` names the (pipeline's) card, `thumbnails_elem_id` the thumbnails'.
+        if kind not in ("figure", "layer"):
+            raise ValueError(f"kind must be 'figure' or 'layer', not {kind!r}")
+        self.kind = kind
+        self.thumbnails_elem_id = thumbnails_elem_id
+        super().__init__(
+            value=value,
+            elem_id=elem_id,
+            elem_classes=elem_classes,
+            scale=scale,
+            visible=visible,
+            render=render,
+        )
+
+    def preprocess(self, payload: Any) -> Any:
+        return payload
+
+    def postprocess(self, value: Any) -> Any:
+        """A figure as the app sends it: a `go.Figure` sent as `payload.plot_payload` sends one, and
+        Gradio's plot data as its plain dict; a layer's value as it is."""
+        if isinstance(value, go.Figure):
+            return payload.plot_payload(value)
+        if isinstance(value, gradio_plot.PlotData):
+            return value.model_dump()
+        return value
+
+    def api_info(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "description": "a figure as Gradio's plot sends one: {type: 'plotly', plot: figure JSON}; "
+            "the layer view's also names its layer and head",
+        }
+
+    def example_payload(self) -> Any:
+        return None
+
+    def example_value(self) -> Any:
+        return None
+
+
+def figure_view(
+    value: Any = None, *, elem_id: str, elem_classes: str = "wide-plot", scale: int | None = None
+) -> PlotView:
+    """A figure of the page (a `go.Figure`, or `payload.plot_payload`'s data), in the card `elem_id`."""
+    return PlotView(value, kind="figure", elem_id=elem_id, elem_classes=elem_classes, scale=scale)
