@@ -8,6 +8,7 @@ import { test } from "node:test";
 import { fitted } from "../explorer/app/ui/assets/labels.mjs";
 import {
   cellRoom,
+  exportLayout,
   clickedPoints,
   fittedCells,
   framedShapes,
@@ -65,4 +66,20 @@ test("a click's points carry where, what and their trace's kind", () => {
     { x: 3, y: 1, customdata: [1, 2], trace: { type: "heatmap", mode: undefined } },
   ]);
   assert.deepEqual(clickedPoints({}), []);
+});
+
+test("an export makes room for every axis' labels, the template's axes too, and changes no layout", () => {
+  const layout = {
+    xaxis: { title: { text: "key" } },
+    yaxis2: { range: [3, -1] },
+    title: { text: "t" },
+    template: { layout: { xaxis: { tickformat: "d" }, font: { size: 12 } } },
+  };
+  const exported = exportLayout(layout);
+  assert.deepEqual(exported.xaxis, { title: { text: "key" }, automargin: true });
+  assert.deepEqual(exported.yaxis2, { range: [3, -1], automargin: true });
+  assert.deepEqual(exported.template.layout.xaxis, { tickformat: "d", automargin: true });
+  assert.deepEqual(exported.template.layout.font, { size: 12 });
+  assert.equal(layout.xaxis.automargin, undefined); // the page's layout as it was
+  assert.equal(layout.template.layout.xaxis.automargin, undefined);
 });

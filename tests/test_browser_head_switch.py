@@ -107,7 +107,7 @@ def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
     app.open_tab("RoPE")  # the views that follow the head on other tabs are drawn when opened
     app.page.wait_for_function(
         "() => document.querySelector('#rope-rotation-plot .js-plotly-plot')"
-        "?._context.toImageButtonOptions.filename.includes('head3')"
+        "?.dataset.download.includes('head3')"
     )
     assert not app.problems()
 

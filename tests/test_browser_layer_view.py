@@ -117,8 +117,11 @@ def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
     assert switched == []
     app.remember_plots()
     app.page.get_by_role("tab", name="GQA", exact=True).click()
-    app.wait_redrawn(["similarity-plot"])
-    assert app.title("similarity-plot").startswith("Layer 1:") and switched == [1]
+    app.wait_redrawn(["similarity-plot"])  # what it held, then the layer it follows
+    app.page.wait_for_function(
+        "() => document.querySelector('#similarity-plot .gtitle')?.textContent.startsWith('Layer 1:')"
+    )
+    assert switched == [1]
     app.page.get_by_role("tab", name="Attention", exact=True).click()
     app.set_layer(3)  # two layers on: not kept
     assert_drawn_as_built(app, run, 3, 0, views.MapStyle())

@@ -5,12 +5,12 @@ a sink head's first column stands apart from its thumbnail's frame."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
 from browser_support import CONTEXT, TABS, AppPage
 from PIL import Image
-from playwright.sync_api import Error as PlaywrightError
 
 from explorer import figures
 from explorer.app.examples import LONG_PASSAGE, SHAKESPEARE_LINE
@@ -19,7 +19,6 @@ from explorer.figures.common import group_colour
 pytestmark = pytest.mark.browser
 
 WIDE = {"width": 1400, "height": 900}
-PUBLICATION_WIDTH = 1600  # the PNG button's (figures.export_config)
 # Long words: several tokens each, one each in the bundled model's vocabulary ("NORTHUMBERLAND"),
 # and the start of the app's long example (~150 tokens: labels thinned). The third repeats no token:
 # the overview then titles its induction panel over two lines, under the figure's title.
@@ -77,18 +76,16 @@ JS_LAYOUT_PROBLEMS = """(root) => {
       problems.push(`${name} cut by the edge`);
   return problems;
 }"""
-# The plot as the page's PNG button exports it (Plotly.toImage at publication size; the PNG is this
-# SVG rasterised), put on the page to be measured.
-JS_EXPORT = """async ([id, width]) => {
-  const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  const wider = (gd._context.toImageButtonOptions || {}).width || 0; // a figure that asks for more
-  const url = await window.Plotly.toImage(gd, {
-    format: "svg", width: Math.max(width, wider), height: gd._fullLayout.height,
-  });
+# The plot as its modebar's SVG download exports it (at publication size; the PNG is this SVG
+# rasterised), put on the page to be measured.
+JS_DOWNLOAD_SVG = (
+    """(id) => document.querySelector(`#${id} .modebar-btn[data-title^='Download as SVG']`).click()"""
+)
+JS_SHOW_EXPORT = """(svg) => {
   const holder = document.createElement("div");
   holder.id = "exported-figure";
   holder.style.cssText = "position: absolute; left: 0; top: 0; z-index: 10000; background: white;";
-  holder.innerHTML = decodeURIComponent(url.slice(url.indexOf(",") + 1));
+  holder.innerHTML = svg;
   document.body.appendChild(holder);
 }"""
 
@@ -128,16 +125,14 @@ def layout_problems(app: AppPage, plot: str) -> list[str]:
     page.locator(f"#{plot}").scroll_into_view_if_needed()
     page.wait_for_function(JS_SETTLED, arg=[plot], polling=50)
     on_page = page.evaluate(JS_LAYOUT_PROBLEMS, page.locator(f"#{plot} .js-plotly-plot").element_handle())
-    try:
-        page.evaluate(JS_EXPORT, [plot, PUBLICATION_WIDTH])
-    except PlaywrightError:  # a figure arrived meanwhile (Gradio remounts the plot for each): once more
-        page.wait_for_function(JS_SETTLED, arg=[plot], polling=50)
-        page.evaluate(JS_EXPORT, [plot, PUBLICATION_WIDTH])
+    with page.expect_download() as download:
+        page.evaluate(JS_DOWNLOAD_SVG, plot)
+    page.evaluate(JS_SHOW_EXPORT, Path(download.value.path()).read_text(encoding="utf-8"))
     try:
         exported = page.evaluate(JS_LAYOUT_PROBLEMS, page.locator("#exported-figure").element_handle())
     finally:
         page.evaluate("() => document.querySelector('#exported-figure').remove()")
-    return on_page + [f"{problem} (PNG, {PUBLICATION_WIDTH} px)" for problem in exported]
+    return on_page + [f"{problem} (export)" for problem in exported]
 
 
 def set_log_colours(app: AppPage, on: bool) -> None:

@@ -284,7 +284,8 @@ def rollout_figure(
         barmode="group",
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
         xaxis=dict(axis, title=dict(text="position")),
-        yaxis=dict(type="log", title=dict(text="share (log scale)"), exponentformat="power"),
+        # a label a decade: between them Plotly would label 2 and 5 too, crowding a 320 px figure
+        yaxis=dict(type="log", dtick=1, title=dict(text="share (log scale)"), exponentformat="power"),
         height=320,
         meta=dict(min_width=min(160 + 18 * n, 4000)),
         margin=dict(b=70, t=84),

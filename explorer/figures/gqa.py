@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
-from explorer.figures.common import figure, group_colour
+from explorer.figures.common import axis_title, figure, group_colour
 
 SIMILARITY_COLORSCALE = get_colorscale("Viridis")
 LAYOUT_COLOURS = ("#2563eb", "#9ca3af", "#059669")  # this model, as MHA, as MQA
@@ -147,7 +147,7 @@ def kv_cache_figure(
         f"<br><sup>K and V of every layer, at the model's dtype{now}</sup>",
         barmode="group",
         xaxis=dict(title=dict(text="context (tokens)"), type="category"),
-        yaxis=dict(title=dict(text="bytes"), type="log", **binary_ticks(smallest, largest)),
+        yaxis=dict(title=axis_title("bytes"), automargin=True, type="log", **binary_ticks(smallest, largest)),
         legend=dict(orientation="h", x=0, y=-0.25),
         height=440,
         margin=dict(t=80, b=110),

@@ -71,3 +71,24 @@ export function clickedPoints(event) {
     trace: { type: point.data && point.data.type, mode: point.data && point.data.mode },
   }));
 }
+
+/**
+ * A layout as its export draws it: on the page a plot's tick labels past its edge, or over another,
+ * are hidden after it is drawn (ticks.mjs); an export, drawn apart, makes room for them instead (every
+ * axis' `automargin`: its margins grow to its labels, and its title stands beyond them). Every axis,
+ * the template's too; the layout itself is left as it is.
+ * @param {Record<string, any>} layout
+ */
+export function exportLayout(layout) {
+  const hidden = (holder) =>
+    Object.fromEntries(
+      Object.entries(holder).map(([name, value]) =>
+        /^[xy]axis\d*$/.test(name) && value && typeof value === "object"
+          ? [name, { ...value, automargin: true }]
+          : [name, value],
+      ),
+    );
+  const template = layout.template && layout.template.layout;
+  const own = hidden(layout);
+  return template ? { ...own, template: { ...layout.template, layout: hidden(template) } } : own;
+}

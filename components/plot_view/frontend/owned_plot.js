@@ -4,6 +4,7 @@
 // its tab opens), its ticks tidied after each draw, its downloads named by what it shows. Public API
 // only: Plotly's react, restyle, relayout, purge, Plots.resize, downloadImage, Icons and events.
 import { tidyTicks } from "../../../explorer/app/ui/assets/ticks.mjs";
+import { exportLayout } from "./figure.mjs";
 
 export class OwnedPlot {
   /**
@@ -31,6 +32,7 @@ export class OwnedPlot {
     return this.serial(async () => {
       if (!stillWanted()) return false;
       this.options = figure.config.toImageButtonOptions || {};
+      this.div.dataset.download = this.options.filename || ""; // what its downloads are named
       if (!this.config) this.config = this.configOf(figure.config);
       performance.mark("layer-view-draw"); // when drawing began, for the benchmark
       // As wide as its card (the figure names its height); laid out again when the card's width changes.
@@ -73,20 +75,24 @@ export class OwnedPlot {
   }
 
   hook() {
+    // Plotly's `on` exists once it has drawn: the first draw is tidied here, later ones on their event.
     this.hooked = true;
-    this.div.on("plotly_afterplot", () => {
-      tidyTicks(this.div);
-      this.afterPlot(this.div);
-    });
+    this.div.on("plotly_afterplot", () => this.drawn());
     this.div.on("plotly_click", (event) => this.onClick(this.div, event));
+    this.drawn();
+  }
+
+  drawn() {
+    tidyTicks(this.div);
+    this.afterPlot(this.div);
   }
 
   // Plotly's own download, replaced by two that name the file for what is on screen (SVG, and PNG at
-  // twice the size), at publication size.
+  // twice the size), at publication size, with room for their tick labels (`exportLayout`).
   configOf(figureConfig) {
     const { toImageButtonOptions, ...rest } = figureConfig;
     const download = (format) => (gd) =>
-      this.Plotly.downloadImage(gd, {
+      this.Plotly.downloadImage({ data: gd.data, layout: exportLayout(gd.layout) }, {
         format,
         filename: this.options.filename || "attention-explorer",
         width: this.options.width || 1600,

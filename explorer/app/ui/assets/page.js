@@ -265,9 +265,13 @@ if (!window.__attentionExplorerPage) {
     if (onScreen && write("#head-follow", followed(unfollowed, true))) unfollowed = null;
   }
 
-  // A tab opened: the followers on it are asked for.
+  // A tab opened: the followers on it are asked for, once on screen (a tab's first opening mounts
+  // them, drawing what they held).
   document.addEventListener("click", (event) => {
     if (event.target.closest && event.target.closest("[role=tab], .tab-container button")) setTimeout(askFollowers, 0);
+  });
+  document.addEventListener("plot-drawn", (event) => {
+    if (unfollowed && event.target.matches(`${FOLLOWERS}, ${LAYER_FOLLOWERS}`)) askFollowers();
   });
 
   document.addEventListener(
