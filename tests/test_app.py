@@ -122,7 +122,7 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
         titles.add(title(pipeline))
     for head in (7, 2):  # the page switches heads itself; the views that follow the head ask "/head"
         _, pipeline, rotation, split, *layer_plots, zoom, rows, _ = client.predict(
-            f"1,{head},0", 3, 1, api_name="/head"
+            1, head, 3, 1, api_name="/head"
         )
         assert all(is_plot(p) for p in (rotation, split)) and is_kept(zoom) and is_kept(rows)
         assert is_kept(pipeline)  # every head's pipeline came with the layer: the page draws it
@@ -131,12 +131,6 @@ def test_layer_and_head_switches_send_new_figures_without_a_forward(client, forw
         heads = json.loads(pipeline["plot"])["layout"]["meta"]["heads"]
         assert heads[head] is None and len(heads) == 8 and all(heads[h] for h in range(8) if h != head)
         titles.add(title(pipeline))
-    # A layer the page drew from those it keeps: the layer's own views follow it too ("…,layer").
-    _, pipeline, rotation, _, *layer_plots, _, _, _ = client.predict(
-        "2,3,0,drawn,layer", 3, 1, api_name="/head"
-    )
-    assert is_kept(pipeline) and is_plot(rotation) and all(is_plot(p) for p in layer_plots)
-    assert len(layer_plots) == 2 and all("Layer 2" in title(p) for p in layer_plots)
     client.predict(1, 0, 4, 2, api_name="/positions")
     client.predict(api_name="/overview")
     assert forwards() == before

@@ -69,3 +69,22 @@ def test_past_the_view_budget_a_neighbour_sent_keeps_its_pass_for_its_other_head
     assert value["layer"] == 1 and pooled.kept_layer_views(run, 1) is not None
     monkeypatch.setattr(pooled, "layer_pass", lambda *a, **k: pytest.fail("the pass was computed again"))
     assert views.layer_figures(run, 1)
+
+
+def test_what_the_page_asks_of_a_head_reads_the_event_or_the_pickers_for_an_api_call(bundled):
+    """The layer view's `follow` and `head_picked` carry the layer and head (an API call sends no event
+    data: the pickers' are read), and a layer and head outside the model are refused by name."""
+    from explorer.app.ui.common import picked_head
+    from explorer.app.ui.layer_view import FollowData, HeadData
+
+    asked = FollowData(None, {"layer": 2, "head": 5, "drawn": True, "layer_changed": True})
+    assert asked.override(0, 0) == (2, 5) and asked.drawn and asked.layer_changed
+    api = FollowData(None, None)
+    assert api.override(1, 3) == (1, 3) and not api.drawn and not api.layer_changed
+    assert HeadData(None, {"layer": 1, "head": 0}).override(3, 3) == (1, 0)
+    run = bundled.run("To be")
+    assert picked_head(run, 1.0, 2) == (1, 2)
+    with pytest.raises(ValueError, match=r"There is no layer 7, head 99 in this model \(4 layers of 8"):
+        picked_head(run, 7, 99)
+    with pytest.raises(ValueError, match="head must be a whole number, got 'x'"):
+        picked_head(run, 1, "x")

@@ -7,7 +7,6 @@ import functools
 import inspect
 import logging
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +19,6 @@ from explorer.app.downloads import Downloads
 from explorer.app.limits import Readings
 from explorer.app.ui import layer_view
 from explorer.app.workspace import Workspace
-from explorer.engine.values import brief
 from explorer.errors import CheckpointError, LimitError, PromptError
 
 log = logging.getLogger(__name__)
@@ -128,16 +126,10 @@ def index(value, name: str) -> int:
     return int(value)
 
 
-PICKED_HEAD = re.compile(r"(\d{1,9}),(\d{1,9})(,.*)?", re.DOTALL)
-
-
-def picked_head(choice, run) -> tuple[int, int]:
-    """The layer and head of "layer,head,nonce" that the page wrote, checked against the run's model
-    (an API call may send anything: it is refused quoting the value briefly)."""
-    matched = PICKED_HEAD.fullmatch(choice) if isinstance(choice, str) else None
-    if matched is None:
-        raise ValueError(f"A picked head is written 'layer,head' (whole numbers), got {brief(choice)}.")
-    layer, head = int(matched[1]), int(matched[2])
+def picked_head(run, layer, head) -> tuple[int, int]:
+    """A layer and head the page (or an API call) asked for, checked against the run's model: an API
+    call may send anything, refused quoting it briefly."""
+    layer, head = index(layer, "layer"), index(head, "head")
     config = run.config
     if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
         raise ValueError(
@@ -216,9 +208,6 @@ class Controls:
     load_button: gr.Button
     model_card: gr.HTML
     token_strip: gr.HTML
-    picked: gr.Textbox  # "layer,head,nonce" of a clicked Overview cell or thumbnail, written by the page
-    page_head: gr.Textbox  # "head,nonce" of a head the page switched to itself, for the head picker
-    follow: gr.Textbox  # "layer,head,nonce,…": the page switched head or layer; a view that follows is shown
     model: gr.State  # the source of the loaded model ('' is the bundled one)
     current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
 

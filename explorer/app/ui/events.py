@@ -53,6 +53,7 @@ from explorer.app.ui.common import (
     rope_plots,
     top,
 )
+from explorer.app.ui.layer_view import FollowData, HeadData
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -178,32 +179,33 @@ class ViewEvents:
         figures = self._layer_figures(run, layer, head, query, key, style)
         return figures | self.followers.update(layer, head, followed)
 
-    def follow_head(self, choice, query, key, shown, style, *followed) -> dict:
+    def follow_head(self, asked: FollowData, layer, head, query, key, shown, style, *followed) -> dict:
         """After a head or layer switch in the page: the views that follow them elsewhere, when one is
-        on screen (the page asks): RoPE's view of q and k, the zoom, the generation's rows; the layer's
-        similarity and faithfulness where the layer changed ("…,layer"); and the head's pipeline
-        itself where the page does not hold it ("layer,head,nonce"; "…,drawn" where it drew it)."""
+        on screen (the page asks, through the layer view's `follow`): RoPE's view of q and k, the zoom,
+        the generation's rows; the layer's similarity and faithfulness where the layer changed in the
+        page; and the head's pipeline itself where the page does not hold it. The layer and head are the
+        event's, or the pickers' for an API call."""
         if shown is None:
             return {}
         run = self.workspace.run(*shown)
-        layer, head = picked_head(choice, run)
-        flags = str(choice).split(",")[3:]
+        layer, head = picked_head(run, *asked.override(layer, head))
         query, key = index(query, "query position"), index(key, "key position")
-        drawn = payload.every_head_rides(run) or "drawn" in flags
+        drawn = payload.every_head_rides(run) or asked.drawn
         pipeline, rotation, split = self.head_plots
         updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
         updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
-        if "layer" in flags:  # the page drew the layer: its own views follow it too
+        if asked.layer_changed:  # the page drew the layer: its own views follow it too
             layer_figures = plots(views.layer_figures(run, layer, style), run, layer)[1:]
             updates |= dict(zip(self.layer_plots, layer_figures, strict=True))
         return updates | self.followers.update(layer, head, followed)
 
-    def pick(self, choice, query, key, shown, style, *followed) -> dict:
-        """A click on an Overview cell or a head's thumbnail: "layer,head,nonce" from the page."""
+    def pick(self, asked: HeadData, query, key, shown, style, *followed) -> dict:
+        """A head of another layer than the view's picked in the page (an Overview cell, a listed top
+        head, a head in a chart): its layer's figures and the pickers, through the view's `head_picked`."""
         if shown is None:
             return {}
         run = self.workspace.run(*shown)
-        layer, head = picked_head(choice, run)
+        layer, head = picked_head(run, asked.layer, asked.head)
         query, key = index(query, "query position"), index(key, "key position")
         figures = self._layer_figures(run, layer, head, query, key, style)
         picked = {self.shared.layer: layer, self.shared.head: head}
@@ -322,21 +324,22 @@ class ViewEvents:
         # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
         # from the layer's update, with no request, and takes the old view's link away. The head lives in
         # the picker, which every later event reads.
+        pipeline = t.attention.pipeline
         s.head.select(None, s.head, link, js=layer_view.SHOW_HEAD_JS, api_name=False)
-        c.page_head.change(None, c.page_head, [s.head, link], js=PAGE_HEAD_JS, api_name=False)
-        # What the page asks of a head by "layer,head,nonce": what follows it, or a pick elsewhere.
+        pipeline.head_shown(None, None, [s.head, link], js=layer_view.SHOWN_HEAD_JS, api_name=False)
+        # What the page asks of a head, as the layer view's events: what follows it, or a pick elsewhere.
         asked_by = [t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs]
         page_asks = dict(trigger_mode="always_last", **progress)
-        c.follow.change(
+        pipeline.follow(
             gpu(guarded(s.status)(self.follow_head)),
-            [c.follow, *asked_by],
+            [s.layer, s.head, *asked_by],
             self.follow_outputs,
             api_name="head",
             **page_asks,
         )
-        c.picked.change(
+        pipeline.head_picked(
             gpu(guarded(s.status)(self.pick)),
-            [c.picked, *asked_by],
+            asked_by,
             [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
             api_name=False,
             **page_asks,
@@ -382,6 +385,3 @@ class ViewEvents:
             cell=t.attention.why.cell,
             circuit=t.circuit.linked,
         )
-
-
-PAGE_HEAD_JS = "(choice) => [Number(String(choice).split(',')[0]), '']"

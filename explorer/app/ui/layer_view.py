@@ -58,6 +58,8 @@ SHOW_LAYER_JS = """(layer, head) => {
   document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-layer', { detail }));
   return '';
 }"""
+# The head the view drew itself, for the head picker (and the view's old link goes): no request.
+SHOWN_HEAD_JS = """() => [Number(document.querySelector('#pipeline-plot')?.dataset.head || 0), '']"""
 SHOW_HEAD_JS = """(head) => {
   const detail = { head: Number(head) };
   document.querySelector('#pipeline-plot')?.dispatchEvent(new CustomEvent('show-head', { detail }));
@@ -89,3 +91,29 @@ class NeighbourData(gr.EventData):
         super().__init__(target, data)
         self.layer, self.head = int(data["layer"]), int(data["head"])
         self.layers = [int(layer) for layer in data["layers"]][:2]
+
+
+class HeadData(gr.EventData):
+    """A head picked in the page (`head_picked`): its layer and head; both None from an API call, which
+    sends no event data (the handler then reads the pickers)."""
+
+    def __init__(self, target, data: Any):
+        super().__init__(target, data)
+        data = data if isinstance(data, dict) else {}
+        self.layer, self.head = data.get("layer"), data.get("head")
+
+    def override(self, layer, head) -> tuple:
+        """The event's layer and head, or those given where it sent none (an API call)."""
+        return (layer, head) if self.layer is None else (self.layer, self.head)
+
+
+class FollowData(HeadData):
+    """What the views that follow a head are asked for by (`follow`): the layer and head, whether the
+    view drew the head's pipeline itself (`drawn`), and whether the layer changed in the page
+    (`layer_changed`: the layer's own views follow too). An API call sends none: the pickers' layer and
+    head, the pipeline drawn by the server, the layer's views left as they are."""
+
+    def __init__(self, target, data: Any):
+        super().__init__(target, data)
+        data = data if isinstance(data, dict) else {}
+        self.drawn, self.layer_changed = bool(data.get("drawn")), bool(data.get("layer_changed"))

@@ -169,9 +169,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             elem_id="head-picker",
             min_width=200,
         )
-    picked = gr.Textbox(elem_id="picked-head", elem_classes="hidden-input", show_label=False)
-    page_head = gr.Textbox(elem_id="page-head", elem_classes="hidden-input", show_label=False)
-    follow = gr.Textbox(elem_id="head-follow", elem_classes="hidden-input", show_label=False)
     # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
     current_tab = gr.Textbox(
         "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
@@ -184,9 +181,6 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         load_button=load_button,
         model_card=model_card,
         token_strip=token_strip,
-        picked=picked,
-        page_head=page_head,
-        follow=follow,
         model=model,
         current_tab=current_tab,
     )

@@ -26,7 +26,10 @@ class PlotView(base.Component):
     head's maps clicked: `CellData`), `ask_others` (a long prompt's layer drawn: `AskData`),
     `neighbours` (a layer drawn, its heads in and the page idle: `NeighbourData`), `layer_wanted` (the
     layer picker moved to a layer the view does not keep: the switch is the server's, read from the
-    picker). A figure's clicks go to the page script ("plot-click")."""
+    picker), `head_shown` (it drew another head of its layer: the head picker follows, in the page),
+    `follow` (the views that follow the head are due, asked by the page script: `FollowData`),
+    `head_picked` (a head of another layer picked in the page: `HeadData`). A figure's clicks go to
+    the page script ("plot-click")."""
 
     # Built from components/plot_view/frontend into ./templates (components/plot_view/README.md).
     FRONTEND_DIR = "../../../components/plot_view/frontend/"
@@ -35,6 +38,11 @@ class PlotView(base.Component):
         EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
         EventListener("neighbours", doc="A layer drawn, the page idle: {layer, head, layers} it asks for."),
         EventListener("layer_wanted", doc="The layer picker moved to a layer the view does not keep."),
+        EventListener("head_shown", doc="The view drew another head of its layer: {layer, head}."),
+        EventListener(
+            "follow", doc="The views that follow the head are due: {layer, head, drawn, layer_changed}."
+        ),
+        EventListener("head_picked", doc="A head of another layer picked in the page: {layer, head}."),
     ]
 
     def __init__(

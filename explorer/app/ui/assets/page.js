@@ -11,8 +11,8 @@
 //   the Overview frames the picked cell and "Open in Attention" opens it there. A head of the layer on
 //   screen is the layer view's to draw (it holds every head's pipeline, or for a long prompt asks for
 //   them once drawn), with no request, and so is a layer beside it that it keeps; the views that
-//   follow the head and layer elsewhere ask the server only when on screen. Clicking a
-//   cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
+//   follow the head and layer elsewhere ask the server only when on screen (each ask one of the
+//   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
 //   the circuit's node map or graph on the first pair's clean prompt (#circuit-head). Clicking a token
 //   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
 //   an attention edge of the Flow graph opens its layer and top head. A head picked in a chart of
@@ -31,14 +31,16 @@ if (!window.__attentionExplorerPage) {
     return true;
   }
 
-  function pickHead(layer, head, box = "#picked-head") {
-    if (box === "#picked-head" && layer === currentLayer() && layerView()) {
-      showHead(head); // the layer view draws it (and the head picker follows: "head-shown")
-    } else if (!write(box, `${layer},${head},${Date.now()}`)) return;
-    if (box === "#picked-head") {
-      picked = { layer, head };
-      markPicked();
+  function pickHead(layer, head, box = null) {
+    // A head picked in the page: the layer view's to draw (a head of its layer, with no request) or to
+    // ask the server for; a head picked in Intervene's or Circuit's charts, written into `box`.
+    if (box) {
+      write(box, `${layer},${head},${Date.now()}`);
+      return;
     }
+    layerView()?.dispatchEvent(new CustomEvent("pick-head", { detail: { layer, head } }));
+    picked = { layer, head };
+    markPicked();
   }
 
   function pickCell(layer, head, query, key) {
@@ -209,22 +211,27 @@ if (!window.__attentionExplorerPage) {
   }
 
   // The layer view (explorer/app/ui/layer_view.py) holds the layer's heads and draws the one asked
-  // for ("show-head"); it says what it drew ("layer-drawn", "head-shown") and which head it does not
-  // hold ("head-wanted": the server draws it, and what follows it, in one event).
+  // for ("show-head", "pick-head"); it says what it drew ("layer-drawn", "head-shown") and which head
+  // it does not hold ("head-wanted": the server draws it, and what follows it, in one event). What
+  // the page asks the server for goes through it as its typed events ("ask-server").
   const layerView = () => document.querySelector("#pipeline-plot.layer-view-block");
 
   function showHead(head) {
     layerView()?.dispatchEvent(new CustomEvent("show-head", { detail: { head } }));
   }
 
-  // A head the view drew (picked in the head picker, or a thumbnail clicked): the picker shows it.
-  document.addEventListener("head-shown", ({ detail: { layer, head } }) => {
-    if (currentHead() !== head) write("#page-head", `${head},${Date.now()}`);
-    follow(layer, head);
-  });
+  function ask(event, data) {
+    const view = layerView();
+    view?.dispatchEvent(new CustomEvent("ask-server", { detail: { event, data } }));
+    return Boolean(view);
+  }
+
+  // A head the view drew (picked in the head picker, or a thumbnail clicked; the picker follows by the
+  // view's own event): the views that follow it.
+  document.addEventListener("head-shown", ({ detail: { layer, head } }) => follow(layer, head));
   document.addEventListener("head-wanted", ({ detail: { layer, head } }) => {
-    if (currentHead() !== head) write("#picked-head", `${layer},${head},${Date.now()}`); // the server sets the picker too
-    else if (write("#head-follow", followed({ layer, head, layerChanged: unfollowed?.layerChanged }, false))) {
+    if (currentHead() !== head) ask("head_picked", { layer, head }); // the server sets the picker too
+    else if (ask("follow", followed({ layer, head, layerChanged: unfollowed?.layerChanged }, false))) {
       unfollowed = null; // picked in the picker: the server draws it and what follows it
     }
   });
@@ -240,8 +247,8 @@ if (!window.__attentionExplorerPage) {
 
   // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows), and
   // after a layer the view drew from those it keeps, the layer's (GQA's head similarity, the
-  // faithfulness check): on screen, asked for at once (#head-follow, one event); off screen, when their
-  // tab is opened.
+  // faithfulness check): on screen, asked for at once (the view's `follow`, one event); off screen,
+  // when their tab is opened.
   const FOLLOWERS = "#rope-rotation-plot, #zoom-plot, #generation-plot";
   const LAYER_FOLLOWERS = "#similarity-plot, #faithfulness-plot";
   let unfollowed = null; // {layer, head, layerChanged}: what the followers off screen have not been drawn for
@@ -252,9 +259,9 @@ if (!window.__attentionExplorerPage) {
   }
 
   function followed({ layer, head, layerChanged }, drawn) {
-    // What #head-follow asks by: "layer,head,nonce", then "drawn" where the view drew the head, "layer"
-    // where the layer's own views are wanted too.
-    return [layer, head, Date.now(), ...(drawn ? ["drawn"] : []), ...(layerChanged ? ["layer"] : [])].join(",");
+    // What `follow` asks by: the layer and head, whether the view drew the head, whether the layer's
+    // own views are wanted too.
+    return { layer, head, drawn, layer_changed: Boolean(layerChanged) };
   }
 
   function askFollowers() {
@@ -262,7 +269,7 @@ if (!window.__attentionExplorerPage) {
     if (!unfollowed) return;
     const watched = unfollowed.layerChanged ? `${FOLLOWERS}, ${LAYER_FOLLOWERS}` : FOLLOWERS;
     const onScreen = [...document.querySelectorAll(watched)].some((view) => view.offsetParent !== null);
-    if (onScreen && write("#head-follow", followed(unfollowed, true))) unfollowed = null;
+    if (onScreen && ask("follow", followed(unfollowed, true))) unfollowed = null;
   }
 
   // A tab opened: the followers on it are asked for, once on screen (a tab's first opening mounts
