@@ -7,7 +7,7 @@ faithfulness curve of the circuits of the top edges, measured exactly.
   sweep and AtP alone. Both take turns in the costly queue, one per visitor, their working memory
   reserved from `limits.circuit_cost`.
 - The slider redraws the graph and marks the curve from the circuit on screen, with no new reading.
-- A click on a head of the node map (the page writes "layer,head,nonce" into #circuit-head) puts the
+- A click on a head of the node map or graph (the charts' `head_picked`, the page asking) puts the
   first pair's clean prompt in the prompt box, runs it and opens that head in the Attention tab.
 - The page's link (`share.query_string`) carries the circuit on screen's settings (`linked`), and a
   link's settings come back into the tab's inputs as the page loads (`restore`).
@@ -23,7 +23,8 @@ import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.ui import share
-from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, Shared, guarded, index, on_gpu, plot, sent
+from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
 from explorer.engine import pairs, prompt_sets
@@ -73,9 +74,8 @@ class CircuitTab:
     curve: PlotView
     csv: gr.Button
     download: gr.DownloadButton
-    picked: gr.Textbox  # "layer,head,nonce" of a clicked head, written by the page
     shown: gr.State  # Shown
-    linked: gr.Textbox  # the link's part naming the circuit on screen ('' before one)
+    linked: gr.Textbox  # the link's part naming the circuit on screen ('' before one; /circuit's too)
 
     def wire(self, shared: Shared, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
         CircuitEvents(self, shared).wire(demo, model, prompt, run, runs)
@@ -137,7 +137,6 @@ def build() -> CircuitTab:
         curve = figure_view(elem_id="circuit-curve-plot")
         csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
         download = gr.DownloadButton(elem_id="circuit-download-file", elem_classes="hidden-input")
-        picked = gr.Textbox(elem_id="circuit-head", elem_classes="hidden-input", show_label=False)
         linked = gr.Textbox(elem_id="circuit-linked", elem_classes="hidden-input", show_label=False)
     return CircuitTab(
         tab=tab,
@@ -158,7 +157,6 @@ def build() -> CircuitTab:
         curve=curve,
         csv=csv,
         download=download,
-        picked=picked,
         shown=gr.State(None),
         linked=linked,
     )
@@ -207,9 +205,10 @@ class CircuitEvents:
             api_name=False,
             trigger_mode="always_last",
         )
-        clicked = t.picked.change(
+        clicked = gr.on(
+            [t.nodes.head_picked, t.graph.head_picked],
             guarded(s.status)(self.open_head),
-            [t.picked, t.shown, model],
+            [t.shown, model],
             [s.status, prompt, s.layer, s.head, s.shown],
             api_name=False,
             trigger_mode="always_last",
@@ -332,13 +331,13 @@ class CircuitEvents:
         kept = max(1, min(int(kept), len(shown.circuit.edges)))
         return self.figures(shown.circuit, kept)
 
-    def open_head(self, choice, shown, model):
-        """A click on a head of the node map: the first pair's clean prompt, that layer and head."""
-        if not choice or shown is None:
+    def open_head(self, shown, model, asked: HeadData):
+        """A click on a head of the node map or graph: the first pair's clean prompt, that layer and head."""
+        if asked.layer is None or shown is None:
             return {}
         if shown.model != model:
             raise ValueError("This circuit is of another model than the one loaded: find it again.")
-        layer, head = (int(part) for part in str(choice).split(",")[:2])
+        layer, head = index(asked.layer, "layer"), index(asked.head, "head")
         if not (0 <= layer < shown.circuit.n_layers and 0 <= head < shown.circuit.n_heads):
             raise ValueError(f"There is no layer {layer}, head {head} in this model.")
         s = self.shared

@@ -209,7 +209,7 @@ class Controls:
     model_card: gr.HTML
     token_strip: gr.HTML
     model: gr.State  # the source of the loaded model ('' is the bundled one)
-    current_tab: gr.Textbox  # the name of the tab on screen, for links (hidden, written by the page)
+    current_tab: gr.State  # the name of the tab on screen, for links (set as a tab opens)
 
 
 @dataclass(frozen=True, kw_only=True)

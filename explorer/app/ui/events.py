@@ -252,8 +252,9 @@ class ViewEvents:
         t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
         for drawn_open in (t.lens, t.flow):
             drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
-        for tab, name in zip(every_tab, share.TABS, strict=True):  # in the page; the old link goes
-            tab.select(None, None, [c.current_tab, link], js=f"() => ['{name}', '']", api_name=False)
+        for tab, name in zip(every_tab, share.TABS, strict=True):
+            tab.select(None, None, link, js="() => ''", api_name=False)  # in the page: the old link goes
+            tab.select(lambda name=name: name, None, c.current_tab, api_name=False, queue=False)
 
         run_prompt = gpu(guarded(s.status)(self.run_prompt))
         run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)

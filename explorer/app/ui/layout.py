@@ -169,10 +169,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             elem_id="head-picker",
             min_width=200,
         )
-    # the tab on screen, for links: written by the page as a tab opens, so a link copied at once names it
-    current_tab = gr.Textbox(
-        "attention", elem_id="current-tab", elem_classes="hidden-input", show_label=False
-    )
+    current_tab = gr.State("attention")  # the tab on screen, for links: set as a tab opens
     controls = Controls(
         prompt=prompt,
         run_button=run_button,

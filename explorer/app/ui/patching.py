@@ -8,7 +8,7 @@ download as .npz or .csv.
   names" does it again for the clean prompt typed).
 - A sweep computes every metric at once: picking another metric redraws the map and the ranking from
   the sweep on screen (`sweep`), with no new sweep.
-- A click on a cell or a ranked head (the page writes "layer,head,nonce" into #patched-head) puts the
+- A click on a cell or a ranked head (the charts' `head_picked`, the page asking) puts the
   clean prompt in the prompt box, runs it and opens that layer and head in the Attention tab.
 """
 
@@ -21,7 +21,8 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
-from explorer.app.ui.common import COSTLY, Shared, guarded, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, Shared, guarded, index, on_gpu, plot, sent
+from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
 from explorer.engine.interventions import PatchResult, single_token
@@ -64,7 +65,6 @@ class PatchingSection:
     ranked: gr.HTML  # the heads that recover the most, with their direct effects
     direct: PlotView  # the clean prompt's direct logit attribution, beside it
     examples: gr.Examples
-    picked: gr.Textbox  # "layer,head,nonce" of a clicked cell or ranked head, written by the page
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
     sweep: gr.State  # the Sweep on screen
     npz: gr.Button
@@ -108,7 +108,6 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
         npz = gr.Button("The sweep (.npz)", size="sm", elem_id="sweep-npz")
         csv = gr.Button("The sweep (.csv)", size="sm", elem_id="sweep-csv")
     download = gr.DownloadButton(elem_id="sweep-download-file", elem_classes="hidden-input")
-    picked = gr.Textbox(elem_id="patched-head", elem_classes="hidden-input", show_label=False)
     patched, sweep = gr.State(None), gr.State(None)
     return PatchingSection(
         prompts=(clean, corrupted, answer, distractor),
@@ -119,7 +118,6 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
         ranked=ranked,
         direct=direct,
         examples=examples,
-        picked=picked,
         patched=patched,
         sweep=sweep,
         npz=npz,
@@ -174,9 +172,10 @@ class PatchingEvents:
         tab.select(
             self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False, queue=False
         )
-        clicked = s.picked.change(
+        clicked = gr.on(  # a cell of either chart, or a ranked head (the page asks through the map)
+            [s.heatmap.head_picked, s.direct.head_picked],
             guarded(shared.status)(self.open_patched),
-            [s.picked, s.patched, p.model],
+            [s.patched, p.model],
             [shared.status, p.prompt, shared.layer, shared.head, shared.shown],
             api_name=False,
             trigger_mode="always_last",
@@ -303,16 +302,16 @@ class PatchingEvents:
         }
         return {box: name for box, name in found.items() if name}
 
-    def open_patched(self, choice, patched, model):
+    def open_patched(self, patched, model, asked: HeadData):
         """A click on a heatmap cell or a ranked head: the clean prompt in the prompt box, that layer and
         head; clearing `shown` makes the run that follows draw them even when the clean prompt is on
         screen."""
-        if not choice or patched is None:
+        if asked.layer is None or patched is None:
             return {}
         sweep_model, clean = patched
         if sweep_model != model:
             raise ValueError("This heatmap is of another model than the one loaded: patch again.")
-        layer, head = (int(part) for part in choice.split(",")[:2])
+        layer, head = index(asked.layer, "layer"), index(asked.head, "head")
         config = self.workspace.explorer(model, load=False).config
         if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
             raise ValueError(f"There is no layer {layer}, head {head} in this model.")

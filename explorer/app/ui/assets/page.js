@@ -12,11 +12,12 @@
 //   screen is the layer view's to draw (it holds every head's pipeline, or for a long prompt asks for
 //   them once drawn), with no request, and so is a layer beside it that it keeps; the views that
 //   follow the head and layer elsewhere ask the server only when on screen (each ask one of the
-//   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap opens that head on the clean prompt (written into #patched-head), a head of
-//   the circuit's node map or graph on the first pair's clean prompt (#circuit-head). Clicking a token
-//   of the token strip shows which heads look at it (its position written into #picked-token). Clicking
-//   an attention edge of the Flow graph opens its layer and top head. A head picked in a chart of
-//   another view opens the Attention tab on it, with a button back to the chart.
+//   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap
+//   opens that head on the clean prompt, a head of the circuit's node map or graph on the first
+//   pair's clean prompt (each chart's `head_picked`). Clicking a token of the token strip shows
+//   which heads look at it (its position written into #picked-token). Clicking an attention edge of
+//   the Flow graph opens its layer and top head. A head picked in a chart of another view opens the
+//   Attention tab on it, with a button back to the chart.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 
 if (!window.__attentionExplorerPage) {
@@ -31,11 +32,12 @@ if (!window.__attentionExplorerPage) {
     return true;
   }
 
-  function pickHead(layer, head, box = null) {
+  function pickHead(layer, head, chart = null) {
     // A head picked in the page: the layer view's to draw (a head of its layer, with no request) or to
-    // ask the server for; a head picked in Intervene's or Circuit's charts, written into `box`.
-    if (box) {
-      write(box, `${layer},${head},${Date.now()}`);
+    // ask the server for; a head picked in Intervene's or Circuit's charts, that chart's to ask for (it
+    // opens the head on its prompt).
+    if (chart) {
+      ask(chart, "head_picked", { layer, head });
       return;
     }
     layerView()?.dispatchEvent(new CustomEvent("pick-head", { detail: { layer, head } }));
@@ -155,7 +157,7 @@ if (!window.__attentionExplorerPage) {
     const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
     else if (ranked) {
-      pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patched-head"); // a sweep's ranked head
+      pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patching-plot"); // a sweep's ranked head
       openFrom(ranked);
     }
     else if (token) pickToken(Number(token.querySelector(".position")?.textContent));
@@ -188,18 +190,18 @@ if (!window.__attentionExplorerPage) {
       const later = Math.round(point.x);
       pickHead(Math.floor(later / heads), later % heads);
     } else if (gd.closest("#patching-plot")) {
-      pickHead(Math.round(point.y), Math.round(point.x), "#patched-head");
+      pickHead(Math.round(point.y), Math.round(point.x), "#patching-plot");
       openFrom(gd);
     } else if (gd.closest("#circuit-nodes-plot") && point.trace.type === "heatmap") {
       const cell = point.customdata; // per position: (layer, head, position) of the column
-      if (cell) pickHead(Number(cell[0]), Number(cell[1]), "#circuit-head");
-      else pickHead(Math.round(point.y), Math.round(point.x), "#circuit-head"); // a head of the circuit's node map
+      if (cell) pickHead(Number(cell[0]), Number(cell[1]), "#circuit-nodes-plot");
+      else pickHead(Math.round(point.y), Math.round(point.x), "#circuit-nodes-plot"); // a head of the circuit's node map
       openFrom(gd);
     } else if (gd.closest("#circuit-graph-plot") && point.customdata && point.trace.mode === "markers") {
-      pickHead(Number(point.customdata[0]), Number(point.customdata[1]), "#circuit-head"); // a head of the graph
+      pickHead(Number(point.customdata[0]), Number(point.customdata[1]), "#circuit-graph-plot"); // a head of the graph
       openFrom(gd);
     } else if (gd.closest("#patching-direct-plot") && point.trace.type === "heatmap") {
-      pickHead(Math.round(point.y), Math.round(point.x), "#patched-head"); // the heads, not the MLPs' bars
+      pickHead(Math.round(point.y), Math.round(point.x), "#patching-direct-plot"); // the heads, not the MLPs' bars
       openFrom(gd);
     } else if (gd.closest("#lens-attribution-plot, #heads-looking-at-plot") && point.trace.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x));
@@ -220,18 +222,19 @@ if (!window.__attentionExplorerPage) {
     layerView()?.dispatchEvent(new CustomEvent("show-head", { detail: { head } }));
   }
 
-  function ask(event, data) {
-    const view = layerView();
-    view?.dispatchEvent(new CustomEvent("ask-server", { detail: { event, data } }));
-    return Boolean(view);
+  function ask(where, event, data) {
+    // The server asked through a plot's typed event (`where`: the plot's card, or the element itself).
+    const plot = typeof where === "string" ? document.querySelector(where) : where;
+    plot?.dispatchEvent(new CustomEvent("ask-server", { detail: { event, data } }));
+    return Boolean(plot);
   }
 
   // A head the view drew (picked in the head picker, or a thumbnail clicked; the picker follows by the
   // view's own event): the views that follow it.
   document.addEventListener("head-shown", ({ detail: { layer, head } }) => follow(layer, head));
   document.addEventListener("head-wanted", ({ detail: { layer, head } }) => {
-    if (currentHead() !== head) ask("head_picked", { layer, head }); // the server sets the picker too
-    else if (ask("follow", followed({ layer, head, layerChanged: unfollowed?.layerChanged }, false))) {
+    if (currentHead() !== head) ask(layerView(), "head_picked", { layer, head }); // the server sets the picker too
+    else if (ask(layerView(), "follow", followed({ layer, head, layerChanged: unfollowed?.layerChanged }, false))) {
       unfollowed = null; // picked in the picker: the server draws it and what follows it
     }
   });
@@ -269,7 +272,7 @@ if (!window.__attentionExplorerPage) {
     if (!unfollowed) return;
     const watched = unfollowed.layerChanged ? `${FOLLOWERS}, ${LAYER_FOLLOWERS}` : FOLLOWERS;
     const onScreen = [...document.querySelectorAll(watched)].some((view) => view.offsetParent !== null);
-    if (onScreen && ask("follow", followed(unfollowed, true))) unfollowed = null;
+    if (onScreen && ask(layerView(), "follow", followed(unfollowed, true))) unfollowed = null;
   }
 
   // A tab opened: the followers on it are asked for, once on screen (a tab's first opening mounts
