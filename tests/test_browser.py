@@ -158,10 +158,16 @@ def test_an_empty_prompt_clears_the_views_and_the_page_keeps_working(app, worksp
     assert "The prompt is empty" not in app.status()
 
 
+# The Intervene tab's prompts, filled from the prompt on screen as it opens (its `prefill`)
+JS_PREFILLED = "() => document.querySelector('#patch-clean textarea')?.value !== ''"
+
+
 @pytest.mark.parametrize("tab", list(TABS))
 def test_view_matches_its_baseline_screenshot(shown, tab):
     app = shown
     app.open_tab(tab)
+    if tab == "Intervene":  # its empty prompts fill from the prompt on screen as it opens
+        app.page.wait_for_function(JS_PREFILLED)
     panel = app.page.locator(f"#tab-{tab.lower()}")
     mask = [app.page.locator(selector) for selector in VARYING.get(tab, [])]
     match_baseline(app.screenshot(panel, mask), f"view-{tab.lower()}")
