@@ -6,7 +6,6 @@ leaves the loaded one named."""
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import re
 import time
