@@ -83,7 +83,7 @@ BIG = "1" + "0" * 4000
     [
         ("layer", '["abc", 0, 1, 0, 0, 0, 0, 0, 0]', "Layer takes a number, got 'abc'."),
         ("layer", f"[{BIG}, 0, 1, 0, 0, 0, 0, 0, 0]", "Layer takes a number, got 10,000,000,000,"),
-        ("head", '[1, 0, NaN, Infinity, 0, 0, 0, 0, 0]', "Query position m takes a number, got nan."),
+        ("head", "[1, 0, NaN, Infinity, 0, 0, 0, 0, 0]", "Query position m takes a number, got nan."),
         ("head", '["abc", 0, 1, 0, 0, 0, 0, 0, 0]', "Layer takes a number, got 'abc'."),
         ("head", f"[{BIG}, 0, 1, 0, 0, 0, 0, 0, 0]", "Layer takes a number, got 10,000,000,000,"),
         ("head", '[1, "x", 1, 0, 0, 0, 0, 0, 0]', "'x' is not one of its choices."),
