@@ -51,7 +51,7 @@ def _pipeline(n: int, seed: int, **options) -> list[dict]:
     parts = pipeline_parts(
         _tokens(n), m["scores"], m["scaled"], m["mask"], m["masked"], m["probs"], SCALE, title, **options
     )
-    return parts.figure()
+    return parts.plot()
 
 
 def _pooled(n: int, seed: int, budget: int) -> list[dict]:
@@ -62,7 +62,7 @@ def _pooled(n: int, seed: int, budget: int) -> list[dict]:
     masked = encode_signed(m["masked"], budget_bytes=budget)
     probs = encode_probs(m["probs"], budget_bytes=budget)
     mask = encode_mask(m["mask"], budget_bytes=budget)
-    return pipeline_parts(_tokens(n), scores, scaled, mask, masked, probs, SCALE, "head").figure()
+    return pipeline_parts(_tokens(n), scores, scaled, mask, masked, probs, SCALE, "head").plot()
 
 
 def _weighted(n: int, seed: int) -> list[dict]:
@@ -76,7 +76,7 @@ def _weighted(n: int, seed: int) -> list[dict]:
         _tokens(n), m["scores"], m["scaled"], m["mask"], m["masked"], shares, SCALE, "head",
         style=MapStyle(weighted=True), key_writes=writes,
     )  # fmt: skip
-    return parts.figure()
+    return parts.plot()
 
 
 def _angles(n: int) -> list[dict]:

@@ -87,7 +87,7 @@ def test_the_views_read_the_engines_readings(workspace, found):
 
 
 def test_the_node_map_shows_atp_beside_exact_as_recovered_fractions(found):
-    fig = circuit_views.node_scores(found)
+    fig = circuit_views.node_scores(found).figure()
     exact, atp = fig.data
     assert exact.type == atp.type == "heatmap" and exact.xaxis == "x" and atp.xaxis == "x2"
     span = found.clean - found.corrupted
@@ -109,7 +109,7 @@ def test_node_scores_per_position_are_the_engines_and_drawn_head_by_position(wor
     atp = ex.attribution_patching(*args, nodes=nodes).numpy().reshape(shape)
     np.testing.assert_allclose(found.exact, exact, atol=1e-5)
     np.testing.assert_allclose(found.atp, atp, atol=1e-5)
-    fig = circuit_views.node_scores(found)
+    fig = circuit_views.node_scores(found).figure()
     drawn_exact, drawn_atp = fig.data
     span = found.clean - found.corrupted
     columns = (ex.config.n_layers, ex.config.n_heads * 4)
@@ -139,7 +139,7 @@ def test_positions_from_the_first_difference_reach_back_to_it(workspace):
 
 
 def test_the_graph_keeps_as_many_edges_as_the_slider_and_tells_q_k_v_apart(found):
-    fig = circuit_views.graph(found, 30)
+    fig = circuit_views.graph(found, 30).figure()
     lines = [t for t in fig.data if t.mode == "lines" and t.name]
     assert sum(len([x for x in t.x if x is None]) for t in lines) == 30
     kinds = {d[0] for _, d, _ in found.edges[:30]}
@@ -151,7 +151,7 @@ def test_the_graph_keeps_as_many_edges_as_the_slider_and_tells_q_k_v_apart(found
 
 
 def test_the_faithfulness_curve_runs_from_corrupted_to_clean(found):
-    fig = circuit_views.curve(found, 41)
+    fig = circuit_views.curve(found, 41).figure()
     (line,) = fig.data
     assert line.y[0] == pytest.approx(0) and line.y[-1] == pytest.approx(1)
     assert list(line.x) == [count for count, _ in found.curve]

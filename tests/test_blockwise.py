@@ -7,6 +7,7 @@ import csv
 import math
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 from conftest import TEXT, make_hf_checkpoint
@@ -15,6 +16,7 @@ import explorer
 from explorer import figures, views
 from explorer.engine import attention, blockwise
 from explorer.engine import rows as rows_module
+from explorer.figures.common import to_json
 from explorer.views import attention as view_attention
 from explorer.views import export, pooled
 
@@ -47,10 +49,10 @@ def every_view(run):
     ]
 
 
-def heatmaps(figure) -> list[np.ndarray]:
-    return [
-        np.asarray(trace.z, dtype=float) for trace in figure.data if getattr(trace, "z", None) is not None
-    ]
+def heatmaps(figure: figures.Plot | go.Figure) -> list[np.ndarray]:
+    plain = isinstance(figure, figures.Plot)
+    maps = [trace.get("z") if plain else getattr(trace, "z", None) for trace in figure.data]
+    return [np.asarray(z, dtype=float) for z in maps if z is not None]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def blockwise_run(ex):
 def test_views_past_the_budget_show_what_the_whole_maps_show(whole, blockwise_run):
     assert not views.maps_fit(blockwise_run)
     for exact, blocked in zip(whole[0], every_view(blockwise_run), strict=True):
-        assert exact.layout.title.text == blocked.layout.title.text
+        assert exact.layout["title"]["text"] == blocked.layout["title"]["text"]
         for a, b in zip(heatmaps(exact), heatmaps(blocked), strict=True):
             assert a.shape == b.shape
             np.testing.assert_allclose(b, a, atol=2e-4)  # pooled codes equal; similarity to float32 sums
@@ -100,7 +102,7 @@ def test_a_heads_pooled_stages_are_its_whole_maps_pooled(ex, n_tokens, monkeypat
         stages["masked"],
         stages["probs"],
         run.projections(LAYER).scale,
-        whole.layout.title.text,
+        whole.layout["title"]["text"],
     )
     cells = math.ceil(n_tokens / stages["scores"].block)
     assert stages["scores"].block > 1 and stages["scores"].z.shape == (cells, cells)
@@ -123,7 +125,7 @@ def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
     monkeypatch.setattr(run, "sdpa_output", lambda *a, **k: pytest.fail("the fast path was rerun"))
     again = [*views.layer_figures(run, LAYER), views.all_heads(run, LAYER), views.head_similarity(run, LAYER)]
     for a, b in zip([*first, *first[:2]], again, strict=True):
-        assert a.to_json() == b.to_json()
+        assert to_json(a) == to_json(b)
     assert view_attention.eager_check(run, LAYER).max_abs_diff <= views.EAGER_TOLERANCE
 
 
@@ -140,7 +142,7 @@ def test_a_layer_prepared_ahead_is_drawn_with_no_pass_and_equal_to_one_drawn_col
     monkeypatch.setattr(run, "sdpa_output", lambda *a, **k: pytest.fail("the fast path was rerun"))
     warm = views.layer_figures(run, LAYER, figures.MapStyle(weighted=True))
     for a, b in zip(warm[:2], cold[:2], strict=True):  # every head's map, their similarity (the check: timed)
-        assert a.to_json() == b.to_json()
+        assert to_json(a) == to_json(b)
     with pytest.raises(ValueError, match="layer"):
         views.prepare_layer(run, run.config.n_layers)
     monkeypatch.undo()

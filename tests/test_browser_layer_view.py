@@ -30,7 +30,9 @@ JS_DRAWN = """() => {
 
 def assert_drawn_as_built(app, run, layer: int, head: int, style: views.MapStyle) -> None:
     drawn = app.page.evaluate(JS_DRAWN)
-    built = [trace for trace in views.pipeline(run, layer, head, style).data if trace.type == "heatmap"]
+    built = [
+        trace for trace in views.pipeline(run, layer, head, style).figure().data if trace.type == "heatmap"
+    ]
     assert len(drawn) == len(built) == 5
     for i, (shown, trace) in enumerate(zip(drawn, built, strict=True)):
         expected = np.asarray(trace.z, dtype=np.float64)

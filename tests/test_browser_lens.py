@@ -118,7 +118,7 @@ def test_each_lens_cell_shows_as_much_of_its_token_as_it_holds(browser, app_url,
         app = AppPage(context.new_page(), app_url).open()
         app.run(WINTER)
         app.open_tab("Lens")
-        whole = views.lens_grid(browser_workspace.run("", WINTER)).data[0].meta["fit_text"]
+        whole = views.lens_grid(browser_workspace.run("", WINTER)).data[0]["meta"]["fit_text"]
         cells = lens_cells(app)
         assert len(cells) == sum(map(len, whole))
         assert all(text == whole[row][col] for row, col, text, _, _ in cells)

@@ -24,6 +24,7 @@ from explorer.figures.attention import group_columns
 from explorer.figures.codec import MAP_BUDGET_BYTES, encode_probs, encode_signed, lower_triangle_fill, pool
 from explorer.figures.common import to_json, token_label
 from explorer.figures.maps import SIGNED_COLORSCALE, masked_region
+from explorer.figures.plot import Plot
 from explorer.figures.rope import wrap_angle
 from tests.conftest import make_hf_checkpoint
 from tests.tolerant_snapshots import TolerantAmberExtension
@@ -102,11 +103,10 @@ def snapshot_view(node):
     return node
 
 
-def assert_valid_as_sent(fig) -> None:
-    """The figures are built without plotly's validation (figures.common.figure): the figure as sent
+def assert_valid_as_sent(fig: Plot) -> None:
+    """The app sends figures as plain values (`Plot`), never validated by plotly: the figure as sent
     must be what plotly validates it into, key order aside (a property Plotly.js would not read raises)."""
-    validated = go.Figure(fig.to_plotly_json())
-    assert json.loads(to_json(validated, compact=True)) == json.loads(to_json(fig, compact=True))
+    assert json.loads(to_json(fig.figure(), compact=True)) == json.loads(to_json(fig, compact=True))
 
 
 def traces(fig) -> list[dict]:
@@ -145,10 +145,13 @@ def test_faithfulness_and_log_coloured_figures_are_sent_as_plotly_validates_them
     assert_valid_as_sent(views.pipeline(run, where["layer"], where["head"], LOG))
 
 
-def test_a_figure_edited_after_it_is_built_is_validated_like_any_plotly_figure(run):
-    """Built without validation, but a notebook's edits are coerced and checked as usual: Plotly.js
-    would ignore a bare string title, and an unknown property is an error."""
-    fig = views.next_tokens(run)
+def test_the_apis_figure_is_plotlys_and_its_edits_are_validated():
+    """The figures API returns a validated `go.Figure` (a builder's `.plot` is the app's plain one):
+    a notebook's edits are coerced and checked as usual (Plotly.js would ignore a bare string title,
+    and an unknown property is an error)."""
+    fig = explorer.figures.next_tokens_figure([("a", 0.75), ("<b>", 0.25)])
+    assert isinstance(fig, go.Figure)
+    assert isinstance(explorer.figures.next_tokens_figure.plot([("a", 1.0)]), Plot)
     fig.update_layout(title="mine", xaxis_title="p")
     fig.update_traces(marker_color="red")
     sent = json.loads(to_json(fig))
@@ -162,33 +165,43 @@ def test_a_figure_edited_after_it_is_built_is_validated_like_any_plotly_figure(r
 
 @pytest.mark.parametrize("name", ["pipeline", "all_heads", "rope_angles", "overview", "next_tokens"])
 def test_a_figure_is_sent_as_plotly_writes_it(figures, name):
-    """`sendable` reads the figure without Plotly's deep copy and checks: the JSON is Plotly's own."""
-    fig = figures[name]
-    assert to_json(fig) == json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+    """`sendable` reads the plain figure without Plotly's checks: the JSON is Plotly's own, key order
+    aside, and a go.Figure's is Plotly's to the byte."""
+    validated = figures[name].figure()
+    plotlys = json.dumps(validated.to_plotly_json(), cls=PlotlyJSONEncoder, separators=(",", ":"))
+    assert json.loads(to_json(figures[name])) == json.loads(plotlys)
+    assert to_json(validated) == plotlys
 
 
 def test_values_plotly_writes_its_own_way_are_sent_as_it_writes_them():
     """A property's array goes as a typed array (int64 narrowed where it fits), one of text, empty or
-    inside a list as a list, one under `range` as numbers, a numpy number as a number; and the figure
-    is unchanged."""
-    fig = go.Figure(
-        go.Heatmap(
-            z=np.arange(6).reshape(2, 3),
-            x=np.array([0.5, np.nan, 2.5]),
-            y=np.array([70_000, 2**40]),  # too big for 32 bits: numbers
-            customdata=[np.arange(3)],
-            text=np.array(["a", "<b>"]),
-            ids=np.array([], dtype=np.float32),
+    inside a list as a list, one under `range` as numbers, a numpy number as a number, a property set
+    to None not at all (but None inside `meta` as null); and the figure is unchanged."""
+    fig = Plot(
+        [
+            dict(
+                type="heatmap",
+                z=np.arange(6).reshape(2, 3),
+                x=np.array([0.5, np.nan, 2.5]),
+                y=np.array([70_000, 2**40]),  # too big for 32 bits: numbers
+                customdata=[np.arange(3)],
+                text=np.array(["a", "<b>"]),
+                ids=np.array([], dtype=np.float32),
+                colorbar=None,
+            )
+        ],
+        dict(
+            xaxis=dict(range=np.array([0.0, 3.0]), title=None),
+            meta=dict(limit=np.float32(1.5), gap=None),
+            template=dict(layout=dict(font=dict(size=12))),
         ),
-        layout=dict(xaxis=dict(range=np.array([0.0, 3.0])), meta=dict(limit=np.float32(1.5))),
-        _validate=False,
     )
-    before = fig.to_plotly_json()
-    assert to_json(fig) == json.dumps(before, cls=PlotlyJSONEncoder, separators=(",", ":"))
     sent = json.loads(to_json(fig))
+    assert sent == json.loads(json.dumps(fig.figure().to_plotly_json(), cls=PlotlyJSONEncoder))
     assert sent["data"][0]["z"]["dtype"] == "i1" and sent["data"][0]["customdata"] == [[0, 1, 2]]
-    assert sent["layout"]["xaxis"]["range"] == [0.0, 3.0] and sent["layout"]["meta"]["limit"] == 1.5
-    assert isinstance(fig.data[0].z, np.ndarray) and fig.data[0].z.dtype == np.int64
+    assert sent["layout"]["xaxis"] == {"range": [0.0, 3.0]} and "colorbar" not in sent["data"][0]
+    assert sent["layout"]["meta"] == {"limit": 1.5, "gap": None}
+    assert isinstance(fig.data[0]["z"], np.ndarray) and fig.data[0]["z"].dtype == np.int64
 
 
 @pytest.mark.parametrize("name", FIGURE_NAMES)
@@ -332,7 +345,7 @@ def test_overview_bars_sit_at_its_foot_under_axes_titled_head(figures):
     for trace in traces(figures["overview"]):
         assert trace["colorbar"]["yref"] == "container" and trace["colorbar"]["y"] == 0
         axis = layout[f"xaxis{trace['xaxis'][1:]}"]
-        assert axis.title.text == "head" and axis.automargin
+        assert axis["title"]["text"] == "head" and axis["automargin"]
 
 
 def test_an_overview_bar_of_three_digit_labels_keeps_them_level_and_few():
@@ -548,7 +561,7 @@ def test_a_sink_heads_first_column_stands_clear_of_its_thumbnail_frame(plot_widt
 def shown_colour_bars(fig) -> list[tuple[dict, str, float, float]]:
     """Each colour bar a figure shows: its settings, colour scale and the range of values it spans."""
     bars = []
-    for trace in fig.to_plotly_json()["data"]:
+    for trace in traces(fig):
         if trace["type"] == "heatmap" and trace.get("showscale", True):
             bars.append((trace.get("colorbar", {}), trace["colorscale"], trace["zmin"], trace["zmax"]))
         marker = trace.get("marker", {})

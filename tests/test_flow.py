@@ -311,7 +311,7 @@ def test_on_smollm2_the_capital_of_frances_key_route_is_the_boldest_and_named_23
     from explorer import views
 
     run = smollm2_explorer.run("The capital of France is")
-    graph, _ = views.flow(run)
+    graph = views.flow(run)[0].figure()
     assert graph.layout.annotations[0].text == "<b>23.4</b>"
     markers = next(t for t in graph.data if t.mode == "markers" and t.customdata is not None)
     hover = markers.text[list(map(tuple, markers.customdata)).index((23, 4))]

@@ -19,7 +19,7 @@ PROMPT = "To be, or not to be, that is the question: whether 'tis nobler in the 
 def drawn():
     run = explorer.load(device="cpu").run(PROMPT)
     graph = run.information_flow(-1, 0.04)
-    return run, graph, *views.flow(run, -1, 0.04)
+    return run, graph, *(plot.figure() for plot in views.flow(run, -1, 0.04))
 
 
 def test_what_each_edge_carries_is_its_weight_times_what_its_end_carries_on():

@@ -87,10 +87,10 @@ def test_the_lens_ends_at_the_logits_and_the_attribution_sums_through_the_norms_
 
 def test_the_pipeline_names_and_hatches_the_sliding_window(pair):
     _, run = pair
-    title = views.pipeline(run, SLIDING, 0).layout.title.text
+    title = views.pipeline(run, SLIDING, 0).figure().layout.title.text
     assert f"→ ×1/√24 → sliding-window mask ({WINDOW} keys) →" in title  # query_pre_attn_scalar, not d = 16
-    assert "causal mask" in views.pipeline(run, FULL, 0).layout.title.text
-    hover = [t.text for t in views.pipeline(run, SLIDING, 0).data if t.type == "scatter" and t.fill]
+    assert "causal mask" in views.pipeline(run, FULL, 0).figure().layout.title.text
+    hover = [t.text for t in views.pipeline(run, SLIDING, 0).figure().data if t.type == "scatter" and t.fill]
     assert sum("outside this sliding layer's window" in text for text in hover) == 2  # mask and masked
 
 
@@ -100,13 +100,21 @@ def window_edges(figure) -> list:
 
 def test_titles_say_which_layers_are_sliding_and_which_global(pair):
     _, run = pair
-    assert views.pipeline(run, SLIDING, 0).layout.title.text.startswith(
-        f"Layer 0 (sliding, {WINDOW} keys) · head 0"
+    assert (
+        views.pipeline(run, SLIDING, 0)
+        .figure()
+        .layout.title.text.startswith(f"Layer 0 (sliding, {WINDOW} keys) · head 0")
     )
-    assert views.pipeline(run, FULL, 0).layout.title.text.startswith("Layer 1 (global) · head 0 · kv 0: ")
-    assert views.all_heads(run, FULL).layout.title.text.startswith("Layer 1 (global): every head's")
-    assert views.zoom(run, 2, 1, (0, 3, 0, 3)).layout.title.text.startswith(
-        f"Layer 2 (sliding, {WINDOW} keys)"
+    assert (
+        views.pipeline(run, FULL, 0)
+        .figure()
+        .layout.title.text.startswith("Layer 1 (global) · head 0 · kv 0: ")
+    )
+    assert views.all_heads(run, FULL).figure().layout.title.text.startswith("Layer 1 (global): every head's")
+    assert (
+        views.zoom(run, 2, 1, (0, 3, 0, 3))
+        .figure()
+        .layout.title.text.startswith(f"Layer 2 (sliding, {WINDOW} keys)")
     )
 
 
@@ -115,23 +123,25 @@ def test_a_sliding_layers_window_edge_is_drawn_where_its_weights_stop(pair):
     every head's map: the maps are exactly 0 left of it, and it is the line x = y − W + 0.5."""
     _, run = pair
     n = run.n_tokens
-    (edge,) = window_edges(views.pipeline(run, SLIDING, 0))
+    (edge,) = window_edges(views.pipeline(run, SLIDING, 0).figure())
     assert (edge.xaxis, edge.yaxis) == ("x5", "y5")  # the softmax panel
     x, y = np.asarray(edge.x), np.asarray(edge.y)
     np.testing.assert_allclose(x, y - WINDOW + 0.5)
     assert (x[0], y[-1]) == (-0.5, n - 0.5)  # from the left edge of the map to its foot
-    edges = window_edges(views.all_heads(run, SLIDING))
+    edges = window_edges(views.all_heads(run, SLIDING).figure())
     assert len(edges) == run.config.n_heads and len({(t.xaxis, t.yaxis) for t in edges}) == run.config.n_heads
     probs = run.attention(SLIDING).probs
     for i in range(WINDOW, n):  # left of the line (keys 0 .. i − W) nothing, right of it weight
         assert torch.all(probs[:, i, : i - WINDOW + 1] == 0) and torch.all(probs[:, i, i - WINDOW + 1] > 0)
-    assert not window_edges(views.pipeline(run, FULL, 0)) and not window_edges(views.all_heads(run, FULL))
+    assert not window_edges(views.pipeline(run, FULL, 0).figure()) and not window_edges(
+        views.all_heads(run, FULL).figure()
+    )
 
 
 def test_the_overview_outlines_and_names_the_global_layers(pair):
     _, run = pair
     profile = views.head_profile(run)
-    figure = views.overview(run, profile)
+    figure = views.overview(run, profile).figure()
     assert (
         "global layers (every earlier key) outlined: 1; the others slide over 5 keys"
         in figure.layout.title.text
@@ -168,7 +178,7 @@ def test_a_long_prompts_pooled_sliding_stages_are_its_whole_maps_pooled(
     monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 64 << 20)  # whole maps for the reference
     run = explorer.load(tmp_path, device="cpu").run(TEXT * 6, max_tokens=701)
     assert run.n_tokens == 701 and run.config.window(SLIDING) == 40
-    whole = views.pipeline(run, SLIDING, 3)
+    whole = views.pipeline(run, SLIDING, 3).figure()
     stages, mask = pooled.head_stages(run, SLIDING, 3, 8 * 701 * 4 * 10)
     blocked = figures.pipeline_figure(
         run.tokens,
@@ -201,10 +211,10 @@ def test_a_sliding_layers_zoom_block_by_block_masks_the_band_as_the_eager_rerun(
         for name in ("scores", "masked", "probs"):
             torch.testing.assert_close(rows[name], eager[name][start:stop], atol=1e-6, rtol=0)
     window = (10, run.n_tokens - 1, 0, run.n_tokens - 1)
-    whole = views.zoom(run, SLIDING, 3, window)
+    whole = views.zoom(run, SLIDING, 3, window).figure()
     monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 1000)  # the zoom goes block by block
     assert not views.maps_fit(run)
-    blocked = views.zoom(run, SLIDING, 3, window)
+    blocked = views.zoom(run, SLIDING, 3, window).figure()
     for a, b in zip(whole.data, blocked.data, strict=True):
         if getattr(a, "z", None) is not None:
             np.testing.assert_allclose(np.asarray(b.z, dtype=float), np.asarray(a.z, dtype=float), atol=1e-6)
@@ -244,7 +254,7 @@ def test_a_gemma3_gguf_file_gives_transformers_logits_and_maps(tmp_path, tiny_to
 
 def test_the_rope_view_draws_each_kind_of_layers_own_base(pair):
     _, run = pair
-    lines = [t for t in views.rope_wavelengths(run).data if t.mode == "markers+lines"]
+    lines = [t for t in views.rope_wavelengths(run).figure().data if t.mode == "markers+lines"]
     assert [t.name for t in lines] == ["full layers (base 10,000)", "sliding layers (base 100)"]
     for line, layer in zip(lines, (FULL, SLIDING), strict=True):
         expected = rope.wavelengths(run.projections(layer).inv_freq).numpy()

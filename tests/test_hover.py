@@ -36,7 +36,7 @@ def every_figure():
     from explorer.views import generation as gen
 
     graph, rollout = views.flow(run)
-    return {
+    plots = {
         "pipeline": views.pipeline(run, 2, 3),
         "pipeline (log, weighted)": views.pipeline(run, 2, 3, views.MapStyle(log=True, weighted=True)),
         "all heads": views.all_heads(run, 2),
@@ -62,6 +62,7 @@ def every_figure():
         "generation": gen.generation_map(generation, 1, 2),
         "candidates": gen.step_candidates(steps[-1]),
     }
+    return {name: plot.figure() for name, plot in plots.items()}  # as plotly validates them
 
 
 def values_of(trace: dict, key: str, index: str | None) -> np.ndarray | None:

@@ -88,16 +88,16 @@ def test_the_ablation_says_what_it_did_to_a_logit_difference(ex, runs):
         diffs = [float(run.logits[-1, a] - run.logits[-1, b]) for run in runs]
         return f": {diffs[0]:+.3g} before, {diffs[1]:+.3g} after</sup>"
 
-    title = views.ablation_next_tokens(plain, ablated).layout.title.text
+    title = views.ablation_next_tokens(plain, ablated).figure().layout.title.text
     assert "logit(“ silver”) − logit(“" in title and title.endswith(said(None, a, b))
     golden = ex.tokenizer.encode(" golden", add_special_tokens=False).ids[0]
-    title = views.ablation_next_tokens(plain, ablated, (a, golden)).layout.title.text
+    title = views.ablation_next_tokens(plain, ablated, (a, golden)).figure().layout.title.text
     assert "logit(“ silver”) − logit(“ golden”)" in title and title.endswith(said(None, a, golden))
 
 
 def test_bars_refuse_runs_of_different_prompts(ex, runs):
     with pytest.raises(ValueError, match="same prompt"):
-        views.ablation_next_tokens(runs[0], ex.run("To be, or not to be", ablate=[(0, 0)]))
+        views.ablation_next_tokens(runs[0], ex.run("To be, or not to be", ablate=[(0, 0)])).figure()
 
 
 def test_patching_heatmap_is_the_recovered_fraction_centred_at_zero(patch, intervention_figures):
@@ -116,7 +116,7 @@ def test_patching_heatmap_is_the_recovered_fraction_centred_at_zero(patch, inter
 @pytest.mark.parametrize("metric", ["prob", "kl"])
 def test_the_patching_heatmap_of_another_metric_is_that_metrics_recovered_fraction(patch, metric):
     reading = patch.readings[metric]
-    sent = decoded(views.patching(patch, metric))
+    sent = decoded(views.patching(patch, metric).figure())
     heatmap = sent["data"][0]
     np.testing.assert_allclose(heatmap["z"], reading.recovered.numpy(), rtol=1e-6)
     np.testing.assert_allclose(heatmap["customdata"][..., 1], reading.patched.numpy(), rtol=1e-6)

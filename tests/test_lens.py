@@ -300,7 +300,7 @@ def test_the_heads_looking_at_a_token_are_its_attention_weights_from_the_last_po
     from explorer.views.lens import heads_looking_at
 
     _, run = pair
-    fig = heads_looking_at(run, 3)
+    fig = heads_looking_at(run, 3).figure()
     assert torch.allclose(torch.tensor(fig.data[0].z), run.attention_to(3, -1), atol=1e-6)
     title = fig.layout.title.text
     assert "(position 3)" in title and f"(position {run.n_tokens - 1})" in title

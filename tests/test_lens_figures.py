@@ -21,7 +21,7 @@ def run():
 
 
 def test_the_lens_rows_are_the_embeddings_then_the_stream_after_each_block(run):
-    fig = views.lens_grid(run)
+    fig = views.lens_grid(run).figure()
     n_layers = run.config.n_layers
     ticks = fig.layout.yaxis.labelalias
     assert ticks == {"0": "emb", **{str(b + 1): str(b) for b in range(n_layers)}}
@@ -33,7 +33,7 @@ def test_the_lens_rows_are_the_embeddings_then_the_stream_after_each_block(run):
 
 
 def test_the_grid_carries_every_token_whole_for_the_page_and_a_short_one_for_an_export(run):
-    fig = views.lens_grid(run)
+    fig = views.lens_grid(run).figure()
     whole, short = fig.data[0].meta["fit_text"], fig.data[0].text
     assert any(len(label) > CELL_CHARS for row in whole for label in row)  # " glorious", " summer"
     for whole_row, short_row in zip(whole, short, strict=True):
@@ -62,7 +62,7 @@ def test_the_rank_axis_labels_every_decade_in_full():
 
 
 def test_the_rank_title_says_whether_the_target_was_typed_or_is_the_models_prediction(run):
-    predicted = views.target_rank(run, None, -1).layout.title.text
-    typed = views.target_rank(run, " the", -1).layout.title.text
+    predicted = views.target_rank(run, None, -1).figure().layout.title.text
+    typed = views.target_rank(run, " the", -1).figure().layout.title.text
     assert "(the model's prediction there)" in predicted and "“␣the”" not in predicted
     assert typed.startswith("“ the” (typed)")

@@ -70,7 +70,7 @@ def test_the_pipeline_names_the_qk_norm_stage_before_rope(pair):
     from explorer import views
 
     _, run = pair
-    assert "QK-norm → RoPE → Q·Kᵀ" in views.pipeline(run, 1, 0).layout.title.text
+    assert "QK-norm → RoPE → Q·Kᵀ" in views.pipeline(run, 1, 0).layout["title"]["text"]
 
 
 def test_the_pipeline_draws_each_positions_norm_before_and_after_qk_norm(pair):
@@ -78,8 +78,9 @@ def test_the_pipeline_draws_each_positions_norm_before_and_after_qk_norm(pair):
     from tests.test_figures import assert_valid_as_sent
 
     _, run = pair
-    fig = views.pipeline(run, 1, 3)
-    assert_valid_as_sent(fig)
+    plot = views.pipeline(run, 1, 3)
+    assert_valid_as_sent(plot)
+    fig = plot.figure()
     lines = {trace.name: trace for trace in fig.data if trace.type == "scatter" and trace.name}
     att, kv = run.attention(1), int(run.attention(1).kv_head[3])
     assert len(lines) == 4 and fig.data[4].type == "heatmap"  # the maps' traces come first, as always

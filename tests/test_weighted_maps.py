@@ -18,6 +18,7 @@ from explorer import views
 from explorer.app import payload
 from explorer.app.ui import share
 from explorer.figures import codec
+from explorer.figures.common import to_json
 from explorer.views import attention as view_attention
 from explorer.views import pooled
 
@@ -148,7 +149,7 @@ def test_pooled_maps_show_each_cells_largest_share(long_ex):
     block = codec.block_for(702, codec.ALL_HEADS_BUDGET_BYTES // 8)
     assert np.abs(np.stack(grid).astype(int) - pooled_codes(expected, block)).max() <= 1
     fig = views.pipeline(run, LAYER, HEAD, WEIGHTED)
-    assert "pooled into" in fig.layout.title.text and "weighted" in fig.layout.title.text
+    assert "pooled into" in fig.layout["title"]["text"] and "weighted" in fig.layout["title"]["text"]
 
 
 def test_past_the_view_budget_the_weighted_maps_are_pooled_block_by_block_as_the_whole_ones(
@@ -173,7 +174,7 @@ def test_past_the_view_budget_the_weighted_maps_are_pooled_block_by_block_as_the
         views.zoom(run, LAYER, HEAD, (500, 560, 0, 700), WEIGHTED),
     ]
     for a, b in zip(expected, blocked, strict=True):
-        assert a.layout.title.text == b.layout.title.text
+        assert a.layout["title"]["text"] == b.layout["title"]["text"]
         for x, y in zip(softmax_maps(a), softmax_maps(b), strict=True):
             if x.dtype == np.uint8:  # codes: a row's sum over its keys or over those up to its block's end
                 assert np.abs(x.astype(int) - y.astype(int)).max() <= 1 and (x == y).mean() > 0.999
@@ -183,8 +184,8 @@ def test_past_the_view_budget_the_weighted_maps_are_pooled_block_by_block_as_the
     assert kept.weighted_maps is not None and kept.nbytes < 2 * 100_000  # both kinds of maps, coded
     monkeypatch.setattr(pooled, "layer_pass", lambda *a, **k: pytest.fail("the pass was computed again"))
     again = views.all_heads(run, LAYER, WEIGHTED)
-    assert again.to_json() == blocked[1].to_json()
-    assert views.all_heads(run, LAYER).to_json() == plain[0].to_json()
+    assert to_json(again) == to_json(blocked[1])
+    assert to_json(views.all_heads(run, LAYER)) == to_json(plain[0])
 
 
 @pytest.mark.parametrize("n_tokens", [64, 256, 512, 1024])

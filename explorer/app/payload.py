@@ -9,12 +9,11 @@ import re
 from collections.abc import Callable
 from pathlib import PurePath
 
-import plotly.graph_objects as go
-
 from explorer import figures
 from explorer.app import head_switch
 from explorer.engine.run import Run
 from explorer.figures.codec import MAP_BUDGET_BYTES
+from explorer.figures.plot import Plot
 from explorer.views.attention import layer_figures, pipeline, pipeline_parts
 from explorer.views.rope import default_positions, rope_rotation, rope_score_split
 
@@ -48,13 +47,13 @@ def others_follow(run: Run) -> bool:
     return (run.config.n_heads - 1) * per_head <= OTHER_HEADS_BYTES
 
 
-def plot_payload(fig: go.Figure, filename: str = "attention-explorer") -> dict[str, str]:
+def plot_payload(fig: Plot, filename: str = "attention-explorer") -> dict[str, str]:
     """A figure as the app sends it to the browser (Gradio's plot data), with its export settings: its
     SVG and PNG downloads are named `filename`."""
     return {"type": "plotly", "plot": figures.json_text(sent_figure(fig, filename))}
 
 
-def sent_figure(fig: go.Figure, filename: str = "attention-explorer") -> dict:
+def sent_figure(fig: Plot, filename: str = "attention-explorer") -> dict:
     """What `plot_payload` sends of a figure, as plain values (`figures.sendable`, compact)."""
     return figures.sendable(fig, figures.export_config(fig, filename), compact=True)
 

@@ -1,6 +1,7 @@
 """Pure figure builders: numpy arrays and token strings in, `plotly.graph_objects.Figure` out.
 
-No torch, no Gradio: each works in a notebook with `fig.show()`.
+No torch, no Gradio: each works in a notebook with `fig.show()`. Each builder's `.plot(...)` gives the
+same figure as plain values (`Plot`), which the app sends without Plotly's validation.
 """
 
 from explorer.figures.attention import (
@@ -25,13 +26,16 @@ from explorer.figures.gqa import gqa_diagram_figure, head_similarity_figure, kv_
 from explorer.figures.interventions import ablation_next_tokens_figure, patching_figure
 from explorer.figures.maps import KeyWrites, MapStyle
 from explorer.figures.overview import next_tokens_figure, profile_figure
+from explorer.figures.plot import FigureBuilder, Plot
 from explorer.figures.rope import rope_angles_figure, rotation_figure, score_split_figure, wavelengths_figure
 
 __all__ = [
     "ZOOM_CELLS",
+    "FigureBuilder",
     "KeyWrites",
     "MapStyle",
     "PipelineParts",
+    "Plot",
     "ablation_next_tokens_figure",
     "all_heads_figure",
     "candidates_figure",

@@ -7,9 +7,7 @@ import inspect
 from typing import NamedTuple
 
 import numpy as np
-import plotly.graph_objects as go
 
-from explorer.engine.tokens import printable
 from explorer.figures import codec
 from explorer.figures.codec import (
     ALL_HEADS_BUDGET_BYTES,
@@ -26,7 +24,6 @@ from explorer.figures.common import (
     figure,
     grid,
     group_colour,
-    token_label,
 )
 from explorer.figures.maps import (
     KeyWrites,
@@ -39,6 +36,8 @@ from explorer.figures.maps import (
     outside_window_region,
     window_edge,
 )
+from explorer.figures.plot import Plot, builds_figure
+from explorer.figures.thumbnails import FRAME_GAP_PX, FRAME_WIDTH, end_keys, thumbnail_frame
 
 MASKED_HOVER = "−∞: the key comes after the query"
 OUTSIDE_WINDOW_HOVER = "−∞: the key is outside this sliding layer's window of {window} tokens"
@@ -53,7 +52,7 @@ class PipelineParts(NamedTuple):
     title: str
     tokens: list[str]
 
-    def figure(self) -> go.Figure:
+    def plot(self) -> Plot:
         return figure(
             self.data,
             self.tokens,
@@ -64,9 +63,10 @@ class PipelineParts(NamedTuple):
         )
 
 
-def pipeline_figure(*args, **kwargs) -> go.Figure:
+@builds_figure
+def pipeline_figure(*args, **kwargs) -> Plot:
     """One head's stages side by side (`pipeline_parts`, which takes the same arguments), as a figure."""
-    return pipeline_parts(*args, **kwargs).figure()
+    return pipeline_parts(*args, **kwargs).plot()
 
 
 def pipeline_parts(
@@ -168,7 +168,8 @@ def pipeline_parts(
 
 
 # help() and editors show pipeline_figure's arguments: pipeline_parts'
-pipeline_figure.__signature__ = inspect.signature(pipeline_parts).replace(return_annotation="go.Figure")
+pipeline_figure.plot.__signature__ = inspect.signature(pipeline_parts).replace(return_annotation="Plot")
+pipeline_figure.__signature__ = pipeline_figure.plot.__signature__.replace(return_annotation="go.Figure")
 
 
 QK_NORM_TITLE = (
@@ -227,11 +228,7 @@ def scaled_maps(scores_map: EncodedMap, scaled: np.ndarray, masked: np.ndarray, 
 
 
 THUMBNAIL_HEIGHT = 204  # px a row of thumbnails, its title and its first and last keys included
-FRAME_WIDTH = 1.5  # px, a thumbnail's frame
-FRAME_GAP = 0.004  # of the plot's width, between a thumbnail's cells and its frame (4.7 px at 1,400)
-FRAME_GAP_PX = 4  # the same gap above and below
 ROW_GAP_PX = 46  # between rows of thumbnails: a frame's gap and line, its keys, the next row's titles
-END_LABEL_CHARS = 10  # of a first or last token under a thumbnail (hover names every one whole)
 
 
 def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
@@ -241,6 +238,7 @@ def group_columns(n_heads: int, group_size: int, most: int = 8) -> int:
     return min(n_heads, group_size * (most // group_size))
 
 
+@builds_figure
 def all_heads_figure(
     tokens: list[str],
     probs: np.ndarray | list[EncodedMap],  # [H, N, N] the layer's softmax maps, or each already coded
@@ -250,7 +248,7 @@ def all_heads_figure(
     subtitle: str = "",
     key_writes: list[KeyWrites] | None = None,
     window: int | None = None,  # a sliding layer's window: its edge is drawn on every map
-) -> go.Figure:
+) -> Plot:
     """Every head's softmax map as small multiples, framed and coloured by the kv head they share, in
     `style` (`pipeline_figure`'s: weighted, `probs` are the shares and `key_writes` each head's hover);
     `subtitle` (e.g. the layer's faithfulness check) under the title, beside the maps' precision; a
@@ -300,53 +298,10 @@ def all_heads_figure(
     )
 
 
-def end_keys(tokens: list[str], x_domain: list[float], bottom: float, plot_height: int) -> list[dict]:
-    """A thumbnail's first and last keys under its frame, at its left and right edges (each cut to
-    END_LABEL_CHARS: hover names every key whole)."""
-    y = bottom - (FRAME_GAP_PX + FRAME_WIDTH + 2) / plot_height
-    return [
-        dict(
-            text=token_label(cut(printable(tokens[i]), END_LABEL_CHARS)),
-            x=x,
-            y=y,
-            xref="paper",
-            yref="paper",
-            xanchor=side,
-            yanchor="top",
-            showarrow=False,
-            font=dict(size=9, color="#4b5563"),
-            hovertext=f"key {i}",
-        )
-        for i, x, side in ((0, x_domain[0], "left"), (len(tokens) - 1, x_domain[1], "right"))
-    ]
-
-
-def cut(text: str, most: int) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
-def thumbnail_frame(x_domain: list[float], y_domain: list[float], colour: str, plot_height: int) -> dict:
-    """A frame in the kv group's colour around a thumbnail, clear of its cells: a white gap between, so
-    a head whose attention all goes to key 0 (a sink) shows its first column, not a thicker frame. The
-    gap is FRAME_GAP of the plot's width (which the page sets) and FRAME_GAP_PX of its height."""
-    (x0, x1), (y0, y1) = x_domain, y_domain
-    dy = FRAME_GAP_PX / plot_height
-    return dict(
-        type="rect",
-        x0=x0 - FRAME_GAP,
-        x1=x1 + FRAME_GAP,
-        y0=y0 - dy,
-        y1=y1 + dy,
-        xref="paper",
-        yref="paper",
-        line=dict(color=colour, width=FRAME_WIDTH),
-        layer="above",
-    )
-
-
 ZOOM_CELLS = MAP_BUDGET_BYTES // 4  # exact float32 values of at most this many cells
 
 
+@builds_figure
 def zoom_figure(
     tokens: list[str],
     masked: np.ndarray,  # [q, k] scaled scores of the window, −inf where masked
@@ -355,7 +310,7 @@ def zoom_figure(
     title: str,
     style: MapStyle = MapStyle(),
     key_writes: KeyWrites | None = None,
-) -> go.Figure:
+) -> Plot:
     """A window of one head's maps at exact values, on the prompt's token axes: the masked scores and
     the softmax (in `style`, as `pipeline_figure` draws it) side by side, whatever the prompt's length
     (the full maps are pooled past 512)."""

@@ -7,17 +7,18 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure
+from explorer.figures.plot import Plot, builds_figure
 
 # How each input a head reads is drawn: the kind of the downstream node (engine.edges) to a colour
 INPUT_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#9467bd", "mlp": "#8c564b", "logits": "#d62728"}
 INTEGERS = dict(tickmode="linear", tick0=0, dtick=1, showgrid=False, zeroline=False)
 
 
-def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> go.Figure:
+@builds_figure
+def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> Plot:
     """Each head's recovered fraction, one heatmap per method side by side on one diverging scale
     centred at 0.  # panels: method name -> recovered [L, H]"""
 
@@ -37,9 +38,10 @@ def node_scores_figure(panels: dict[str, np.ndarray], what: str) -> go.Figure:
     )
 
 
+@builds_figure
 def node_position_scores_figure(
     panels: dict[str, np.ndarray], what: str, positions: tuple[int, ...], tokens: tuple[str, ...]
-) -> go.Figure:
+) -> Plot:
     """Each head's recovered fraction at each position, one heatmap per method side by side on one
     diverging scale centred at 0: a column per (head, position), a head's positions side by side.
     # panels: method name -> recovered [L, H, P]; positions [P] from the end, tokens [P] there"""
@@ -129,6 +131,7 @@ def _score_panels(panels: dict[str, np.ndarray], x_axis, hover, customdata=None)
     return data, layout
 
 
+@builds_figure
 def circuit_figure(
     upstream: list[tuple],
     downstream: list[tuple],
@@ -136,7 +139,7 @@ def circuit_figure(
     n_layers: int,
     n_heads: int,
     group: int,
-) -> go.Figure:
+) -> Plot:
     """The circuit's kept edges: each component placed by layer (rows) and head (columns), the
     embedding on top and the logits below, a kv head's k and v inputs amid the `group` query heads that
     read them; one line per edge, the strongest thicker, its colour by the input it feeds (q, k, v, MLP,
@@ -246,7 +249,8 @@ def _name(node: tuple) -> str:
     return f"{kind} of {'kv head' if kind in ('k', 'v') else 'head'} {node[1]}.{node[2]}"
 
 
-def faithfulness_curve_figure(kept: np.ndarray, recovered: np.ndarray, total: int, chosen: int) -> go.Figure:
+@builds_figure
+def faithfulness_curve_figure(kept: np.ndarray, recovered: np.ndarray, total: int, chosen: int) -> Plot:
     """The metric recovered by the circuit of the top edges, measured exactly, against how many edges
     it keeps; the slider's choice marked.  # kept [K], recovered [K]"""
     share = 100 * kept / max(total, 1)

@@ -23,6 +23,7 @@ from plotly.utils import PlotlyJSONEncoder
 
 from explorer.engine.tokens import printable
 from explorer.figures.codec import compact_trace
+from explorer.figures.plot import Plot
 
 # numpy dtypes Plotly's typed arrays hold, by their short name in plotly.js ({dtype, bdata, shape})
 PLOTLY_JS_TYPES = {
@@ -45,32 +46,19 @@ HOUSE_LAYOUT = dict(
 )
 
 
-def figure(
-    data: list[dict], tokens: list[str] | None = None, title: str | None = None, **layout
-) -> go.Figure:
+def figure(data: list[dict], tokens: list[str] | None = None, title: str | None = None, **layout) -> Plot:
     """A figure in the house style, built in one step from plain dicts (with `tokens`, every axis
-    defaults to a token axis; `title` is the figure's).
-
-    Plotly's validation of every property is skipped while it is built: a layer switch's handler took
-    0.135 s with it and 0.085 s without (256 tokens). So the dicts are written as validation would
-    leave them (titles as {text}, colour scales as lists), and the tests check every figure against
-    its validated self (tests/test_figures.py, assert_valid_as_sent). Edits made afterwards (from a
-    notebook: `fig.update_layout(title="…")`) are validated as in any plotly figure."""
+    defaults to a token axis; `title` is the figure's), as plain values (`Plot`)."""
     defaults = dict(HOUSE_LAYOUT)
     if tokens is not None:
         axis = token_axis(tokens)
         defaults.update(xaxis=axis, yaxis=axis)
     if title is not None:
         layout["title"] = dict(text=title)
-    fig = go.Figure(data=data, layout=dict(template=dict(layout=defaults), **layout), _validate=False)
-    # plotly (pinned in requirements.txt) keeps the flag on the figure, its layout and each trace; the
-    # parts it creates later take it from their parent.
-    for part in (fig, fig._layout_obj, *fig._data_objs):
-        part._validate = True
-    return fig
+    return Plot(data, dict(template=dict(layout=defaults), **layout))
 
 
-def to_json(fig: go.Figure, config: dict | None = None, compact: bool = False) -> str:
+def to_json(fig: Plot | go.Figure, config: dict | None = None, compact: bool = False) -> str:
     """The figure as compact JSON, typed arrays as base64 `bdata` (with Plotly's `config`, if given).
 
     Unlike `fig.to_json()` it does not escape '<', '>' and '/' for embedding in an HTML <script>: the
@@ -86,13 +74,14 @@ def json_text(plot: dict) -> str:
     return json.dumps(plot, cls=PlotlyJSONEncoder, separators=(",", ":"))
 
 
-def sendable(fig: go.Figure, config: dict | None = None, compact: bool = False) -> dict:
-    """The figure as `to_json` writes it, as plain values: `fig.to_plotly_json()` (numpy arrays that
-    are a property's value as typed-array specs, base64 `bdata`), read from the figure without the
-    deep copy and the per-value checks Plotly makes (a layer switch builds a dozen figures: together
-    they took 0.1 s of its 0.18 s at 256 tokens). Other numpy values are Python's, as the JSON
-    encoder would write them; the figure is not changed."""
-    plot = {"data": [_sendable(trace) for trace in fig._data], "layout": _sendable(fig._layout)}
+def sendable(fig: Plot | go.Figure, config: dict | None = None, compact: bool = False) -> dict:
+    """The figure as `to_json` writes it, as plain values: numpy arrays that are a property's value as
+    typed-array specs (base64 `bdata`, as `fig.to_plotly_json()` writes them), other numpy values as
+    Python's. A `Plot` is read as it is,
+    without the checks and the deep copy of a `go.Figure`'s; the figure is not changed."""
+    if isinstance(fig, go.Figure):
+        fig = Plot(**fig.to_plotly_json())
+    plot = {"data": [_sendable(trace) for trace in fig.data], "layout": _sendable(fig.layout)}
     plot |= {"config": config} if config else {}
     if compact:
         plot["data"] = [compact_trace(trace) for trace in plot["data"]]
@@ -100,10 +89,9 @@ def sendable(fig: go.Figure, config: dict | None = None, compact: bool = False) 
 
 
 def sendable_traces(data: list[dict]) -> list[dict]:
-    """Traces as `sendable(fig, compact=True)` gives them inside a figure, without building its layout
-    (a head's pipeline beside another's: `PipelineParts`)."""
-    held = go.Figure(data=data, layout=dict(template={}), _validate=False)._data
-    return [compact_trace(_sendable(trace)) for trace in held]
+    """Traces as `sendable(fig, compact=True)` gives them inside a figure, without its layout (a head's
+    pipeline beside another's: `PipelineParts`)."""
+    return [compact_trace(_sendable(trace)) for trace in data]
 
 
 def _typed_array(values: np.ndarray) -> dict | list:
@@ -124,27 +112,33 @@ def _typed_array(values: np.ndarray) -> dict | list:
 
 
 _NOT_TYPED = frozenset(("geojson", "layer", "layers", "range"))  # as Plotly's convert_to_base64
+_AS_GIVEN = frozenset(("meta", "labelalias"))  # values of any kind: Plotly keeps their None
 
 
-def _sendable(value):
+def _sendable(value, drop_none: bool = True):
+    """`value` as plain JSON values; a property set to None is left out, as Plotly leaves it."""
     if isinstance(value, dict):
         return {
-            key: _typed_array(v) if isinstance(v, np.ndarray) and key not in _NOT_TYPED else _sendable(v)
+            key: _typed_array(v)
+            if isinstance(v, np.ndarray) and key not in _NOT_TYPED
+            else _sendable(v, drop_none and key not in _AS_GIVEN)
             for key, v in value.items()
+            if v is not None or not drop_none
         }
     if isinstance(value, list | tuple):
-        return [_sendable(v) for v in value]
+        return [_sendable(v, drop_none) for v in value]
     if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
     return value
 
 
-def export_config(fig: go.Figure, name: str = "attention-explorer") -> dict:
+def export_config(fig: Plot | go.Figure, name: str = "attention-explorer") -> dict:
     """Plotly's config for a figure in the app: the modebar's download gives an SVG at publication
     size, 1,600 px wide at the figure's height (the page adds a PNG button beside it), or wider where
     the figure needs it (`layout.meta.min_width`: the lens' grid, a column a position)."""
-    height = int(fig.layout.height or 500)
-    width = max(1600, int((fig.layout.meta or {}).get("min_width", 0)))
+    layout = fig.layout if isinstance(fig, Plot) else fig.to_plotly_json()["layout"]
+    height = int(layout.get("height") or 500)
+    width = max(1600, int((layout.get("meta") or {}).get("min_width", 0)))
     return dict(
         displaylogo=False,
         toImageButtonOptions=dict(format="svg", filename=name, width=width, height=height, scale=1),

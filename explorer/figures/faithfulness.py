@@ -3,11 +3,11 @@ each path."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from explorer.figures.common import figure
+from explorer.figures.plot import Plot, builds_figure
 
 
+@builds_figure
 def faithfulness_figure(
     layer: int,
     max_abs_diff: float,
@@ -16,7 +16,7 @@ def faithfulness_figure(
     forward_seconds: float,
     eager_seconds: float,
     n_layers: int,
-) -> go.Figure:
+) -> Plot:
     """Two bars (fast forward, eager rerun) in milliseconds; the layer's max |Δ| in the title, against
     the tolerance and what it comes from."""
     verdict = "within" if max_abs_diff <= tolerance else "OUTSIDE"
@@ -26,7 +26,7 @@ def faithfulness_figure(
         x=millis,
         y=[f"fast forward, SDPA (all {n_layers} layers)", f"eager rerun (layer {layer} alone)"],
         orientation="h",
-        marker_color=["#2563eb", "#d97706"],
+        marker=dict(color=["#2563eb", "#d97706"]),
         text=[f"{m:.1f} ms" for m in millis],
         textposition="auto",
         hovertemplate="%{y}<br>%{x:.3g} ms<extra></extra>",

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer.figures.common import figure, hover_label, quoted_token, token_axis
+from explorer.figures.plot import Plot, builds_figure
 
 KIND_COLOURS = {
     "attention": "#2563eb",
@@ -105,7 +105,7 @@ def _middle(edge: tuple, slot: dict[int, int]) -> tuple[float, float]:
 
 def flow_figure(
     tokens: list[str], edges: list[tuple], n_layers: int, position: int, threshold: float
-) -> tuple[go.Figure, dict[int, float]]:
+) -> tuple[Plot, dict[int, float]]:
     """The graph of `edges` (layer, from, to, weight, kind, heads) reaching `position`'s output; and
     each token's share of it at the embeddings (`carried`)."""
     reached = sorted({e[1] for e in edges} | {e[2] for e in edges} | {position})
@@ -253,9 +253,8 @@ def _legend_entry(kind: str, colour: str) -> dict:
     return dict(type="scatter", mode="lines", x=[None], y=[None], line=dict(color=colour, width=4), name=name)
 
 
-def rollout_figure(
-    tokens: list[str], row: np.ndarray, position: int, by_token: dict[int, float]
-) -> go.Figure:
+@builds_figure
+def rollout_figure(tokens: list[str], row: np.ndarray, position: int, by_token: dict[int, float]) -> Plot:
     """Attention rollout's row at `position` over the tokens up to it, beside the graph's own share of
     the output from each token (`carried`).  # row [N]"""
     n = position + 1

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer.figures.codec import MAP_BUDGET_BYTES, EncodedMap
 from explorer.figures.common import MAX_TICK_LABELS, figure, token_label
 from explorer.figures.maps import map_heatmap, masked_region
+from explorer.figures.plot import Plot, builds_figure
 
 FUTURE_HOVER = "not yet: the key comes after the query"
 PROMPT_END_COLOUR = "#d97706"
@@ -31,7 +31,8 @@ def encode_rows(rows: np.ndarray, budget_bytes: int = MAP_BUDGET_BYTES) -> Encod
     return EncodedMap("probs", percent, block=1, exact=False, limit=1.0)
 
 
-def generation_figure(tokens: list[str], rows: np.ndarray, n_prompt: int, title: str) -> go.Figure:
+@builds_figure
+def generation_figure(tokens: list[str], rows: np.ndarray, n_prompt: int, title: str) -> Plot:
     """One head's row for each step, over key positions 0..T−1 of the sequence so far.
 
     rows [S, T]: row k is step k's softmax row, the query at position P − 1 + k, NaN after it; `tokens` [T]
@@ -72,7 +73,8 @@ def generation_figure(tokens: list[str], rows: np.ndarray, n_prompt: int, title:
     )
 
 
-def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: str) -> go.Figure:
+@builds_figure
+def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: str) -> Plot:
     """A step's candidates as bars, in the order given (most likely first); bar `chosen` is the token
     the step took."""
     probs = np.array([p for _, p in candidates], dtype=np.float32)
@@ -82,7 +84,7 @@ def candidates_figure(candidates: list[tuple[str, float]], chosen: int, title: s
         x=probs,
         y=np.arange(len(candidates), dtype=np.int32),
         orientation="h",
-        marker_color=[CHOSEN_COLOUR if c else BAR_COLOUR for c in picked],
+        marker=dict(color=[CHOSEN_COLOUR if c else BAR_COLOUR for c in picked]),
         text=[f"{p:.1%}{' · chosen' if c else ''}" for p, c in zip(probs, picked, strict=True)],
         textposition="outside",
         cliponaxis=False,

@@ -6,16 +6,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures.common import axis_title, figure, group_colour
+from explorer.figures.plot import Plot, builds_figure
 
 SIMILARITY_COLORSCALE = get_colorscale("Viridis")
 LAYOUT_COLOURS = ("#2563eb", "#9ca3af", "#059669")  # this model, as MHA, as MQA
 
 
-def gqa_diagram_figure(kv_head: np.ndarray) -> go.Figure:
+@builds_figure
+def gqa_diagram_figure(kv_head: np.ndarray) -> Plot:
     """Query heads (left) joined to the key/value head each reads (right).  # kv_head [H]"""
     n_heads, n_kv = len(kv_head), int(kv_head.max()) + 1
     data = []
@@ -67,7 +68,8 @@ def gqa_diagram_figure(kv_head: np.ndarray) -> go.Figure:
     )
 
 
-def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: str) -> go.Figure:
+@builds_figure
+def head_similarity_figure(similarity: np.ndarray, kv_head: np.ndarray, title: str) -> Plot:
     """Cosine similarity of every pair of heads' attention maps, ordered by kv group.  # [H, H], [H]"""
     n_heads = len(kv_head)
     order = np.argsort(kv_head, kind="stable")
@@ -109,9 +111,10 @@ def _fmt(value: float) -> str:
     return "—" if np.isnan(value) else f"{value:.3f}"
 
 
+@builds_figure
 def kv_cache_figure(
     bytes_per_token: dict[str, int], contexts: tuple[int, ...], current: tuple[int, int] | None = None
-) -> go.Figure:
+) -> Plot:
     """KV-cache bytes at each context length, one bar group per layout (this model, MHA, MQA).
 
     With `current` (tokens in a live cache, the bytes it holds), a first group "now" sets that cache's
@@ -131,7 +134,7 @@ def kv_cache_figure(
                 x=labels,
                 y=sizes,
                 name=f"{name}: {human_bytes(per_token)} per token",
-                marker_color=colour,
+                marker=dict(color=colour),
                 text=[human_bytes(s) for s in sizes],
                 textposition="outside",
                 cliponaxis=False,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure, quoted_token, token_label
+from explorer.figures.plot import Plot, builds_figure
 
 BEFORE_COLOUR, AFTER_COLOUR = "#2563eb", "#dc2626"
 
 
+@builds_figure
 def ablation_next_tokens_figure(
     tokens: list[str],
     before: np.ndarray,
@@ -18,7 +19,7 @@ def ablation_next_tokens_figure(
     ablation: str,
     logits: tuple[np.ndarray, np.ndarray],
     pair: tuple[str, str, float, float],
-) -> go.Figure:
+) -> Plot:
     """Each token's next-token probability in the plain run and in the ablated one, paired bars, in the
     order given (most likely first), hover giving its logit too; the title says what the ablation did
     to logit(a) − logit(b) of `pair` (a, b, before, after).
@@ -32,7 +33,7 @@ def ablation_next_tokens_figure(
             x=probs,
             y=rows,
             orientation="h",
-            marker_color=colour,
+            marker=dict(color=colour),
             text=[f"{p:.1%}" for p in probs],
             textposition="outside",
             customdata=logit.astype(np.float32),
@@ -74,6 +75,7 @@ READS = {
 }
 
 
+@builds_figure
 def patching_figure(
     recovered: np.ndarray,
     patched: np.ndarray,
@@ -83,7 +85,7 @@ def patching_figure(
     answer: str,
     distractor: str,
     metric: str = "logit_diff",
-) -> go.Figure:
+) -> Plot:
     """Recovered fraction of every head for `metric` (`explorer.engine.patch_metrics`: logit
     difference, the answer's probability, KL from the clean run), layers × heads, on a diverging scale
     centred at 0.  # recovered [L, H], patched [L, H] (the metric, each head patched), kv_head [H]"""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.engine.tokens import printable
 from explorer.figures.common import figure, grid, quoted_token, token_axis
+from explorer.figures.plot import Plot, builds_figure
 
 CELL_PX, CELL_CHARS = 44, 5  # a grid cell's width, and the characters of its token an export shows
 
@@ -27,13 +27,14 @@ def stream_ticks(n_layers: int) -> dict[str, str]:
     return {str(i): "emb" if i == 0 else str(i - 1) for i in range(n_layers + 1)}
 
 
+@builds_figure
 def lens_figure(
     tokens: list[str],
     positions: list[int],
     top_tokens: list[list[list[str]]],
     top_probs: np.ndarray,
     kl: np.ndarray,
-) -> go.Figure:
+) -> Plot:
     """Positions × readings of the stream (the embeddings, then after each block), each cell its top-1
     token, shaded by its probability; hover: the top-k and the KL to the output. The page shows as
     much of each cell's token as the cell holds (`meta.fit_text`: every token whole); an export, its
@@ -101,9 +102,10 @@ def rank_ticks(largest: int) -> tuple[list[int], list[str]]:
     return decades, [f"{value:,}" for value in decades]
 
 
+@builds_figure
 def rank_figure(
     target: str, ranks: np.ndarray, probs: np.ndarray, position: tuple[int, str], chosen: bool = True
-) -> go.Figure:
+) -> Plot:
     """A token's rank (log scale, 1 at the top) and probability after every block at one position;
     `chosen`: typed by the person, else the model's own prediction.  # ranks [L+1] (1 = top), probs [L+1]"""
     n_layers = len(ranks) - 1
@@ -161,6 +163,7 @@ def rank_figure(
     )
 
 
+@builds_figure
 def attribution_figure(
     heads: np.ndarray,
     mlps: np.ndarray,
@@ -169,7 +172,7 @@ def attribution_figure(
     total: float,
     kv_head: np.ndarray,
     read: tuple[str, str | None, int],
-) -> go.Figure:
+) -> Plot:
     """Direct logit attribution of `read` (answer, distractor or None, position): layers × heads on a
     diverging scale centred at 0, beside bars for each layer's MLP (and o_proj bias, where there is one)
     and the embedding.  # heads [L, H], mlps [L]"""
@@ -245,14 +248,15 @@ def _bars(values: np.ndarray, rows: np.ndarray, axes: tuple[str, str], name: str
         xaxis=axes[0],
         yaxis=axes[1],
         name=name,
-        marker_color=colour,
+        marker=dict(color=colour),
         hovertemplate=f"{what}: %{{x:+.3g}}<extra></extra>",
     )
 
 
+@builds_figure
 def attention_to_figure(
     weights: np.ndarray, kv_head: np.ndarray, key: tuple[int, str], query: tuple[int, str]
-) -> go.Figure:
+) -> Plot:
     """Every head's attention weight from `query` to `key` (each a position and its token), layers ×
     heads on the softmax maps' scale.  # weights [L, H], kv_head [H]"""
     n_layers, n_heads = weights.shape

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures.common import axis_title, colorbar_at_foot, figure, grid, hover_label
+from explorer.figures.plot import Plot, builds_figure
 
 PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None for [0, max])
     "previous_token": ("previous-token score", "Blues", (0.0, 1.0)),
@@ -22,9 +22,10 @@ PROFILE_PANELS = {  # score name -> (title, colour scale, fixed range or None fo
 GLOBAL_ROW = dict(color="#334155", width=1.5)  # the outline of a global layer's row
 
 
+@builds_figure
 def profile_figure(
     profile: dict[str, np.ndarray], kv_head: np.ndarray, global_layers: list[int] = (), window: int = 0
-) -> go.Figure:
+) -> Plot:
     """One layers × heads grid per score, side by side; in a model with both kinds of layer, the
     `global_layers` (which see every key, where the rest slide over `window` keys) outlined, in bold
     on the layer axis and named in the title.  # profile {name: [L, H]}, kv_head [H]"""
@@ -91,7 +92,8 @@ def profile_figure(
     )
 
 
-def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
+@builds_figure
+def next_tokens_figure(top: list[tuple[str, float]]) -> Plot:
     """The most likely next tokens after the prompt, most likely on top."""
     probs = np.array([p for _, p in top], dtype=np.float32)
     bars = dict(
@@ -99,7 +101,7 @@ def next_tokens_figure(top: list[tuple[str, float]]) -> go.Figure:
         x=probs,
         y=np.arange(len(top), dtype=np.int32),
         orientation="h",
-        marker_color="#2563eb",
+        marker=dict(color="#2563eb"),
         text=[f"{p:.1%}" for p in probs],
         textposition="outside",
         hovertemplate="next token %{y}<br>probability %{x:.3g}<extra></extra>",

@@ -11,10 +11,10 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures.common import figure, quoted_token, token_axis
+from explorer.figures.plot import Plot, builds_figure
 
 DIVERGING = get_colorscale("RdBu")  # blue: raises the score; red: lowers it
 
@@ -36,6 +36,7 @@ def _bound(values: np.ndarray) -> float:
     return float(max(np.abs(values).max(initial=0.0), 1e-6))
 
 
+@builds_figure
 def score_split_figure(
     table: np.ndarray,
     query_labels: list[str],
@@ -44,7 +45,7 @@ def score_split_figure(
     key_heads: np.ndarray,
     score: float,
     where: dict,
-) -> go.Figure:
+) -> Plot:
     """The table of one score's parts (query-side sources down, key-side across), its key-side sums as
     bars above and its query-side sums as bars beside it. `where`: layer, head, query and key (each a
     position and its token). A click on a cell opens its key-side head (else its query-side one).
@@ -108,7 +109,7 @@ def _marginal(values: np.ndarray, labels: list[str], heads: np.ndarray, side: st
         x=at if upright else values.astype(np.float32),
         y=values.astype(np.float32) if upright else at,
         customdata=heads.astype(np.int16),
-        marker_color=colour,
+        marker=dict(color=colour),
         hovertext=[html.escape(label, quote=False) for label in labels],
         hovertemplate=f"{side} side: %{{hovertext}}<br>its part (every {other} side): "
         f"%{{{'y' if upright else 'x'}:+.4f}}<extra></extra>",
@@ -117,6 +118,7 @@ def _marginal(values: np.ndarray, labels: list[str], heads: np.ndarray, side: st
     )
 
 
+@builds_figure
 def key_drivers_figure(
     parts: np.ndarray,
     labels: list[str],
@@ -124,7 +126,7 @@ def key_drivers_figure(
     scores: np.ndarray,
     tokens: list[str],
     where: dict,
-) -> go.Figure:
+) -> Plot:
     """Each key-side source's part of one query's score at every key (sources down, keys across), the
     score itself as bars above. A click on a head's row opens that head.
     # parts [S, N], heads [S, 2] int (−1: not a head), scores [N]"""
@@ -152,7 +154,7 @@ def key_drivers_figure(
             type="bar",
             x=np.arange(n_keys, dtype=np.int32),
             y=scores.astype(np.float32),
-            marker_color="#0891b2",
+            marker=dict(color="#0891b2"),
             hovertemplate="key %{x:d} · %{x}<br>scaled score: %{y:+.4f}<extra></extra>",
             xaxis="x2",
             yaxis="y2",
@@ -176,9 +178,10 @@ def key_drivers_figure(
     )
 
 
+@builds_figure
 def composition_figure(
     scores: dict[str, np.ndarray], n_layers: int, n_heads: int, picked: tuple[int, int] | None = None
-) -> go.Figure:
+) -> Plot:
     """K-, Q- and V-composition of every earlier head (rows) into every later head (columns), heads in
     layer order; the picked head's row and column framed. A click opens the later head.
     # scores: {"k", "q", "v"}: [L·H, L·H]"""

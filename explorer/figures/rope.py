@@ -8,11 +8,11 @@ position m. Pairs arrive here as [d/2, 2] arrays, already split.
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from explorer.figures import codec
 from explorer.figures.common import axis_title, figure, quoted_token, token_axis
+from explorer.figures.plot import Plot, builds_figure
 
 ANGLE_COLORSCALE = get_colorscale("Twilight")  # cyclic: −π and π meet
 PAIR_COLORSCALE = get_colorscale("Viridis")
@@ -33,7 +33,8 @@ def wrap_angle(angles: np.ndarray) -> np.ndarray:
     return np.where(wrapped == -np.pi, np.pi, wrapped).astype(np.float32)
 
 
-def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarray) -> go.Figure:
+@builds_figure
+def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarray) -> Plot:
     """Rotation angle m·θ_i wrapped to (−π, π], positions × frequency pairs: `angles` [N, d/2] are
     float32(m × θ_i) of `inv_freq` θ [d/2]. The app sends the rule (`meta.derived`, op "angles": the
     θ_i and N, 0.4 MB less at 2,048 tokens) and the page computes the map as `wrap_angle` does, in
@@ -63,12 +64,13 @@ def rope_angles_figure(tokens: list[str], angles: np.ndarray, inv_freq: np.ndarr
     )
 
 
+@builds_figure
 def wavelengths_figure(
     wavelengths: np.ndarray,
     context_length: int,
     n_tokens: int,
     sliding: tuple[np.ndarray, float, float] | None = None,
-) -> go.Figure:
+) -> Plot:
     """Each pair's wavelength 2π/θ_i in tokens, against the model's context and this prompt. `sliding`:
     the sliding layers' own wavelengths, with both bases (sliding, full), for a model whose sliding
     layers turn by another base (Gemma 3): a line for each kind of layer."""
@@ -120,6 +122,7 @@ def wavelengths_figure(
     )
 
 
+@builds_figure
 def rotation_figure(
     q: np.ndarray,  # [d/2, 2] the query's pairs before RoPE
     q_rot: np.ndarray,  # [d/2, 2] after
@@ -127,7 +130,7 @@ def rotation_figure(
     k_rot: np.ndarray,  # [d/2, 2] after
     query: tuple[int, str],  # (position, token)
     key: tuple[int, str],
-) -> go.Figure:
+) -> Plot:
     """Every pair of one q and one k before (hollow) and after (filled) rotation, in the plane: each
     point turns about the origin on its own circle, so every pair's norm, and the vector's, is kept."""
     panels = (
@@ -217,13 +220,14 @@ def _rotation_traces(
     ]
 
 
+@builds_figure
 def score_split_figure(
     with_rope: np.ndarray,  # [d/2] pair i's share of q_rot·k_rot
     without_rope: np.ndarray,  # [d/2] pair i's share of q·k (no rotation)
     wavelengths: np.ndarray,  # [d/2] tokens
     query: tuple[int, str],
     key: tuple[int, str],
-) -> go.Figure:
+) -> Plot:
     """The score q·k as a sum over frequency pairs, with RoPE (at these positions) and without.
 
     Fast pairs (short wavelengths) turn a lot over the distance m − n, so their share depends on
@@ -237,8 +241,8 @@ def score_split_figure(
         " %{customdata[1]:.3g} turns over m − n)<br>%{y:.4g}<extra>%{fullData.name}</extra>"
     )
     bars = [
-        dict(y=with_rope.astype(np.float32), name="with RoPE", marker_color="#2563eb"),
-        dict(y=without_rope.astype(np.float32), name="without RoPE", marker_color="#d1d5db"),
+        dict(y=with_rope.astype(np.float32), name="with RoPE", marker=dict(color="#2563eb")),
+        dict(y=without_rope.astype(np.float32), name="without RoPE", marker=dict(color="#d1d5db")),
     ]
     title = (
         f"q·k of query {quoted_token(query[1])} ({query[0]}) and key {quoted_token(key[1])} ({key[0]})"

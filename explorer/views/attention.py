@@ -14,13 +14,13 @@ A `MapStyle` says how the softmax maps are drawn: on log colours, and weighted b
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import torch
 
 from explorer import figures
 from explorer.engine import blockwise
 from explorer.engine.run import Run
 from explorer.figures import MapStyle
+from explorer.figures.plot import Plot
 from explorer.views import pooled
 from explorer.views.agreement import Faithfulness, check_outputs
 from explorer.views.labels import clamp_position, head_name, kv_heads, layer_title
@@ -63,9 +63,9 @@ def scale_name(config) -> str:
     return "1/√d" if named is None or named == config.head_dim else f"1/√{named:g}"
 
 
-def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> go.Figure:
+def pipeline(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> Plot:
     """The head's stages, Q·Kᵀ to softmax, side by side (`figures.pipeline_figure`)."""
-    return pipeline_parts(run, layer, head, style).figure()
+    return pipeline_parts(run, layer, head, style).plot()
 
 
 def pipeline_parts(run: Run, layer: int, head: int, style: MapStyle = MapStyle()) -> figures.PipelineParts:
@@ -128,7 +128,7 @@ def default_zoom(run: Run, size: int = 128) -> tuple[int, int, int, int]:
 
 def zoom(
     run: Run, layer: int, head: int, window: tuple[int, int, int, int], style: MapStyle = MapStyle()
-) -> go.Figure:
+) -> Plot:
     """Exact values of a window (first query, last query, first key, last key; inclusive, clamped to
     the prompt and put in order) of one head's masked scores and softmax (weighted in `style`: each
     key's share of its whole row, hover giving α and ‖α·v·W_O‖)."""
@@ -163,12 +163,12 @@ def zoom(
     if style.weighted:
         softmax, writes = window["shares"], key_writes(window["probs"], norms[k0 : k1 + 1], window["sums"])
         title += f"<br><sup>softmax {WEIGHTED_NOTE}</sup>"
-    return figures.zoom_figure(
+    return figures.zoom_figure.plot(
         run.tokens, window["masked"].numpy(), softmax.numpy(), (q0, k0), title, style, writes
     )
 
 
-def all_heads(run: Run, layer: int, style: MapStyle = MapStyle()) -> go.Figure:
+def all_heads(run: Run, layer: int, style: MapStyle = MapStyle()) -> Plot:
     """Every head's map (weighted in `style`), with the layer's faithfulness check stated under the title."""
     if maps_fit(run):
         return _all_heads_figure(run, layer, None, eager_check(run, layer), style)
@@ -185,7 +185,7 @@ def _pooled_layer(run: Run, layer: int) -> pooled.LayerViews | pooled.LayerPass:
 
 def _all_heads_figure(
     run: Run, layer: int, kept: pooled.LayerViews | None, check: Faithfulness, style: MapStyle
-) -> go.Figure:
+) -> Plot:
     """Every head's map from the whole maps, or from what the run `kept` of the layer's pass."""
     what = "softmax map weighted by ‖v·W_O‖ (each row over its sum)" if style.weighted else "softmax map"
     title = f"{layer_title(run.config, layer)}: every head's {what}, framed by the kv head it shares"
@@ -200,10 +200,10 @@ def _all_heads_figure(
     else:
         maps = run.attention(layer).probs.numpy()
     kv, window = kv_heads(run.config), run.config.window(layer)
-    return figures.all_heads_figure(run.tokens, maps, kv, title, style, check.summary(), writes, window)
+    return figures.all_heads_figure.plot(run.tokens, maps, kv, title, style, check.summary(), writes, window)
 
 
-def head_similarity(run: Run, layer: int) -> go.Figure:
+def head_similarity(run: Run, layer: int) -> Plot:
     if maps_fit(run):
         att = run.attention(layer)
         unit = torch.nn.functional.normalize(att.probs.flatten(1), dim=1)  # [H, N·N], unit rows
@@ -211,9 +211,9 @@ def head_similarity(run: Run, layer: int) -> go.Figure:
     return _similarity_figure(run, layer, _pooled_layer(run, layer).similarity)
 
 
-def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> go.Figure:
+def _similarity_figure(run: Run, layer: int, similarity: torch.Tensor) -> Plot:
     title = f"Layer {layer}: how alike the heads' attention maps are"
-    return figures.head_similarity_figure(similarity.numpy(), kv_heads(run.config), title)
+    return figures.head_similarity_figure.plot(similarity.numpy(), kv_heads(run.config), title)
 
 
 def eager_check(run: Run, layer: int) -> Faithfulness:
@@ -229,12 +229,12 @@ def eager_check(run: Run, layer: int) -> Faithfulness:
     return kept
 
 
-def faithfulness(run: Run, layer: int) -> go.Figure:
+def faithfulness(run: Run, layer: int) -> Plot:
     return _faithfulness_figure(run, layer, eager_check(run, layer))
 
 
-def _faithfulness_figure(run: Run, layer: int, check: Faithfulness) -> go.Figure:
-    return figures.faithfulness_figure(
+def _faithfulness_figure(run: Run, layer: int, check: Faithfulness) -> Plot:
+    return figures.faithfulness_figure.plot(
         layer,
         check.max_abs_diff,
         check.tolerance,
@@ -247,7 +247,7 @@ def _faithfulness_figure(run: Run, layer: int, check: Faithfulness) -> go.Figure
 
 def head_figures(
     run: Run, layer: int, head: int, query: int, key: int, style: MapStyle = MapStyle()
-) -> list[go.Figure]:
+) -> list[Plot]:
     """What a head switch sends: the pipeline and the RoPE view of q and k."""
     return [
         pipeline(run, layer, head, style),
@@ -256,7 +256,7 @@ def head_figures(
     ]
 
 
-def layer_figures(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[go.Figure]:
+def layer_figures(run: Run, layer: int, style: MapStyle = MapStyle()) -> list[Plot]:
     """What depends on the layer alone: every head's map, their similarity, the faithfulness check
     (past the budget, all three from one pass over the layer's maps, kept with the run)."""
     if maps_fit(run):

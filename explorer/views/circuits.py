@@ -10,13 +10,13 @@ import io
 from dataclasses import dataclass
 
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer.engine import edges as edge_module
 from explorer.engine import exact_circuits, pairs
 from explorer.engine import nodes as node_module
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.figures import circuits as figures
+from explorer.figures.plot import Plot
 
 METHODS = ("exact", "atp", "eap")  # the exact node sweep, attribution patching, EAP-IG
 METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG"}
@@ -134,7 +134,7 @@ def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positio
     )
 
 
-def node_scores(circuit: Circuit) -> go.Figure | None:
+def node_scores(circuit: Circuit) -> Plot | None:
     """Each head's recovered fraction: the exact sweep's and AtP's (as the estimate of the same
     patch) beside it, where they ran."""
     panels = {}
@@ -146,15 +146,15 @@ def node_scores(circuit: Circuit) -> go.Figure | None:
         return None
     what = f"of {METRIC_NAMES[circuit.metric]}"
     if circuit.positions is None:
-        return figures.node_scores_figure(panels, what)
-    return figures.node_position_scores_figure(panels, what, circuit.positions, circuit.position_tokens)
+        return figures.node_scores_figure.plot(panels, what)
+    return figures.node_position_scores_figure.plot(panels, what, circuit.positions, circuit.position_tokens)
 
 
 def edge_count(circuit: Circuit, share: float) -> int:
     return max(1, round(share * len(circuit.edges or ())))
 
 
-def graph(circuit: Circuit, kept: int) -> go.Figure | None:
+def graph(circuit: Circuit, kept: int) -> Plot | None:
     """The circuit of the `kept` strongest edges (EAP-IG) as a graph."""
     if not circuit.edges:
         return None
@@ -162,16 +162,16 @@ def graph(circuit: Circuit, kept: int) -> go.Figure | None:
     scores = np.array([score for _, _, score in top], dtype=np.float32)
     group = circuit.n_heads // circuit.n_kv_heads
     ups, downs = [u for u, _, _ in top], [d for _, d, _ in top]
-    return figures.circuit_figure(ups, downs, scores, circuit.n_layers, circuit.n_heads, group)
+    return figures.circuit_figure.plot(ups, downs, scores, circuit.n_layers, circuit.n_heads, group)
 
 
-def curve(circuit: Circuit, kept: int) -> go.Figure | None:
+def curve(circuit: Circuit, kept: int) -> Plot | None:
     """The faithfulness curve, the slider's count marked."""
     if not circuit.curve:
         return None
     counts = np.array([count for count, _ in circuit.curve])
     recovered = np.array([circuit.recovered(value) for _, value in circuit.curve])
-    return figures.faithfulness_curve_figure(counts, recovered, len(circuit.edges or ()), kept)
+    return figures.faithfulness_curve_figure.plot(counts, recovered, len(circuit.edges or ()), kept)
 
 
 def node_name(node: tuple) -> str:

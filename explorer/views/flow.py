@@ -3,16 +3,15 @@ rollout's row for the same position (`explorer.engine.flow` computes, `explorer.
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from explorer.engine.run import Run
 from explorer.figures.flow import flow_figure, rollout_figure
+from explorer.figures.plot import Plot
 from explorer.views.labels import clamp_position
 
 DEFAULT_THRESHOLD = 0.04  # the LLM Transparency Tool's default
 
 
-def flow(run: Run, position: int = -1, threshold: float = DEFAULT_THRESHOLD) -> tuple[go.Figure, go.Figure]:
+def flow(run: Run, position: int = -1, threshold: float = DEFAULT_THRESHOLD) -> tuple[Plot, Plot]:
     """The routes to `position`'s output at `threshold`, and the rollout row beside the graph's own
     share of the output from each token."""
     position = clamp_position(run, position % run.n_tokens)
@@ -20,4 +19,4 @@ def flow(run: Run, position: int = -1, threshold: float = DEFAULT_THRESHOLD) -> 
     edges = [tuple(edge) for edge in graph.edges]
     graph_figure, by_token = flow_figure(run.tokens, edges, run.config.n_layers, position, graph.threshold)
     row = run.rollout(position).numpy()
-    return graph_figure, rollout_figure(run.tokens, row, position, by_token)
+    return graph_figure, rollout_figure.plot(run.tokens, row, position, by_token)

@@ -4,10 +4,10 @@ holds (`explorer.engine.generate`). Nothing here runs the model."""
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer import figures
 from explorer.engine.generate import Generation, Step
+from explorer.figures.plot import Plot
 from explorer.views.gqa import kv_cache
 from explorer.views.labels import head_name, layer_title
 
@@ -39,15 +39,15 @@ def generation_rows(generation: Generation, layer: int, head: int, n_steps: int 
     return rows
 
 
-def generation_map(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> go.Figure:
+def generation_map(generation: Generation, layer: int, head: int, n_steps: int | None = None) -> Plot:
     """The heatmap of the new tokens' rows for one layer and head; `n_steps` looks back to an earlier step."""
     rows = generation_rows(generation, layer, head, n_steps)
     named = f"{layer_title(generation.config, layer)} · {head_name(generation.config, head)}"
     title = f"{named}: each new token's attention over the context"
-    return figures.generation_figure(generation.tokens, rows, generation.n_prompt, title)
+    return figures.generation_figure.plot(generation.tokens, rows, generation.n_prompt, title)
 
 
-def step_candidates(step: Step) -> go.Figure:
+def step_candidates(step: Step) -> Plot:
     """The step's candidates with the token it chose marked; a sampled token outside them is added last."""
     top = [(c.token, c.probability) for c in step.candidates]
     ids = [c.id for c in step.candidates]
@@ -55,10 +55,10 @@ def step_candidates(step: Step) -> go.Figure:
         top.append((step.token, step.probability))
         ids.append(step.id)
     title = f"Step {step.index}: the candidates after position {step.position}"
-    return figures.candidates_figure(top, ids.index(step.id), title)
+    return figures.candidates_figure.plot(top, ids.index(step.id), title)
 
 
-def generation_kv_cache(generation: Generation, n_steps: int | None = None) -> go.Figure:
+def generation_kv_cache(generation: Generation, n_steps: int | None = None) -> Plot:
     """The KV-cache figure with the generation's cache as it stands: its actual bytes at its length; with
     `n_steps`, as it stood when the last of them was taken (its query's position the last cached)."""
     cache = generation.cache

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from explorer import figures
 from explorer.engine.config import ModelConfig
+from explorer.figures.plot import Plot
 from explorer.views.labels import kv_heads
 
 
-def gqa_diagram(config: ModelConfig) -> go.Figure:
-    return figures.gqa_diagram_figure(kv_heads(config))
+def gqa_diagram(config: ModelConfig) -> Plot:
+    return figures.gqa_diagram_figure.plot(kv_heads(config))
 
 
 def kv_cache_bytes_per_token(config: ModelConfig, n_kv_heads: int, bytes_per_value: int) -> int:
@@ -24,7 +23,7 @@ def kv_cache_contexts(config: ModelConfig, count: int = 6) -> tuple[int, ...]:
     return tuple(sorted({max(context >> k, 1) for k in range(count)}))
 
 
-def kv_cache(config: ModelConfig, bytes_per_value: int, current: tuple[int, int] | None = None) -> go.Figure:
+def kv_cache(config: ModelConfig, bytes_per_value: int, current: tuple[int, int] | None = None) -> Plot:
     """`current`: (tokens in a live cache, its bytes), shown beside MHA and MQA at that length."""
     layouts = {
         f"this model ({config.n_kv_heads} kv heads)": config.n_kv_heads,
@@ -32,4 +31,4 @@ def kv_cache(config: ModelConfig, bytes_per_value: int, current: tuple[int, int]
         "as MQA (1 kv head)": 1,
     }
     per_token = {name: kv_cache_bytes_per_token(config, n, bytes_per_value) for name, n in layouts.items()}
-    return figures.kv_cache_figure(per_token, kv_cache_contexts(config), current)
+    return figures.kv_cache_figure.plot(per_token, kv_cache_contexts(config), current)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import plotly.graph_objects as go
 import torch
 
 from explorer import figures
 from explorer.engine.interventions import PatchResult
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
+from explorer.figures.plot import Plot
 
 ABLATION_TOP_TOKENS = 8  # per run; the figure shows the union of both runs' top tokens
 RANKED_HEADS = 10  # heads in a sweep's ranked table
@@ -26,7 +26,7 @@ def ablation_next_token_ids(plain: Run, ablated: Run, k: int = ABLATION_TOP_TOKE
     return sorted(ids, key=lambda i: -max(float(before[i]), float(after[i])))
 
 
-def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None = None) -> go.Figure:
+def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None = None) -> Plot:
     """The next token before and after the ablation, and what it did to logit(a) − logit(b) of `pair`
     (token ids; by default the plain run's two likeliest next tokens)."""
     ids = ablation_next_token_ids(plain, ablated)
@@ -36,7 +36,7 @@ def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None 
     tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, [*ids, a, b])  # as read after the prompt
     label = str(ablated.ablation) if ablated.ablation else "ablation of no head"
     diffs = [float(logits[a] - logits[b]) for logits in last]
-    return figures.ablation_next_tokens_figure(
+    return figures.ablation_next_tokens_figure.plot(
         tokens[:-2],
         before.numpy(),
         after.numpy(),
@@ -46,10 +46,10 @@ def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None 
     )
 
 
-def patching(result: PatchResult, metric: str = "logit_diff") -> go.Figure:
+def patching(result: PatchResult, metric: str = "logit_diff") -> Plot:
     """Every head's recovered fraction of `metric` (one `result` reads: `result.readings`)."""
     reading = result.readings[metric]
-    return figures.patching_figure(
+    return figures.patching_figure.plot(
         reading.recovered.numpy(),
         reading.patched.numpy(),
         result.kv_head.numpy(),

@@ -3,13 +3,12 @@ direct logit attribution at one position (`explorer.engine.lens` computes, `expl
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from explorer.engine.attention import kv_head_map
 from explorer.engine.lens import resolve_token, token_across_layers
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
 from explorer.figures.lens import attention_to_figure, attribution_figure, lens_figure, rank_figure
+from explorer.figures.plot import Plot
 from explorer.views.labels import clamp_position
 
 LENS_WINDOW = 128  # positions the grid shows at once; past it, a window the page moves
@@ -26,12 +25,12 @@ def default_target(run: Run, position: int = -1) -> int:
     return int(run.logits_at(position).argmax())
 
 
-def lens_grid(run: Run, start: int = 0) -> go.Figure:
+def lens_grid(run: Run, start: int = 0) -> Plot:
     """The lens' grid over the window of positions from `start`: each cell its top-1 token."""
     positions = lens_window(run, start)
     read = run.logit_lens(positions=positions, top_k=5)
     top_tokens = top_token_labels(run, read.positions, read.top_ids.tolist())
-    return lens_figure(
+    return lens_figure.plot(
         run.tokens, read.positions, top_tokens, read.top_probs.numpy(), read.kl_to_final.numpy()
     )
 
@@ -54,7 +53,7 @@ def top_token_labels(run: Run, positions: list[int], top_ids: list) -> list[list
     ]
 
 
-def target_rank(run: Run, target: str | int | None = None, position: int = -1) -> go.Figure:
+def target_rank(run: Run, target: str | int | None = None, position: int = -1) -> Plot:
     """`target` (its text, a single token of the vocabulary, or its id; None or '': the model's own
     prediction at `position`)'s rank and probability after every block at `position`."""
     position = clamp_position(run, position % run.n_tokens)
@@ -63,12 +62,10 @@ def target_rank(run: Run, target: str | int | None = None, position: int = -1) -
     ranks, probs = token_across_layers(run, target_id, position)
     label = next_token_labels(run.explorer.tokenizer, run.ids[: position + 1], [target_id])[0]
     at = (position, run.tokens[position])
-    return rank_figure(label, ranks.numpy(), probs.numpy(), at, chosen)
+    return rank_figure.plot(label, ranks.numpy(), probs.numpy(), at, chosen)
 
 
-def attribution(
-    run: Run, answer: str | int, distractor: str | int | None = None, position: int = -1
-) -> go.Figure:
+def attribution(run: Run, answer: str | int, distractor: str | int | None = None, position: int = -1) -> Plot:
     """Who writes logit(answer) (− logit(distractor)) at `position`: every head, MLP and the embedding."""
     a = run.logit_attribution(answer, None if distractor in (None, "") else distractor, position)
     c = run.config
@@ -77,7 +74,7 @@ def attribution(
         tokenizer, context, [a.answer_id, *([] if a.distractor_id is None else [a.distractor_id])]
     )
     kv_head = kv_head_map(c.n_heads, c.n_kv_heads).numpy()
-    return attribution_figure(
+    return attribution_figure.plot(
         a.heads.numpy(),
         a.mlps.numpy(),
         a.biases.numpy(),
@@ -88,9 +85,11 @@ def attribution(
     )
 
 
-def heads_looking_at(run: Run, key: int, query: int = -1) -> go.Figure:
+def heads_looking_at(run: Run, key: int, query: int = -1) -> Plot:
     """Which heads look at `key` from `query`: every head's attention weight, layers × heads."""
     key, query = clamp_position(run, key % run.n_tokens), clamp_position(run, query % run.n_tokens)
     weights = run.attention_to(key, query)
     kv_head = kv_head_map(run.config.n_heads, run.config.n_kv_heads).numpy()
-    return attention_to_figure(weights.numpy(), kv_head, (key, run.tokens[key]), (query, run.tokens[query]))
+    return attention_to_figure.plot(
+        weights.numpy(), kv_head, (key, run.tokens[key]), (query, run.tokens[query])
+    )

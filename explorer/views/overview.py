@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer import figures
 from explorer.engine import heads
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
+from explorer.figures.plot import Plot
 from explorer.views.attention import block_bytes
 from explorer.views.labels import global_layers, kv_heads
 
@@ -58,10 +58,10 @@ def head_profile(run: Run) -> dict[str, np.ndarray]:
     return {name: scores.numpy() for name, scores in heads.prompt_profile(run, block_bytes()).items()}
 
 
-def overview(run: Run, profile: dict[str, np.ndarray]) -> go.Figure:
+def overview(run: Run, profile: dict[str, np.ndarray]) -> Plot:
     """The scores' grids; a model's global layers marked where the others slide over a window."""
     config = run.config
-    return figures.profile_figure(
+    return figures.profile_figure.plot(
         profile, kv_heads(config), global_layers(config), config.sliding_window or 0
     )
 
@@ -71,7 +71,7 @@ def head_lists(run: Run, profile: dict[str, np.ndarray]) -> dict[str, list[TopHe
     return top_heads(profile, kv_heads(run.config))
 
 
-def next_tokens(run: Run) -> go.Figure:
+def next_tokens(run: Run) -> Plot:
     probs, ids = run.next_token_probs().topk(TOP_NEXT_TOKENS)
     tokens = next_token_labels(run.explorer.tokenizer, run.ids, ids.tolist())  # as read after the prompt
-    return figures.next_tokens_figure(list(zip(tokens, probs.tolist(), strict=True)))
+    return figures.next_tokens_figure.plot(list(zip(tokens, probs.tolist(), strict=True)))

@@ -6,10 +6,10 @@ and handed to `explorer.figures.qk`. The sources that matter most are shown by n
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import torch
 
 from explorer.figures import qk as figures
+from explorer.figures.plot import Plot
 from explorer.views.labels import clamp_position
 
 TOP_SOURCES = 8  # sources named on each side of a table; the rest are summed into "other"
@@ -57,7 +57,7 @@ def _gathered(values: torch.Tensor, kept: list[int], rest: list[int], dim: int) 
     return torch.cat(parts, dim)
 
 
-def why_score(run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES) -> go.Figure:
+def why_score(run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES) -> Plot:
     """One head's score of `query` for `key` split into its sources: the `top` query-side and key-side
     sources with the largest parts, the rest as "other" (`run.score_attribution`)."""
     query, key = clamp_position(run, query), clamp_position(run, key)
@@ -68,10 +68,12 @@ def why_score(run, layer: int, head: int, query: int, key: int, top: int = TOP_S
     q_labels, q_heads = _side(a.query_sources, q_kept, q_rest, "query")
     k_labels, k_heads = _side(a.key_sources, k_kept, k_rest, "key")
     where = dict(layer=layer, head=head, query=(query, run.tokens[query]), key=(key, run.tokens[key]))
-    return figures.score_split_figure(table.numpy(), q_labels, k_labels, q_heads, k_heads, a.score, where)
+    return figures.score_split_figure.plot(
+        table.numpy(), q_labels, k_labels, q_heads, k_heads, a.score, where
+    )
 
 
-def what_drives_row(run, layer: int, head: int, query: int, top: int = TOP_DRIVERS) -> go.Figure:
+def what_drives_row(run, layer: int, head: int, query: int, top: int = TOP_DRIVERS) -> Plot:
     """Each key-side source's part of `query`'s score at every key: the `top` sources whose parts are
     largest over the row, the rest as "other" (`run.key_drivers`)."""
     query = clamp_position(run, query)
@@ -80,13 +82,13 @@ def what_drives_row(run, layer: int, head: int, query: int, top: int = TOP_DRIVE
     parts = _gathered(d.parts, kept, rest, 0)
     labels, heads = _side(d.sources, kept, rest, "key")
     where = dict(layer=layer, head=head, query=(query, run.tokens[query]))
-    return figures.key_drivers_figure(parts.numpy(), labels, heads, d.scores.numpy(), run.tokens, where)
+    return figures.key_drivers_figure.plot(parts.numpy(), labels, heads, d.scores.numpy(), run.tokens, where)
 
 
-def composition(explorer, picked: tuple[int, int] | None = None) -> go.Figure:
+def composition(explorer, picked: tuple[int, int] | None = None) -> Plot:
     """K-, Q- and V-composition of every earlier head into every later one (`ex.composition_scores`),
     the picked head's row and column framed."""
     c, config = explorer.composition_scores(), explorer.config
     n = config.n_layers * config.n_heads
     scores = {kind: getattr(c, kind).reshape(n, n).numpy() for kind in ("k", "q", "v")}
-    return figures.composition_figure(scores, config.n_layers, config.n_heads, picked)
+    return figures.composition_figure.plot(scores, config.n_layers, config.n_heads, picked)

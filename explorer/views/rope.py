@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import torch
 
 from explorer import figures
 from explorer.engine import rope
 from explorer.engine.run import Run
+from explorer.figures.plot import Plot
 from explorer.views.labels import clamp_position
 
 
@@ -16,13 +16,13 @@ def default_positions(run: Run) -> tuple[int, int]:
     return run.n_tokens - 1, max(run.n_tokens - 2, 0)
 
 
-def rope_angles(run: Run) -> go.Figure:
+def rope_angles(run: Run) -> Plot:
     inv_freq = rope.config_inverse_frequencies(run.config)  # [d/2]
     angles = rope.angles(torch.arange(run.n_tokens), inv_freq)  # [N, d/2]
-    return figures.rope_angles_figure(run.tokens, angles.numpy(), inv_freq.float().numpy())
+    return figures.rope_angles_figure.plot(run.tokens, angles.numpy(), inv_freq.float().numpy())
 
 
-def rope_wavelengths(run: Run) -> go.Figure:
+def rope_wavelengths(run: Run) -> Plot:
     """The wavelengths of the model's RoPE, and of its sliding layers' own base where it has one."""
     config = run.config
     wavelengths = rope.wavelengths(rope.config_inverse_frequencies(config))  # [d/2]
@@ -30,7 +30,7 @@ def rope_wavelengths(run: Run) -> go.Figure:
     sliding = None
     if local is not None:
         sliding = (rope.wavelengths(local).numpy(), config.sliding_rope_theta, config.rope_theta)
-    return figures.wavelengths_figure(wavelengths.numpy(), config.context_length, run.n_tokens, sliding)
+    return figures.wavelengths_figure.plot(wavelengths.numpy(), config.context_length, run.n_tokens, sliding)
 
 
 def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
@@ -43,19 +43,21 @@ def _query_and_key(run: Run, layer: int, head: int, query: int, key: int):
     return q, q_rot, k, k_rot
 
 
-def rope_rotation(run: Run, layer: int, head: int, query: int, key: int) -> go.Figure:
+def rope_rotation(run: Run, layer: int, head: int, query: int, key: int) -> Plot:
     query, key = clamp_position(run, query), clamp_position(run, key)
     q, q_rot, k, k_rot = (t.numpy() for t in _query_and_key(run, layer, head, query, key))
-    return figures.rotation_figure(q, q_rot, k, k_rot, (query, run.tokens[query]), (key, run.tokens[key]))
+    return figures.rotation_figure.plot(
+        q, q_rot, k, k_rot, (query, run.tokens[query]), (key, run.tokens[key])
+    )
 
 
-def rope_score_split(run: Run, layer: int, head: int, query: int, key: int) -> go.Figure:
+def rope_score_split(run: Run, layer: int, head: int, query: int, key: int) -> Plot:
     query, key = clamp_position(run, query), clamp_position(run, key)
     q, q_rot, k, k_rot = _query_and_key(run, layer, head, query, key)
     with_rope = (q_rot * k_rot).sum(-1)  # [d/2], sums to scores[head, query, key]
     without_rope = (q * k).sum(-1)  # [d/2]
     wavelengths = rope.wavelengths(run.projections(layer).inv_freq)
-    return figures.score_split_figure(
+    return figures.score_split_figure.plot(
         with_rope.numpy(),
         without_rope.numpy(),
         wavelengths.numpy(),

@@ -34,7 +34,7 @@ export class OwnedPlot {
       this.options = figure.config.toImageButtonOptions || {};
       this.div.dataset.download = this.options.filename || ""; // what its downloads are named
       if (!this.config) this.config = this.configOf(figure.config);
-      performance.mark("layer-view-draw"); // when drawing began, for the benchmark
+      performance.mark("plot-draw"); // when drawing began, for the benchmark
       // As wide as its card (the figure names its height); laid out again when the card's width changes.
       await this.Plotly.react(this.div, figure.data, { autosize: true, ...figure.layout }, this.config);
       this.drawnWidth = this.div.clientWidth;
@@ -125,4 +125,19 @@ export function letTouchScroll(element) {
   };
   element.addEventListener("touchstart", scroll, { capture: true });
   return () => element.removeEventListener("touchstart", scroll, { capture: true });
+}
+
+/**
+ * The page script's asks ("ask-server" {event, data} on `element`) sent to the server as the
+ * component's typed events, those named in `relayed` alone. Returns what undoes it.
+ * @param {HTMLElement} element @param {Set<string>} relayed
+ * @param {(name: string, data: any) => void} dispatch
+ */
+export function relayAsks(element, relayed, dispatch) {
+  const asked = (event) => {
+    const { event: name, data } = event.detail;
+    if (relayed.has(name)) dispatch(name, data);
+  };
+  element.addEventListener("ask-server", asked);
+  return () => element.removeEventListener("ask-server", asked);
 }

@@ -23,7 +23,7 @@ import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.ui import share
-from explorer.app.ui.common import COSTLY, Shared, guarded, index, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
@@ -337,9 +337,7 @@ class CircuitEvents:
             return {}
         if shown.model != model:
             raise ValueError("This circuit is of another model than the one loaded: find it again.")
-        layer, head = index(asked.layer, "layer"), index(asked.head, "head")
-        if not (0 <= layer < shown.circuit.n_layers and 0 <= head < shown.circuit.n_heads):
-            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        layer, head = head_of(shown.circuit.n_layers, shown.circuit.n_heads, asked.layer, asked.head)
         s = self.shared
         return {self.prompt: shown.pairs.clean[0], s.layer: layer, s.head: head, s.shown: None}
 

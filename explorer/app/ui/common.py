@@ -127,14 +127,18 @@ def index(value, name: str) -> int:
 
 
 def picked_head(run, layer, head) -> tuple[int, int]:
-    """A layer and head the page (or an API call) asked for, checked against the run's model: an API
-    call may send anything, refused quoting it briefly."""
+    """A layer and head the page (or an API call) asked for, checked against the run's model."""
+    return head_of(run.config.n_layers, run.config.n_heads, layer, head)
+
+
+def head_of(n_layers: int, n_heads: int, layer, head) -> tuple[int, int]:
+    """A layer and head asked for, checked against a model of `n_layers` layers of `n_heads` heads: an
+    API call may send anything, refused quoting it briefly."""
     layer, head = index(layer, "layer"), index(head, "head")
-    config = run.config
-    if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
         raise ValueError(
             f"There is no layer {layer:,}, head {head:,} in this model "
-            f"({config.n_layers} layers of {config.n_heads} heads)."
+            f"({n_layers} layers of {n_heads} heads)."
         )
     return layer, head
 

@@ -21,7 +21,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
-from explorer.app.ui.common import COSTLY, Shared, guarded, index, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
@@ -311,9 +311,7 @@ class PatchingEvents:
         sweep_model, clean = patched
         if sweep_model != model:
             raise ValueError("This heatmap is of another model than the one loaded: patch again.")
-        layer, head = index(asked.layer, "layer"), index(asked.head, "head")
         config = self.workspace.explorer(model, load=False).config
-        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-            raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+        layer, head = head_of(config.n_layers, config.n_heads, asked.layer, asked.head)
         p, shared = self.page, self.shared
         return {p.prompt: clean, shared.layer: layer, shared.head: head, shared.shown: None}

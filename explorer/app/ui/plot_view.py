@@ -3,7 +3,8 @@ components/plot_view; built into ./templates, committed, so the app needs no nod
 
 One component, two kinds, so the page loads its Plotly once:
 - "figure" (`figure_view`), where Gradio's plot would be: its value is a figure as the app sends it
-  (`payload.plot_payload`, or a `go.Figure`, sent the same way), drawn in place with the page's decoder.
+  (`payload.plot_payload`, or a `Plot` or `go.Figure`, sent the same way), drawn in place with the
+  page's decoder.
 - "layer" (`explorer.app.ui.layer_view`), the Attention tab's pipeline and every head's thumbnails: its
   value is a layer's pack, and its events are the layer view's.
 """
@@ -18,6 +19,7 @@ from gradio.components import plot as gradio_plot
 from gradio.events import EventListener
 
 from explorer.app import payload
+from explorer.figures import Plot
 
 
 class PlotView(base.Component):
@@ -76,9 +78,9 @@ class PlotView(base.Component):
         return payload
 
     def postprocess(self, value: Any) -> Any:
-        """A figure as the app sends it: a `go.Figure` sent as `payload.plot_payload` sends one, and
-        Gradio's plot data as its plain dict; a layer's value as it is."""
-        if isinstance(value, go.Figure):
+        """A figure as the app sends it: a `Plot` or `go.Figure` sent as `payload.plot_payload` sends
+        one, and Gradio's plot data as its plain dict; a layer's value as it is."""
+        if isinstance(value, Plot | go.Figure):
             return payload.plot_payload(value)
         if isinstance(value, gradio_plot.PlotData):
             return value.model_dump()
@@ -101,5 +103,6 @@ class PlotView(base.Component):
 def figure_view(
     value: Any = None, *, elem_id: str, elem_classes: str = "wide-plot", scale: int | None = None
 ) -> PlotView:
-    """A figure of the page (a `go.Figure`, or `payload.plot_payload`'s data), in the card `elem_id`."""
+    """A figure of the page (a `Plot`, a `go.Figure` or `payload.plot_payload`'s data), in the card
+    `elem_id`."""
     return PlotView(value, kind="figure", elem_id=elem_id, elem_classes=elem_classes, scale=scale)

@@ -77,9 +77,9 @@ class PlotView(base.Component):
         return payload
 
     def postprocess(self, value: Any) -> Any:
-        """A figure as the app sends it: a `go.Figure` sent as `payload.plot_payload` sends one, and
-        Gradio's plot data as its plain dict; a layer's value as it is."""
-        if isinstance(value, go.Figure):
+        """A figure as the app sends it: a `Plot` or `go.Figure` sent as `payload.plot_payload` sends
+        one, and Gradio's plot data as its plain dict; a layer's value as it is."""
+        if isinstance(value, Plot | go.Figure):
             return payload.plot_payload(value)
         if isinstance(value, gradio_plot.PlotData):
             return value.model_dump()

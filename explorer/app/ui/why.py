@@ -14,7 +14,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import limits
-from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
+from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, picked_head, plot
 from explorer.app.ui.layer_view import CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
 
@@ -50,10 +50,7 @@ class WhyPanel:
                 return split_and_row(run, layer, head, query, key)
 
         def split_and_row(run, layer, head, query, key):
-            layer, head = index(layer, "layer"), index(head, "head")
-            config = run.config
-            if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-                raise ValueError(f"There is no layer {layer}, head {head} in this model.")
+            layer, head = picked_head(run, layer, head)
             query = (
                 run.n_tokens - 1
                 if query is None

@@ -11,7 +11,8 @@ before it acts) until every plot it updates on screen has finished redrawing (Pl
   and to count the JSON of the figures and HTML they return: the bytes);
 - transfer: from the action until the first plot starts to draw, less the server time (the request,
   the response, JSON parsing, Gradio's own updates);
-- drawing: from the first plot's `Plotly.react` to the last plot's `plotly_afterplot`.
+- drawing: from the first plot's start of drawing (its `performance.mark`) to the last plot's
+  `plotly_afterplot`.
 
 Once a layer is drawn and the page idle, the page asks for a long prompt's other heads
 (`payload.other_heads`), then for the layers beside it, which the layer view keeps
@@ -50,21 +51,16 @@ ACTIONS = ("run", "layer step, after idle", "layer jump", "head switch", "RoPE p
 IDLE_MS = 1500  # what the page is left before a step to the next layer
 TIMEOUT_MS = 180_000
 # In the page: when the action reached it (the first pointer, key or input event after arming), each
-# plot's last draw, and when Plotly.react started drawing after the action.
+# plot's last draw (each plot marks when its drawing begins: performance.mark "plot-draw").
 JS_INSTRUMENT = """() => {
   if (window.__bench) return;
-  window.__bench = { armed: false, mark: Infinity, reacts: [] };
+  window.__bench = { armed: false, mark: Infinity };
   const act = () => {
     if (!window.__bench.armed) return;
     window.__bench.armed = false;
     window.__bench.mark = performance.now();
   };
   for (const type of ["pointerdown", "keydown", "input"]) document.addEventListener(type, act, true);
-  const react = window.Plotly.react;
-  window.Plotly.react = function (gd, ...rest) {
-    window.__bench.reacts.push(performance.now());
-    return react.call(this, gd, ...rest);
-  };
   const hook = (gd) => {
     if (gd.__benchHooked || typeof gd.on !== "function") return;
     gd.__benchHooked = true;
@@ -85,15 +81,13 @@ JS_INSTRUMENT = """() => {
 JS_MARK = """() => {
   window.__bench.armed = true;
   window.__bench.mark = Infinity;
-  window.__bench.reacts = [];
 }"""
 JS_DRAWN = """(ids) => {
   const b = window.__bench;
   const times = ids.map((id) => document.querySelector(`#${id} .js-plotly-plot`)?.__drawnAt || 0);
   if (times.some((t) => t <= b.mark)) return null;
-  // The layer view draws with its own Plotly, and marks when it begins (performance.mark).
-  const views = performance.getEntriesByName("layer-view-draw").map((entry) => entry.startTime);
-  const reacts = [...b.reacts, ...views].filter((t) => t >= b.mark);
+  const reacts = performance.getEntriesByName("plot-draw").map((entry) => entry.startTime)
+    .filter((t) => t >= b.mark);
   const last = Math.max(...times) - b.mark;
   return { last, first_react: reacts.length ? Math.min(...reacts) - b.mark : null };
 }"""
@@ -203,9 +197,6 @@ class Session:
         page.wait_for_function(
             "() => document.querySelector('#pipeline-plot .js-plotly-plot')?.data", timeout=TIMEOUT_MS
         )
-        # window.Plotly: the layer view's bundle sets it as it loads (Gradio's plot components load
-        # theirs with their first figure, on a tab opened later, and draw with it unrecorded here).
-        page.wait_for_function("() => window.Plotly", timeout=TIMEOUT_MS)
         page.evaluate(JS_INSTRUMENT)
 
     def timed(self, act, plots: list[str], prepare=None, idle_ms: int = 0) -> dict[str, float]:
@@ -228,7 +219,7 @@ class Session:
         self.page.wait_for_function(JS_SETTLED, timeout=TIMEOUT_MS)
         then_server, then_bytes = self.log.since(start, follow_up=True)
         total = drawn["last"] / 1e3
-        # a start not recorded (Gradio's own Plotly): all of it counts as transfer
+        # a start not recorded: all of it counts as transfer
         first = total if drawn["first_react"] is None else drawn["first_react"] / 1e3
         return dict(
             total=total,
