@@ -511,6 +511,22 @@ def test_every_tab_a_link_names_is_the_button_the_page_clicks_and_no_events_outp
     assert not [i for i in outputs if components[i]["type"] in ("tabs", "tabitem")]
 
 
+def test_no_hidden_input_carries_state(workspace):
+    """What the page says to the server goes as a component's typed event, and what the server keeps
+    for a visitor in a State: no input the page hides (a hidden textbox, number or slider) carries
+    either. Hidden are only the panels waiting for their first use, the download buttons the page
+    clicks once a file is written, and the Circuit tab's typed pairs until "typed" is the source."""
+    config = build_demo(workspace).get_config_file()
+    inputs = ("textbox", "number", "slider", "dropdown", "checkbox", "radio", "checkboxgroup")
+    hidden = [
+        (c["type"], c["props"].get("elem_id"))
+        for c in config["components"]
+        if c["type"] in inputs
+        and (c["props"].get("visible") is False or "hidden-input" in (c["props"].get("elem_classes") or []))
+    ]
+    assert hidden == [("textbox", "circuit-pairs")]
+
+
 # --- the Intervene tab: /ablate and /patch ---
 
 INTERVENE_TEXT = "To be, or not to be, that is the question: whether the"

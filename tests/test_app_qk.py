@@ -15,7 +15,7 @@ import torch
 from gradio_client import Client
 
 from explorer.app.ui import share
-from explorer.app.ui.why import cell_numbers
+from explorer.app.ui.layer_view import CellAskedData
 from explorer.app.workspace import Workspace
 from tests.test_app import LOADS_UNLIMITED, is_plot, serve, status_text
 
@@ -81,12 +81,11 @@ def test_a_cell_not_in_the_model_is_a_clear_message_and_the_panel_stays(client, 
     assert all(value.get("__type__") == "update" and "value" not in value for value in (split, row))
 
 
-def test_a_cell_the_page_writes_is_read_whole_or_refused():
-    assert cell_numbers("2,3,14,9,1712345678") == (2, 3, 14, 9)
-    assert cell_numbers("2,3,last,top,1712345678") == (2, 3, None, None)  # "Open in Attention"
-    for bad in ("2,3,14", "2,3,-1,4,0", "a,b,c,d,e", "1" * 12 + ",0,0,0,1", "last,3,1,1,0"):
-        with pytest.raises(ValueError, match="A cell is"):
-            cell_numbers(bad)
+def test_a_cell_the_page_asks_for_is_read_from_its_event_with_the_last_query_and_top_key_as_none():
+    asked = CellAskedData(None, {"layer": 2, "head": 3, "query": 14, "key": 9})
+    assert (asked.layer, asked.head, asked.query, asked.key) == (2, 3, 14, 9)
+    opened = CellAskedData(None, {"layer": 2, "head": 3, "query": None, "key": None})  # "Open in Attention"
+    assert (opened.query, opened.key) == (None, None)
 
 
 def test_composition_draws_every_pair_of_heads_as_the_engine_scores_it(client, workspace):
@@ -101,12 +100,12 @@ def test_composition_draws_every_pair_of_heads_as_the_engine_scores_it(client, w
 
 
 def test_a_link_carries_the_cell_of_the_head_it_names():
-    def link(head: int, cell: str) -> str:
+    def link(head: int, cell: tuple | None) -> str:
         return share.query_string(share.ViewState.on_page(prompt="x", layer=2, head=head, cell=cell))
 
-    assert "cell=14%2C9" in link(3, "2,3,14,9,123")
-    assert "cell" not in link(4, "2,3,14,9,123")  # another head
-    assert "cell" not in link(3, "")
+    assert "cell=14%2C9" in link(3, (2, 3, 14, 9))
+    assert "cell" not in link(4, (2, 3, 14, 9))  # another head
+    assert "cell" not in link(3, None)
 
 
 def test_the_readings_behind_the_panel_change_no_view_of_the_run(client, workspace):

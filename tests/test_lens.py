@@ -247,11 +247,11 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
         assert ok and f"{a.total:+.3f} in all" in title and lens.top_probs.shape[1] == run.n_tokens
         ok, (status, *_) = app.call("attribution", [" question", "", 5], "lens")
         assert ok and "is 6 tokens" in status_of([status])
-        ok, (status, panel, heads) = app.call("attention_to", ["3,1764"], "lens")  # a token's click
+        ok, (status, panel, position, heads) = app.call("attention_to", [3], "lens")  # a token's position
         title = json.loads(heads["plot"])["layout"]["title"]["text"]
-        assert ok and status_of([status]) == "" and "(position 3)" in title
+        assert ok and status_of([status]) == "" and "(position 3)" in title and position == 3
         assert panel["open"] and panel["visible"]
-        refused = (("x,1", "must be a whole number"), (f"{run.n_tokens},1", "There is no position"))
+        refused = ((-1, "There is no position -1"), (run.n_tokens, "There is no position"))
         for bad, message in refused:
             ok, (status, *_) = app.call("attention_to", [bad], "lens")
             assert ok and message in status_of([status])

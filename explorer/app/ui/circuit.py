@@ -75,7 +75,7 @@ class CircuitTab:
     csv: gr.Button
     download: gr.DownloadButton
     shown: gr.State  # Shown
-    linked: gr.Textbox  # the link's part naming the circuit on screen ('' before one; /circuit's too)
+    linked: gr.State  # the link's part naming the circuit on screen ('' before one)
 
     def wire(self, shared: Shared, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
         CircuitEvents(self, shared).wire(demo, model, prompt, run, runs)
@@ -137,7 +137,6 @@ def build() -> CircuitTab:
         curve = figure_view(elem_id="circuit-curve-plot")
         csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
         download = gr.DownloadButton(elem_id="circuit-download-file", elem_classes="hidden-input")
-        linked = gr.Textbox(elem_id="circuit-linked", elem_classes="hidden-input", show_label=False)
     return CircuitTab(
         tab=tab,
         source=source,
@@ -158,7 +157,7 @@ def build() -> CircuitTab:
         csv=csv,
         download=download,
         shown=gr.State(None),
-        linked=linked,
+        linked=gr.State(""),
     )
 
 

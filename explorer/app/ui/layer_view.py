@@ -117,3 +117,13 @@ class FollowData(HeadData):
         super().__init__(target, data)
         data = data if isinstance(data, dict) else {}
         self.drawn, self.layer_changed = bool(data.get("drawn")), bool(data.get("layer_changed"))
+
+
+class CellAskedData(HeadData):
+    """A cell the page asks to split (`cell_asked`): its layer, head, query and key, the query None for
+    the last position and the key None for the one the head looks at most there."""
+
+    def __init__(self, target, data: Any):
+        super().__init__(target, data)
+        data = data if isinstance(data, dict) else {}
+        self.query, self.key = data.get("query"), data.get("key")

@@ -155,7 +155,7 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             load_button = gr.Button("Load model", elem_id="load-model")
             model_card = gr.HTML(panel.card, elem_id="model-card")
     status = gr.HTML(markup.status(startup.message, "warning"), elem_id="status")
-    token_strip = gr.HTML(elem_id="token-strip")
+    token_strip = gr.HTML(elem_id="token-strip", js_on_load=looking.TOKEN_CLICK_JS)
     heads_looking_at = looking.build()
     with gr.Row():
         layer = checked.PositionSlider(

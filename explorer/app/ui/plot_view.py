@@ -30,8 +30,8 @@ class PlotView(base.Component):
     layer picker moved to a layer the view does not keep: the switch is the server's, read from the
     picker), `head_shown` (it drew another head of its layer: the head picker follows, in the page),
     `follow` (the views that follow the head are due, asked by the page script: `FollowData`),
-    `head_picked` (a head of another layer picked in the page: `HeadData`). A figure's clicks go to
-    the page script ("plot-click")."""
+    `head_picked` (a head of another layer picked in the page: `HeadData`), `cell_asked` (a cell the
+    page asks to split: `CellAskedData`). A figure's clicks go to the page script ("plot-click")."""
 
     # Built from components/plot_view/frontend into ./templates (components/plot_view/README.md).
     FRONTEND_DIR = "../../../components/plot_view/frontend/"
@@ -45,6 +45,9 @@ class PlotView(base.Component):
             "follow", doc="The views that follow the head are due: {layer, head, drawn, layer_changed}."
         ),
         EventListener("head_picked", doc="A head of another layer picked in the page: {layer, head}."),
+        EventListener(
+            "cell_asked", doc="A cell the page asks to split: {layer, head, query, key} (null: last, top)."
+        ),
     ]
 
     def __init__(

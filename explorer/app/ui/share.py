@@ -67,14 +67,13 @@ class ViewState:
 
     @classmethod
     def on_page(
-        cls, *, layer, head, model: str = "", query=None, key=None, ablate=(), cell: str = "", **values
+        cls, *, layer, head, model: str = "", query=None, key=None, ablate=(), cell=None, **values
     ) -> ViewState:
         """The view state of the page's controls: the model by its source, the heads to ablate as the
-        picker lists them ("3.1 · kv 0"), and the clicked cell as the page writes it
-        ("layer,head,query,key,nonce"; kept only when it is on this head)."""
+        picker lists them ("3.1 · kv 0"), and the cell whose score is split, (layer, head, query, key)
+        (kept only when it is on this head)."""
         layer, head = int(layer), int(head)
-        shown = str(cell or "").split(",")
-        on_head = len(shown) >= 4 and whole(shown[:4]) and shown[:2] == [str(layer), str(head)]
+        on_head = cell is not None and tuple(cell[:2]) == (layer, head)
         label = catalog.label_of(model)
         return cls(
             model="" if label == catalog.BUNDLED_LABEL else label,
@@ -83,7 +82,7 @@ class ViewState:
             query=None if query is None or key is None else int(query),
             key=None if query is None or key is None else int(key),
             ablate=tuple(str(value).split(" ")[0] for value in ablate or ()),  # "3.1 · kv 0" -> "3.1"
-            cell=(int(shown[2]), int(shown[3])) if on_head else None,
+            cell=(int(cell[2]), int(cell[3])) if on_head else None,
             **values,
         )
 
@@ -233,12 +232,12 @@ TEXTS = ("prompt", "clean", "corrupted", "answer", "distractor", "target", "agai
 
 @dataclass(frozen=True, kw_only=True)
 class LinkedControls:
-    """The page's controls a link is made of, by the field of `ViewState` each holds (`cell`: the
-    clicked cell as the page writes it; `circuit`: the Circuit tab's part of a link)."""
+    """The page's controls a link is made of, by the field of `ViewState` each holds (`cell`: the split
+    on screen, (layer, head, query, key); `circuit`: the Circuit tab's part of a link)."""
 
     prompt: gr.Textbox
     model: gr.State  # the loaded model's source
-    tab: gr.Textbox
+    tab: gr.State  # the tab on screen
     layer: gr.Slider
     head: gr.Dropdown
     style: gr.State
@@ -253,7 +252,7 @@ class LinkedControls:
     distractor: gr.Textbox
     target: gr.Textbox
     against: gr.Textbox
-    cell: gr.Textbox
+    cell: gr.State
     circuit: gr.Textbox
 
     def wire_copy(self, button: gr.Button, link: gr.Textbox) -> None:

@@ -1,10 +1,11 @@
 """Why this score: a click on a cell of the head's maps (the pipeline, its thumbnail among every head's,
 the zoom) opens a panel under the pipeline with that score split into the sources that built it
 (query-side × key-side, `views.why_score`), and the query's whole row split into key-side sources at every key
-(`views.what_drives_row`). The page writes "layer,head,query,key,nonce" into #score-cell (opening a head
-from the Overview: its last query and the key it looks at most there); the endpoint
-`/score_attribution` takes the four numbers. A click on a head source opens that head (page.js); a new
-run hides the panel, whose positions were the old prompt's."""
+(`views.what_drives_row`). The pipeline's own clicks are the layer view's `select_cell`; the page asks
+for a cell of a thumbnail or the zoom, or a head opened from the Overview (its last query and the key it
+looks at most there), through the layer view's `cell_asked`. The panel shows the cell's layer, head,
+query and key, to change and split again ("Split", `/score_attribution`). A click on a head source opens
+that head (page.js); a new run hides the panel, whose positions were the old prompt's."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, picked_head, plot
-from explorer.app.ui.layer_view import CellData
+from explorer.app.ui.layer_view import CellAskedData, CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
 
 HINT = (
@@ -29,18 +30,16 @@ HINT = (
 
 @dataclass(frozen=True, kw_only=True)
 class WhyPanel:
-    cell: gr.Textbox  # "layer,head,query,key,nonce" of the clicked cell, written by the page
-    numbers: tuple[
-        gr.Number, gr.Number, gr.Number, gr.Number
-    ]  # hidden: the endpoint's layer, head, query, key
-    ask: gr.Button  # hidden: the endpoint `/score_attribution`
+    numbers: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # the cell's layer, head, query, key
+    ask: gr.Button  # "Split": the numbers' cell (the endpoint `/score_attribution`)
+    cell: gr.State  # (layer, head, query, key) of the split on screen, for links; None before one
     panel: gr.Accordion
     split: PlotView
     row: PlotView
 
     def wire(self, shared: Shared, view: PlotView) -> None:
-        """Wired to the page's #score-cell and to the layer view's clicks (`view.select_cell`)."""
-        outputs = [shared.status, self.panel, self.split, self.row, *self.numbers]
+        """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
+        outputs = [shared.status, self.panel, self.split, self.row, *self.numbers, self.cell]
 
         def draw(request: gr.Request, layer, head, query, key, shown):
             if shown is None:
@@ -66,10 +65,11 @@ class WhyPanel:
                 self.split: plot(split, f"why-layer{layer}-head{head}-q{query}-k{key}"),
                 self.row: plot(row, f"drivers-layer{layer}-head{head}-q{query}"),
                 **dict(zip(self.numbers, (layer, head, query, key), strict=True)),
+                self.cell: (layer, head, query, key),
             }
 
-        def from_cell(request: gr.Request, choice, shown):
-            return draw(request, *cell_numbers(choice), shown)
+        def from_page(request: gr.Request, shown, cell: CellAskedData):
+            return draw(request, cell.layer, cell.head, cell.query, cell.key, shown)
 
         def from_view(request: gr.Request, layer, head, shown, cell: CellData):
             return draw(request, layer, head, cell.query, cell.key, shown)
@@ -83,9 +83,9 @@ class WhyPanel:
             trigger_mode="always_last",
             **COSTLY,
         )
-        self.cell.change(
-            gpu(guarded(shared.status)(from_cell)),
-            [self.cell, shared.shown],
+        view.cell_asked(
+            gpu(guarded(shared.status)(from_page)),
+            [shared.shown],
             outputs,
             api_name=False,
             trigger_mode="always_last",
@@ -95,34 +95,25 @@ class WhyPanel:
             handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution", **COSTLY
         )
         shared.shown.change(
-            lambda: (gr.Accordion(visible=False), None, None),
+            lambda: (gr.Accordion(visible=False), None, None, None),
             None,
-            [self.panel, self.split, self.row],
+            [self.panel, self.split, self.row, self.cell],
             api_name=False,
         )
 
 
-def cell_numbers(choice: str) -> tuple[int, int, int | None, int | None]:
-    """The layer, head, query and key in "layer,head,query,key,nonce" (the page's click; a query "last"
-    is the last position, a key "top" the one the head looks at most: None), or a clear ValueError."""
-    parts = [part.strip() for part in str(choice).split(",")[:4]]
-    words = ["", "", "last", "top"]
-    if len(parts) < 4 or not all(
-        (part.isdecimal() and len(part) <= 9) or part == word for part, word in zip(parts, words, strict=True)
-    ):
-        raise ValueError(f"A cell is a layer, head, query and key, got {str(choice)[:40]!r}.")
-    return tuple(None if part in words[2:] else int(part) for part in parts)
-
-
 def build() -> WhyPanel:
-    """The hidden inputs the page (or an API call) writes, and the panel, hidden until a cell is clicked."""
-    with gr.Column(elem_classes="hidden-input"):  # hidden whole: no gap in the tab's column
-        cell = gr.Textbox(elem_id="score-cell", show_label=False)
-        names = ("layer", "head", "query", "key")
-        numbers = tuple(gr.Number(precision=0, label=name, elem_id=f"score-{name}") for name in names)
-        ask = gr.Button(elem_id="score-ask")
+    """The panel, hidden until a cell is clicked: the cell's numbers and "Split", and its two charts."""
     with gr.Accordion("Why this score", visible=False, elem_id="why-score") as panel:
         gr.Markdown(HINT)
+        with gr.Row(elem_id="why-cell"):
+            names = ("Layer", "Head", "Query position", "Key position")
+            numbers = tuple(
+                gr.Number(precision=0, label=name, min_width=120, elem_id=f"score-{name.split()[0].lower()}")
+                for name in names
+            )
+            ask = gr.Button("Split", elem_id="score-ask", scale=0, min_width=100)
         split = figure_view(elem_id="why-split-plot")
         row = figure_view(elem_id="why-row-plot")
-    return WhyPanel(cell=cell, numbers=numbers, ask=ask, panel=panel, split=split, row=row)
+    cell = gr.State(None)
+    return WhyPanel(numbers=numbers, ask=ask, cell=cell, panel=panel, split=split, row=row)

@@ -4,7 +4,7 @@
 // tells what was clicked ("plot-click") and frames a cell when asked ("frame-cell").
 //
 // - Clicking a cell of the head's maps (its own thumbnail, the zoom; the pipeline's own clicks are the
-//   layer view's) asks why it scores as it does (#score-cell; a link's `cell=query,key` once the layer
+//   layer view's) asks why it scores as it does (`cell_asked`; a link's `cell=query,key` once the layer
 //   view has drawn; "Open in Attention": the last query's most attended key); a head source there, or
 //   a cell of the Overview's composition, opens that head.
 // - Clicking a cell of the Overview, a listed top head or a head's thumbnail picks that layer and head;
@@ -14,23 +14,13 @@
 //   follow the head and layer elsewhere ask the server only when on screen (each ask one of the
 //   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap
 //   opens that head on the clean prompt, a head of the circuit's node map or graph on the first
-//   pair's clean prompt (each chart's `head_picked`). Clicking a token of the token strip shows
-//   which heads look at it (its position written into #picked-token). Clicking an attention edge of
+//   pair's clean prompt (each chart's `head_picked`). Clicking an attention edge of
 //   the Flow graph opens its layer and top head. A head picked in a chart of another view opens the
 //   Attention tab on it, with a button back to the chart.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
 
 if (!window.__attentionExplorerPage) {
   window.__attentionExplorerPage = true;
-
-  function write(box, value) {
-    // A hidden textbox's value, as typed: its Gradio event fires.
-    const input = document.querySelector(`${box} textarea, ${box} input`);
-    if (!input) return false;
-    input.value = value;
-    input.dispatchEvent(new Event("input", { bubbles: true }));
-    return true;
-  }
 
   function pickHead(layer, head, chart = null) {
     // A head picked in the page: the layer view's to draw (a head of its layer, with no request) or to
@@ -46,10 +36,10 @@ if (!window.__attentionExplorerPage) {
   }
 
   function pickCell(layer, head, query, key) {
-    // A cell of a head's maps: why it scores as it does (written into #score-cell, drawn under the
-    // pipeline: explorer/app/ui/why.py).
+    // A cell of a head's maps: why it scores as it does (the layer view's `cell_asked`, drawn under
+    // the pipeline: explorer/app/ui/why.py).
     if ([layer, head, query, key].every((n) => Number.isInteger(n) && n >= 0)) {
-      write("#score-cell", `${layer},${head},${query},${key},${Date.now()}`);
+      ask(layerView(), "cell_asked", { layer, head, query, key });
     }
   }
 
@@ -61,11 +51,6 @@ if (!window.__attentionExplorerPage) {
     const [, query, key] = linkCell.map(Number);
     linkCell = null;
     pickCell(currentLayer(), currentHead(), query, key);
-  }
-
-  function pickToken(position) {
-    // A token of the strip: which heads look at it (written into #picked-token, drawn under the strip).
-    if (Number.isInteger(position)) write("#picked-token", `${position},${Date.now()}`);
   }
 
   function currentLayer() {
@@ -99,7 +84,7 @@ if (!window.__attentionExplorerPage) {
   function openInAttention() {
     // The head opens on why it looks where it looks most from the last position.
     const opened = picked || { layer: currentLayer(), head: currentHead() };
-    write("#score-cell", `${opened.layer},${opened.head},last,top,${Date.now()}`);
+    ask(layerView(), "cell_asked", { ...opened, query: null, key: null }); // the last query, its top key
     document.querySelector("#views #tab-attention-button")?.click();
     setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
   }
@@ -154,13 +139,11 @@ if (!window.__attentionExplorerPage) {
     if (event.isTrusted && target && target.closest("[role=tab]")) leaveBack(); // a tab opened by hand
     const row = target && target.closest(".top-head");
     const ranked = target && target.closest(".ranked-head");
-    const token = target && target.closest("#token-strip .token");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
     else if (ranked) {
       pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patching-plot"); // a sweep's ranked head
       openFrom(ranked);
     }
-    else if (token) pickToken(Number(token.querySelector(".position")?.textContent));
     else if (target && target.closest("#open-in-attention")) openInAttention();
     else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
   });
