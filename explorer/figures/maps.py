@@ -156,6 +156,11 @@ def log_floor(m: EncodedMap) -> float:
     return LOG_FLOOR if m.exact else 0.01
 
 
+# A map's colour bar. Its labels all fit: Plotly need not measure each one to hide those past the
+# plot's edge (its default, "hide past div", reads every label's box as the bar is drawn).
+MAP_BAR = {"thickness": 10, "outlinewidth": 0, "ticklabeloverflow": "allow"}
+
+
 def log_colour_bar(m: EncodedMap, colorbar: dict, axes: tuple[str, str]) -> dict:
     """The colour bar of a probability map on log colours, carried by an empty trace: its colours run
     evenly over the decades from `log_floor` to the top, a tick at each (1e-4 … 1, or 1% … 100%). The
@@ -169,7 +174,7 @@ def log_colour_bar(m: EncodedMap, colorbar: dict, axes: tuple[str, str]) -> dict
     else:
         labels = [f"{100 * 10.0**d:g}%" for d in decades]
     labels[0] = "≤" + labels[0]  # fainter cells take the floor's colour
-    bar = {"thickness": 10, "outlinewidth": 0, **colorbar, "tickmode": "array", "tickvals": decades}
+    bar = {**MAP_BAR, **colorbar, "tickmode": "array", "tickvals": decades}
     bar["ticktext"] = labels
     if colorbar.get("orientation", "v") == "v":
         bar["title"] = dict(text="log colours", side="right")
@@ -189,7 +194,7 @@ def log_colour_bar(m: EncodedMap, colorbar: dict, axes: tuple[str, str]) -> dict
 
 
 def _colour(m: EncodedMap, colorbar: dict | None, log_colours: bool = False, top: float = 1.0) -> dict:
-    bar = {"thickness": 10, "outlinewidth": 0, **(colorbar or {})}
+    bar = {**MAP_BAR, **(colorbar or {})}
     shown = colorbar is not None
     if m.kind == "probs":
         scale = 1.0 if m.exact else 100.0  # 8-bit maps hold whole percents
