@@ -290,18 +290,19 @@ class AppPage:
     def wait_drawn(self, plots: list[str]) -> None:
         self._wait_each(plots, f"({JS_POINTS})(id) !== null", "was never drawn")
 
-    def wait_redrawn(self, plots: list[str]) -> None:
-        self._wait_each(plots, f"({JS_REDRAWN})(id)", "was never redrawn")
+    def wait_redrawn(self, plots: list[str], timeout_ms: int = DRAW_TIMEOUT_MS) -> None:
+        self._wait_each(plots, f"({JS_REDRAWN})(id)", "was never redrawn", timeout_ms)
 
-    def _wait_each(self, plots: list[str], condition: str, failure: str) -> None:
+    def _wait_each(
+        self, plots: list[str], condition: str, failure: str, timeout_ms: int = DRAW_TIMEOUT_MS
+    ) -> None:
         for plot in plots:
             try:
-                self.page.wait_for_function(
-                    f"(id) => {condition}", arg=plot, timeout=DRAW_TIMEOUT_MS, polling=100
-                )
+                self.page.wait_for_function(f"(id) => {condition}", arg=plot, timeout=timeout_ms, polling=200)
             except PlaywrightError:
                 raise NeverDrawn(
-                    f"#{plot} {failure} within {DRAW_TIMEOUT_MS / 1e3:.0f} s; toasts: {self.toasts()}"
+                    f"#{plot} {failure} within {timeout_ms / 1e3:.0f} s; status: {self.status()!r}; "
+                    f"toasts: {self.toasts()}"
                 ) from None
 
     def points(self, plot: str) -> int:

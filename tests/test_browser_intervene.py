@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, JS_OVERLAPS, JS_REDRAWN, AppPage, match_baseline
+from browser_support import CONTEXT, JS_OVERLAPS, AppPage, match_baseline
 from playwright.sync_api import expect
 from test_browser_readable import PHONE
 
@@ -79,11 +79,16 @@ def ablation_example(app: AppPage) -> None:
     settle(app)
 
 
-def patching_example(app: AppPage) -> None:
+def open_intervene(app: AppPage) -> None:
+    """Open the tab as a person does: its empty boxes fill from the prompt as it opens, before an
+    example is clicked (a fill that landed after the example's would replace its prompts)."""
     app.open_tab("Intervene")
     if app.page.locator("#prompt textarea").input_value().strip():
-        # as a person does, click the example once the tab has filled its empty boxes from the prompt
         expect(app.page.locator("#patch-clean textarea")).not_to_have_value("")
+
+
+def patching_example(app: AppPage) -> None:
+    open_intervene(app)
     app.remember_plots()
     click_example(app, "patching-examples", COPY_PAIR.shows)
     app.wait_redrawn(["patching-plot"])
@@ -178,11 +183,11 @@ def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
     from explorer.loading import catalog as models
 
     ioi = examples.PATCHING_EXAMPLES["IOI (SmolLM2)"]
-    app.open_tab("Intervene")
+    open_intervene(app)
     app.remember_plots()
     click_example(app, "patching-examples", ioi.shows)
     # loading SmolLM2, running the clean prompt and 270 patches take a while on a busy CPU
-    app.page.wait_for_function(JS_REDRAWN, arg="patching-plot", timeout=SMOLLM2_TIMEOUT_MS, polling=200)
+    app.wait_redrawn(["patching-plot"], SMOLLM2_TIMEOUT_MS)
     settle(app)
     assert app.page.locator("#model-source input").input_value() == models.SMOLLM2_LABEL
     assert app.points("patching-plot") == 30 * 9 and "Patched each of 270 heads" in app.status()
