@@ -209,6 +209,20 @@ def test_a_gap_free_maps_torch_pooling_is_the_codecs(shape, block):
     assert np.array_equal(pooled.pool_max(strided, block), figures.codec.pool(strided.numpy(), block, "max"))
 
 
+@pytest.mark.parametrize("block", [1, 3, 25])
+def test_rows_pooled_a_block_at_a_time_from_any_row_are_the_whole_maps_pooled(block):
+    """Blocks of rows that start and stop inside a pooled cell, each cut at its last query's key,
+    pool to the whole causal maps' cells."""
+    n = 101
+    maps = torch.rand(2, n, n, generator=torch.Generator().manual_seed(block)).tril()  # [H, N, N] probs
+    expected = figures.codec.pool(maps.numpy(), block, "max")
+    cells = math.ceil(n / block)
+    pooled_maps = np.zeros((2, cells, cells), dtype=np.float32)
+    for start, stop in [(0, 7), (7, 8), (8, 64), (64, 101)]:
+        pooled.pool_rows(pooled_maps, maps[:, start:stop, :stop], start, block)
+    assert np.array_equal(pooled_maps, expected)
+
+
 def test_an_ablated_runs_output_block_by_block_is_its_eager_output(ex):
     """The heads' outputs are edited as the ablated run's forward edited them (a mean over every
     position, so not block by block): the output equals the eager layer's and the fast path's."""

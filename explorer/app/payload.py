@@ -64,13 +64,15 @@ def pipeline_payload(
     head: int,
     style: figures.MapStyle = figures.MapStyle(),
     name: Callable[[int], str] = lambda head: "attention-explorer",
+    others_later: bool = False,
 ) -> dict[str, str]:
     """Head `head`'s pipeline as the app sends it, carrying every other head's of the layer while
-    `every_head_rides` (`head_switch`); past it, marked with what the page asks for the others by once
-    it has drawn it ("layer,head,fingerprint": `other_heads`) while `others_follow`. Each head's
-    downloads are named `name(head)`."""
+    `every_head_rides` (`head_switch`); past it, or with `others_later` (a layer the page waits for:
+    the shown head is drawn first), marked with what the page asks for the others by once it has drawn
+    it ("layer,head,fingerprint": `other_heads`) while `others_follow`. Each head's downloads are named
+    `name(head)`."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
-    if every_head_rides(run):
+    if every_head_rides(run) and not others_later:
         return head_switch.pipelines_payload(shown, _others(run, layer, head, style, name, shown))
     if others_follow(run):  # what the page asks for: this layer and head, and this very figure
         return head_switch.marked(shown, others=f"{layer},{head},{_fingerprint(shown)}")

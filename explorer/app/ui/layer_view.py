@@ -102,6 +102,11 @@ class HeadData(gr.EventData):
         data = data if isinstance(data, dict) else {}
         self.layer, self.head = data.get("layer"), data.get("head")
 
+    @property
+    def from_page(self) -> bool:
+        """Whether the page asked (an API call sends no layer)."""
+        return self.layer is not None
+
     def override(self, layer, head) -> tuple:
         """The event's layer and head, or those given where it sent none (an API call)."""
         return (layer, head) if self.layer is None else (self.layer, self.head)

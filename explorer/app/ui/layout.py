@@ -111,14 +111,20 @@ def bound_every_request(demo: gr.Blocks, seconds: float) -> None:
 
 
 def progress_on_status(demo: gr.Blocks, status: gr.HTML) -> None:
-    """Every event shows its progress on the status line alone (past 0.3 s: page.css). Gradio's page
-    keeps a loading status for each component an event shows progress on (by default, its outputs)
-    and, at every status message of every later event, looks each such component up in its tree and
-    copies its value back into its props: the page's load and the tabs' events had put some 40
-    components there, plots among them."""
+    """Every event shows its progress on the status line alone (past 0.3 s: page.css), as its time and
+    its progress bar, without Gradio's spinner. Gradio's page keeps a loading status for each component
+    an event shows progress on (by default, its outputs) and, at every status message of every later
+    event, looks each such component up in its tree and copies its value back into its props: the
+    page's load and the tabs' events had put some 40 components there, plots among them. The spinner
+    is animated frame by frame while an event runs, even before it shows: on a page of many plots each
+    frame is painted again, which took a quarter of a core from the handler the page waits for."""
     for event in demo.fns.values():
-        if event.fn is not None and event.show_progress_on is None:
+        if event.fn is None:
+            continue
+        if event.show_progress_on is None:
             event.show_progress_on = [status]
+        if event.show_progress == "full":
+            event.show_progress = "minimal"
 
 
 def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, Shared]:
