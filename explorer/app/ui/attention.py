@@ -14,6 +14,7 @@ from explorer.app import markup, payload
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import why
 from explorer.app.ui.common import (
+    EACH_TRIGGER,
     Follower,
     Shared,
     gpu,
@@ -166,8 +167,8 @@ def build(shared: Shared) -> AttentionTab:
         [shared.shown, shared.map_style],
         [shared.status, pipeline],
         api_name=False,
-        trigger_mode="always_last",
         show_progress="hidden",
+        **EACH_TRIGGER,
     )
 
     @gpu
@@ -187,8 +188,8 @@ def build(shared: Shared) -> AttentionTab:
         [shared.shown, shared.map_style],
         [shared.status, pipeline],
         api_name=False,
-        trigger_mode="always_last",
         show_progress="hidden",
+        **EACH_TRIGGER,
     )
 
     inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]

@@ -23,7 +23,7 @@ import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.ui import share
-from explorer.app.ui.common import COSTLY, Shared, guarded, head_of, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
@@ -210,7 +210,7 @@ class CircuitEvents:
             [t.shown, model],
             [s.status, prompt, s.layer, s.head, s.shown],
             api_name=False,
-            trigger_mode="always_last",
+            **EACH_TRIGGER,
         )
         runs.append(run.after(clicked))
         t.csv.click(on_gpu(self.export, s.status), t.shown, [s.status, t.download], api_name=False).then(

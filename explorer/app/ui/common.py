@@ -288,6 +288,11 @@ class Followers:
 # concurrency (explorer.app.limits).
 COSTLY = dict(concurrency_id="costly")
 
+# The events whose handlers read what the event carries (a cell, a head, a layer's ask) run once per
+# trigger. Gradio's "always_last" runs a trigger that came while the event ran with the data of the one
+# it came behind, so the later click (or the layer now on screen's ask) would be lost.
+EACH_TRIGGER = dict(trigger_mode="multiple")
+
 
 def draw_while_open(
     tab: gr.Tab, is_open: gr.State, draw: Callable, reads: list, outputs: list, runs: list, api_name

@@ -38,6 +38,7 @@ from explorer.app.ui import (
     share,
 )
 from explorer.app.ui.common import (
+    EACH_TRIGGER,
     Controls,
     Follower,
     Followers,
@@ -339,7 +340,7 @@ class ViewEvents:
         pipeline.head_shown(None, None, [s.head, link], js=layer_view.SHOWN_HEAD_JS, api_name=False)
         # What the page asks of a head, as the layer view's events: what follows it, or a pick elsewhere.
         asked_by = [t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs]
-        page_asks = dict(trigger_mode="always_last", **progress)
+        page_asks = dict(**EACH_TRIGGER, **progress)
         pipeline.follow(
             gpu(guarded(s.status)(self.follow_head)),
             [s.layer, s.head, *asked_by],

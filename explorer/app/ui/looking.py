@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app.ui.common import Shared, gpu, guarded, index, plot
+from explorer.app.ui.common import EACH_TRIGGER, Shared, gpu, guarded, index, plot
 from explorer.app.ui.plot_view import PlotView, figure_view
 
 HINT = (
@@ -61,7 +61,7 @@ class HeadsLookingAt:
             [shared.shown],
             outputs,
             api_name=False,
-            trigger_mode="always_last",
+            **EACH_TRIGGER,
         )
         self.position.submit(
             gpu(guarded(shared.status)(draw)),

@@ -21,7 +21,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
-from explorer.app.ui.common import COSTLY, Shared, guarded, head_of, on_gpu, plot, sent
+from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import address
@@ -178,7 +178,7 @@ class PatchingEvents:
             [s.patched, p.model],
             [shared.status, p.prompt, shared.layer, shared.head, shared.shown],
             api_name=False,
-            trigger_mode="always_last",
+            **EACH_TRIGGER,
         )
         example_run = p.run.after(
             s.examples.load_input_event.then(load_for, [p.picker, p.model], p.loader.outputs, api_name=False)

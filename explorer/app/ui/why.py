@@ -15,7 +15,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import limits
-from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, picked_head, plot
+from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, gpu, guarded, index, picked_head, plot
 from explorer.app.ui.layer_view import CellAskedData, CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
 
@@ -80,7 +80,7 @@ class WhyPanel:
             [shared.layer, shared.head, shared.shown],
             outputs,
             api_name=False,
-            trigger_mode="always_last",
+            **EACH_TRIGGER,
             **COSTLY,
         )
         view.cell_asked(
@@ -88,7 +88,7 @@ class WhyPanel:
             [shared.shown],
             outputs,
             api_name=False,
-            trigger_mode="always_last",
+            **EACH_TRIGGER,
             **COSTLY,
         )
         self.ask.click(
