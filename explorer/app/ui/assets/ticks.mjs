@@ -12,11 +12,15 @@ export function tidyTicks(gd) {
   // per axis (a read after a write lays it out again).
   const axes = [...gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above, .colorbar .cbaxis")];
   const labels = axes.map((axis) => [...axis.querySelectorAll("text")]);
+  const notes = [...gd.querySelectorAll(".annotation")];
   for (const text of labels.flat()) {
     if (text.style.visibility) text.style.visibility = "";
     if (text.dataset.fontSize) text.style.fontSize = text.dataset.fontSize; // as Plotly set it
   }
+  for (const note of notes) if (note.style.visibility) note.style.visibility = "";
   const frame = gd.getBoundingClientRect();
+  // Annotations sit where the figure puts them, whatever size the tick labels are: measured with them.
+  const noteBoxes = notes.map((note) => ({ note, box: note.getBoundingClientRect() }));
   const inside = (box) =>
     box.left >= frame.left - 1 && box.right <= frame.right + 1 && box.top >= frame.top - 1 && box.bottom <= frame.bottom + 1;
   const overlap = (a, b) => a.left < b.right + 1 && a.right > b.left - 1 && a.top < b.bottom + 1 && a.bottom > b.top - 1;
@@ -48,12 +52,10 @@ export function tidyTicks(gd) {
   }
   // Annotations (panel titles, the thumbnails' first and last keys, the flow's named routes): one that
   // would overlap an earlier one shown is hidden.
-  const notes = [...gd.querySelectorAll(".annotation")];
-  for (const note of notes) if (note.style.visibility) note.style.visibility = "";
   const covers = (a, b) =>
     Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
   const shownNotes = [];
-  for (const { note, box } of notes.map((note) => ({ note, box: note.getBoundingClientRect() }))) {
+  for (const { note, box } of noteBoxes) {
     if (box.width === 0 || box.height === 0) continue;
     if (shownNotes.some((other) => covers(other, box))) note.style.visibility = "hidden";
     else shownNotes.push(box);
