@@ -117,7 +117,7 @@ def progress_on_status(demo: gr.Blocks, status: gr.HTML) -> None:
     event, looks each such component up in its tree and copies its value back into its props: the
     page's load and the tabs' events had put some 40 components there, plots among them. The spinner
     is animated frame by frame while an event runs, even before it shows: on a page of many plots each
-    frame is painted again, which took a quarter of a core from the handler the page waits for."""
+    frame is painted again, on the CPU the handler the page waits for runs on when both share a machine."""
     for event in demo.fns.values():
         if event.fn is None:
             continue
