@@ -81,14 +81,18 @@ JS_POINTS = """(id) => {
     }
     return points;
 }"""
-# Remember every graph div (and the data it holds) so a later redraw can be told from what was there.
+# Remember every graph div on screen (and the data it holds) so a later redraw can be told from what
+# was there (a layer drawn ahead, off screen, that a step swaps in is new to the page).
 JS_VIEW_SETTLED = """() => {
     const view = document.querySelector('#pipeline-plot');
-    return Boolean(view?.dataset.drawn) && view.dataset.asking !== '1' && view.dataset.fetching !== '1';
+    const busy = ['asking', 'fetching', 'ahead'].some((flag) => view?.dataset[flag] === '1');
+    return Boolean(view?.dataset.drawn) && !busy;
 }"""
 JS_REMEMBER_PLOTS = """() => {
     window.__seenPlots = new WeakMap();
-    for (const gd of document.querySelectorAll(".js-plotly-plot")) window.__seenPlots.set(gd, gd.data);
+    for (const gd of document.querySelectorAll(".js-plotly-plot")) {
+        if (!gd.closest(".layers-ahead")) window.__seenPlots.set(gd, gd.data);
+    }
 }"""
 JS_REDRAWN = """(id) => {
     const gd = document.querySelector(`#${id} .js-plotly-plot`);

@@ -9,6 +9,7 @@ import { test } from "node:test";
 import * as codec from "../explorer/app/ui/assets/codec.mjs";
 import * as labels from "../explorer/app/ui/assets/labels.mjs";
 import {
+  besideHolding,
   figureOf,
   held,
   holds,
@@ -127,4 +128,19 @@ test("a long prompt's kept layer holds its own head alone until its other heads 
   assert.ok(keepNeighbours(kept, two, { around: 2, neighbours: [long] }));
   assert.ok(keptFor(kept, two, 3, 0));
   assert.equal(keptFor(kept, two, 3, 1), null);
+});
+
+test("the layers drawn ahead are those kept a step away that hold the head, thumbnails and all", () => {
+  const heads = fixture("heads.json");
+  const two = unpack(layerValue(heads));
+  const kept = keep(new Map(), two);
+  assert.deepEqual(besideHolding(kept, two, 0), [], "none kept yet");
+  const one = layerValue(heads, undefined, 1);
+  const long = layerValue(heads, { others: "3,0,abc123" }, 3);
+  const four = layerValue(heads, undefined, 4);
+  assert.ok(keepNeighbours(kept, two, { around: 2, neighbours: [one, long, four] }));
+  assert.deepEqual(besideHolding(kept, two, 0).map((pack) => pack.layer), [1, 3]);
+  assert.deepEqual(besideHolding(kept, two, 1).map((pack) => pack.layer), [1], "layer 3 holds head 0 alone");
+  kept.get(1).thumbnails = null;
+  assert.deepEqual(besideHolding(kept, two, 1), [], "a layer without its thumbnails is drawn when stepped to");
 });

@@ -97,22 +97,46 @@ def test_a_pooled_layer_and_its_other_heads_are_drawn_as_built(browser, tmp_path
 
 
 KEPT = "(want) => document.querySelector('#pipeline-plot').dataset.kept === want"
+# Each plot of the layer view Plotly draws on screen from now on, and each swapped in, drawn ahead
+# off screen, by its card.
+JS_COUNT_DRAWS = """() => {
+  window.__draws = [];
+  const seen = new WeakSet();
+  const card = (gd) => gd.closest('[id]')?.id;
+  const hook = (gd) => {
+    if (seen.has(gd) || typeof gd.on !== 'function') return;
+    seen.add(gd);
+    gd.on('plotly_afterplot', () => gd.closest('.layers-ahead') || window.__draws.push(['drawn', card(gd)]));
+  };
+  const view = document.querySelector('.layer-view-root');
+  view.querySelectorAll('.js-plotly-plot').forEach(hook);
+  new MutationObserver(() => view.querySelectorAll('.js-plotly-plot').forEach(hook))
+    .observe(view, { childList: true, subtree: true, attributes: true, attributeFilter: ['class'] });
+  view.addEventListener('plot-shown', (event) => window.__draws.push(['shown', card(event.target)]), true);
+}"""
 
 
 def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
     app, browser_workspace, monkeypatch
 ):
-    """Once a layer is drawn and the page is idle, the view asks for the layers beside it and keeps
-    them: a step to one draws it, as built, with no switch on the server; the layer's views on other
-    tabs follow it when their tab opens; a layer it does not keep is the server's to draw."""
+    """Once a layer is drawn and the page is idle, the view asks for the layers beside it, keeps them
+    and draws them ahead, off screen: a step to one swaps its plots in, as built, with no switch on the
+    server and nothing drawn; the layer's views on other tabs follow it when their tab opens; a layer
+    it does not keep is the server's to draw."""
+    from browser_support import JS_VIEW_SETTLED
+
     from explorer.app.ui import events
 
     app.run(SHORT)
     app.page.wait_for_function(KEPT, arg="0,1", timeout=60_000)
+    app.page.wait_for_function(JS_VIEW_SETTLED, timeout=60_000)  # layer 1 drawn ahead
     run, switched, layer_figures = browser_workspace.run("", SHORT), [], views.layer_figures
     counted = lambda r, layer, *a: switched.append(layer) or layer_figures(r, layer, *a)  # noqa: E731
     monkeypatch.setattr(events.views, "layer_figures", counted)
+    app.page.evaluate(JS_COUNT_DRAWS)
     app.set_layer(1)
+    swapped_in = [["shown", "pipeline-plot"], ["shown", "all-heads-plot"]]  # and nothing drawn
+    assert app.page.evaluate("() => window.__draws") == swapped_in
     assert_drawn_as_built(app, run, 1, 0, views.MapStyle())
     assert app.page.evaluate("() => document.querySelector('#pipeline-plot').dataset.layer") == "1"
     app.page.wait_for_function(KEPT, arg="0,1,2", timeout=60_000)  # its own neighbours asked for

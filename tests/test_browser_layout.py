@@ -232,6 +232,7 @@ JS_COUNT_LAYOUTS = """() => {
     if (gd.__counted || typeof gd.on !== "function") return;
     gd.__counted = true;
     gd.on("plotly_afterplot", () => {
+      if (gd.closest(".layers-ahead")) return; // a layer drawn ahead, off screen
       const id = gd.closest(".block[id]").id;
       window.__layouts[id] = (window.__layouts[id] || 0) + 1;
     });

@@ -19,6 +19,8 @@ export class OwnedPlot {
     this.onClick = onClick;
     this.afterPlot = afterPlot;
     this.queue = Promise.resolve();
+    this.pending = 0; // its calls not done yet
+    this.shows = null; // what its last draw showed, as the caller named it
     this.hooked = false;
     this.drawnWidth = 0;
     this.options = {}; // the drawn figure's download settings (name, size)
@@ -27,20 +29,31 @@ export class OwnedPlot {
     this.watch.observe(div);
   }
 
-  /** The figure drawn; `stillWanted()` asked again just before. */
-  draw(figure, stillWanted = () => true) {
+  /**
+   * The figure drawn; `stillWanted()` asked again just before. `shows` names what it shows once drawn
+   * (the view's: which layer and head), null until then; `mark`: its start marked for the benchmark
+   * (a person's action; not a layer drawn ahead).
+   */
+  draw(figure, stillWanted = () => true, shows = null, mark = true) {
     return this.serial(async () => {
       if (!stillWanted()) return false;
+      this.shows = null; // until it is drawn
       this.options = figure.config.toImageButtonOptions || {};
       this.div.dataset.download = this.options.filename || ""; // what its downloads are named
       if (!this.config) this.config = this.configOf(figure.config);
-      performance.mark("plot-draw"); // when drawing began, for the benchmark
+      if (mark) performance.mark("plot-draw"); // when drawing began, for the benchmark
       // As wide as its card (the figure names its height); laid out again when the card's width changes.
       await this.Plotly.react(this.div, figure.data, { autosize: true, ...figure.layout }, this.config);
       this.drawnWidth = this.div.clientWidth;
       if (!this.hooked) this.hook();
+      this.shows = shows;
       return true;
     });
+  }
+
+  /** Whether it shows `shows` (what a draw named), at `width`, with nothing of its own to do. */
+  showing(test, width) {
+    return this.pending === 0 && this.shows !== null && test(this.shows) && this.drawnWidth === width;
   }
 
   clear(stillWanted = () => true) {
@@ -48,6 +61,7 @@ export class OwnedPlot {
       if (!stillWanted()) return;
       this.Plotly.purge(this.div);
       this.hooked = false;
+      this.shows = null;
     });
   }
 
@@ -61,7 +75,8 @@ export class OwnedPlot {
   }
 
   serial(task) {
-    const next = this.queue.then(task, task);
+    this.pending++;
+    const next = this.queue.then(task, task).finally(() => this.pending--);
     this.queue = next.catch(() => undefined);
     return next;
   }

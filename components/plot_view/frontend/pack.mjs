@@ -116,6 +116,18 @@ export function keptFor(kept, pack, layer, head) {
   return found && pack && found.view === pack.view && holds(found, head) ? found : null;
 }
 
+/**
+ * The packs `kept` holds beside `pack` (a step away, in its view) that draw head `head` with no
+ * request, thumbnails and all: the layers a step would show, to draw ahead.
+ * @param {Map<number, Pack>} kept
+ * @returns {Pack[]}
+ */
+export function besideHolding(kept, pack, head) {
+  return [pack.layer - 1, pack.layer + 1]
+    .map((layer) => keptFor(kept, pack, layer, head))
+    .filter((found) => found !== null && found.thumbnails !== null);
+}
+
 /** The layers of the model beside `pack` that `kept` lacks, to ask for. */
 export function missing(kept, pack) {
   const beside = [pack.layer - 1, pack.layer + 1];

