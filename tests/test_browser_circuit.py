@@ -1,9 +1,12 @@
 """The Circuit tab in Chromium on the bundled model: typed pairs found as a circuit (node map against
 the engine, graph, faithfulness curve), the tab against a baseline screenshot, and a click on a head of
 the node map opening it in the Attention tab; then each head at each of the last 4 positions (the node
-map against the engine, a click on a cell opening its head)."""
+map against the engine, a click on a cell opening its head); and "Copy link" naming the circuit on
+screen, whose link opens the tab with its pairs and settings."""
 
 from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
@@ -75,4 +78,39 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     layer, column = np.unravel_index(np.nanargmax(drawn), drawn.shape)
     open_cell(app, int(layer), int(column))
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {column // len(at)} ")
+    assert not app.problems()
+
+
+JS_LINK = "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value"
+JS_CHECKED = """(id) => [...document.querySelectorAll(`#${id} input:checked`)]
+    .map((box) => box.closest('label').textContent.trim())"""
+
+
+def test_copy_link_names_the_circuit_on_screen_and_its_link_opens_the_tab_with_its_pairs(app):
+    """Once a circuit is found, "Copy link" names the tab, its typed pairs, metric and methods; the
+    link, opened in a new page, opens the Circuit tab with those pairs and settings in its inputs."""
+    find_circuit(app)
+    methods = app.page.evaluate(JS_CHECKED, "circuit-methods")
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(JS_LINK, timeout=30_000)
+    link = app.page.locator("#share-link textarea, #share-link input").first.input_value()
+    params = parse_qs(urlparse(link).query)
+    typed = circuit_pairs.as_text(circuit_pairs.typed(TYPED))  # the pairs as the tab read them
+    assert params["tab"] == ["circuit"] and params["pairs"] == [typed]
+    assert "metric" in params and params["methods"][0].split(",") != [""]
+
+    opened = AppPage(app.page.context.new_page(), app.url)
+    try:
+        opened.page.goto(link)
+        opened.wait_for_tab("Circuit")
+        pairs_box = opened.page.locator("#circuit-pairs textarea")
+        opened.page.wait_for_function(
+            "(want) => document.querySelector('#circuit-pairs textarea')?.value === want", arg=typed
+        )
+        assert pairs_box.input_value() == typed
+        assert opened.page.evaluate(JS_CHECKED, "circuit-source") == ["Typed pairs"]
+        assert opened.page.evaluate(JS_CHECKED, "circuit-methods") == methods
+        assert not opened.problems()
+    finally:
+        opened.page.close()
     assert not app.problems()
