@@ -37,6 +37,13 @@ def maps_tolerance(att) -> float:
     return max(1e-5, float32_tolerance(float(att.scaled[:, att.mask].abs().max())))
 
 
+def logits_tolerance(expected) -> float:
+    """How far logits may differ between two float32 implementations of the same weights (ours and
+    transformers', or two CPUs' kernels): each layer's rounding carries on into the logits in proportion
+    to their size, so 1e-4 per unit of the largest logit, and never less than 1e-4."""
+    return 1e-4 * max(1.0, float(expected.abs().max()))
+
+
 class TokenizerSpy:
     """A tokenizer that notes the length of every text it is given to encode, and otherwise is the one
     it wraps: a test of a huge input asserts what was read, not how long it took."""

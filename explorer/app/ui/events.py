@@ -54,7 +54,7 @@ from explorer.app.ui.common import (
     rope_plots,
     top,
 )
-from explorer.app.ui.layer_view import FollowData, HeadData, asked_in_page
+from explorer.app.ui.layer_view import FollowData, HeadData
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -130,12 +130,8 @@ class ViewEvents:
         """The updates that take away a link: it belongs to a view gone."""
         return dict.fromkeys(self.stale, "")
 
-    def run_prompt(
-        self, asked: gr.EventData, text, model, layer, head, overview_open, shown, style, zoom_open
-    ) -> dict:
-        """Every view of the prompt: its run (one fast forward, or none when cached), drawn. Asked in
-        the page (`asked` names what a person clicked), the head's pipeline comes alone and the view
-        asks for its other heads once it has drawn it; an API caller gets every head that rides."""
+    def run_prompt(self, text, model, layer, head, overview_open, shown, style, zoom_open) -> dict:
+        """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
         if shown == (model, text):
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
@@ -159,7 +155,7 @@ class ViewEvents:
             t.rope.key: gr.Slider(maximum=top(run.n_tokens), value=key),
             t.rope.angles: plot(views.rope_angles(run)),
             t.rope.wavelengths: plot(views.rope_wavelengths(run)),
-            **self._layer_figures(run, layer, head, query, key, style, others_later=asked_in_page(asked)),
+            **self._layer_figures(run, layer, head, query, key, style),
             **dict(zip(t.overview.outputs, drawn_overview, strict=True)),
             **t.attention.after_run(run, layer, head, zoom_open, style),
             **self.offers_taken_away(),
