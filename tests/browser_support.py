@@ -11,6 +11,7 @@ writes the actual image and a diff next to the test output, in tests/browser-out
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -170,6 +171,18 @@ JS_CELL_CENTRE = """([id, xaxis, yaxis, row, col]) => {
 
 class NeverDrawn(AssertionError):
     """A plot did not appear in time: its view never finished loading."""
+
+
+def close_settled(page: Page, timeout_ms: int = 20_000) -> None:
+    """Close a page once its layer view's own asks (other heads, neighbours) are answered, or after
+    `timeout_ms`: every test's page comes from one address, which the server lets hold two requests of
+    one kind at a time, and a page closed with one in flight holds its place until the server sees the
+    page gone."""
+    view = "document.querySelector('#pipeline-plot')?.dataset"
+    answered = f"() => !['asking', 'fetching'].some((flag) => {view}?.[flag] === '1')"
+    with contextlib.suppress(PlaywrightError):  # still asking after the timeout: closed as it is
+        page.wait_for_function(answered, timeout=timeout_ms, polling=100)
+    page.close()
 
 
 @dataclass

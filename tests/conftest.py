@@ -271,13 +271,13 @@ def browser_context(browser):
 @pytest.fixture
 def app(browser_context, app_url):
     """A fresh tab on the app, opened and drawn."""
-    from browser_support import AppPage
+    from browser_support import AppPage, close_settled
 
     page = browser_context.new_page()
     try:
         yield AppPage(page, app_url).open()
     finally:
-        page.close()
+        close_settled(page)
 
 
 def refusal(source) -> str:

@@ -54,7 +54,7 @@ from explorer.app.ui.common import (
     rope_plots,
     top,
 )
-from explorer.app.ui.layer_view import FollowData, HeadData
+from explorer.app.ui.layer_view import FollowData, HeadData, asked_in_page
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -130,8 +130,9 @@ class ViewEvents:
         """The updates that take away a link: it belongs to a view gone."""
         return dict.fromkeys(self.stale, "")
 
-    def run_prompt(self, text, model, layer, head, overview_open, shown, style, zoom_open) -> dict:
-        """Every view of the prompt: its run (one fast forward, or none when cached), drawn."""
+    def run_prompt(self, asked: gr.EventData, text, model, layer, head, overview_on, shown, style, zoom_open):
+        """Every view of the prompt: its run (one fast forward, or none when cached), drawn; in the page
+        the head's pipeline alone (its other heads once drawn), to an API caller every head that rides."""
         if shown == (model, text):
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
@@ -146,7 +147,7 @@ class ViewEvents:
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
         s, t = self.shared, self.tabs
-        drawn_overview = overview.figures(cached) if overview_open else overview.EMPTY
+        drawn_overview = overview.figures(cached) if overview_on else overview.EMPTY
         return {
             s.status: markup.status(message, "warning" if cut else "info"),
             self.controls.token_strip: markup.token_strip(run.tokens, cut),
@@ -155,7 +156,7 @@ class ViewEvents:
             t.rope.key: gr.Slider(maximum=top(run.n_tokens), value=key),
             t.rope.angles: plot(views.rope_angles(run)),
             t.rope.wavelengths: plot(views.rope_wavelengths(run)),
-            **self._layer_figures(run, layer, head, query, key, style),
+            **self._layer_figures(run, layer, head, query, key, style, others_later=asked_in_page(asked)),
             **dict(zip(t.overview.outputs, drawn_overview, strict=True)),
             **t.attention.after_run(run, layer, head, zoom_open, style),
             **self.offers_taken_away(),

@@ -93,6 +93,12 @@ class NeighbourData(gr.EventData):
         self.layers = [int(layer) for layer in data["layers"]][:2]
 
 
+def asked_in_page(asked: gr.EventData) -> bool:
+    """Whether an event came from the page (a click, a key: Gradio's page names the component that
+    triggered it), not from an API call, which names none."""
+    return asked.target is not None
+
+
 class HeadData(gr.EventData):
     """A head picked in the page (`head_picked`): its layer and head; both None from an API call, which
     sends no event data (the handler then reads the pickers)."""
