@@ -82,13 +82,13 @@ JS_POINTS = """(id) => {
     }
     return points;
 }"""
+# The layer view's own asks answered (a long prompt's other heads, the layers beside it); settled once
+# it has drawn, those are answered and the layers beside it are drawn ahead.
+JS_VIEW = "document.querySelector('#pipeline-plot')?.dataset"
+JS_VIEW_ANSWERED = f"() => !['asking', 'fetching'].some((flag) => {JS_VIEW}?.[flag] === '1')"
+JS_VIEW_SETTLED = f"() => Boolean({JS_VIEW}?.drawn) && ({JS_VIEW_ANSWERED})() && {JS_VIEW}.ahead !== '1'"
 # Remember every graph div on screen (and the data it holds) so a later redraw can be told from what
 # was there (a layer drawn ahead, off screen, that a step swaps in is new to the page).
-JS_VIEW_SETTLED = """() => {
-    const view = document.querySelector('#pipeline-plot');
-    const busy = ['asking', 'fetching', 'ahead'].some((flag) => view?.dataset[flag] === '1');
-    return Boolean(view?.dataset.drawn) && !busy;
-}"""
 JS_REMEMBER_PLOTS = """() => {
     window.__seenPlots = new WeakMap();
     for (const gd of document.querySelectorAll(".js-plotly-plot")) {
@@ -178,10 +178,8 @@ def close_settled(page: Page, timeout_ms: int = 20_000) -> None:
     `timeout_ms`: every test's page comes from one address, which the server lets hold two requests of
     one kind at a time, and a page closed with one in flight holds its place until the server sees the
     page gone."""
-    view = "document.querySelector('#pipeline-plot')?.dataset"
-    answered = f"() => !['asking', 'fetching'].some((flag) => {view}?.[flag] === '1')"
     with contextlib.suppress(PlaywrightError):  # still asking after the timeout: closed as it is
-        page.wait_for_function(answered, timeout=timeout_ms, polling=100)
+        page.wait_for_function(JS_VIEW_ANSWERED, timeout=timeout_ms, polling=100)
     page.close()
 
 

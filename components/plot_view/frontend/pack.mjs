@@ -123,15 +123,17 @@ export function keptFor(kept, pack, layer, head) {
  * @returns {Pack[]}
  */
 export function besideHolding(kept, pack, head) {
-  return [pack.layer - 1, pack.layer + 1]
+  return beside(pack)
     .map((layer) => keptFor(kept, pack, layer, head))
     .filter((found) => found !== null && found.thumbnails !== null);
 }
 
+/** The layers a step from `pack`'s (some may lie past the model's first or last). */
+const beside = (pack) => [pack.layer - 1, pack.layer + 1];
+
 /** The layers of the model beside `pack` that `kept` lacks, to ask for. */
 export function missing(kept, pack) {
-  const beside = [pack.layer - 1, pack.layer + 1];
-  return beside.filter((layer) => layer >= 0 && layer < pack.nLayers && !kept.has(layer));
+  return beside(pack).filter((layer) => layer >= 0 && layer < pack.nLayers && !kept.has(layer));
 }
 
 /**
