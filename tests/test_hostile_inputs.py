@@ -9,13 +9,11 @@ import contextlib
 import json
 import re
 import time
-import types
 
 import pytest
 
 from explorer.app.policy import REFUSED, UNREADABLE, LoadLimit, Policy
 from explorer.app.ui import build_demo
-from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
@@ -147,14 +145,6 @@ def test_fresh_sessions_from_one_address_share_its_loads(gqa_checkpoint, tmp_pat
         demo.close()
     assert "No directory" in answers[0] and "No directory" in answers[1]
     assert re.search(r"2 model loads a minute from one address .* try again in \d+ s", answers[2])
-
-
-def test_on_a_space_the_address_is_the_one_the_proxy_reports():
-    request = types.SimpleNamespace(headers={"x-forwarded-for": "203.0.113.7, 10.16.3.80"}, client=None)
-    assert address(request, behind_proxy=True) == "203.0.113.7"
-    request.client = types.SimpleNamespace(host="127.0.0.1")
-    assert address(request, behind_proxy=False) == "127.0.0.1"
-    assert address(None, behind_proxy=True) == ""
 
 
 # --- item 6: one message for every failed load on a Space ------------------------------------------

@@ -226,7 +226,7 @@ class Readings:
     @contextmanager
     def reading(self, request, cost: Cost, run: Run | None = None) -> Iterator[None]:
         policy = self.workspace.policy
-        visitor = address(request, policy.public)
+        visitor = address(request, policy.proxies)
         with self._lock:
             if visitor in self._running:
                 running = self._running[visitor]

@@ -17,6 +17,9 @@ from the environment (docs/deploying.md):
     EXPLORER_DOWNLOADS_GB      every visitor's downloads together on disk              2
     EXPLORER_LOADS_PER_MINUTE         model loads started from one address a minute      3
     EXPLORER_SERVER_LOADS_PER_MINUTE  model loads started by all visitors a minute       12
+    EXPLORER_TRUSTED_PROXIES   the proxies' networks: a visitor's address is the      private on a Space,
+                               rightmost X-Forwarded-For entry outside them            else none
+    EXPLORER_PROXY_HOPS        or their number: the entry the outermost one added      (the socket's peer)
 
 It is applied where the app loads a model (`explorer.app.workspace.Workspace`), never in `explorer.load`: a
 Python user loads whatever they like. A refused source gets one message whatever it names, so the
@@ -33,6 +36,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from explorer.app.visitors import NO_PROXY, Proxies
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
 from explorer.loading.hub import HUB_ID
@@ -66,6 +70,7 @@ class Policy:
     downloads_bytes: int = 2_000_000_000  # every visitor's downloads on disk together
     loads_per_minute: int = 3  # from one client address
     server_loads_per_minute: int = 12  # from all of them together
+    proxies: Proxies = NO_PROXY  # who stands between visitors and the app (`explorer.app.visitors`)
 
     def __post_init__(self):
         if self.models not in MODES:
@@ -103,6 +108,9 @@ class Policy:
             loads_per_minute=_whole(environ, "EXPLORER_LOADS_PER_MINUTE", cls.loads_per_minute),
             server_loads_per_minute=_whole(
                 environ, "EXPLORER_SERVER_LOADS_PER_MINUTE", cls.server_loads_per_minute
+            ),
+            proxies=Proxies.parse(
+                environ.get("EXPLORER_PROXY_HOPS", ""), environ.get("EXPLORER_TRUSTED_PROXIES", ""), public
             ),
         )
 

@@ -24,7 +24,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from explorer.app.fair_queue import PER_EVENT
+from explorer.app.fair_queue import PER_KIND
 from explorer.loading import catalog
 
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
@@ -122,7 +122,7 @@ class RoundThree:
             "queue",
             f"64 joins from one address ({admitted} admitted, {joins.count(429)} refused)",
             start,
-            admitted <= PER_EVENT and joins.count(429) == 64 - admitted,
+            admitted <= PER_KIND and joins.count(429) == 64 - admitted,
             f"statuses {sorted(set(joins))}",
         )
         elsewhere = dict(session=uuid.uuid4().hex, address=stress.address())

@@ -345,7 +345,7 @@ class CircuitEvents:
             raise ValueError("Find the circuit first: the download is the circuit on screen.")
         text = circuit_views.to_csv(shown.circuit, EXPORT_EDGES)
         size = len(text.encode("utf-8"))
-        visitor = address(request, self.workspace.policy.public)
+        visitor = address(request, self.workspace.policy.proxies)
         path = self.shared.downloads.path(visitor, "circuit.csv", size, "The circuit")
         path.write_text(text, encoding="utf-8")
         return {self.tab.download: str(path)}

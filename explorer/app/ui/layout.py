@@ -72,7 +72,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
     with page.Page(
         title="Attention Explorer",
         shares=shares,
-        behind_proxy=policy.public,
+        proxies=policy.proxies,
         delete_cache=(DOWNLOAD_SWEEP_SECONDS, DOWNLOAD_SECONDS),
     ) as demo:
         page.assets()

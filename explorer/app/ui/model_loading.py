@@ -99,7 +99,7 @@ class Loader:
         source = self.workspace.source(choice)
         if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
             self.workspace.policy.check(source)
-            self.limit.check(address(request, self.workspace.policy.public))
+            self.limit.check(address(request, self.workspace.policy.proxies))
         start = time.perf_counter()
         progress(0, desc=f"Loading {source or 'the bundled model'} …")
         explorer = self.workspace.explorer(

@@ -255,7 +255,7 @@ class PatchingEvents:
             if sweep is None:
                 raise ValueError("Patch every head first: the download is the sweep on screen.")
             size, what = sweep_export.sweep_bytes(sweep.result), "The patching sweep"
-            visitor = address(request, self.workspace.policy.public)
+            visitor = address(request, self.workspace.policy.proxies)
             path = self.downloads.path(visitor, f"patching{suffix}", size, what)
             return {self.section.download: str(write(sweep.result, sweep.direct, path))}
 
