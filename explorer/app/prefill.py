@@ -3,16 +3,18 @@ two people (as an IOI prompt does: "When Mary and John went to the store, John g
 corrupted prompt swaps them, the answer is the name said once and the distractor the one said twice.
 
 A name is a capitalised word that does not start a sentence. Nothing here knows a tokenizer: the
-caller keeps answers that are single tokens, and the sweep checks the token counts.
+caller keeps answers that are single tokens, and the sweep checks the token counts. Each function
+reads the text once, so a handler outside the queue may call it on any prompt the app takes.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 WORD = re.compile(r"\b[A-Z][a-z]+\b")
-SENTENCE_START = re.compile(r"(^|[.!?]\s+|\n)\s*$")  # what comes before a word that starts a sentence
+SENTENCE_ENDS = ".!?"
 
 
 @dataclass(frozen=True)
@@ -24,13 +26,25 @@ class Swap:
     corrupted: str
 
 
+def capitalised_words(text: str):
+    """Each capitalised word of `text` with whether it is a name: whether it does not start a sentence
+    (the text before it, less trailing whitespace, is empty or ends a sentence with a space after it,
+    or that whitespace holds a line break). One pass: each word looks back only as far as the word
+    before it."""
+    previous_end = 0
+    for match in WORD.finditer(text):
+        gap = text[previous_end : match.start()]
+        before = gap.rstrip()
+        space = gap[len(before) :]
+        at_text_start = previous_end == 0 and not before
+        ends_sentence = bool(before) and before[-1] in SENTENCE_ENDS and bool(space)
+        yield match.group(), not (at_text_start or ends_sentence or "\n" in space)
+        previous_end = match.end()
+
+
 def names(text: str) -> list[str]:
     """Capitalised words that do not start a sentence, each once, in order of first appearance."""
-    found = []
-    for match in WORD.finditer(text):
-        if not SENTENCE_START.search(text[: match.start()]) and match.group() not in found:
-            found.append(match.group())
-    return found
+    return list(dict.fromkeys(word for word, is_name in capitalised_words(text) if is_name))
 
 
 def swap_names(text: str) -> Swap | None:
@@ -40,6 +54,6 @@ def swap_names(text: str) -> Swap | None:
         return None
     first, second = found
     swapped = re.sub(rf"\b({first}|{second})\b", lambda m: second if m.group() == first else first, text)
-    counts = {name: len(re.findall(rf"\b{name}\b", text)) for name in found}
+    counts = Counter(re.findall(rf"\b(?:{first}|{second})\b", text))
     once, twice = sorted(found, key=lambda name: counts[name])
     return Swap(said_once=once, said_twice=twice, corrupted=swapped)

@@ -28,6 +28,7 @@ from explorer.app.visitors import address
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
 from explorer.engine.patch_metrics import METRIC_NAMES, METRICS
+from explorer.engine.tokens import char_budget, quoted
 from explorer.errors import PromptError
 from explorer.loading import catalog
 from explorer.views import sweep_export
@@ -44,6 +45,7 @@ PATCHING_INTRO = (
 )
 # One click downloads, as the Attention tab's (attention.DOWNLOAD_JS): the hidden button is clicked.
 DOWNLOAD_JS = "() => { document.querySelector('#sweep-download-file')?.click(); return null; }"
+NAMES_LISTED = 5  # a clean prompt that names more people than a swap takes: the first few, named
 
 
 @dataclass(frozen=True)
@@ -263,10 +265,19 @@ class PatchingEvents:
 
     # --- the prompts ----------------------------------------------------------------------------------
 
+    def read_part(self, text: str) -> str:
+        """What a run reads of `text` (`tokens.char_budget` of the app's tokens per run): the prompts
+        are cut to it before anything reads them, so a pasted megabyte costs no more than a long prompt."""
+        return text[: char_budget(self.workspace.policy.max_tokens)]
+
     def prefill(self, prompt, clean, corrupted, answer, distractor, model):
-        """The tab opened: empty prompts start from the prompt on screen, its names swapped."""
+        """The tab opened: empty prompts start from the prompt on screen (as a run reads it), its names
+        swapped. Outside the queue, so linear in what it reads (`prefill`) and bounded (`read_part`)."""
         clean_box, corrupted_box = self.section.prompts[:2]
-        if clean or corrupted or not isinstance(prompt, str) or not prompt.strip():
+        if clean or corrupted or not isinstance(prompt, str):
+            return sent({})
+        prompt = self.read_part(prompt)
+        if not prompt.strip():
             return sent({})
         swap = prefill.swap_names(prompt)
         if swap is None:
@@ -279,11 +290,14 @@ class PatchingEvents:
 
     def swap(self, clean, model):
         """ "Swap the two names": the clean prompt's names swapped into the corrupted prompt."""
-        swap = prefill.swap_names(clean or "")
+        clean = self.read_part(clean if isinstance(clean, str) else "")
+        swap = prefill.swap_names(clean)
         if swap is None:
-            found = prefill.names(clean or "")
+            found = prefill.names(clean)
+            listed = ", ".join(map(quoted, found[:NAMES_LISTED]))
+            listed += ", …" if len(found) > NAMES_LISTED else ""
             raise ValueError(
-                f"The clean prompt names {len(found)} people ({', '.join(found) or 'none'}): a swap needs "
+                f"The clean prompt names {len(found):,} people ({listed or 'none'}): a swap needs "
                 "two (a capitalised word that does not start a sentence is a name)."
             )
         return {self.section.prompts[1]: swap.corrupted, **self.names(swap, model, "", "")}
