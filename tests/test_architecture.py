@@ -209,3 +209,30 @@ def test_every_error_meant_for_a_person_lives_in_one_module():
         if isinstance(node, ast.ClassDef) and node.name.endswith("Error")
     }
     assert set(defined.values()) == {"errors.py"}, defined
+
+
+TOASTS = {"Warning", "Info", "Error", "Success"}  # Gradio's toasts, each drawn as HTML
+
+
+def makes_a_toast(node: ast.AST) -> bool:
+    """Whether `node` calls one of Gradio's toasts (`gr.Warning(…)`, `gradio.exceptions.Error(…)`)
+    or imports one by name from gradio."""
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "gradio" and bool(TOASTS & {a.name for a in node.names})
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in TOASTS
+        and ast.unparse(node.func.value).split(".")[0] in ("gr", "gradio")
+    )
+
+
+def test_every_toast_is_made_through_the_one_escaping_module():
+    """app/ui/toasts.py alone makes a toast, escaping its message, so none can draw a person's text
+    (a link's target of `<img src=…>`) as markup."""
+    made = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in (PACKAGE / "app").rglob("*.py")
+        if any(makes_a_toast(node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert made == {"app/ui/toasts.py"}

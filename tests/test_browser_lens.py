@@ -5,7 +5,7 @@ look at it."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import numpy as np
 import pytest
@@ -56,6 +56,32 @@ def test_a_link_opens_the_lens_on_its_target_and_copying_the_link_keeps_it(brows
         params = parse_qs(urlparse(box.input_value()).query)
         assert params["tab"] == ["lens"] and params["target"] == [" be"] and params["against"] == [" to"]
         assert not app.problems()
+    finally:
+        context.close()
+
+
+# A link's target of markup (whole in the lens' warning that it is no single token, which quotes 40
+# characters), and the markup the toasts hold.
+MARKUP_TARGET = "<a href=/in><img src=/toast-probe.png>"
+JS_MARKUP_IN_TOASTS = (
+    "() => [...document.querySelectorAll('.toast-body a, .toast-body img')].map((e) => e.outerHTML)"
+)
+
+
+def test_a_links_target_of_markup_shows_in_its_toast_as_text_and_fetches_nothing(browser, app_url):
+    """A toast's text is drawn as HTML: a link's target of an image or a link put them live in it."""
+    context = browser.new_context(**CONTEXT)
+    try:
+        app = AppPage(context.new_page(), app_url)
+        fetched = []
+        app.page.on("request", lambda request: fetched.append(request.url))
+        link = urlencode({"prompt": "To be", "tab": "lens", "target": MARKUP_TARGET})
+        app.page.goto(f"{app_url}?__theme=light&{link}")
+        app.wait_for_toast("it must be a single token")
+        (toast,) = [text for text in app.toasts() if "single token" in text]
+        assert MARKUP_TARGET in toast
+        assert not app.page.evaluate(JS_MARKUP_IN_TOASTS)
+        assert not [url for url in fetched if urlparse(url).path == "/toast-probe.png"]
     finally:
         context.close()
 

@@ -102,6 +102,12 @@ def _hover(token: str) -> str:
     return getattr(token, "hover", token)
 
 
+def toast(message: str) -> str:
+    """A message as a toast's text (Gradio draws it as HTML): shown as written, markup and all. Quotes
+    are left as they are (the text is no attribute), so an API caller reads the message as written."""
+    return escape(message, quote=False)
+
+
 def status(message: str, kind: str = "info") -> str:
     """A one-line message box; '' hides it."""
     if not message:

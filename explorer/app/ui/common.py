@@ -17,7 +17,7 @@ from explorer import views
 from explorer.app import markup, payload
 from explorer.app.downloads import Downloads
 from explorer.app.limits import Readings
-from explorer.app.ui import layer_view
+from explorer.app.ui import layer_view, toasts
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError, LimitError, PromptError
 
@@ -158,7 +158,7 @@ def warn(error: Exception, where: str) -> str:
     else:
         log.exception("handler %s failed", where)
         message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
-    gr.Warning(message)
+    toasts.warning(message)
     return message
 
 

@@ -36,6 +36,7 @@ from explorer.app.ui import (
     overview,
     rope,
     share,
+    toasts,
 )
 from explorer.app.ui.common import (
     EACH_TRIGGER,
@@ -143,7 +144,7 @@ class ViewEvents:
         cut = truncation_message(run, self.workspace.policy)
         if cut:
             message = cut
-            gr.Warning(message)
+            toasts.warning(message)
         layer, head = index(layer, "layer"), index(head, "head")
         query, key = views.default_positions(run)
         s, t = self.shared, self.tabs

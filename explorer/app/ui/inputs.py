@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import gradio as gr
 from gradio import component_meta
 
+from explorer.app.ui import toasts
 from explorer.engine.config import brief
 
 LARGEST = 1e15  # no control holds a larger number; a larger one is refused before it is compared
@@ -31,14 +32,14 @@ def _name(block: gr.components.Component) -> str:
 def _refuse_unless_number(block: gr.components.Component, payload) -> None:
     number = isinstance(payload, int | float) and not isinstance(payload, bool)
     if not number or abs(payload) > LARGEST or not math.isfinite(payload):  # (a huge int is no float)
-        raise gr.Error(f"{_name(block)} takes a number, got {brief(payload)}.")
+        raise toasts.error(f"{_name(block)} takes a number, got {brief(payload)}.")
 
 
 def _refuse_unless_choice(block: gr.components.Component, payload, preprocess):
     try:
         return preprocess(payload)
     except gr.Error:
-        raise gr.Error(f"{_name(block)}: {brief(payload)} is not one of its choices.") from None
+        raise toasts.error(f"{_name(block)}: {brief(payload)} is not one of its choices.") from None
 
 
 @contextmanager
@@ -80,7 +81,8 @@ with _no_stub_files():
         def preprocess(self, payload):
             many = isinstance(payload, list) and len(payload) > len(self.choices)  # each is looked up
             if many and not self.allow_custom_value:
-                raise gr.Error(f"{_name(self)}: {len(payload):,} picked of {len(self.choices):,} choices.")
+                picked = f"{len(payload):,} picked of {len(self.choices):,} choices"
+                raise toasts.error(f"{_name(self)}: {picked}.")
             return _refuse_unless_choice(self, payload, super().preprocess)
 
     class Radio(gr.Radio):

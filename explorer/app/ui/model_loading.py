@@ -14,7 +14,7 @@ from gradio.components.plot import PlotData
 from explorer import views
 from explorer.app import markup
 from explorer.app.policy import LoadLimit, Policy
-from explorer.app.ui import share
+from explorer.app.ui import share, toasts
 from explorer.app.ui.common import plot, sent, top, warn
 from explorer.app.ui.plot_view import PlotView
 from explorer.app.visitors import address
@@ -107,7 +107,7 @@ class Loader:
         )
         panel = ModelPanel.of(explorer)
         done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
-        gr.Info(done)
+        toasts.info(done)
         v = self.views
         return {
             v.status: markup.status(done, "info"),

@@ -1,0 +1,26 @@
+"""Every toast of the page: a warning, a note, or the error a refused value raises. Gradio draws a
+toast's text as HTML, and a message may quote what a person typed or a link carried (a target of
+`<img src=…>` would be fetched, a link drawn live), so each message is escaped here
+(`markup.toast`), the one way the app makes a toast (tests/test_architecture.py holds it)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from explorer.app import markup
+
+
+def warning(message: str) -> None:
+    """A warning toast, beside the status line that says the same."""
+    gr.Warning(markup.toast(message))
+
+
+def info(message: str) -> None:
+    """A note toast: something done (a model loaded)."""
+    gr.Info(markup.toast(message))
+
+
+def error(message: str) -> gr.Error:
+    """The error to raise where a value is refused before its handler runs (Gradio's own check of an
+    input, the data of an event): Gradio shows its message as an error toast and the app stays up."""
+    return gr.Error(markup.toast(message))
