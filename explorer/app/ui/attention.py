@@ -22,6 +22,7 @@ from explorer.app.ui.common import (
     index,
     layer_view_value,
     neighbour_values,
+    picked_head,
     pipeline_names,
     plot,
 )
@@ -175,13 +176,17 @@ def build(shared: Shared) -> AttentionTab:
     @guarded(shared.status)
     def neighbours(shown, style, asked: NeighbourData):
         """The layers beside the one drawn (`neighbour_values`) for the run on screen, if the workspace
-        still holds it: never a forward for it."""
+        still holds it: never a forward for it. The layers and head asked for are the run's model's."""
         run = None if shown is None else shared.workspace.held_run(*shown)
         if run is None:
             return {pipeline: neighbours_value(asked.layer, [])}
-        head = index(asked.head, "head")
-        values = neighbour_values(run, asked.layer, head, asked.layers, style, payload.NEIGHBOUR_BYTES)
-        return {pipeline: neighbours_value(asked.layer, values)}
+        layer, head = picked_head(run, asked.layer, asked.head)
+        n_layers = run.config.n_layers
+        for beside in asked.layers:
+            if not 0 <= beside < n_layers:
+                raise ValueError(f"There is no layer {beside:,} in this model ({n_layers} layers) to send.")
+        values = neighbour_values(run, layer, head, asked.layers, style, payload.NEIGHBOUR_BYTES)
+        return {pipeline: neighbours_value(layer, values)}
 
     pipeline.neighbours(
         neighbours,

@@ -17,7 +17,10 @@ from typing import Any
 
 import gradio as gr
 
+from explorer.app.ui import toasts
+from explorer.app.ui.inputs import LARGEST
 from explorer.app.ui.plot_view import PlotView
+from explorer.engine.config import brief
 
 
 def layer_view(*, elem_id: str, thumbnails_elem_id: str, elem_classes: str = "wide-plot") -> PlotView:
@@ -67,12 +70,58 @@ SHOW_HEAD_JS = """(head) => {
 }"""
 
 
+# What an event carries is read as strictly as a control's value (`inputs`): each field's type, a
+# whole number within what a control could hold, a list no longer than the page sends. A field that
+# fails is refused before the handler runs, named, as a toast; each handler then checks the numbers
+# against the run's model (`common.picked_head`, `payload.asked_heads`). Nothing an event carries is
+# sent back unchecked: a number past 64 bits could not be written into the answer at all.
+MOST_NEIGHBOURS = 2  # the layers beside one: the one before and the one after
+
+
+def _told(value) -> str:
+    """A field's value as a refusal quotes it: a number or text briefly, anything else by its kind."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return brief(value)
+    return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def _fields(data) -> dict:
+    """The event's data as its fields; an API call sends none (every field then absent)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise toasts.error(f"An event's data is an object of named fields, got {_told(data)}.")
+    return data
+
+
+def _whole(data: dict, name: str, *, optional: bool = False) -> int | None:
+    """Field `name` as a whole number (None where it may be absent or null)."""
+    value = data.get(name)
+    return None if value is None and optional else _whole_number(value, name)
+
+
+def _whole_number(value, name: str) -> int:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not abs(value) <= LARGEST or value != int(value):  # (NaN fails the comparison)
+        raise toasts.error(f"The event's {name} takes a whole number, got {_told(value)}.")
+    return int(value)
+
+
+def _flag(data: dict, name: str) -> bool:
+    """Field `name` as true or false (false where absent)."""
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise toasts.error(f"The event's {name} takes true or false, got {_told(value)}.")
+    return value
+
+
 class CellData(gr.EventData):
     """A clicked cell of the head's maps: its query and key positions."""
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        self.query, self.key = int(data["query"]), int(data["key"])
+        data = _fields(data)
+        self.query, self.key = _whole(data, "query"), _whole(data, "key")
 
 
 class AskData(gr.EventData):
@@ -80,17 +129,25 @@ class AskData(gr.EventData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        self.ask = str(data["ask"])
+        ask = _fields(data).get("ask")
+        if not isinstance(ask, str):
+            raise toasts.error(f"The event's ask takes text ('layer,head,fingerprint'), got {_told(ask)}.")
+        self.ask = ask
 
 
 class NeighbourData(gr.EventData):
     """What a drawn view asks of the layers beside it: the layer drawn, its head, and the layers it
-    does not keep yet."""
+    does not keep yet (at most the two beside it)."""
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        self.layer, self.head = int(data["layer"]), int(data["head"])
-        self.layers = [int(layer) for layer in data["layers"]][:2]
+        data = _fields(data)
+        self.layer, self.head = _whole(data, "layer"), _whole(data, "head")
+        layers = data.get("layers")
+        if not isinstance(layers, list) or len(layers) > MOST_NEIGHBOURS:
+            told = f"a list of {len(layers):,}" if isinstance(layers, list) else _told(layers)
+            raise toasts.error(f"The event's layers takes a list of at most two layers, got {told}.")
+        self.layers = [_whole_number(layer, "layers") for layer in layers]
 
 
 def asked_in_page(asked: gr.EventData) -> bool:
@@ -105,8 +162,9 @@ class HeadData(gr.EventData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = data if isinstance(data, dict) else {}
-        self.layer, self.head = data.get("layer"), data.get("head")
+        data = _fields(data)
+        self.layer = _whole(data, "layer", optional=True)
+        self.head = _whole(data, "head", optional=self.layer is None)
 
     @property
     def from_page(self) -> bool:
@@ -126,8 +184,8 @@ class FollowData(HeadData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = data if isinstance(data, dict) else {}
-        self.drawn, self.layer_changed = bool(data.get("drawn")), bool(data.get("layer_changed"))
+        data = _fields(data)
+        self.drawn, self.layer_changed = _flag(data, "drawn"), _flag(data, "layer_changed")
 
 
 class CellAskedData(HeadData):
@@ -136,5 +194,5 @@ class CellAskedData(HeadData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = data if isinstance(data, dict) else {}
-        self.query, self.key = data.get("query"), data.get("key")
+        data = _fields(data)
+        self.query, self.key = _whole(data, "query", optional=True), _whole(data, "key", optional=True)
