@@ -3,6 +3,7 @@ input, its handlers (/circuit, /patch_nodes) served on the bundled model, its co
 
 from __future__ import annotations
 
+import codecs
 import csv
 import html
 import inspect
@@ -221,6 +222,22 @@ def test_a_csv_with_a_header_reads_as_the_typed_pairs_it_shows():
     read = circuit_pairs.from_csv(text)
     assert read.args() == ([CLEAN], [CORRUPTED], [" to"], [" be"])
     assert circuit_pairs.typed(circuit_pairs.as_text(read)).args() == read.args()
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_its_header_as_a_header(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte order mark, which read the header's first column as
+    "\ufeffclean": the header was a pair, and refused as one."""
+    path = tmp_path / "pairs.csv"
+    text = f'clean,corrupted,answer,distractor\n"{CLEAN}","{CORRUPTED}", to, be\n'
+    path.write_bytes(codecs.BOM_UTF8 + text.encode("utf-8"))
+    assert circuit_pairs.read_csv(path).args() == ([CLEAN], [CORRUPTED], [" to"], [" be"])
+
+
+def test_a_csv_file_larger_than_the_app_takes_is_refused_unread(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_bytes(b"x" * (circuit_pairs.MAX_BYTES + 1))
+    with pytest.raises(PromptError, match="The CSV is larger than this app takes"):
+        circuit_pairs.read_csv(path)
 
 
 # --- the handlers, served ---

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 from explorer.engine import prompt_sets
 from explorer.errors import PromptError
@@ -53,6 +54,14 @@ def from_csv(text: str) -> prompt_sets.PromptSet:
     if rows and [cell.strip().lower() for cell in rows[0][1]] == list(COLUMNS):
         rows = rows[1:]
     return _pairs(rows, "row")
+
+
+def read_csv(path: str | Path) -> prompt_sets.PromptSet:
+    """Pairs from an uploaded CSV file (`from_csv`). Read as UTF-8 with the byte order mark Excel
+    writes at the start of its "CSV UTF-8" left out, which would otherwise make the header a pair."""
+    if Path(path).stat().st_size > MAX_BYTES:
+        raise PromptError(f"The CSV is larger than this app takes ({MAX_BYTES >> 10} KiB).")
+    return from_csv(Path(path).read_text(encoding="utf-8-sig", errors="replace"))
 
 
 def _check_size(text) -> None:

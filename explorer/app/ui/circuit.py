@@ -304,12 +304,7 @@ class CircuitEvents:
         if source == "csv":
             if not upload or not os.path.isfile(upload):
                 raise PromptError("Upload a CSV of pairs first: clean, corrupted, answer, distractor.")
-            if os.path.getsize(upload) > circuit_pairs.MAX_BYTES:
-                raise PromptError(
-                    f"The CSV is larger than this app takes ({circuit_pairs.MAX_BYTES >> 10} KiB)."
-                )
-            with open(upload, encoding="utf-8", errors="replace") as file:
-                return circuit_pairs.from_csv(file.read())
+            return circuit_pairs.read_csv(upload)
         raise PromptError(f"There is no dataset source {source!r}: {', '.join(SOURCES)}.")
 
     # --- what is on screen ---------------------------------------------------------------------------
