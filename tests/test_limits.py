@@ -1,10 +1,13 @@
 """What one request may cost: bounded in time (the engine's loops stop at the bound and say so), its
 working memory counted in the workspace's budget while it runs, one expensive reading per visitor at a
-time, and the flow graph's threshold floored at long prompts on a bounded server."""
+time, the flow graph's threshold floored at long prompts on a bounded server, and a circuit's time
+estimated steadily however busy the machine."""
 
 from __future__ import annotations
 
 import html
+import itertools
+import re
 import threading
 import time
 import types
@@ -221,3 +224,61 @@ def test_engine_loops_stop_at_the_bound_before_their_next_layer(run):
         with pytest.raises(LimitError), deadline.bounded(1e-9, "this request"):
             reading()
     assert torch.isfinite(run.rollout()).all()
+
+
+# --- a circuit's time ---
+
+SMOLLM2 = types.SimpleNamespace(
+    n_layers=30, n_heads=9, n_kv_heads=3, hidden_size=576, head_dim=64, context_length=8192
+)
+BUSY = (1, 30, 1, 1, 4, 1, 12, 1, 1, 2, 1, 8)  # how many times slower the machine makes each forward, in turn
+
+
+class BusyModel:
+    """A model whose forward takes `seconds` per 16 tokens on a clock of its own, times what else the
+    machine does at that moment (`BUSY`, in turn)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.now, self.slowdowns = seconds, 0.0, itertools.cycle(BUSY)
+
+    def hidden_states(self, ids):
+        self.now += self.seconds * ids.shape[1] / 16 * next(self.slowdowns)
+
+
+class TimedExplorer:
+    def __init__(self, seconds: float):
+        self.config, self.model = SMOLLM2, BusyModel(seconds)
+
+
+def ioi_pairs(count: int, tokens: int = 18):
+    """A dataset of `count` pairs of `tokens` tokens, as `engine.pairs.dataset` gives it."""
+    batch = types.SimpleNamespace(
+        size=count, n_tokens=tokens, first_difference=9, clean=torch.zeros(count, tokens)
+    )
+    return types.SimpleNamespace(batches=[batch], size=count)
+
+
+def test_the_circuit_estimate_is_steady_while_single_forwards_swing_thirtyfold():
+    """Timed from one forward, 16 pairs were "about 72 s: ask for at most 10 pairs" and then 10 pairs
+    "about 279 s". From the lowest median of several forwards, the estimate stays within a fifth of
+    itself however busy the machine is as it is asked, and never rises."""
+    explorer = TimedExplorer(0.05)
+    times = limits.ForwardTimes(clock=lambda: explorer.model.now)
+    ids = torch.zeros(1, 18, dtype=torch.long)
+    estimates = [times.seconds(explorer, ids) for _ in range(24)]
+    assert max(estimates) <= 1.2 * min(estimates)
+    assert estimates == sorted(estimates, reverse=True)
+    assert min(estimates) == pytest.approx(0.05 * 32 / 16)  # 18 tokens timed as 32: never less
+
+
+def test_a_circuit_refused_says_how_many_pairs_fit_and_that_many_are_taken():
+    explorer = TimedExplorer(0.05)
+    times = limits.ForwardTimes(clock=lambda: explorer.model.now)
+    names = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG"}
+    for _ in range(5):  # however busy the machine is each time
+        with pytest.raises(LimitError, match=r"would take about \d+ s .* past its 60 s bound") as refused:
+            limits.circuit_time(explorer, ioi_pairs(16), list(names), None, 60, names, times=times)
+        fits = int(re.search(r"at most (\d+) pairs", str(refused.value))[1])
+        assert 1 <= fits < 16
+        limits.circuit_time(explorer, ioi_pairs(fits), list(names), None, 60, names, times=times)
+    limits.circuit_time(explorer, ioi_pairs(16), list(names), None, 0, names, times=times)  # no bound

@@ -8,6 +8,8 @@
   workspace's budget while it runs (`Workspace.reserve`), so the process stays near the budget however
   many visitors ask at once; a visitor computes one at a time (`Readings`), and the events that compute
   them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
+- A circuit whose time would pass the bound is refused before it starts (`circuit_time`), its time
+  estimated from forwards timed on this server, steady however busy the machine is (`ForwardTimes`).
 - The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
   threshold has a floor that rises with the prompt's length (`flow_threshold`), and the graph is drawn
   there, the status saying so.
@@ -17,8 +19,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -157,24 +162,62 @@ def circuit_forwards(
     return work
 
 
-def circuit_time(explorer, data, methods, positions, seconds: float, names: dict, steps: int = 5) -> None:
+FORWARD_TIMINGS = 5  # forwards timed each time (after one to warm up): their median is one measure
+LENGTH_CLASS = 16  # a prompt is timed at its length rounded up to a multiple of this many tokens
+
+
+class ForwardTimes:
+    """The seconds one forward takes on this server, per model and prompt length class: the median of
+    `FORWARD_TIMINGS` forwards after one to warm up, measured each time it is asked for, the lowest
+    such median kept while the model is. What else the machine does (a first call's allocations,
+    another visitor's request holding a core) only ever slows a forward, and one forward timed alone
+    swings with it; the lowest median is what the model costs here, and it never rises, so the pairs
+    a refusal says would fit are taken when asked for."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, timings: int = FORWARD_TIMINGS):
+        self.clock, self.timings = clock, timings
+        self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # explorer -> {tokens: s}
+        self._lock = threading.Lock()
+
+    def seconds(self, explorer, ids) -> float:
+        """One forward of a prompt as long as `ids` ([1, N]) on `explorer`'s model."""
+        n = ids.shape[1]
+        length = min(math.ceil(n / LENGTH_CLASS) * LENGTH_CLASS, max(n, explorer.config.context_length))
+        measured = self._measure(explorer, ids.repeat(1, math.ceil(length / n))[:, :length])
+        with self._lock:
+            kept = self._kept.setdefault(explorer, {})
+            kept[length] = min(kept.get(length, math.inf), measured)
+            return kept[length]
+
+    def _measure(self, explorer, ids) -> float:
+        sync = torch.cuda.synchronize if ids.is_cuda else lambda: None  # a GPU's forward ends when it syncs
+        times = []
+        with torch.no_grad():
+            for timed in range(self.timings + 1):
+                start = self.clock()
+                explorer.model.hidden_states(ids)
+                sync()
+                if timed:  # the first warms it
+                    times.append(self.clock() - start)
+        return statistics.median(times)
+
+
+FORWARD_TIMES = ForwardTimes()  # the server's, for every circuit asked for
+
+
+def circuit_time(
+    explorer, data, methods, positions, seconds: float, names: dict, steps: int = 5, times=FORWARD_TIMES
+) -> None:
     """Refuse, before it starts, a circuit reading on `data` (`engine.pairs.Dataset`) whose work
-    (`circuit_forwards`), at the seconds one forward of its longest prompt takes on this server now,
-    would pass the request bound `seconds` (0: none): the message says the most pairs that fit and the
-    costliest method. `names`: method -> its name in the tab."""
+    (`circuit_forwards`), at the seconds one forward of its longest prompt takes on this server
+    (`times`), would pass the request bound `seconds` (0: none): the message says the most pairs that
+    fit and the costliest method. `names`: method -> its name in the tab."""
     if not seconds:
         return
     shapes = [(batch.size, batch.n_tokens, batch.first_difference) for batch in data.batches]
     work = circuit_forwards(explorer.config, shapes, methods, positions, steps)
     ids = max(data.batches, key=lambda batch: batch.n_tokens).clean[:1]  # [1, N]
-    sync = torch.cuda.synchronize if ids.is_cuda else lambda: None  # a GPU's forward ends when it syncs
-    with torch.no_grad():
-        explorer.model.hidden_states(ids)  # the first warms it
-        sync()
-        start = time.perf_counter()
-        explorer.model.hidden_states(ids)
-        sync()
-    total = sum(work.values()) * (time.perf_counter() - start)
+    total = sum(work.values()) * times.seconds(explorer, ids)
     if total > seconds:
         raise LimitError(too_long(work, total, data.size, seconds, names, positions is not None))
 
