@@ -1,7 +1,11 @@
 """Models from the Hugging Face hub: a repository's config, safetensors weights and tokenizer
 downloaded (never pickles, never code), after asking the hub how large they are: a download past
 $EXPLORER_MAX_DOWNLOAD_GB (default 5 GB) is refused before a byte is fetched. Every failure (gated,
-unknown, offline) is one `CheckpointError` that says what to do."""
+unknown, offline) is one `CheckpointError` that says what to do.
+
+The hub finds a repository whatever the case of its id, but its cache keeps a folder per spelling: so
+an id is downloaded under one spelling per model (`canonical`: the hub's own, or, when the hub cannot
+be asked, the one already in the cache), and case variants share one download and one folder."""
 
 from __future__ import annotations
 
@@ -30,7 +34,9 @@ def download(repo_id: str) -> Path:
         RevisionNotFoundError,
     )
 
-    _refuse_if_too_big(repo_id)
+    info = _model_info(repo_id)
+    repo_id = canonical(repo_id, info)
+    _refuse_if_too_big(repo_id, info)
     try:
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES))
     except GatedRepoError:
@@ -58,16 +64,48 @@ def max_download_bytes() -> float:
         raise CheckpointError(f"{MAX_DOWNLOAD_GB_VARIABLE}={value!r} is not a number of GB.") from None
 
 
-def _refuse_if_too_big(repo_id: str) -> None:
-    """Ask the hub how large the files to download are, and refuse before downloading anything when
-    they pass the limit: a 70B model typed into the box must not fill the disk and memory of the
-    machine serving everyone. When the hub cannot be asked (offline, say) the download itself decides:
-    it serves the local cache or fails with its own clear error."""
+def canonical(repo_id: str, info=None) -> str:
+    """The spelling a hub id is downloaded under: the hub's (`info`, what it answered about the model),
+    else the spelling of the model's folder in the hub cache, else `repo_id` as given."""
+    if info is not None and isinstance(getattr(info, "id", None), str) and info.id.lower() == repo_id.lower():
+        return info.id
+    return _cached_spelling(repo_id) or repo_id
+
+
+def _cached_spelling(repo_id: str) -> str | None:
+    """The spelling of `repo_id` (any case) that the hub cache holds a folder of: `repo_id` itself when
+    it does, else the first in order; None when it holds none."""
+    from huggingface_hub import constants
+
+    try:
+        folders = sorted(entry.name for entry in os.scandir(constants.HF_HUB_CACHE) if entry.is_dir())
+    except OSError:
+        return None
+    wanted = "models--" + repo_id.replace("/", "--")
+    found = [name for name in folders if name.lower() == wanted.lower()]
+    if not found:
+        return None
+    spelling = wanted if wanted in found else found[0]
+    return spelling.removeprefix("models--").replace("--", "/", 1)
+
+
+def _model_info(repo_id: str):
+    """What the hub says of the model (its id as the hub spells it, its files and their sizes); None
+    when it cannot be asked (unreachable, unknown or gated: the download raises the error to show)."""
     from huggingface_hub import HfApi
 
     try:
-        info = HfApi().model_info(repo_id, files_metadata=True, timeout=10)
-    except Exception:  # unreachable, unknown or gated: snapshot_download raises the error to show
+        return HfApi().model_info(repo_id, files_metadata=True, timeout=10)
+    except Exception:
+        return None
+
+
+def _refuse_if_too_big(repo_id: str, info) -> None:
+    """Refuse before downloading anything when the files to download (`info`, the hub's answer) pass
+    the limit: a 70B model typed into the box must not fill the disk and memory of the machine
+    serving everyone. When the hub could not be asked (offline, say) the download itself decides: it
+    serves the local cache or fails with its own clear error."""
+    if info is None:
         return
     wanted = [
         sibling
