@@ -370,7 +370,7 @@ def test_a_link_carries_the_circuits_settings_and_restores_them(workspace):
     assert "tab=circuit" in query and "circuit=factual" in query
     assert "circuit=" not in share.query_string(share.ViewState(prompt="x", tab="lens", circuit=linked))
     with gr.Blocks():
-        tab = circuit_tab.build()
+        tab = circuit_tab.build(workspace)
     events = circuit_tab.CircuitEvents(tab, SimpleNamespace(workspace=None))  # restoring reads neither
 
     def restored(link: str) -> dict:

@@ -21,6 +21,7 @@ recently used dropped first once everything together passes it.
 - An expensive reading's working memory (the flow graph's shares, a patching sweep's two traces) is
   reserved in the budget while it runs (`reserve`): what it needs is made room for, as a run would be,
   and a reading that would not fit beside the model and run it reads is refused before it starts.
+- Other parts of the app keep what they hold in the budget, under keys of their own (`keep`).
 """
 
 from __future__ import annotations
@@ -273,6 +274,22 @@ class Workspace:
                 "That generation is no longer in memory (the app keeps the most recent ones): generate again."
             )
         return kept
+
+    # --- what others keep ---
+
+    def keep(self, key, value) -> None:
+        """`value` (with an `nbytes()`) kept under a key of its own kind, in the budget as a run is."""
+        self._insert({key: value})
+
+    def kept(self, key):
+        """What `keep` kept under `key`, marked most recently used; None once dropped."""
+        return self._touch(key)
+
+    def forget(self, which: Callable[[object], bool]) -> None:
+        """What `keep` kept under the keys `which` picks, dropped (never a model or a run)."""
+        with self._lock:
+            for key in [k for k in self._entries if which(k) and not isinstance(k, str | tuple)]:
+                del self._entries[key]
 
     # --- the budget ---
 

@@ -28,7 +28,7 @@ from explorer.app.ui.common import (
 )
 from explorer.app.ui.layer_view import AskData, NeighbourData, layer_view, neighbours_value, others_value
 from explorer.app.ui.plot_view import PlotView, figure_view
-from explorer.app.visitors import address
+from explorer.app.visitors import visitor
 from explorer.engine.run import Run
 from explorer.views import export
 
@@ -221,7 +221,7 @@ def build(shared: Shared) -> AttentionTab:
                 f"{run.n_tokens:,} tokens on this model pass it. Use a shorter prompt, or the Python API."
             )
         size, what = export.layer_bytes(run), f"Layer {layer}'s tensors for {run.n_tokens:,} tokens"
-        path = downloads.path(address(request, policy.proxies), f"layer{layer}.npz", size, what)
+        path = downloads.path(visitor(request, policy.proxies), f"layer{layer}.npz", size, what)
         return {download: str(export.write_layer_npz(run, layer, path))}
 
     @guarded(shared.status)
@@ -231,7 +231,7 @@ def build(shared: Shared) -> AttentionTab:
         run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
         name = f"layer{layer}-head{head}-softmax.csv"
         size, what = export.head_csv_bytes(run), f"Head {head}'s map for {run.n_tokens:,} tokens"
-        path = downloads.path(address(request, policy.proxies), name, size, what)
+        path = downloads.path(visitor(request, policy.proxies), name, size, what)
         return {download: str(export.write_head_csv(run, layer, head, path, views.VIEW_MAP_BYTES))}
 
     npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz").then(

@@ -6,7 +6,9 @@ faithfulness curve of the circuits of the top edges, measured exactly.
 - "Find the circuit" (/circuit) runs the methods ticked; "Patch the nodes" (/patch_nodes) the node
   sweep and AtP alone. Both take turns in the costly queue, one per visitor, their working memory
   reserved from `limits.circuit_cost`.
-- The slider redraws the graph and marks the curve from the circuit on screen, with no new reading.
+- The slider redraws the graph and marks the curve from the circuit on screen, with no new reading. The
+  circuit is kept in the workspace's budget, the tab's state holding its key (`ui.sessions`): one
+  dropped since says so.
 - A click on a head of the node map or graph (the charts' `head_picked`, the page asking) puts the
   first pair's clean prompt in the prompt box, runs it and opens that head in the Attention tab.
 - The page's link (`share.query_string`) carries the circuit on screen's settings (`linked`), and a
@@ -22,11 +24,12 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
-from explorer.app.ui import share
+from explorer.app.ui import sessions, share
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
-from explorer.app.visitors import address
+from explorer.app.visitors import visitor
+from explorer.app.workspace import Workspace
 from explorer.engine import pairs, prompt_sets
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.errors import LimitError, PromptError
@@ -74,14 +77,14 @@ class CircuitTab:
     curve: PlotView
     csv: gr.Button
     download: gr.DownloadButton
-    shown: gr.State  # Shown
+    shown: gr.State  # the key of the Shown on screen, kept in the workspace (`ui.sessions`)
     linked: gr.State  # the link's part naming the circuit on screen ('' before one)
 
     def wire(self, shared: Shared, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
         CircuitEvents(self, shared).wire(demo, model, prompt, run, runs)
 
 
-def build() -> CircuitTab:
+def build(workspace: Workspace) -> CircuitTab:
     with gr.Tab("Circuit", elem_id="tab-circuit") as tab:
         gr.Markdown(INTRO)
         with gr.Row():
@@ -156,7 +159,7 @@ def build() -> CircuitTab:
         curve=curve,
         csv=csv,
         download=download,
-        shown=gr.State(None),
+        shown=sessions.result_state(workspace),
         linked=gr.State(""),
     )
 
@@ -198,22 +201,23 @@ class CircuitEvents:
         chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
         t.source.change(self.show_source, t.source, chosen, api_name=False)
         t.edges.input(
-            self.show_edges,
-            [t.shown, t.edges],
-            [t.graph, t.curve],
+            guarded(s.status)(self.show_edges),
+            [t.shown, t.linked, t.edges],
+            [s.status, t.graph, t.curve],
             api_name=False,
             trigger_mode="always_last",
         )
         clicked = gr.on(
             [t.nodes.head_picked, t.graph.head_picked],
             guarded(s.status)(self.open_head),
-            [t.shown, model],
+            [t.shown, t.linked, model],
             [s.status, prompt, s.layer, s.head, s.shown],
             api_name=False,
             **EACH_TRIGGER,
         )
         runs.append(run.after(clicked))
-        t.csv.click(on_gpu(self.export, s.status), t.shown, [s.status, t.download], api_name=False).then(
+        exported = [s.status, t.download]
+        t.csv.click(on_gpu(self.export, s.status), [t.shown, t.linked], exported, api_name=False).then(
             None, None, t.download, js=DOWNLOAD_JS, api_name=False
         )
         demo.load(
@@ -278,7 +282,8 @@ class CircuitEvents:
         if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
             message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
         t = self.tab
-        updates = {self.shared.status: markup.status(message, "info"), t.shown: shown, t.linked: link}
+        key = sessions.keep(self.workspace, request, "circuit", shown)
+        updates = {self.shared.status: markup.status(message, "info"), t.shown: key, t.linked: link}
         updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
         updates |= self.figures(found, kept)
         if total:
@@ -319,15 +324,21 @@ class CircuitEvents:
             t.upload: gr.update(visible=source == "csv"),
         }
 
-    def show_edges(self, shown, kept):
+    def on_screen(self, key, linked) -> Shown | None:
+        """The circuit on screen, None before one is found (nothing `linked`), or why it is gone."""
+        return sessions.on_screen(self.workspace, key, bool(linked), "The circuit", "Find the circuit again.")
+
+    def show_edges(self, key, linked, kept):
+        shown = self.on_screen(key, linked)
         if shown is None or not shown.circuit.edges:
             return {}
         kept = max(1, min(int(kept), len(shown.circuit.edges)))
         return self.figures(shown.circuit, kept)
 
-    def open_head(self, shown, model, asked: HeadData):
+    def open_head(self, key, linked, model, asked: HeadData):
         """A click on a head of the node map or graph: the first pair's clean prompt, that layer and head."""
-        if asked.layer is None or shown is None:
+        shown = None if asked.layer is None else self.on_screen(key, linked)
+        if shown is None:
             return {}
         if shown.model != model:
             raise ValueError("This circuit is of another model than the one loaded: find it again.")
@@ -335,13 +346,14 @@ class CircuitEvents:
         s = self.shared
         return {self.prompt: shown.pairs.clean[0], s.layer: layer, s.head: head, s.shown: None}
 
-    def export(self, request: gr.Request, shown):
+    def export(self, request: gr.Request, key, linked):
+        shown = self.on_screen(key, linked)
         if shown is None:
             raise ValueError("Find the circuit first: the download is the circuit on screen.")
         text = circuit_views.to_csv(shown.circuit, EXPORT_EDGES)
         size = len(text.encode("utf-8"))
-        visitor = address(request, self.workspace.policy.proxies)
-        path = self.shared.downloads.path(visitor, "circuit.csv", size, "The circuit")
+        asking = visitor(request, self.workspace.policy.proxies)
+        path = self.shared.downloads.path(asking, "circuit.csv", size, "The circuit")
         path.write_text(text, encoding="utf-8")
         return {self.tab.download: str(path)}
 

@@ -118,7 +118,7 @@ def build(shared: Shared, prompt: gr.Textbox, picker: gr.Dropdown) -> InterveneT
             elem_id="ablation-examples",
         )
         bars = figure_view(elem_id="ablation-plot")
-        section = patching.build(prompt, picker)
+        section = patching.build(prompt, picker, shared.workspace)
         # inside the tab: a State among gr.Tabs' children would count as a tab
         listed_for, stale = gr.State(None), gr.State(0)
     return InterveneTab(

@@ -32,6 +32,7 @@ from explorer.app.ui import (
     overview,
     page,
     rope,
+    sessions,
 )
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Controls, Shared, top
@@ -88,12 +89,13 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
                 generate=generate.build(shared, controls.prompt, controls.model),
                 lens=lens.build(),
                 flow=flow.build(),
-                circuit=circuit.build(),
+                circuit=circuit.build(workspace),
             )
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")
             link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
         ViewEvents(workspace, shared, controls, tabs, link).wire(demo, copy_link)
+        sessions.end_when_closed(demo, workspace, shared.downloads)
         progress_on_status(demo, shared.status)
         bound_every_request(demo, policy.request_seconds)
     # A bounded queue that every event goes through (api_open=False: no REST call skips it, and with it

@@ -7,7 +7,7 @@ download as .npz or .csv.
   people, the corrupted prompt swaps them and the answer and distractor are the names ("Swap the two
   names" does it again for the clean prompt typed).
 - A sweep computes every metric at once: picking another metric redraws the map and the ranking from
-  the sweep on screen (`sweep`), with no new sweep.
+  the sweep on screen (`sweep`: its key, the sweep kept in the workspace's budget), with no new sweep.
 - A click on a cell or a ranked head (the charts' `head_picked`, the page asking) puts the
   clean prompt in the prompt box, runs it and opens that layer and head in the Attention tab.
 """
@@ -21,10 +21,12 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
+from explorer.app.ui import sessions
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
-from explorer.app.visitors import address
+from explorer.app.visitors import visitor
+from explorer.app.workspace import Workspace
 from explorer.engine.interventions import PatchResult, single_token
 from explorer.engine.lens import Attribution
 from explorer.engine.patch_metrics import METRIC_NAMES, METRICS
@@ -68,13 +70,13 @@ class PatchingSection:
     direct: PlotView  # the clean prompt's direct logit attribution, beside it
     examples: gr.Examples
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
-    sweep: gr.State  # the Sweep on screen
+    sweep: gr.State  # the key of the Sweep on screen, kept in the workspace (`ui.sessions`)
     npz: gr.Button
     csv: gr.Button
     download: gr.DownloadButton  # hidden: the file the page downloads at once
 
 
-def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
+def build(prompt: gr.Textbox, picker: gr.Dropdown, workspace: Workspace) -> PatchingSection:
     gr.Markdown(PATCHING_INTRO)
     with gr.Row():
         clean = gr.Textbox(label="Clean prompt", lines=2, elem_id="patch-clean", min_width=260)
@@ -110,7 +112,7 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown) -> PatchingSection:
         npz = gr.Button("The sweep (.npz)", size="sm", elem_id="sweep-npz")
         csv = gr.Button("The sweep (.csv)", size="sm", elem_id="sweep-csv")
     download = gr.DownloadButton(elem_id="sweep-download-file", elem_classes="hidden-input")
-    patched, sweep = gr.State(None), gr.State(None)
+    patched, sweep = gr.State(None), sessions.result_state(workspace)
     return PatchingSection(
         prompts=(clean, corrupted, answer, distractor),
         swap=swap,
@@ -162,8 +164,9 @@ class PatchingEvents:
             on_gpu(self.patch, shared.status), patch_inputs, drawn, api_name="patch", **COSTLY
         )
         redrawn = [shared.status, s.heatmap, s.ranked]
-        swept.then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
-        s.metric.input(self.show_metric, [s.sweep, s.metric], redrawn, api_name=False)
+        on_screen = [s.sweep, s.patched, s.metric]
+        swept.then(self.metric_shown(), [*on_screen, gr.State(True)], redrawn, api_name=False)
+        s.metric.input(self.metric_shown(), on_screen, redrawn, api_name=False)
         s.swap.click(
             guarded(shared.status)(self.swap),
             [s.prompts[0], p.model],
@@ -191,12 +194,12 @@ class PatchingEvents:
             drawn,
             api_name=False,
             **COSTLY,
-        ).then(self.show_metric, [s.sweep, s.metric, gr.State(True)], redrawn, api_name=False)
+        ).then(self.metric_shown(), [*on_screen, gr.State(True)], redrawn, api_name=False)
         runs += [example_run, p.run.after(clicked)]
         for button, write in ((s.npz, sweep_export.write_sweep_npz), (s.csv, sweep_export.write_sweep_csv)):
             button.click(
                 on_gpu(self.exporter(write), shared.status),
-                s.sweep,
+                [s.sweep, s.patched],
                 [shared.status, s.download],
                 api_name=False,
             ).then(None, None, s.download, js=DOWNLOAD_JS, api_name=False)
@@ -218,6 +221,7 @@ class PatchingEvents:
         run = self.workspace.run(model, clean)  # the clean run the sweep read (cached after the first)
         direct = run.logit_attribution(result.answer_id, result.distractor_id)
         sweep = Sweep(result, direct, model)
+        key = sessions.keep(self.workspace, request, "sweep", sweep)
         figure = views.attribution(run, result.answer_id, result.distractor_id)
         s = self.section
         return {
@@ -226,7 +230,7 @@ class PatchingEvents:
             s.direct: plot(figure, "direct-effect"),
             s.ranked: ranked(sweep, "logit_diff"),
             s.patched: (model, clean),
-            s.sweep: sweep,
+            s.sweep: key,
         }
 
     def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
@@ -241,10 +245,24 @@ class PatchingEvents:
             return {}
         return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
 
-    def show_metric(self, sweep, metric, after_sweep: bool = False):
+    def on_screen(self, key, patched) -> Sweep | None:
+        """The sweep on screen, None before one is drawn (nothing `patched`), or why it is gone."""
+        return sessions.on_screen(
+            self.workspace, key, patched is not None, "The sweep", "Patch every head again."
+        )
+
+    def metric_shown(self):
+        """`show_metric` for one event: its errors on the status line, and a function of its own (each
+        event's calls are counted apart in the queue: `explorer.app.fair_queue`)."""
+        return guarded(self.shared.status)(self.show_metric)
+
+    def show_metric(self, key, patched, metric, after_sweep: bool = False):
         """The map and the ranking for another metric, from the sweep on screen (after a sweep, which
         drew the logit difference's: only for another metric)."""
-        if sweep is None or metric not in METRICS or (after_sweep and metric == "logit_diff"):
+        if metric not in METRICS or (after_sweep and metric == "logit_diff"):
+            return sent({})
+        sweep = self.on_screen(key, patched)
+        if sweep is None:
             return sent({})
         s = self.section
         return {s.heatmap: plot(views.patching(sweep.result, metric)), s.ranked: ranked(sweep, metric)}
@@ -253,12 +271,13 @@ class PatchingEvents:
         """A handler writing the sweep on screen with `write` into a file of its own, for the page."""
         suffix = ".npz" if write is sweep_export.write_sweep_npz else ".csv"
 
-        def export(request: gr.Request, sweep):
+        def export(request: gr.Request, key, patched):
+            sweep = self.on_screen(key, patched)
             if sweep is None:
                 raise ValueError("Patch every head first: the download is the sweep on screen.")
             size, what = sweep_export.sweep_bytes(sweep.result), "The patching sweep"
-            visitor = address(request, self.workspace.policy.proxies)
-            path = self.downloads.path(visitor, f"patching{suffix}", size, what)
+            asking = visitor(request, self.workspace.policy.proxies)
+            path = self.downloads.path(asking, f"patching{suffix}", size, what)
             return {self.section.download: str(write(sweep.result, sweep.direct, path))}
 
         return export
