@@ -9,6 +9,7 @@ import time
 import tracemalloc
 import types
 
+import httpx
 import numpy as np
 import pytest
 from gradio_client import Client
@@ -156,3 +157,21 @@ def test_a_closed_pages_results_go_at_once(workspace, monkeypatch):
         assert wait_for(lambda: session_results.result(workspace, kept[0]) is None)
         assert session_results.result(workspace, kept[1]) is not None
         staying.close()
+
+
+def test_the_pages_config_shares_the_workspace_and_its_models_rather_than_copying_them(
+    workspace, monkeypatch
+):
+    """Gradio deep-copies the page's components as it sends their config (each page load, each API
+    client). A result's expiry callback reached the workspace, so each copied every model and run the
+    server held: seconds of the server's event loop per visitor once SmolLM2 was loaded."""
+    copies = []
+
+    def copied(self, memo):
+        copies.append(self)
+        return self
+
+    monkeypatch.setattr(Workspace, "__deepcopy__", copied, raising=False)
+    with served(workspace) as url:
+        assert httpx.get(f"{url.rstrip('/')}/config", timeout=30).status_code == 200
+    assert copies == []

@@ -12,8 +12,6 @@ downloads (`explorer.app.downloads`).
 
 from __future__ import annotations
 
-import functools
-
 import gradio as gr
 
 from explorer.app import session_results
@@ -26,8 +24,25 @@ RESULT_SECONDS = 3600  # a result's key lasts this long after it was set (as Gra
 
 def result_state(workspace: Workspace) -> gr.State:
     """A gr.State for a result's key (None until one is found), expiring with its result."""
-    forget = functools.partial(session_results.forget, workspace)
-    return gr.State(None, time_to_live=RESULT_SECONDS, delete_callback=forget)
+    return gr.State(None, time_to_live=RESULT_SECONDS, delete_callback=Forget(workspace))
+
+
+class Forget:
+    """A result's key expired: its result dropped from the workspace. Gradio deep-copies a page's
+    components for each session it opens; this callback is shared as it is, never copied, since what
+    it reaches (the workspace, its models and runs) is the server's one."""
+
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+
+    def __call__(self, key) -> None:
+        session_results.forget(self.workspace, key)
+
+    def __copy__(self) -> Forget:
+        return self
+
+    def __deepcopy__(self, memo) -> Forget:
+        return self
 
 
 def keep(workspace: Workspace, request, kind: str, value) -> session_results.ResultKey:
