@@ -294,19 +294,60 @@ COSTLY = dict(concurrency_id="costly")
 EACH_TRIGGER = dict(trigger_mode="multiple")
 
 
+class AfterRuns:
+    """What the tabs drawn by expensive readings do after a run (the open one redrawn, a typed target
+    forgotten), chained as one event per run in the readings' turn: a visitor's run takes one turn of
+    the expensive readings, whichever tabs there are, and at most one tab is open to draw. Each handler
+    takes the request, then its inputs' values, and returns its updates."""
+
+    def __init__(self):
+        self.handlers: list[Handler] = []
+
+    @classmethod
+    def wired(cls, shared: Shared, tabs: list) -> AfterRuns:
+        """The handlers of `tabs`, each wiring its events (its `wire(shared, after_runs)`)."""
+        after_runs = cls()
+        for tab in tabs:
+            tab.wire(shared, after_runs)
+        return after_runs
+
+    def add(self, fn: Callable, inputs: list, outputs: list) -> None:
+        self.handlers.append(Handler(fn, inputs, outputs))
+
+    def chain(self, runs: list) -> None:
+        inputs = [block for handler in self.handlers for block in handler.inputs]
+        outputs = list(dict.fromkeys(block for handler in self.handlers for block in handler.outputs))
+
+        def after_run(request: gr.Request, *values):
+            updates, at = {}, 0
+            for handler in self.handlers:
+                done = handler.fn(request, *values[at : at + len(handler.inputs)])
+                updates |= done if isinstance(done, dict) else {}
+                at += len(handler.inputs)
+            return sent(updates)
+
+        for event in runs:
+            event.then(after_run, inputs, outputs, api_name=False, **COSTLY)
+
+
 def draw_while_open(
-    tab: gr.Tab, is_open: gr.State, draw: Callable, reads: list, outputs: list, runs: list, api_name
+    tab: gr.Tab,
+    is_open: gr.State,
+    draw: Callable,
+    reads: list,
+    outputs: list,
+    after_runs: AfterRuns,
+    api_name,
 ):
-    """`draw(request, *reads)` when `tab` opens, and after each of `runs` while it is open (a tab drawn
-    only when on screen, by an expensive reading; `outputs` start with the status line and `is_open`,
-    which `draw` sets). The request comes first: Gradio passes it to a parameter before any `*values`."""
+    """`draw(request, *reads)` when `tab` opens, and after each run while it is open (a tab drawn only
+    when on screen, by an expensive reading; `outputs` start with the status line and `is_open`, which
+    `draw` sets). The request comes first: Gradio passes it to a parameter before any `*values`."""
 
     def after_run(request: gr.Request, opened, *values):
-        return draw(request, *values) if opened else sent({})
+        return draw(request, *values) if opened else {}
 
     tab.select(draw, reads, outputs, api_name=api_name, **COSTLY)
-    for event in runs:
-        event.then(after_run, [is_open, *reads], outputs, api_name=False, **COSTLY)
+    after_runs.add(after_run, [is_open, *reads], outputs)
 
 
 def close_when(is_open: gr.State, tabs: list[gr.Tab]) -> None:

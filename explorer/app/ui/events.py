@@ -40,6 +40,7 @@ from explorer.app.ui import (
 )
 from explorer.app.ui.common import (
     EACH_TRIGGER,
+    AfterRuns,
     Controls,
     Follower,
     Followers,
@@ -368,8 +369,7 @@ class ViewEvents:
             redraw=redraw,
         )
         t.intervene.wire(s, parts, runs)
-        t.lens.wire(s, runs)
-        t.flow.wire(s, runs)
+        AfterRuns.wired(s, [t.lens, t.flow]).chain(runs)
         t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
         t.attention.wire_style(s, self.stale)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.

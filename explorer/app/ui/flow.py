@@ -15,6 +15,7 @@ from explorer.app import limits, markup
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import (
     COSTLY,
+    AfterRuns,
     Shared,
     close_when,
     draw_while_open,
@@ -57,7 +58,7 @@ class FlowTab:
     def close_when(self, tabs: list[gr.Tab]) -> None:
         close_when(self.is_open, tabs)
 
-    def wire(self, shared: Shared, runs: list) -> None:
+    def wire(self, shared: Shared, after_runs: AfterRuns) -> None:
         """Open, or a run while open: the last position; a threshold or position: that one."""
         opened = [shared.status, self.is_open, self.position, self.graph, self.rollout]
 
@@ -83,7 +84,13 @@ class FlowTab:
             }
 
         draw_while_open(
-            self.tab, self.is_open, open_flow, [shared.shown, self.threshold], opened, runs, api_name="flow"
+            self.tab,
+            self.is_open,
+            open_flow,
+            [shared.shown, self.threshold],
+            opened,
+            after_runs,
+            api_name="flow",
         )
 
         @gpu

@@ -13,7 +13,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import COSTLY, Shared, close_when, gpu, guarded, index, plot, top
+from explorer.app.ui.common import COSTLY, AfterRuns, Shared, close_when, gpu, guarded, index, plot, top
 from explorer.app.ui.plot_view import PlotView, figure_view
 
 INFO_TARGET = (
@@ -44,7 +44,7 @@ class LensTab:
         """Selecting any of these tabs takes the lens off screen."""
         close_when(self.is_open, tabs)
 
-    def wire(self, shared: Shared, runs: list) -> None:
+    def wire(self, shared: Shared, after_runs: AfterRuns) -> None:
         """Open: everything; after a run, the target emptied for a new prompt and, while open, everything
         again (one step, so a run costs the page no more requests); window, target and position: their
         part."""
@@ -92,14 +92,7 @@ class LensTab:
             return {**drawn, **boxes, self.typed_for: shown}
 
         self.tab.select(open_lens, reads, everything, api_name="lens", **COSTLY)
-        for event in runs:
-            event.then(
-                after_run,
-                [self.is_open, self.pinned, self.typed_for, *reads],
-                [*everything, *kept],
-                api_name=False,
-                **COSTLY,
-            )
+        after_runs.add(after_run, [self.is_open, self.pinned, self.typed_for, *reads], [*everything, *kept])
 
         @gpu
         @guarded(shared.status)
