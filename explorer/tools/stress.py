@@ -14,6 +14,8 @@ budget of `--budget-gb`) and drives it over plain HTTP from threads, every reque
                 tokens, one giving ids past the vocabulary, and loads from fresh sessions of one address
     burst       more requests at once than the queue holds
     queue, disk, expensive, and Gemma 3 configs: round three (issue 38), `explorer.tools.stress_limits`
+    outside, kinds, expiry, forged, doors: round four (issue 52), `explorer.tools.stress_doors`, on a
+                server of its own started as a Space's; its table printed after the others
 
 The server runs with a Space's bound on each request (`EXPLORER_REQUEST_SECONDS=60`) and starts beside a
 HF cache holding a config.json nested 400,000 deep and a snapshot link loop. Visitors come from addresses
@@ -30,6 +32,7 @@ app of another checkout (its own code, the same requests), to compare two versio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -45,9 +48,10 @@ from pathlib import Path
 
 from explorer.app import memory
 from explorer.tools.stress_client import App, Monitor, guard, status_of, wait_until_up
+from explorer.tools.stress_doors import RoundFour
 from explorer.tools.stress_files import make_checkpoints
 from explorer.tools.stress_limits import RoundThree, write_round_three_files
-from explorer.tools.stress_report import Result, costs, table
+from explorer.tools.stress_report import Result, report
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = "import sys, app; app.demo.launch(server_name='127.0.0.1', server_port=int(sys.argv[1]), quiet=True)"
@@ -258,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", nargs="*", default=[], help="categories to leave out")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small models, few requests")
     args = parser.parse_args(argv)
-    if args.quick:
+    if args.quick:  # round four's expiry waits out the queue's 30 s twice: it is no smoke test
         args.clients, args.burst, args.rest, args.max_tokens = 2, 4, 1.0, 256
+        args.skip = [*args.skip, "expiry"]
 
     budget = args.budget_gb * 1e9
     with tempfile.TemporaryDirectory(prefix="explorer-stress-") as folder:
@@ -268,34 +273,16 @@ def main(argv: list[str] | None = None) -> int:
         paths = make_checkpoints(Path(folder), context=args.max_tokens, **sizes)
         paths |= write_round_three_files(Path(folder))
         downloads = Path(folder) / "gradio"
-        port = free_port()
         env = {**os.environ, "EXPLORER_MODELS": "any", "EXPLORER_MEMORY_GB": str(args.budget_gb)}
         env |= {"EXPLORER_MAX_TOKENS": str(args.max_tokens), "GRADIO_ANALYTICS_ENABLED": "False"}
         env |= {"EXPLORER_SERVER_LOADS_PER_MINUTE": "60"}  # the run's own loads; 3 per address stays
         env |= {"EXPLORER_REQUEST_SECONDS": "60", "HF_HUB_CACHE": str(paths["hub"])}
         env |= {"GRADIO_TEMP_DIR": str(downloads), "EXPLORER_QUEUE_PER_VISITOR": str(PER_VISITOR)}
         env.pop("SPACE_ID", None)
-        server = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(port)],
-            cwd=args.repo,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        url = f"http://127.0.0.1:{port}/"
-        try:
-            wait_until_up(url, server)
-            baseline = memory.rss_bytes(server.pid)
-            monitor = Monitor(url, server.pid)
-            monitor.start()
-            guarding = threading.Thread(
-                target=guard, args=(server, args.guard_gb * 1e9, monitor.stop), daemon=True
-            )
-            guarding.start()
+        rounds = []
+        with _served(args, env) as (server, url, monitor, baseline):
             stress = Stress(url, args.timeout, paths, args.clients, args.max_tokens)
             three = RoundThree(stress, paths, downloads, PER_VISITOR, args.slow_timeout)
-            started = time.monotonic()
             phases = {
                 "concurrent": lambda: _together(stress.visitor, range(args.clients)),
                 "prompts": stress.hostile_prompts,
@@ -307,37 +294,80 @@ def main(argv: list[str] | None = None) -> int:
                 "disk": three.disk,
                 "expensive": three.expensive,
             }
-            for name, phase in phases.items():
-                if name not in args.skip and server.poll() is None:
-                    print(f"{name} …", file=sys.stderr, flush=True)
-                    phase()
-            busy = time.monotonic() - started
-            time.sleep(args.rest)
-            resting = memory.rss_bytes(server.pid)
-            monitor.finish()
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-    load = os.getloadavg()
-    print(table(stress.results, monitor, budget, baseline, resting))
-    listed = ("probe", "queue", "disk", "expensive")  # each request of these with what it cost
-    print(costs([r for r in stress.results if r.category in listed], monitor))
-    averages = " / ".join(f"{value:.2f}" for value in load)
-    print(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)")
-    for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:
-        if seconds > 1.0:
-            busy_with = sorted(
-                {f"{r.category} / {r.name}" for r in stress.results if r.start <= start <= r.end}
-            )
-            error = next((e for t, e in monitor.errors if t == start), "")
-            print(f"GET / took {seconds:.1f} s {error} while these ran: {', '.join(busy_with) or 'nothing'}")
-    for result in stress.results:
+            busy = _run_phases(phases, args.skip, server)
+            rounds.append((stress, monitor, baseline, _resting(monitor, args.rest), busy))
+        # round four as the probe met it: a Space's server (the proxy's address read, uploads open)
+        space = {**env, "SPACE_ID": "explorer/stress", "EXPLORER_MODELS": "any"}
+        space["GRADIO_TEMP_DIR"] = str(Path(folder) / "gradio-space")
+        with _served(args, space) as (server, url, monitor, baseline):
+            stress = Stress(url, args.timeout, paths, args.clients, args.max_tokens)
+            four = RoundFour(stress, Path(space["GRADIO_TEMP_DIR"]), paths["long"], args.slow_timeout)
+            phases = {
+                "outside": four.outside,
+                "kinds": four.kinds,
+                "expiry": four.expiry,
+                "forged": four.forged,
+                "doors": four.doors,
+            }
+            if set(phases) - set(args.skip):
+                busy = _run_phases(phases, args.skip, server)
+                rounds.append((stress, monitor, baseline, _resting(monitor, args.rest), busy))
+    results = [r for stress, *_ in rounds for r in stress.results]
+    for stress, monitor, baseline, resting, busy in rounds:
+        if stress.results:
+            print(report(stress.results, monitor, budget, baseline, resting, busy))
+    for result in results:
         if not result.ok:
             print(f"FAILED {result.category} / {result.name} ({result.seconds:.1f} s): {result.detail}")
-    return 1 if any(not r.ok for r in stress.results) else 0
+    return 1 if any(not r.ok for r in results) else 0
+
+
+@contextlib.contextmanager
+def _served(args, env: dict):
+    """The app of `args.repo` served with `env`, its memory guarded and watched: (process, url, monitor,
+    startup RSS); stopped after."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(port)],
+        cwd=args.repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until_up(url, server)
+        baseline = memory.rss_bytes(server.pid)
+        monitor = Monitor(url, server.pid)
+        monitor.start()
+        limit = args.guard_gb * 1e9
+        threading.Thread(target=guard, args=(server, limit, monitor.stop), daemon=True).start()
+        yield server, url, monitor, baseline
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _run_phases(phases: dict, skip: list[str], server: subprocess.Popen) -> float:
+    """Each phase not skipped, while the server lives: the seconds they took."""
+    started = time.monotonic()
+    for name, phase in phases.items():
+        if name not in skip and server.poll() is None:
+            print(f"{name} …", file=sys.stderr, flush=True)
+            phase()
+    return time.monotonic() - started
+
+
+def _resting(monitor: Monitor, rest: float) -> int:
+    """The server's RSS after `rest` idle seconds; the monitor stopped."""
+    time.sleep(rest)
+    resting = memory.rss_bytes(monitor.pid)
+    monitor.finish()
+    return resting
 
 
 def _together(work, items) -> None:

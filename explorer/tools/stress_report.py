@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 import statistics
 from dataclasses import dataclass
 
@@ -81,6 +82,25 @@ def costs(results: list[Result], monitor: Monitor) -> str:
             f"| {max(pages):.2f} s | {before[0] / 2**30:.2f} → {max(during) / 2**30:.2f} GiB "
             f"| {r.answer_bytes:,} B | {html.unescape(r.detail)[:SAID_CHARS].replace('|', '/')} |"
         )
+    return "\n".join(lines)
+
+
+def report(
+    results: list[Result], monitor: Monitor, budget: float, baseline: int, resting: int, busy: float
+) -> str:
+    """One server's tables: the summary, each listed request's cost, its time and the slowest pages."""
+    lines = [table(results, monitor, budget, baseline, resting)]
+    listed = ("probe", "queue", "disk", "expensive", "outside", "kinds", "expiry", "forged", "doors")
+    lines.append(costs([r for r in results if r.category in listed], monitor))
+    averages = " / ".join(f"{value:.2f}" for value in os.getloadavg())
+    lines.append(f"\n{busy:.0f} s of requests; load average {averages} (1 / 5 / 15 min)\n")
+    for start, seconds in sorted(monitor.pages, key=lambda page: -page[1])[:3]:
+        if seconds > 1.0:
+            busy_with = sorted({f"{r.category} / {r.name}" for r in results if r.start <= start <= r.end})
+            error = next((e for t, e in monitor.errors if t == start), "")
+            lines.append(
+                f"GET / took {seconds:.1f} s {error} while these ran: {', '.join(busy_with) or 'nothing'}"
+            )
     return "\n".join(lines)
 
 

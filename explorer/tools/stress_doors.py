@@ -1,0 +1,328 @@
+"""The stress run's round four (issue 52): around the queue, and through the side doors. It runs on a
+server of its own started as a Space's (SPACE_ID set: the proxy's address read from X-Forwarded-For,
+each request bounded to 60 s), as the outside probe found them:
+
+    outside   handlers outside the queue fed long text: Intervene's prefill of a 160 KB prompt, 45
+              prefills of 30 KB at once while a visitor from elsewhere runs a prompt, "Swap names" of
+              100 KB
+    kinds     one address joins eight runs at the token limit under four of the run's events; a visitor
+              from elsewhere then runs a short prompt
+    expiry    five visitors hold the run's turn (two runs at the limit each); another address joins two
+              runs from fresh sessions every 31 s, never reading their streams; a visitor joining after
+              is told its rank in the queue
+    forged    50 fresh sessions each with another client-written first entry in X-Forwarded-For (the
+              run speaks as the proxy, which appends the real address) load the model and run 500
+              tokens; a visitor from elsewhere then runs
+    doors     a 512 MB upload; a visitor's head CSV fetched by another address at the path derived from
+              the first's address; markup in a toast; a layer view's event with layer 10³⁰ and head 99;
+              the circuit's time estimate asked three times
+
+Every case is recorded as a `Result` of the stress run: `ok` says whether the app held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from explorer.loading import catalog
+from explorer.tools.stress_page import Page
+
+LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
+NAMES = "When Mary And John Went To The Store, John Gave A Drink To Mary. "  # a name a word
+QUIET_SECONDS = 30.0  # the longest a visitor may wait behind one attacker
+HOLDERS = 5  # visitors whose two runs at the limit each hold the run's turn past the attacker's rhythm
+MARKUP = '<img src="//127.0.0.1:9/t.png"><a href="//evil.example/login">Sign in again</a>'
+
+
+class RoundFour:
+    """The phases above, on a `Stress` run over the round's own server (`downloads`: its Gradio folder)."""
+
+    def __init__(self, stress, downloads: Path, long_model: Path, timeout: float):
+        self.stress, self.downloads, self.timeout = stress, downloads, timeout
+        self.model = catalog.SMOLLM2_LABEL if catalog.smollm2_gguf() else str(long_model)
+        self.long_text = LINE * (stress.max_tokens // 8)  # past the token limit: cut to it
+
+    def page(self, address: str) -> Page:
+        return Page(self.stress.url, address, self.timeout)
+
+    def victim(self, category: str, name: str):
+        """A visitor from a new address runs a short prompt: waiting past QUIET_SECONDS fails it."""
+        address = self.stress.address()
+        self.stress.app(address, self.timeout)
+        victim = self.stress.request(category, name, "run", [LINE, 0, 0], _ran, address=address)
+        victim.ok = victim.ok and victim.seconds < QUIET_SECONDS
+        return victim
+
+    def loaded(self, category: str) -> dict:
+        """A visitor's session with the round's model loaded."""
+        visit = dict(session=uuid.uuid4().hex, address=self.stress.address())
+        self.stress.app(visit["address"], self.timeout)
+        self.stress.request(category, "load", "load_model", [self.model], _says("Loaded"), **visit)
+        return visit
+
+    def outside(self) -> None:
+        stress = self.stress
+        page = self.page(stress.address())
+        prefill = page.event("tab-intervene", "select", reading="patch-clean")
+        start = time.monotonic()
+        data = _prefilled(page, prefill, NAMES * (160_000 // len(NAMES)))
+        body = {"fn_index": prefill["id"], "data": data, "session_hash": "p"}
+        answer = page.http.post(f"{page.url}/gradio_api/run/predict", json=body)
+        stress.record("outside", "prefill of 160 KB", start, answer.status_code == 200 and _quick(start))
+        flood = self.page(stress.address())
+        text = NAMES * (30_000 // len(NAMES))
+
+        def prefill_once(i):
+            data = _prefilled(flood, prefill, text)
+            body = {"fn_index": prefill["id"], "data": data, "session_hash": f"f{i}"}
+            return flood.http.post(f"{flood.url}/gradio_api/run/predict", json=body)
+
+        with ThreadPoolExecutor(45) as pool:
+            flooding = [pool.submit(prefill_once, i) for i in range(45)]
+            time.sleep(0.5)
+            self.victim("outside", "a run while 45 prefills of 30 KB")
+            start = time.monotonic()
+            done = [f.result() for f in flooding]
+        stress.record(
+            "outside",
+            f"45 prefills of 30 KB ({sum(d.status_code == 200 for d in done)} answered)",
+            start,
+            all(d.status_code == 200 for d in done),
+        )
+        swap = page.event("patch-swap", "click")
+        start = time.monotonic()
+        status, event = page.join(swap, [NAMES * (100_000 // len(NAMES)), None], "swap")
+        listening, heard = page.listen("swap", self.timeout)
+        listening.join()
+        stress.record("outside", "Swap names of 100 KB", start, status == 200 and event in heard.done)
+
+    def kinds(self) -> None:
+        stress = self.stress
+        visit = self.loaded("kinds")
+        page = self.page(visit["address"])
+        runs = page.alike(page.named("run"))[:4]
+        statuses = []
+        for dependency in runs * 2:
+            values = page.values(dependency, prompt=f"{len(statuses)} {self.long_text}")
+            statuses.append(page.join(dependency, values, visit["session"])[0])
+        listening, _ = page.listen(visit["session"], 900)
+        admitted = statuses.count(200)
+        stress.record(
+            "kinds",
+            f"8 runs at the limit under {len(runs)} events ({admitted} admitted)",
+            time.monotonic(),
+            admitted <= 2,
+        )
+        self.victim("kinds", "a short run from elsewhere")
+        listening.join()
+
+    def expiry(self) -> None:
+        """Visitors hold the run's turn with two runs each at the limit; an attacker joins two runs
+        from fresh sessions, never read, twice 31 s apart; a visitor joining after is told its rank,
+        which counts what waits ahead: were the attacker's events kept past their places, them too."""
+        stress = self.stress
+        held = []
+        for _ in range(HOLDERS):
+            address = stress.address()
+            page = self.page(address)
+            run = page.named("run")
+            for i in range(2):  # two sessions, each with the model loaded: a session's state is its own
+                session = uuid.uuid4().hex
+                stress.app(address, self.timeout)
+                stress.request(
+                    "expiry", "load", "load_model", [self.model], _says("Loaded"), session, address=address
+                )
+                page.join(run, page.values(run, prompt=f"{i} {self.long_text}"), session)
+                held.append(page.listen(session, 900))
+        attacker = self.page(stress.address())
+        start, joined = time.monotonic(), []
+        for _ in range(2):
+            for _pair in range(2):
+                values = attacker.values(run, prompt=f"attack {len(joined)} {self.long_text}")
+                joined.append(attacker.join(run, values, uuid.uuid4().hex)[0])
+            time.sleep(31.0)
+        waiting = sum(not heard.done for _, heard in held)
+        victim = self.page(stress.address())
+        status, event = victim.join(run, victim.values(run, prompt=LINE), "victim")
+        listening, heard = victim.listen("victim", 900)
+        listening.join()
+        rank = max((r for r, _ in heard.ranks.get(event, [])), default=0)
+        stress.record(
+            "expiry",
+            f"four unread joins 31 s apart ({joined.count(200)} admitted); the next visitor's rank {rank}, "
+            f"{waiting} of the holders' runs unfinished",
+            start,
+            status == 200 and event in heard.done and rank <= max(0, waiting - 1),
+        )
+        for thread, _ in held:
+            thread.join()
+
+    def forged(self) -> None:
+        """50 clients, each another first entry of X-Forwarded-For (the proxy appends the one real
+        address), each loads the model and runs 500 tokens; a visitor from elsewhere then runs."""
+        stress = self.stress
+        page = self.page(stress.address())
+        load, run = page.named("load_model"), page.named("run")
+
+        def one(i) -> tuple[int, int]:
+            forwarded = {"x-forwarded-for": f"198.51.100.{i}, 203.0.113.7"}
+            session = uuid.uuid4().hex
+            loading, _ = page.join(
+                load, page.values(load, **{"model-source": self.model}), session, None, forwarded
+            )
+            if loading == 200:
+                page.listen(session, 300)[0].join()
+            values = page.values(run, prompt=f"{i} {LINE * 25}")  # about 500 tokens
+            running, _ = page.join(run, values, session, headers=forwarded)
+            if running == 200:
+                page.listen(session, 300)[0].join()
+            return loading, running
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(50) as pool:
+            clients = [pool.submit(one, i) for i in range(50)]
+            time.sleep(5.0)  # their loads answered, their runs joined
+            self.victim("forged", "a run from elsewhere")
+            joins = [c.result() for c in clients]
+        loads, runs = (sum(j[k] == 200 for j in joins) for k in (0, 1))
+        said = f"50 forged addresses ({loads} loads, {runs} runs admitted)"
+        stress.record("forged", said, start, runs <= 2)
+
+    def doors(self) -> None:
+        self._upload()
+        self._download()
+        self._toast()
+        self._event_data()
+        self._estimate()
+
+    def _upload(self) -> None:
+        before = _disk(self.downloads)
+        start = time.monotonic()
+        chunk = b"x" * (1 << 20)
+        try:
+            answer = self.stress.app(self.stress.address()).http.post(
+                f"{self.stress.url.rstrip('/')}/gradio_api/upload",
+                files={"files": ("pairs.csv", _Stream(chunk, 512), "text/csv")},
+            )
+            status = answer.status_code
+        except httpx.HTTPError:
+            status = 0  # the server closed the connection on the refusal
+        grown = _disk(self.downloads) - before
+        said = f"512 MB upload (HTTP {status}, {grown / 2**20:,.0f} MiB left on disk)"
+        self.stress.record("doors", said, start, grown < 1 << 20)
+
+    def _download(self) -> None:
+        stress = self.stress
+        visit = dict(session=uuid.uuid4().hex, address=stress.address())
+        stress.request("doors", "run", "run", [LINE * 4, 0, 0], _ran, **visit)
+        stress.request("doors", "a head's CSV", "csv", [0, 0], _any, **visit)
+        folder = hashlib.sha256(visit["address"].encode()).hexdigest()[:24]
+        guessed = self.downloads / "explorer-downloads" / folder / "layer0-head0-softmax.csv"
+        start = time.monotonic()
+        other = stress.app(stress.address()).http.get(f"{stress.url.rstrip('/')}/gradio_api/file={guessed}")
+        said = f"another address at the derived path (HTTP {other.status_code})"
+        stress.record("doors", said, start, other.status_code != 200)
+
+    def _toast(self) -> None:
+        stress = self.stress
+        visit = dict(session=uuid.uuid4().hex, address=stress.address())
+        stress.request("doors", "run", "run", [LINE, 0, 0], _ran, **visit)
+        page = self.page(visit["address"])
+        attribution = page.named("attribution")
+        start = time.monotonic()
+        values = page.values(attribution)
+        values[1] = MARKUP  # the target, after the run on screen
+        page.join(attribution, values, visit["session"])
+        listening, heard = page.listen(visit["session"], 60)
+        listening.join()
+        raw = [t for t in heard.toasts if "<img" in t or "<a " in t]
+        stress.record("doors", f"markup in a toast ({len(raw)} raw of {len(heard.toasts)})", start, not raw)
+
+    def _event_data(self) -> None:
+        stress = self.stress
+        for name, data in (
+            ("layer 10³⁰", {"layer": 10**30, "head": 0, "layers": [1]}),
+            ("head 99", {"layer": 1, "head": 99, "layers": [0, 2]}),
+        ):
+            visit = dict(session=uuid.uuid4().hex, address=stress.address())
+            stress.request("doors", "run", "run", [LINE, 0, 0], _ran, **visit)
+            page = self.page(visit["address"])
+            neighbours = page.event("pipeline-plot", "neighbours")
+            start = time.monotonic()
+            _, event = page.join(neighbours, page.values(neighbours), visit["session"], event_data=data)
+            listening, heard = page.listen(visit["session"], 60)
+            listening.join()
+            said = " ".join([*heard.toasts, *heard.errors])
+            broken = any(s in said for s in ("64-bit", "Something went wrong", "IndexError"))
+            answered = event in heard.done and not heard.errors
+            told = (
+                _first(heard.toasts) if heard.toasts else f"no toast; {_first(heard.errors) or 'no answer'}"
+            )
+            stress.record("doors", f"neighbours with {name}: {told}", start, answered and not broken)
+
+    def _estimate(self) -> None:
+        stress = self.stress
+        visit = self.loaded("doors")
+        estimates = []
+        for pairs in (16, 12, 16):
+            data = ["built-in", "ioi", pairs, 0, "", None, "logit_diff", ["exact", "atp", "eap"], "heads"]
+            result = stress.request("doors", f"circuit of {pairs} pairs", "circuit", data, _any, **visit)
+            found = re.search(r"about (\d+) s", result.detail)
+            if found:
+                estimates.append(int(found.group(1)) / pairs)
+        spread = max(estimates) / min(estimates) if len(estimates) > 1 else 0.0
+        stress.record(
+            "doors",
+            "circuit estimates per pair: " + ", ".join(f"{e:.1f} s" for e in estimates) + f" ({spread:.2f}×)",
+            time.monotonic(),
+            len(estimates) == 3 and spread < 1.5,
+        )
+
+
+class _Stream:
+    """`count` copies of `chunk`, read as a file, never held whole."""
+
+    def __init__(self, chunk: bytes, count: int):
+        self.chunk, self.left = chunk, count
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        self.left -= 1
+        return self.chunk
+
+
+def _prefilled(page: Page, prefill: dict, prompt: str) -> list:
+    """What Intervene's prefill reads as the tab opens: the prompt on screen, its own boxes empty."""
+    return page.values(prefill, prompt=prompt, **{"patch-clean": "", "patch-corrupted": ""})
+
+
+def _disk(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def _quick(start: float) -> bool:
+    return time.monotonic() - start < QUIET_SECONDS
+
+
+def _first(toasts: list[str]) -> str:
+    return re.sub(r"\s+", " ", toasts[0])[:80] if toasts else ""
+
+
+def _says(message: str):
+    return lambda status: message in status.replace("&#x27;", "'")
+
+
+def _ran(status: str) -> bool:
+    return "one fast forward" in status or "the views show its first" in status
+
+
+def _any(status: str) -> bool:
+    return True
