@@ -493,7 +493,7 @@ def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads
     restored = loader.restore("", types.SimpleNamespace(query_params={}, session_hash="s"))
     update, refusal = restored[picker], restored[loader.refusal]
     assert refusal is None
-    offered = [choice[0] if isinstance(choice, tuple) else choice for choice in update.choices]
+    offered = [choice[0] if isinstance(choice, tuple) else choice for choice in update["choices"]]
     assert offered == [label for label, _ in workspace.policy.choices()] and catalog.SMOLLM2_LABEL in offered
 
 

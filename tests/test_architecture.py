@@ -236,3 +236,55 @@ def test_every_toast_is_made_through_the_one_escaping_module():
         if any(makes_a_toast(node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
     }
     assert made == {"app/ui/toasts.py"}
+
+
+# Gradio's controls that check a value themselves: a choice control quotes one that is not a choice,
+# unescaped, in a toast drawn as HTML; a number control fails on text naming no control.
+CHECKED_CONTROLS = {"Radio", "Dropdown", "CheckboxGroup", "Number", "Slider"}
+
+
+def builds_a_plain_control(node: ast.AST) -> bool:
+    """Whether `node` builds or subclasses one of Gradio's own checked controls (`gr.Radio(…)`,
+    `gradio.components.Dropdown(…)`, `class X(gr.Slider)`) or imports one by name from gradio.
+    An annotation naming one (`metric: gr.Radio`) builds nothing."""
+    if isinstance(node, ast.ImportFrom):
+        names = {alias.name for alias in node.names}
+        return (node.module or "").split(".")[0] == "gradio" and bool(CHECKED_CONTROLS & names)
+    if isinstance(node, ast.Call):
+        named = [node.func]
+    elif isinstance(node, ast.ClassDef):
+        named = node.bases
+    else:
+        return False
+    return any(
+        isinstance(name, ast.Attribute)
+        and name.attr in CHECKED_CONTROLS
+        and ast.unparse(name.value).split(".")[0] in ("gr", "gradio")
+        for name in named
+    )
+
+
+def test_every_choice_and_number_control_is_built_from_the_checked_ones():
+    """app/ui/inputs.py alone builds Gradio's Radio, Dropdown, CheckboxGroup, Number and Slider: every
+    other module builds its checked versions, which refuse a value no control could send by the
+    control's name, escaped, before Gradio's own check quotes it as markup. A handler changes a control
+    with `gr.update(…)`, which builds none."""
+    built = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in (PACKAGE / "app").rglob("*.py")
+        if any(builds_a_plain_control(node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert built == {"app/ui/inputs.py"}
+
+
+def test_the_control_finder_finds_each_way_of_building_one():
+    for code in (
+        "gr.Radio(['a'])",
+        "gradio.components.Dropdown(choices=[])",
+        "class Ticks(gr.CheckboxGroup): pass",
+        "from gradio import Number",
+        "from gradio.components import Slider as S",
+    ):
+        assert any(builds_a_plain_control(node) for node in ast.walk(ast.parse(code))), code
+    for code in ("metric: gr.Radio = None", "gr.update(choices=[])", "checked.Radio(['a'])", "gr.Textbox()"):
+        assert not any(builds_a_plain_control(node) for node in ast.walk(ast.parse(code))), code

@@ -1,18 +1,21 @@
 """What an outside probe sent the served app past its controls (issue 52), each held: a handler outside
-the queue answers a pasted 100 KB prompt at once, and the layer view's events are read as strictly as
-any input: each field of their data refused by name when it is not what the page sends, the session's
-stream left whole."""
+the queue answers a pasted 100 KB prompt at once, the layer view's events are read as strictly as any
+input: each field of their data refused by name when it is not what the page sends, the session's
+stream left whole, and a value no choice or number control could hold is refused by the control's
+name, its markup shown as the toast's text."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import gradio as gr
 import httpx
 import pytest
 
 from explorer.app.policy import Policy
 from explorer.app.ui import build_demo
+from explorer.app.ui import inputs as checked
 from explorer.app.workspace import Workspace
 from explorer.tools.stress_client import App, status_of
 from tests.conftest import free_port
@@ -44,14 +47,22 @@ class Served:
         )
         return index
 
+    def starting(self, index: int, labelled: dict | None = None) -> list:
+        """The inputs of function `index` as the page starts with them (a state's is the session's),
+        those whose label `labelled` names given its value instead."""
+        labelled = labelled or {}
+        return [
+            None if block.stateful else labelled.get(getattr(block, "label", None), block.value)
+            for block in self.demo.fns[index].inputs
+        ]
+
     def send(self, at: str, event: str, handler: str, data: list | None, event_data=None, session="probe"):
         """(ok, the outputs or the error's message) of `event` of the component `at` (its elem_id) run
         by `handler`, as the page sends it: `data` the inputs' values (None: as the page starts)."""
         component = self.component(at)
         index = self.function(component, event, handler)
-        if data is None:  # each input as the page starts with it (a state's is the session's)
-            inputs = self.demo.fns[index].inputs
-            data = [None if block.stateful else getattr(block, "value", None) for block in inputs]
+        if data is None:
+            data = self.starting(index)
         body = {"data": data, "event_data": event_data, "fn_index": index, "session_hash": session}
         body["trigger_id"] = component._id
         if not self.demo.fns[index].queue:
@@ -197,3 +208,81 @@ def test_event_data_of_another_layer_or_head_than_the_models_is_refused_naming_t
     ]:
         ok, outputs = served.send(LAYER_VIEW, event, HANDLERS[event], None, asked, "range")
         assert ok and "There is no layer 4, head 0 in this model" in status_of(outputs), (event, outputs)
+
+
+# --- the controls' own values: refused by the control's name, markup shown as text --------------------
+
+MARKUP = "<img src=//host/t.png>"
+QUOTED = "'&lt;img src=//host/t.png&gt;'"  # its repr, as the toast's HTML draws it: as text
+POSITIONS = "Node scores: each head's output patched at"
+
+
+@pytest.mark.parametrize(
+    "at, event, handler, labelled, message",
+    [
+        (
+            "circuit-button",
+            "click",
+            "circuit",
+            {"Metric": MARKUP},
+            f"Metric: {QUOTED} is not one of its choices.",
+        ),
+        (
+            "circuit-button",
+            "click",
+            "circuit",
+            {"Methods": ["exact", MARKUP]},
+            f"Methods: {QUOTED} is not one of its choices.",
+        ),
+        (
+            "circuit-button",
+            "click",
+            "circuit",
+            {"Methods": MARKUP},
+            f"Methods takes a list of its choices, got {QUOTED}.",
+        ),
+        (
+            "circuit-button",
+            "click",
+            "circuit",
+            {"Dataset": MARKUP},
+            f"Dataset: {QUOTED} is not one of its choices.",
+        ),
+        (
+            "circuit-button",
+            "click",
+            "circuit",
+            {"Built-in": MARKUP},
+            f"Built-in: {QUOTED} is not one of its choices.",
+        ),
+        (
+            "circuit-patch-button",
+            "click",
+            "patch_nodes",
+            {POSITIONS: MARKUP},
+            f"{POSITIONS}: {QUOTED} is not one of its choices.",
+        ),
+        ("circuit-button", "click", "circuit", {"Pairs": MARKUP}, f"Pairs takes a number, got {QUOTED}."),
+        (
+            "patch-metric",
+            "input",
+            "show_metric",
+            {"Recovered fraction of": MARKUP},
+            f"Recovered fraction of: {QUOTED} is not one of its choices.",
+        ),
+    ],
+)
+def test_a_markup_value_sent_to_a_control_is_refused_by_its_name_as_text(
+    served, at, event, handler, labelled, message
+):
+    """Gradio's own check answered "Value: <img src=//host/t.png> is not in the list of choices", and
+    the page drew the toast as HTML: the image fetched."""
+    index = served.function(served.component(at), event, handler)
+    ok, toast = served.send(at, event, handler, served.starting(index, labelled), session="controls")
+    assert not ok and toast == message
+
+
+def test_every_choice_and_number_control_of_the_page_is_a_checked_one(served):
+    controls = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number, gr.Slider)
+    built = [block for block in served.demo.blocks.values() if isinstance(block, controls)]
+    assert len(built) > 20 and [b.label for b in built if type(b).__module__ != checked.__name__] == []

@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
+from explorer.app.ui import inputs as checked
 from explorer.app.ui import sessions, share
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
@@ -88,17 +89,17 @@ def build(workspace: Workspace) -> CircuitTab:
     with gr.Tab("Circuit", elem_id="tab-circuit") as tab:
         gr.Markdown(INTRO)
         with gr.Row():
-            source = gr.Radio(
+            source = checked.Radio(
                 [(label, key) for key, label in SOURCES.items()],
                 value="built-in",
                 label="Dataset",
                 elem_id="circuit-source",
             )
-            name = gr.Dropdown(
+            name = checked.Dropdown(
                 list(prompt_sets.BUILT_IN), value="ioi", label="Built-in", elem_id="circuit-name"
             )
-            size = gr.Number(8, label="Pairs", precision=0, minimum=1, maximum=circuit_pairs.MAX_PAIRS)
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="circuit-seed")
+            size = checked.Number(8, label="Pairs", precision=0, minimum=1, maximum=circuit_pairs.MAX_PAIRS)
+            seed = checked.Number(0, label="Seed", precision=0, minimum=0, elem_id="circuit-seed")
         typed = gr.Textbox(
             label="Typed pairs: clean | corrupted | answer | distractor, one a line",
             lines=4,
@@ -115,17 +116,17 @@ def build(workspace: Workspace) -> CircuitTab:
             elem_id="circuit-csv",
         )
         with gr.Row():
-            metric = gr.Radio(
+            metric = checked.Radio(
                 [(METRIC_NAMES[m], m) for m in pairs.METRICS], value="logit_diff", label="Metric", scale=2
             )
-            methods = gr.CheckboxGroup(
+            methods = checked.CheckboxGroup(
                 [(circuit_views.METHOD_NAMES[m], m) for m in circuit_views.METHODS],
                 value=list(circuit_views.METHODS),
                 label="Methods",
                 elem_id="circuit-methods",
                 scale=2,
             )
-            positions = gr.Radio(
+            positions = checked.Radio(
                 [(label, key) for key, label in circuit_views.POSITIONS.items()],
                 value="heads",
                 label="Node scores: each head's output patched at",
@@ -135,7 +136,7 @@ def build(workspace: Workspace) -> CircuitTab:
             find = gr.Button("Find the circuit", variant="primary", elem_id="circuit-button", min_width=140)
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
         nodes = figure_view(elem_id="circuit-nodes-plot")
-        edges = gr.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
+        edges = checked.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
         graph = figure_view(elem_id="circuit-graph-plot")
         curve = figure_view(elem_id="circuit-curve-plot")
         csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
@@ -287,7 +288,7 @@ class CircuitEvents:
         updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
         updates |= self.figures(found, kept)
         if total:
-            updates[t.edges] = gr.Slider(maximum=total, value=kept)
+            updates[t.edges] = gr.update(maximum=total, value=kept)
         if source == "csv":  # the pairs read, to look at and edit
             updates[t.typed] = circuit_pairs.as_text(chosen)
         return updates

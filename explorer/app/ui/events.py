@@ -154,8 +154,8 @@ class ViewEvents:
             s.status: markup.status(message, "warning" if cut else "info"),
             self.controls.token_strip: markup.token_strip(run.tokens, cut),
             s.shown: (model, cached.text),  # the text the run read: a session keeps no 50 MB paste
-            t.rope.query: gr.Slider(maximum=top(run.n_tokens), value=query),
-            t.rope.key: gr.Slider(maximum=top(run.n_tokens), value=key),
+            t.rope.query: gr.update(maximum=top(run.n_tokens), value=query),
+            t.rope.key: gr.update(maximum=top(run.n_tokens), value=key),
             t.rope.angles: plot(views.rope_angles(run)),
             t.rope.wavelengths: plot(views.rope_wavelengths(run)),
             **self._layer_figures(run, layer, head, query, key, style, others_later=asked_in_page(asked)),

@@ -80,7 +80,7 @@ class FlowTab:
             drawn = flow(request, run, last, threshold)
             return drawn | {
                 self.is_open: True,
-                self.position: gr.Slider(maximum=top(run.n_tokens), value=last),
+                self.position: gr.update(maximum=top(run.n_tokens), value=last),
             }
 
         draw_while_open(

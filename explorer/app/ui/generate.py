@@ -178,7 +178,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
                     shared.status: markup.status(message, "info"),
                     text: generation_views.generated_text(generation),
                     **(drawn_steps(generation, chosen.layer, chosen.head) if draw else {}),
-                    step: gr.Slider(maximum=top(taken), value=new.index),
+                    step: gr.update(maximum=top(taken), value=new.index),
                     generated: key,
                     show: gr.Button(interactive=False),
                     stop: gr.Button(interactive=True),  # while it streams
@@ -198,7 +198,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         yield last | {
             shared.status: markup.status(message, "info"),
             text: written,
-            step: gr.Slider(maximum=top(n), value=n - 1),
+            step: gr.update(maximum=top(n), value=n - 1),
             generated: key,
             show: gr.Button(interactive=n > 0),
             stop: gr.Button(interactive=False),

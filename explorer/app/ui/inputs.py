@@ -2,9 +2,11 @@
 
 Gradio checks an input before the handler runs, and a value of the wrong kind sent to the API (a layer
 of "abc", a position of NaN, a 4,001-digit number) fails there with "the upstream Gradio app has
-raised an exception"; a choice that is not one quotes itself whole. These subclasses check the value
-first and refuse it as a `gr.Error` naming the control and quoting the value briefly, which Gradio
-shows as it is. They keep their class names, which Gradio's page uses to draw them.
+raised an exception"; a choice that is not one quotes itself whole and unescaped, in a toast Gradio
+draws as HTML. These subclasses check the value first and refuse it as a `gr.Error` naming the control
+and quoting the value briefly, escaped (`toasts.error`). They keep their class names, which Gradio's
+page uses to draw them. The page builds every choice and number control from them
+(tests/test_architecture.py holds it).
 
 Gradio writes a .pyi stub beside the source of every component class defined (its own components'
 editor hints); these add no events, so they are defined with that step left out, and the app never
@@ -88,3 +90,16 @@ with _no_stub_files():
     class Radio(gr.Radio):
         def preprocess(self, payload):
             return _refuse_unless_choice(self, payload, super().preprocess)
+
+    class CheckboxGroup(gr.CheckboxGroup):
+        def preprocess(self, payload):
+            if not isinstance(payload, list):
+                raise toasts.error(f"{_name(self)} takes a list of its choices, got {brief(payload)}.")
+            if len(payload) > len(self.choices):  # each is looked up among the choices
+                ticked = f"{len(payload):,} ticked of {len(self.choices):,} choices"
+                raise toasts.error(f"{_name(self)}: {ticked}.")
+            values = [value for _, value in self.choices]
+            for value in payload:  # the first value not a choice is named, not the list it is in
+                if value not in values:
+                    raise toasts.error(f"{_name(self)}: {brief(value)} is not one of its choices.")
+            return super().preprocess(payload)

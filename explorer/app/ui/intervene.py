@@ -289,7 +289,7 @@ class _Events:
         if model != listed_for and self.workspace.is_loaded(model):  # (a model that failed: the run warned)
             config = self.workspace.explorer(model, load=False).config
             picked = [value for value in picked if has_head(config, value)]
-            listed = {t.heads: gr.Dropdown(choices=head_choices(config), value=picked), t.listed_for: model}
+            listed = {t.heads: gr.update(choices=head_choices(config), value=picked), t.listed_for: model}
         if shown is None:
             return listed
         ablation = self.ablation(shown, picked, mode)

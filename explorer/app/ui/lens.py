@@ -76,8 +76,8 @@ class LensTab:
                 }
             return drawn | {
                 self.is_open: True,
-                self.start: gr.Slider(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
-                self.position: gr.Slider(maximum=top(run.n_tokens), value=position),
+                self.start: gr.update(maximum=top(max(run.n_tokens - views.LENS_WINDOW + 1, 1)), value=start),
+                self.position: gr.update(maximum=top(run.n_tokens), value=position),
             }
 
         kept = [self.target, self.distractor, self.typed_for]

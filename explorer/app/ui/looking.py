@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
+from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import EACH_TRIGGER, Shared, gpu, guarded, index, plot
 from explorer.app.ui.plot_view import PlotView, figure_view
 
@@ -84,7 +85,7 @@ def build() -> HeadsLookingAt:
     heads' weights on it."""
     with gr.Accordion("Heads looking at a token", visible=False, elem_id="heads-looking-at") as panel:
         gr.Markdown(HINT)
-        position = gr.Number(
+        position = checked.Number(
             label="Token position (Enter draws it)", precision=0, elem_id="looked-at-position"
         )
         heatmap = figure_view(elem_id="heads-looking-at-plot")

@@ -113,8 +113,8 @@ class Loader:
             v.status: markup.status(done, "info"),
             v.model: source,
             v.card: panel.card,
-            v.layer: gr.Slider(maximum=top(panel.n_layers), value=0),
-            v.head: gr.Dropdown(choices=list(panel.heads), value=0),
+            v.layer: gr.update(maximum=top(panel.n_layers), value=0),
+            v.head: gr.update(choices=list(panel.heads), value=0),
             v.gqa: panel.gqa,
             v.kv_cache: panel.kv_cache,
             v.shown: None,
@@ -122,7 +122,7 @@ class Loader:
 
     def refused(self, message: str, loaded: str, **picker) -> dict:
         """A model that could not load: why, on the status line, and the picker naming the one loaded."""
-        named = gr.Dropdown(value=self.workspace.policy.label_of(loaded), **picker)
+        named = gr.update(value=self.workspace.policy.label_of(loaded), **picker)
         return {self.views.status: markup.status(message, "warning"), self.picker: named}
 
     def wire(self, button: gr.Button, model: gr.State):
@@ -159,10 +159,10 @@ class Loader:
         choices = [label for label, _ in self.workspace.policy.choices()]
         choice = share.requested(request).get("model")
         if not choice:
-            return {self.picker: gr.Dropdown(choices=choices), self.refusal: None}
+            return {self.picker: gr.update(choices=choices), self.refusal: None}
         try:
             loaded_now = self.load(choice, progress, request)
-            return loaded_now | {self.picker: gr.Dropdown(choices=choices, value=choice), self.refusal: None}
+            return loaded_now | {self.picker: gr.update(choices=choices, value=choice), self.refusal: None}
         except Exception as error:
             message = warn(error, "restore")
             return self.refused(message, loaded, choices=choices) | {self.refusal: message}

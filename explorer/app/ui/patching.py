@@ -21,6 +21,7 @@ import gradio as gr
 from explorer import views
 from explorer.app import limits, markup, prefill
 from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
+from explorer.app.ui import inputs as checked
 from explorer.app.ui import sessions
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
@@ -88,7 +89,7 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown, workspace: Workspace) -> Patc
         distractor = gr.Textbox(label="Distractor (one token)", elem_id="patch-distractor", min_width=140)
         swap = gr.Button("Swap the two names", elem_id="patch-swap", min_width=140)
     with gr.Row():
-        metric = gr.Radio(
+        metric = checked.Radio(
             [(METRIC_NAMES[name], name) for name in METRICS],
             value="logit_diff",
             label="Recovered fraction of",

@@ -15,6 +15,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import limits
+from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, gpu, guarded, index, picked_head, plot
 from explorer.app.ui.layer_view import CellAskedData, CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
@@ -109,7 +110,9 @@ def build() -> WhyPanel:
         with gr.Row(elem_id="why-cell"):
             names = ("Layer", "Head", "Query position", "Key position")
             numbers = tuple(
-                gr.Number(precision=0, label=name, min_width=120, elem_id=f"score-{name.split()[0].lower()}")
+                checked.Number(
+                    precision=0, label=name, min_width=120, elem_id=f"score-{name.split()[0].lower()}"
+                )
                 for name in names
             )
             ask = gr.Button("Split", elem_id="score-ask", scale=0, min_width=100)
