@@ -199,6 +199,15 @@ def test_event_data_the_page_never_sends_is_refused_naming_the_field(served, eve
     assert served.api.call("run", ["To be", 0, 0], "fields")[0]  # the session goes on
 
 
+def test_event_data_naming_a_file_is_refused_with_no_markup_of_it(served):
+    """Gradio checks that a file object in an event's data was uploaded, and its refusal quoted the
+    path: "File <img src=//host/t.png> is not in the cache folder", drawn as HTML."""
+    ran(served, "file")
+    for asked in [{"layer": {"path": MARKUP}, "head": 0}, {"layer": 1, "head": 0, "x": [{"path": MARKUP}]}]:
+        ok, toast = served.send(LAYER_VIEW, "head_picked", "pick", None, asked, "file")
+        assert not ok and toast == "An event's data names a file that was never uploaded here.", toast
+
+
 def test_event_data_of_another_layer_or_head_than_the_models_is_refused_naming_them(served):
     ran(served, "range")
     for event, asked in [
