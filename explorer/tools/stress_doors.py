@@ -133,13 +133,13 @@ class RoundFour:
             address = stress.address()
             page = self.page(address)
             run = page.named("run")
-            for i in range(2):  # two sessions, each with the model loaded: a session's state is its own
+            for _ in range(2):  # two sessions, each with the model loaded: a session's state is its own
                 session = uuid.uuid4().hex
                 stress.app(address, self.timeout)
                 stress.request(
                     "expiry", "load", "load_model", [self.model], _says("Loaded"), session, address=address
                 )
-                page.join(run, page.values(run, prompt=f"{i} {self.long_text}"), session)
+                page.join(run, page.values(run, prompt=f"{session} {self.long_text}"), session)  # not cached
                 held.append(page.listen(session, 900))
         attacker = self.page(stress.address())
         start, joined = time.monotonic(), []
@@ -259,12 +259,11 @@ class RoundFour:
             _, event = page.join(neighbours, page.values(neighbours), visit["session"], event_data=data)
             listening, heard = page.listen(visit["session"], 60)
             listening.join()
-            said = " ".join([*heard.toasts, *heard.errors])
+            refused = heard.done.get(event, (0, {}))[1].get("output", {}).get("error") or ""
+            said = " ".join([*heard.toasts, *heard.errors, refused])
             broken = any(s in said for s in ("64-bit", "Something went wrong", "IndexError"))
             answered = event in heard.done and not heard.errors
-            told = (
-                _first(heard.toasts) if heard.toasts else f"no toast; {_first(heard.errors) or 'no answer'}"
-            )
+            told = _first([*heard.toasts, refused]) or f"no answer; {_first(heard.errors)}"
             stress.record("doors", f"neighbours with {name}: {told}", start, answered and not broken)
 
     def _estimate(self) -> None:
