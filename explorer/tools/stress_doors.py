@@ -168,10 +168,11 @@ class RoundFour:
         """50 clients, each another first entry of X-Forwarded-For (the proxy appends the one real
         address), each loads the model and runs 500 tokens; a visitor from elsewhere then runs."""
         stress = self.stress
-        page = self.page(stress.address())
-        load, run = page.named("load_model"), page.named("run")
+        proxy = self.page(stress.address())
+        load, run = proxy.named("load_model"), proxy.named("run")
 
         def one(i) -> tuple[int, int]:
+            page = proxy.fork()
             forwarded = {"x-forwarded-for": f"198.51.100.{i}, 203.0.113.7"}
             session = uuid.uuid4().hex
             loading, _ = page.join(

@@ -27,12 +27,16 @@ class Page:
     """The app's events as its page joins them."""
 
     def __init__(self, url: str, address: str | None = None, timeout: float = 60.0):
-        self.url = url.rstrip("/")
-        transport = httpx.HTTPTransport(local_address=address) if address else None
-        limits = httpx.Limits(max_connections=None)
-        self.http = httpx.Client(timeout=timeout, transport=transport, limits=limits)
+        self.url, self.address, self.timeout = url.rstrip("/"), address, timeout
+        self.http = _client(address, timeout)
         self.config = self.http.get(f"{self.url}/config").json()
         self.components = {c["id"]: c for c in self.config["components"]}
+
+    def fork(self) -> Page:
+        """The same page over a connection pool of its own (for a thread of its own)."""
+        forked = object.__new__(Page)
+        forked.__dict__.update(self.__dict__, http=_client(self.address, self.timeout))
+        return forked
 
     def event(self, elem_id: str, trigger: str, reading: str = "") -> dict:
         """The dependency that `trigger` of the component `elem_id` starts, with a backend function (and
@@ -76,11 +80,14 @@ class Page:
             "session_hash": session,
             "event_data": event_data,
         }
-        answer = self.http.post(
-            f"{self.url}/gradio_api/queue/join",
-            content=json.dumps(body, ensure_ascii=False),
-            headers={"content-type": "application/json", **(headers or {})},
-        )
+        try:
+            answer = self.http.post(
+                f"{self.url}/gradio_api/queue/join",
+                content=json.dumps(body, ensure_ascii=False),
+                headers={"content-type": "application/json", **(headers or {})},
+            )
+        except httpx.HTTPError as error:
+            return 0, f"{type(error).__name__}: {error}"[:200]
         try:
             said = answer.json()
         except ValueError:
@@ -108,6 +115,11 @@ class Page:
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
         return thread, heard
+
+
+def _client(address: str | None, timeout: float) -> httpx.Client:
+    transport = httpx.HTTPTransport(local_address=address) if address else None
+    return httpx.Client(timeout=timeout, transport=transport, limits=httpx.Limits(max_connections=None))
 
 
 def _note(heard: Heard, message: dict) -> None:
