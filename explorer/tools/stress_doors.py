@@ -7,9 +7,9 @@ each request bounded to 60 s), as the outside probe found them:
               100 KB
     kinds     one address joins eight runs at the token limit under four of the run's events; a visitor
               from elsewhere then runs a short prompt
-    expiry    five visitors hold the run's turn (two runs at the limit each); another address joins two
-              runs from fresh sessions every 31 s, never reading their streams; a visitor joining after
-              is told its rank in the queue
+    expiry    a session joins eight runs at the limit under four of the run's events every 31 s, never
+              reading its stream (its places expire after 30 s unread); a visitor joining after is told
+              its rank in the queue and waits its turn
     forged    50 fresh sessions each with another client-written first entry in X-Forwarded-For (the
               run speaks as the proxy, which appends the real address) load the model and run 500
               tokens; a visitor from elsewhere then runs
@@ -37,7 +37,7 @@ from explorer.tools.stress_page import Page
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
 NAMES = "When Mary And John Went To The Store, John Gave A Drink To Mary. "  # a name a word
 QUIET_SECONDS = 30.0  # the longest a visitor may wait behind one attacker
-HOLDERS = 5  # visitors whose two runs at the limit each hold the run's turn past the attacker's rhythm
+ROUNDS = 4  # of the attacker's joins that outlive their places
 MARKUP = '<img src="//127.0.0.1:9/t.png"><a href="//evil.example/login">Sign in again</a>'
 
 
@@ -124,45 +124,37 @@ class RoundFour:
         listening.join()
 
     def expiry(self) -> None:
-        """Visitors hold the run's turn with two runs each at the limit; an attacker joins two runs
-        from fresh sessions, never read, twice 31 s apart; a visitor joining after is told its rank,
-        which counts what waits ahead: were the attacker's events kept past their places, them too."""
+        """A session with the model loaded joins eight runs at the limit under four of the run's events,
+        never reading its stream, ROUNDS times 31 s apart (the places it is refused while they count, it
+        gets back as they go); a visitor joining after is told its rank: were the attacker's events
+        kept past their places, they would wait ahead of it."""
         stress = self.stress
-        held = []
-        for _ in range(HOLDERS):
-            address = stress.address()
-            page = self.page(address)
-            run = page.named("run")
-            for _ in range(2):  # two sessions, each with the model loaded: a session's state is its own
-                session = uuid.uuid4().hex
-                stress.app(address, self.timeout)
-                stress.request(
-                    "expiry", "load", "load_model", [self.model], _says("Loaded"), session, address=address
-                )
-                page.join(run, page.values(run, prompt=f"{session} {self.long_text}"), session)  # not cached
-                held.append(page.listen(session, 900))
-        attacker = self.page(stress.address())
+        attacker = self.loaded("expiry")
+        page = self.page(attacker["address"])
+        runs = page.alike(page.named("run"))[:4]
         start, joined = time.monotonic(), []
-        for _ in range(2):
-            for _pair in range(2):
-                values = attacker.values(run, prompt=f"attack {len(joined)} {self.long_text}")
-                joined.append(attacker.join(run, values, uuid.uuid4().hex)[0])
+        for round in range(ROUNDS):
+            for dependency in runs * 2:
+                text = f"round {round}, {len(joined)}: {self.long_text}"
+                joined.append(
+                    page.join(dependency, page.values(dependency, prompt=text), attacker["session"])[0]
+                )
             time.sleep(31.0)
-        waiting = sum(not heard.done for _, heard in held)
         victim = self.page(stress.address())
+        run = victim.named("run")
+        waited = time.monotonic()
         status, event = victim.join(run, victim.values(run, prompt=LINE), "victim")
         listening, heard = victim.listen("victim", 900)
         listening.join()
         rank = max((r for r, _ in heard.ranks.get(event, [])), default=0)
+        waited = heard.done.get(event, (time.monotonic(), {}))[0] - waited
         stress.record(
             "expiry",
-            f"four unread joins 31 s apart ({joined.count(200)} admitted); the next visitor's rank {rank}, "
-            f"{waiting} of the holders' runs unfinished",
+            f"{ROUNDS} rounds of 8 unread joins 31 s apart ({joined.count(200)} admitted); the next visitor "
+            f"ranked {rank}, answered in {waited:.1f} s",
             start,
-            status == 200 and event in heard.done and rank <= max(0, waiting - 1),
+            status == 200 and event in heard.done and waited < QUIET_SECONDS,
         )
-        for thread, _ in held:
-            thread.join()
 
     def forged(self) -> None:
         """50 clients, each another first entry of X-Forwarded-For (the proxy appends the one real
