@@ -71,12 +71,26 @@ PLACES = [
     "market",
     "house",
 ]
-OBJECTS = ["drink", "book", "ring", "ball", "gift", "letter", "key", "apple", "bag", "phone", "hat", "cake"]
+# each object with its indefinite article, "an" before a vowel sound
+OBJECTS = {
+    "drink": "a",
+    "book": "a",
+    "ring": "a",
+    "ball": "a",
+    "gift": "a",
+    "letter": "a",
+    "key": "a",
+    "apple": "an",
+    "bag": "a",
+    "phone": "a",
+    "hat": "a",
+    "cake": "a",
+}
 IOI_TEMPLATES = (
-    "When{A} and{B} went to the{P},{C} gave a{O} to",
-    "After{A} and{B} arrived at the{P},{C} handed a{O} to",
-    "Then,{A} and{B} had a long day at the{P}.{C} gave a{O} to",
-    "While{A} and{B} were working at the{P},{C} passed a{O} to",
+    "When{A} and{B} went to the{P},{C} gave{O} to",
+    "After{A} and{B} arrived at the{P},{C} handed{O} to",
+    "Then,{A} and{B} had a long day at the{P}.{C} gave{O} to",
+    "While{A} and{B} were working at the{P},{C} passed{O} to",
 )
 CAPITALS = {
     "France": "Paris",
@@ -138,7 +152,8 @@ def ioi(n: int = 8, seed: int = 0, tokenizer=None) -> PromptSet:
     for i in range(n):
         a, b, c = rng.sample(names, 3)
         template = IOI_TEMPLATES[i % len(IOI_TEMPLATES)]
-        fill = dict(A=" " + a, B=" " + b, P=" " + rng.choice(places), O=" " + rng.choice(objects))
+        place, thing = rng.choice(places), rng.choice(objects)
+        fill = dict(A=" " + a, B=" " + b, P=" " + place, O=f" {OBJECTS[thing]} {thing}")
         clean.append(template.format(C=" " + b, **fill))
         corrupted.append(template.format(C=" " + c, **fill))
         answers.append(" " + a)
