@@ -445,7 +445,7 @@ def test_a_link_read_back_is_the_view_state_it_was_written_from():
     from explorer.views import MapStyle
 
     odd = "Crème & brûlée #1?\n= <b>\t“x” 🙂 %20+"
-    circuit_part = circuit.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"])
+    circuit_part = circuit.settings("built-in", "factual", 5, 7, "", "prob", ["exact", "eap"], "last")
     state = share.ViewState(
         prompt=odd,
         model="some/model & #2",

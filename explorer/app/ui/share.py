@@ -3,7 +3,7 @@ set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` an
 `ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
 `distractor`, the lens' `target` and `against`, the `cell` whose score is split: "query,key", and the
 Circuit tab's dataset and settings: `circuit`, `pairs_n`, `seed` or the typed `pairs`, `metric`,
-`methods`), and
+`methods`, `positions`), and
 "Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
 any machine that has that model; any other model by its source as typed."""
 
@@ -37,7 +37,7 @@ OPEN_TAB_JS = """() => {
 }"""
 
 
-CIRCUIT_KEYS = ("circuit", "pairs_n", "seed", "pairs", "metric", "methods")  # circuit.settings' order
+CIRCUIT_KEYS = ("circuit", "pairs_n", "seed", "pairs", "metric", "methods", "positions")  # settings' order
 
 
 @dataclass(frozen=True, kw_only=True)
