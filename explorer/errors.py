@@ -19,3 +19,8 @@ class PromptError(ValueError):
 class LimitError(RuntimeError):
     """A request would cost, or has cost, more than the app allows: the message names the limit and what
     to ask for instead (a shorter prompt, a higher threshold)."""
+
+
+class StoppedError(RuntimeError):
+    """Work stopped at the visitor's request (the page's Stop), between two of its steps: the message
+    names the work."""

@@ -480,6 +480,7 @@ def test_a_link_read_back_is_the_view_state_it_was_written_from():
 def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads(
     workspace, monkeypatch, tmp_path
 ):
+    from explorer.app.jobs import Jobs
     from explorer.app.ui.model_loading import Loader, ModelViews
     from explorer.loading import catalog
 
@@ -487,7 +488,7 @@ def test_a_model_installed_after_the_server_started_is_offered_when_a_page_loads
     with gr.Blocks():
         picker = gr.Dropdown([label for label, _ in workspace.policy.choices()])
         views = ModelViews(**{name: gr.State() for name in ModelViews.__dataclass_fields__})
-        loader = Loader(workspace, picker, views, gr.State())
+        loader = Loader(workspace, picker, views, gr.State(), Jobs(lambda fraction, text: None))
     assert catalog.SMOLLM2_LABEL not in [label for label, _ in picker.choices]
     monkeypatch.setattr(catalog, "smollm2_gguf", lambda: tmp_path / catalog.SMOLLM2_FILE)  # installed since
     restored = loader.restore("", types.SimpleNamespace(query_params={}, session_hash="s"))

@@ -7,7 +7,8 @@
   model (`Cost`, from its tokens, layers, heads, vocabulary): its working memory is reserved in the
   workspace's budget while it runs (`Workspace.reserve`), so the process stays near the budget however
   many visitors ask at once; a visitor computes one at a time (`Readings`), and the events that compute
-  them take turns in one queue of their own (`COSTLY`, the layout's concurrency).
+  them take turns in one queue of their own (`COSTLY`, the layout's concurrency). Each is one of its
+  page's jobs (`explorer.app.jobs`): its progress shown with the time left, and ended by the page's Stop.
 - A circuit whose time would pass the bound is refused before it starts (`circuit_time`), its time
   estimated from forwards timed on this server, steady however busy the machine is (`ForwardTimes`).
 - The flow graph's cost grows steeply as its threshold falls at long prompts; on a bounded server the
@@ -25,13 +26,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
 
+from explorer.app import visitors
+from explorer.app.jobs import Jobs
 from explorer.app.policy import Policy
-from explorer.app.visitors import address
 from explorer.app.workspace import Workspace
 from explorer.engine import deadline, working_memory
 from explorer.engine.composition import BAND_ROWS
@@ -162,6 +164,13 @@ def circuit_forwards(
     return work
 
 
+def circuit_work(config: ModelConfig, data, methods, positions=None, steps: int = 5) -> dict[str, float]:
+    """`circuit_forwards` of the batches of `data` (`engine.pairs.Dataset`): each method's share of a
+    circuit reading's work, which its progress follows (`views.circuits.find`)."""
+    shapes = [(batch.size, batch.n_tokens, batch.first_difference) for batch in data.batches]
+    return circuit_forwards(config, shapes, methods, positions, steps)
+
+
 FORWARD_TIMINGS = 5  # forwards timed each time (after one to warm up): their median is one measure
 LENGTH_CLASS = 16  # a prompt is timed at its length rounded up to a multiple of this many tokens
 
@@ -214,8 +223,7 @@ def circuit_time(
     fit and the costliest method. `names`: method -> its name in the tab."""
     if not seconds:
         return
-    shapes = [(batch.size, batch.n_tokens, batch.first_difference) for batch in data.batches]
-    work = circuit_forwards(explorer.config, shapes, methods, positions, steps)
+    work = circuit_work(explorer.config, data, methods, positions, steps)
     ids = max(data.batches, key=lambda batch: batch.n_tokens).clean[:1]  # [1, N]
     total = sum(work.values()) * times.seconds(explorer, ids)
     if total > seconds:
@@ -259,17 +267,19 @@ def flow_threshold(threshold: float, n_tokens: int, policy: Policy) -> tuple[flo
 
 class Readings:
     """Expensive readings under way: one per visitor (address) at a time, each with its working memory
-    reserved in the workspace's budget and its own wording of the time bound."""
+    reserved in the workspace's budget and its own wording of the time bound; each one of its page's
+    `jobs` (followed, and ended by its Stop), where given."""
 
-    def __init__(self, workspace: Workspace):
-        self.workspace = workspace
+    def __init__(self, workspace: Workspace, jobs: Jobs | None = None):
+        self.workspace, self.jobs = workspace, jobs
         self._running: dict[str, str] = {}  # what each visitor is computing
         self._lock = threading.Lock()
 
     @contextmanager
     def reading(self, request, cost: Cost, run: Run | None = None) -> Iterator[None]:
         policy = self.workspace.policy
-        visitor = address(request, policy.proxies)
+        asking = visitors.visitor(request, policy.proxies)  # its address, and its page's session
+        visitor = asking.address
         with self._lock:
             if visitor in self._running:
                 running = self._running[visitor]
@@ -284,6 +294,7 @@ class Readings:
                 self.workspace.reserve(cost.nbytes, cost.what, run) as resize,
                 working_memory.metered(resize),
                 deadline.bounded(policy.request_seconds, cost.what, cost.instead),
+                self.jobs.running(asking.session, cost.what) if self.jobs else nullcontext(),
             ):
                 yield
         finally:

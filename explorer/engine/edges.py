@@ -28,7 +28,7 @@ from functools import cached_property
 
 import torch
 
-from explorer.engine import pairs
+from explorer.engine import deadline, pairs
 from explorer.engine.nodes import Trace, trace
 from explorer.engine.taps import Taps
 
@@ -179,7 +179,7 @@ def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttri
     model, config = explorer.model, explorer.config
     valid = valid_edges(config)
     scores = torch.zeros(valid.shape)
-    for batch in data.batches:
+    for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
         clean, corrupted = trace(model, batch.clean), trace(model, batch.corrupted)
         explorer.forward_count += 2
         reference = None
@@ -234,7 +234,7 @@ def _input_gradients(model, batch, clean: Trace, corrupted: Trace, steps, metric
     )
     start, difference = corrupted.resid[0], clean.resid[0] - corrupted.resid[0]
     totals = None
-    for k in range(1, steps + 1):
+    for k in deadline.steps(range(1, steps + 1)):
         with torch.enable_grad():
             final = model.hidden_states(stream=start + k / steps * difference, taps=taps)
             total = pairs.metric_of(model, final[:, -1], batch, metric, reference).sum()

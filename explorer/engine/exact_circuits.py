@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from explorer.engine import edges, pairs
+from explorer.engine import deadline, edges, pairs
 from explorer.engine.taps import Taps
 
 KEEP_BYTES = 64 << 20  # the kept runs' tensors in all: a few datasets of short pairs on a small model
@@ -127,13 +127,13 @@ def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int])
     kept_runs = getattr(explorer, "corrupted_runs", None)
     totals = [0.0] * len(counts)
     with torch.no_grad():
-        for batch in data.batches:
+        for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
             if kept_runs is None:
                 corrupted, fresh = record(model, batch, data.metric), True
             else:
                 corrupted, fresh = kept_runs.of(model, batch, data.metric)
             explorer.forward_count += int(fresh) * (2 if data.metric == "kl" else 1) + len(counts)
-            for i, count in enumerate(counts):
+            for i, count in deadline.steps(enumerate(counts)):
                 removed = ~edges.kept_mask(config, ranked[:count]) & valid
                 final = _circuit_forward(model, batch, corrupted, removed.to(corrupted.z.device))
                 metric = pairs.metric_of(model, final[:, -1], batch, data.metric, corrupted.reference)

@@ -235,7 +235,7 @@ def information_flow(run, position: int = -1, threshold: float = 0.04) -> Inform
         raise ValueError(f"threshold must be a number in [0, 1), got {threshold!r}")
     edges: list[Edge] = []
     reached = [position]  # positions whose block output is on a route
-    for layer in reversed(range(run.config.n_layers)):
+    for layer in deadline.steps(reversed(range(run.config.n_layers))):
         working_memory.need(_shares_bytes(run.config, len(reached), max(reached) + 1))
         p = run.projections(layer, remember=False)
         at = _layer(run, p, max(reached) + 1)
@@ -299,7 +299,7 @@ def rollout(run, position: int = -1) -> torch.Tensor:
     row = torch.zeros(m)
     row[position] = 1.0
     block = max(1, DISTANCE_BLOCK_BYTES // (4 * run.config.n_heads * m))
-    for layer in reversed(range(run.config.n_layers)):
+    for layer in deadline.steps(reversed(range(run.config.n_layers))):
         p = run.projections(layer, remember=False)
         mixed = torch.zeros(m)
         for start in range(0, m, block):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.attention import eager_attention
 from explorer.engine.blockwise import query_blocks
 from explorer.engine.taps import Taps, recorder
@@ -114,7 +115,7 @@ def prompt_profile(run, block_bytes: int = PROFILE_BLOCK_BYTES) -> dict[str, tor
     in the run's cache.  # -> {name: [L, H]}"""
     ids = torch.tensor(run.ids)
     rows = []
-    for layer in range(run.config.n_layers):
+    for layer in deadline.steps(range(run.config.n_layers)):
         p = run.projections(layer, remember=False)
         sums = ScoreSums(p.n_heads)
         for start, stop in query_blocks(p.n_tokens, p.n_heads, block_bytes):

@@ -31,6 +31,7 @@ from functools import partial
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.attention import kv_head_map
 from explorer.engine.config import ModelConfig
 from explorer.engine.kv_cache import KVCache, PrefixCache
@@ -281,10 +282,10 @@ def _sweep(
     firsts = range(0, c.n_layers, layers_per_pass)
     steps, done = sum(c.n_layers - first for first in firsts), 0  # (pass, layer) steps
     passes = []
-    for first in firsts:
+    for first in deadline.steps(firsts, [c.n_layers - first for first in firsts]):
         patched_layers = range(first, min(first + layers_per_pass, c.n_layers))
         rows = None  # [R, M, hidden] residual stream of every patch so far, positions start..N−1
-        for layer in range(first, c.n_layers):
+        for layer in deadline.steps(range(first, c.n_layers)):
             last = layer == c.n_layers - 1  # only the model's last block may drop the other positions
             through = dict(layers=range(layer, layer + 1), positions=positions, cache=prefix, last_only=last)
             if rows is not None:

@@ -112,7 +112,7 @@ def logit_lens(run, positions: list[int] | None = None, top_k: int = 5) -> Logit
         raw=weight.new_empty(layers * block * slab),
         product=torch.empty(layers * block * slab, device=weight.device),
     )
-    for first in range(0, len(wanted), block):
+    for first in deadline.steps(range(0, len(wanted), block)):
         chunk = wanted[first : first + block]
         ids, values, lse, kl_rows = _lens_block(run, chunk, top_k, slab, tiles)
         top_probs[:, first : first + len(chunk)] = (values - lse[..., None]).exp().cpu()

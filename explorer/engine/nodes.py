@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from explorer.engine import pairs, rope
+from explorer.engine import deadline, pairs, rope
 from explorer.engine.attention import kv_head_map
 from explorer.engine.kv_cache import KVCache, PrefixCache
 from explorer.engine.rows import attention_rows
@@ -151,13 +151,13 @@ def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
     parsed = [parse_node(model.config, node) for node in nodes]
     total = torch.zeros(len(parsed))
     with torch.no_grad():
-        for batch in data.batches:
-            for b in range(batch.size):
-                one = _pair(batch, b)
-                clean, corrupted = trace(model, one.clean, True), trace(model, one.corrupted, True)
-                explorer.forward_count += 2
-                reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
-                total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference).cpu()
+        each = [(batch, b) for batch in data.batches for b in range(batch.size)]  # every pair
+        for batch, b in deadline.steps(each, [batch.n_tokens for batch, _ in each]):
+            one = _pair(batch, b)
+            clean, corrupted = trace(model, one.clean, True), trace(model, one.corrupted, True)
+            explorer.forward_count += 2
+            reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
+            total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference).cpu()
     return total / data.size
 
 
@@ -180,10 +180,13 @@ def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metri
     for i, node in enumerate(parsed):
         pos = _position(node, n)
         starts.setdefault(max(first, 0 if pos is None else pos), []).append(i)
-    for start, members in starts.items():
+    # each start's layers, and its rows at each (its nodes joined so far): how much work each step is
+    layers = {s: range(min(parsed[i].layer for i in members), last + 1) for s, members in starts.items()}
+    rows_at = {s: [sum(parsed[i].layer <= layer for i in starts[s]) for layer in layers[s]] for s in starts}
+    for start, members in deadline.steps(starts.items(), [sum(rows_at[s]) * (n - s) for s in starts]):
         prefix = PrefixCache(corrupted.cache.k[:, :, :start], corrupted.cache.v[:, :, :start])
         rows, order = None, []
-        for layer in range(min(parsed[i].layer for i in members), last + 1):
+        for layer in deadline.steps(layers[start], rows_at[start]):
             joining = [i for i in members if parsed[i].layer == layer]
             taps = NO_TAPS
             if joining:
@@ -252,7 +255,7 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
     patterns = {"q", "k"} if any(fixed) else set()  # AtP* reads both runs' q and k, the corrupted v
     values = {"v"} if any(fixed) else set()
     total = torch.zeros(len(parsed))
-    for batch in data.batches:
+    for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
         clean = trace(model, batch.clean, kinds=set(linear) | patterns)
         reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
         # its activations and the graph

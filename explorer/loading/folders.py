@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from explorer.engine import deadline
 from explorer.engine.config import ModelConfig, brief
 from explorer.engine.model import Transformer
 from explorer.errors import CheckpointError, UnsupportedConfigError
@@ -168,6 +169,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """All weights of the directory, from safetensors only (single file or sharded)."""
     state: dict[str, torch.Tensor] = {}
     for file in safetensors_files(path):
+        deadline.stopped()  # a page's Stop ends its load between two files
         try:
             state.update(load_file(file))
         except Exception as error:  # the safetensors library raises its own error types

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.config import (
     SIZE_LIMITS,
     UNSUPPORTED_VARIANTS,
@@ -304,6 +305,7 @@ def read_state_dict(path: Path, header: Header, config: ModelConfig, progress: P
     state = {}
     names = list(expected_tensors(config))
     for done, gguf_name in enumerate(names):
+        deadline.stopped()  # a page's Stop ends its load between two tensors
         if done % 16 == 0:
             progress(0.2 + 0.7 * done / len(names), f"Dequantizing {gguf_name} ({done + 1} of {len(names)})")
         tensor = dequantize(path, header.tensors[gguf_name])

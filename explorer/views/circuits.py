@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.engine import deadline, exact_circuits, pairs
 from explorer.engine import edges as edge_module
-from explorer.engine import exact_circuits, pairs
 from explorer.engine import nodes as node_module
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.figures import circuits as figures
@@ -98,25 +98,36 @@ def every_edge(config) -> list[tuple]:
     return [(up[a], down[b], 0.0) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
 
 
-def find(explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positions=None) -> Circuit:
+def find(
+    explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positions=None, work=None
+) -> Circuit:
     """Run the chosen `methods` (METHODS) on the dataset; the clean and corrupted metrics always. The
     node sweep and AtP patch each head at every position at once, or at each of `positions` (from the
-    end) alone."""
+    end) alone. `work`: each method's and the curve's ("curve") share of the work, in any unit (as
+    `app.limits.circuit_forwards` estimates it), for the progress a job is told (equal without)."""
     config = explorer.config
     shape = (config.n_layers, config.n_heads) + (() if positions is None else (len(positions),))
     nodes = head_nodes(config, positions)
+    parts = [m for m in METHODS if m in methods] + ["curve"]
+    work = {m: max(0.0, (work or {}).get(m, 0.0)) for m in parts}
+    total = sum(work.values())
+    shares = {m: work[m] / total if total else 1 / len(parts) for m in parts}
     exact = atp = ranked = None
     if "exact" in methods:
-        exact = node_module.patch_nodes(explorer, data, nodes).numpy().reshape(shape)
+        with deadline.part(shares["exact"]):
+            exact = node_module.patch_nodes(explorer, data, nodes).numpy().reshape(shape)
     if "atp" in methods:
-        atp = node_module.attribution_patching(explorer, data, nodes).numpy().reshape(shape)
+        with deadline.part(shares["atp"]):
+            atp = node_module.attribution_patching(explorer, data, nodes).numpy().reshape(shape)
     if "eap" in methods:
-        ranked = edge_module.edge_attribution(explorer, data, steps).edges
+        with deadline.part(shares["eap"]):
+            ranked = edge_module.edge_attribution(explorer, data, steps).edges
     everything = ranked if ranked is not None else every_edge(config)
     counts = sorted({round(share * len(everything)) for share in CURVE_SHARES})
     if ranked is None:
         counts = [0, len(everything)]
-    values = exact_circuits.faithfulness(explorer, data, everything, counts)
+    with deadline.part(shares["curve"]):
+        values = exact_circuits.faithfulness(explorer, data, everything, counts)
     curve = list(zip(counts, values, strict=True))
     return Circuit(
         metric=data.metric,

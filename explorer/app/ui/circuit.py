@@ -269,7 +269,8 @@ class CircuitEvents:
         limits.circuit_time(explorer, data, methods, at, bound, names, circuit_views.EAP_STEPS)
         cost = limits.circuit_cost(explorer.config, data.size, n_tokens, methods, at)
         with self.shared.readings.reading(request, cost):
-            found = circuit_views.find(explorer, data, methods, positions=at)
+            work = limits.circuit_work(explorer.config, data, methods, at, circuit_views.EAP_STEPS)
+            found = circuit_views.find(explorer, data, methods, positions=at, work=work)
         link = settings(source, name, size, seed, circuit_pairs.as_text(chosen), metric, methods, positions)
         shown = Shown(found, model, chosen, link)
         kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)

@@ -16,10 +16,11 @@ from gradio.components.plot import PlotData
 from explorer import views
 from explorer.app import markup, payload
 from explorer.app.downloads import Downloads
+from explorer.app.jobs import Jobs
 from explorer.app.limits import Readings
 from explorer.app.ui import layer_view, toasts
 from explorer.app.workspace import Workspace
-from explorer.errors import CheckpointError, LimitError, PromptError
+from explorer.errors import CheckpointError, LimitError, PromptError, StoppedError
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,10 @@ def top(count: int) -> int:
 
 def warn(error: Exception, where: str) -> str:
     """What a person is told of an error (a toast, and the words for the status line): its message
-    when it is theirs to fix, else that something went wrong, its trace kept in the log."""
+    when it is theirs to fix, else that something went wrong, its trace kept in the log. Work they
+    stopped (the page's Stop) is said on the status line alone."""
+    if isinstance(error, StoppedError):
+        return str(error)
     if isinstance(error, (PromptError, CheckpointError, LimitError, ValueError)):
         message = str(error)
     else:
@@ -197,6 +201,12 @@ def guarded(status):
     return decorate
 
 
+def show_progress(fraction: float, text: str) -> None:
+    """A job's progress (`app.jobs`) as the progress of the event computing it: on the status line, its
+    bar and `text` (`layout.progress_on_status`). Outside an event, nothing."""
+    gr.Progress()(fraction, desc=text)
+
+
 def sent(updates):
     """A handler's updates as Gradio takes them: `{}` (nothing changes; Gradio takes a dict of
     updates, but not an empty one) as the one update that leaves every output as it is."""
@@ -224,6 +234,8 @@ class Shared:
 
     workspace: Workspace
     readings: Readings  # expensive readings: one per visitor at a time, their memory in the budget
+    jobs: Jobs  # long jobs under way, by page session: their progress shown, ended by `stop`
+    stop: gr.Button  # beside the status line, shown while a job's progress is: stops the page's jobs
     downloads: Downloads  # files written for visitors: one each, whichever tab wrote it
     status: gr.HTML
     shown: gr.State  # (model source, prompt) of the views on screen, or None; (…, ablation) when the

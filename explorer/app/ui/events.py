@@ -285,7 +285,7 @@ class ViewEvents:
             shown=s.shown,
         )
         link_refusal = gr.State(None)  # why the model a link names could not load
-        loader = model_loading.Loader(self.workspace, c.picker, model_views, link_refusal)
+        loader = model_loading.Loader(self.workspace, c.picker, model_views, link_refusal, s.jobs)
         link_notes = gr.State("")  # what of a link's layer and head the model could not take
         restored = share.RestoredControls(
             linked=self.linked_controls(),

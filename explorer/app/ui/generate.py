@@ -3,10 +3,10 @@
 Generate streams each step as it comes (a Gradio generator, the API endpoint `/generate`): the text so
 far, the chosen layer and head's rows of the new tokens over the context (a row a step), the step's
 candidates, and the KV cache at its current length beside the same model as MHA and MQA; the figures at
-most every FIGURE_INTERVAL_S, the text every step. Stop ends it after the step being taken and draws
-every step taken. The generation stays in the workspace (bounded by bytes), so the step slider (look
-back at an earlier step) and a layer or head switch redraw from it without running the model; "Show in
-every view" hands its sequence, as a Run, to every other tab.
+most every FIGURE_INTERVAL_S, the text every step, with the time left at the pace so far. Stop ends it
+after the step being taken and draws every step taken. The generation stays in the workspace (bounded by
+bytes), so the step slider (look back at an earlier step) and a layer or head switch redraw from it
+without running the model; "Show in every view" hands its sequence, as a Run, to every other tab.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.app import markup
+from explorer.app.jobs import time_left
 from explorer.app.kept import GenerationKey
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
@@ -164,14 +165,17 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         )
         chosen.streaming = key
         drawn_at, drawn = -math.inf, 0  # when the figures were last sent, and of how many steps
+        started = time.monotonic()
         for new in workspace.steps(key):
             with workspace.generation(key) as generation:  # read before the next step is taken
                 if chosen.stopped == key:
                     break  # this step, taken while Stop came, goes with the last update
                 taken = len(generation.steps)
+                planned = min(generation.max_new_tokens, generation.max_tokens - generation.n_prompt)
                 message = (
                     f"Step {new.index}: “{printable(new.token)}” (probability {new.probability:.2f}); "
-                    f"{new_tokens(taken, generation.seconds)}."
+                    f"{new_tokens(taken, generation.seconds)}; "
+                    f"{time_left(time.monotonic() - started, taken / max(planned, 1))} (Stop ends it)."
                 )
                 draw = time.monotonic() - drawn_at >= FIGURE_INTERVAL_S
                 update = {

@@ -305,17 +305,17 @@ class _Events:
         picked = list(heads or [])
         return picked if value in picked else [*picked, value]
 
-    def load_for(self, choice, model, progress=gr.Progress()):
+    def load_for(self, choice, model, request: gr.Request):
         """An example meant for another model than the loaded one loads it first."""
         if catalog.source_of(choice) == (model or ""):
             return sent({})
-        return guarded(self.shared.status)(self.load)(choice, progress)
+        return guarded(self.shared.status)(self.load)(choice, request)
 
-    def load(self, choice, progress):
+    def load(self, choice, request):
         if choice not in [label for label, _ in catalog.choices()]:
             hint = f" `{catalog.SMOLLM2_INSTALL}` installs it." if choice == catalog.SMOLLM2_LABEL else ""
             raise ValueError(f"This example is meant for {choice}, which is not installed here.{hint}")
-        return self.page.loader.load(choice, progress)
+        return self.page.loader.load(choice, request)
 
 
 def token_pair(tokenizer, answer: str, distractor: str) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ from explorer.app import limits, markup
 from explorer.app.downloads import DOWNLOAD_SECONDS, DOWNLOAD_SWEEP_SECONDS, Downloads
 from explorer.app.examples import EXAMPLE_LABELS, EXAMPLES, SHAKESPEARE_LINE
 from explorer.app.fair_queue import QueueShares
+from explorer.app.jobs import Jobs
 from explorer.app.limits import Readings
 from explorer.app.ui import (
     attention,
@@ -35,9 +36,10 @@ from explorer.app.ui import (
     sessions,
 )
 from explorer.app.ui import inputs as checked
-from explorer.app.ui.common import Controls, Shared, top
+from explorer.app.ui.common import Controls, Shared, show_progress, top
 from explorer.app.ui.events import Tabs, ViewEvents
 from explorer.app.ui.model_loading import ModelPanel
+from explorer.app.visitors import visitor
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
@@ -96,6 +98,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
             link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
         ViewEvents(workspace, shared, controls, tabs, link).wire(demo, copy_link)
         sessions.end_when_closed(demo, workspace, shared.downloads)
+        stop_when_asked(shared)
         progress_on_status(demo, shared.status)
         bound_every_request(demo, policy.request_seconds)
     # A bounded queue that every event goes through (api_open=False: no REST call skips it, and with it
@@ -127,6 +130,20 @@ def progress_on_status(demo: gr.Blocks, status: gr.HTML) -> None:
             event.show_progress_on = [status]
         if event.show_progress == "full":
             event.show_progress = "minimal"
+
+
+def stop_when_asked(shared: Shared) -> None:
+    """Stop (and /stop) ends the jobs of the page's session under way (`app.jobs`): each stops at its
+    next step and says so on the status line, the views on screen staying. Outside the queue, where the
+    page's own places may all be taken by the work it stops; it shows no progress of its own."""
+    jobs, proxies = shared.jobs, shared.workspace.policy.proxies
+
+    def stop(request: gr.Request) -> None:
+        jobs.stop(visitor(request, proxies).session)
+
+    shared.stop.click(
+        stop, None, None, api_name="stop", queue=False, show_progress="hidden", show_progress_on=shared.stop
+    )
 
 
 def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, Shared]:
@@ -162,7 +179,9 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
             )
             load_button = gr.Button("Load model", elem_id="load-model")
             model_card = gr.HTML(panel.card, elem_id="model-card")
-    status = gr.HTML(markup.status(startup.message, "warning"), elem_id="status")
+    with gr.Row(equal_height=False):  # Stop at the status line's end, shown by page.css
+        status = gr.HTML(markup.status(startup.message, "warning"), elem_id="status")
+        stop = gr.Button("Stop", size="sm", variant="stop", scale=0, min_width=90, elem_id="stop-job")
     token_strip = gr.HTML(elem_id="token-strip", js_on_load=looking.TOKEN_CLICK_JS)
     heads_looking_at = looking.build()
     with gr.Row():
@@ -189,9 +208,12 @@ def lay_out_controls(workspace: Workspace, startup: Startup) -> tuple[Controls, 
         model=model,
         current_tab=current_tab,
     )
+    jobs = Jobs(show_progress)
     shared = Shared(
         workspace=workspace,
-        readings=Readings(workspace),
+        readings=Readings(workspace, jobs),
+        jobs=jobs,
+        stop=stop,
         downloads=Downloads(
             Path(get_upload_folder()) / "explorer-downloads",
             workspace.policy.download_bytes,

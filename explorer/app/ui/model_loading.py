@@ -1,7 +1,8 @@
-"""Loading a model from the picker (or from a link): each stage reported through gr.Progress, and a
-message when it is done; a model that cannot load leaves the one on screen in place. The operator's
-policy answers a source first; a load (not a switch to a model in memory) counts against the
-loads a minute of its address and of the server, and loads go one at a time, whoever asks."""
+"""Loading a model from the picker (or from a link): each stage shown as the load's progress, with the
+time left (a job of the page's, which its Stop ends: `app.jobs`), and a message when it is done; a model
+that cannot load, or is stopped, leaves the one on screen in place. The operator's policy answers a
+source first; a load (not a switch to a model in memory) counts against the loads a minute of its
+address and of the server, and loads go one at a time, whoever asks."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from gradio.components.plot import PlotData
 
 from explorer import views
 from explorer.app import markup
+from explorer.app.jobs import Jobs
 from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share, toasts
 from explorer.app.ui.common import plot, sent, top, warn
 from explorer.app.ui.plot_view import PlotView
-from explorer.app.visitors import address
+from explorer.app.visitors import address, visitor
 from explorer.app.workspace import Workspace
 from explorer.explorer import Explorer
 from explorer.loading import catalog
@@ -86,6 +88,7 @@ class Loader:
     picker: gr.Dropdown
     views: ModelViews
     refusal: gr.State
+    jobs: Jobs  # a load is one of its page's jobs: its progress shown, ended by the page's Stop
     limit: LoadLimit | None = None  # loads a minute per address and in all; the policy's by default
 
     def __post_init__(self):
@@ -95,16 +98,15 @@ class Loader:
     def outputs(self) -> list:
         return self.views.outputs
 
-    def load(self, choice: str, progress: gr.Progress, request: gr.Request | None = None) -> dict:
+    def load(self, choice: str, request: gr.Request | None = None) -> dict:
         source = self.workspace.source(choice)
         if not self.workspace.is_loaded(source):  # a load, not a switch to a model in memory
             self.workspace.policy.check(source)
             self.limit.check(address(request, self.workspace.policy.proxies))
         start = time.perf_counter()
-        progress(0, desc=f"Loading {source or 'the bundled model'} …")
-        explorer = self.workspace.explorer(
-            source, progress=lambda fraction, step: progress(fraction, desc=step)
-        )
+        session = visitor(request, self.workspace.policy.proxies).session
+        with self.jobs.running(session, f"loading {source or 'the bundled model'}") as job:
+            explorer = self.workspace.explorer(source, progress=job.told)
         panel = ModelPanel.of(explorer)
         done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
         toasts.info(done)
@@ -133,16 +135,16 @@ class Loader:
         time whoever asks (a load holds a model beside the cache): those a run follows."""
         outputs = [*self.outputs, self.picker]
 
-        def load_model(choice, loaded, request: gr.Request, progress=gr.Progress(), again=True):
+        def load_model(choice, loaded, request: gr.Request, again=True):
             if not again and self.workspace.source(choice) == (loaded or ""):
                 return sent({})
             try:
-                return self.load(choice, progress, request)
+                return self.load(choice, request)
             except Exception as error:
                 return self.refused(warn(error, "load_model"), loaded)
 
-        def pick_model(choice, loaded, request: gr.Request, progress=gr.Progress()):
-            return load_model(choice, loaded, request, progress, again=False)
+        def pick_model(choice, loaded, request: gr.Request):
+            return load_model(choice, loaded, request, again=False)
 
         one_at_a_time = dict(concurrency_id="load", concurrency_limit=1)
         inputs = [self.picker, model]
@@ -151,7 +153,7 @@ class Loader:
             self.picker.input(pick_model, inputs, outputs, api_name=False, **one_at_a_time),
         ]
 
-    def restore(self, loaded: str, request: gr.Request, progress=gr.Progress()) -> dict:
+    def restore(self, loaded: str, request: gr.Request) -> dict:
         """When a page loads: the picker's choices as they are now (a model installed since the server
         started is offered), and the model a link names (`model=`), if it names one, loaded and shown in
         the picker. Last, the reason the link's model could not load (None when it loaded, or none was
@@ -161,7 +163,7 @@ class Loader:
         if not choice:
             return {self.picker: gr.update(choices=choices), self.refusal: None}
         try:
-            loaded_now = self.load(choice, progress, request)
+            loaded_now = self.load(choice, request)
             return loaded_now | {self.picker: gr.update(choices=choices, value=choice), self.refusal: None}
         except Exception as error:
             message = warn(error, "restore")

@@ -207,14 +207,12 @@ class PatchingEvents:
 
     # --- the sweep ------------------------------------------------------------------------------------
 
-    def sweep(self, request, clean, corrupted, answer, distractor, model, progress) -> dict:
+    def sweep(self, request, clean, corrupted, answer, distractor, model) -> dict:
         explorer = self.workspace.explorer(model, load=False)
         n = explorer.config.n_layers * explorer.config.n_heads
-        progress(0, desc="Running both prompts …")
-        told = lambda done: progress(done, desc=f"Patching {n} heads")  # noqa: E731
         cost = limits.patching_cost(explorer.config, PATCH_MAX_TOKENS)
         with self.shared.readings.reading(request, cost):
-            result = explorer.patch_heads(clean, corrupted, answer, distractor, told, PATCH_MAX_TOKENS)
+            result = explorer.patch_heads(clean, corrupted, answer, distractor, None, PATCH_MAX_TOKENS)
         message = (
             f"Patched each of {n} heads in {result.seconds:.1f} s: the heads ranked beside the map, each "
             "head's direct effect on the clean prompt under it."
@@ -234,17 +232,15 @@ class PatchingEvents:
             s.sweep: key,
         }
 
-    def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model, progress=gr.Progress()):
+    def patch(self, request: gr.Request, clean, corrupted, answer, distractor, model):
         """Patch every head (and /patch): the heatmap of the recovered fraction."""
-        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model)
 
-    def patch_example(
-        self, request: gr.Request, clean, corrupted, answer, distractor, model, choice, progress=gr.Progress()
-    ):
+    def patch_example(self, request: gr.Request, clean, corrupted, answer, distractor, model, choice):
         """A patching example's sweep, once its model is loaded (a model that failed to load warned)."""
         if catalog.source_of(choice) != (model or ""):
             return {}
-        return self.sweep(request, clean, corrupted, answer, distractor, model, progress)
+        return self.sweep(request, clean, corrupted, answer, distractor, model)
 
     def on_screen(self, key, patched) -> Sweep | None:
         """The sweep on screen, None before one is drawn (nothing `patched`), or why it is gone."""
