@@ -212,6 +212,18 @@ def test_a_model_that_cannot_load_leaves_the_previous_one_in_place(client, forwa
     assert is_plot(pipeline) and forwards() == before
 
 
+def test_a_load_says_what_loaded_in_how_long_on_the_status_line_and_card_and_raises_no_toast(
+    client, monkeypatch
+):
+    """A toast would cover the page's header, where the picker and the card say what is loaded."""
+    toasts = []
+    monkeypatch.setattr(gr, "Info", lambda message, *args, **kwargs: toasts.append(message))
+    status, card, *_ = client.predict("", api_name="/load_model")
+    name, seconds = re.fullmatch(r"Loaded (.+) in (\d+\.\d) s\.", status_text(status)).groups()
+    assert f"<b>{name}</b><br>" in card and f'<span class="card-note">Loaded in {seconds} s.</span>' in card
+    assert toasts == []
+
+
 def test_the_default_app_serves_the_bundled_model():
     demo = build_demo()
     card = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "model-card")
@@ -628,9 +640,12 @@ def test_patch_draws_the_recovered_fraction_of_every_head_as_the_engine_computes
     assert "Patched each of 32 heads in" in status_text(status) and "recovered" not in status_text(status)
     a = workspace.run("", INTERVENE_TEXT).logit_attribution(" to", " be")
     rows = re.findall(r'data-layer="(\d+)" data-head="(\d+)".*?<td>([^<]+)</td><td>([^<]+)</td></tr>', ranked)
-    assert len(rows) == 10  # the ten that recover the most, ranked, beside the map
+    assert len(rows) == 10  # the ten that move the logit difference most either way, beside the map
+    each = expected.recovered.flatten().tolist()
+    largest = sorted(range(len(each)), key=lambda i: -abs(each[i]))[:10]
+    n_heads = ex.config.n_heads
     for (layer, head, recovered, direct_effect), (l, h, value) in zip(
-        rows, expected.top_heads(10), strict=True
+        rows, [(i // n_heads, i % n_heads, each[i]) for i in largest], strict=True
     ):
         assert (int(layer), int(head)) == (l, h) and float(recovered) == pytest.approx(value, abs=1e-3)
         assert float(direct_effect) == pytest.approx(float(a.heads[l, h]), abs=1e-3)

@@ -244,10 +244,11 @@ def test_a_csv_file_larger_than_the_app_takes_is_refused_unread(tmp_path):
 
 
 def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
-    status, nodes, graph, curve, edges, _typed = client.predict(
+    status, nodes, graph, curve, edges, _typed, shown_pairs = client.predict(
         "typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, api_name="/circuit"
     )
     assert "1 pair," in text_of(status) and f"{len(found.edges):,} edges scored" in text_of(status)
+    assert "The circuit on screen ran on 1 pair typed" in shown_pairs and f"<td>{CLEAN}</td>" in shown_pairs
     exact, atp = sent_arrays(nodes)["data"]
     span = found.clean - found.corrupted
     np.testing.assert_allclose(exact["z"], (found.exact - found.corrupted) / span, rtol=1e-4, atol=1e-5)
@@ -273,11 +274,14 @@ def test_patch_nodes_per_position_draws_each_head_at_each_position(client, per_p
     np.testing.assert_allclose(atp["z"], (per_position.atp / span).reshape(columns), rtol=1e-4, atol=1e-5)
 
 
-def test_a_built_in_dataset_from_its_seed(client):
-    status, *_ = client.predict(
+def test_a_built_in_dataset_from_its_seed_shows_the_pairs_it_made(client, workspace):
+    status, *_, shown_pairs = client.predict(
         "built-in", "induction", 2, 3, "", None, "logit_diff", ["atp"], api_name="/patch_nodes"
     )
     assert "2 pairs" in text_of(status), text_of(status)
+    made = circuit_pairs.built_in("induction", 2, 3, workspace.explorer("").tokenizer)
+    assert "ran on 2 pairs of the built-in induction set, seed 3" in shown_pairs
+    assert all(f"<td>{clean}</td>" in shown_pairs for clean in made.clean)
 
 
 @pytest.mark.parametrize(

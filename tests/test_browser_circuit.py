@@ -1,5 +1,7 @@
-"""The Circuit tab in Chromium on the bundled model: typed pairs found as a circuit (node map against
-the engine, graph, faithfulness curve), the tab against a baseline screenshot, and a click on a head of
+"""The Circuit tab in Chromium on the bundled model: the built-in set's pairs shown as it is picked and
+those a node patching ran on (against a baseline screenshot); typed pairs found as a circuit (node map
+against the engine, graph, faithfulness curve, the pairs it ran on), the tab against a baseline
+screenshot, and a click on a head of
 the node map opening it in the Attention tab; then each head at each of the last 4 positions (the node
 map against the engine, a click on a cell opening its head); and "Copy link" naming the circuit on
 screen, whose link opens the tab with its pairs and settings."""
@@ -25,6 +27,12 @@ TYPED = (
     "To be, or not or be, that is the question: whether the | to | be\n"
     "The king of the castle sat on the | The queen of the castle sat on the | king | queen"
 )
+
+
+def shown_pairs(app: AppPage) -> list[list[str]]:
+    """The pairs table's rows as the page shows them: number, clean, corrupted, answer, distractor."""
+    cells = "(row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent)"
+    return app.page.locator("#circuit-pairs-content tbody tr").evaluate_all(f"(rows) => rows.map({cells})")
 
 
 def find_circuit(app: AppPage) -> None:
@@ -54,6 +62,10 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     drawn = np.array(app.page.evaluate(JS_HEATMAP, ["circuit-nodes-plot", 0]), dtype=np.float64)
     np.testing.assert_allclose(drawn, found.recovered(found.exact), atol=1e-4)
     assert "2 pairs" in app.status() and "edges scored" in app.status()
+    assert (
+        "The circuit on screen ran on 2 pairs typed" in app.page.locator("#circuit-pairs-table").inner_text()
+    )
+    assert [row[1] for row in shown_pairs(app)] == [line.split(" | ")[0] for line in TYPED.splitlines()]
     match_baseline(app.screenshot(app.page.locator("#tab-circuit"), []), "view-circuit-drawn")
 
     layer, head = np.unravel_index(np.nanargmax(drawn), drawn.shape)
@@ -113,4 +125,40 @@ def test_copy_link_names_the_circuit_on_screen_and_its_link_opens_the_tab_with_i
         assert not opened.problems()
     finally:
         opened.page.close()
+    assert not app.problems()
+
+
+def test_a_built_in_set_shows_its_pairs_as_picked_and_a_node_patching_the_pairs_it_ran_on(
+    app, browser_workspace
+):
+    """The tab opens with the IOI set's pairs for the model loaded; a new seed shows that seed's; "Patch
+    the nodes" says those are the pairs it ran on (baseline screenshot); typed pairs show once read."""
+    tokenizer = browser_workspace.explorer("").tokenizer
+    app.page.get_by_role("tab", name="Circuit", exact=True).click()
+    table = app.page.locator("#circuit-pairs-table")
+    assert "8 pairs of the built-in ioi set, seed 0" in table.inner_text()
+    app.page.locator("#circuit-seed input").fill("3")
+    app.page.locator("#circuit-seed input").press("Enter")
+    table.filter(has_text="seed 3").wait_for()
+    made = circuit_pairs.built_in("ioi", 8, 3, tokenizer)
+    rows = zip(made.clean, made.corrupted, made.answers, made.distractors, strict=True)
+    want = [
+        [str(i), clean, corrupted, f"“{a}”", f"“{d}”"] for i, (clean, corrupted, a, d) in enumerate(rows, 1)
+    ]
+    assert shown_pairs(app) == want
+    marked = app.page.locator("#circuit-pairs-content mark").all_inner_texts()
+    assert marked == [
+        (set(b.split()) - set(a.split())).pop() for a, b in zip(made.clean, made.corrupted, strict=True)
+    ]
+
+    app.remember_plots()
+    app.page.locator("#circuit-patch-button").click()
+    app.wait_redrawn(["circuit-nodes-plot"])
+    settle(app)
+    assert "The circuit on screen ran on 8 pairs of the built-in ioi set, seed 3" in table.inner_text()
+    assert shown_pairs(app) == want
+    match_baseline(app.screenshot(table, []), "circuit-pairs")
+
+    app.page.locator("#circuit-source").get_by_text("Typed pairs", exact=True).click()
+    app.page.wait_for_function("() => !document.querySelector('#circuit-pairs-content')")
     assert not app.problems()

@@ -1,7 +1,8 @@
 """The Intervene tab in Chromium: the ablation example's bars against the engine, the ablated run shown
 in the other views, a patching sweep drawn and a cell click opening that head on the clean prompt, the
-IOI example loading SmolLM2 and sweeping it, at 1,200 px (against a baseline screenshot) and at 390 px
-(no overlapping labels, no sideways scroll)."""
+IOI example loading SmolLM2 and sweeping it (its heads ranked by the size of their effect, against a
+baseline screenshot), at 1,200 px (against a baseline screenshot) and at 390 px (no overlapping
+labels, no sideways scroll)."""
 
 from __future__ import annotations
 
@@ -178,8 +179,10 @@ def test_a_patching_sweep_draws_the_heatmap_and_a_cell_click_opens_that_head(app
     assert not app.problems()
 
 
-def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
-    """The IOI example is meant for SmolLM2: picking it loads SmolLM2, then sweeps; 23.3 recovers most."""
+def test_the_ioi_example_loads_smollm2_and_ranks_its_heads_by_the_size_of_their_effect(app, smollm2_path):
+    """The IOI example (docs/models.md's pair) is meant for SmolLM2: picking it loads SmolLM2, then
+    sweeps; 23.3 recovers most, and 24.4, which pushes the other way, ranks third with its sign
+    (baseline screenshot of the ranking); the ranking names the one token the corruption changes."""
     from explorer.loading import catalog as models
 
     ioi = examples.PATCHING_EXAMPLES["IOI (SmolLM2)"]
@@ -194,7 +197,17 @@ def test_the_ioi_example_loads_smollm2_and_draws_its_sweep(app, smollm2_path):
     name, recovered = app.hover_cell("patching-plot", 1, 23, 3)[:2]  # the head that recovers most (0.584)
     assert name == "layer 23 · head 3 · kv 1" and recovered.startswith("recovered "), (name, recovered)
     assert float(recovered.split()[1]) == pytest.approx(0.584, abs=0.01)
-    assert [t for t in app.toasts() if "Loaded SmolLM2" in t] and not app.script_errors
+    rows = app.page.locator("#ranked-heads tr.ranked-head")
+    ranked = [(row.get_attribute("data-layer"), row.get_attribute("data-head")) for row in rows.all()]
+    assert ranked[:4] == [("23", "3"), ("29", "1"), ("24", "4"), ("20", "0")], ranked
+    assert rows.nth(2).get_attribute("class") == "ranked-head negative"
+    assert float(rows.nth(2).locator("td").nth(2).inner_text()) == pytest.approx(-0.25, abs=0.01)
+    said = app.page.locator("#ranked-heads .ranked-corruption").inner_text()
+    assert "changes 1 token (position, clean → corrupted): 9 “ John” → “ Mary”" in said, said
+    ranking = app.page.locator("#ranked-heads-content")  # the table, not its block: as tall as the map
+    match_baseline(app.screenshot(ranking, []), "ranked-heads-smollm2-ioi")
+    assert "Loaded in" in app.page.locator("#model-card").inner_text()  # said there, not in a toast
+    assert not app.toasts() and not app.script_errors
 
 
 def test_the_tab_with_an_ablation_and_a_sweep_matches_its_baseline_screenshot(app):
@@ -228,6 +241,12 @@ SWAPPED = "When Juliet and Romeo went to the store, Romeo gave a drink to"
 JS_VALUE = "([id, value]) => document.querySelector(`#${id} textarea, #${id} input`).value === value"
 
 
+def largest_effect(result, metric: str) -> tuple[int, int]:
+    """The head whose patch moves `metric` most, either way."""
+    recovered = result.readings[metric].recovered
+    return tuple(int(i) for i in np.unravel_index(int(recovered.abs().argmax()), tuple(recovered.shape)))
+
+
 def box(app: AppPage, elem_id: str):
     return app.page.locator(f"#{elem_id} textarea, #{elem_id} input").first
 
@@ -236,8 +255,9 @@ def test_a_sweep_starts_from_the_prompt_on_screen_reads_any_metric_ranks_heads_a
     app, browser_workspace, tmp_path
 ):
     """The tab opens with the prompt on screen as the clean prompt and its two names swapped; the
-    sweep's heads are ranked beside the map (not on the status line), another metric redraws both
-    from the same sweep, the sweep downloads, and a ranked head opens in the Attention tab."""
+    sweep's heads are ranked by the size of their effect beside the map (not on the status line),
+    another metric redraws both from the same sweep, the sweep downloads, and a ranked head opens in
+    the Attention tab."""
     app.run(NAMES)
     app.open_tab("Intervene")
     for elem_id, value in (
@@ -260,7 +280,7 @@ def test_a_sweep_starts_from_the_prompt_on_screen_reads_any_metric_ranks_heads_a
     rows = app.page.locator("#ranked-heads tr.ranked-head")
     assert rows.count() == views.RANKED_HEADS and "recovered" not in app.status()
     first = (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head")))
-    assert first == expected.top_heads(1)[0][:2]
+    assert first == largest_effect(expected, "logit_diff")
 
     app.remember_plots()
     app.page.locator("#patch-metric").get_by_label("KL(clean ‖ patched)").check()
@@ -268,7 +288,7 @@ def test_a_sweep_starts_from_the_prompt_on_screen_reads_any_metric_ranks_heads_a
     drawn = np.array(app.page.evaluate(JS_HEATMAP, ["patching-plot", 0]))
     np.testing.assert_allclose(drawn, expected.readings["kl"].recovered.numpy(), atol=1e-4)
     assert "KL" in app.page.locator("#ranked-heads .ranked-title").inner_text()
-    top_kl = expected.top_heads(1, "kl")[0][:2]
+    top_kl = largest_effect(expected, "kl")
     assert (int(rows.first.get_attribute("data-layer")), int(rows.first.get_attribute("data-head"))) == top_kl
 
     with app.page.expect_download() as download:

@@ -181,6 +181,36 @@ def test_phone_view_matches_its_baseline_screenshot(phone, tab):
     match_baseline(phone.screenshot(panel, []), f"view-{tab.lower()}-390")
 
 
+# Where the picker's text ends (its input less the room kept on the right) and its arrow starts.
+JS_PICKER_ROOM = """() => {
+    const input = document.querySelector('#model-source input');
+    const arrow = document.querySelector('#model-source .icon-wrap').getBoundingClientRect();
+    const text = input.getBoundingClientRect().right - parseFloat(getComputedStyle(input).paddingRight);
+    return [text, arrow.left, input.scrollWidth > input.clientWidth];
+}"""
+
+
+def test_on_a_phone_a_long_model_name_stops_before_the_arrow_and_a_load_covers_nothing(phone, smollm2_path):
+    """SmolLM2 picked at 390 px: its label (longer than the picker) is cut before the dropdown's arrow,
+    and what was loaded in how long is said on the card, with no toast over the page's header
+    (baseline screenshot of the picker and card)."""
+    from test_browser_intervene import settle  # it imports PHONE from here
+
+    from explorer.loading.catalog import SMOLLM2_LABEL
+
+    box = phone.page.locator("#model-source input")
+    box.fill(SMOLLM2_LABEL)
+    box.press("Enter")
+    card = phone.page.locator("#model-card")
+    card.filter(has_text="SmolLM2-135M-Instruct").filter(has_text="Loaded in").wait_for(timeout=300_000)
+    settle(phone)  # the run a load starts, drawn
+    text_ends, arrow_starts, cut = phone.page.evaluate(JS_PICKER_ROOM)
+    assert text_ends <= arrow_starts and cut and box.input_value() == SMOLLM2_LABEL
+    assert not phone.toasts()
+    column = phone.page.locator("div.column:has(> div.form > #model-source)")  # the picker, button and card
+    match_baseline(phone.screenshot(column, [card.locator(".card-note")]), "header-model-390")
+
+
 # The strip's scrolling box, and the tokens it shows only in part (cut by its top or bottom edge).
 JS_STRIP_CUT = """() => {
     const box = document.querySelector('#token-strip-content .token').parentElement;

@@ -4,14 +4,19 @@ against the engine, labels escaped, arrays typed, and tolerant snapshots of thei
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 
 import explorer
 from explorer import figures, views
 from explorer.app import examples, markup
+from explorer.engine.interventions import PatchResult
+from explorer.engine.patch_metrics import Reading
 from explorer.figures.common import to_json, token_label
+from explorer.views.interventions import TokenChange, corruption
 from tests.test_figures import assert_valid_as_sent, decoded, snapshot_view, traces
 from tests.tolerant_snapshots import TolerantAmberExtension
 
@@ -128,15 +133,71 @@ def test_the_patching_heatmap_of_another_metric_is_that_metrics_recovered_fracti
         )
 
 
-def test_a_sweeps_heads_are_ranked_by_the_metric_with_their_direct_effect(ex, patch):
+def test_a_sweeps_heads_are_ranked_by_the_size_of_their_effect_with_their_direct_effect(ex, patch):
     example = examples.PATCHING_EXAMPLES["induction (bundled model)"]
     direct = ex.run(example.clean).logit_attribution(example.answer, example.distractor).heads
     for metric in ("logit_diff", "kl"):
+        recovered = patch.readings[metric].recovered
         rows = views.ranked_heads(patch, direct, metric)
-        assert [(r.layer, r.head, r.recovered) for r in rows] == patch.top_heads(views.RANKED_HEADS, metric)
+        assert len(rows) == views.RANKED_HEADS
+        assert [abs(r.recovered) for r in rows] == sorted((abs(r.recovered) for r in rows), reverse=True)
+        tenth = recovered.abs().flatten().sort(descending=True).values[views.RANKED_HEADS - 1]
+        assert abs(rows[-1].recovered) == pytest.approx(float(tenth))
+        assert all(r.recovered == pytest.approx(float(recovered[r.layer, r.head])) for r in rows)
         assert all(r.direct == pytest.approx(float(direct[r.layer, r.head])) for r in rows)
     html = markup.ranked_heads(views.ranked_heads(patch, direct, "prob"), "probability <of> the answer")
-    assert html.count('class="ranked-head"') == views.RANKED_HEADS and "&lt;of&gt;" in html
+    assert html.count('class="ranked-head') == views.RANKED_HEADS and "&lt;of&gt;" in html
+
+
+def sweep_of(
+    recovered: list[list[float]], clean_tokens=("a", "b"), corrupted_tokens=("a", "c")
+) -> PatchResult:
+    """A sweep whose logit difference recovers `recovered` (clean 2, corrupted 0), of two query heads
+    a kv head each: what a ranking reads, and nothing it does not."""
+    patched = torch.tensor(recovered) * 2.0  # [L, H]
+    return PatchResult(
+        logit_diff=patched,
+        recovered=patched / 2.0,
+        clean_logit_diff=2.0,
+        corrupted_logit_diff=0.0,
+        readings={"logit_diff": Reading(patched, 2.0, 0.0)},
+        clean_tokens=list(clean_tokens),
+        corrupted_tokens=list(corrupted_tokens),
+        answer=" x",
+        distractor=" y",
+        answer_id=1,
+        distractor_id=2,
+        first_difference=1,
+        kv_head=torch.tensor([0, 1]),
+        seconds=0.0,
+    )
+
+
+def test_a_head_that_pushes_against_the_answer_ranks_by_its_size_and_shows_its_sign():
+    sweep = sweep_of([[0.1, -0.5], [0.58, 0.2], [float("nan"), 0.0]])  # 1.0 pushes the other way
+    direct = torch.tensor([[1.0, -2.0], [3.0, 4.0], [5.0, 6.0]])
+    rows = views.ranked_heads(sweep, direct, "logit_diff", k=4)
+    assert [(r.layer, r.head) for r in rows] == [(1, 0), (0, 1), (1, 1), (0, 0)]
+    assert [r.recovered for r in rows] == pytest.approx([0.58, -0.5, 0.2, 0.1], abs=1e-6)
+    assert (rows[1].kv_head, rows[1].direct) == (1, -2.0)
+    assert views.ranked_heads(sweep, direct, "logit_diff", k=6)[-1][:2] == (2, 0)  # undefined: last
+
+    html = markup.ranked_heads(rows, "logit difference")
+    negative = re.findall(r'<tr class="ranked-head negative" data-layer="(\d+)" data-head="(\d+)"', html)
+    assert negative == [("0", "1")] and html.count('class="ranked-head"') == 3
+    assert "<td>2</td><td><b>0.1</b> · kv 1</td><td>-0.5</td><td>-2</td>" in html
+    assert "<td>+0.58</td>" in html and "either way" in html
+
+
+def test_the_ranking_says_which_tokens_the_corrupted_prompt_changes_escaped():
+    sweep = sweep_of([[0.1, 0.2]], (" When", " <b>Mary</b>", " and", "\n"), (" When", " John", " and", "\t"))
+    changes = corruption(sweep)
+    assert changes == [(1, " <b>Mary</b>", " John"), (3, "\n", "\t")]
+    html = markup.ranked_heads(views.ranked_heads(sweep, torch.zeros(1, 2), "logit_diff"), "x", changes)
+    said = "2 tokens (position, clean → corrupted): 1 “ &lt;b&gt;Mary&lt;/b&gt;” → “ John”; 3 “↵” → “⇥”."
+    assert said in html and "<b>Mary" not in html
+    many = [TokenChange(i, "a", "b") for i in range(markup.CHANGES_LISTED + 3)]
+    assert markup.corruption(many).endswith("; 3 more.</div>") and markup.corruption([]) == ""
 
 
 def test_a_sweep_downloads_as_npz_and_csv_with_every_metric_and_the_direct_effects(ex, patch, tmp_path):

@@ -1,5 +1,5 @@
 """Every toast shows its message as text: Gradio draws a toast as HTML, so the message that reaches it
-is escaped (a warning, a note, a refused value, refused event data), while the status line, which
+is escaped (a warning, a refused value, refused event data), while the status line, which
 escapes what it is given, gets the message as written (escaped once, not twice)."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import pytest
 
 from explorer.app import markup
 from explorer.app.ui import inputs as checked
-from explorer.app.ui import toasts
 from explorer.app.ui.common import warn
 from explorer.app.ui.layer_view import HeadData
 
@@ -23,11 +22,6 @@ def test_a_warning_reaches_gradio_escaped_and_the_status_line_escapes_it_once():
     assert str(warned[0].message) == f"The target “{SHOWN}” is 9 tokens"
     assert said == f"The target “{MARKUP}” is 9 tokens"
     assert f"“{SHOWN}”" in markup.status(said, "warning")
-
-
-def test_a_note_reaches_gradio_escaped(capsys):
-    toasts.info(f"Loaded {MARKUP} in 0.1 s.")  # outside an event, Gradio prints it
-    assert capsys.readouterr().out.strip() == f"Loaded {SHOWN} in 0.1 s."
 
 
 def test_a_message_keeps_its_quotes_for_an_api_caller_reads_it_too():

@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
+from typing import NamedTuple
 
+from explorer.app import markup
 from explorer.engine import prompt_sets
-from explorer.errors import PromptError
+from explorer.errors import CheckpointError, PromptError
+from explorer.views import circuits as circuit_views
 
 MAX_PAIRS = 16  # the app's bound on a dataset: every method's work grows with the pairs
 MAX_BYTES = 64 << 10  # a typed or uploaded dataset's text
 COLUMNS = ("clean", "corrupted", "answer", "distractor")
+SOURCES = {"built-in": "Built-in", "typed": "Typed pairs", "csv": "CSV file"}  # by the tab's choice
+
+
+class BuiltIn(NamedTuple):
+    name: str
+    size: int
+    seed: int
+
+
+FIRST = BuiltIn("ioi", 8, 0)  # the built-in set the tab opens with
 
 
 def built_in(name: str, size, seed, tokenizer) -> prompt_sets.PromptSet:
@@ -25,6 +39,53 @@ def built_in(name: str, size, seed, tokenizer) -> prompt_sets.PromptSet:
         return prompt_sets.built_in(name, size, seed, tokenizer)
     except ValueError as error:
         raise PromptError(f"The {name} dataset cannot be made for this model: {error}.") from None
+
+
+def chosen(source, name, size, seed, typed_text, upload, tokenizer) -> prompt_sets.PromptSet:
+    """The pairs the tab's inputs name: the built-in set's, the typed ones, or the uploaded CSV's."""
+    if source == "built-in":
+        return built_in(name, size, seed, tokenizer)
+    if source == "typed":
+        return typed(typed_text or "")
+    if source == "csv":
+        if not upload or not os.path.isfile(upload):
+            raise PromptError("Upload a CSV of pairs first: clean, corrupted, answer, distractor.")
+        return read_csv(upload)
+    raise PromptError(f"There is no dataset source {source!r}: {', '.join(SOURCES)}.")
+
+
+def table(pairs: prompt_sets.PromptSet, source: str, seed=0) -> str:
+    """The pairs a circuit ran on, as the table under the tab's inputs shows them."""
+    return markup.pairs_table(
+        circuit_views.pair_rows(pairs), f"The circuit on screen ran on {_described(pairs, source, seed)}"
+    )
+
+
+def preview(name, size, seed, tokenizer) -> str:
+    """A built-in set's pairs for the model loaded, before anything runs on them (or why it cannot be
+    made: a warning in the table's place)."""
+    try:
+        pairs = built_in(name, size, seed, tokenizer)
+    except PromptError as error:
+        return markup.status(str(error), "warning")
+    said = f"The dataset picked, for the model loaded: {_described(pairs, 'built-in', seed)}"
+    return markup.pairs_table(circuit_views.pair_rows(pairs), said)
+
+
+def opening(workspace) -> str:
+    """The FIRST set's pairs for the default model, as the tab opens ('' where that model failed)."""
+    try:
+        return preview(*FIRST, workspace.explorer("").tokenizer)
+    except CheckpointError:
+        return ""
+
+
+def _described(pairs: prompt_sets.PromptSet, source: str, seed) -> str:
+    """How many pairs, from where (the seed: a built-in's, already checked)."""
+    count = f"{len(pairs)} pair{'s' * (len(pairs) != 1)}"
+    if source == "built-in":
+        return f"{count} of the built-in {pairs.name} set, seed {int(float(seed))}"
+    return f"{count} typed" if source == "typed" else f"{count} read from the CSV"
 
 
 def _integer(value, what: str, low: int, high: int) -> int:

@@ -85,15 +85,16 @@ class PatchingExample:
 
 
 PATCHING_EXAMPLES = {
-    # Indirect-object identification: the corrupted prompt swaps the second name, so the token count
-    # stays equal (14 tokens in SmolLM2's tokenizer, first difference at position 9).
+    # Indirect-object identification: the corrupted prompt changes the subject's second mention, so the
+    # token count stays equal (14 tokens in SmolLM2's tokenizer, first difference at position 9). The
+    # ranking docs/models.md reports is this pair's.
     "IOI (SmolLM2)": PatchingExample(
         clean="When Mary and John went to the store, John gave a drink to",
         corrupted="When Mary and John went to the store, Mary gave a drink to",
         answer=" Mary",
         distractor=" John",
         model=SMOLLM2_LABEL,
-        shows="indirect object: Mary or John? · loads SmolLM2",
+        shows="indirect object, one mention changed · loads SmolLM2",  # past 60 characters Gradio cuts it
     ),
     # Copying: the corrupted prompt changes the earlier occurrence, so the second copy should follow.
     "induction (bundled model)": PatchingExample(
@@ -105,3 +106,14 @@ PATCHING_EXAMPLES = {
         shows="a copy: silver or golden? · loads the bundled model",
     ),
 }
+# Said beside the patching prompts: the corruption a sweep asks about decides what its ranking means.
+CORRUPTIONS = (
+    "**Which corruption?** Opening the tab fills the prompts from the one on screen with its two names "
+    "swapped everywhere (“When John and Mary went to the store, Mary gave a drink to”): every mention "
+    "changes, so a head ranks high for carrying who the names are as much as for working out the answer. "
+    "The indirect-object example below changes only the second mention of the subject (“…, Mary gave a "
+    "drink to”): the same names, only which one is said twice differs, so it asks which heads find the "
+    "name said once and move it to the answer (on SmolLM2 23.3 brings back most, then 29.1 and 20.0, "
+    "while 24.4 pushes the other way). The two rank heads differently: under the ranking, the tokens "
+    "the sweep's corrupted prompt changes."
+)

@@ -118,8 +118,9 @@ def status(message: str, kind: str = "info") -> str:
     )
 
 
-def model_card(name: str, config: ModelConfig) -> str:
-    """What is loaded: its name and the shape of its attention."""
+def model_card(name: str, config: ModelConfig, note: str = "") -> str:
+    """What is loaded: its name, the shape of its attention, and `note` under them (how long it took to
+    load)."""
     kind = (
         "MHA"
         if config.n_kv_heads == config.n_heads
@@ -135,7 +136,8 @@ def model_card(name: str, config: ModelConfig) -> str:
         full = global_layers(config)  # the layers that see every key, beside the sliding ones
         facts += f" · sliding window of {config.sliding_window:,} keys"
         facts += f", global layers {', '.join(map(str, full))}" if full else ""
-    return f'<div style="font-size:13px"><b>{escape(name)}</b><br>{escape(facts)}</div>'
+    note = f'<br><span class="card-note">{escape(note)}</span>' if note else ""
+    return f'<div style="font-size:13px"><b>{escape(name)}</b><br>{escape(facts)}{note}</div>'
 
 
 def top_heads(lists: dict[str, list], titles: dict[str, str]) -> str:
@@ -155,22 +157,65 @@ def top_heads(lists: dict[str, list], titles: dict[str, str]) -> str:
     return f'<div id="top-heads-content">{"".join(columns)}</div>'
 
 
-def ranked_heads(rows: list, metric: str) -> str:
-    """A patching sweep's heads that recover the most of `metric`, ranked, each with its direct effect;
-    a row is a button the page turns into opening that head (explorer/app/ui/assets/page.js).
-    # rows [views.RankedHead]"""
+def ranked_heads(rows: list, metric: str, changes: list = ()) -> str:
+    """A patching sweep's heads that move `metric` most either way, ranked by |recovered| with its sign
+    (a negative one pushes away from the clean run's), each with its direct effect; a row is a button the
+    page turns into opening that head (explorer/app/ui/assets/page.js). Under them, the tokens the
+    corrupted prompt changes: which question the ranking answers.
+    # rows [views.RankedHead], changes [views.interventions.TokenChange]"""
     body = "".join(
-        f'<tr class="ranked-head" data-layer="{h.layer}" data-head="{h.head}" '
-        f'title="open layer {h.layer}, head {h.head} (kv {h.kv_head}) on the clean prompt">'
-        f"<td>{rank}</td><td><b>{h.layer}.{h.head}</b> · kv {h.kv_head}</td>"
-        f"<td>{h.recovered:.3g}</td><td>{h.direct:+.3g}</td></tr>"
+        f'<tr class="ranked-head{" negative" * (h.recovered < 0)}" data-layer="{h.layer}" '
+        f'data-head="{h.head}" title="open layer {h.layer}, head {h.head} (kv {h.kv_head}) on the clean '
+        f'prompt"><td>{rank}</td><td><b>{h.layer}.{h.head}</b> · kv {h.kv_head}</td>'
+        f"<td>{h.recovered:+.3g}</td><td>{h.direct:+.3g}</td></tr>"
         for rank, h in enumerate(rows, start=1)
     )
     head = "<tr><th>#</th><th>head</th><th>recovered</th><th>direct effect</th></tr>"
-    title = f'<div class="ranked-title">The heads that recover the most {escape(metric)}</div>'
+    title = f"The heads with the largest effect on {escape(metric)}, either way"
+    title = f'<div class="ranked-title">{title}</div>'
     note = (
-        '<div class="ranked-note">Direct effect: on the logit difference, in the clean run. Click a row '
-        "to open that head.</div>"
+        '<div class="ranked-note">Ranked by |recovered|: + brings back the clean run’s metric, − pushes '
+        "it further away. Direct effect: on the logit difference, in the clean run. Click a row to open that "
+        "head.</div>"
     )
     table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
-    return f'<div id="ranked-heads-content">{title}{table}{note}</div>'
+    return f'<div id="ranked-heads-content">{title}{table}{note}{corruption(changes)}</div>'
+
+
+CHANGES_LISTED = 6  # a corruption's changed tokens the ranked table names, then how many more
+
+
+def corruption(changes: list) -> str:
+    """What the corrupted prompt changes, token by token ("9 “ John” → “ Mary”"), or ''.
+    # changes [views.interventions.TokenChange]"""
+    if not changes:
+        return ""
+    listed = "; ".join(
+        f"{c.position} “{escape(printable(c.clean))}” → “{escape(printable(c.corrupted))}”"
+        for c in changes[:CHANGES_LISTED]
+    )
+    more = f"; {len(changes) - CHANGES_LISTED:,} more" if len(changes) > CHANGES_LISTED else ""
+    count = f"{len(changes)} token{'s' * (len(changes) != 1)}"
+    said = f"The corrupted prompt changes {count} (position, clean → corrupted): {listed}{more}."
+    return f'<div class="ranked-corruption">{said}</div>'
+
+
+def pairs_table(rows: list, title: str) -> str:
+    """A dataset of prompt pairs, a row each (numbered from 1, as the messages about a pair number
+    them): the clean prompt, the corrupted one with the words it changes marked, and the answer and
+    distractor in quotes, so a leading space shows.  # rows [views.circuits.PairRow]"""
+
+    def text(value: str) -> str:
+        return escape(printable(value))
+
+    body = "".join(
+        f"<tr><td>{i}</td><td>{text(row.clean)}</td><td>"
+        + "".join(f"<mark>{text(p)}</mark>" if changed else text(p) for p, changed in row.corrupted)
+        + f"</td><td>“{text(row.answer)}”</td><td>“{text(row.distractor)}”</td></tr>"
+        for i, row in enumerate(rows, start=1)
+    )
+    head = "<tr><th>#</th><th>clean</th><th>corrupted</th><th>answer</th><th>distractor</th></tr>"
+    table = f'<div class="pairs-scroll"><table><thead>{head}</thead><tbody>{body}</tbody></table></div>'
+    note = '<div class="pairs-note">Marked: the words the corrupted prompt changes.</div>'
+    title = f'<div class="pairs-title">{escape(title)}</div>'
+    return f'<div id="circuit-pairs-content">{title}{table}{note}</div>'

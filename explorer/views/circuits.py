@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from explorer.engine import deadline, exact_circuits, pairs
+from explorer.engine import deadline, exact_circuits, pairs, prompt_sets
 from explorer.engine import edges as edge_module
 from explorer.engine import nodes as node_module
 from explorer.engine.patch_metrics import METRIC_NAMES
@@ -183,6 +185,50 @@ def curve(circuit: Circuit, kept: int) -> Plot | None:
     counts = np.array([count for count, _ in circuit.curve])
     recovered = np.array([circuit.recovered(value) for _, value in circuit.curve])
     return figures.faithfulness_curve_figure.plot(counts, recovered, len(circuit.edges or ()), kept)
+
+
+class PairRow(NamedTuple):
+    """One pair of a dataset as its table shows it."""
+
+    clean: str
+    corrupted: list[tuple[str, bool]]  # the corrupted prompt in pieces, each with whether it differs
+    answer: str
+    distractor: str
+
+
+def pair_rows(chosen: prompt_sets.PromptSet) -> list[PairRow]:
+    """The dataset's pairs, each corrupted prompt's words that differ from its clean prompt's marked."""
+    columns = zip(chosen.clean, chosen.corrupted, chosen.answers, chosen.distractors, strict=True)
+    return [PairRow(a, changed_words(a, b), answer, other) for a, b, answer, other in columns]
+
+
+WORDS = re.compile(r"(\s+)")  # split keeping the whitespace between words as pieces of its own
+
+
+def changed_words(clean: str, corrupted: str) -> list[tuple[str, bool]]:
+    """`corrupted` in words and the whitespace between them, each with whether it differs from the
+    piece of `clean` at its place: word by word where both have as many, else the part between their
+    common start and end. Linear in the text."""
+    pieces, theirs = WORDS.split(corrupted), WORDS.split(clean)
+    if len(pieces) == len(theirs):
+        marked = [(piece, piece != other) for piece, other in zip(pieces, theirs, strict=True)]
+    else:
+        start, shorter = 0, min(len(pieces), len(theirs))
+        while start < shorter and pieces[start] == theirs[start]:
+            start += 1
+        end, their_end = len(pieces), len(theirs)
+        while end > start and their_end > start and pieces[end - 1] == theirs[their_end - 1]:
+            end, their_end = end - 1, their_end - 1
+        marked = [(piece, start <= i < end) for i, piece in enumerate(pieces)]
+    merged: list[tuple[str, bool]] = []  # neighbours marked alike joined into one piece
+    for piece, changed in marked:
+        if not piece:
+            continue
+        if merged and merged[-1][1] == changed:
+            merged[-1] = (merged[-1][0] + piece, changed)
+        else:
+            merged.append((piece, changed))
+    return merged
 
 
 def node_name(node: tuple) -> str:

@@ -65,17 +65,35 @@ class RankedHead(NamedTuple):
     layer: int
     head: int
     kv_head: int
-    recovered: float  # of the metric ranked by
+    recovered: float  # of the metric ranked by: negative where the patch moves it away from the clean run's
     direct: float  # the head's direct effect on logit(answer) − logit(distractor) in the clean run
 
 
 def ranked_heads(
     result: PatchResult, direct: torch.Tensor, metric: str, k: int = RANKED_HEADS
 ) -> list[RankedHead]:
-    """The k heads that recover the most of `metric`, most first, each with its direct effect.
-    # direct [L, H] (the clean run's logit attribution)"""
-    kv = result.kv_head.tolist()
+    """The k heads whose patch moves `metric` most either way (largest |recovered|, ties in layer and
+    head order), each with its recovered fraction's sign and its direct effect: a head that pushes
+    against the answer matters as much as one that carries it.  # direct [L, H] (the clean run's
+    logit attribution)"""
+    recovered = result.readings[metric].recovered.flatten()  # [L·H]
+    size = recovered.abs().nan_to_num(nan=-1.0)  # an undefined fraction (clean = corrupted) ranks last
+    order = torch.argsort(size, descending=True, stable=True)[:k].tolist()
+    kv, n_heads, effects = result.kv_head.tolist(), result.n_heads, direct.flatten()
     return [
-        RankedHead(layer, head, kv[head], value, float(direct[layer, head]))
-        for layer, head, value in result.top_heads(k, metric)
+        RankedHead(i // n_heads, i % n_heads, kv[i % n_heads], float(recovered[i]), float(effects[i]))
+        for i in order
     ]
+
+
+class TokenChange(NamedTuple):
+    position: int
+    clean: str  # the clean prompt's token there
+    corrupted: str  # and the corrupted prompt's
+
+
+def corruption(result: PatchResult) -> list[TokenChange]:
+    """Where the corrupted prompt differs from the clean one, token by token: what the sweep asks
+    (the names swapped everywhere, or one mention changed, ask different questions)."""
+    pairs = zip(result.clean_tokens, result.corrupted_tokens, strict=True)
+    return [TokenChange(i, str(a), str(b)) for i, (a, b) in enumerate(pairs) if a != b]

@@ -17,13 +17,13 @@ faithfulness curve of the circuits of the top edges, measured exactly.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
+from explorer.app.circuit_pairs import FIRST
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import sessions, share
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
@@ -37,7 +37,6 @@ from explorer.errors import LimitError, PromptError
 from explorer.views import circuits as circuit_views
 
 CIRCUIT_MAX_TOKENS = 128  # as a patching sweep's (explorer.app.ui.patching): circuits are read on short pairs
-SOURCES = {"built-in": "Built-in", "typed": "Typed pairs", "csv": "CSV file"}
 INTRO = (
     "### Find a circuit\nA dataset of prompt pairs: each clean prompt, a corrupted one of as many "
     "tokens, the answer and a distractor (single tokens). The exact node sweep patches each head's "
@@ -67,6 +66,7 @@ class CircuitTab:
     seed: gr.Number
     typed: gr.Textbox
     upload: gr.File
+    pairs: gr.HTML  # the pairs of the circuit on screen, or of the built-in set picked
     metric: gr.Radio
     methods: gr.CheckboxGroup
     positions: gr.Radio  # where the node sweep and AtP patch each head (views.circuits.POSITIONS)
@@ -90,16 +90,17 @@ def build(workspace: Workspace) -> CircuitTab:
         gr.Markdown(INTRO)
         with gr.Row():
             source = checked.Radio(
-                [(label, key) for key, label in SOURCES.items()],
+                [(label, key) for key, label in circuit_pairs.SOURCES.items()],
                 value="built-in",
                 label="Dataset",
                 elem_id="circuit-source",
             )
             name = checked.Dropdown(
-                list(prompt_sets.BUILT_IN), value="ioi", label="Built-in", elem_id="circuit-name"
+                list(prompt_sets.BUILT_IN), value=FIRST.name, label="Built-in", elem_id="circuit-name"
             )
-            size = checked.Number(8, label="Pairs", precision=0, minimum=1, maximum=circuit_pairs.MAX_PAIRS)
-            seed = checked.Number(0, label="Seed", precision=0, minimum=0, elem_id="circuit-seed")
+            most = circuit_pairs.MAX_PAIRS
+            size = checked.Number(FIRST.size, label="Pairs", precision=0, minimum=1, maximum=most)
+            seed = checked.Number(FIRST.seed, label="Seed", precision=0, minimum=0, elem_id="circuit-seed")
         typed = gr.Textbox(
             label="Typed pairs: clean | corrupted | answer | distractor, one a line",
             lines=4,
@@ -115,6 +116,7 @@ def build(workspace: Workspace) -> CircuitTab:
             visible=False,
             elem_id="circuit-csv",
         )
+        shown_pairs = gr.HTML(circuit_pairs.opening(workspace), elem_id="circuit-pairs-table")
         with gr.Row():
             metric = checked.Radio(
                 [(METRIC_NAMES[m], m) for m in pairs.METRICS], value="logit_diff", label="Metric", scale=2
@@ -149,6 +151,7 @@ def build(workspace: Workspace) -> CircuitTab:
         seed=seed,
         typed=typed,
         upload=upload,
+        pairs=shown_pairs,
         metric=metric,
         methods=methods,
         positions=positions,
@@ -195,12 +198,19 @@ class CircuitEvents:
             t.positions,
             model,
         ]
-        drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
+        drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed, t.pairs]
         self.prompt = prompt
         t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
         chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
         t.source.change(self.show_source, t.source, chosen, api_name=False)
+        gr.on(  # a built-in set's pairs as soon as picked (a link's too), for the model loaded
+            [t.source.change, t.name.change, t.size.change, t.seed.change, model.change],
+            guarded(s.status)(self.preview),
+            [t.source, t.name, t.size, t.seed, model],
+            t.pairs,
+            api_name=False,
+        )
         t.edges.input(
             guarded(s.status)(self.show_edges),
             [t.shown, t.linked, t.edges],
@@ -252,7 +262,7 @@ class CircuitEvents:
         if metric not in pairs.METRICS:
             raise PromptError(f"There is no metric {metric!r}: {', '.join(pairs.METRICS)}.")
         explorer = self.workspace.explorer(model, load=False)
-        chosen = self.dataset(source, name, size, seed, typed, upload, explorer.tokenizer)
+        chosen = circuit_pairs.chosen(source, name, size, seed, typed, upload, explorer.tokenizer)
         data = pairs.dataset(explorer, *chosen.args(), metric=metric)  # names a pair of unequal length
         n_tokens = max(batch.n_tokens for batch in data.batches)
         if n_tokens > CIRCUIT_MAX_TOKENS:
@@ -290,6 +300,7 @@ class CircuitEvents:
         updates |= self.figures(found, kept)
         if total:
             updates[t.edges] = gr.update(maximum=total, value=kept)
+        updates[t.pairs] = circuit_pairs.table(chosen, source, seed)
         if source == "csv":  # the pairs read, to look at and edit
             updates[t.typed] = circuit_pairs.as_text(chosen)
         return updates
@@ -303,17 +314,6 @@ class CircuitEvents:
     def drawn(fig, what: str):
         return None if fig is None else plot(fig, f"circuit-{what}")
 
-    def dataset(self, source, name, size, seed, typed, upload, tokenizer) -> prompt_sets.PromptSet:
-        if source == "built-in":
-            return circuit_pairs.built_in(name, size, seed, tokenizer)
-        if source == "typed":
-            return circuit_pairs.typed(typed or "")
-        if source == "csv":
-            if not upload or not os.path.isfile(upload):
-                raise PromptError("Upload a CSV of pairs first: clean, corrupted, answer, distractor.")
-            return circuit_pairs.read_csv(upload)
-        raise PromptError(f"There is no dataset source {source!r}: {', '.join(SOURCES)}.")
-
     # --- what is on screen ---------------------------------------------------------------------------
 
     def show_source(self, source):
@@ -325,6 +325,12 @@ class CircuitEvents:
             t.typed: gr.update(visible=not built_in),
             t.upload: gr.update(visible=source == "csv"),
         }
+
+    def preview(self, source, name, size, seed, model):
+        """The built-in set's pairs, before a reading; typed or CSV pairs show once read."""
+        if source != "built-in":
+            return ""
+        return circuit_pairs.preview(name, size, seed, self.workspace.explorer(model, load=False).tokenizer)
 
     def on_screen(self, key, linked) -> Shown | None:
         """The circuit on screen, None before one is found (nothing `linked`), or why it is gone."""

@@ -37,6 +37,15 @@ ABOUT = (
     "The threshold drops each head's share before the heads are summed, as the LLM Transparency Tool "
     "does: a route spread thinly over several heads shows only at a lower threshold."
 )
+NOT_PATCHING = (
+    "**What flow measures, and why patching can differ.** Flow weighs what each part *writes* into the "
+    "stream on this one prompt: how large its write is and how far it moves the stream toward the output. "
+    "Patching (the Intervene tab) measures an *effect on the answer*: a head's output taken from another "
+    "prompt, and how much logit(answer) − logit(distractor) changes. A head can write a lot that the "
+    "answer does not turn on, and a small write can decide it, so the routes named here need not be the "
+    "heads patching ranks first: on SmolLM2's indirect-object prompt the strongest routes run through "
+    "23.0 and 23.4, while patching ranks 23.3 first."
+)
 ROLLOUT_NOTE = (
     "**Attention rollout** (Abnar & Zuidema 2020), below in light blue, multiplies every layer's "
     "head-averaged weights with half the stream assumed kept. It never looks at what a key writes "
@@ -127,6 +136,7 @@ def build() -> FlowTab:
                 0, 1, value=1, step=1, label="Position read", elem_id="flow-position"
             )
         graph = figure_view(elem_id="flow-plot")
+        gr.Markdown(NOT_PATCHING, elem_id="flow-not-patching")
         gr.Markdown(ROLLOUT_NOTE)
         rollout = figure_view(elem_id="rollout-plot")
     return FlowTab(

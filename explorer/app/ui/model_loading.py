@@ -1,8 +1,10 @@
 """Loading a model from the picker (or from a link): each stage shown as the load's progress, with the
-time left (a job of the page's, which its Stop ends: `app.jobs`), and a message when it is done; a model
-that cannot load, or is stopped, leaves the one on screen in place. The operator's policy answers a
-source first; a load (not a switch to a model in memory) counts against the loads a minute of its
-address and of the server, and loads go one at a time, whoever asks."""
+time left (a job of the page's, which its Stop ends: `app.jobs`), and what was loaded in how long on the
+status line and the model card (no toast: it would cover the page's header, where the picker and the
+card already say it); a model that cannot load, or is stopped, leaves the one on screen in place.
+The operator's policy answers a source first; a load (not a switch to a model in memory) counts
+against the loads a minute of its address and of the server, and loads go one at a time, whoever
+asks."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from explorer import views
 from explorer.app import markup
 from explorer.app.jobs import Jobs
 from explorer.app.policy import LoadLimit, Policy
-from explorer.app.ui import share, toasts
+from explorer.app.ui import share
 from explorer.app.ui.common import plot, sent, top, warn
 from explorer.app.ui.plot_view import PlotView
 from explorer.app.visitors import address, visitor
@@ -49,10 +51,12 @@ class ModelPanel:
     kv_cache: PlotData | None = None
 
     @classmethod
-    def of(cls, explorer: Explorer) -> ModelPanel:
+    def of(cls, explorer: Explorer, seconds: float | None = None) -> ModelPanel:
+        """The panel of `explorer`, its card saying how long it took to load where `seconds` is given."""
         config = explorer.config
+        loaded = "" if seconds is None else f"Loaded in {seconds:.1f} s."
         return cls(
-            card=markup.model_card(explorer.name, config),
+            card=markup.model_card(explorer.name, config, loaded),
             n_layers=config.n_layers,
             heads=tuple((views.head_name(config, h), h) for h in range(config.n_heads)),
             gqa=plot(views.gqa_diagram(config)),
@@ -107,9 +111,9 @@ class Loader:
         session = visitor(request, self.workspace.policy.proxies).session
         with self.jobs.running(session, f"loading {source or 'the bundled model'}") as job:
             explorer = self.workspace.explorer(source, progress=job.told)
-        panel = ModelPanel.of(explorer)
-        done = f"Loaded {explorer.name} in {time.perf_counter() - start:.1f} s."
-        toasts.info(done)
+        seconds = time.perf_counter() - start
+        panel = ModelPanel.of(explorer, seconds)
+        done = f"Loaded {explorer.name} in {seconds:.1f} s."
         v = self.views
         return {
             v.status: markup.status(done, "info"),

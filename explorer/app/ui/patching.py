@@ -20,7 +20,7 @@ import gradio as gr
 
 from explorer import views
 from explorer.app import limits, markup, prefill
-from explorer.app.examples import PATCHING_EXAMPLES, SWAPS_MODEL
+from explorer.app.examples import CORRUPTIONS, PATCHING_EXAMPLES, SWAPS_MODEL
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import sessions
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
@@ -35,6 +35,7 @@ from explorer.engine.tokens import char_budget, quoted
 from explorer.errors import PromptError
 from explorer.loading import catalog
 from explorer.views import sweep_export
+from explorer.views.interventions import corruption
 
 # A sweep batches every head's patch, so its memory grows with L · H · N: the app takes short prompts
 # (an IOI pair is ~20 tokens); from Python, patch_heads takes up to the model's context.
@@ -67,7 +68,7 @@ class PatchingSection:
     metric: gr.Radio  # what recovered is the fraction of
     patch: gr.Button
     heatmap: PlotView  # recovered fraction, layers × heads: each head's total effect
-    ranked: gr.HTML  # the heads that recover the most, with their direct effects
+    ranked: gr.HTML  # the heads that move the metric most either way, with their direct effects
     direct: PlotView  # the clean prompt's direct logit attribution, beside it
     examples: gr.Examples
     patched: gr.State  # (model source, clean prompt) of the heatmap on screen
@@ -97,6 +98,7 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown, workspace: Workspace) -> Patc
             scale=3,
         )
         patch = gr.Button("Patch every head", variant="primary", elem_id="patch-button", min_width=140)
+    gr.Markdown(CORRUPTIONS, elem_id="patch-corruptions")
     gr.Markdown(SWAPS_MODEL, elem_classes="swaps-model")
     examples = gr.Examples(
         [[e.clean, e.corrupted, e.answer, e.distractor, e.model] for e in PATCHING_EXAMPLES.values()],
@@ -132,9 +134,10 @@ def build(prompt: gr.Textbox, picker: gr.Dropdown, workspace: Workspace) -> Patc
 
 
 def ranked(sweep: Sweep, metric: str) -> str:
-    """The sweep's heads that recover the most of `metric`, as the table beside the map shows them."""
+    """The sweep's heads that move `metric` most either way, and the tokens its corrupted prompt
+    changes, as the table beside the map shows them."""
     rows = views.ranked_heads(sweep.result, sweep.direct.heads, metric)
-    return markup.ranked_heads(rows, METRIC_NAMES[metric])
+    return markup.ranked_heads(rows, METRIC_NAMES[metric], corruption(sweep.result))
 
 
 def first_token(tokenizer, text: str) -> str:

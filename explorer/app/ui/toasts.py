@@ -1,4 +1,4 @@
-"""Every toast of the page: a warning, a note, or the error a refused value raises. Gradio draws a
+"""Every toast of the page: a warning, or the error a refused value raises. Gradio draws a
 toast's text as HTML, and a message may quote what a person typed or a link carried (a target of
 `<img src=…>` would be fetched, a link drawn live), so each message is escaped here
 (`markup.toast`), the one way the app makes a toast (tests/test_architecture.py holds it). Gradio's own
@@ -15,11 +15,6 @@ from explorer.app import markup
 def warning(message: str) -> None:
     """A warning toast, beside the status line that says the same."""
     gr.Warning(markup.toast(message))
-
-
-def info(message: str) -> None:
-    """A note toast: something done (a model loaded)."""
-    gr.Info(markup.toast(message))
 
 
 def error(message: str) -> gr.Error:
