@@ -87,6 +87,8 @@ JS_POINTS = """(id) => {
 JS_VIEW = "document.querySelector('#pipeline-plot')?.dataset"
 JS_VIEW_ANSWERED = f"() => !['asking', 'fetching'].some((flag) => {JS_VIEW}?.[flag] === '1')"
 JS_VIEW_SETTLED = f"() => Boolean({JS_VIEW}?.drawn) && ({JS_VIEW_ANSWERED})() && {JS_VIEW}.ahead !== '1'"
+# No event of the page's pending (Gradio marks each output of an event under way `.pending`).
+JS_PAGE_IDLE = "() => document.querySelectorAll('.pending').length === 0"
 # Remember every graph div on screen (and the data it holds) so a later redraw can be told from what
 # was there (a layer drawn ahead, off screen, that a step swaps in is new to the page).
 JS_REMEMBER_PLOTS = """() => {
@@ -211,6 +213,13 @@ class AppPage:
         """Wait until the layer view has what it asks for on its own once a layer is drawn and the page
         idle: a long prompt's other heads, the layers beside it."""
         self.page.wait_for_function(JS_VIEW_SETTLED, timeout=DRAW_TIMEOUT_MS, polling=100)
+
+    def wait_settled(self) -> None:
+        """Wait for the page's own signs that what an action started is done: the layer view settled
+        (drawn, its asks answered, the layers beside it drawn ahead) and no event of the page pending.
+        A request the action needed is sent before its effect is drawn, so once settled it was made."""
+        self.wait_view_settled()
+        self.page.wait_for_function(JS_PAGE_IDLE, timeout=DRAW_TIMEOUT_MS, polling=50)
 
     # --- acting as a person -------------------------------------------------------------------
 

@@ -41,8 +41,9 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
     x, y, (layer, head) = app.page.evaluate(JS_ATTENTION_EDGE)
     app.page.mouse.move(x - 3, y - 3)
     app.page.mouse.move(x, y, steps=2)
-    app.page.wait_for_timeout(150)
-    hover = app.page.locator("#flow-plot .hoverlayer .hovertext").first.text_content()
+    label = app.page.locator("#flow-plot .hoverlayer .hovertext", has_text=f"head {head}:").first
+    label.wait_for()  # Plotly hovers at most once each 50 ms: the move's first step may show first
+    hover = label.text_content()
     assert f"layer {layer}" in hover and f"head {head}:" in hover and "attention" in hover
     app.remember_plots()
     app.page.mouse.click(x, y)

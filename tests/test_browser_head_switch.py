@@ -77,7 +77,7 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
     app.set_layer(2)
     asked = work_asked_for(app)
     app.pick_head(label)
-    app.page.wait_for_timeout(700)  # any request the pick made would be out by now
+    app.wait_settled()  # a request the pick needed would have been made before it was drawn
     assert not asked, [request.url for request in asked]
     in_page, hovered = app.page.evaluate(JS_DRAWN_MAPS), hovers(app)
     assert all(hovered) and len(set(hovered)) == len(hovered), hovered  # each cell its own label
@@ -100,7 +100,7 @@ def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
     app.remember_plots()
     app.click_cell("all-heads-plot", 4, 2, 1)  # head 3's thumbnail
     app.wait_redrawn(["pipeline-plot"])
-    app.page.wait_for_timeout(700)
+    app.wait_settled()
     assert not asked, [request.url for request in asked]
     assert app.title("pipeline-plot").startswith("Layer 0 · head 3 ")
     assert app.page.locator("#head-picker input").input_value().startswith("head 3 ")
@@ -137,7 +137,7 @@ def test_a_long_prompts_other_heads_follow_the_layer_and_then_switch_in_the_page
             )
             asked = work_asked_for(app)
             app.pick_head("head 5 · kv 1")
-            app.page.wait_for_timeout(700)
+            app.wait_settled()
             assert not asked, [request.url for request in asked]
             in_page = app.page.evaluate(JS_DRAWN_MAPS)
             assert in_page["title"].startswith("Layer 2 · head 5 · kv 1")
