@@ -15,7 +15,7 @@ each request bounded to 60 s), as the outside probe found them:
               tokens; a visitor from elsewhere then runs
     doors     a 512 MB upload; a visitor's head CSV fetched by another address at the path derived from
               the first's address; markup in a toast; a layer view's event with layer 10³⁰ and head 99;
-              the circuit's time estimate asked three times
+              the circuit's time estimate asked three times (16, 15, 16 pairs)
 
 Every case is recorded as a `Result` of the stress run: `ok` says whether the app held.
 """
@@ -263,7 +263,7 @@ class RoundFour:
         stress = self.stress
         visit = self.loaded("doors")
         estimates = []
-        for pairs in (16, 12, 16):
+        for pairs in (16, 15, 16):  # each past the 60 s bound on SmolLM2 here: refused, saying its time
             data = ["built-in", "ioi", pairs, 0, "", None, "logit_diff", ["exact", "atp", "eap"], "heads"]
             result = stress.request("doors", f"circuit of {pairs} pairs", "circuit", data, _any, **visit)
             found = re.search(r"about (\d+) s", result.detail)
@@ -274,7 +274,7 @@ class RoundFour:
             "doors",
             "circuit estimates per pair: " + ", ".join(f"{e:.1f} s" for e in estimates) + f" ({spread:.2f}×)",
             time.monotonic(),
-            len(estimates) == 3 and spread < 1.5,
+            len(estimates) >= 2 and spread < 1.5,  # a size that fits a faster machine computes instead
         )
 
 
