@@ -49,7 +49,8 @@ class Explorer:
         self.tokenizer = checkpoint.tokenizer
         self.tokenizer_nbytes = checkpoint.tokenizer_bytes  # estimated from what it counts
         self.device = torch.device(device) if device else default_device()
-        self.model = checkpoint.model.to(self.device).eval()
+        # read, never trained: a backward asks for the stream's gradients alone, never keeps the weights'
+        self.model = checkpoint.model.to(self.device).eval().requires_grad_(False)
         self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
         self._composition: Composition | None = None
         # the corrupted runs of the latest circuits' pairs, kept for the next circuit of the same pairs

@@ -111,27 +111,44 @@ def patching_cost(config: ModelConfig, n_tokens: int) -> Cost:
 
 
 def circuit_cost(config: ModelConfig, n_pairs: int, n_tokens: int, methods, positions=None) -> Cost:
-    """A circuit reading of `n_pairs` pairs of up to `n_tokens` (pairs × tokens × layers): each pair's
-    clean and corrupted traces (every layer's input, every head's q, k, v and output, the MLP's
-    output) for the node sweep and AtP, with AtP's and EAP-IG's gradients of as many; the node
-    sweep's batch (a row per head of the layers so far, one start position at a time, with its block's
-    temporaries) and its scores at each of `positions` (None: every position at once); EAP-IG's scores
-    of every (upstream, downstream) pair and every writer's clean and corrupted writes."""
-    c, n = config, n_tokens
-    per_layer = 4 * n * (3 * c.hidden_size + c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads))
-    traces = 2 * 2 * n_pairs * c.n_layers * per_layer  # clean and corrupted, values and gradients
-    heads, at = c.n_layers * c.n_heads, 1 if positions is None else len(positions)
-    sweep = 3 * 4 * heads * n * c.hidden_size if "exact" in methods else 0
-    scores = 2 * 4 * heads * at
-    ups, downs = 1 + c.n_layers * (c.n_heads + 1), c.n_layers * (c.n_heads + 2 * c.n_kv_heads + 1) + 1
-    edges = 4 * 2 * ups * downs if "eap" in methods else 0
-    writes = 2 * 4 * n_pairs * ups * n * c.hidden_size if "eap" in methods else 0
-    where = "" if positions is None else f", each head at {at} position{'s' * (at != 1)}"
+    """A circuit reading of `n_pairs` pairs of up to `n_tokens`: the methods run one after another, each
+    freeing what it held, so its working memory is the largest of theirs (`circuit_memory`)."""
+    held = circuit_memory(config, n_pairs, n_tokens, methods, positions)
+    where = "" if positions is None else f", each head at {len(positions)} position"
+    where += "s" * (positions is not None and len(positions) != 1)
     return Cost(
-        f"the circuit of {n_pairs} pairs of up to {n:,} tokens{where}",
-        traces + sweep + scores + edges + writes + TILE_BYTES,
+        f"the circuit of {n_pairs} pairs of up to {n_tokens:,} tokens{where}",
+        max(held.values()) + TILE_BYTES,
         "use fewer or shorter pairs",
     )
+
+
+def circuit_memory(config: ModelConfig, n_pairs: int, n_tokens: int, methods, positions=None) -> dict:
+    """The bytes each of a circuit reading's methods holds at its peak (and the faithfulness curve's),
+    all pairs at once (a batch of pairs of one length is the most any method holds):
+      a trace     a run's recorded stream, MLP and attention writes and every head's q, k, v and output
+      a backward  what autograd keeps of a forward (norms, projections, the MLP's hidden rows, the
+                  attention weights) and its zero leaves with their gradients
+      exact       two traces, the node sweep's batch (a row per head, one start at a time) and scores
+      atp         two traces and a backward
+      eap         two traces, every writer's write and its difference (two [U, B, N, hidden]), each
+                  reader's input gradient summed over the steps ([L, B, readers, N, hidden]), a backward
+      curve       every writer's change in one circuit's forward, the corrupted run's writes."""
+    c, tokens = config, 4 * n_pairs * n_tokens  # bytes of one float32 per pair and position
+    head_rows = c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
+    trace = tokens * c.n_layers * (3 * c.hidden_size + head_rows)
+    autograd = 6 * c.hidden_size + 4 * c.intermediate_size + c.n_heads * n_tokens + 2 * head_rows
+    backward = tokens * c.n_layers * (autograd + 2 * c.hidden_size)
+    writers = 1 + c.n_layers * (c.n_heads + 1)
+    readers = c.n_heads + 2 * c.n_kv_heads + 1
+    heads, at = c.n_layers * c.n_heads, 1 if positions is None else len(positions)
+    held = {
+        "exact": 2 * trace + 3 * 4 * heads * n_tokens * c.hidden_size + 2 * 4 * heads * at,
+        "atp": 2 * trace + backward,
+        "eap": 2 * trace + tokens * c.hidden_size * (2 * writers + c.n_layers * readers) + backward,
+        "curve": tokens * c.hidden_size * (writers + 3 * c.n_layers),
+    }
+    return {method: held[method] for method in [*methods, "curve"] if method in held}
 
 
 # A circuit reading's work in forwards of one prompt, per pair (bench/circuits-cpu.md, SmolLM2 on CPU):

@@ -23,6 +23,7 @@ into a block's q/k/v; those and the block's own heads into its MLP; everything i
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -172,6 +173,7 @@ def _refuse(u, v):
     raise ValueError(f"({u!r}, {v!r}) is not an edge of this model (an upstream writes before it is read)")
 
 
+@torch.no_grad()  # the steps' backwards enable it for themselves: no score keeps a graph
 def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttribution:
     """EAP-IG scores of every edge over the dataset (module doc)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -185,7 +187,7 @@ def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttri
         reference = None
         if data.metric == "kl":
             reference = pairs.log_probs(model, clean.final[:, -1])
-        difference = writes(model, clean) - writes(model, corrupted)  # [U, B, N, hidden]
+        difference = writes(model, clean).sub_(writes(model, corrupted))  # [U, B, N, hidden]
         gradients = _input_gradients(model, batch, clean, corrupted, steps, data.metric, reference)
         explorer.forward_count += steps
         for layer, grad in enumerate(gradients[:-1]):  # [B, readers, N, hidden]
@@ -195,6 +197,7 @@ def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttri
             block[count:, :-1] = 0  # the block's own heads feed its MLP, not its q/k/v
             scores[:mlp_count, columns] += block
         scores[:, -1] += torch.einsum("ubnk,bnk->u", difference, gradients[-1]).cpu()
+        del clean, corrupted, difference, gradients  # before the next batch's are made
     return EdgeAttribution(
         upstream=upstream_nodes(config),
         downstream=downstream_nodes(config),
@@ -239,10 +242,15 @@ def _input_gradients(model, batch, clean: Trace, corrupted: Trace, steps, metric
             final = model.hidden_states(stream=start + k / steps * difference, taps=taps)
             total = pairs.metric_of(model, final[:, -1], batch, metric, reference).sum()
             found = torch.autograd.grad(total, [*leaves.values(), mlp_leaf, final_leaf])
-        per_layer = [_through_input_norm(model, layer, streams[layer], found) for layer in streams]
-        step = [*per_layer, found[-1].float()]
-        totals = step if totals is None else [a + b for a, b in zip(totals, step, strict=True)]
-    return [t / steps for t in totals]
+        # each layer's gradient carried back and added in place: one layer of a step's alive at a time
+        step = (_through_input_norm(model, layer, streams[layer], found) for layer in range(config.n_layers))
+        if totals is None:
+            totals = [*step, found[-1].float()]
+        else:
+            for total, grad in zip(totals, itertools.chain(step, [found[-1]]), strict=True):
+                total.add_(grad)
+        del found
+    return [total.div_(steps) for total in totals]
 
 
 def _through_input_norm(model, layer: int, x: torch.Tensor, found) -> torch.Tensor:
