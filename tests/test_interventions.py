@@ -224,17 +224,23 @@ def test_a_sweep_split_into_passes_gives_the_same_result_and_reports_progress(hf
     assert fractions == pytest.approx([step / 6 for step in range(1, 7)])  # passes of 3, 2 and 1 layers
 
 
-def test_top_heads_are_sorted_by_recovered_fraction(hf_pair):
+def test_top_heads_are_sorted_by_the_size_of_the_recovered_fraction_with_its_sign(hf_pair):
     _, ex = hf_pair
     result = ex.patch_heads(CLEAN, CORRUPTED["differ-mid-prompt"], ANSWER, DISTRACTOR)
-    top = result.top_heads(3)
-    assert [value for *_, value in top] == sorted((value for *_, value in top), reverse=True)
-    layer, head, value = top[0]
-    assert value == pytest.approx(result.recovered.max().item()) and result.recovered[layer, head] == value
+    every = result.top_heads(result.recovered.numel())
+    sizes = [abs(value) for *_, value in every]
+    assert sizes == sorted(sizes, reverse=True)
+    n_layers, n_heads = result.recovered.shape
+    assert {(layer, head) for layer, head, _ in every} == {
+        (i // n_heads, i % n_heads) for i in range(n_layers * n_heads)
+    }
+    assert all(result.recovered[layer, head] == value for layer, head, value in every)  # with its sign
+    layer, head, value = result.top_heads(1)[0]
+    assert abs(value) == pytest.approx(result.recovered.abs().max().item())
     for metric in ("prob", "kl"):  # by another metric, its own order
         recovered = result.readings[metric].recovered
         layer, head, value = result.top_heads(1, metric)[0]
-        assert value == pytest.approx(recovered.max().item()) and recovered[layer, head] == value
+        assert abs(value) == pytest.approx(recovered.abs().max().item()) and recovered[layer, head] == value
 
 
 @pytest.fixture(scope="module")

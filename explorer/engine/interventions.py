@@ -126,11 +126,14 @@ class PatchResult:
         return self.logit_diff.shape[1]
 
     def top_heads(self, k: int = 5, metric: str = "logit_diff") -> list[tuple[int, int, float]]:
-        """The k heads that recover the most of `metric`, as (layer, head, recovered), most first."""
-        recovered = self.readings[metric].recovered
-        values, flat = recovered.flatten().topk(min(k, recovered.numel()))
-        pairs = zip(flat.tolist(), values.tolist(), strict=True)
-        return [(i // self.n_heads, i % self.n_heads, v) for i, v in pairs]
+        """The k heads whose patch moves `metric` most either way, as (layer, head, recovered) with its
+        sign, largest |recovered| first (ties in layer and head order; an undefined fraction, where
+        clean and corrupted agree, last): a head that pushes against the answer ranks as one that
+        carries it."""
+        recovered = self.readings[metric].recovered.flatten()  # [L·H]
+        size = recovered.abs().nan_to_num(nan=-1.0)
+        order = torch.argsort(size, descending=True, stable=True)[:k].tolist()
+        return [(i // self.n_heads, i % self.n_heads, float(recovered[i])) for i in order]
 
 
 def single_token(tokenizer, text: str, role: str) -> int:

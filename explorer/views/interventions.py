@@ -76,13 +76,10 @@ def ranked_heads(
     head order), each with its recovered fraction's sign and its direct effect: a head that pushes
     against the answer matters as much as one that carries it.  # direct [L, H] (the clean run's
     logit attribution)"""
-    recovered = result.readings[metric].recovered.flatten()  # [L·H]
-    size = recovered.abs().nan_to_num(nan=-1.0)  # an undefined fraction (clean = corrupted) ranks last
-    order = torch.argsort(size, descending=True, stable=True)[:k].tolist()
-    kv, n_heads, effects = result.kv_head.tolist(), result.n_heads, direct.flatten()
+    kv = result.kv_head.tolist()
     return [
-        RankedHead(i // n_heads, i % n_heads, kv[i % n_heads], float(recovered[i]), float(effects[i]))
-        for i in order
+        RankedHead(layer, head, kv[head], recovered, float(direct[layer, head]))
+        for layer, head, recovered in result.top_heads(k, metric)
     ]
 
 
