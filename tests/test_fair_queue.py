@@ -82,34 +82,30 @@ def test_when_a_page_or_an_events_stream_closes_its_places_go():
     assert shares.held(page) == 0
 
 
-def test_a_join_answered_after_its_pages_stream_ended_gives_its_place_back():
-    """A page closed while a join of its was being answered: no stream will say when that event
-    ends, so its place goes at once instead of after `stale` seconds; while another stream of the
-    session is open, or one opened since, the place is kept until its event completes."""
+def test_a_join_answered_while_its_pages_stream_is_shut_is_kept_while_the_stream_opens_again():
+    """The page shuts its stream whenever none of its events is pending, as when one event's end
+    starts the next (`.then`): that join is answered with no stream open, and the page opens one to
+    read it. Its event is never cancelled for that; a stream that stays shut past UNHEARD_SECONDS
+    (the page closed) gives the place and its event up."""
     clock = Clock()
     shares = QueueShares(per_visitor=8, clock=clock)
     page = Visitor("10.0.0.1", "page")
     shares.streaming("page")
-    for round in range(3):  # past PER_KIND: none of them kept
-        clock.now += 1.0
-        place = shares.admit(page, "neighbours")
-        assert isinstance(place, Place), round
-        shares.closed(session="page")  # the page closed; its join is answered after
-        shares.joined(place, f"late-{round}")
-        assert shares.held(page) == 0
-        shares.streaming("page")
+    place = shares.admit(page, "neighbours")  # joined as the event before it completed
+    shares.closed(session="page")  # the page shuts its stream: nothing of its was pending
+    shares.joined(place, "chained")
     clock.now += 1.0
-    shares.streaming("page")  # two streams of one session, one ends: the other reads the event
-    place = shares.admit(page, "neighbours")
+    shares.streaming("page")  # and opens it again to read the chained event
+    clock.now += UNHEARD_SECONDS
+    assert shares.take_dropped() == [] and shares.held(page) == 1
+    shares.finished("chained")
+    assert shares.held(page) == 0
+    closed = shares.admit(page, "neighbours")  # the page closed for good as this join was answered
     shares.closed(session="page")
-    shares.joined(place, "read")
-    assert shares.held(page) == 1
-    shares.finished("read")
-    shares.closed(session="page")  # the page's last stream ends (nothing to read)
-    clock.now += 1.0
-    place = shares.admit(page, "neighbours")  # the stream ended before this join: it is opened after
-    shares.joined(place, "next")
-    assert shares.held(page) == 1
+    shares.joined(closed, "never-read")
+    assert shares.take_dropped() == [] and shares.held(page) == 1
+    clock.now += UNHEARD_SECONDS + 1.0
+    assert [p.event_id for p in shares.take_dropped()] == ["never-read"] and shares.held(page) == 0
 
 
 def test_a_pages_place_whose_stream_does_not_open_soon_after_its_join_goes():
@@ -141,8 +137,8 @@ def test_a_place_whose_event_never_ends_is_given_back_after_a_while():
 
 def test_places_that_go_while_their_events_may_run_hand_those_events_over_once_to_be_cancelled():
     """Two fresh sessions every 31 s grew the queue 4 → 16: each place went after 30 s unheard while
-    Gradio kept its event. Whatever ends a place before its event ends (unheard, past its time, a join
-    answered after its page closed) now gives the event to be cancelled, and only then."""
+    Gradio kept its event. Whatever ends a place before its event ends (unheard, past its time) now
+    gives the event to be cancelled, and only then."""
     clock = Clock()
     shares = QueueShares(per_visitor=8, clock=clock)
     silent, rest, listening = Visitor("10.0.0.1", "silent"), Visitor("10.0.0.2"), Visitor("10.0.0.3", "page")
@@ -160,9 +156,10 @@ def test_places_that_go_while_their_events_may_run_hand_those_events_over_once_t
     assert [(p.event_id, p.function, p.visitor.session) for p in dropped] == [("silent-run", 53, "silent")]
     assert shares.take_dropped() == []
     assert shares.held(rest) == 1 and shares.held(listening) == 1
-    shares.closed(session="page")  # the page closed; a join of its answered after: its event is left over
+    shares.closed(session="page")  # the page closed; a join of its answered after: unheard, it goes in time
     late = shares.admit(listening, "run", 53)
     shares.joined(late, "late-run")
+    clock.now += UNHEARD_SECONDS + 1.0
     assert [p.event_id for p in shares.take_dropped()] == ["late-run"]
     refused = shares.admit(listening, "run", 53)
     shares.joined(refused, None)  # refused by the queue: no event to cancel

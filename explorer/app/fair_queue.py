@@ -14,10 +14,12 @@ stream from Gradio's public protocol. A place goes:
   place of one still running goes too, which its time bound ends (`Policy.request_seconds`) and which
   the readings' own rule keeps the visitor from doubling (`explorer.app.limits.Readings`);
 - with its event, which the middleware cancels, when nothing would ever read that event: its stream
-  not opened within UNHEARD_SECONDS of its join (a page closed as it joined, or a client that joins
-  and never listens), a join answered after its session's stream ended with none open now, or a
-  place past `stale` seconds. A place and its event live and die together, so the queue computes
-  nothing that no place counts.
+  not opened within UNHEARD_SECONDS of its join (a page closed as it joined, a client that joins and
+  never listens), or a place past `stale` seconds. A place and its event live and die together, so
+  the queue computes nothing that no place counts. A join answered while its session has no stream
+  open is not taken for a closed page: the page closes its stream whenever none of its events is
+  pending, as when one event's end starts the next (`.then`), and opens it again once the join is
+  answered; only a stream that stays shut says nobody reads the event.
 
 The trivial events of the page (a tab's name kept, a flag set) skip the queue (`queue=False`): a click
 on a tab would otherwise take four places at once.
@@ -34,7 +36,6 @@ from explorer.app.visitors import Visitor
 
 STALE_SECONDS = 900.0  # a place whose event has not completed by then is given back, its event cancelled
 PER_KIND = 2  # places one visitor holds of one function (its concurrency id)
-ENDED_SECONDS = 60.0  # a session's stream's end is remembered this long, for the joins being answered
 UNHEARD_SECONDS = 30.0  # a place whose event's stream has not opened this long after its join goes
 
 
@@ -70,7 +71,6 @@ class QueueShares:
     _places: list[Place] = field(default_factory=list)
     _dropped: list[Place] = field(default_factory=list)
     _streams: dict[str, int] = field(default_factory=dict)  # session -> its streams open now
-    _ended: dict[str, float] = field(default_factory=dict)  # session -> when its last stream ended
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def admit(self, visitor: Visitor, kind: str = "", function: int = -1) -> Place | str:
@@ -96,22 +96,15 @@ class QueueShares:
             return place
 
     def joined(self, place: Place, event_id: str | None) -> None:
-        """The queue answered the join: with the event's id, or refused it (None: the place goes). A
-        place whose session's stream ended since its join, none open now, goes too, its event
-        cancelled: no stream is left to read it (were the page still there, it opens a stream to read
-        the event: the place is then not counted, the kinder error)."""
+        """The queue answered the join: with the event's id, heard at once if its session's stream is
+        open (else once one opens, or it goes after UNHEARD_SECONDS), or refused it (None: the place
+        goes)."""
         with self._lock:
-            session = place.visitor.session
-            unheard = (
-                session and not self._streams.get(session) and self._ended.get(session, -1) >= place.since
-            )
             if event_id:
                 place.event_id = event_id
-                place.heard = place.heard or bool(self._streams.get(session))
-            if place in self._places and (unheard or not event_id):
+                place.heard = place.heard or bool(self._streams.get(place.visitor.session))
+            elif place in self._places:
                 self._places.remove(place)
-                if event_id:
-                    self._dropped.append(place)
 
     def streaming(self, session: str = "", event_id: str = "") -> None:
         """A stream opened: the session's, which reads each of its events, or one event's."""
@@ -136,8 +129,6 @@ class QueueShares:
                 open_now = self._streams.pop(session, 1) - 1
                 if open_now > 0:
                     self._streams[session] = open_now
-                self._ended[session] = self.clock()
-                self._forget_ended()
             self._places = [
                 p
                 for p in self._places
@@ -161,9 +152,3 @@ class QueueShares:
         gone = lambda p: now - p.since >= self.stale or (not p.heard and now - p.since >= UNHEARD_SECONDS)  # noqa: E731
         self._dropped += [p for p in self._places if gone(p) and p.event_id]
         self._places = [p for p in self._places if not gone(p)]
-
-    def _forget_ended(self) -> None:
-        """Ends older than any place's join that is still being answered (a join is answered in
-        moments; a minute is ample) are forgotten."""
-        now = self.clock()
-        self._ended = {s: t for s, t in self._ended.items() if now - t < ENDED_SECONDS}
