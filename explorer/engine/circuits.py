@@ -1,13 +1,14 @@
 """Circuits: the entry points the Explorer calls, each a dataset of prompt pairs in (`engine.pairs`) and
 one of the engine's readings out: nodes patched exactly or by attribution (`engine.nodes`), edges
-scored by EAP-IG (`engine.edges`) and circuits measured exactly (`engine.exact_circuits`)."""
+scored by EAP-IG (`engine.edges`), per position as a graph (`engine.graph`), and circuits measured exactly
+(`engine.exact_circuits`)."""
 
 from __future__ import annotations
 
 import torch
 
 from explorer.engine import edges as edge_module
-from explorer.engine import exact_circuits, pairs
+from explorer.engine import exact_circuits, graph, pairs
 from explorer.engine import nodes as node_module
 
 
@@ -29,3 +30,27 @@ def edge_attribution(explorer, clean, corrupted, answers, distractors, steps, me
 def circuit_metric(explorer, clean, corrupted, answer, distractor, edges, metric) -> float:
     data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
     return exact_circuits.circuit_metric(explorer, data, edges)
+
+
+def attribution_graph(explorer, clean, corrupted, answers, distractors, steps, metric) -> graph.Graph:
+    data = pairs.dataset(explorer, clean, corrupted, answers, distractors, metric)
+    pairs.require_one_length(data)
+    baselines: dict = {}
+    scores = edge_module.edge_scores(explorer, data, steps, positional=True, baselines=baselines)
+    first = pairs.listed_pairs(clean, corrupted, answers, distractors)
+    run = explorer.run(first[0]["clean"])
+    attention = torch.stack(
+        [run.attention(layer, remember=False).probs for layer in range(explorer.config.n_layers)]
+    )
+    return graph.from_scores(
+        scores,
+        explorer.config,
+        run.tokens,
+        attention,  # [L, H, N, N]
+        metric=metric,
+        steps=steps,
+        clean=baselines["clean"],
+        corrupted=baselines["corrupted"],
+        pairs=first,
+        model=explorer.name,
+    )

@@ -77,6 +77,14 @@ def valid_edges(config) -> torch.Tensor:
     return valid
 
 
+def valid_positional(config, n_tokens: int) -> torch.Tensor:
+    """Which (upstream, downstream, position) are positional edges: a writer at p into a reader at p,
+    where the model reads the logits at the last position only.  # [U, V, N] bool"""
+    valid = valid_edges(config)[..., None].repeat(1, 1, n_tokens)
+    valid[:, -1, :-1] = False
+    return valid
+
+
 @dataclass(frozen=True, eq=False)
 class EdgeAttribution:
     """EAP-IG scores of every edge, averaged over a dataset's pairs."""
@@ -140,24 +148,49 @@ def reader_slices(config, layer: int) -> dict[str, slice]:
     }
 
 
-def kept_mask(config, edges) -> torch.Tensor:
-    """The kept edges as a mask over (upstream, downstream); an edge that does not exist is refused.
-    # -> [U, V] bool"""
+ARITY = {"embedding": 1, "head": 3, "q": 3, "k": 3, "v": 3, "mlp": 2, "logits": 1}  # without a position
+
+
+def edge_indices(config, edges, n_tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each edge's upstream and downstream index and position (-1: an edge without positions, at every
+    one); an edge that does not exist is refused, naming it.  # -> 3 × [E] long"""
     up, down, valid = edge_index(config)
-    kept = torch.zeros(valid.shape, dtype=torch.bool)
-    rows, columns = [], []
+    rows, columns, positions = [], [], []
     for edge in edges:
         u, v = tuple(edge[0]), tuple(edge[1])
-        if u not in up or v not in down:
-            _refuse(u, v)
+        (u, at), (v, read_at) = _positioned(u, n_tokens), _positioned(v, n_tokens)
+        if u not in up or v not in down or not valid[up[u], down[v]]:
+            _refuse(tuple(edge[0]), tuple(edge[1]))
+        if at != read_at or (v == ("logits",) and at not in (-1, n_tokens - 1)):
+            _refuse(tuple(edge[0]), tuple(edge[1]), positional=True)
         rows.append(up[u])
         columns.append(down[v])
-    rows, columns = torch.tensor(rows, dtype=torch.long), torch.tensor(columns, dtype=torch.long)
-    wrong = (~valid[rows, columns]).nonzero()
-    if len(wrong):
-        first = int(wrong[0])
-        _refuse(tuple(edges[first][0]), tuple(edges[first][1]))
-    kept[rows, columns] = True
+        positions.append(at)
+    return tuple(torch.tensor(values, dtype=torch.long) for values in (rows, columns, positions))
+
+
+def _positioned(node: tuple, n_tokens: int) -> tuple[tuple, int]:
+    """A node without its position, and the position (-1: none given); a negative one counts from the
+    end."""
+    if not node or node[0] not in ARITY or len(node) not in (ARITY[node[0]], ARITY[node[0]] + 1):
+        return node, -1
+    if len(node) == ARITY[node[0]]:
+        return node, -1
+    *base, at = node
+    if isinstance(at, bool) or not isinstance(at, int) or not -n_tokens <= at < n_tokens:
+        raise ValueError(f"{node!r}: its position {at!r} is not one of the prompts' {n_tokens} positions")
+    return tuple(base), at % n_tokens
+
+
+def kept_mask(
+    config, indices: tuple[torch.Tensor, torch.Tensor, torch.Tensor], n_tokens: int
+) -> torch.Tensor:
+    """The edges of `edge_indices` as a mask over (upstream, downstream, position).  # -> [U, V, N] bool"""
+    rows, columns, positions = indices
+    kept = torch.zeros(*edge_index(config)[2].shape, n_tokens, dtype=torch.bool)
+    everywhere = positions < 0
+    kept[rows[everywhere], columns[everywhere]] = True
+    kept[rows[~everywhere], columns[~everywhere], positions[~everywhere]] = True
     return kept
 
 
@@ -169,44 +202,70 @@ def edge_index(config) -> tuple[dict, dict, torch.Tensor]:
     return up, down, valid_edges(config)
 
 
-def _refuse(u, v):
+def _refuse(u, v, positional: bool = False):
+    if positional:
+        raise ValueError(
+            f"({u!r}, {v!r}) is not a positional edge: a writer at one position writes into readers at that "
+            f"position (the logits read the last), and an edge names a position at both ends or at neither"
+        )
     raise ValueError(f"({u!r}, {v!r}) is not an edge of this model (an upstream writes before it is read)")
 
 
-@torch.no_grad()  # the steps' backwards enable it for themselves: no score keeps a graph
 def edge_attribution(explorer, data: pairs.Dataset, steps: int = 5) -> EdgeAttribution:
     """EAP-IG scores of every edge over the dataset (module doc)."""
+    scores = edge_scores(explorer, data, steps)
+    return EdgeAttribution(
+        upstream=upstream_nodes(explorer.config),
+        downstream=downstream_nodes(explorer.config),
+        scores=scores,
+        valid=valid_edges(explorer.config),
+        steps=steps,
+        metric=data.metric,
+        n_pairs=data.size,
+    )
+
+
+@torch.no_grad()  # the steps' backwards enable it for themselves: no score keeps a graph
+def edge_scores(
+    explorer, data: pairs.Dataset, steps: int = 5, positional: bool = False, baselines: dict | None = None
+) -> torch.Tensor:
+    """EAP-IG scores of every edge averaged over the pairs, 0 where there is no edge; `positional`: each
+    position's part apart (a writer at p into a reader at p), which needs pairs of one length. Into
+    `baselines`, if given, the metric of the clean and of the corrupted prompts, averaged.
+    # -> [U, V] float32 CPU, or [U, V, N] with `positional`"""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps is a whole number of at least 1, got {steps!r}")
+    if positional:
+        pairs.require_one_length(data)
     model, config = explorer.model, explorer.config
     valid = valid_edges(config)
-    scores = torch.zeros(valid.shape)
+    n = data.batches[0].n_tokens
+    scores = torch.zeros(*valid.shape, *((n,) if positional else ()))  # [U, V] or [U, V, N]
+    contract, into_logits = (
+        ("ubnk,brnk->urn", "ubnk,bnk->un") if positional else ("ubnk,brnk->ur", "ubnk,bnk->u")
+    )
     for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
         clean, corrupted = trace(model, batch.clean), trace(model, batch.corrupted)
         explorer.forward_count += 2
         reference = None
         if data.metric == "kl":
             reference = pairs.log_probs(model, clean.final[:, -1])
+        if baselines is not None:
+            for name, run in (("clean", clean), ("corrupted", corrupted)):
+                metric = pairs.metric_of(model, run.final[:, -1], batch, data.metric, reference)
+                baselines[name] = baselines.get(name, 0.0) + float(metric.sum()) / data.size
         difference = writes(model, clean).sub_(writes(model, corrupted))  # [U, B, N, hidden]
         gradients = _input_gradients(model, batch, clean, corrupted, steps, data.metric, reference)
         explorer.forward_count += steps
         for layer, grad in enumerate(gradients[:-1]):  # [B, readers, N, hidden]
             count, mlp_count = written_before(config, layer), written_before(config, layer, mlp=True)
             columns = slice(layer * readers_per_layer(config), (layer + 1) * readers_per_layer(config))
-            block = torch.einsum("ubnk,brnk->ur", difference[:mlp_count], grad).cpu()  # [U_l, readers]
+            block = torch.einsum(contract, difference[:mlp_count], grad).cpu()  # [U_l, readers(, N)]
             block[count:, :-1] = 0  # the block's own heads feed its MLP, not its q/k/v
             scores[:mlp_count, columns] += block
-        scores[:, -1] += torch.einsum("ubnk,bnk->u", difference, gradients[-1]).cpu()
+        scores[:, -1] += torch.einsum(into_logits, difference, gradients[-1]).cpu()
         del clean, corrupted, difference, gradients  # before the next batch's are made
-    return EdgeAttribution(
-        upstream=upstream_nodes(config),
-        downstream=downstream_nodes(config),
-        scores=scores * valid / data.size,
-        valid=valid,
-        steps=steps,
-        metric=data.metric,
-        n_pairs=data.size,
-    )
+    return scores.mul_(valid_positional(config, n) if positional else valid).div_(data.size)
 
 
 def _input_gradients(model, batch, clean: Trace, corrupted: Trace, steps, metric, reference) -> list:

@@ -121,21 +121,28 @@ def circuit_metric(explorer, data: pairs.Dataset, kept_edges) -> float:
 def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
     """The exact circuit metric of the first `count` of the `ranked` edges, for each count: each batch's
     corrupted run (and clean one for KL) recorded once for every count, or kept from an earlier call
-    on the same pairs (`engine.corrupted_runs`, the Explorer's `corrupted_runs`)."""
+    on the same pairs (`engine.corrupted_runs`, the Explorer's `corrupted_runs`). Edges may name
+    positions (`engine.edges`), which needs pairs of one length."""
     model, config = explorer.model, explorer.config
-    valid = edges.edge_index(config)[2]
     kept_runs = getattr(explorer, "corrupted_runs", None)
     totals = [0.0] * len(counts)
+    indices = None
     with torch.no_grad():
         for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
+            n = batch.n_tokens
+            indices = edges.edge_indices(config, ranked, n)
+            if (indices[2] >= 0).any():
+                pairs.require_one_length(data)
+            valid = edges.valid_positional(config, n)
             if kept_runs is None:
                 corrupted, fresh = record(model, batch, data.metric), True
             else:
                 corrupted, fresh = kept_runs.of(model, batch, data.metric)
             explorer.forward_count += int(fresh) * (2 if data.metric == "kl" else 1) + len(counts)
             for i, count in deadline.steps(enumerate(counts)):
-                removed = ~edges.kept_mask(config, ranked[:count]) & valid
-                final = _circuit_forward(model, batch, corrupted, removed.to(corrupted.z.device))
+                kept = edges.kept_mask(config, tuple(index[:count] for index in indices), n)
+                removed = (valid & ~kept).to(corrupted.z.device)
+                final = _circuit_forward(model, batch, corrupted, removed)
                 metric = pairs.metric_of(model, final[:, -1], batch, data.metric, corrupted.reference)
                 totals[i] += float(metric.sum())
     return [total / data.size for total in totals]
@@ -152,43 +159,49 @@ def _head_changes(block, z, y, run_z, run_y) -> torch.Tensor:
 
 
 def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Tensor:
-    """The clean prompts' forward, each input reading corrupted writes along `removed` edges [U, V]:
-    the stream less Σ over its removed edges of the writer's change (current − corrupted write), or,
-    where fewer writers have a kept edge into the readers than a removed one, the stream less every
-    earlier writer's change (a running sum) plus the kept ones' changes: the same sum, over fewer rows."""
+    """The clean prompts' forward, each input at each position reading corrupted writes along the
+    `removed` edges [U, V, N] at that position: the stream less Σ over its removed edges of the
+    writer's change there (current − corrupted write), or, where fewer writers have a kept edge into
+    the readers than a removed one, the stream less every earlier writer's change (a running sum) plus
+    the kept ones' changes: the same sum, over fewer rows. Changes are held position first, so each
+    position's sum is one matrix product of a batched one."""
     config = model.config
     b, n = batch.clean.shape
-    # [U, B·N·hidden] each writer's write less its corrupted write, filled as the forward writes (a reader
-    # reads only the rows of writers before it)
-    changes = torch.empty(removed.shape[0], b * n * config.hidden_size, device=removed.device)
-    total = torch.zeros(changes.shape[1], device=removed.device)  # [B·N·hidden] Σ of the rows written
-    kept = edges.edge_index(config)[2].to(removed.device) & ~removed  # [U, V]
+    width = b * config.hidden_size
+    # [N, U, B·hidden] each writer's write less its corrupted write, filled as the forward writes (a
+    # reader reads only the rows of writers before it)
+    changes = torch.empty(n, removed.shape[0], width, device=removed.device)
+    total = torch.zeros(n, 1, width, device=removed.device)  # [N, 1, B·hidden] Σ of the rows written
+    kept = edges.valid_edges(config)[..., None].to(removed.device) & ~removed  # [U, V, N]: the
+    # logits at other positions than the last read the clean stream, which no metric reads
     streams: dict[int, torch.Tensor] = {}
     heads: dict[int, torch.Tensor] = {}
     attention_parts: dict[int, torch.Tensor | None] = {}
 
     def removed_part(count: int, columns: slice) -> torch.Tensor | None:
         """Σ over the removed edges into these readers of the writers' changes  # -> [B, r, N, hidden]"""
-        cut = removed[:count, columns]  # [count, r]
+        cut = removed[:count, columns]  # [count, r, N]
         if not cut.any():
             return None
-        cut_rows = cut.any(1).nonzero()[:, 0]
-        kept_rows = kept[:count, columns].any(1).nonzero()[:, 0]
+        cut_rows = cut.flatten(1).any(1).nonzero()[:, 0]
+        kept_rows = kept[:count, columns].flatten(1).any(1).nonzero()[:, 0]
         if len(kept_rows) < len(cut_rows):
-            part = total - kept[kept_rows, columns].float().T @ changes[kept_rows]  # [r, B·N·hidden]
+            mask = kept[kept_rows, columns].permute(2, 1, 0).float()  # [N, r, rows]
+            part = total - torch.bmm(mask, changes[:, kept_rows])  # [N, r, B·hidden]
         else:
-            part = cut[cut_rows].float().T @ changes[cut_rows]
-        return part.view(-1, b, n, config.hidden_size).transpose(0, 1)
+            part = torch.bmm(cut[cut_rows].permute(2, 1, 0).float(), changes[:, cut_rows])
+        return part.view(n, -1, b, config.hidden_size).permute(2, 1, 0, 3)
 
     def add(rows: slice, change: torch.Tensor) -> None:
-        """A writer's change [rows, B·N·hidden] into `changes` and the running sum."""
-        changes[rows] = change
-        total.add_(change.sum(0))
+        """Writers' changes [rows, B, N, hidden] into `changes` and the running sum."""
+        change = change.permute(2, 0, 1, 3).reshape(n, -1, width)  # [N, rows, B·hidden]
+        changes[:, rows] = change
+        total.add_(change.sum(1, keepdim=True))
 
     def block_input(layer, x):
         streams[layer] = x
         if layer == 0:
-            add(slice(0, 1), (x.float() - corrupted.embedding.float()).reshape(1, -1))
+            add(slice(0, 1), (x.float() - corrupted.embedding.float())[None])
 
     def heads_tap(layer, z):
         heads[layer] = z
@@ -197,11 +210,11 @@ def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Te
         first = edges.written_before(config, layer)
         run_y = None if corrupted.attention_output is None else corrupted.attention_output[layer]
         change = _head_changes(model.layers[layer], heads.pop(layer), y, corrupted.z[layer], run_y)
-        add(slice(first, first + config.n_heads), change.reshape(config.n_heads, -1))
+        add(slice(first, first + config.n_heads), change)
 
     def mlp_output(layer, m):
         index = edges.written_before(config, layer, mlp=True)
-        add(slice(index, index + 1), (m.float() - corrupted.mlp[layer].float()).reshape(1, -1))
+        add(slice(index, index + 1), (m.float() - corrupted.mlp[layer].float())[None])
 
     def projection(kind):
         def tap(layer, value):
@@ -232,7 +245,7 @@ def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Te
     def block_output(layer, x):
         if layer != config.n_layers - 1:
             return None
-        part = removed_part(len(changes), slice(-1, None))
+        part = removed_part(changes.shape[1], slice(-1, None))
         return None if part is None else x - part[:, 0].to(x.dtype)
 
     taps = Taps(

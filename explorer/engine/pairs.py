@@ -67,6 +67,19 @@ def _listed(value, count: int | None, name: str) -> list:
     return value
 
 
+def listed_pairs(clean, corrupted, answer, distractor=None) -> list[dict]:
+    """The pairs as given (a prompt or lists, as `dataset` reads them), one dict each."""
+    cleans = _listed(clean, None, "clean prompts")
+    columns = zip(
+        cleans,
+        _listed(corrupted, len(cleans), "corrupted prompts"),
+        _listed(answer, len(cleans), "answers"),
+        _listed(distractor, len(cleans), "distractors"),
+        strict=True,
+    )
+    return [dict(clean=c, corrupted=x, answer=a, distractor=d) for c, x, a, d in columns]
+
+
 def dataset(explorer, clean, corrupted, answer, distractor=None, metric: str = "logit_diff") -> Dataset:
     """Encode and check a dataset: `clean` and `corrupted` a prompt each or lists of them (pairs by
     index); `answer` and `distractor` one token for every pair or one per pair."""
@@ -113,6 +126,21 @@ def dataset(explorer, clean, corrupted, answer, distractor=None, metric: str = "
             )
         )
     return Dataset(batches, metric)
+
+
+def require_one_length(data: Dataset) -> None:
+    """Positional readings pair position p of every prompt with p of the others: the pairs must all
+    have one length; the message names the first pair of another length than the first pair's."""
+    if len(data.batches) < 2:
+        return
+    first = min(data.batches, key=lambda batch: min(batch.indices))
+    n, index = first.n_tokens, min(first.indices)
+    other = min((b for b in data.batches if b is not first), key=lambda batch: min(batch.indices))
+    raise PromptError(
+        f"A positional reading needs pairs of one length, so that each position means the same token "
+        f"in every pair: pair {min(other.indices) + 1} has {other.n_tokens} tokens where pair {index + 1} "
+        f"has {n}."
+    )
 
 
 def log_probs(model, normed: torch.Tensor) -> torch.Tensor:

@@ -142,8 +142,9 @@ def _need(found: list, count: int, what: str) -> list:
     return found
 
 
-def ioi(n: int = 8, seed: int = 0, tokenizer=None) -> PromptSet:
-    """`n` IOI pairs from `seed` (module doc)."""
+def ioi(n: int = 8, seed: int = 0, tokenizer=None, template: int | None = None) -> PromptSet:
+    """`n` IOI pairs from `seed` (module doc), the templates taken in turn, or only `template` (its
+    pairs are then of one length, as a positional graph needs, given the tokenizer)."""
     rng = random.Random(seed)
     names = _need(_one_token(tokenizer, NAMES), 3, "names")
     places = _need(_one_token(tokenizer, PLACES), 1, "places")
@@ -151,11 +152,11 @@ def ioi(n: int = 8, seed: int = 0, tokenizer=None) -> PromptSet:
     clean, corrupted, answers, distractors = [], [], [], []
     for i in range(n):
         a, b, c = rng.sample(names, 3)
-        template = IOI_TEMPLATES[i % len(IOI_TEMPLATES)]
+        text = IOI_TEMPLATES[i % len(IOI_TEMPLATES) if template is None else template]
         place, thing = rng.choice(places), rng.choice(objects)
         fill = dict(A=" " + a, B=" " + b, P=" " + place, O=f" {OBJECTS[thing]} {thing}")
-        clean.append(template.format(C=" " + b, **fill))
-        corrupted.append(template.format(C=" " + c, **fill))
+        clean.append(text.format(C=" " + b, **fill))
+        corrupted.append(text.format(C=" " + c, **fill))
         answers.append(" " + a)
         distractors.append(" " + b)
     return PromptSet("ioi", clean, corrupted, answers, distractors)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from explorer.tools.bench.against import Measure, Suite
 
 FORWARD = "one forward"
+EAP_IG = "EAP-IG, 5 steps, 8 pairs"
 IOI_TOKENS = 15
 PAIRS = 8
 LAST_POSITIONS = 4
@@ -30,8 +31,11 @@ def ioi_pairs(ex, n_tokens: int = IOI_TOKENS, count: int = PAIRS):
 
 
 def baselines(run, text: str) -> dict:
-    clean = ioi_pairs(run.explorer).clean[0]
-    return {FORWARD: lambda: run.explorer.run(clean)}
+    data = ioi_pairs(run.explorer)
+    return {
+        FORWARD: lambda: run.explorer.run(data.clean[0]),
+        EAP_IG: lambda: run.explorer.edge_attribution(*data.args(), steps=5),
+    }
 
 
 def measures(run) -> list[Measure]:
@@ -49,6 +53,7 @@ def measures(run) -> list[Measure]:
     every_position = [(kind, layer, head, pos) for kind, layer, head, _ in every_head for pos in range(n)]
     edges = ex.edge_attribution(*data.args(), steps=5).edges
     kept = edges[: len(edges) // 10]
+    graph = ex.attribution_graph(*data.args(), steps=5)
     per_node = len(at_positions)
     return [
         Measure(
@@ -73,6 +78,21 @@ def measures(run) -> list[Measure]:
             lambda: ex.edge_attribution(*data.args(), steps=5),
             FORWARD,
             100.0,
+        ),
+        Measure(
+            "Positional graph, 5 steps, 8 pairs",
+            f"`ex.attribution_graph` of every positional edge ({len(graph):,}) over {PAIRS} pairs, against "
+            "EAP-IG of the same pairs",
+            lambda: ex.attribution_graph(*data.args(), steps=5),
+            EAP_IG,
+            1.2,
+        ),
+        Measure(
+            "Pruning the positional graph",
+            f"`graph.pruned()` of {len(graph):,} edges to {len(graph.pruned()):,}, in seconds",
+            graph.pruned,
+            None,
+            1.0,
         ),
         Measure(
             "circuit_metric, top 10% of edges",
