@@ -46,7 +46,7 @@ class Reference:
     """One eager forward of transformers' model, read by hooks, and the split made from what they read."""
 
     def __init__(self, hf_model, ids: list[int]):
-        self.model, self.config = hf_model, hf_model.config
+        self.model, self.config, self.ids = hf_model, hf_model.config, ids
         self.gemma = hf_model.config.model_type.startswith("gemma")
         seen = {name: {} for name in ("stream", "z", "y", "mlp", "rotary")}
         handles = []

@@ -17,10 +17,12 @@ from typing import Any
 import torch
 
 from explorer.engine import flow, lens, qk
+from explorer.engine import source_effect as source_effects
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import Ablation
 from explorer.engine.rows import AttentionRows
+from explorer.engine.source_effect import SourceEffect
 from explorer.engine.taps import Tap, Taps
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
@@ -147,6 +149,15 @@ class Run:
         """Each key-side source's part of `head`'s scaled score of `query` at every key, the query side
         summed: `.parts` [S, N], column j summing to `.scores[j]`, 0 outside the mask."""
         return qk.key_drivers(self, layer, head, query)
+
+    def source_effect(
+        self, layer: int, head: int, query: int, key: int, source, side: str = "key", mode: str = "zero"
+    ) -> SourceEffect:
+        """The causal test of one source's part in `score_attribution`: its write taken out of the key's
+        stream (`side="key"`) or the query's, zeroed or mean-replaced, the score and the attention weight
+        recomputed (norms and softmax included) beside the split's linear prediction
+        (`explorer.engine.source_effect`)."""
+        return source_effects.source_effect(self, layer, head, query, key, source, side, mode)
 
     def _check_layer(self, layer: int) -> None:
         n_layers = self.config.n_layers
