@@ -14,6 +14,7 @@ import torch
 import explorer
 from explorer import PromptError
 from explorer.engine import edges as edge_module
+from explorer.engine import prompt_sets
 from tests import hf_circuits as hf
 
 CLEAN = "To be, or not to be, that is the question: whether the"
@@ -219,3 +220,18 @@ def test_positional_edges_are_refused_where_they_cannot_be(hf_pair):
         ex.attribution_graph(*pairs)
     with pytest.raises(PromptError, match="pair 2 has"):
         ex.circuit_metric(*pairs, edges=[(("head", 0, 1, 3), ("q", 1, 0, 3))])
+
+
+@pytest.mark.slow
+def test_smollm2s_ioi_graph_pruned_is_readable_and_recovers_half_the_difference(smollm2_explorer):
+    """The built-in IOI pairs (one template, so one length) on SmolLM2: the default pruning keeps at most
+    60 heads and MLPs, and its circuit, measured exactly, recovers at least half the logit difference."""
+    ex = smollm2_explorer
+    data = prompt_sets.ioi(8, seed=0, tokenizer=ex.tokenizer, template=0)
+    g = ex.attribution_graph(*data.args(), steps=5)
+    pruned = g.pruned()
+    assert 10 <= len(pruned.writers()) <= 60
+    metric = ex.circuit_metric(*data.args(), edges=[(u, v) for u, v, _ in pruned.edges])
+    assert (metric - g.corrupted) / (g.clean - g.corrupted) >= 0.5
+    last = g.n_tokens - 1
+    assert any(u[0] == "head" and u[-1] == last and v[0] == "logits" for u, v, _ in pruned.edges)

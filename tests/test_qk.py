@@ -252,8 +252,9 @@ def test_on_smollm2_the_induction_heads_key_side_is_led_by_a_previous_token_head
     smollm2_explorer, smollm2_path
 ):
     """The Overview's top induction head, at a repeated token's score for the token after its earlier
-    occurrence: its key side is led by a head whose own map looks one token back (K-composition), and
-    the whole table is transformers' with hooks, within 5e-4 of its largest entry."""
+    occurrence: its key side is led by a head whose own map looks one token back (K-composition), which
+    taken out of the key's stream takes the attention away (and as the split predicts); the whole table
+    is transformers' with hooks, within 5e-4 of its largest entry."""
     from explorer import views
     from tests.test_gguf import hf_from_gguf
 
@@ -268,6 +269,11 @@ def test_on_smollm2_the_induction_heads_key_side_is_led_by_a_previous_token_head
     kind, source_layer, source_head = a.key_sources[int(key_side.argmax())]
     assert kind == "head" and profile["previous_token"][source_layer][source_head] > 0.5
     assert key_side.max() > 0.3 * a.score > 0  # it leads by far: K-composition
+    effect = run.source_effect(layer, head, query, key, (kind, source_layer, source_head))
+    assert (
+        effect.weight > 0.5 and effect.changed_weight < 0.1 * effect.weight
+    )  # the causal check: it builds the key
+    assert abs(effect.changed_score - effect.predicted_score) <= 0.05 * abs(effect.score)
     hf_model, _ = hf_from_gguf(smollm2_path)
     expected = Reference(hf_model, run.ids).table(layer, head, query, key)
     assert (a.table - expected).abs().max() <= 5e-4 * expected.abs().max()
