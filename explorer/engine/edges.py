@@ -157,16 +157,25 @@ def edge_indices(config, edges, n_tokens: int) -> tuple[torch.Tensor, torch.Tens
     up, down, valid = edge_index(config)
     rows, columns, positions = [], [], []
     for edge in edges:
-        u, v = tuple(edge[0]), tuple(edge[1])
-        (u, at), (v, read_at) = _positioned(u, n_tokens), _positioned(v, n_tokens)
-        if u not in up or v not in down or not valid[up[u], down[v]]:
-            _refuse(tuple(edge[0]), tuple(edge[1]))
-        if at != read_at or (v == ("logits",) and at not in (-1, n_tokens - 1)):
-            _refuse(tuple(edge[0]), tuple(edge[1]), positional=True)
-        rows.append(up[u])
-        columns.append(down[v])
+        u, v = edge[0], edge[1]
+        u, v = u if type(u) is tuple else tuple(u), v if type(v) is tuple else tuple(v)
+        row, column, at = up.get(u), down.get(v), -1
+        if row is None or column is None:  # named with positions (or not an edge at all)
+            (base_u, at), (base_v, read_at) = _positioned(u, n_tokens), _positioned(v, n_tokens)
+            row, column = up.get(base_u), down.get(base_v)
+            if row is None or column is None:
+                _refuse(u, v)
+            if at != read_at or at < 0 or (base_v == ("logits",) and at != n_tokens - 1):
+                _refuse(u, v, positional=True)
+        rows.append(row)
+        columns.append(column)
         positions.append(at)
-    return tuple(torch.tensor(values, dtype=torch.long) for values in (rows, columns, positions))
+    indices = tuple(torch.tensor(values, dtype=torch.long) for values in (rows, columns, positions))
+    wrong = (~valid[indices[0], indices[1]]).nonzero()
+    if len(wrong):
+        first = int(wrong[0])
+        _refuse(tuple(edges[first][0]), tuple(edges[first][1]))
+    return indices
 
 
 def _positioned(node: tuple, n_tokens: int) -> tuple[tuple, int]:

@@ -131,16 +131,20 @@ def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int])
         for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
             n = batch.n_tokens
             indices = edges.edge_indices(config, ranked, n)
-            if (indices[2] >= 0).any():
+            positional = bool((indices[2] >= 0).any())
+            if positional:
                 pairs.require_one_length(data)
-            valid = edges.valid_positional(config, n)
+            # [U, V, N], or [U, V, 1] where no edge names a position: each edge at every position
+            valid = (
+                edges.valid_positional(config, n) if positional else edges.edge_index(config)[2][..., None]
+            )
             if kept_runs is None:
                 corrupted, fresh = record(model, batch, data.metric), True
             else:
                 corrupted, fresh = kept_runs.of(model, batch, data.metric)
             explorer.forward_count += int(fresh) * (2 if data.metric == "kl" else 1) + len(counts)
             for i, count in deadline.steps(enumerate(counts)):
-                kept = edges.kept_mask(config, tuple(index[:count] for index in indices), n)
+                kept = edges.kept_mask(config, tuple(index[:count] for index in indices), valid.shape[-1])
                 removed = (valid & ~kept).to(corrupted.z.device)
                 final = _circuit_forward(model, batch, corrupted, removed)
                 metric = pairs.metric_of(model, final[:, -1], batch, data.metric, corrupted.reference)
@@ -160,11 +164,11 @@ def _head_changes(block, z, y, run_z, run_y) -> torch.Tensor:
 
 def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Tensor:
     """The clean prompts' forward, each input at each position reading corrupted writes along the
-    `removed` edges [U, V, N] at that position: the stream less Σ over its removed edges of the
-    writer's change there (current − corrupted write), or, where fewer writers have a kept edge into
-    the readers than a removed one, the stream less every earlier writer's change (a running sum) plus
-    the kept ones' changes: the same sum, over fewer rows. Changes are held position first, so each
-    position's sum is one matrix product of a batched one."""
+    `removed` edges [U, V, N] at that position ([U, V, 1]: at every position): the stream less Σ over
+    its removed edges of the writer's change there (current − corrupted write), or, where fewer writers
+    have a kept edge into the readers than a removed one, the stream less every earlier writer's change
+    (a running sum) plus the kept ones' changes: the same sum, over fewer rows. Changes are held
+    position first, so each position's sum is one matrix product of a batched one."""
     config = model.config
     b, n = batch.clean.shape
     width = b * config.hidden_size
@@ -172,7 +176,7 @@ def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Te
     # reader reads only the rows of writers before it)
     changes = torch.empty(n, removed.shape[0], width, device=removed.device)
     total = torch.zeros(n, 1, width, device=removed.device)  # [N, 1, B·hidden] Σ of the rows written
-    kept = edges.valid_edges(config)[..., None].to(removed.device) & ~removed  # [U, V, N]: the
+    kept = edges.edge_index(config)[2][..., None].to(removed.device) & ~removed  # like `removed`: the
     # logits at other positions than the last read the clean stream, which no metric reads
     streams: dict[int, torch.Tensor] = {}
     heads: dict[int, torch.Tensor] = {}
@@ -180,17 +184,26 @@ def _circuit_forward(model, batch, corrupted, removed: torch.Tensor) -> torch.Te
 
     def removed_part(count: int, columns: slice) -> torch.Tensor | None:
         """Σ over the removed edges into these readers of the writers' changes  # -> [B, r, N, hidden]"""
-        cut = removed[:count, columns]  # [count, r, N]
+        cut = removed[:count, columns]  # [count, r, N or 1]
         if not cut.any():
             return None
-        cut_rows = cut.flatten(1).any(1).nonzero()[:, 0]
-        kept_rows = kept[:count, columns].flatten(1).any(1).nonzero()[:, 0]
+        joined = kept[:count, columns]  # [count, r, N or 1]
+        cut_rows, kept_rows = (mask.flatten(1).any(1).nonzero()[:, 0] for mask in (cut, joined))
         if len(kept_rows) < len(cut_rows):
-            mask = kept[kept_rows, columns].permute(2, 1, 0).float()  # [N, r, rows]
-            part = total - torch.bmm(mask, changes[:, kept_rows])  # [N, r, B·hidden]
+            part = total - summed(joined, kept_rows, count)  # [N, r, B·hidden]
         else:
-            part = torch.bmm(cut[cut_rows].permute(2, 1, 0).float(), changes[:, cut_rows])
+            part = summed(cut, cut_rows, count)
         return part.view(n, -1, b, config.hidden_size).permute(2, 1, 0, 3)
+
+    def summed(mask: torch.Tensor, rows: torch.Tensor, count: int) -> torch.Tensor:
+        """Σ over the writers `rows` of their changes where `mask` [count, r, N] holds: a gather of
+        those rows where they are few, else every row's, the rest weighted 0 (no copy of the changes).
+        # -> [N, r, B·hidden]"""
+        if 2 * len(rows) < count:
+            weights, written = mask[rows].permute(2, 1, 0).float(), changes[:, rows]
+        else:
+            weights, written = mask.permute(2, 1, 0).float(), changes[:, :count]
+        return torch.bmm(weights.expand(n, -1, -1), written)  # weights [N or 1, r, rows]
 
     def add(rows: slice, change: torch.Tensor) -> None:
         """Writers' changes [rows, B, N, hidden] into `changes` and the running sum."""
