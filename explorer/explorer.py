@@ -17,7 +17,7 @@ ex.attribution_graph(cleans, corrupteds, answers, distractors)   # per position 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -31,7 +31,7 @@ from explorer.engine.interventions import Ablation, PatchResult, Progress, patch
 from explorer.engine.patch_metrics import METRICS
 from explorer.engine.run import Run
 from explorer.engine.taps import Taps, recorder
-from explorer.engine.tokens import encode
+from explorer.engine.tokens import encode, encode_ids
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
 from explorer.loading.weights import Fits, within
 
@@ -64,20 +64,29 @@ class Explorer:
     @torch.inference_mode()
     def run(
         self,
-        text: str,
+        text: str | None = None,
         max_tokens: int | None = None,
         ablate: Iterable[tuple[int, int]] = (),
         ablate_mode: str = "zero",
+        *,
+        ids: Sequence[int] | None = None,
     ) -> Run:
         """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer: cut to
         `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens.
+        Or over token `ids` as given, never re-tokenized (labelled by the tokenizer), cut likewise.
 
         `ablate`: (layer, head) pairs whose outputs are zeroed or mean-replaced (`ablate_mode`, see
         `explorer.engine.interventions`); the run remembers it, so its eager reruns apply the same edit.
         """
         ablation = Ablation.parse(self.config, ablate, ablate_mode)
         limit = min(max_tokens or self.config.context_length, self.config.context_length)
-        encoded = encode(self.tokenizer, text, limit)
+        if (text is None) == (ids is None):
+            raise ValueError("give the run a text or token ids (ids=[...]), not both")
+        encoded = (
+            encode(self.tokenizer, text, limit)
+            if ids is None
+            else encode_ids(self.tokenizer, ids, limit, self.config.vocab_size)
+        )
         ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
         n, hidden = ids.shape[1], self.config.hidden_size
         layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)

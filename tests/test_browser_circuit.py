@@ -21,7 +21,7 @@ from explorer.views import circuits as circuit_views
 
 pytestmark = pytest.mark.browser
 
-PLOTS = ["circuit-nodes-plot", "circuit-graph-plot", "circuit-curve-plot"]
+PLOTS = ["circuit-nodes-plot", "circuit-position-graph-plot", "circuit-graph-plot", "circuit-curve-plot"]
 TYPED = (
     "To be, or not to be, that is the question: whether the | "
     "To be, or not or be, that is the question: whether the | to | be\n"
@@ -90,6 +90,63 @@ def test_typed_pairs_draw_the_circuit_match_the_baseline_and_a_head_opens(app, b
     layer, column = np.unravel_index(np.nanargmax(drawn), drawn.shape)
     open_cell(app, int(layer), int(column))
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {column // len(at)} ")
+    assert not app.problems()
+
+
+# The graph per position's traces of a role ("nodes", "attention"): each point's text, customdata and
+# where it is on the page (the card's scroll settled)
+JS_GRAPH_POINTS = """([id, role]) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const index = gd.data.findIndex((trace) => trace.meta && trace.meta.role === role);
+    const trace = gd._fullData[index], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const box = gd.querySelector('.main-svg').getBoundingClientRect();
+    return gd.calcdata[index].map((point, i) => ({  // x and y decoded from the typed arrays sent
+        text: trace.text[i], data: [...trace.customdata[i]],
+        x: box.left + xa._offset + xa.d2p(point.x), y: box.top + ya._offset + ya.d2p(point.y),
+    }));
+}"""
+JS_TICKS = """(id) => [...document.querySelectorAll(`#${id} .xtick text`)].map((tick) => tick.textContent)"""
+
+
+def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_at_its_cell(
+    app, browser_workspace
+):
+    """The graph per position of the first typed pair (both pairs differ in length: the first's length
+    is read): every node labelled, the x axis the prompt's tokens; a click on an attention edge opens
+    its head on that prompt in the Attention tab, with Why this score at its (query, key)."""
+    find_circuit(app)
+    plot = "circuit-position-graph-plot"
+    app.page.locator(f"#{plot}").scroll_into_view_if_needed()
+    nodes = app.page.evaluate(JS_GRAPH_POINTS, [plot, "nodes"])
+    assert nodes and all(node["text"].strip() for node in nodes)
+    assert {"logits", "MLP 0"} <= {node["text"] for node in nodes}
+    clean = TYPED.split(" | ")[0]
+    ticks = app.page.evaluate(JS_TICKS, plot)  # the prompt's tokens, one a position
+    tokens = browser_workspace.explorer("").run(clean).tokens
+    assert len(ticks) == len(tokens) and "question" in ticks[tokens.index(" question")]
+    edges = [
+        edge
+        for edge in app.page.evaluate(JS_GRAPH_POINTS, [plot, "attention"])
+        if edge["data"][2] > edge["data"][3]
+    ]
+    layer, head, query, key = edges[0]["data"]
+    app.remember_plots()
+    app.page.mouse.move(edges[0]["x"], edges[0]["y"], steps=2)
+    app.page.wait_for_function(  # Plotly clicks the point it hovers
+        "(id) => (document.querySelector(`#${id} .js-plotly-plot`)._hoverdata || []).length", arg=plot
+    )
+    app.page.mouse.click(edges[0]["x"], edges[0]["y"])
+    app.wait_for_tab("Attention")
+    app.page.wait_for_function(
+        """(want) => ["layer", "head", "query", "key"].every((name, i) =>
+            Number(document.querySelector(`#score-${name} input`)?.value) === want[i])
+            && document.querySelector("#why-split-plot .js-plotly-plot")""",
+        arg=[layer, head, query, key],
+        timeout=60_000,
+    )
+    assert app.page.locator("#why-score").is_visible()
+    assert app.page.locator("#prompt textarea").input_value() == clean
+    assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
     assert not app.problems()
 
 

@@ -6,6 +6,7 @@ are `edge_attribution`'s. And the object: pruning, its JSON, and what it refuses
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -235,3 +236,24 @@ def test_smollm2s_ioi_graph_pruned_is_readable_and_recovers_half_the_difference(
     assert (metric - g.corrupted) / (g.clean - g.corrupted) >= 0.5
     last = g.n_tokens - 1
     assert any(u[0] == "head" and u[-1] == last and v[0] == "logits" for u, v, _ in pruned.edges)
+
+
+def test_the_graph_is_drawn_over_its_positions_every_node_named_and_sent_as_plotly_validates_it(graph):
+    """Every node a labelled marker at its position's column, each attention edge carrying its cell and
+    the clean run's weight there, every token escaped; the figure as sent is Plotly's."""
+    from explorer.views.attribution_graph import graph_figure
+    from tests.test_figures import assert_valid_as_sent
+
+    pruned = dataclasses.replace(graph.pruned(), tokens=["<b>x</b>", *graph.tokens[1:]])
+    fig = graph_figure(pruned)
+    assert_valid_as_sent(fig)
+    by_role = {trace["meta"]["role"]: trace for trace in fig.data if trace.get("meta")}
+    nodes, attention = by_role["nodes"], by_role["attention"]
+    labels = list(nodes["text"])
+    assert all(labels) and "logits" in labels
+    assert {pruned.label(w) for w in pruned.writers(("head",))} <= set(labels)
+    assert all("<b>" not in text for text in labels + list(attention["text"]))
+    for (layer, head, query, key), text in zip(attention["customdata"], attention["text"], strict=True):
+        assert query >= key and f"weight {float(pruned.attention[layer, head, query, key]):.2f}" in text
+    ticks = fig.layout["xaxis"]["ticktext"]
+    assert ticks[0] == "&lt;b&gt;x&lt;/b&gt;" and len(ticks) == pruned.n_tokens

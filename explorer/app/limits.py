@@ -133,7 +133,8 @@ def circuit_memory(config: ModelConfig, n_pairs: int, n_tokens: int, methods, po
       atp         two traces and a backward
       eap         two traces, every writer's write and its difference (two [U, B, N, hidden]), each
                   reader's input gradient summed over the steps ([L, B, readers, N, hidden]), a backward
-      curve       every writer's change in one circuit's forward, the corrupted run's writes."""
+      curve       every writer's change in one circuit's forward, the corrupted run's writes
+      graph       EAP-IG's, with every positional edge's score and the graph made of them."""
     c, tokens = config, 4 * n_pairs * n_tokens  # bytes of one float32 per pair and position
     head_rows = c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
     trace = tokens * c.n_layers * (3 * c.hidden_size + head_rows)
@@ -148,6 +149,10 @@ def circuit_memory(config: ModelConfig, n_pairs: int, n_tokens: int, methods, po
         "eap": 2 * trace + tokens * c.hidden_size * (2 * writers + c.n_layers * readers) + backward,
         "curve": tokens * c.hidden_size * (writers + 3 * c.n_layers),
     }
+    # EAP-IG's, and every positional edge's score [U, V, N] with its graph (writer, reader and position
+    # as int64 and the score: 28 bytes an edge, half the [U, V] grid valid), pruned in a few such arrays
+    scores = 4 * writers * (c.n_layers * readers + 1) * n_tokens
+    held["graph"] = held["eap"] + scores + 4 * scores
     return {method: held[method] for method in [*methods, "curve"] if method in held}
 
 
@@ -177,6 +182,8 @@ def circuit_forwards(
             work["atp"] += size * ATP_FORWARDS
         if "eap" in work:
             work["eap"] += size * (2 + EAP_STEP_FORWARDS * steps)
+        if "graph" in work:  # EAP-IG of the largest batch, and one run of the first clean prompt
+            work["graph"] = max(work["graph"], size * (2 + EAP_STEP_FORWARDS * steps) + 1)
         work["curve"] += size * (1 + CURVE_FORWARDS * (CURVE_POINTS if "eap" in methods else 2))
     return work
 

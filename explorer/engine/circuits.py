@@ -34,23 +34,4 @@ def circuit_metric(explorer, clean, corrupted, answer, distractor, edges, metric
 
 def attribution_graph(explorer, clean, corrupted, answers, distractors, steps, metric) -> graph.Graph:
     data = pairs.dataset(explorer, clean, corrupted, answers, distractors, metric)
-    pairs.require_one_length(data)
-    baselines: dict = {}
-    scores = edge_module.edge_scores(explorer, data, steps, positional=True, baselines=baselines)
-    first = pairs.listed_pairs(clean, corrupted, answers, distractors)
-    run = explorer.run(first[0]["clean"])
-    attention = torch.stack(
-        [run.attention(layer, remember=False).probs for layer in range(explorer.config.n_layers)]
-    )
-    return graph.from_scores(
-        scores,
-        explorer.config,
-        run.tokens,
-        attention,  # [L, H, N, N]
-        metric=metric,
-        steps=steps,
-        clean=baselines["clean"],
-        corrupted=baselines["corrupted"],
-        pairs=first,
-        model=explorer.name,
-    )
+    return graph.build(explorer, data, steps, pairs.listed_pairs(clean, corrupted, answers, distractors))

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 
 from explorer.engine import edges as edge_module
+from explorer.engine import pairs as pair_module
 
 FORMAT = "attention-explorer/graph"
 VERSION = 1
@@ -246,6 +247,50 @@ class Graph:
             if len(index) and not 0 <= int(index.min()) <= int(index.max()) < len(names):
                 raise ValueError("this graph's JSON is damaged: an edge names a node or position it lacks")
         return graph
+
+
+def build(explorer, data: pair_module.Dataset, steps: int, listed: list[dict] | None = None) -> Graph:
+    """The graph of a dataset of pairs of one length (`listed`: the pairs as given, one dict each, in
+    the dataset's order; without, as the tokenizer decodes them): EAP-IG per position, the first clean
+    prompt's attention maps, the metric of the clean and the corrupted prompts."""
+    pair_module.require_one_length(data)
+    baselines: dict = {}
+    scores = edge_module.edge_scores(explorer, data, steps, positional=True, baselines=baselines)
+    (batch,) = data.batches
+    listed = listed or _decoded(explorer.tokenizer, batch)
+    run = explorer.run(ids=batch.clean[batch.indices.index(min(batch.indices))].tolist())
+    maps = [run.attention(layer, remember=False).probs for layer in range(explorer.config.n_layers)]
+    return from_scores(
+        scores,
+        explorer.config,
+        run.tokens,
+        torch.stack(maps),  # [L, H, N, N]
+        metric=data.metric,
+        steps=steps,
+        clean=baselines["clean"],
+        corrupted=baselines["corrupted"],
+        pairs=listed,
+        model=explorer.name,
+    )
+
+
+def _decoded(tokenizer, batch: pair_module.Batch) -> list[dict]:
+    """A batch's pairs as the tokenizer writes them, in the dataset's order."""
+
+    def text(ids) -> str | None:
+        return None if ids is None else tokenizer.decode(ids.tolist() if ids.dim() else [int(ids)])
+
+    rows = sorted(range(batch.size), key=lambda row: batch.indices[row])
+    others = [None] * batch.size if batch.distractors is None else batch.distractors
+    return [
+        dict(
+            clean=text(batch.clean[r]),
+            corrupted=text(batch.corrupted[r]),
+            answer=text(batch.answers[r]),
+            distractor=text(others[r]),
+        )
+        for r in rows
+    ]
 
 
 def from_scores(scores: torch.Tensor, config, tokens: list[str], attention: torch.Tensor, **fields) -> Graph:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from explorer.engine import rope
+from explorer.engine import rows as rows_module
 from explorer.engine.lens import check_position
 from explorer.engine.qk import Source, _attention_at, _check, _pass, _side, _written_by_heads, sources
 
@@ -129,8 +130,9 @@ def source_effect(
         keys = p.k_rot[kv]  # [N, d]
         new_row = keys @ changed * p.scale
         linear_row = real_row + keys @ predicted * p.scale
+    # each row's softmax, the scores already scaled: the mask and softmax of every reading (`engine.rows`)
     weights = [
-        torch.softmax(row.masked_fill(~allowed, float("-inf")), -1)[key]
+        rows_module.softmax_(rows_module.mask_(row.clone(), 1.0, allowed))[key]
         for row in (real_row, new_row, linear_row)
     ]
     return SourceEffect(

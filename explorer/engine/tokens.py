@@ -56,6 +56,25 @@ def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
     )
 
 
+def encode_ids(tokenizer: Tokenizer, ids, max_tokens: int, vocab_size: int) -> Encoded:
+    """Token ids as given (a sequence of whole numbers of the vocabulary: the model's rows the tokenizer
+    names), cut to `max_tokens`, with the tokenizer's labels; one that is not is refused, naming it."""
+    if isinstance(ids, str | bytes) or not hasattr(ids, "__len__"):
+        raise PromptError(f"Token ids are a list of whole numbers, got {type(ids).__name__}.")
+    ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+    if not ids:
+        raise PromptError("The token ids are empty: give at least one.")
+    size = min(tokenizer.get_vocab_size(), vocab_size)
+    for position, value in enumerate(ids):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+            what = f"Token id {value!r} at position {position}"
+            raise PromptError(f"{what} is not an id of this vocabulary (0 to {size - 1:,}).")
+    kept = ids[:max_tokens]
+    return Encoded(
+        ids=kept, tokens=display_tokens(tokenizer, kept), n_dropped=len(ids) - len(kept), n_chars_dropped=0
+    )
+
+
 def check_characters(text: str, what: str) -> None:
     """Refuse text holding a lone surrogate (JSON can carry "\\ud800"; a tokenizer cannot read it)."""
     try:

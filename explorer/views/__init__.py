@@ -16,6 +16,8 @@ knows Gradio; the app only wires these to its components.
                   the heads looking at a token
     qk            why a head looks there: a score split into its sources, a row's key drivers, the
                   composition of every pair of heads
+    circuits      a circuit on a dataset of pairs: node scores, EAP-IG's edges, the faithfulness curve
+    attribution_graph  a positional attribution graph over its prompt (`graph_figure`)
 """
 
 from explorer.figures import MapStyle
@@ -35,6 +37,7 @@ from explorer.views.attention import (
     prepare_layer,
     zoom,
 )
+from explorer.views.attribution_graph import graph_figure
 from explorer.views.flow import DEFAULT_THRESHOLD, flow
 from explorer.views.gqa import gqa_diagram, kv_cache, kv_cache_bytes_per_token, kv_cache_contexts
 from explorer.views.interventions import (
@@ -99,6 +102,7 @@ __all__ = [
     "faithfulness",
     "flow",
     "gqa_diagram",
+    "graph_figure",
     "head_figures",
     "head_lists",
     "head_name",

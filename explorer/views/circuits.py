@@ -15,13 +15,15 @@ import numpy as np
 
 from explorer.engine import deadline, exact_circuits, pairs, prompt_sets
 from explorer.engine import edges as edge_module
+from explorer.engine import graph as graph_module
 from explorer.engine import nodes as node_module
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.figures import circuits as figures
 from explorer.figures.plot import Plot
+from explorer.views import attribution_graph
 
-METHODS = ("exact", "atp", "eap")  # the exact node sweep, attribution patching, EAP-IG
-METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG"}
+METHODS = ("exact", "atp", "eap", "graph")  # the exact node sweep, AtP, EAP-IG, EAP-IG per position
+METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG", "graph": "graph per position"}
 CURVE_SHARES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # of the edges, where the curve is measured
 EAP_STEPS = 5
 DEFAULT_EDGES = 0.1  # the graph's first share of the edges
@@ -52,6 +54,8 @@ class Circuit:
     curve: list[tuple[int, float]]  # (edges kept, the circuit's metric), measured exactly
     positions: tuple[int, ...] | None = None  # [P] the patched positions, from the end (−1 the last)
     position_tokens: tuple[str, ...] = ()  # [P] the first pair's clean tokens there
+    graph: graph_module.Graph | None = None  # per position, pruned, of the pairs of one length
+    graph_scored: int = 0  # the positional edges the graph was pruned from
 
     @property
     def span(self) -> float:
@@ -101,12 +105,14 @@ def every_edge(config) -> list[tuple]:
 
 
 def find(
-    explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positions=None, work=None
+    explorer, data: pairs.Dataset, methods, steps: int = EAP_STEPS, positions=None, work=None, listed=None
 ) -> Circuit:
     """Run the chosen `methods` (METHODS) on the dataset; the clean and corrupted metrics always. The
     node sweep and AtP patch each head at every position at once, or at each of `positions` (from the
     end) alone. `work`: each method's and the curve's ("curve") share of the work, in any unit (as
-    `app.limits.circuit_forwards` estimates it), for the progress a job is told (equal without)."""
+    `app.limits.circuit_forwards` estimates it), for the progress a job is told (equal without). The
+    graph per position reads the largest group of pairs of one length (`aligned`), `listed` the pairs
+    as given (`engine.pairs.listed_pairs`; without, as the tokenizer decodes them)."""
     config = explorer.config
     shape = (config.n_layers, config.n_heads) + (() if positions is None else (len(positions),))
     nodes = head_nodes(config, positions)
@@ -124,6 +130,13 @@ def find(
     if "eap" in methods:
         with deadline.part(shares["eap"]):
             ranked = edge_module.edge_attribution(explorer, data, steps).edges
+    graph = scored = None
+    if "graph" in methods:
+        with deadline.part(shares["graph"]):
+            chosen, chosen_pairs = aligned(data, listed)
+            whole = graph_module.build(explorer, chosen, steps, chosen_pairs)
+            graph, scored = whole.pruned(), len(whole)
+            del whole
     everything = ranked if ranked is not None else every_edge(config)
     counts = sorted({round(share * len(everything)) for share in CURVE_SHARES})
     if ranked is None:
@@ -144,7 +157,30 @@ def find(
         curve=curve if ranked is not None else [],
         positions=None if positions is None else tuple(positions),
         position_tokens=() if positions is None else _first_tokens(explorer, data, positions),
+        graph=graph,
+        graph_scored=scored or 0,
     )
+
+
+def aligned(data: pairs.Dataset, listed: list[dict] | None) -> tuple[pairs.Dataset, list[dict] | None]:
+    """The pairs a graph per position reads: those of the length most pairs have (the first such
+    length in the dataset on a tie), where positions line up; and those pairs as given (None: not given)."""
+    batch = max(data.batches, key=lambda batch: (batch.size, -min(batch.indices)))
+    chosen = None if listed is None else [listed[index] for index in sorted(batch.indices)]
+    return pairs.Dataset([batch], data.metric), chosen
+
+
+def position_graph(circuit: Circuit) -> Plot | None:
+    """The graph per position, pruned (`views.attribution_graph`)."""
+    if circuit.graph is None:
+        return None
+    g = circuit.graph
+    n = g.n_pairs
+    title = (
+        f"The graph per position: {len(g.writers())} heads and MLPs, {len(g):,} of {circuit.graph_scored:,} "
+        f"edges ({n} pair{'s' * (n != 1)} of {g.n_tokens} tokens)"
+    )
+    return attribution_graph.graph_figure(g, title)
 
 
 def node_scores(circuit: Circuit) -> Plot | None:

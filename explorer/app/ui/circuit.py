@@ -12,20 +12,20 @@ faithfulness curve of the circuits of the top edges, measured exactly.
 - A click on a head of the node map or graph (the charts' `head_picked`, the page asking) puts the
   first pair's clean prompt in the prompt box, runs it and opens that head in the Attention tab.
 - The page's link (`share.query_string`) carries the circuit on screen's settings (`linked`), and a
-  link's settings come back into the tab's inputs as the page loads (`restore`).
+  link's settings come back into the tab's inputs as the page loads (`restore`; `ui.circuit_link`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlencode
 
 import gradio as gr
 
 from explorer.app import circuit_pairs, limits, markup
 from explorer.app.circuit_pairs import FIRST
+from explorer.app.ui import circuit_link, sessions, share
 from explorer.app.ui import inputs as checked
-from explorer.app.ui import sessions, share
+from explorer.app.ui.circuit_link import settings
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
@@ -73,6 +73,7 @@ class CircuitTab:
     find: gr.Button
     patch: gr.Button
     nodes: PlotView
+    position_graph: PlotView  # the graph per position, pruned
     edges: gr.Slider
     graph: PlotView
     curve: PlotView
@@ -138,6 +139,7 @@ def build(workspace: Workspace) -> CircuitTab:
             find = gr.Button("Find the circuit", variant="primary", elem_id="circuit-button", min_width=140)
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
         nodes = figure_view(elem_id="circuit-nodes-plot")
+        position_graph = figure_view(elem_id="circuit-position-graph-plot")
         edges = checked.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
         graph = figure_view(elem_id="circuit-graph-plot")
         curve = figure_view(elem_id="circuit-curve-plot")
@@ -158,6 +160,7 @@ def build(workspace: Workspace) -> CircuitTab:
         find=find,
         patch=patch,
         nodes=nodes,
+        position_graph=position_graph,
         edges=edges,
         graph=graph,
         curve=curve,
@@ -166,18 +169,6 @@ def build(workspace: Workspace) -> CircuitTab:
         shown=sessions.result_state(workspace),
         linked=gr.State(""),
     )
-
-
-def settings(source, name, size, seed, typed, metric, methods, positions="heads") -> str:
-    """The link's part naming a circuit: the built-in's name, size and seed, or the typed pairs (an
-    uploaded CSV's pairs travel as typed ones), and the metric, methods and node positions."""
-    params = {"circuit": name, "pairs_n": int(size), "seed": int(seed)} if source == "built-in" else {}
-    if source != "built-in":
-        params["pairs"] = typed
-    params.update(metric=metric, methods=",".join(methods))
-    if positions != "heads":
-        params["positions"] = positions
-    return urlencode(params)
 
 
 class CircuitEvents:
@@ -198,7 +189,8 @@ class CircuitEvents:
             t.positions,
             model,
         ]
-        drawn = [s.status, t.nodes, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed, t.pairs]
+        drawn = [s.status, t.nodes, t.position_graph, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
+        drawn.append(t.pairs)
         self.prompt = prompt
         t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
@@ -219,7 +211,7 @@ class CircuitEvents:
             trigger_mode="always_last",
         )
         clicked = gr.on(
-            [t.nodes.head_picked, t.graph.head_picked],
+            [t.nodes.head_picked, t.position_graph.head_picked, t.graph.head_picked],
             guarded(s.status)(self.open_head),
             [t.shown, t.linked, model],
             [s.status, prompt, s.layer, s.head, s.shown],
@@ -280,7 +272,8 @@ class CircuitEvents:
         cost = limits.circuit_cost(explorer.config, data.size, n_tokens, methods, at)
         with self.shared.readings.reading(request, cost):
             work = limits.circuit_work(explorer.config, data, methods, at, circuit_views.EAP_STEPS)
-            found = circuit_views.find(explorer, data, methods, positions=at, work=work)
+            listed = pairs.listed_pairs(*chosen.args())
+            found = circuit_views.find(explorer, data, methods, positions=at, work=work, listed=listed)
         link = settings(source, name, size, seed, circuit_pairs.as_text(chosen), metric, methods, positions)
         shown = Shown(found, model, chosen, link)
         kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
@@ -291,12 +284,20 @@ class CircuitEvents:
             f"corrupted {found.corrupted:.3g}"
             + (f"; {total:,} edges scored, the graph shows the top {kept:,}." if total else ".")
         )
+        if found.graph is not None:
+            g, whole = found.graph, data.size
+            of = "every pair" if g.n_pairs == whole else f"the {g.n_pairs} of {whole} pairs of one length"
+            message += (
+                f" The graph per position reads {of} ({g.n_tokens} tokens: positions line up), pruned to "
+                f"{len(g.writers())} heads and MLPs and {len(g):,} of its {found.graph_scored:,} edges."
+            )
         if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
             message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
         t = self.tab
         key = sessions.keep(self.workspace, request, "circuit", shown)
         updates = {self.shared.status: markup.status(message, "info"), t.shown: key, t.linked: link}
         updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
+        updates[t.position_graph] = self.drawn(circuit_views.position_graph(found), "graph-per-position")
         updates |= self.figures(found, kept)
         if total:
             updates[t.edges] = gr.update(maximum=total, value=kept)
@@ -370,26 +371,8 @@ class CircuitEvents:
         return sent(self.restored(share.requested(request)))
 
     def restored(self, params: dict) -> dict:
-        """The inputs a link's parameters name, by input."""
-        t = self.tab
-        if "circuit" not in params and "pairs" not in params:
-            return {}
-        if "pairs" in params:
-            updates = {t.source: "typed", t.typed: params["pairs"][: circuit_pairs.MAX_BYTES]}
-        else:
-            updates = {t.source: "built-in"}
-            if params["circuit"] in prompt_sets.BUILT_IN:
-                updates[t.name] = params["circuit"]
-            for box, name in ((t.size, "pairs_n"), (t.seed, "seed")):
-                if (number := share.integer(params, name)) is not None:
-                    updates[box] = number
-        if params.get("metric") in pairs.METRICS:
-            updates[t.metric] = params["metric"]
-        if methods := [m for m in params.get("methods", "").split(",") if m in circuit_views.METHODS]:
-            updates[t.methods] = methods
-        if params.get("positions") in circuit_views.POSITIONS:
-            updates[t.positions] = params["positions"]
-        return updates
+        """The inputs a link's parameters name, by input (`circuit_link.restored`)."""
+        return circuit_link.restored(self.tab, params)
 
 
 EXPORT_EDGES = 10_000  # the edges the CSV lists, best first (SmolLM2 has ~70,000; the rest score least)

@@ -14,7 +14,8 @@
 //   follow the head and layer elsewhere ask the server only when on screen (each ask one of the
 //   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap
 //   opens that head on the clean prompt, a head of the circuit's node map or graph on the first
-//   pair's clean prompt (each chart's `head_picked`). Clicking an attention edge of
+//   pair's clean prompt (each chart's `head_picked`), and an attention edge of the circuit's graph per
+//   position opens why its head scores that key from that query there. Clicking an attention edge of
 //   the Flow graph opens its layer and top head. A head picked in a chart of another view opens the
 //   Attention tab on it, with a button back to the chart.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
@@ -81,10 +82,11 @@ if (!window.__attentionExplorerPage) {
     setTimeout(markPicked, 150);
   }
 
-  function openInAttention() {
-    // The head opens on why it looks where it looks most from the last position.
+  function openInAttention(askTop = true) {
+    // The head opens on why it looks where it looks most from the last position (unless a cell of its
+    // is pending: `pendingCell`).
     const opened = picked || { layer: currentLayer(), head: currentHead() };
-    ask(layerView(), "cell_asked", { ...opened, query: null, key: null }); // the last query, its top key
+    if (askTop) ask(layerView(), "cell_asked", { ...opened, query: null, key: null }); // the last query, its top key
     document.querySelector("#views #tab-attention-button")?.click();
     setTimeout(() => document.querySelector("#pipeline-plot")?.scrollIntoView({ block: "start", behavior: "auto" }), 0);
   }
@@ -108,7 +110,7 @@ if (!window.__attentionExplorerPage) {
     return button;
   }
 
-  function openFrom(gd) {
+  function openFrom(gd, askTop = true) {
     const tab = document.querySelector("#views [role=tab][aria-selected=true]");
     const attention = tab && tab.id === "tab-attention-button";
     const chart = gd.closest(".block") || gd;
@@ -117,7 +119,38 @@ if (!window.__attentionExplorerPage) {
     const button = backButton();
     button.textContent = `← Back to ${where}`;
     button.hidden = false;
-    openInAttention();
+    openInAttention(askTop);
+  }
+
+  // An attention edge of the circuit's graph per position: that head's score of the key from the
+  // query, split once the layer view has drawn its layer on the graph's prompt (the first pair's clean
+  // prompt, which the server runs as it opens the head). The ask waits a moment after the drawing (the
+  // run's other outputs, which the split reads, land beside it) and is made again every few seconds
+  // until Why shows the cell, for a minute at most.
+  const PENDING_MS = 60_000;
+  const PENDING_RETRY_MS = 4_000;
+  let pendingCell = null; // {layer, head, query, key, until}
+
+  function pendingShown() {
+    const { layer, head, query, key } = pendingCell;
+    const shown = ["layer", "head", "query", "key"].map((name) => Number(document.querySelector(`#score-${name} input`)?.value));
+    return [layer, head, query, key].every((n, i) => shown[i] === n) && !document.querySelector("#why-score")?.hidden;
+  }
+
+  function openPendingCell(layer) {
+    if (!pendingCell || pendingCell.layer !== layer || pendingCell.asking) return;
+    pendingCell.asking = true;
+    const askAgain = () => {
+      if (!pendingCell) return;
+      if (Date.now() > pendingCell.until || pendingShown()) {
+        pendingCell = null;
+        return;
+      }
+      const { head, query, key } = pendingCell;
+      pickCell(layer, head, query, key);
+      setTimeout(askAgain, PENDING_RETRY_MS);
+    };
+    setTimeout(askAgain, 100);
   }
 
   function goBack() {
@@ -183,6 +216,17 @@ if (!window.__attentionExplorerPage) {
     } else if (gd.closest("#circuit-graph-plot") && point.customdata && point.trace.mode === "markers") {
       pickHead(Number(point.customdata[0]), Number(point.customdata[1]), "#circuit-graph-plot"); // a head of the graph
       openFrom(gd);
+    } else if (gd.closest("#circuit-position-graph-plot") && point.customdata) {
+      // nodes are the one trace of markers with text; an attention edge's midpoint carries its cell
+      const [layer, head, query, key] = [...point.customdata].map(Number);
+      if (point.trace.mode === "markers" && point.customdata.length === 4) { // an attention edge: why the head looks there
+        pendingCell = { layer, head, query, key, until: Date.now() + PENDING_MS };
+        pickHead(layer, head, "#circuit-position-graph-plot");
+        openFrom(gd, false);
+      } else if (point.trace.mode === "markers+text" && layer >= 0) { // a head
+        pickHead(layer, head, "#circuit-position-graph-plot");
+        openFrom(gd);
+      }
     } else if (gd.closest("#patching-direct-plot") && point.trace.type === "heatmap") {
       pickHead(Math.round(point.y), Math.round(point.x), "#patching-direct-plot"); // the heads, not the MLPs' bars
       openFrom(gd);
@@ -229,6 +273,7 @@ if (!window.__attentionExplorerPage) {
     // A head picked while the layer's update was on its way is drawn from it; a link's cell opens.
     if (currentHead() !== head) showHead(currentHead());
     openLinkCell();
+    openPendingCell(layer);
   });
 
   // The views that follow the head on other tabs (RoPE's q and k, the zoom, the generation's rows), and
