@@ -88,13 +88,8 @@ def _edge_traces(edges: list[dict]) -> list[dict]:
     for (reader, negative, width), members in sorted(
         groups.items(), key=lambda item: (item[0][2], item[0][1])
     ):
-        xs, ys = [], []
-        for edge in members:
-            xs += [edge["x0"], edge["x1"], None]
-            ys += [edge["y0"], edge["y1"], None]
-        name = (
-            f"into {reader if reader in ('q', 'k', 'v') else reader.upper() if reader == 'mlp' else reader}"
-        )
+        xs, ys = _segments(members)
+        name = f"into {'MLP' if reader == 'mlp' else reader}"
         traces.append(
             dict(
                 type="scatter",
@@ -138,10 +133,7 @@ def _attention_traces(attention: list[dict]) -> list[dict]:
     for edge in attention:
         bands.setdefault(min(3, int(4 * edge["weight"])), []).append(edge)
     for band, members in sorted(bands.items()):
-        xs, ys = [], []
-        for edge in members:
-            xs += [edge["x0"], edge["x1"], None]
-            ys += [edge["y0"], edge["y1"], None]
+        xs, ys = _segments(members)
         traces.append(
             dict(
                 type="scatter",
@@ -171,6 +163,15 @@ def _attention_traces(attention: list[dict]) -> list[dict]:
         )
     )
     return traces
+
+
+def _segments(edges: list[dict]) -> tuple[list, list]:
+    """The edges as one line trace's x and y: each from (x0, y0) to (x1, y1), None between."""
+    xs, ys = [], []
+    for edge in edges:
+        xs += [edge["x0"], edge["x1"], None]
+        ys += [edge["y0"], edge["y1"], None]
+    return xs, ys
 
 
 def _node_trace(nodes: list[dict]) -> dict:
