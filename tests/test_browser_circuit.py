@@ -105,6 +105,8 @@ JS_GRAPH_POINTS = """([id, role]) => {
         x: box.left + xa._offset + xa.d2p(point.x), y: box.top + ya._offset + ya.d2p(point.y),
     }));
 }"""
+JS_NODE_LABELS = """(id) => [...document.querySelectorAll(`#${id} .textpoint text`)]
+    .filter((text) => text.getBoundingClientRect().width > 0).map((text) => text.textContent)"""
 JS_TICKS = """(id) => [...document.querySelectorAll(`#${id} .xtick text`)].map((tick) => tick.textContent)"""
 
 
@@ -218,4 +220,41 @@ def test_a_built_in_set_shows_its_pairs_as_picked_and_a_node_patching_the_pairs_
 
     app.page.locator("#circuit-source").get_by_text("Typed pairs", exact=True).click()
     app.page.wait_for_function("() => !document.querySelector('#circuit-pairs-content')")
+    assert not app.problems()
+
+
+def test_smollm2s_built_in_ioi_graph_names_every_node_over_the_prompts_tokens(app, smollm2_path):
+    """SmolLM2 picked, the built-in IOI set's graph per position alone: it reads the largest group of
+    pairs of one length, every node has a visible label, the axis shows the first such pair's tokens,
+    and name movers at the last position write into the logits (baseline screenshot of the graph)."""
+    from test_browser_intervene import SMOLLM2_TIMEOUT_MS
+
+    from explorer.loading.catalog import SMOLLM2_LABEL
+
+    box = app.page.locator("#model-source input")
+    box.fill(SMOLLM2_LABEL)
+    box.press("Enter")
+    card = app.page.locator("#model-card")
+    card.filter(has_text="SmolLM2-135M-Instruct").filter(has_text="Loaded in").wait_for(
+        timeout=SMOLLM2_TIMEOUT_MS
+    )
+    settle(app)
+    app.page.get_by_role("tab", name="Circuit", exact=True).click()
+    methods = app.page.locator("#circuit-methods")
+    for name in ("exact node sweep", "AtP", "EAP-IG"):
+        methods.get_by_text(name, exact=True).click()  # unticked: the graph alone
+    plot = "circuit-position-graph-plot"
+    app.remember_plots()
+    app.page.locator("#circuit-button").click()
+    app.wait_drawn([plot])
+    settle(app)
+    assert "The graph per position reads the" in app.status()
+    app.page.locator(f"#{plot}").scroll_into_view_if_needed()
+    nodes = app.page.evaluate(JS_GRAPH_POINTS, [plot, "nodes"])
+    shown = app.page.evaluate(JS_NODE_LABELS, plot)  # the labels drawn, as many as the nodes
+    assert len(shown) == len(nodes) and all(label.strip() for label in shown)
+    assert {"logits", "23.3"} <= set(shown)
+    ticks = app.page.evaluate(JS_TICKS, plot)
+    assert ticks[0] == "When" and ticks[-1].strip() == "to"
+    match_baseline(app.screenshot(app.page.locator(f"#{plot}"), []), "circuit-graph-smollm2-ioi")
     assert not app.problems()
