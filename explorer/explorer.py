@@ -12,6 +12,7 @@ ex.attribution_patching(...)    # the same nodes estimated from one backward (At
 ex.edge_attribution(cleans, corrupteds, answers, distractors)   # EAP-IG -> EdgeAttribution
 ex.circuit_metric(clean, corrupted, answer, distractor, edges=e.edges[:k])   # exact
 ex.attribution_graph(cleans, corrupteds, answers, distractors)   # per position -> Graph
+ex.circuit_scorecard(cleans, corrupteds, answers, distractors, edges=e)   # MIB's CPR and CMD
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
 from explorer.engine.patch_metrics import METRICS
 from explorer.engine.run import Run
+from explorer.engine.scorecard import MIB_FRACTIONS, RESAMPLES
 from explorer.engine.taps import Taps, recorder
 from explorer.engine.tokens import encode, encode_ids
 from explorer.loading.checkpoints import Checkpoint, load_checkpoint
@@ -169,6 +171,24 @@ class Explorer:
         the kept `edges` and its corrupted write along every other edge, averaged over the pairs. An
         edge may name a position at both ends (a `Graph`'s edges): it is kept at that position alone."""
         return circuits.circuit_metric(self, clean, corrupted, answer, distractor, edges, metric)
+
+    def circuit_scorecard(
+        self,
+        clean,
+        corrupted,
+        answers,
+        distractors=None,
+        edges=(),
+        metric="logit_diff",
+        fractions=MIB_FRACTIONS,
+        resamples=RESAMPLES,
+    ):
+        """MIB's circuit-localisation scores of a ranking of edges (an `edge_attribution`, a `Graph`, or
+        edges best first): the faithfulness of the circuit of each kept fraction, measured exactly, its
+        CPR and CMD, with 95% intervals by a bootstrap over the pairs (`explorer.engine.scorecard`)."""
+        return circuits.circuit_scorecard(
+            self, clean, corrupted, answers, distractors, edges, metric, fractions, resamples
+        )
 
     def generate(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from explorer.engine import edges as edge_module
-from explorer.engine import exact_circuits, graph, pairs
+from explorer.engine import exact_circuits, graph, pairs, scorecard
 from explorer.engine import nodes as node_module
 
 
@@ -35,3 +35,13 @@ def circuit_metric(explorer, clean, corrupted, answer, distractor, edges, metric
 def attribution_graph(explorer, clean, corrupted, answers, distractors, steps, metric) -> graph.Graph:
     data = pairs.dataset(explorer, clean, corrupted, answers, distractors, metric)
     return graph.build(explorer, data, steps, pairs.listed_pairs(clean, corrupted, answers, distractors))
+
+
+def circuit_scorecard(explorer, clean, corrupted, answers, distractors, edges, metric, fractions, resamples):
+    data = pairs.dataset(explorer, clean, corrupted, answers, distractors, metric)
+    options = dict(fractions=fractions, resamples=resamples)
+    if isinstance(edges, graph.Graph):
+        indices = (edges.rows, edges.columns, edges.positions)
+        return scorecard.scorecard(explorer, data, indices=indices, n_edges=len(edges), **options)
+    ranked = edges.edges if isinstance(edges, edge_module.EdgeAttribution) else list(edges)
+    return scorecard.scorecard(explorer, data, ranked=ranked, **options)

@@ -119,19 +119,25 @@ def circuit_metric(explorer, data: pairs.Dataset, kept_edges) -> float:
 
 
 def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int]) -> list[float]:
-    """The exact circuit metric of the first `count` of the `ranked` edges, for each count: each batch's
-    corrupted run (and clean one for KL) recorded once for every count, or kept from an earlier call
-    on the same pairs (`engine.corrupted_runs`, the Explorer's `corrupted_runs`). Edges may name
-    positions (`engine.edges`), which needs pairs of one length."""
+    """The exact circuit metric of the first `count` of the `ranked` edges, for each count, averaged over
+    the pairs (`pair_metrics`)."""
+    return pair_metrics(explorer, data, ranked, counts).mean(1).tolist()
+
+
+def pair_metrics(explorer, data: pairs.Dataset, ranked, counts: list[int], indices=None) -> torch.Tensor:
+    """The exact circuit metric of the first `count` of the `ranked` edges, for each count and each pair:
+    each batch's corrupted run (and clean one for KL) recorded once for every count, or kept from an
+    earlier call on the same pairs (`engine.corrupted_runs`, the Explorer's `corrupted_runs`). Edges may
+    name positions (`engine.edges`), which needs pairs of one length; `indices`, the edges already as
+    `edges.edge_indices` gives them (a `Graph`'s), in place of `ranked`.  # -> [counts, pairs] float64"""
     model, config = explorer.model, explorer.config
     kept_runs = getattr(explorer, "corrupted_runs", None)
-    totals = [0.0] * len(counts)
-    indices = None
+    values = torch.zeros(len(counts), data.size, dtype=torch.float64)
     with torch.no_grad():
         for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
             n = batch.n_tokens
-            indices = edges.edge_indices(config, ranked, n)
-            positional = bool((indices[2] >= 0).any())
+            at = indices if indices is not None else edges.edge_indices(config, ranked, n)
+            positional = bool((at[2] >= 0).any())
             if positional:
                 pairs.require_one_length(data)
             # [U, V, N], or [U, V, 1] where no edge names a position: each edge at every position
@@ -144,12 +150,12 @@ def faithfulness(explorer, data: pairs.Dataset, ranked: list, counts: list[int])
                 corrupted, fresh = kept_runs.of(model, batch, data.metric)
             explorer.forward_count += int(fresh) * (2 if data.metric == "kl" else 1) + len(counts)
             for i, count in deadline.steps(enumerate(counts)):
-                kept = edges.kept_mask(config, tuple(index[:count] for index in indices), valid.shape[-1])
+                kept = edges.kept_mask(config, tuple(index[:count] for index in at), valid.shape[-1])
                 removed = (valid & ~kept).to(corrupted.z.device)
                 final = _circuit_forward(model, batch, corrupted, removed)
                 metric = pairs.metric_of(model, final[:, -1], batch, data.metric, corrupted.reference)
-                totals[i] += float(metric.sum())
-    return [total / data.size for total in totals]
+                values[i, batch.indices] = metric.double().cpu()
+    return values
 
 
 def _head_changes(block, z, y, run_z, run_y) -> torch.Tensor:
