@@ -61,3 +61,26 @@ def test_a_positional_graph_is_scored_over_every_positional_edge(hf_pair):
     )
     with pytest.raises(ValueError, match="fractions rise within"):
         ex.circuit_scorecard(*PAIRS, edges=g, fractions=(0.5, 0.1))
+
+
+def test_the_tools_table_gives_the_first_seeds_interval_and_every_seeds_spread():
+    from explorer.tools import scorecard as tool
+
+    rows = [
+        dict(
+            task=task,
+            method=method,
+            seed=seed,
+            cpr=0.5 + 0.1 * seed,
+            cmd=0.2,
+            cpr_interval=(0.4, 0.6),
+            cmd_interval=(0.1, 0.3),
+        )
+        for task in tool.TASKS
+        for method in tool.METHODS
+        for seed in tool.SEEDS
+    ]
+    text = tool.table(rows)
+    row = "| ioi | EAP-IG per position | 0.500 [0.400, 0.600] | 0.200 [0.100, 0.300] | 0.700 ± 0.158 |"
+    assert row + " 0.200 ± 0.000 |" in text
+    assert len(text.splitlines()) == 2 + len(tool.TASKS) * len(tool.METHODS)
