@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import tracemalloc
 import types
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -175,3 +176,40 @@ def test_the_pages_config_shares_the_workspace_and_its_models_rather_than_copyin
     with served(workspace) as url:
         assert httpx.get(f"{url.rstrip('/')}/config", timeout=30).status_code == 200
     assert copies == []
+
+
+def test_the_graph_per_position_on_screen_downloads_as_the_json_graph_from_json_reads(workspace, tmp_path):
+    """ "The graph per position (.json)": the kept circuit's pruned graph, written to the visitor's
+    download file; a circuit found without the graph says what to tick; the graph kept is counted with
+    what its figure cached (its edges) once drawn."""
+    import explorer
+    from explorer.app.downloads import Downloads
+    from explorer.engine import pairs, prompt_sets
+    from explorer.views import circuits as circuit_views
+
+    ex = workspace.explorer("")
+    chosen = prompt_sets.PromptSet(
+        "typed",
+        ["To be, or not to be, that is the question: whether the"],
+        ["To be, or not or be, that is the question: whether the"],
+        [" to"],
+        [" be"],
+    )
+    data = pairs.dataset(ex, *chosen.args())
+    request = types.SimpleNamespace(
+        session_hash="a page", client=types.SimpleNamespace(host="10.0.0.1"), headers={}
+    )
+    circuit = events_of(workspace, circuit_tab.CircuitEvents, types.SimpleNamespace(download="download"))
+    circuit.shared.downloads = Downloads(tmp_path, per_visitor=1 << 24, total=1 << 26)
+    found = circuit_views.find(ex, data, ["graph"], listed=pairs.listed_pairs(*chosen.args()))
+    before = session_results.held_bytes(found)
+    circuit_views.position_graph(found)  # drawn: the graph's edges cached
+    assert session_results.held_bytes(found) > before
+    key = sessions.keep(workspace, request, "circuit", circuit_tab.Shown(found, "", chosen, "circuit=typed"))
+    written = circuit.export_graph(request, key, "circuit=typed")["download"]
+    graph = explorer.Graph.from_json(Path(written).read_text(encoding="utf-8"))
+    assert graph.edges == found.graph.edges and graph.pairs[0]["clean"] == chosen.clean[0]
+    plain = circuit_views.find(ex, data, ["eap"])
+    key = sessions.keep(workspace, request, "circuit", circuit_tab.Shown(plain, "", chosen, "circuit=typed"))
+    with pytest.raises(ValueError, match="with “graph per position” ticked"):
+        circuit.export_graph(request, key, "circuit=typed")

@@ -71,8 +71,8 @@ def end_session(workspace: Workspace, session: str) -> None:
 
 def held_bytes(value) -> int:
     """What `value` holds in memory: arrays' and tensors' data, and the Python objects of its containers
-    and dataclasses, each object counted once. Other objects count as themselves alone (a result holds
-    no model)."""
+    and dataclasses (their cached properties too), each object counted once. Other objects count as
+    themselves alone (a result holds no model)."""
     seen: set[int] = set()  # objects' ids
     storages: set[int] = set()  # tensors' data, by address
 
@@ -96,7 +96,10 @@ def held_bytes(value) -> int:
         elif isinstance(item, list | tuple | set | frozenset):
             inside = list(item)
         elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            inside = [getattr(item, field.name) for field in dataclasses.fields(item)]
+            names = {field.name for field in dataclasses.fields(item)}
+            inside = [getattr(item, name) for name in names]
+            # and what its cached properties keep (a graph's edges, once drawn)
+            inside += [value for name, value in getattr(item, "__dict__", {}).items() if name not in names]
         else:
             inside = []
         return sys.getsizeof(item) + sum(map(size, inside))

@@ -78,6 +78,7 @@ class CircuitTab:
     graph: PlotView
     curve: PlotView
     csv: gr.Button
+    graph_json: gr.Button  # the graph per position on screen, as `Graph.to_json` writes it
     download: gr.DownloadButton
     shown: gr.State  # the key of the Shown on screen, kept in the workspace (`ui.sessions`)
     linked: gr.State  # the link's part naming the circuit on screen ('' before one)
@@ -143,7 +144,9 @@ def build(workspace: Workspace) -> CircuitTab:
         edges = checked.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
         graph = figure_view(elem_id="circuit-graph-plot")
         curve = figure_view(elem_id="circuit-curve-plot")
-        csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
+        with gr.Row():
+            csv = gr.Button("The circuit (.csv)", size="sm", elem_id="circuit-csv-button")
+            graph_json = gr.Button("The graph per position (.json)", size="sm", elem_id="circuit-json-button")
         download = gr.DownloadButton(elem_id="circuit-download-file", elem_classes="hidden-input")
     return CircuitTab(
         tab=tab,
@@ -165,6 +168,7 @@ def build(workspace: Workspace) -> CircuitTab:
         graph=graph,
         curve=curve,
         csv=csv,
+        graph_json=graph_json,
         download=download,
         shown=sessions.result_state(workspace),
         linked=gr.State(""),
@@ -220,9 +224,10 @@ class CircuitEvents:
         )
         runs.append(run.after(clicked))
         exported = [s.status, t.download]
-        t.csv.click(on_gpu(self.export, s.status), [t.shown, t.linked], exported, api_name=False).then(
-            None, None, t.download, js=DOWNLOAD_JS, api_name=False
-        )
+        for button, export in ((t.csv, self.export), (t.graph_json, self.export_graph)):
+            button.click(on_gpu(export, s.status), [t.shown, t.linked], exported, api_name=False).then(
+                None, None, t.download, js=DOWNLOAD_JS, api_name=False
+            )
         demo.load(
             self.restore,
             None,
@@ -359,10 +364,21 @@ class CircuitEvents:
         shown = self.on_screen(key, linked)
         if shown is None:
             raise ValueError("Find the circuit first: the download is the circuit on screen.")
-        text = circuit_views.to_csv(shown.circuit, EXPORT_EDGES)
-        size = len(text.encode("utf-8"))
+        return self.written(
+            request, circuit_views.to_csv(shown.circuit, EXPORT_EDGES), "circuit.csv", "The circuit"
+        )
+
+    def export_graph(self, request: gr.Request, key, linked):
+        """The graph per position on screen as versioned JSON (`explorer.Graph.from_json` reads it)."""
+        shown = self.on_screen(key, linked)
+        if shown is None or shown.circuit.graph is None:
+            raise ValueError("Find a circuit with “graph per position” ticked: the download is its graph.")
+        return self.written(request, shown.circuit.graph.to_json(), "graph.json", "The graph")
+
+    def written(self, request: gr.Request, text: str, name: str, what: str) -> dict:
+        """`text` in the visitor's download file `name`, offered by the tab's download button."""
         asking = visitor(request, self.workspace.policy.proxies)
-        path = self.shared.downloads.path(asking, "circuit.csv", size, "The circuit")
+        path = self.shared.downloads.path(asking, name, len(text.encode("utf-8")), what)
         path.write_text(text, encoding="utf-8")
         return {self.tab.download: str(path)}
 
