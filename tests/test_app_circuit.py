@@ -25,6 +25,7 @@ from explorer.app.ui import circuit as circuit_tab
 from explorer.app.workspace import Workspace
 from explorer.engine import pairs
 from explorer.errors import LimitError, PromptError
+from explorer.views import attribution_graph as graph_views
 from explorer.views import circuits as circuit_views
 
 CLEAN = "To be, or not to be, that is the question: whether the"
@@ -244,7 +245,7 @@ def test_a_csv_file_larger_than_the_app_takes_is_refused_unread(tmp_path):
 
 
 def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
-    status, nodes, position_graph, graph, curve, edges, _typed, shown_pairs = client.predict(
+    status, nodes, position_graph, graph_heads, graph, curve, edges, _typed, shown_pairs = client.predict(
         "typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, api_name="/circuit"
     )
     assert "1 pair," in text_of(status) and f"{len(found.edges):,} edges scored" in text_of(status)
@@ -254,9 +255,12 @@ def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
         trace for trace in sent_arrays(position_graph)["data"] if trace.get("meta", {}).get("role") == "nodes"
     )
     labels = set(drawn["text"])
-    assert {
-        f"{layer}.{head}" for _, layer, head, _ in pruned.writers(("head",))
-    } <= labels and "logits" in labels
+    assert {f"{layer}.{head}" for _, layer, head, _ in pruned.writers(("head",))} <= labels
+    assert "logits" in labels
+    ranked = graph_views.ranked_heads(pruned)
+    assert ranked and graph_heads.count('<tr class="graph-head') == len(ranked)
+    layer, head, score = min(ranked, key=lambda row: row[2])
+    assert (score < 0) == (f'graph-head negative" data-layer="{layer}" data-head="{head}"' in graph_heads)
     assert "The circuit on screen ran on 1 pair typed" in shown_pairs and f"<td>{CLEAN}</td>" in shown_pairs
     exact, atp = sent_arrays(nodes)["data"]
     span = found.clean - found.corrupted
@@ -265,10 +269,10 @@ def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
     assert sent_arrays(graph)["data"] and len(sent_arrays(curve)["data"][0]["x"]) == len(found.curve)
     assert edges["value"] == circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
     assert edges["maximum"] == len(found.edges)
-    status, nodes, position_graph, graph, curve, *_ = client.predict(
+    status, nodes, position_graph, graph_heads, graph, curve, *_ = client.predict(
         "typed", "ioi", 8, 0, TYPED, None, "prob", ["exact"], api_name="/patch_nodes"
     )
-    assert position_graph is None
+    assert position_graph is None and graph_heads == ""
     assert "exact node sweep" in text_of(status) and "EAP-IG" not in text_of(status)
 
 

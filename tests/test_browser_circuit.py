@@ -149,6 +149,19 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
     assert app.page.locator("#why-score").is_visible()
     assert app.page.locator("#prompt textarea").input_value() == clean
     assert app.title("pipeline-plot").startswith(f"Layer {layer} · head {head} ")
+
+    app.page.locator("#back-to-chart").click()  # and a row of the graph's ranked heads opens its head
+    app.wait_for_tab("Circuit")
+    row = app.page.locator("#graph-heads-content tr.graph-head").last
+    layer, head = int(row.get_attribute("data-layer")), int(row.get_attribute("data-head"))
+    app.remember_plots()
+    row.click()
+    app.wait_for_tab("Attention")
+    app.page.wait_for_function(
+        "(want) => document.querySelector('#pipeline-plot .gtitle')?.textContent.startsWith(want)",
+        arg=f"Layer {layer} · head {head} ",
+        timeout=60_000,
+    )
     assert not app.problems()
 
 

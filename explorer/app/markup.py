@@ -182,6 +182,22 @@ def ranked_heads(rows: list, metric: str, changes: list = ()) -> str:
     return f'<div id="ranked-heads-content">{title}{table}{note}{corruption(changes)}</div>'
 
 
+def graph_heads(rows: list[tuple[int, int, float]]) -> str:
+    """The graph per position's heads ranked by their edges' summed score, either way (a negative one
+    pushes the metric down); a row is a button the page turns into opening that head
+    (explorer/app/ui/assets/page.js).  # rows [(layer, head, score)]"""
+    body = "".join(
+        f'<tr class="graph-head{" negative" * (score < 0)}" data-layer="{layer}" data-head="{head}" '
+        f'title="open layer {layer}, head {head} on the first pair’s clean prompt"><td>{rank}</td>'
+        f"<td><b>{layer}.{head}</b></td><td>{score:+.3g}</td></tr>"
+        for rank, (layer, head, score) in enumerate(rows, start=1)
+    )
+    head = "<tr><th>#</th><th>head</th><th>Σ score of its edges</th></tr>"
+    title = '<div class="ranked-title">The graph’s heads by the summed score of their edges, either way</div>'
+    table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
+    return f'<div id="graph-heads-content">{title}{table}</div>'
+
+
 CHANGES_LISTED = 6  # a corruption's changed tokens the ranked table names, then how many more
 
 

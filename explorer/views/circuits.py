@@ -183,6 +183,27 @@ def position_graph(circuit: Circuit) -> Plot | None:
     return attribution_graph.graph_figure(g, title)
 
 
+def summary(found: Circuit, n_pairs: int, methods, kept: int) -> str:
+    """What a circuit reading found, in a line: the pairs and methods, the clean and corrupted metric,
+    the edges scored and drawn, the pairs the graph per position read and what its pruning kept."""
+    total = len(found.edges or ())
+    said = (
+        f"{n_pairs} pair{'s' * (n_pairs != 1)}, {', '.join(METHOD_NAMES[m] for m in methods)}: "
+        f"clean {found.clean:.3g}, corrupted {found.corrupted:.3g}"
+        + (f"; {total:,} edges scored, the graph shows the top {kept:,}." if total else ".")
+    )
+    if found.graph is not None:
+        g = found.graph
+        of = "every pair" if g.n_pairs == n_pairs else f"the {g.n_pairs} of {n_pairs} pairs of one length"
+        said += (
+            f" The graph per position reads {of} ({g.n_tokens} tokens: positions line up), pruned to "
+            f"{len(g.writers())} heads and MLPs and {len(g):,} of its {found.graph_scored:,} edges."
+        )
+    if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
+        said += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
+    return said
+
+
 def node_scores(circuit: Circuit) -> Plot | None:
     """Each head's recovered fraction: the exact sweep's and AtP's (as the estimate of the same
     patch) beside it, where they ran."""

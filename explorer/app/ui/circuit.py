@@ -34,6 +34,7 @@ from explorer.app.workspace import Workspace
 from explorer.engine import pairs, prompt_sets
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.errors import LimitError, PromptError
+from explorer.views import attribution_graph as graph_views
 from explorer.views import circuits as circuit_views
 
 CIRCUIT_MAX_TOKENS = 128  # as a patching sweep's (explorer.app.ui.patching): circuits are read on short pairs
@@ -74,6 +75,7 @@ class CircuitTab:
     patch: gr.Button
     nodes: PlotView
     position_graph: PlotView  # the graph per position, pruned
+    graph_heads: gr.HTML  # its heads ranked by their edges' summed score, either way
     edges: gr.Slider
     graph: PlotView
     curve: PlotView
@@ -141,6 +143,7 @@ def build(workspace: Workspace) -> CircuitTab:
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
         nodes = figure_view(elem_id="circuit-nodes-plot")
         position_graph = figure_view(elem_id="circuit-position-graph-plot")
+        graph_heads = gr.HTML(elem_id="circuit-graph-heads")
         edges = checked.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
         graph = figure_view(elem_id="circuit-graph-plot")
         curve = figure_view(elem_id="circuit-curve-plot")
@@ -164,6 +167,7 @@ def build(workspace: Workspace) -> CircuitTab:
         patch=patch,
         nodes=nodes,
         position_graph=position_graph,
+        graph_heads=graph_heads,
         edges=edges,
         graph=graph,
         curve=curve,
@@ -193,8 +197,8 @@ class CircuitEvents:
             t.positions,
             model,
         ]
-        drawn = [s.status, t.nodes, t.position_graph, t.graph, t.curve, t.edges, t.shown, t.linked, t.typed]
-        drawn.append(t.pairs)
+        drawn = [s.status, t.nodes, t.position_graph, t.graph_heads, t.graph, t.curve, t.edges, t.shown]
+        drawn += [t.linked, t.typed, t.pairs]
         self.prompt = prompt
         t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
@@ -283,26 +287,14 @@ class CircuitEvents:
         shown = Shown(found, model, chosen, link)
         kept = circuit_views.edge_count(found, circuit_views.DEFAULT_EDGES)
         total = len(found.edges or ())
-        message = (
-            f"{data.size} pair{'s' * (data.size != 1)}, "
-            f"{', '.join(circuit_views.METHOD_NAMES[m] for m in methods)}: clean {found.clean:.3g}, "
-            f"corrupted {found.corrupted:.3g}"
-            + (f"; {total:,} edges scored, the graph shows the top {kept:,}." if total else ".")
-        )
-        if found.graph is not None:
-            g, whole = found.graph, data.size
-            of = "every pair" if g.n_pairs == whole else f"the {g.n_pairs} of {whole} pairs of one length"
-            message += (
-                f" The graph per position reads {of} ({g.n_tokens} tokens: positions line up), pruned to "
-                f"{len(g.writers())} heads and MLPs and {len(g):,} of its {found.graph_scored:,} edges."
-            )
-        if abs(found.span) < 1e-6:  # nothing to recover: every recovered fraction is undefined
-            message += " The clean and corrupted runs give the same metric: corrupt the pairs differently."
+        message = circuit_views.summary(found, data.size, methods, kept)
         t = self.tab
         key = sessions.keep(self.workspace, request, "circuit", shown)
         updates = {self.shared.status: markup.status(message, "info"), t.shown: key, t.linked: link}
         updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
         updates[t.position_graph] = self.drawn(circuit_views.position_graph(found), "graph-per-position")
+        ranked = [] if found.graph is None else graph_views.ranked_heads(found.graph)
+        updates[t.graph_heads] = markup.graph_heads(ranked) if ranked else ""
         updates |= self.figures(found, kept)
         if total:
             updates[t.edges] = gr.update(maximum=total, value=kept)

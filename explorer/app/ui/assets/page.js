@@ -14,8 +14,9 @@
 //   follow the head and layer elsewhere ask the server only when on screen (each ask one of the
 //   layer view's typed events: `head_picked`, `follow`). Clicking a cell of the patching heatmap
 //   opens that head on the clean prompt, a head of the circuit's node map or graph on the first
-//   pair's clean prompt (each chart's `head_picked`), and an attention edge of the circuit's graph per
-//   position opens why its head scores that key from that query there. Clicking an attention edge of
+//   pair's clean prompt (each chart's `head_picked`; a row of the graph's ranked heads too), and an
+//   attention edge of the circuit's graph per position opens why its head scores that key from that
+//   query there. Clicking an attention edge of
 //   the Flow graph opens its layer and top head. A head picked in a chart of another view opens the
 //   Attention tab on it, with a button back to the chart.
 // - In the prompt, Enter runs it and Shift+Enter starts a new line.
@@ -172,10 +173,15 @@ if (!window.__attentionExplorerPage) {
     if (event.isTrusted && target && target.closest("[role=tab]")) leaveBack(); // a tab opened by hand
     const row = target && target.closest(".top-head");
     const ranked = target && target.closest(".ranked-head");
+    const graphHead = target && target.closest(".graph-head");
     if (row) pickHead(Number(row.dataset.layer), Number(row.dataset.head));
     else if (ranked) {
       pickHead(Number(ranked.dataset.layer), Number(ranked.dataset.head), "#patching-plot"); // a sweep's ranked head
       openFrom(ranked);
+    }
+    else if (graphHead) {
+      pickHead(Number(graphHead.dataset.layer), Number(graphHead.dataset.head), "#circuit-position-graph-plot"); // the graph's ranked head
+      openFrom(graphHead);
     }
     else if (target && target.closest("#open-in-attention")) openInAttention();
     else if (target && target.closest("#layer-slider, #head-picker, [role=tab]")) markSoon();
