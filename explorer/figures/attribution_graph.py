@@ -88,16 +88,10 @@ def _edge_traces(edges: list[dict]) -> list[dict]:
     for (reader, negative, width), members in sorted(
         groups.items(), key=lambda item: (item[0][2], item[0][1])
     ):
-        xs, ys = _segments(members)
-        name = f"into {'MLP' if reader == 'mlp' else reader}"
         traces.append(
-            dict(
-                type="scatter",
-                mode="lines",
-                x=xs,
-                y=ys,
-                hoverinfo="skip",
-                name=name,
+            _lines(
+                members,
+                name=f"into {'MLP' if reader == 'mlp' else reader}",
                 legendgroup=reader,
                 showlegend=reader not in named and not negative,
                 line=dict(
@@ -109,19 +103,7 @@ def _edge_traces(edges: list[dict]) -> list[dict]:
         if not negative:
             named.add(reader)
     if edges:  # the edges' hover, at their midpoints
-        traces.append(
-            dict(
-                type="scatter",
-                mode="markers",
-                x=[(edge["x0"] + edge["x1"]) / 2 for edge in edges],
-                y=[(edge["y0"] + edge["y1"]) / 2 for edge in edges],
-                text=[edge["hover"] for edge in edges],
-                hovertemplate="%{text}<extra></extra>",
-                marker=dict(size=6, color="rgba(0,0,0,0)"),
-                showlegend=False,
-                name="edges",
-            )
-        )
+        traces.append(_midpoints(edges, marker=dict(size=6, color="rgba(0,0,0,0)"), name="edges"))
     return traces
 
 
@@ -133,14 +115,9 @@ def _attention_traces(attention: list[dict]) -> list[dict]:
     for edge in attention:
         bands.setdefault(min(3, int(4 * edge["weight"])), []).append(edge)
     for band, members in sorted(bands.items()):
-        xs, ys = _segments(members)
         traces.append(
-            dict(
-                type="scatter",
-                mode="lines",
-                x=xs,
-                y=ys,
-                hoverinfo="skip",
+            _lines(
+                members,
                 name="attention (clean run)",
                 legendgroup="attention",
                 showlegend=band == min(bands),
@@ -148,16 +125,10 @@ def _attention_traces(attention: list[dict]) -> list[dict]:
             )
         )
     traces.append(
-        dict(
-            type="scatter",
-            mode="markers",
-            x=[(edge["x0"] + edge["x1"]) / 2 for edge in attention],
-            y=[(edge["y0"] + edge["y1"]) / 2 for edge in attention],
+        _midpoints(
+            attention,
             customdata=[[edge["layer"], edge["head"], edge["query"], edge["key"]] for edge in attention],
-            text=[edge["hover"] for edge in attention],
-            hovertemplate="%{text}<extra></extra>",
             marker=dict(size=9, color=ATTENTION_COLOUR, symbol="diamond"),
-            showlegend=False,
             name="attention edges",
             meta=dict(role="attention"),
         )
@@ -165,13 +136,27 @@ def _attention_traces(attention: list[dict]) -> list[dict]:
     return traces
 
 
-def _segments(edges: list[dict]) -> tuple[list, list]:
-    """The edges as one line trace's x and y: each from (x0, y0) to (x1, y1), None between."""
+def _lines(edges: list[dict], **style) -> dict:
+    """The edges as one line trace: each from (x0, y0) to (x1, y1), None between; no hover of its own."""
     xs, ys = [], []
     for edge in edges:
         xs += [edge["x0"], edge["x1"], None]
         ys += [edge["y0"], edge["y1"], None]
-    return xs, ys
+    return dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip", **style)
+
+
+def _midpoints(edges: list[dict], **style) -> dict:
+    """A marker at each edge's midpoint carrying its hover text (and what else `style` gives it)."""
+    return dict(
+        type="scatter",
+        mode="markers",
+        x=[(edge["x0"] + edge["x1"]) / 2 for edge in edges],
+        y=[(edge["y0"] + edge["y1"]) / 2 for edge in edges],
+        text=[edge["hover"] for edge in edges],
+        hovertemplate="%{text}<extra></extra>",
+        showlegend=False,
+        **style,
+    )
 
 
 def _node_trace(nodes: list[dict]) -> dict:

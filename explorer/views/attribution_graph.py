@@ -17,7 +17,7 @@ from explorer.figures.common import quoted_token
 from explorer.figures.plot import Plot
 
 MIN_ATTENTION = 0.05  # the weight under which an attention edge is not drawn
-ROW = {"embedding": -1.0}  # y of the embedding; every other node's is its layer (the logits': L)
+EMBEDDING_Y = -1.0  # every other node sits at its layer (the logits at L)
 KIND_ORDER = {"embedding": 0, "kv": 1, "head": 2, "mlp": 3, "logits": 4}  # left to right in a row
 NODE_WIDTH = 0.5  # x units per node of a position's most crowded row (and one more)
 EMPTY_WIDTH = 1.0  # the width of a position without nodes: room for its token
@@ -131,7 +131,7 @@ def _place(nodes: list[dict], n_tokens: int) -> tuple[list[float], float]:
     """Each node's x and y (module doc); the centre of each position's column, and their width."""
     rows: dict[tuple, list[dict]] = {}
     for n in nodes:
-        n["y"] = ROW["embedding"] if n["kind"] == "embedding" else float(n["layer"])
+        n["y"] = EMBEDDING_Y if n["kind"] == "embedding" else float(n["layer"])
         rows.setdefault((n["position"], n["y"]), []).append(n)
     crowded = [1] * n_tokens  # the most nodes in one row at each position
     for (position, _), members in rows.items():
