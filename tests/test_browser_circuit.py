@@ -107,6 +107,14 @@ JS_GRAPH_POINTS = """([id, role]) => {
 }"""
 JS_NODE_LABELS = """(id) => [...document.querySelectorAll(`#${id} .textpoint text`)]
     .filter((text) => text.getBoundingClientRect().width > 0).map((text) => text.textContent)"""
+JS_LIT = """(id) => {  // the lit paths' edges (line shapes), and the nodes dimmed
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const opacity = gd.data.find((trace) => trace.meta && trace.meta.role === "nodes").marker.opacity;
+    return {
+        edges: (gd.layout.shapes || []).filter((shape) => shape.name === "lit").length,
+        dimmed: Array.isArray(opacity) ? opacity.filter((o) => o < 1).length : 0,
+    };
+}"""
 JS_TICKS = """(id) => [...document.querySelectorAll(`#${id} .xtick text`)].map((tick) => tick.textContent)"""
 
 
@@ -126,16 +134,38 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
     ticks = app.page.evaluate(JS_TICKS, plot)  # the prompt's tokens, one a position
     tokens = browser_workspace.explorer("").run(clean).tokens
     assert len(ticks) == len(tokens) and "question" in ticks[tokens.index(" question")]
-    edges = [
+
+    # hovering a head lights the paths through it and dims the rest; a click pins it
+    head_node = next(node for node in nodes if node["data"][0] >= 0)
+    box = app.page.locator(f"#{plot} .gtitle").bounding_box()
+    app.page.mouse.move(head_node["x"], head_node["y"], steps=2)
+    app.page.wait_for_function(f"(id) => ({JS_LIT})(id).edges > 0", arg=plot)
+    lit = app.page.evaluate(JS_LIT, plot)
+    assert 0 < lit["dimmed"] < len(nodes)
+    app.page.mouse.move(box["x"], box["y"], steps=2)  # away: nothing lit
+    app.page.wait_for_function(f"(id) => ({JS_LIT})(id).edges === 0", arg=plot)
+    app.page.mouse.move(head_node["x"], head_node["y"], steps=2)
+    app.page.wait_for_function(f"(id) => ({JS_LIT})(id).edges > 0", arg=plot)
+    app.page.mouse.click(head_node["x"], head_node["y"])  # pinned: it stays lit, the tab stays
+    app.page.mouse.move(box["x"], box["y"], steps=2)
+    app.page.wait_for_timeout(300)
+    assert app.page.evaluate(JS_LIT, plot) == lit
+    assert app.page.locator("#tab-circuit").is_visible()
+
+    marks = app.page.evaluate(JS_GRAPH_POINTS, [plot, "attention"])
+    edges = [  # one clear of every other point Plotly could hover there
         edge
-        for edge in app.page.evaluate(JS_GRAPH_POINTS, [plot, "attention"])
+        for edge in marks
         if edge["data"][2] > edge["data"][3]
+        and all(abs(edge["x"] - o["x"]) + abs(edge["y"] - o["y"]) > 12 for o in marks + nodes if o != edge)
     ]
     layer, head, query, key = edges[0]["data"]
     app.remember_plots()
     app.page.mouse.move(edges[0]["x"], edges[0]["y"], steps=2)
     app.page.wait_for_function(  # Plotly clicks the point it hovers
-        "(id) => (document.querySelector(`#${id} .js-plotly-plot`)._hoverdata || []).length", arg=plot
+        """([id, cell]) => (document.querySelector(`#${id} .js-plotly-plot`)._hoverdata || [])
+            .some((point) => JSON.stringify([...(point.customdata || [])]) === JSON.stringify(cell))""",
+        arg=[plot, edges[0]["data"]],
     )
     app.page.mouse.click(edges[0]["x"], edges[0]["y"])
     app.wait_for_tab("Attention")

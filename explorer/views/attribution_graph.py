@@ -77,6 +77,7 @@ def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_
             if weight >= min_attention:
                 attention.append((named["kv", layer, kv, key], head_node, weight))
     centres, width = _place(list(named.values()), len(g.tokens))
+    index = {id(n): i for i, n in enumerate(named.values())}  # a node's place in the node trace
     tokens = g.tokens
     nodes = [
         dict(
@@ -97,6 +98,8 @@ def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_
             y0=source["y"],
             x1=target["x"],
             y1=target["y"],
+            source=index[id(source)],
+            target=index[id(target)],
             reader=kind,
             score=score,
             hover=f"{g.label(u)} → {g.label(v)} at {v[-1]} {quoted_token(tokens[v[-1]])}: score {score:+.3g}",
@@ -109,6 +112,8 @@ def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_
             y0=port["y"],
             x1=head_node["x"],
             y1=head_node["y"],
+            source=index[id(port)],
+            target=index[id(head_node)],
             weight=weight,
             layer=head_node["layer"],
             head=head_node["index"],
@@ -170,9 +175,8 @@ def _hover(n: dict, tokens: list[str], kv_reads: dict) -> str:
         "head": f"head {n['layer']}.{n['index']}",
         "kv": f"the {reads} input of kv head {n['layer']}.{n['index']}",
     }[n["kind"]]
-    return f"{name} {where}<br>influence {n['influence']:.3g}" + (
-        "<br>click: open it" if n["kind"] == "head" else ""
-    )
+    click = "click: pin its paths, again: open it" if n["kind"] == "head" else "click: pin its paths"
+    return f"{name} {where}<br>influence {n['influence']:.3g}<br>{click}"
 
 
 def ranked_heads(g: Graph, count: int = 12) -> list[tuple[int, int, float]]:

@@ -12,12 +12,15 @@ export class OwnedPlot {
    * @param {any} Plotly the view's Plotly
    * @param {(gd: HTMLElement, event: any) => void} onClick a click on a point
    * @param {(gd: HTMLElement) => void} afterPlot after each time Plotly has drawn it (its ticks tidied)
+   * @param {(gd: HTMLElement, event: any, over: boolean) => void} onHover the pointer over a point, or
+   *   leaving it
    */
-  constructor(div, Plotly, onClick, afterPlot = () => {}) {
+  constructor(div, Plotly, onClick, afterPlot = () => {}, onHover = () => {}) {
     this.div = div;
     this.Plotly = Plotly;
     this.onClick = onClick;
     this.afterPlot = afterPlot;
+    this.onHover = onHover;
     this.queue = Promise.resolve();
     this.pending = 0; // its calls not done yet
     this.shows = null; // what its last draw showed, as the caller named it
@@ -94,6 +97,8 @@ export class OwnedPlot {
     this.hooked = true;
     this.div.on("plotly_afterplot", () => this.drawn());
     this.div.on("plotly_click", (event) => this.onClick(this.div, event));
+    this.div.on("plotly_hover", (event) => this.onHover(this.div, event, true));
+    this.div.on("plotly_unhover", (event) => this.onHover(this.div, event, false));
     this.drawn();
   }
 
