@@ -24,6 +24,7 @@ from explorer.app.ui import build_demo, share
 from explorer.app.ui import circuit as circuit_tab
 from explorer.app.workspace import Workspace
 from explorer.engine import pairs
+from explorer.engine.graph import NODE_THRESHOLD
 from explorer.errors import LimitError, PromptError
 from explorer.views import attribution_graph as graph_views
 from explorer.views import circuits as circuit_views
@@ -245,9 +246,9 @@ def test_a_csv_file_larger_than_the_app_takes_is_refused_unread(tmp_path):
 
 
 def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
-    status, nodes, position_graph, graph_heads, graph, curve, edges, _typed, shown_pairs = client.predict(
-        "typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, api_name="/circuit"
-    )
+    sent = client.predict("typed", "ioi", 8, 0, TYPED, None, "logit_diff", METHODS, api_name="/circuit")
+    status, nodes, position_graph, graph_heads, graph, curve, edges, influence, _typed, shown_pairs = sent
+    assert influence == found.graph_influence
     assert "1 pair," in text_of(status) and f"{len(found.edges):,} edges scored" in text_of(status)
     pruned = found.graph
     assert f"pruned to {len(pruned.writers())} heads and MLPs and {len(pruned):,} of its" in text_of(status)
@@ -274,6 +275,19 @@ def test_circuit_draws_every_method_and_patch_nodes_the_node_map(client, found):
     )
     assert position_graph is None and graph_heads == ""
     assert "exact node sweep" in text_of(status) and "EAP-IG" not in text_of(status)
+
+
+def test_the_influence_slider_prunes_the_graph_again_from_every_edge_without_a_reading(found):
+    whole = found.graph_whole
+    assert len(whole) == found.graph_scored and found.graph.edges == whole.pruned(found.graph_influence).edges
+    few, many = circuit_views.regraphed(found, 0.3), circuit_views.regraphed(found, 0.95)
+    assert len(few.graph.writers()) <= len(many.graph.writers()) and len(few.graph) < len(many.graph)
+    assert few.graph.edges == whole.pruned(node_threshold=0.3).edges and few.graph_influence == 0.3
+    assert few.graph_whole is whole and circuit_views.regraphed(found, 7).graph_influence == 1.0
+    graph, share = circuit_views.readable(whole)  # the default share, or less until it is readable
+    assert share == NODE_THRESHOLD or len(graph.writers()) <= circuit_views.READABLE_WRITERS
+    if share < NODE_THRESHOLD:
+        assert len(whole.pruned(round(share + circuit_views.INFLUENCE_STEP, 2)).writers()) > 60
 
 
 def test_patch_nodes_per_position_draws_each_head_at_each_position(client, per_position):

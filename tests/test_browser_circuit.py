@@ -127,7 +127,15 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
     find_circuit(app)
     plot = "circuit-position-graph-plot"
     app.page.locator(f"#{plot}").scroll_into_view_if_needed()
+    few = len(app.page.evaluate(JS_GRAPH_POINTS, [plot, "nodes"]))
+    app.remember_plots()  # the influence slider prunes the graph again
+    box = app.page.locator("#circuit-influence input[type=number]")
+    box.fill("0.95")
+    box.press("Enter")
+    app.wait_redrawn([plot])
+    assert "carrying 95% of its influence" in app.title(plot)
     nodes = app.page.evaluate(JS_GRAPH_POINTS, [plot, "nodes"])
+    assert len(nodes) >= few
     assert nodes and all(node["text"].strip() for node in nodes)
     assert {"logits", "MLP 0"} <= {node["text"] for node in nodes}
     clean = TYPED.split(" | ")[0]

@@ -20,6 +20,7 @@ from explorer.app.policy import Policy
 from explorer.app.session_results import ResultKey
 from explorer.app.ui import circuit as circuit_tab
 from explorer.app.ui import patching, sessions
+from explorer.app.ui.circuit_downloads import CircuitDownloads
 from explorer.app.workspace import Workspace
 from explorer.views import sweep_export
 from tests.conftest import served
@@ -104,7 +105,7 @@ def test_a_result_the_page_shows_and_the_server_dropped_is_said_so(workspace):
     ):
         circuit.show_edges(gone, "circuit=ioi", 10)
     with pytest.raises(ValueError, match="no longer kept"):  # its key expired: the page still shows it
-        circuit.export(None, None, "circuit=ioi")
+        CircuitDownloads(circuit).export(None, None, "circuit=ioi")
     assert circuit.show_edges(None, "", 10) == {}  # none found yet: the slider moves, nothing to say
     sweeps = events_of(workspace, patching.PatchingEvents, types.SimpleNamespace(download="download"))
     export = sweeps.exporter(sweep_export.write_sweep_csv)
@@ -206,10 +207,10 @@ def test_the_graph_per_position_on_screen_downloads_as_the_json_graph_from_json_
     circuit_views.position_graph(found)  # drawn: the graph's edges cached
     assert session_results.held_bytes(found) > before
     key = sessions.keep(workspace, request, "circuit", circuit_tab.Shown(found, "", chosen, "circuit=typed"))
-    written = circuit.export_graph(request, key, "circuit=typed")["download"]
+    written = CircuitDownloads(circuit).export_graph(request, key, "circuit=typed")["download"]
     graph = explorer.Graph.from_json(Path(written).read_text(encoding="utf-8"))
     assert graph.edges == found.graph.edges and graph.pairs[0]["clean"] == chosen.clean[0]
     plain = circuit_views.find(ex, data, ["eap"])
     key = sessions.keep(workspace, request, "circuit", circuit_tab.Shown(plain, "", chosen, "circuit=typed"))
     with pytest.raises(ValueError, match="with “graph per position” ticked"):
-        circuit.export_graph(request, key, "circuit=typed")
+        CircuitDownloads(circuit).export_graph(request, key, "circuit=typed")

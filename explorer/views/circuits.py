@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -27,6 +27,8 @@ METHOD_NAMES = {"exact": "exact node sweep", "atp": "AtP", "eap": "EAP-IG", "gra
 CURVE_SHARES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # of the edges, where the curve is measured
 EAP_STEPS = 5
 DEFAULT_EDGES = 0.1  # the graph's first share of the edges
+READABLE_WRITERS = 60  # the most heads and MLPs a graph per position draws before its influence is set
+INFLUENCE_STEP = 0.05  # the steps of the share of influence a graph per position keeps
 # Where each head's output is patched: every position at once, or each of some positions alone
 POSITIONS = {
     "heads": "every position at once",
@@ -56,6 +58,8 @@ class Circuit:
     position_tokens: tuple[str, ...] = ()  # [P] the first pair's clean tokens there
     graph: graph_module.Graph | None = None  # per position, pruned, of the pairs of one length
     graph_scored: int = 0  # the positional edges the graph was pruned from
+    graph_whole: graph_module.Graph | None = None  # every one of them, which `regraphed` prunes again
+    graph_influence: float = graph_module.NODE_THRESHOLD  # the writers' share of influence `graph` keeps
 
     @property
     def span(self) -> float:
@@ -130,13 +134,13 @@ def find(
     if "eap" in methods:
         with deadline.part(shares["eap"]):
             ranked = edge_module.edge_attribution(explorer, data, steps).edges
-    graph = scored = None
+    graph = whole = None
+    influence = graph_module.NODE_THRESHOLD
     if "graph" in methods:
         with deadline.part(shares["graph"]):
             chosen, chosen_pairs = aligned(data, listed)
             whole = graph_module.build(explorer, chosen, steps, chosen_pairs)
-            graph, scored = whole.pruned(), len(whole)
-            del whole
+            graph, influence = readable(whole)
     everything = ranked if ranked is not None else every_edge(config)
     counts = sorted({round(share * len(everything)) for share in CURVE_SHARES})
     if ranked is None:
@@ -158,8 +162,30 @@ def find(
         positions=None if positions is None else tuple(positions),
         position_tokens=() if positions is None else _first_tokens(explorer, data, positions),
         graph=graph,
-        graph_scored=scored or 0,
+        graph_scored=0 if whole is None else len(whole),
+        graph_whole=whole,
+        graph_influence=influence,
     )
+
+
+def readable(whole: graph_module.Graph) -> tuple[graph_module.Graph, float]:
+    """The graph pruned to the writers carrying the default share of the influence, or a smaller share
+    (by `INFLUENCE_STEP`) until it draws at most `READABLE_WRITERS` heads and MLPs; and that share."""
+    share = graph_module.NODE_THRESHOLD
+    while True:
+        graph = whole.pruned(node_threshold=share)
+        if len(graph.writers()) <= READABLE_WRITERS or share <= INFLUENCE_STEP:
+            return graph, share
+        share = round(share - INFLUENCE_STEP, 2)
+
+
+def regraphed(circuit: Circuit, influence: float) -> Circuit:
+    """The circuit with its graph per position pruned to the writers carrying `influence` of it."""
+    if circuit.graph_whole is None:
+        return circuit
+    influence = min(1.0, max(INFLUENCE_STEP, round(float(influence), 2)))
+    graph = circuit.graph_whole.pruned(node_threshold=influence)
+    return replace(circuit, graph=graph, graph_influence=influence)
 
 
 def aligned(data: pairs.Dataset, listed: list[dict] | None) -> tuple[pairs.Dataset, list[dict] | None]:
@@ -177,8 +203,9 @@ def position_graph(circuit: Circuit) -> Plot | None:
     g = circuit.graph
     n = g.n_pairs
     title = (
-        f"The graph per position: {len(g.writers())} heads and MLPs, {len(g):,} of {circuit.graph_scored:,} "
-        f"edges ({n} pair{'s' * (n != 1)} of {g.n_tokens} tokens)"
+        f"The graph per position: {len(g.writers())} heads and MLPs carrying {circuit.graph_influence:.0%} "
+        f"of its influence, {len(g):,} of {circuit.graph_scored:,} edges ({n} pair{'s' * (n != 1)} of "
+        f"{g.n_tokens} tokens)"
     )
     return attribution_graph.graph_figure(g, title)
 

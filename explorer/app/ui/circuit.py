@@ -25,13 +25,14 @@ from explorer.app import circuit_pairs, limits, markup
 from explorer.app.circuit_pairs import FIRST
 from explorer.app.ui import circuit_link, sessions, share
 from explorer.app.ui import inputs as checked
+from explorer.app.ui.circuit_downloads import CircuitDownloads
 from explorer.app.ui.circuit_link import settings
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
-from explorer.app.visitors import visitor
 from explorer.app.workspace import Workspace
 from explorer.engine import pairs, prompt_sets
+from explorer.engine.graph import NODE_THRESHOLD
 from explorer.engine.patch_metrics import METRIC_NAMES
 from explorer.errors import LimitError, PromptError
 from explorer.views import attribution_graph as graph_views
@@ -45,7 +46,6 @@ INTRO = (
     "scores every edge between the heads and MLPs, and the circuit of the top edges is measured "
     "exactly. Recovered: 1 is the clean run's metric, 0 the corrupted run's. Click a head to open it."
 )
-DOWNLOAD_JS = "() => { document.querySelector('#circuit-download-file')?.click(); return null; }"
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class CircuitTab:
     patch: gr.Button
     nodes: PlotView
     position_graph: PlotView  # the graph per position, pruned
+    influence: gr.Slider  # the writers' share of influence it keeps (views.circuits.regraphed)
     graph_heads: gr.HTML  # its heads ranked by their edges' summed score, either way
     edges: gr.Slider
     graph: PlotView
@@ -143,6 +144,14 @@ def build(workspace: Workspace) -> CircuitTab:
             patch = gr.Button("Patch the nodes", elem_id="circuit-patch-button", min_width=140)
         nodes = figure_view(elem_id="circuit-nodes-plot")
         position_graph = figure_view(elem_id="circuit-position-graph-plot")
+        influence = checked.Slider(
+            circuit_views.INFLUENCE_STEP,
+            1.0,
+            value=NODE_THRESHOLD,
+            step=circuit_views.INFLUENCE_STEP,
+            label="Graph per position: the heads and MLPs that carry this share of its influence",
+            elem_id="circuit-influence",
+        )
         graph_heads = gr.HTML(elem_id="circuit-graph-heads")
         edges = checked.Slider(1, 100, value=10, step=1, label="Edges in the graph", elem_id="circuit-edges")
         graph = figure_view(elem_id="circuit-graph-plot")
@@ -167,6 +176,7 @@ def build(workspace: Workspace) -> CircuitTab:
         patch=patch,
         nodes=nodes,
         position_graph=position_graph,
+        influence=influence,
         graph_heads=graph_heads,
         edges=edges,
         graph=graph,
@@ -197,8 +207,8 @@ class CircuitEvents:
             t.positions,
             model,
         ]
-        drawn = [s.status, t.nodes, t.position_graph, t.graph_heads, t.graph, t.curve, t.edges, t.shown]
-        drawn += [t.linked, t.typed, t.pairs]
+        drawn = [s.status, t.nodes, t.position_graph, t.graph_heads, t.graph, t.curve, t.edges, t.influence]
+        drawn += [t.shown, t.linked, t.typed, t.pairs]
         self.prompt = prompt
         t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
         t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
@@ -218,6 +228,13 @@ class CircuitEvents:
             api_name=False,
             trigger_mode="always_last",
         )
+        t.influence.input(
+            guarded(s.status)(self.show_influence),
+            [t.shown, t.linked, t.influence],
+            [s.status, t.position_graph, t.graph_heads],
+            api_name=False,
+            trigger_mode="always_last",
+        )
         clicked = gr.on(
             [t.nodes.head_picked, t.position_graph.head_picked, t.graph.head_picked],
             guarded(s.status)(self.open_head),
@@ -227,11 +244,8 @@ class CircuitEvents:
             **EACH_TRIGGER,
         )
         runs.append(run.after(clicked))
-        exported = [s.status, t.download]
-        for button, export in ((t.csv, self.export), (t.graph_json, self.export_graph)):
-            button.click(on_gpu(export, s.status), [t.shown, t.linked], exported, api_name=False).then(
-                None, None, t.download, js=DOWNLOAD_JS, api_name=False
-            )
+        self.downloads = CircuitDownloads(self)
+        self.downloads.wire()
         demo.load(
             self.restore,
             None,
@@ -292,9 +306,8 @@ class CircuitEvents:
         key = sessions.keep(self.workspace, request, "circuit", shown)
         updates = {self.shared.status: markup.status(message, "info"), t.shown: key, t.linked: link}
         updates[t.nodes] = self.drawn(circuit_views.node_scores(found), "nodes")
-        updates[t.position_graph] = self.drawn(circuit_views.position_graph(found), "graph-per-position")
-        ranked = [] if found.graph is None else graph_views.ranked_heads(found.graph)
-        updates[t.graph_heads] = markup.graph_heads(ranked) if ranked else ""
+        updates |= self.graph_per_position(found)
+        updates[t.influence] = found.graph_influence
         updates |= self.figures(found, kept)
         if total:
             updates[t.edges] = gr.update(maximum=total, value=kept)
@@ -307,6 +320,15 @@ class CircuitEvents:
         """The circuit's graph and faithfulness curve with its first `kept` edges."""
         graph, curve = circuit_views.graph(found, kept), circuit_views.curve(found, kept)
         return {self.tab.graph: self.drawn(graph, "graph"), self.tab.curve: self.drawn(curve, "faithfulness")}
+
+    def graph_per_position(self, found: circuit_views.Circuit) -> dict:
+        """The graph per position and its heads ranked."""
+        t = self.tab
+        ranked = [] if found.graph is None else graph_views.ranked_heads(found.graph)
+        return {
+            t.position_graph: self.drawn(circuit_views.position_graph(found), "graph-per-position"),
+            t.graph_heads: markup.graph_heads(ranked) if ranked else "",
+        }
 
     @staticmethod
     def drawn(fig, what: str):
@@ -341,6 +363,13 @@ class CircuitEvents:
         kept = max(1, min(int(kept), len(shown.circuit.edges)))
         return self.figures(shown.circuit, kept)
 
+    def show_influence(self, key, linked, influence):
+        """The graph per position pruned again to the writers carrying `influence` of it."""
+        shown = self.on_screen(key, linked)
+        if shown is None or shown.circuit.graph_whole is None:
+            return {}
+        return self.graph_per_position(circuit_views.regraphed(shown.circuit, influence))
+
     def open_head(self, key, linked, model, asked: HeadData):
         """A click on a head of the node map or graph: the first pair's clean prompt, that layer and head."""
         shown = None if asked.layer is None else self.on_screen(key, linked)
@@ -352,28 +381,6 @@ class CircuitEvents:
         s = self.shared
         return {self.prompt: shown.pairs.clean[0], s.layer: layer, s.head: head, s.shown: None}
 
-    def export(self, request: gr.Request, key, linked):
-        shown = self.on_screen(key, linked)
-        if shown is None:
-            raise ValueError("Find the circuit first: the download is the circuit on screen.")
-        return self.written(
-            request, circuit_views.to_csv(shown.circuit, EXPORT_EDGES), "circuit.csv", "The circuit"
-        )
-
-    def export_graph(self, request: gr.Request, key, linked):
-        """The graph per position on screen as versioned JSON (`explorer.Graph.from_json` reads it)."""
-        shown = self.on_screen(key, linked)
-        if shown is None or shown.circuit.graph is None:
-            raise ValueError("Find a circuit with “graph per position” ticked: the download is its graph.")
-        return self.written(request, shown.circuit.graph.to_json(), "graph.json", "The graph")
-
-    def written(self, request: gr.Request, text: str, name: str, what: str) -> dict:
-        """`text` in the visitor's download file `name`, offered by the tab's download button."""
-        asking = visitor(request, self.workspace.policy.proxies)
-        path = self.shared.downloads.path(asking, name, len(text.encode("utf-8")), what)
-        path.write_text(text, encoding="utf-8")
-        return {self.tab.download: str(path)}
-
     def restore(self, request: gr.Request):
         """A link's circuit settings into the tab's inputs (each kept as it is where the link is silent)."""
         return sent(self.restored(share.requested(request)))
@@ -381,6 +388,3 @@ class CircuitEvents:
     def restored(self, params: dict) -> dict:
         """The inputs a link's parameters name, by input (`circuit_link.restored`)."""
         return circuit_link.restored(self.tab, params)
-
-
-EXPORT_EDGES = 10_000  # the edges the CSV lists, best first (SmolLM2 has ~70,000; the rest score least)
