@@ -1,6 +1,6 @@
 """Why this score, over HTTP: `/score_attribution` draws a cell's score split into its sources and its row's
-key drivers as the engine computes them, `/composition` every pair of heads' composition; bad cells get a
-clear message; a link carries the cell."""
+key drivers as the engine computes them, and `/source_effect` tests one source of the split on screen;
+`/composition` every pair of heads' composition; bad cells get a clear message; a link carries the cell."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import torch
 from gradio_client import Client
 
+from explorer import views
 from explorer.app.ui import share
 from explorer.app.ui.layer_view import CellAskedData
 from explorer.app.workspace import Workspace
@@ -57,10 +58,16 @@ def as_array(z) -> np.ndarray:
 
 
 def test_a_cells_score_is_split_into_its_sources_as_the_engine_splits_it(client, workspace):
-    _, split, row, *numbers = client.predict(2, 3, 14, 9, api_name="/score_attribution")
+    _, split, row, *numbers, source, tested = client.predict(2, 3, 14, 9, api_name="/score_attribution")
     run = workspace.run("", PROMPT)
     a = run.score_attribution(2, 3, 14, 9)
     assert numbers == [2, 3, 14, 9]
+    choices = views.testable_sources(run, 2, 3, 14, 9)
+    assert source["value"] == choices[0][1] and source["choices"] == [list(c) for c in choices]
+    source = source["value"]
+    assert tested == ""
+    _, tested = client.predict(source, "mean", api_name="/source_effect")  # the cell on screen's
+    assert html.escape(views.source_test(run, 2, 3, 14, 9, source, "mean")) in tested
     assert is_plot(split) and is_plot(row)
     table = as_array(traces(split)[0]["z"])
     assert table.sum() == pytest.approx(a.score, abs=1e-4)  # the named sources and "other": every part

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline
 
+from explorer import views
+
 pytestmark = pytest.mark.browser
 
 if not Path(CHROMIUM).exists():
@@ -64,6 +66,16 @@ def test_a_pipeline_cell_click_splits_its_score_and_a_head_bar_opens_that_head(a
     drivers = np.array(app.page.evaluate(JS_HEATMAP, ["why-row-plot", 0]))
     np.testing.assert_allclose(drivers.sum(0), run.key_drivers(LAYER, 0, 14).parts.sum(0).numpy(), atol=1e-4)
     match_baseline(app.screenshot(app.page.locator("#why-score"), []), "why-score")
+
+    # the split's largest source tested: taken out of its side, the real change beside the prediction
+    value = app.page.locator("#why-test-source input").input_value()
+    assert value.startswith(("MLP", "head", "embedding", "o_proj", "b_"))
+    app.page.locator("#why-test-button").click()
+    result = app.page.locator("#why-test-result .why-test-line")
+    result.wait_for(timeout=60_000)
+    choices = views.testable_sources(run, LAYER, 0, 14, 9)
+    assert choices[0][0] == value
+    assert result.text_content() == views.source_test(run, LAYER, 0, 14, 9, choices[0][1], "zero")
 
     x, y, layer, head = app.page.evaluate(JS_HEAD_BAR, ["why-split-plot", 1])  # a key-side head's bar
     app.remember_plots()

@@ -141,3 +141,28 @@ def test_dropping_the_key_bias_matches_hooked_transformers(hf_pair):  # noqa: F8
         unmoved.changed_score == pytest.approx(effect.score, abs=1e-5)
         and unmoved.predicted_score == effect.score
     )
+
+
+def test_the_why_panels_test_names_the_splits_largest_sources_and_reports_their_effect():
+    """`views.testable_sources` lists the split's largest sources on each side (its values parse back to
+    them), and `views.source_test` says the real change of the score and weight beside the prediction."""
+    import explorer
+    from explorer import views
+
+    run = explorer.load().run("To be, or not to be, that is the question: whether the")
+    layer, head, query, key = 2, 7, 6, 5
+    choices = views.testable_sources(run, layer, head, query, key)
+    a = run.score_attribution(layer, head, query, key)
+    key_parts = a.table.sum(0)
+    top = a.key_sources[int(key_parts.abs().argmax())]
+    assert choices[0][1] == " ".join(str(part) for part in ("key", *top) if part is not None)
+    assert {value.split()[0] for _, value in choices} == {"key", "query"}
+    source = (top[0], *(part for part in top[1:] if part is not None))
+    e = run.source_effect(layer, head, query, key, source, "key", "mean")
+    line = views.source_test(run, layer, head, query, key, choices[0][1], "mean")
+    predicted = f"(the split predicted {e.predicted_score:.3g})"
+    assert f"score {e.score:.3g} → {e.changed_score:.3g} {predicted}" in line
+    assert f"weight {e.weight:.3g} → {e.changed_weight:.3g}" in line and "mean over the prompt" in line
+    for junk in ("", "sideways head 0 1", "key head x y"):
+        with pytest.raises(ValueError):
+            views.source_test(run, layer, head, query, key, junk, "zero")

@@ -69,7 +69,7 @@ from explorer.views.overview import (
     overview,
     top_heads,
 )
-from explorer.views.qk import composition, what_drives_row, why_score
+from explorer.views.qk import composition, source_test, testable_sources, what_drives_row, why_score
 from explorer.views.rope import (
     default_positions,
     rope_angles,
@@ -130,7 +130,9 @@ __all__ = [
     "rope_rotation",
     "rope_score_split",
     "rope_wavelengths",
+    "source_test",
     "target_rank",
+    "testable_sources",
     "top_heads",
     "what_drives_row",
     "why_score",

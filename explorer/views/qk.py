@@ -92,3 +92,40 @@ def composition(explorer, picked: tuple[int, int] | None = None) -> Plot:
     n = config.n_layers * config.n_heads
     scores = {kind: getattr(c, kind).reshape(n, n).numpy() for kind in ("k", "q", "v")}
     return figures.composition_figure.plot(scores, config.n_layers, config.n_heads, picked)
+
+
+def testable_sources(run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES) -> list:
+    """The split's `top` sources on each side by |part|, largest first, as (label, value) choices for
+    `source_test`: the value names the side and the source ("key head 16 0", "query embedding")."""
+    query, key = clamp_position(run, query), clamp_position(run, key)
+    a = run.score_attribution(layer, head, query, key)
+    choices = []
+    for side, parts, names in (
+        ("key", a.table.sum(0), a.key_sources),
+        ("query", a.table.sum(1), a.query_sources),
+    ):
+        for i in parts.abs().argsort(descending=True, stable=True)[:top].tolist():
+            value = " ".join(str(part) for part in (side, *names[i]) if part is not None)
+            label = f"{source_label(names[i], side)}, {side} side ({float(parts[i]):+.3g})"
+            choices.append((label, value))
+    return choices
+
+
+def source_test(run, layer: int, head: int, query: int, key: int, choice: str, mode: str) -> str:
+    """One source of the split removed from its side (`run.source_effect`): the real change of the
+    score and the attention weight beside the split's linear prediction, as a line of plain text."""
+    side, *named = str(choice).split() or [""]
+    if side not in ("key", "query") or not named:
+        raise ValueError(f"pick a source of the split to test, got {str(choice)[:40]!r}")
+    try:
+        source = (named[0], *(int(part) for part in named[1:]))
+    except ValueError:
+        raise ValueError(f"there is no source {' '.join(named)[:40]!r}") from None
+    e = run.source_effect(layer, head, query, key, source, side, mode)
+    removed = "zeroed" if mode == "zero" else "replaced by its mean over the prompt"
+    at = query if side == "query" else key
+    return (
+        f"{source_label(e.source, side)}'s write at the {side} (position {at}) {removed}: score "
+        f"{e.score:.3g} → {e.changed_score:.3g} (the split predicted {e.predicted_score:.3g}); "
+        f"attention weight {e.weight:.3g} → {e.changed_weight:.3g} (predicted {e.predicted_weight:.3g})."
+    )

@@ -5,10 +5,14 @@ the zoom) opens a panel under the pipeline with that score split into the source
 for a cell of a thumbnail or the zoom, or a head opened from the Overview (its last query and the key it
 looks at most there), through the layer view's `cell_asked`. The panel shows the cell's layer, head,
 query and key, to change and split again ("Split", `/score_attribution`). A click on a head source opens
-that head (page.js); a new run hides the panel, whose positions were the old prompt's."""
+that head (page.js); a new run hides the panel, whose positions were the old prompt's. Under the split,
+one of its largest sources is tested causally ("Test it", `views.source_test`): its write taken out of
+the key's or the query's stream, zeroed or mean-replaced, the real score and weight beside the split's
+prediction."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import gradio as gr
@@ -36,11 +40,16 @@ class WhyPanel:
     cell: gr.State  # (layer, head, query, key) of the split on screen, for links; None before one
     panel: gr.Accordion
     split: PlotView
+    source: gr.Dropdown  # the split's largest sources on each side, to test
+    mode: gr.Radio  # zeroed or mean-replaced
+    test: gr.Button
+    tested: gr.HTML  # the test's line
     row: PlotView
 
     def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers, self.cell]
+        outputs += [self.source, self.tested]
 
         def draw(request: gr.Request, layer, head, query, key, shown):
             if shown is None:
@@ -61,7 +70,10 @@ class WhyPanel:
             key = views.clamp_position(run, index(key, "key position"))
             split = views.why_score(run, layer, head, query, key)
             row = views.what_drives_row(run, layer, head, query)
+            choices = views.testable_sources(run, layer, head, query, key)
             return {
+                self.source: gr.update(choices=choices, value=choices[0][1] if choices else None),
+                self.tested: "",
                 self.panel: gr.Accordion(visible=True, open=True),
                 self.split: plot(split, f"why-layer{layer}-head{head}-q{query}-k{key}"),
                 self.row: plot(row, f"drivers-layer{layer}-head{head}-q{query}"),
@@ -96,10 +108,27 @@ class WhyPanel:
             handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution", **COSTLY
         )
         shared.shown.change(
-            lambda: (gr.Accordion(visible=False), None, None, None),
+            lambda: (gr.Accordion(visible=False), None, None, None, ""),
             None,
-            [self.panel, self.split, self.row, self.cell],
+            [self.panel, self.split, self.row, self.cell, self.tested],
             api_name=False,
+        )
+
+        def test(request: gr.Request, cell, choice, mode, shown):
+            """The source picked removed from its side of the cell on screen."""
+            if cell is None or shown is None:
+                raise ValueError("Click a cell of the head's maps first: the test is of its split.")
+            run = shared.workspace.run(*shown)
+            with shared.readings.reading(request, limits.why_cost(run), run):
+                line = views.source_test(run, *cell, choice, mode)
+            return {self.tested: f'<p class="why-test-line">{html.escape(line)}</p>'}
+
+        self.test.click(
+            gpu(guarded(shared.status)(test)),
+            [self.cell, self.source, self.mode, shared.shown],
+            [shared.status, self.tested],
+            api_name="source_effect",
+            **COSTLY,
         )
 
 
@@ -117,6 +146,34 @@ def build() -> WhyPanel:
             )
             ask = gr.Button("Split", elem_id="score-ask", scale=0, min_width=100)
         split = figure_view(elem_id="why-split-plot")
+        with gr.Row(elem_id="why-test"):
+            source = checked.Dropdown(
+                [],
+                label="Remove a source's write",
+                allow_custom_value=True,
+                elem_id="why-test-source",
+                scale=3,
+            )
+            mode = checked.Radio(
+                [("zeroed", "zero"), ("its mean over the prompt", "mean")],
+                value="zero",
+                label="Replaced by",
+                elem_id="why-test-mode",
+                scale=2,
+            )
+            test = gr.Button("Test it", elem_id="why-test-button", scale=0, min_width=100)
+        tested = gr.HTML(elem_id="why-test-result")
         row = figure_view(elem_id="why-row-plot")
     cell = gr.State(None)
-    return WhyPanel(numbers=numbers, ask=ask, cell=cell, panel=panel, split=split, row=row)
+    return WhyPanel(
+        numbers=numbers,
+        ask=ask,
+        cell=cell,
+        panel=panel,
+        split=split,
+        source=source,
+        mode=mode,
+        test=test,
+        tested=tested,
+        row=row,
+    )

@@ -13,6 +13,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --model smollm2-gguf   # the real SmolLM2 GGUF instead of random weights
     python -m explorer.bench --load     # loading a real GGUF, ours against transformers (tools.bench.loading)
     python -m explorer.bench --browser  # what a person waits for in Chromium (tools.bench.browser)
+    python -m explorer.bench --browser-graph  # the Circuit tab's graph drawn (tools.bench.browser_graph)
     python -m explorer.bench --lens     # the logit lens and attribution against a forward (tools.bench.lens)
     python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
     python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
@@ -32,7 +33,18 @@ from typing import Any
 
 import torch
 
-from explorer.tools.bench import against, browser, circuits, flow, generate, lens, loading, patching, qk
+from explorer.tools.bench import (
+    against,
+    browser,
+    browser_graph,
+    circuits,
+    flow,
+    generate,
+    lens,
+    loading,
+    patching,
+    qk,
+)
 from explorer.tools.bench.common import (
     REPO,
     SHAPES,
@@ -117,6 +129,11 @@ def parse_args(argv: list[str] | None):
         help="time what a person waits for in Chromium (tools.bench.browser)",
     )
     parser.add_argument(
+        "--browser-graph",
+        action="store_true",
+        help="time the Circuit tab's graph per position drawn in Chromium (tools.bench.browser_graph)",
+    )
+    parser.add_argument(
         "--lens",
         action="store_true",
         help="the logit lens and attribution against one forward (tools.bench.lens)",
@@ -166,6 +183,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return generate.main(args)
     if args.browser:
         return browser.main(args)
+    if args.browser_graph:
+        return browser_graph.main(args)
     if args.lens:
         return against.main(lens.SUITE, args)
     if args.flow:
