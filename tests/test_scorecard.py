@@ -84,3 +84,35 @@ def test_the_tools_table_gives_the_first_seeds_interval_and_every_seeds_spread()
     row = "| ioi | EAP-IG per position | 0.500 [0.400, 0.600] | 0.200 [0.100, 0.300] | 0.700 ± 0.158 |"
     assert row + " 0.200 ± 0.000 |" in text
     assert len(text.splitlines()) == 2 + len(tool.TASKS) * len(tool.METHODS)
+
+
+def test_a_node_ranking_scores_as_node_circuits_through_its_edges():
+    """AtP's heads and MLPs as MIB's node circuits: the edges ranked at least t are exactly those whose
+    writer and reader's node score at least t (a k or v input's node: its kv group's best head), the
+    embedding and the logits always in; every valid edge once."""
+    import explorer
+    from explorer.engine import edges as edge_module
+    from explorer.engine.scorecard import ranked_by_nodes
+
+    config = explorer.load().config
+    generator = torch.Generator().manual_seed(0)
+    heads = [("head", l, h) for l in range(config.n_layers) for h in range(config.n_heads)]
+    nodes = heads + [("mlp", l) for l in range(config.n_layers)]
+    scores = dict(zip(nodes, torch.rand(len(nodes), generator=generator).tolist(), strict=True))
+    ranked = ranked_by_nodes(config, scores)
+    assert len(ranked) == int(edge_module.valid_edges(config).sum()) == len({e[:2] for e in ranked})
+    assert [rank for *_, rank in ranked] == sorted((rank for *_, rank in ranked), reverse=True)
+    assert ranked[0][:2] == (("embedding",), ("logits",))
+    group = config.n_heads // config.n_kv_heads
+    threshold = sorted(scores.values())[len(scores) // 2]
+    kept = {node for node, score in scores.items() if score >= threshold} | {("embedding",)}
+
+    def reader_kept(v) -> bool:
+        if v[0] == "logits":
+            return True
+        if v[0] in ("k", "v"):
+            return any(("head", v[1], h) in kept for h in range(v[2] * group, (v[2] + 1) * group))
+        return (("head", v[1], v[2]) if v[0] == "q" else ("mlp", v[1])) in kept
+
+    circuit = {(u, v) for u, v, rank in ranked if rank >= threshold}
+    assert circuit == {(u, v) for u, v, _ in ranked if u in kept and reader_kept(v)}

@@ -11,6 +11,12 @@ edges that lead nowhere (an edge kept is kept). With positional edges (a `Graph`
 every positional edge. 95% intervals come from a bootstrap over the pairs: the pairs drawn again with
 replacement, the clean, corrupted and circuit metrics averaged over each draw, f and both areas
 recomputed from those averages.
+
+A ranking of nodes (AtP's heads and MLPs) is scored as MIB scores node circuits, through its edges
+(`ranked_by_nodes`): the circuit of the nodes scoring at least t holds every edge whose writer and
+whose reader's node both do (the embedding and the logits always in), so an edge ranks by the smaller
+of its two nodes' scores and each fraction's circuit is one of those node circuits, cut within its
+last rank.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from explorer.engine import edges as edge_module
 from explorer.engine import exact_circuits, pairs
 
 MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -89,6 +96,33 @@ def scorecard(
         n_pairs=data.size,
         n_edges=total,
     )
+
+
+def ranked_by_nodes(config, node_scores: dict[tuple, float]) -> list[tuple]:
+    """Every edge ranked by its nodes (module doc), best first: (upstream, downstream, rank).
+    `node_scores`: ("head", l, h) and ("mlp", l) -> a score, larger kept first (say |AtP|)."""
+    always = max(node_scores.values(), default=0.0) + 1.0  # the embedding's and the logits' rank
+    group = config.n_heads // config.n_kv_heads
+
+    def writer(node: tuple) -> float:
+        return always if node[0] == "embedding" else node_scores[node]
+
+    def reader(node: tuple) -> float:
+        kind, *where = node
+        if kind == "logits":
+            return always
+        if kind == "q":
+            return node_scores["head", where[0], where[1]]
+        if kind in ("k", "v"):  # read by every head of the kv group: kept with any of them
+            heads = range(where[1] * group, (where[1] + 1) * group)
+            return max(node_scores["head", where[0], h] for h in heads)
+        return node_scores["mlp", where[0]]
+
+    up, down = edge_module.upstream_nodes(config), edge_module.downstream_nodes(config)
+    u, v = edge_module.valid_edges(config).nonzero(as_tuple=True)
+    edges = [(up[a], down[b]) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
+    ranked = [(a, b, min(writer(a), reader(b))) for a, b in edges]
+    return sorted(ranked, key=lambda edge: -edge[2])
 
 
 def _faithfulness(metrics: torch.Tensor) -> torch.Tensor:

@@ -2,12 +2,14 @@
 the engine's edge rankings on SmolLM2's built-in tasks, for docs/circuits.md.
 
 Methods: EAP (EAP-IG with one step: the gradient at the clean run), EAP-IG (5 steps), EAP-IG per
-position (the graph's every positional edge, 5 steps). Tasks: IOI of one template (its pairs of one
-length, as a positional graph needs) and induction; 8 pairs each. The first seed's scores come with
-their bootstrap intervals over pairs; five seeds (five datasets drawn again) give each score's mean
-and spread. Writes bench/scorecard-smollm2.json and prints the table.
+position (the graph's every positional edge, 5 steps), AtP top nodes (every head's output and MLP
+ranked by |AtP|, scored as node circuits: `engine.scorecard.ranked_by_nodes`). Tasks: IOI of one
+template (its pairs of one length, as a positional graph needs) and induction; 8 pairs each. The
+first seed's scores come with their bootstrap intervals over pairs; five seeds (five datasets drawn
+again) give each score's mean and spread. Writes bench/scorecard-smollm2.json and prints the table.
 
     python -m explorer.tools.scorecard --threads 2
+    python -m explorer.tools.scorecard --methods "AtP top nodes"   # those rows again, the others kept
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-METHODS = ("EAP", "EAP-IG", "EAP-IG per position")
+METHODS = ("EAP", "EAP-IG", "EAP-IG per position", "AtP top nodes")
 TASKS = ("ioi", "induction")
 PAIRS = 8
 SEEDS = (0, 1, 2, 3, 4)
@@ -34,6 +36,17 @@ def dataset(task: str, seed: int, tokenizer):
 
 
 def ranking(ex, method: str, args):
+    if method == "AtP top nodes":
+        from explorer.engine.scorecard import ranked_by_nodes
+
+        c = ex.config
+        nodes = [("head", l, h) for l in range(c.n_layers) for h in range(c.n_heads)]
+        nodes += [("mlp", l) for l in range(c.n_layers)]
+        asked = [
+            ("z", *node[1:], None) if node[0] == "head" else (*node, None) for node in nodes
+        ]  # every position
+        scores = ex.attribution_patching(*args, nodes=asked).abs().tolist()
+        return ranked_by_nodes(c, dict(zip(nodes, scores, strict=True)))
     if method == "EAP":
         return ex.edge_attribution(*args, steps=1)
     if method == "EAP-IG":
@@ -41,12 +54,12 @@ def ranking(ex, method: str, args):
     return ex.attribution_graph(*args, steps=5)
 
 
-def measure(ex) -> list[dict]:
+def measure(ex, methods=METHODS) -> list[dict]:
     rows = []
     for task in TASKS:
         for seed in SEEDS:
             args = dataset(task, seed, ex.tokenizer).args()
-            for method in METHODS:
+            for method in methods:
                 start = time.perf_counter()
                 card = ex.circuit_scorecard(*args, edges=ranking(ex, method, args))
                 rows.append(
@@ -94,6 +107,7 @@ def spread(rows: list[dict], key: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     args = parser.parse_args(argv)
     import torch
 
@@ -105,7 +119,10 @@ def main(argv=None) -> int:
     path = smollm2_gguf()
     if path is None:
         raise SystemExit(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
-    rows = measure(explorer.load(path, device="cpu"))
+    rows = measure(explorer.load(path, device="cpu"), args.methods)
+    if OUT.exists():  # the other methods' rows as measured before
+        rows += [row for row in json.loads(OUT.read_text())["rows"] if row["method"] not in args.methods]
+    rows.sort(key=lambda row: (TASKS.index(row["task"]), row["seed"], METHODS.index(row["method"])))
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps({"pairs": PAIRS, "seeds": list(SEEDS), "rows": rows}, indent=1) + "\n")
     print(table(rows))
