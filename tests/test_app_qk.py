@@ -62,7 +62,7 @@ def test_a_cells_score_is_split_into_its_sources_as_the_engine_splits_it(client,
     run = workspace.run("", PROMPT)
     a = run.score_attribution(2, 3, 14, 9)
     assert numbers == [2, 3, 14, 9]
-    choices = views.testable_sources(run, 2, 3, 14, 9)
+    choices = views.testable_sources(run.score_attribution(2, 3, 14, 9))
     assert source["value"] == choices[0][1] and source["choices"] == [list(c) for c in choices]
     source = source["value"]
     assert tested == ""

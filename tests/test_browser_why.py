@@ -73,7 +73,7 @@ def test_a_pipeline_cell_click_splits_its_score_and_a_head_bar_opens_that_head(a
     app.page.locator("#why-test-button").click()
     result = app.page.locator("#why-test-result .why-test-line")
     result.wait_for(timeout=60_000)
-    choices = views.testable_sources(run, LAYER, 0, 14, 9)
+    choices = views.testable_sources(run.score_attribution(LAYER, 0, 14, 9))
     assert choices[0][0] == value
     assert result.text_content() == views.source_test(run, LAYER, 0, 14, 9, choices[0][1], "zero")
 

@@ -151,7 +151,7 @@ def test_the_why_panels_test_names_the_splits_largest_sources_and_reports_their_
 
     run = explorer.load().run("To be, or not to be, that is the question: whether the")
     layer, head, query, key = 2, 7, 6, 5
-    choices = views.testable_sources(run, layer, head, query, key)
+    choices = views.testable_sources(run.score_attribution(layer, head, query, key))
     a = run.score_attribution(layer, head, query, key)
     key_parts = a.table.sum(0)
     top = a.key_sources[int(key_parts.abs().argmax())]

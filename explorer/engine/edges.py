@@ -77,6 +77,13 @@ def valid_edges(config) -> torch.Tensor:
     return valid
 
 
+def every_edge(config) -> list[tuple[Upstream, Downstream]]:
+    """Every valid edge as (upstream, downstream), writers in the stream's order."""
+    up, down = upstream_nodes(config), downstream_nodes(config)
+    u, v = valid_edges(config).nonzero(as_tuple=True)
+    return [(up[a], down[b]) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
+
+
 def valid_positional(config, n_tokens: int) -> torch.Tensor:
     """Which (upstream, downstream, position) are positional edges: a writer at p into a reader at p,
     where the model reads the logits at the last position only.  # [U, V, N] bool"""

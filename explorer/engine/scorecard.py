@@ -118,10 +118,7 @@ def ranked_by_nodes(config, node_scores: dict[tuple, float]) -> list[tuple]:
             return max(node_scores["head", where[0], h] for h in heads)
         return node_scores["mlp", where[0]]
 
-    up, down = edge_module.upstream_nodes(config), edge_module.downstream_nodes(config)
-    u, v = edge_module.valid_edges(config).nonzero(as_tuple=True)
-    edges = [(up[a], down[b]) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
-    ranked = [(a, b, min(writer(a), reader(b))) for a, b in edges]
+    ranked = [(a, b, min(writer(a), reader(b))) for a, b in edge_module.every_edge(config)]
     return sorted(ranked, key=lambda edge: -edge[2])
 
 

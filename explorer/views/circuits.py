@@ -103,9 +103,7 @@ def _first_tokens(explorer, data: pairs.Dataset, positions) -> tuple[str, ...]:
 
 
 def every_edge(config) -> list[tuple]:
-    up, down = edge_module.upstream_nodes(config), edge_module.downstream_nodes(config)
-    u, v = edge_module.valid_edges(config).nonzero(as_tuple=True)
-    return [(up[a], down[b], 0.0) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
+    return [(u, v, 0.0) for u, v in edge_module.every_edge(config)]
 
 
 def find(

@@ -57,11 +57,13 @@ def _gathered(values: torch.Tensor, kept: list[int], rest: list[int], dim: int) 
     return torch.cat(parts, dim)
 
 
-def why_score(run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES) -> Plot:
+def why_score(
+    run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES, attribution=None
+) -> Plot:
     """One head's score of `query` for `key` split into its sources: the `top` query-side and key-side
-    sources with the largest parts, the rest as "other" (`run.score_attribution`)."""
+    sources with the largest parts, the rest as "other" (`attribution`, else `run.score_attribution`)."""
     query, key = clamp_position(run, query), clamp_position(run, key)
-    a = run.score_attribution(layer, head, query, key)
+    a = attribution or run.score_attribution(layer, head, query, key)
     q_kept, q_rest = top_and_rest(a.table.sum(1), top)
     k_kept, k_rest = top_and_rest(a.table.sum(0), top)
     table = _gathered(_gathered(a.table, q_kept, q_rest, 0), k_kept, k_rest, 1)
@@ -94,11 +96,10 @@ def composition(explorer, picked: tuple[int, int] | None = None) -> Plot:
     return figures.composition_figure.plot(scores, config.n_layers, config.n_heads, picked)
 
 
-def testable_sources(run, layer: int, head: int, query: int, key: int, top: int = TOP_SOURCES) -> list:
-    """The split's `top` sources on each side by |part|, largest first, as (label, value) choices for
-    `source_test`: the value names the side and the source ("key head 16 0", "query embedding")."""
-    query, key = clamp_position(run, query), clamp_position(run, key)
-    a = run.score_attribution(layer, head, query, key)
+def testable_sources(a, top: int = TOP_SOURCES) -> list:
+    """A split's (`run.score_attribution`) `top` sources on each side by |part|, largest first, as
+    (label, value) choices for `source_test`: the value names the side and the source ("key head 16 0",
+    "query embedding")."""
     choices = []
     for side, parts, names in (
         ("key", a.table.sum(0), a.key_sources),

@@ -1,12 +1,13 @@
 // @ts-check
 // The paths through a node of a graph figure (the circuit's graph per position), lit while a person
 // hovers or pins the node: pure functions over the figure's `layout.meta.paths`, tested by node
-// (tests/figure_view.test.mjs).
+// (tests/graph_paths.test.mjs).
 //
 // `meta.paths`: {nodes: the node trace's index, edges: [[from, to], ...] each edge between two points
 // of the node trace, writer first, x and y: the node trace's points, colour: the lit paths'}. The lit
-// paths are drawn as the layout's line shapes, under the traces (a shape takes no hover or click). A path runs from the embedding to the logits; the paths through a node are every edge from
-// one of its ancestors into it or another ancestor, and every edge from it or one of its descendants.
+// paths are drawn as the layout's line shapes, under the traces (a shape takes no hover or click). A
+// path runs from the embedding to the logits; the paths through a node are every edge from one of its
+// ancestors into it or another ancestor, and every edge from it or one of its descendants.
 
 const DIM_TRACE = 0.12; // the opacity of the traces not lit
 const DIM_NODE = 0.2; // and of the nodes off every lit path

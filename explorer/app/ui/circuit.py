@@ -221,20 +221,17 @@ class CircuitEvents:
             t.pairs,
             api_name=False,
         )
-        t.edges.input(
-            guarded(s.status)(self.show_edges),
-            [t.shown, t.linked, t.edges],
-            [s.status, t.graph, t.curve],
-            api_name=False,
-            trigger_mode="always_last",
-        )
-        t.influence.input(
-            guarded(s.status)(self.show_influence),
-            [t.shown, t.linked, t.influence],
-            [s.status, t.position_graph, t.graph_heads],
-            api_name=False,
-            trigger_mode="always_last",
-        )
+        for slider, show, redrawn in (  # each redraws from the circuit on screen, with no new reading
+            (t.edges, self.show_edges, [t.graph, t.curve]),
+            (t.influence, self.show_influence, [t.position_graph, t.graph_heads]),
+        ):
+            slider.input(
+                guarded(s.status)(show),
+                [t.shown, t.linked, slider],
+                [s.status, *redrawn],
+                api_name=False,
+                trigger_mode="always_last",
+            )
         clicked = gr.on(
             [t.nodes.head_picked, t.position_graph.head_picked, t.graph.head_picked],
             guarded(s.status)(self.open_head),

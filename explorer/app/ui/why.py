@@ -68,9 +68,10 @@ class WhyPanel:
             if key is None:  # the key the head looks at most from the query
                 key = int(run.attention_rows(layer, [query], head).probs[0, 0].argmax())
             key = views.clamp_position(run, index(key, "key position"))
-            split = views.why_score(run, layer, head, query, key)
+            attribution = run.score_attribution(layer, head, query, key)
+            split = views.why_score(run, layer, head, query, key, attribution=attribution)
             row = views.what_drives_row(run, layer, head, query)
-            choices = views.testable_sources(run, layer, head, query, key)
+            choices = views.testable_sources(attribution)
             return {
                 self.source: gr.update(choices=choices, value=choices[0][1] if choices else None),
                 self.tested: "",

@@ -350,7 +350,7 @@ def main(args) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from explorer.loading.catalog import smollm2_gguf
-    from explorer.tools.bench.common import cpu_model
+    from explorer.tools.bench.common import cpu_model, write_tables
 
     plan = [(None, [n for n in args.lengths if n <= 256])]  # the bundled model's context is 256
     smollm2 = smollm2_gguf()
@@ -370,9 +370,4 @@ def main(args) -> dict[str, Any]:
         for source, lengths in plan:
             results["models"].append(measure_model(source, lengths, args.repeats, browser))
         browser.close()
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = Path(args.out) / f"browser-{args.device}"
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
-    return results
+    return write_tables(Path(args.out), f"browser-{args.device}", results, markdown(results))

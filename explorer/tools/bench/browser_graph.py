@@ -14,7 +14,6 @@ A benchmark, not a timed test.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import statistics
 import subprocess
@@ -111,7 +110,7 @@ def main(args) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from explorer.loading.catalog import smollm2_gguf
-    from explorer.tools.bench.common import cpu_model
+    from explorer.tools.bench.common import cpu_model, write_tables
 
     version = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True).stdout.strip()
     with sync_playwright() as playwright:
@@ -125,9 +124,4 @@ def main(args) -> dict[str, Any]:
         "repeats": args.repeats,
         **measured,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = Path(args.out) / f"browser-graph-{args.device}"
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
-    return results
+    return write_tables(Path(args.out), f"browser-graph-{args.device}", results, markdown(results))

@@ -82,6 +82,15 @@ def machine(device: str, threads: int) -> dict[str, Any]:
     return info
 
 
+def write_tables(out: Path, stem: str, results: dict[str, Any], text: str) -> dict[str, Any]:
+    """`results` as out/STEM.json and their table `text` as out/STEM.md, printed too."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+    return results
+
+
 def cpu_model() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
