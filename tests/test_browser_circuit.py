@@ -115,6 +115,28 @@ JS_LIT = """(id) => {  // the lit paths' edges (line shapes), and the nodes dimm
         dimmed: Array.isArray(opacity) ? opacity.filter((o) => o < 1).length : 0,
     };
 }"""
+JS_MEETING_LABELS = """(id) => {  // node labels drawn over each other or over another node's marker,
+    // and tokens of the x axis drawn over each other
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const index = gd.data.findIndex((trace) => trace.meta && trace.meta.role === "nodes");
+    const trace = gd.querySelectorAll(".scatterlayer .trace")[index];
+    const boxes = (root, selector) => [...root.querySelectorAll(selector)]
+        .map((element) => element.getBoundingClientRect());
+    const meet = (p, q) => Math.min(p.right, q.right) - Math.max(p.left, q.left) > 1
+        && Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top) > 1;
+    const labels = boxes(trace, ".textpoint text"), markers = boxes(trace, ".point");
+    const names = [...trace.querySelectorAll(".textpoint text")].map((text) => text.textContent);
+    const meeting = [];
+    labels.forEach((p, i) => {
+        labels.slice(i + 1).forEach((q, j) => meet(p, q) && meeting.push([names[i], names[i + 1 + j]]));
+        markers.forEach((q, j) => j !== i && meet(p, q) && meeting.push([names[i], `marker of ${names[j]}`]));
+    });
+    const ticks = [...gd.querySelectorAll(".xtick text")];
+    const tickBoxes = ticks.map((tick) => tick.getBoundingClientRect());
+    tickBoxes.forEach((p, i) => tickBoxes.slice(i + 1).forEach((q, j) =>
+        meet(p, q) && meeting.push([ticks[i].textContent, ticks[i + 1 + j].textContent])));
+    return meeting;
+}"""
 JS_TICKS = """(id) => [...document.querySelectorAll(`#${id} .xtick text`)].map((tick) => tick.textContent)"""
 
 
@@ -144,7 +166,12 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
     assert len(ticks) == len(tokens) and "question" in ticks[tokens.index(" question")]
 
     # hovering a head lights the paths through it and dims the rest; a click pins it
-    head_node = next(node for node in nodes if node["data"][0] >= 0)
+    card = app.page.locator(f"#{plot}").bounding_box()  # a graph wider than its card scrolls sideways
+
+    def in_sight(point: dict) -> bool:
+        return card["x"] + 20 < point["x"] < card["x"] + card["width"] - 20
+
+    head_node = next(node for node in nodes if node["data"][0] >= 0 and in_sight(node))
     box = app.page.locator(f"#{plot} .gtitle").bounding_box()
     app.page.mouse.move(head_node["x"], head_node["y"], steps=2)
     app.page.wait_for_function(f"(id) => ({JS_LIT})(id).edges > 0", arg=plot)
@@ -165,6 +192,7 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
         edge
         for edge in marks
         if edge["data"][2] > edge["data"][3]
+        and in_sight(edge)
         and all(abs(edge["x"] - o["x"]) + abs(edge["y"] - o["y"]) > 12 for o in marks + nodes if o != edge)
     ]
     layer, head, query, key = edges[0]["data"]
@@ -305,6 +333,7 @@ def test_smollm2s_built_in_ioi_graph_names_every_node_over_the_prompts_tokens(ap
     shown = app.page.evaluate(JS_NODE_LABELS, plot)  # the labels drawn, as many as the nodes
     assert len(shown) == len(nodes) and all(label.strip() for label in shown)
     assert {"logits", "23.3"} <= set(shown)
+    assert app.page.evaluate(JS_MEETING_LABELS, plot) == []
     ticks = app.page.evaluate(JS_TICKS, plot)
     assert ticks[0] == "When" and ticks[-1].strip() == "to"
     match_baseline(app.screenshot(app.page.locator(f"#{plot}"), []), "circuit-graph-smollm2-ioi")

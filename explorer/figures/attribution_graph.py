@@ -31,6 +31,8 @@ NODE_COLOURS = {
 WIDTHS = (1.0, 2.5, 5.0)  # edges by |score|: under a third of the strongest, under two thirds, the rest
 ATTENTION_COLOUR = "rgba(5, 150, 105, 0.55)"
 LIT_COLOUR = "rgba(234, 88, 12, 0.9)"  # the paths through the node hovered or pinned
+LAYER_PX = 36  # between two layers: a label over the largest marker clears the next layer's markers
+MARGIN = dict(l=70, r=20, t=60, b=100)
 
 
 @builds_figure
@@ -44,7 +46,8 @@ def attribution_graph_figure(
     attention: list[dict],
     title: str,
 ) -> Plot:
-    """centres: [N] the x of each position's column, ending at `width`; nodes: {x, y, label, kind,
+    """centres: [N] the x of each position's column, ending at `width` (px at the figure's least width:
+    it scrolls sideways in a narrower card); nodes: {x, y, label, kind,
     influence, hover, layer, head} (kind: embedding, head, mlp, logits, kv; layer and head −1 where not
     a head); edges: {x0, y0, x1, y1, source, target, reader, score, hover} (source and target: indices
     into `nodes`; reader: q, k, v, mlp, logits); attention: {x0, y0, x1, y1, source, target, weight,
@@ -88,9 +91,9 @@ def attribution_graph_figure(
         ),
         legend=dict(orientation="h", x=0, y=0.005, xanchor="left", yanchor="bottom", yref="container"),
         hovermode="closest",
-        meta=dict(paths=paths),
-        height=max(420, 160 + 26 * (n_layers + 2)),
-        margin=dict(l=70, r=20, t=60, b=100),
+        meta=dict(paths=paths, min_width=round(width) + MARGIN["l"] + MARGIN["r"]),
+        height=max(420, 160 + LAYER_PX * (n_layers + 2)),
+        margin=MARGIN,
     )
 
 
@@ -184,8 +187,8 @@ def _midpoints(edges: list[dict], places: list[tuple[float, float]], **style) ->
     )
 
 
-NODE_CLEAR = (0.35, 0.45)  # how far (x, y) a marker on an edge stays from a node's centre, in data units
-MARKER_CLEAR = (0.3, 0.4)  # and from another edge's marker
+NODE_CLEAR = (16.0, 0.45)  # how far (x px, y layers) a marker on an edge stays from a node's centre
+MARKER_CLEAR = (14.0, 0.4)  # and from another edge's marker
 ALONG = sorted((t / 20 for t in range(2, 19)), key=lambda t: abs(t - 0.5))  # its places, middle first
 
 
@@ -235,11 +238,11 @@ def _node_trace(nodes: list[dict]) -> dict:
         y=[node["y"] for node in nodes],
         text=[node["label"] for node in nodes],
         textposition="top center",
-        textfont=dict(size=10),
+        textfont=dict(size=10, shadow="auto"),  # a halo of the background: readable over edges
         customdata=[[node["layer"], node["head"], node["hover"]] for node in nodes],
         hovertemplate="%{customdata[2]}<extra></extra>",
         marker=dict(
-            size=[8 + 18 * (node["influence"] / strongest) ** 0.5 for node in nodes],
+            size=[8 + 12 * (node["influence"] / strongest) ** 0.5 for node in nodes],  # 20 px at most
             color=[NODE_COLOURS[node["kind"]] for node in nodes],
             line=dict(width=1, color="white"),
         ),

@@ -1,9 +1,11 @@
 """A positional attribution graph (`explorer.engine.graph.Graph`) laid out over the prompt for its
 figure (`explorer.figures.attribution_graph`), and its heads ranked.
 
-Where each node sits: x its position, nodes of one row at one position side by side; y its layer, a
-head on the layer's line, an MLP half a layer above, a kv head's k or v input a third below (at its
-key's position), the embedding under layer 0 and the logits over the last. An edge runs from its
+Where each node sits: y its layer (a head, an MLP and a kv head's k or v input on their layer's line,
+the embedding under layer 0, the logits over the last); x its position, the nodes of one layer at one
+position side by side, each as wide as its label. x is in pixels at the figure's least width: a
+position's column is as wide as its most crowded layer's labels, or its token where it holds no node,
+so no two labels meet; a figure wider than its card scrolls sideways. An edge runs from its
 writer to what reads it: a q input to its head, an MLP's input to the MLP, a k or v input to that kv
 head's input node; the input node reaches each kept head of its group at a later query position
 through an attention edge, where the clean run's weight is at least `MIN_ATTENTION`.
@@ -13,14 +15,16 @@ from __future__ import annotations
 
 from explorer.engine.graph import Graph
 from explorer.figures.attribution_graph import attribution_graph_figure
-from explorer.figures.common import quoted_token
+from explorer.figures.common import quoted_token, token_label
 from explorer.figures.plot import Plot
 
 MIN_ATTENTION = 0.05  # the weight under which an attention edge is not drawn
 EMBEDDING_Y = -1.0  # every other node sits at its layer (the logits at L)
 KIND_ORDER = {"embedding": 0, "kv": 1, "head": 2, "mlp": 3, "logits": 4}  # left to right in a row
-NODE_WIDTH = 0.5  # x units per node of a position's most crowded row (and one more)
-EMPTY_WIDTH = 1.0  # the width of a position without nodes: room for its token
+CHAR_PX = 6.0  # the width of a label's character at the figure's font size (10 px), DejaVu Sans's widest
+NODE_PX = 20  # the widest marker, and so the least room of a node
+GAP_PX = 5  # between two nodes' labels, and at either side of a column
+TICK_CHAR_PX = 7.2  # a character of a token on the x axis (12 px)
 
 
 def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_ATTENTION) -> Plot:
@@ -76,7 +80,7 @@ def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_
             weight = float(g.attention[layer, head_node["index"], head_node["position"], key])
             if weight >= min_attention:
                 attention.append((named["kv", layer, kv, key], head_node, weight))
-    centres, width = _place(list(named.values()), len(g.tokens))
+    centres, width = _place(list(named.values()), g.tokens)
     index = {id(n): i for i, n in enumerate(named.values())}  # a node's place in the node trace
     tokens = g.tokens
     nodes = [
@@ -132,23 +136,23 @@ def graph_figure(g: Graph, title: str | None = None, min_attention: float = MIN_
     return attribution_graph_figure.plot(list(tokens), centres, width, n_layers, nodes, edges, drawn, title)
 
 
-def _place(nodes: list[dict], n_tokens: int) -> tuple[list[float], float]:
-    """Each node's x and y (module doc); the centre of each position's column, and their width."""
+def _place(nodes: list[dict], tokens: list[str]) -> tuple[list[float], float]:
+    """Each node's x and y (module doc); the centre of each position's column, and their width (px)."""
     rows: dict[tuple, list[dict]] = {}
     for n in nodes:
         n["y"] = EMBEDDING_Y if n["kind"] == "embedding" else float(n["layer"])
+        n["room"] = max(NODE_PX, CHAR_PX * len(_label(n, tokens))) + GAP_PX
         rows.setdefault((n["position"], n["y"]), []).append(n)
-    crowded = [1] * n_tokens  # the most nodes in one row at each position
+    widths = [TICK_CHAR_PX * len(token_label(token)) + GAP_PX for token in tokens]
     for (position, _), members in rows.items():
-        crowded[position] = max(crowded[position], len(members))
-    used = {position for position, _ in rows}
-    widths = [NODE_WIDTH * (count + 1) if p in used else EMPTY_WIDTH for p, count in enumerate(crowded)]
-    starts = [sum(widths[:p]) for p in range(n_tokens)]
+        widths[position] = max(widths[position], sum(n["room"] for n in members) + GAP_PX)
+    starts = [sum(widths[:p]) for p in range(len(tokens))]
     for (position, _), members in rows.items():
         members.sort(key=lambda n: (KIND_ORDER[n["kind"]], n["index"]))
-        step = widths[position] / (len(members) + 1)
-        for i, n in enumerate(members):
-            n["x"] = starts[position] + (i + 1) * step
+        x = starts[position] + (widths[position] - sum(n["room"] for n in members)) / 2
+        for n in members:
+            n["x"] = x + n["room"] / 2
+            x += n["room"]
     return [start + width / 2 for start, width in zip(starts, widths, strict=True)], sum(widths)
 
 
