@@ -22,6 +22,7 @@ from explorer.errors import CheckpointError, PromptError, UnsupportedConfigError
 if TYPE_CHECKING:
     from explorer.engine.attention import AttentionInternals, kv_head_map
     from explorer.engine.config import ModelConfig, RopeScaling
+    from explorer.engine.edits import Edit
     from explorer.engine.graph import Graph
     from explorer.engine.run import Run
     from explorer.explorer import Explorer, load
@@ -33,6 +34,7 @@ _LAZY = {
     "kv_head_map": "explorer.engine.attention",
     "ModelConfig": "explorer.engine.config",
     "RopeScaling": "explorer.engine.config",
+    "Edit": "explorer.engine.edits",
     "Run": "explorer.engine.run",
     "Explorer": "explorer.explorer",
     "Graph": "explorer.engine.graph",
@@ -43,6 +45,7 @@ _LAZY = {
 __all__ = [
     "AttentionInternals",
     "CheckpointError",
+    "Edit",
     "Explorer",
     "Graph",
     "ModelConfig",

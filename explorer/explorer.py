@@ -5,6 +5,10 @@ through the engine, which knows neither.
 ex = explorer.load()            # the bundled model; or a folder, a .gguf file, a hub id
 run = ex.run(text)              # one fast forward -> Run
 ex.generate(prompt, ...)        # one token at a time from a KV cache -> Generation
+ex.run(text, edits=[Edit("z", 3, head=1, position=-1, op="scale", value=0.0)])   # any tap written
+ex.steering_vector(positives, negatives, layer=2)    # a direction to add with Edit("resid", 2, ...)
+ex.run_batch(texts, batch_size=16)  # a Run each, one padded forward a batch
+ex.cache(texts, taps=[("resid", 2), ("z", 3)], positions=-1)   # {tap: array [T, ...]}, streamed
 ex.patch_heads(clean, corrupted, answer, distractor)   # every head patched -> PatchResult
 ex.composition_scores()         # Q-, K-, V-composition of every pair of heads -> Composition
 ex.patch_nodes(clean, corrupted, answer, distractor, nodes=[("z", 9, 3, -1)])  # exact, per node
@@ -23,9 +27,10 @@ from pathlib import Path
 
 import torch
 
-from explorer.engine import circuits
+from explorer.engine import batch, circuits
 from explorer.engine.composition import Composition, composition_scores
 from explorer.engine.config import ModelConfig
+from explorer.engine.edits import Edit, Edits
 from explorer.engine.exact_circuits import CorruptedRuns
 from explorer.engine.generate import Generation
 from explorer.engine.interventions import Ablation, PatchResult, Progress, patch_heads
@@ -72,6 +77,7 @@ class Explorer:
         ablate_mode: str = "zero",
         *,
         ids: Sequence[int] | None = None,
+        edits: Sequence[Edit] | None = None,
     ) -> Run:
         """One fast forward over `text`, truncated to the context (or `max_tokens`) if longer: cut to
         `tokens.CHARS_PER_TOKEN` characters per token allowed before it is tokenized, then to the tokens.
@@ -79,6 +85,8 @@ class Explorer:
 
         `ablate`: (layer, head) pairs whose outputs are zeroed or mean-replaced (`ablate_mode`, see
         `explorer.engine.interventions`); the run remembers it, so its eager reruns apply the same edit.
+        `edits`: `Edit`s written on the forward's taps (`explorer.engine.edits`), every one checked before
+        it runs; the run remembers them too, so every view of it shows the edited model.
         """
         ablation = Ablation.parse(self.config, ablate, ablate_mode)
         limit = min(max_tokens or self.config.context_length, self.config.context_length)
@@ -91,8 +99,11 @@ class Explorer:
         )
         ids = torch.tensor([encoded.ids], device=self.device)  # [1, N]
         n, hidden = ids.shape[1], self.config.hidden_size
+        edited = Edits.parse(self.config, edits, n)
         layer_inputs = torch.empty(self.config.n_layers, 1, n, hidden, dtype=self.dtype, device=self.device)
-        taps = Taps(block_input=recorder(layer_inputs), heads=ablation.tap if ablation else None)
+        taps = Taps(heads=ablation.tap if ablation else None).then(Taps(block_input=recorder(layer_inputs)))
+        if edited is not None:  # the edits first: the block inputs kept are the edited ones
+            taps = edited.taps(range(n)).then(taps)
         start = time.perf_counter()
         final_hidden = self.model.hidden_states(ids, taps=taps)  # [1, N, hidden]
         if self.device.type == "cuda":
@@ -109,7 +120,18 @@ class Explorer:
             n_dropped=encoded.n_dropped,
             n_chars_dropped=encoded.n_chars_dropped,
             ablation=ablation,
+            edits=edited,
         )
+
+    def run_batch(self, items: Sequence, batch_size: int = 16, max_tokens: int | None = None) -> list[Run]:
+        """A Run for each text or token-id list, in order, as `run` makes it, from one padded forward
+        per batch of `batch_size` (`explorer.engine.batch`)."""
+        return batch.run_batch(self, items, batch_size, max_tokens)
+
+    def cache(self, texts, taps, positions=-1, batch_size: int = 16, max_tokens=None, progress=True):
+        """Activations over a dataset, streamed: each tap, ("resid", 10) or ("z", 23) …, at `positions` of
+        every text, as float32 arrays {tap: [T, ...]} filled a batch at a time (`engine.batch.cache`)."""
+        return batch.cache(self, texts, taps, positions, batch_size, max_tokens, progress)
 
     @property
     def composition_computed(self) -> bool:
@@ -201,11 +223,14 @@ class Explorer:
         stop_at_eos: bool = True,
         eos_token_id: int | None = None,
         max_tokens: int | None = None,
+        edits: Sequence[Edit] | None = None,
     ) -> Generation:
         """New tokens after `prompt`, one step at a time from a KV cache: iterate the Generation for each
         step's token, candidates and attention row [L, H, q+1]; its `run` is the sequence as a Run.
         Temperature 0 is greedy; `eos_token_id` defaults to the config's (see engine.generate); the
-        prompt and new tokens together stay within `max_tokens` (default: the model's context)."""
+        prompt and new tokens together stay within `max_tokens` (default: the model's context).
+        `edits` are written on every forward, the prompt's and each new position's (one with no position
+        at every new position too; the KV cache keeps edited keys and values)."""
         return Generation(
             self,
             prompt,
@@ -217,7 +242,40 @@ class Explorer:
             stop_at_eos=stop_at_eos,
             eos_token_id=eos_token_id,
             max_tokens=max_tokens,
+            edits=edits,
         )
+
+    @torch.inference_mode()
+    def steering_vector(self, positive: Sequence[str], negative: Sequence[str], layer: int) -> torch.Tensor:
+        """A direction in the stream entering `layer` (L: the final norm's input): the mean over the
+        positive texts of each one's mean over its positions, less the same over the negative texts;
+        add it with `Edit("resid", layer, op="add", value=strength * vector)`.  # [hidden] float32 CPU"""
+        last = self.config.n_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= last:
+            raise ValueError(f"layer must be an integer in [0, {last}], got {layer!r}")
+        means = []
+        for side, texts in (("positive", positive), ("negative", negative)):
+            if (
+                isinstance(texts, str)
+                or not texts
+                or not all(isinstance(t, str) and t.strip() for t in texts)
+            ):
+                raise ValueError(f"the {side} texts are a list of at least one text, none empty")
+            means.append(torch.stack([self._stream_mean(text, layer) for text in texts]).mean(0))
+        return means[0] - means[1]
+
+    def _stream_mean(self, text: str, layer: int) -> torch.Tensor:
+        """The stream entering `layer` averaged over the text's positions.  # [hidden] float32 CPU"""
+        ids = torch.tensor([encode(self.tokenizer, text, self.config.context_length).ids], device=self.device)
+        kept = []
+        if layer < self.config.n_layers:
+            stream = self.model.hidden_states(ids, layers=range(layer))  # [1, N, hidden]
+        else:
+            taps = Taps(block_output=lambda at, x: kept.append(x) if at == layer - 1 else None)
+            self.model.hidden_states(ids, taps=taps)
+            stream = kept[0]
+        self.forward_count += 1
+        return stream[0].float().mean(0).cpu()
 
 
 def load(

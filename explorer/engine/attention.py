@@ -18,7 +18,7 @@ touching the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
@@ -70,6 +70,7 @@ class Projections:
     q_normed: torch.Tensor | None = None  # [H, N, d] after QK-norm, before RoPE (None: no QK-norm)
     k_normed: torch.Tensor | None = None  # [H_kv, N, d]
     window: int | None = None  # a sliding layer's window: query i sees keys i − window < j ≤ i
+    taps: Taps = field(default=NO_TAPS, repr=False)  # an edited run's: its knockouts and score edits
 
     @property
     def q_unrotated(self) -> torch.Tensor:
@@ -94,22 +95,25 @@ class Projections:
         queries: range | list[int],
         head: int | None = None,
         n_keys: int | None = None,
-        taps: Taps = NO_TAPS,
+        taps: Taps | None = None,
     ) -> AttentionRows:
         """The one attention's rows of `queries` (positions), every head or `head` alone, over keys
         0..n_keys−1 (default every key): the keys after the last query have probability 0, so a
-        caller may leave them out. `taps` see the scores and the pattern.  # stages [H or 1, Q, n_keys]"""
+        caller may leave them out. `taps` (default: the projections' own, an edited run's) see and edit
+        the scores and the pattern, and knock cells out.  # stages [H or 1, Q, n_keys]"""
         n_keys = self.n_tokens if n_keys is None else n_keys
+        taps = self.taps if taps is None else taps
         if isinstance(queries, range) and queries.step == 1:
             positions, picked = torch.arange(queries.start, queries.stop), slice(queries.start, queries.stop)
         else:
             positions = picked = torch.as_tensor(list(queries), dtype=torch.long)
-        if head is None:
+        if head is not None and not 0 <= head < self.n_heads:
+            raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
+        if head is None or taps.knockout or taps.stagewise_at(self.layer):  # the taps see every head
             q, k = self.q_rot[:, picked], self.k_rot[:, :n_keys]  # [H, Q, d], [H_kv, K, d]
-        else:
-            if not 0 <= head < self.n_heads:
-                raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
-            q, k = self.q_rot[head, picked][None], self.k_rot[self.kv_head[head], :n_keys][None]
+            rows = attention_rows(q, k, positions, self.scale, self.window, self.layer, taps)
+            return rows if head is None else rows.of_head(head, int(self.kv_head[head]))
+        q, k = self.q_rot[head, picked][None], self.k_rot[self.kv_head[head], :n_keys][None]
         return attention_rows(q, k, positions, self.scale, self.window, self.layer, taps)
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -191,13 +195,16 @@ class AttentionInternals:
 
 
 @torch.inference_mode()
-def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -> Projections:
-    """q, k, v of one layer, after QK-norm (where the model has it) and after RoPE, float32.
-    # x [N, hidden]: the stream entering the block"""
+def project(
+    block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int, taps: Taps = NO_TAPS
+) -> Projections:
+    """q, k, v of one layer, after QK-norm (where the model has it) and after RoPE, float32; `taps` edit
+    q, k and v before both, as they did in the forward.  # x [N, hidden]: the stream entering the block"""
     deadline.check()
     n_tokens = x.shape[0]
     attn = block.self_attn
-    projected = attn.project(block.attention_input(x)[None])  # [1, H, N, d], [1, H_kv, N, d] ×2
+    q, k, v = attn.project(block.attention_input(x)[None])  # [1, H, N, d], [1, H_kv, N, d] ×2
+    projected = tapped(taps.q, layer, q), tapped(taps.k, layer, k), tapped(taps.v, layer, v)
     q, k, v = (t[0].float() for t in projected)
     normed = None
     if attn.q_norm is not None:  # in the model's dtype, as the fast path norms them
@@ -220,6 +227,7 @@ def project(block: Block, x: torch.Tensor, inv_freq: torch.Tensor, layer: int) -
         q_normed=normed[0] if normed else None,
         k_normed=normed[1] if normed else None,
         window=attn.window,
+        taps=taps,
     )
 
 
@@ -241,10 +249,10 @@ def eager_attention(
 ) -> AttentionInternals:
     """Rerun one layer's attention step by step.  # x [N, hidden]: the stream entering the block
 
-    `taps` read the scores and the pattern, and edit the heads' outputs before o_proj as they did in the
-    fast path (an ablated run's `heads` tap).
+    `taps` edit q, k, v, the scores (and knock cells out) and the heads' outputs before o_proj as they did
+    in the fast path (an edited or ablated run's), and read the scores and the pattern.
     """
-    p = project(block, x, inv_freq, layer)
+    p = project(block, x, inv_freq, layer, taps)
     rows = p.rows(range(p.n_tokens), taps=taps)
     heads_out = tapped(taps.heads, layer, rows.mix(p.v)[None])  # [1, H, N, d]
     output = block.self_attn.merge_heads(heads_out.to(x.dtype))[0].float()  # [N, hidden]

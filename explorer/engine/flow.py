@@ -119,12 +119,13 @@ def _layer(run, p: Projections, m: int, last_only: bool = False) -> _Layer:
         scales = model.layers[layer].attention_write_scale(value[0])
         read["write_scales"] = None if scales is None else scales.cpu()
 
-    taps = Taps(
-        heads=run.heads_tap,
-        attention_output=keep_write_scales,
-        after_attention=keep("after_attention"),
-        mlp_output=keep("mlp_output"),
-        block_output=keep("block_output"),
+    taps = run.taps.then(  # its edits and ablation, as its forward applied them; then the readers
+        Taps(
+            attention_output=keep_write_scales,
+            after_attention=keep("after_attention"),
+            mlp_output=keep("mlp_output"),
+            block_output=keep("block_output"),
+        )
     )
     stream = run.layer_inputs[layer, None, :m]  # [1, m, hidden]
     model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=last_only)

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import torch
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.edits import Edits
 from explorer.engine.kv_cache import KVCache
 from explorer.engine.rows import attention_rows
 from explorer.engine.run import Run
@@ -138,6 +139,7 @@ class Generation:
         stop_at_eos: bool = True,
         eos_token_id: int | None = None,
         max_tokens: int | None = None,
+        edits=None,
     ):
         check_settings(max_new_tokens, temperature, top_k, top_p, seed)
         config = explorer.config
@@ -151,6 +153,13 @@ class Generation:
                 f"and {holds} {context}: shorten it to leave room for at least one new token."
             )
         self.max_tokens = context
+        # checked against the prompt (negative positions count from its end), then at every new position
+        self.edits = Edits.parse(config, edits, len(encoded.ids), growing=True)
+        if self.edits is not None and any(edit.tap == "scores" for edit in self.edits.edits):
+            raise ValueError(
+                "a generation takes no score edits yet: the attention rows it shows for each step would "
+                "not see them. Edit the scores of the finished sequence with ex.run(ids=..., edits=...)."
+            )
         self.explorer = explorer  # the Explorer that generates
         self.prompt_ids: list[int] = encoded.ids  # [P]
         self.ids: list[int] = list(encoded.ids)  # [P + steps so far]
@@ -264,6 +273,8 @@ class Generation:
 
         ids = torch.tensor([new_ids], device=self.explorer.device)  # [1, n]
         taps = Taps(block_input=keep_input, queries=keep_query)
+        if self.edits is not None:  # the edits first: the block inputs kept are the edited ones
+            taps = self.edits.taps(range(start, end)).then(taps)
         hidden = model.hidden_states(ids, positions=range(start, end), cache=self.cache, taps=taps)[0]
         self.final_hidden[start:end] = hidden  # [n, hidden]
         self.cache.length = end
@@ -289,5 +300,6 @@ class Generation:
                 layer_inputs=self.layer_inputs[:, :n],
                 final_hidden=self.final_hidden[:n],
                 forward_seconds=self.seconds,
+                edits=self.edits,
             )
         return self._run

@@ -26,7 +26,7 @@ import torch
 
 from explorer.engine import deadline
 from explorer.engine.interventions import single_token
-from explorer.engine.taps import Taps, tapped
+from explorer.engine.taps import Taps
 
 LENS_SLAB = 2048  # vocabulary columns a lens tile takes at once
 LENS_TILE_BYTES = 8 * 2**20  # one lens tile, [(L+1)·positions, slab] float32: held in cache
@@ -231,10 +231,8 @@ def logit_attribution(
     mlps = torch.empty(config.n_layers, config.hidden_size, dtype=run.layer_inputs.dtype)
     head_outputs, mlps = head_outputs.to(run.layer_inputs.device), mlps.to(run.layer_inputs.device)
 
-    def record_heads(layer: int, y: torch.Tensor) -> torch.Tensor:  # y [1, H, 1, d]
-        y = tapped(run.heads_tap, layer, y)  # the run's own ablation, as its forward applied it
+    def record_heads(layer: int, y: torch.Tensor) -> None:  # y [1, H, 1, d] as the run's taps left it
         head_outputs[layer] = y[0, :, -1]
-        return y
 
     def record_mlp(layer: int, y: torch.Tensor) -> None:  # y [1, 1, hidden]
         mlps[layer] = y[0, -1]
@@ -245,7 +243,9 @@ def logit_attribution(
             write_scales[layer] = scale
 
     write_scales = torch.ones(config.n_layers, config.hidden_size, device=run.layer_inputs.device)
-    taps = Taps(heads=record_heads, attention_output=record_attention, mlp_output=record_mlp)
+    taps = run.taps.then(  # its edits and ablation, as its forward applied them; then the readers
+        Taps(heads=record_heads, attention_output=record_attention, mlp_output=record_mlp)
+    )
     for layer in range(config.n_layers):
         stream = run.layer_inputs[layer, None, : position + 1]  # [1, position + 1, hidden]
         model.hidden_states(stream=stream, layers=range(layer, layer + 1), taps=taps, last_only=True)

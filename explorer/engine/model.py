@@ -5,17 +5,16 @@ RMSNorm, SwiGLU or GeGLU; Gemma norms what attention and the MLP write too) -> f
 prefix) so checkpoints map 1:1.
 
 One forward, `Transformer.hidden_states`, serves every path that pushes a stream through blocks: a whole
-prompt, a generation's prefill and each of its decode steps (positions after a KV cache), an ablated or
-patched run, and the patch sweep (a range of blocks entered from a cached layer input, the last block
-computing the last position alone). `Taps` read or edit the stream at named points along it. The block
-is written here once; no other module calls its norms or its MLP (the eager path reaches the attention's
-input through `Block.attention_input`).
+prompt or a padded batch, a generation's prefill and decode steps (positions after a KV cache), an edited
+or patched run, the patch sweep (blocks entered from a cached layer input, the last block computing the
+last position alone). `Taps` read or edit the stream at named points along it. The block is written
+here once; no other module calls its norms or its MLP (the eager path reaches the attention's input
+through `Block.attention_input`).
 
 Attention here is the fast path: PyTorch SDPA with `enable_gqa=True`, causal (or the banded mask of a
-sliding layer, `rows.attention_mask`), which never materialises an N×N map; a forward whose taps read the
-scores or the pattern attends stage by stage instead (`explorer.engine.rows`, the one attention). The
-eager rerun that exposes every stage is `explorer.engine.attention`; it reuses these modules' weights
-through `Attention.project` and `Attention.merge_heads`.
+sliding layer, `rows.attention_mask`, less any cells knocked out), never materialising an N×N map; a
+layer whose scores or pattern taps read attends stage by stage (`explorer.engine.rows`, the one
+attention). The eager rerun is `explorer.engine.attention`, with these modules' weights.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from torch import nn
 
 from explorer.engine import deadline, rope
 from explorer.engine.config import ModelConfig
-from explorer.engine.rows import attention_mask, attention_rows
+from explorer.engine.rows import attention_mask, attention_rows, knocked_out
 from explorer.engine.taps import NO_TAPS, Taps, tapped
 
 
@@ -163,18 +162,20 @@ class Attention(nn.Module):
         n_queries, n_keys = q.shape[2], k.shape[2]
         where = torch.arange(n_keys - x.shape[1], n_keys, device=q.device)  # the M positions
         queries = where if kept is None else where[kept]  # [R]
-        if p.stagewise or p.taps.stagewise:  # attention stage by stage (the one attention), float32
-            allowed = p.mask(queries, n_keys, self.window)  # [R, keys]
+        blocked = p.taps.blocked(layer, queries, n_keys)  # [H, R, keys] cells knocked out, or None
+        if p.stagewise or p.taps.stagewise_at(layer):  # attention stage by stage (the one attention)
+            allowed = knocked_out(p.mask(queries, n_keys, self.window), blocked)  # [R or H, R, keys]
             rows = attention_rows(
                 q.float(), k.float(), queries, self.scale, self.window, layer, p.taps, allowed
             )
             return rows.mix(v.float()).to(q.dtype)
         # As many queries as keys, the last positions they reach: the causal mask (SDPA's own); queries
-        # at the last key alone see every key (no mask); else the mask, unless a sliding window cuts none.
-        mask, causal = None, kept is None and self.window is None and 1 < n_queries == n_keys
+        # at the last key alone see every key (no mask); else the mask (cells knocked out joining it),
+        # unless a sliding window cuts none.
+        causal = kept is None and self.window is None and 1 < n_queries == n_keys and blocked is None
         sees_all = bool(queries.min() == n_keys - 1) and (self.window is None or n_keys <= self.window)
-        if not causal and not sees_all:
-            mask = p.mask(queries, n_keys, self.window)  # [R, keys]
+        mask = None if causal or sees_all and blocked is None else p.mask(queries, n_keys, self.window)
+        mask = None if mask is None else knocked_out(mask, blocked)  # [R or H, R, keys]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True, scale=self.scale
         )

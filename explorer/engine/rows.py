@@ -18,6 +18,7 @@ blockwise and pooled views, head scores, flow weights and rollout, `attention_to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,12 @@ def attention_mask(queries: torch.Tensor, n_keys: int, window: int | None) -> to
     if window is not None:
         allowed &= keys > queries[:, None] - window
     return allowed
+
+
+def knocked_out(allowed: torch.Tensor, blocked: torch.Tensor | None) -> torch.Tensor:
+    """The mask less the cells a knockout blocks (`Taps.knockout`: their scores −∞ before the softmax).
+    # [R, K] bool, blocked [H, R, K] bool or None -> [H, R, K] (or `allowed` as it is)"""
+    return allowed if blocked is None else allowed & ~blocked
 
 
 def causal_mask(n_tokens: int, device: torch.device | str = "cpu", window: int | None = None) -> torch.Tensor:
@@ -102,15 +109,16 @@ class AttentionRows:
 
     @cached_property
     def masked(self) -> torch.Tensor:
-        """scaled, −∞ where the mask forbids.  # [..., H, Q, K]"""
-        return self.scaled.masked_fill(~self.allowed, -math.inf)
+        """scaled, −∞ where the mask forbids; as the taps leave it, where they read the scores.
+        # [..., H, Q, K]"""
+        masked = self.scaled.masked_fill(~self.allowed, -math.inf)
+        return self._tapped(self.taps.scores, masked) if self.taps.stagewise_at(self.layer) else masked
 
     @cached_property
     def probs(self) -> torch.Tensor:
         """The softmax of each row; entries outside the mask exactly 0.  # [..., H, Q, K]"""
-        if self.taps.stagewise:  # the taps see (and may edit) every row at once
-            masked = self._tapped(self.taps.scores, mask_(self._raw(), self.scale, self.allowed))
-            return self._tapped(self.taps.pattern, softmax_(masked))
+        if self.taps.stagewise_at(self.layer):  # the taps see (and may edit) every row at once
+            return self._tapped(self.taps.pattern, softmax_(self.masked.clone()))
         probs = torch.empty(self.shape, dtype=self.q.dtype, device=self.q.device)
         for start, stop, low, high in self.blocks:
             deadline.check()  # a bounded request stops between two blocks
@@ -120,6 +128,20 @@ class AttentionRows:
             probs[..., start:stop, :low] = 0  # keys the block's queries never see
             probs[..., start:stop, high:] = 0
         return probs
+
+    def of_head(self, head: int, kv_head: int) -> AttentionRows:
+        """One head's rows, their stages those of every head's (so the taps saw every head at once).
+        # stages [..., 1, Q, K]"""
+        one = dataclasses.replace(
+            self,
+            q=self.q[..., head : head + 1, :, :],
+            k=self.k[..., kv_head : kv_head + 1, :, :],
+            allowed=self.allowed[..., head : head + 1, :, :] if self.allowed.dim() > 2 else self.allowed,
+            taps=NO_TAPS,
+        )
+        for stage in ("scores", "scaled", "masked", "probs"):
+            one.__dict__[stage] = getattr(self, stage)[..., head : head + 1, :, :]
+        return one
 
     def _tapped(self, tap, value: torch.Tensor) -> torch.Tensor:
         """`value` as a tap leaves it, shown with a batch dimension as a forward's (rows of one prompt:
@@ -141,7 +163,7 @@ class AttentionRows:
         and `mix` compute at once: the rows of one cell of positions, over every key a query of that
         cell may see (with taps: one block, every row and key)."""
         *_, n_rows, n_keys = self.shape
-        if self.taps.stagewise:
+        if self.taps.stagewise_at(self.layer):
             return [(0, n_rows, 0, n_keys)]
         cells = (self.positions // CELL).tolist()
         blocks, start = [], 0
@@ -157,7 +179,7 @@ class AttentionRows:
         """Each head's output, probs @ v over its kv head's values, block by block over the keys each
         block's rows may see; when `probs` was not read (and no tap reads it), each block's rows are
         softmaxed and mixed at once, never held whole.  # v [..., H_kv, K, d] -> [..., H, Q, d]"""
-        held = "probs" in self.__dict__ or self.taps.stagewise
+        held = "probs" in self.__dict__ or self.taps.stagewise_at(self.layer)
         *lead, n_heads, n_rows, _ = self.shape
         n_kv = v.shape[-3]
         out = torch.empty(*lead, n_heads, n_rows, v.shape[-1], dtype=self.q.dtype, device=self.q.device)
@@ -196,5 +218,8 @@ def attention_rows(
         band = None if None in window or not window else max(window)
     else:
         band = window
-        allowed = attention_mask(positions, n_keys, window) if allowed is None else allowed  # [Q, K]
+        if allowed is None:  # [Q, K], less the cells the taps knock out: [H, Q, K]
+            allowed = knocked_out(
+                attention_mask(positions, n_keys, window), taps.blocked(layer, positions, n_keys)
+            )
     return AttentionRows(q, k, positions, scale, allowed, band, layer, taps)

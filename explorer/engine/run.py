@@ -20,12 +20,14 @@ from explorer.engine import flow, lens, qk
 from explorer.engine import source_effect as source_effects
 from explorer.engine.attention import AttentionInternals, Projections, eager_attention, project
 from explorer.engine.config import ModelConfig
+from explorer.engine.edits import Edits
 from explorer.engine.interventions import Ablation
 from explorer.engine.rows import AttentionRows
 from explorer.engine.source_effect import SourceEffect
-from explorer.engine.taps import Tap, Taps
+from explorer.engine.taps import NO_TAPS, Tap, Taps
 
 DEFAULT_EAGER_CACHE_BYTES = 256 * 2**20
+FLOW_READS = ("resid", "q", "k", "v", "mlp", "scores")  # edits flow redoes (it splits z by key itself)
 
 
 class Run:
@@ -43,6 +45,7 @@ class Run:
         n_dropped: int = 0,
         n_chars_dropped: int = 0,
         ablation: Ablation | None = None,
+        edits: Edits | None = None,
     ):
         self.explorer = explorer  # the Explorer (model and tokenizer) that ran it
         self.ids: list[int] = ids  # [N]
@@ -53,6 +56,14 @@ class Run:
         self.final_hidden = final_hidden  # [N, hidden] after the final norm
         self.forward_seconds: float = forward_seconds
         self.ablation: Ablation | None = ablation  # heads this run's forward (and eager reruns) ablate
+        self.edits: Edits | None = edits  # what its forward (and eager reruns) wrote on its taps
+        ablating = Taps(heads=ablation.tap if ablation else None)
+        # [positions 0..N−1] its edits, then its ablation: what every rerun of a layer from its kept input
+        # applies again (the inputs kept are the edited ones: an edit of a block's input is not redone)
+        edited = (
+            NO_TAPS if edits is None else dataclasses.replace(edits.taps(range(len(ids))), block_input=None)
+        )
+        self.taps: Taps = edited.then(ablating)
         self.eager_seconds: dict[int, float] = {}
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
@@ -80,8 +91,19 @@ class Run:
 
     @property
     def heads_tap(self) -> Tap | None:
-        """What this run does to its heads' outputs (its ablation) in every forward and eager rerun."""
-        return self.ablation.tap if self.ablation else None
+        """What this run does to its heads' outputs (its edits of z, its ablation) in every forward and
+        eager rerun."""
+        return self.taps.heads
+
+    def require_unedited(self, reading: str, taps: tuple[str, ...] = ()) -> None:
+        """Refuse a reading that cannot yet redo this run's edits of some taps (all but `taps`)."""
+        edited = [edit for edit in self.edits.edits if edit.tap not in taps] if self.edits else []
+        if edited:
+            raise ValueError(
+                f"{reading} does not yet read a run with edits of "
+                f"{', '.join(sorted({e.tap for e in edited}))} ({'; '.join(map(str, edited))}). Its "
+                "attention maps, logits, logit lens and logit attribution show the edited model."
+            )
 
     @property
     def logits(self) -> torch.Tensor:
@@ -118,7 +140,9 @@ class Run:
         self, answer: str, distractor: str | None = None, position: int = -1
     ) -> lens.Attribution:
         """The direct effect of each head, MLP and the embedding on logit(answer) (− logit(distractor))
-        at `position`; the parts sum to the total (`explorer.engine.lens`)."""
+        at `position`; the parts sum to the total (`explorer.engine.lens`). An edited run's parts are
+        its edited heads and MLPs; an edit of the stream itself is no part, so it is refused."""
+        self.require_unedited("Logit attribution", ("z", "q", "k", "v", "mlp", "scores"))
         return lens.logit_attribution(self, answer, distractor, position)
 
     def attention_to(self, key: int, query: int = -1) -> torch.Tensor:
@@ -128,11 +152,13 @@ class Run:
     def contributions(self, layer: int, position: int = -1) -> flow.Contributions:
         """Each part's share of the stream at `position` after `layer`'s attention (every head's part
         from every key, and the block's input) and after its MLP (`explorer.engine.flow`)."""
+        self.require_unedited("Contributions", FLOW_READS)
         return flow.contributions(self, layer, position)
 
     def information_flow(self, position: int = -1, threshold: float = 0.04) -> flow.InformationFlow:
         """The routes that carry the stream at `position` to the output, edges at or above `threshold`
         (Ferrando & Voita 2024; `explorer.engine.flow`)."""
+        self.require_unedited("Information flow", FLOW_READS)
         return flow.information_flow(self, position, threshold)
 
     def rollout(self, position: int = -1) -> torch.Tensor:
@@ -143,11 +169,13 @@ class Run:
         """Why `head` of `layer` scores `key` as it does from `query`: the scaled score split into
         query-side × key-side sources (the embedding, each earlier head, o_proj bias and MLP, the q/k
         biases); `.table` [S_q, S_k] sums to `.score` (`explorer.engine.qk`)."""
+        self.require_unedited("Score attribution")
         return qk.score_attribution(self, layer, head, query, key)
 
     def key_drivers(self, layer: int, head: int, query: int) -> qk.KeyDrivers:
         """Each key-side source's part of `head`'s scaled score of `query` at every key, the query side
         summed: `.parts` [S, N], column j summing to `.scores[j]`, 0 outside the mask."""
+        self.require_unedited("Key drivers")
         return qk.key_drivers(self, layer, head, query)
 
     def source_effect(
@@ -157,6 +185,7 @@ class Run:
         stream (`side="key"`) or the query's, zeroed or mean-replaced, the score and the attention weight
         recomputed (norms and softmax included) beside the split's linear prediction
         (`explorer.engine.source_effect`)."""
+        self.require_unedited("A source's effect")
         return source_effects.source_effect(self, layer, head, query, key, source, side, mode)
 
     def _check_layer(self, layer: int) -> None:
@@ -181,7 +210,7 @@ class Run:
                 self.layer_inputs[layer],
                 model.layer_inv_freq(layer),
                 layer,
-                Taps(heads=self.heads_tap),
+                self.taps,
             )
         internals = _to_cpu(internals)
         self.eager_seconds[layer] = time.perf_counter() - start
@@ -224,7 +253,7 @@ class Run:
         model = self.explorer.model
         with torch.inference_mode():
             projections = project(
-                model.layers[layer], self.layer_inputs[layer], model.layer_inv_freq(layer), layer
+                model.layers[layer], self.layer_inputs[layer], model.layer_inv_freq(layer), layer, self.taps
             )
         projections = _to_cpu(projections)
         if remember:
@@ -254,9 +283,7 @@ class Run:
         self._check_layer(layer)
         model = self.explorer.model
         with torch.inference_mode():
-            p = model.pass_over(
-                range(self.n_tokens), self.layer_inputs.dtype, taps=Taps(heads=self.heads_tap)
-            )
+            p = model.pass_over(range(self.n_tokens), self.layer_inputs.dtype, taps=self.taps)
             out = model.layers[layer].attend(self.layer_inputs[layer][None], layer, p)
         return out[0].float().cpu()
 

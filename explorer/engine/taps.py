@@ -22,7 +22,10 @@ class Taps:
 
     `scores` and `pattern` exist only where attention is computed stage by stage: the eager rerun
     (`engine.attention`, `engine.rows`), and a forward given either of them, whose layers then attend
-    through `engine.rows` instead of SDPA (which never holds them)."""
+    through `engine.rows` instead of SDPA (which never holds them); `stagewise_layers` names the layers
+    they read (None: every layer), so the others keep SDPA. `knockout` is no point of the stream: it
+    names the cells of a layer's attention to block before the softmax (their scores −∞), which SDPA
+    takes as its mask and the one attention as part of its own."""
 
     block_input: Tap | None = None  # [B, M, hidden] the stream entering the block
     k: Tap | None = None  # [B, H_kv, M, d] k_proj's output, before QK-norm and RoPE (TL's hook_k)
@@ -39,14 +42,54 @@ class Taps:
     mlp_output: Tap | None = None  # [B, M, hidden] what the MLP writes (after Gemma's norm)
     block_output: Tap | None = None  # [B, M, hidden] the stream leaving the block
     final: Tap | None = None  # [B, M, hidden] after the final norm
+    # (layer, query positions [R], keys K) -> [H, R, K] bool, True where a cell is blocked; None: none
+    knockout: Callable[[int, torch.Tensor, int], torch.Tensor | None] | None = None
+    stagewise_layers: frozenset[int] | None = None  # the layers `scores` and `pattern` read (None: all)
 
     @property
     def stagewise(self) -> bool:
-        """Whether attention must be computed stage by stage for these taps to see it."""
+        """Whether attention must be computed stage by stage, at some layer, for these taps to see it."""
         return self.scores is not None or self.pattern is not None
+
+    def stagewise_at(self, layer: int) -> bool:
+        """Whether `layer`'s attention must be computed stage by stage for these taps to see it."""
+        return self.stagewise and (self.stagewise_layers is None or layer in self.stagewise_layers)
+
+    def blocked(self, layer: int, queries: torch.Tensor, n_keys: int) -> torch.Tensor | None:
+        """The cells of `layer` these taps block.  # queries [R] positions -> [H, R, n_keys] bool, or None"""
+        return None if self.knockout is None else self.knockout(layer, queries, n_keys)
+
+    def then(self, other: Taps) -> Taps:
+        """These taps, then `other`'s at each point (what this one leaves, `other` sees: an edit, then
+        a recorder of what the forward goes on with)."""
+        joined = {}
+        for name in POINTS:
+            first, second = getattr(self, name), getattr(other, name)
+            joined[name] = _chained(first, second) if first and second else first or second
+        if self.knockout and other.knockout:
+            raise ValueError("two knockouts on one forward: give their cells as one")
+        stagewise = None
+        if self.stagewise and other.stagewise:
+            if self.stagewise_layers is not None and other.stagewise_layers is not None:
+                stagewise = self.stagewise_layers | other.stagewise_layers
+        elif self.stagewise or other.stagewise:
+            stagewise = self.stagewise_layers if self.stagewise else other.stagewise_layers
+        return Taps(**joined, knockout=self.knockout or other.knockout, stagewise_layers=stagewise)
 
 
 NO_TAPS = Taps()
+POINTS = tuple(
+    name for name in Taps.__dataclass_fields__ if name not in ("knockout", "stagewise_layers")
+)  # the points of the stream, in the order a forward passes them
+
+
+def _chained(first: Tap, second: Tap) -> Tap:
+    def chained(layer: int, value: torch.Tensor) -> torch.Tensor | None:
+        edited = tapped(first, layer, value)
+        after = second(layer, edited)
+        return edited if after is None else after
+
+    return chained
 
 
 def recorder(store: torch.Tensor) -> Tap:
