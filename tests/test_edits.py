@@ -260,3 +260,30 @@ def test_the_steering_vector_is_the_difference_of_mean_hidden_states(hf_pair):
     assert torch.allclose(ex.steering_vector(positive, negative, layer), expected, atol=1e-5)
     with pytest.raises(ValueError, match="the negative texts are a list"):
         ex.steering_vector(positive, [], layer)
+
+
+def test_steering_readings_equal_transformers_with_the_same_hook(hf_pair):
+    from explorer.engine import steering
+
+    hf_model, ex = hf_pair
+    layer, held_out = 1, "whether 'tis nobler in the mind to suffer the slings"
+    vector = ex.steering_vector(["To be, or not to be"], ["that is the question"], layer)
+    edits = [Edit("resid", layer, op="add", value=3.0 * vector)]
+    ids = ids_of(ex, held_out)
+
+    def add(point, at, value):
+        return value + 3.0 * vector if (point, at) == ("resid", layer) else None
+
+    with torch.no_grad(), hf.hooks(hf_model, add):
+        loss = hf_model(torch.tensor([ids]), labels=torch.tensor([ids])).loss
+    assert steering.perplexity(ex, held_out, edits) == pytest.approx(float(loss.exp()), rel=1e-4)
+    words = ["question", "mind"]
+    concept = steering.concept_ids(ex.tokenizer, words)
+    assert concept and len(set(concept)) == len(concept)
+    readings = steering.compare(ex, "To be, or not", words, held_out, vector, layer, (0.0, 3.0), "Think.", 6)
+    assert [r.label for r in readings] == ["plain", "steered ×3", "prompted"]
+    steered = readings[1]
+    assert steered.held_out_perplexity == pytest.approx(float(loss.exp()), rel=1e-4)
+    assert all(0 <= r.concept_probability <= 1 and r.continuation for r in readings)
+    with pytest.raises(ValueError, match="the concept's words"):
+        steering.concept_ids(ex.tokenizer, [])

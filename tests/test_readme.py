@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = "explorer.load()"  # how a block loads the bundled model
 SMOLLM2 = "explorer.load(smollm2_gguf())"
-PAGES = ("README.md", "docs/api.md")  # the newcomer's page, and the API's lines it points to
+PAGES = ("README.md", "docs/api.md", "docs/experiments.md")  # the newcomer's page, the API's lines
 
 
 def python_blocks() -> list[str]:

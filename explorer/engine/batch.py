@@ -23,16 +23,17 @@ from explorer.engine.tokens import Encoded, encode, encode_ids
 CACHE_TAPS = ("resid", "z", "q", "k", "v", "mlp")  # what `cache` reads: [hidden] or [heads, d] a position
 
 
-def encoded(explorer, items: Sequence, max_tokens: int | None = None) -> list[Encoded]:
-    """Each item, a text or a list of token ids, as the model reads it (`Explorer.run`'s rules)."""
+def encoded(explorer, items: Sequence, max_tokens: int | None = None, labelled: bool = True) -> list[Encoded]:
+    """Each item, a text or a list of token ids, as the model reads it (`Explorer.run`'s rules); with
+    its tokens' display strings where `labelled`."""
     config = explorer.config
     limit = min(max_tokens or config.context_length, config.context_length)
     if isinstance(items, str) or not isinstance(items, Sequence) or not items:
         raise ValueError("give a list of texts or of token-id lists, at least one")
     return [
-        encode(explorer.tokenizer, item, limit)
+        encode(explorer.tokenizer, item, limit, labelled)
         if isinstance(item, str)
-        else encode_ids(explorer.tokenizer, item, limit, config.vocab_size)
+        else encode_ids(explorer.tokenizer, item, limit, config.vocab_size, labelled)
         for item in items
     ]
 
@@ -135,7 +136,7 @@ def cache(
     on stderr (True), none (False), or a callable told the fraction done."""
     config, model = explorer.config, explorer.model
     checked = _check_taps(config, taps)
-    every = encoded(explorer, texts, max_tokens)
+    every = encoded(explorer, texts, max_tokens, labelled=False)
     chosen = [_row_positions(positions, len(e.ids), i) for i, e in enumerate(every)]
     many = not isinstance(positions, int)
     heads = {"z": config.n_heads, "q": config.n_heads, "k": config.n_kv_heads, "v": config.n_kv_heads}

@@ -174,7 +174,7 @@ class Attention(nn.Module):
         # unless a sliding window cuts none.
         causal = kept is None and self.window is None and 1 < n_queries == n_keys and blocked is None
         sees_all = bool(queries.min() == n_keys - 1) and (self.window is None or n_keys <= self.window)
-        mask = None if causal or sees_all and blocked is None else p.mask(queries, n_keys, self.window)
+        mask = None if causal or (sees_all and blocked is None) else p.mask(queries, n_keys, self.window)
         mask = None if mask is None else knocked_out(mask, blocked)  # [R or H, R, keys]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True, scale=self.scale

@@ -39,7 +39,8 @@ def char_budget(max_tokens: int) -> int:
     return max_tokens * CHARS_PER_TOKEN
 
 
-def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
+def encode(tokenizer: Tokenizer, text: str, max_tokens: int, labelled: bool = True) -> Encoded:
+    """The text's ids, cut to `max_tokens`, with their display strings (none where not `labelled`)."""
     if not isinstance(text, str) or not text or text.isspace():  # (strip would copy a 50 MB prompt)
         raise PromptError("The prompt is empty: type some text to see how the model attends to it.")
     kept_text = text[: char_budget(max_tokens)]
@@ -50,15 +51,16 @@ def encode(tokenizer: Tokenizer, text: str, max_tokens: int) -> Encoded:
     kept = ids[:max_tokens]
     return Encoded(
         ids=kept,
-        tokens=display_tokens(tokenizer, kept),
+        tokens=display_tokens(tokenizer, kept) if labelled else [],
         n_dropped=len(ids) - len(kept),
         n_chars_dropped=len(text) - len(kept_text),
     )
 
 
-def encode_ids(tokenizer: Tokenizer, ids, max_tokens: int, vocab_size: int) -> Encoded:
+def encode_ids(tokenizer: Tokenizer, ids, max_tokens: int, vocab_size: int, labelled: bool = True) -> Encoded:
     """Token ids as given (a sequence of whole numbers of the vocabulary: the model's rows the tokenizer
-    names), cut to `max_tokens`, with the tokenizer's labels; one that is not is refused, naming it."""
+    names), cut to `max_tokens`, with the tokenizer's labels (none where not `labelled`); one that is not
+    is refused, naming it."""
     if isinstance(ids, str | bytes) or not hasattr(ids, "__len__"):
         raise PromptError(f"Token ids are a list of whole numbers, got {type(ids).__name__}.")
     ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
@@ -70,9 +72,8 @@ def encode_ids(tokenizer: Tokenizer, ids, max_tokens: int, vocab_size: int) -> E
             what = f"Token id {value!r} at position {position}"
             raise PromptError(f"{what} is not an id of this vocabulary (0 to {size - 1:,}).")
     kept = ids[:max_tokens]
-    return Encoded(
-        ids=kept, tokens=display_tokens(tokenizer, kept), n_dropped=len(ids) - len(kept), n_chars_dropped=0
-    )
+    tokens = display_tokens(tokenizer, kept) if labelled else []
+    return Encoded(ids=kept, tokens=tokens, n_dropped=len(ids) - len(kept), n_chars_dropped=0)
 
 
 def check_characters(text: str, what: str) -> None:

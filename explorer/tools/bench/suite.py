@@ -18,6 +18,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --flow     # contributions, the graph, rollout, weighted norms (tools.bench.flow)
     python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
     python -m explorer.bench --circuits # AtP, EAP-IG, the circuit metric, a node sweep (tools.bench.circuits)
+    python -m explorer.bench --experiments  # batches, edits, cached activations (tools.bench.experiments)
 
 `--model gemma3-gguf` runs the real Gemma-3-270M GGUF instead (with --lens, --flow, --load, or alone).
 """
@@ -38,6 +39,7 @@ from explorer.tools.bench import (
     browser,
     browser_graph,
     circuits,
+    experiments,
     flow,
     generate,
     lens,
@@ -154,6 +156,11 @@ def parse_args(argv: list[str] | None):
         help="AtP, EAP-IG, the circuit metric and a node sweep on IOI pairs (tools.bench.circuits)",
     )
     parser.add_argument(
+        "--experiments",
+        action="store_true",
+        help="run_batch, edited runs and ex.cache against their baselines (tools.bench.experiments)",
+    )
+    parser.add_argument(
         "--load",
         action="store_true",
         help="loading a real GGUF file, ours against transformers (tools.bench.loading)",
@@ -174,6 +181,7 @@ def parse_args(argv: list[str] | None):
         args.lengths = BROWSER_LENGTHS if args.browser else QUICK_LENGTHS if args.quick else FULL_LENGTHS
         args.lengths = (against.N_TOKENS,) if args.lens or args.flow or args.qk else args.lengths
         args.lengths = (circuits.IOI_TOKENS,) if args.circuits else args.lengths
+        args.lengths = (experiments.N_TOKENS,) if args.experiments else args.lengths
     return args
 
 
@@ -193,6 +201,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return qk.main(args)
     if args.circuits:
         return against.main(circuits.SUITE, args)
+    if args.experiments:
+        return experiments.main(args)
     if args.load:
         return loading.main(args)
     if args.model != "random":
