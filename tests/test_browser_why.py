@@ -160,3 +160,46 @@ def test_a_head_opened_from_the_overview_shows_why_it_looks_where_it_looks_most(
     title = app.title("why-split-plot")
     assert f"head {head} scores" in title and f"(query {last})" in title and f"(key {top})" in title
     assert not app.problems()
+
+
+JS_PANEL = """([id, axis]) => {  // the heatmap of one subplot (its x axis: "x5"), as drawn
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    const i = gd._fullData.findIndex((t) => t.type === "heatmap" && t.xaxis === axis);
+    return gd.calcdata[i][0].z.map((row) => Array.from(row, (v) => (v === null ? NaN : v)));
+}"""
+
+
+def test_a_cell_knocked_out_says_what_it_did_and_the_maps_show_it_until_put_back(app, browser_workspace):
+    from test_browser_intervene import settle
+
+    from explorer.engine.edits import Knockout
+
+    app.run(PROMPT)
+    app.set_layer(LAYER)
+    settle(app)
+    softmax = f"x{SOFTMAX_PANEL}"
+    before = np.array(app.page.evaluate(JS_PANEL, ["pipeline-plot", softmax]))
+    assert before[14, 9] > 0
+    open_why(app, 14, 9)
+    app.remember_plots()
+    app.page.locator("#why-knockout-button").click()
+    line = app.page.locator("#why-knockout-result .why-knockout-line")
+    line.wait_for(timeout=60_000)
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    knockout = Knockout(((LAYER, 0, 14, 9),))
+    plain, knocked = browser_workspace.run("", PROMPT), browser_workspace.run("", PROMPT, knockout)
+    assert line.text_content() == views.knockout_summary(plain, knocked, knockout)
+    after = np.array(app.page.evaluate(JS_PANEL, ["pipeline-plot", softmax]))
+    assert after[14, 9] == 0 and np.nansum(after[14]) == pytest.approx(1.0, abs=1e-4)
+    np.testing.assert_allclose(after[14], knocked.attention(LAYER).probs[0, 14].numpy(), atol=1e-5)
+    assert app.page.locator("#why-score").is_visible()  # the panel stays: it is the same prompt
+
+    app.remember_plots()
+    app.page.locator("#why-restore-button").click()
+    app.wait_redrawn(["pipeline-plot"])
+    settle(app)
+    again = np.array(app.page.evaluate(JS_PANEL, ["pipeline-plot", softmax]))
+    np.testing.assert_allclose(again[14], before[14], atol=1e-6)
+    app.page.locator("#why-knockout-result").wait_for(state="hidden")  # the line and its chart go
+    assert not app.problems()

@@ -173,8 +173,16 @@ def test_a_knockout_keeps_the_fast_path_and_every_view_shows_the_edited_model(hf
     steered = ex.run(ids=ids, edits=[Edit("resid", 1, op="add", value=torch.ones(ex.config.hidden_size))])
     with pytest.raises(ValueError, match="Logit attribution does not yet read a run with edits of resid"):
         steered.logit_attribution(ex.tokenizer.decode([ids[1]]))
-    with pytest.raises(ValueError, match="Score attribution does not yet read"):
-        run.score_attribution(layer, head, query, 2)
+    # the QK readings redo knockouts: the heads' writes they split the stream into are the knocked run's
+    from explorer.engine import qk
+
+    z, _ = qk._attention_at(run, layer, qk._pass(run, query + 1), [query])  # [H, 1, d]
+    written = ex.model.layers[layer].self_attn.merge_heads(z[None].to(ex.dtype))[0, 0].float()
+    assert torch.allclose(written, run.attention(layer).output[query], atol=1e-5)
+    split = run.score_attribution(layer, head, query, 2)
+    assert float(split.table.sum()) == pytest.approx(split.score, abs=1e-3)
+    with pytest.raises(ValueError, match="Score attribution does not yet read a run with edits of z"):
+        zeroed.score_attribution(layer, head, query, 2)
 
 
 def test_bad_edits_are_refused_with_a_message_and_nothing_runs(hf_pair):

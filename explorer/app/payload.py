@@ -110,7 +110,7 @@ def _others(run: Run, layer: int, head: int, style, name, shown: dict) -> dict[i
 def view_key(run: Run, style: figures.MapStyle) -> str:
     """What the layer values of one view share: the model, the prompt's tokens, the ablation and the
     map style. The page keeps neighbouring layers' values of its view alone."""
-    described = repr((run.explorer.name, run.ids, run.ablation, style))
+    described = repr((run.explorer.name, run.ids, run.ablation, str(run.edits or ""), style))
     return hashlib.blake2b(described.encode(), digest_size=12).hexdigest()
 
 

@@ -42,6 +42,7 @@ import torch
 from explorer.app import memory
 from explorer.app.kept import CachedRun, GenerationKey, KeptGeneration, holds, model_nbytes
 from explorer.app.policy import UNREADABLE, Policy, normalised
+from explorer.engine.edits import Knockout
 from explorer.engine.generate import Generation, Step
 from explorer.engine.interventions import Ablation
 from explorer.engine.run import Run
@@ -175,12 +176,12 @@ class Workspace:
     # --- runs ---
 
     def cached_run(
-        self, model: str | None, text: str | GenerationKey, ablation: Ablation | None = None
+        self, model: str | None, text: str | GenerationKey, ablation: Ablation | Knockout | None = None
     ) -> CachedRun:
         """The run of `text` on `model`: one fast forward the first time, none after (raises PromptError).
         The model must be in memory, unless it is the default one (see `explorer`). With an `ablation`
-        (heads zeroed or mean-replaced), a run of its own, kept beside the plain one. For a
-        GenerationKey, the generated sequence's run, built from the kept generation (no forward)."""
+        (heads zeroed or mean-replaced) or a `Knockout` (attention cells blocked), a run of its own, kept
+        beside the plain one. For a GenerationKey, the generated sequence's run (no forward)."""
         explorer = self.explorer(model, load=False)
         key = self.key(model)
         if isinstance(text, GenerationKey):
@@ -189,26 +190,25 @@ class Workspace:
         found = self._touch(key, run_key)
         if found is not None:
             return found
-        if ablation is None:
-            run = explorer.run(text, max_tokens=self.policy.max_tokens)
-        else:
-            run = explorer.run(
-                text, max_tokens=self.policy.max_tokens, ablate=ablation.heads, ablate_mode=ablation.mode
-            )
+        run = explorer.run(
+            text, max_tokens=self.policy.max_tokens, **(ablation.run_options() if ablation else {})
+        )
         run.eager_cache_bytes = EAGER_BYTES_PER_RUN
         return self._insert({key: explorer, run_key: CachedRun(run, read)})
 
-    def _run_key(self, explorer: Explorer, key: str, text: str, ablation: Ablation | None) -> tuple:
+    def _run_key(
+        self, explorer: Explorer, key: str, text: str, ablation: Ablation | Knockout | None
+    ) -> tuple:
         """The key a run of `text` is kept under, and the text it reads (cut to what a run may take)."""
         limit = min(self.policy.max_tokens, explorer.config.context_length)
         read = text[: char_budget(limit)] if isinstance(text, str) else text
         return ((key, read) if ablation is None else (key, read, ablation)), read
 
-    def run(self, model: str | None, text: str, ablation: Ablation | None = None) -> Run:
+    def run(self, model: str | None, text: str, ablation: Ablation | Knockout | None = None) -> Run:
         return self.cached_run(model, text, ablation).run
 
     def held_run(
-        self, model: str | None, text: str | GenerationKey, ablation: Ablation | None = None
+        self, model: str | None, text: str | GenerationKey, ablation: Ablation | Knockout | None = None
     ) -> Run | None:
         """The run of `text` on `model` (with `ablation`, as `run` takes it) where the workspace holds
         it, else None: nothing is loaded or run (what is made ready ahead of a person's next step never

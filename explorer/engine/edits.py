@@ -29,59 +29,25 @@ message, and nothing is applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.edit import Edit
+from explorer.engine.edit_writes import Resolved, edit_tap, knockout_tap
 from explorer.engine.taps import Taps
 
 TAPS = ("resid", "z", "q", "k", "v", "mlp", "scores")
 OPS = ("set", "add", "scale", "block", "fn")
-POINT = {"z": "heads", "q": "q", "k": "k", "v": "v", "mlp": "mlp_output", "scores": "scores"}
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One edit of one tap (module doc)."""
-
-    tap: str
-    layer: int
-    head: int | None = None
-    position: Any = None  # None, an int, a list, a slice; for scores (query, key) cells or query rows
-    op: str = "set"
-    value: Any = None  # a number or an array ([..., d] or the region's shape); a callable for "fn"
-
-    def __str__(self) -> str:
-        where = "" if self.head is None else f" head {self.head}"
-        at = "" if self.position is None else f" at {self.position!r}"
-        return f"{self.op} {self.tap} of layer {self.layer}{where}{at}"
-
-
-@dataclass(frozen=True, eq=False)
-class _Resolved:
-    """An edit checked against a model and a sequence: its positions (or cells) absolute."""
-
-    edit: Edit
-    positions: tuple | None  # absolute positions; scores: (query, key or None) cells; None: every one
-    value: torch.Tensor | float | Callable | None  # float32 CPU tensor [(H,) P or 1, last] for tensors
-    n_layers: int
-
-    @property
-    def point(self) -> tuple[str, int]:
-        """The `Taps` field and the layer it rides (the final norm's input: the last block's output)."""
-        edit = self.edit
-        if edit.tap != "resid":
-            return POINT[edit.tap], edit.layer
-        return ("block_input", edit.layer) if edit.layer < self.n_layers else ("block_output", edit.layer - 1)
 
 
 class Edits:
     """Edits checked against a model and a sequence, as the taps of a forward over some of its positions."""
 
-    def __init__(self, resolved: list[_Resolved], config: ModelConfig):
+    def __init__(self, resolved: list[Resolved], config: ModelConfig):
         self.resolved, self.config = resolved, config
 
     @classmethod
@@ -106,25 +72,23 @@ class Edits:
 
     def taps(self, positions: range) -> Taps:
         """The taps that write these edits on a forward over `positions` (consecutive, absolute)."""
-        by_point: dict[str, dict[int, list[_Resolved]]] = {}
-        blocks: dict[int, list[_Resolved]] = {}
+        by_point: dict[str, dict[int, list[Resolved]]] = {}
+        blocks: dict[int, list[Resolved]] = {}
         for r in self.resolved:
             if r.edit.op == "block":
                 blocks.setdefault(r.edit.layer, []).append(r)
                 continue
             name, layer = r.point
             by_point.setdefault(name, {}).setdefault(layer, []).append(r)
-        fields: dict[str, Any] = {
-            name: _tap(layers, positions, self.config) for name, layers in by_point.items()
-        }
+        fields: dict[str, Any] = {name: edit_tap(layers, positions) for name, layers in by_point.items()}
         if blocks:
-            fields["knockout"] = _knockout(blocks, self.config.n_heads)
+            fields["knockout"] = knockout_tap(blocks, self.config.n_heads)
         if "scores" in by_point:
             fields["stagewise_layers"] = frozenset(by_point["scores"])
         return Taps(**fields)
 
 
-def _resolve(config: ModelConfig, edit: Edit, n_tokens: int, growing: bool) -> _Resolved:
+def _resolve(config: ModelConfig, edit: Edit, n_tokens: int, growing: bool) -> Resolved:
     if not isinstance(edit, Edit):
         raise ValueError(f"edits are explorer.Edit(...), got {edit!r}")
     if edit.tap not in TAPS:
@@ -153,7 +117,7 @@ def _resolve(config: ModelConfig, edit: Edit, n_tokens: int, growing: bool) -> _
         raise ValueError(
             f"{edit}: block takes (query, key) cells: a whole row blocked leaves its softmax nothing"
         )
-    return _Resolved(edit, positions, _value(config, edit, positions, n_tokens, growing), config.n_layers)
+    return Resolved(edit, positions, _value(config, edit, positions, n_tokens, growing), config.n_layers)
 
 
 def _index(edit: Edit, position, n_tokens: int, growing: bool, what: str = "position") -> int:
@@ -259,7 +223,7 @@ def _heads_of(config: ModelConfig, tap: str) -> int:
     return config.n_kv_heads if tap in ("k", "v") else config.n_heads
 
 
-def _check_rows_left(config: ModelConfig, resolved: list[_Resolved]) -> None:
+def _check_rows_left(config: ModelConfig, resolved: list[Resolved]) -> None:
     """No query left with every key it sees blocked (its softmax would have nothing)."""
     blocked: dict[tuple[int, int, int], set[int]] = {}
     for r in resolved:
@@ -280,104 +244,29 @@ def _check_rows_left(config: ModelConfig, resolved: list[_Resolved]) -> None:
             )
 
 
-def _tap(layers: dict[int, list[_Resolved]], positions: range, config: ModelConfig):
-    """A tap writing each layer's edits, in the order given, on a forward over `positions`."""
+@dataclass(frozen=True)
+class Knockout:
+    """Attention cells knocked out, each (layer, head, query, key), sorted and each once: a value a run
+    is kept under (the app's workspace), read as the edits that block them."""
 
-    def tap(layer: int, value: torch.Tensor) -> torch.Tensor | None:
-        if layer not in layers:
-            return None
-        value = value.clone()
-        for r in layers[layer]:
-            if r.edit.tap == "scores":
-                _write_scores(r, value, positions)
-            else:
-                _write(r, value, positions)
-        return value
+    cells: tuple[tuple[int, int, int, int], ...]
 
-    return tap
+    @classmethod
+    def adding(cls, knockout: Knockout | None, cell: tuple[int, int, int, int]) -> Knockout:
+        """`knockout`'s cells (none where None) and `cell`."""
+        cells = set(knockout.cells if knockout else ()) | {tuple(int(value) for value in cell)}
+        return cls(tuple(sorted(cells)))
 
+    def run_options(self) -> dict:
+        """`Explorer.run`'s keywords that make a run knock these cells out."""
+        return {"edits": self.edits()}
 
-def _write(r: _Resolved, tensor: torch.Tensor, positions: range) -> None:
-    """In place: the edit on its region of a tap's tensor [B, (H,) M, last], rows at `positions`."""
-    edit = r.edit
-    view = tensor if edit.head is None else tensor[:, edit.head]  # [B, (H,) M, last]
-    positions = _rows(positions, view.shape[-2])
-    if r.positions is None:
-        local = list(range(len(positions)))
-        rows = list(positions)  # the value's rows: absolute positions
-    else:
-        picked = [(j, p) for j, p in enumerate(r.positions) if p in positions]
-        local, rows = [p - positions.start for _, p in picked], [j for j, _ in picked]
-    if not local:
-        return
-    index = torch.tensor(local, device=tensor.device)
-    region = view.index_select(-2, index)  # [B, (H,) p, last]
-    if edit.op == "fn":
-        new = _called(edit, region)
-    else:
-        value = r.value if r.value.shape[-2] == 1 else r.value[..., rows, :]
-        new = _applied(edit.op, region, value.to(tensor.device, tensor.dtype))
-    view.index_copy_(-2, index, new.to(tensor.dtype))
-
-
-def _write_scores(r: _Resolved, scores: torch.Tensor, positions: range) -> None:
-    """In place: the edit on its cells of a layer's masked scores [B, H, R, K], queries at `positions`;
-    a cell the mask forbids stays −∞."""
-    edit = r.edit
-    view = scores if edit.head is None else scores[:, edit.head : edit.head + 1]  # [B, h, R, K]
-    positions = _rows(positions, view.shape[-2])
-    if r.positions is None:
-        cells = [(slice(None), slice(None))]
-    else:
-        cells = [
-            (query - positions.start, slice(None) if key is None else key)
-            for query, key in r.positions
-            if query in positions
+    def edits(self) -> list[Edit]:
+        return [
+            Edit("scores", layer, head=head, position=(query, key), op="block")
+            for layer, head, query, key in self.cells
         ]
-    for row, key in cells:
-        region = view[:, :, row, key]
-        new = _called(edit, region.clone()) if edit.op == "fn" else _applied(edit.op, region, r.value)
-        view[:, :, row, key] = torch.where(torch.isneginf(region), region, new.to(region.dtype))
 
-
-def _rows(positions: range, count: int) -> range:
-    """Where a tap's `count` rows stand: every position of the forward, or, where it holds fewer, the
-    last ones (a forward that computes its last position alone from the queries on)."""
-    return positions if count == len(positions) else range(positions.stop - count, positions.stop)
-
-
-def _applied(op: str, region: torch.Tensor, value: torch.Tensor | float) -> torch.Tensor:
-    """The region after set, add or scale by a value that broadcasts to it."""
-    if op == "set":
-        return torch.zeros_like(region) + value
-    return region + value if op == "add" else region * value
-
-
-def _called(edit: Edit, region: torch.Tensor) -> torch.Tensor:
-    """The region as an fn edit returns it, checked to keep its shape."""
-    new = edit.value(region)
-    if not isinstance(new, torch.Tensor) or new.shape != region.shape:
-        raise ValueError(f"{edit}: fn returned {_described(new)} for a region of shape {tuple(region.shape)}")
-    return new
-
-
-def _knockout(blocks: dict[int, list[_Resolved]], n_heads: int):
-    def knockout(layer: int, queries: torch.Tensor, n_keys: int) -> torch.Tensor | None:
-        if layer not in blocks:
-            return None
-        row_of = {int(q): i for i, q in enumerate(queries.tolist())}
-        blocked = torch.zeros(n_heads, len(row_of), n_keys, dtype=torch.bool, device=queries.device)
-        for r in blocks[layer]:
-            heads = slice(None) if r.edit.head is None else r.edit.head
-            for query, key in r.positions:
-                if query in row_of and key < n_keys:
-                    blocked[heads, row_of[query], key] = True
-        return blocked
-
-    return knockout
-
-
-def _described(value) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
-    return f"{type(value).__name__}"
+    def __str__(self) -> str:
+        cells = ", ".join(f"{layer}.{head} at {query} → {key}" for layer, head, query, key in self.cells)
+        return f"knockout of {cells}"

@@ -69,6 +69,10 @@ class Ablation:
         heads = [h for ablated_layer, h in self.heads if ablated_layer == layer]
         return _ablate(y, heads, self.mode) if heads else None
 
+    def run_options(self) -> dict:
+        """`Explorer.run`'s keywords that make a run ablate these heads."""
+        return {"ablate": self.heads, "ablate_mode": self.mode}
+
     def __str__(self) -> str:
         return f"{self.mode} ablation of " + ", ".join(f"{layer}.{head}" for layer, head in self.heads)
 

@@ -29,7 +29,7 @@ import torch
 from explorer.engine import rope
 from explorer.engine.lens import check_position
 from explorer.engine.model import Block
-from explorer.engine.taps import tapped
+from explorer.engine.taps import Taps, tapped
 
 Source = tuple[str, int | None, int | None]  # (kind, layer, head): what wrote a part of the stream
 
@@ -103,10 +103,12 @@ def _attention_at(run, layer: int, p, kept: list[int] | None = None):
 
 
 def _pass(run, m: int):
-    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables and masks.
-    Its heads' outputs come from SDPA, as in the forward that wrote the cached stream (no stage of the
-    attention is read here)."""
-    return run.explorer.model.pass_over(range(m), run.layer_inputs.dtype)
+    """What every earlier block's attention shares over positions 0..m−1: their RoPE tables and masks,
+    and the run's knockouts. Its heads' outputs come from SDPA, as in the forward that wrote the cached
+    stream (no stage of the attention is read here)."""
+    return run.explorer.model.pass_over(
+        range(m), run.layer_inputs.dtype, taps=Taps(knockout=run.taps.knockout)
+    )
 
 
 def _written_by_heads(block: Block, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

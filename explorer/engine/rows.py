@@ -136,7 +136,7 @@ class AttentionRows:
             self,
             q=self.q[..., head : head + 1, :, :],
             k=self.k[..., kv_head : kv_head + 1, :, :],
-            allowed=self.allowed[..., head : head + 1, :, :] if self.allowed.dim() > 2 else self.allowed,
+            allowed=self.allowed[head] if self.allowed.dim() == 3 else self.allowed,  # [Q, K], as one head's
             taps=NO_TAPS,
         )
         for stage in ("scores", "scaled", "masked", "probs"):

@@ -95,9 +95,11 @@ class Run:
         eager rerun."""
         return self.taps.heads
 
-    def require_unedited(self, reading: str, taps: tuple[str, ...] = ()) -> None:
-        """Refuse a reading that cannot yet redo this run's edits of some taps (all but `taps`)."""
-        edited = [edit for edit in self.edits.edits if edit.tap not in taps] if self.edits else []
+    def require_unedited(self, reading: str, taps: tuple[str, ...] = (), knockouts: bool = False) -> None:
+        """Refuse a reading that cannot yet redo this run's edits of some taps (all but `taps`, and but
+        knockouts where it redoes them)."""
+        edits = self.edits.edits if self.edits else []
+        edited = [e for e in edits if e.tap not in taps and not (knockouts and e.op == "block")]
         if edited:
             raise ValueError(
                 f"{reading} does not yet read a run with edits of "
@@ -169,13 +171,13 @@ class Run:
         """Why `head` of `layer` scores `key` as it does from `query`: the scaled score split into
         query-side × key-side sources (the embedding, each earlier head, o_proj bias and MLP, the q/k
         biases); `.table` [S_q, S_k] sums to `.score` (`explorer.engine.qk`)."""
-        self.require_unedited("Score attribution")
+        self.require_unedited("Score attribution", knockouts=True)
         return qk.score_attribution(self, layer, head, query, key)
 
     def key_drivers(self, layer: int, head: int, query: int) -> qk.KeyDrivers:
         """Each key-side source's part of `head`'s scaled score of `query` at every key, the query side
         summed: `.parts` [S, N], column j summing to `.scores[j]`, 0 outside the mask."""
-        self.require_unedited("Key drivers")
+        self.require_unedited("Key drivers", knockouts=True)
         return qk.key_drivers(self, layer, head, query)
 
     def source_effect(
@@ -185,7 +187,7 @@ class Run:
         stream (`side="key"`) or the query's, zeroed or mean-replaced, the score and the attention weight
         recomputed (norms and softmax included) beside the split's linear prediction
         (`explorer.engine.source_effect`)."""
-        self.require_unedited("A source's effect")
+        self.require_unedited("A source's effect", knockouts=True)
         return source_effects.source_effect(self, layer, head, query, key, source, side, mode)
 
     def _check_layer(self, layer: int) -> None:

@@ -46,6 +46,7 @@ from explorer.views.interventions import (
     RankedHead,
     ablation_next_token_ids,
     ablation_next_tokens,
+    knockout_summary,
     patching,
     ranked_heads,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "head_profile",
     "head_similarity",
     "heads_looking_at",
+    "knockout_summary",
     "kv_cache",
     "kv_cache_bytes_per_token",
     "kv_cache_contexts",

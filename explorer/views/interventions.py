@@ -11,6 +11,7 @@ from explorer import figures
 from explorer.engine.interventions import PatchResult
 from explorer.engine.run import Run
 from explorer.engine.tokens import next_token_labels
+from explorer.figures.common import quoted_token
 from explorer.figures.plot import Plot
 
 ABLATION_TOP_TOKENS = 8  # per run; the figure shows the union of both runs' top tokens
@@ -34,7 +35,7 @@ def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None 
     last = (plain.logits[-1], ablated.logits[-1])  # [vocab] each
     a, b = pair if pair is not None else plain.next_token_probs().topk(2).indices.tolist()
     tokens = next_token_labels(plain.explorer.tokenizer, plain.ids, [*ids, a, b])  # as read after the prompt
-    label = str(ablated.ablation) if ablated.ablation else "ablation of no head"
+    label = str(ablated.ablation or ablated.edits or "ablation of no head")
     diffs = [float(logits[a] - logits[b]) for logits in last]
     return figures.ablation_next_tokens_figure.plot(
         tokens[:-2],
@@ -43,6 +44,26 @@ def ablation_next_tokens(plain: Run, ablated: Run, pair: tuple[int, int] | None 
         label,
         tuple(logits[ids].numpy() for logits in last),
         (tokens[-2], tokens[-1], *diffs),
+    )
+
+
+def knockout_summary(before: Run, after: Run, knocked) -> str:
+    """What a knockout (`engine.edits.Knockout`) did to the run on screen, in a line: the next token and
+    its probability before and after, and logit(a) − logit(b) of the two likeliest tokens before it."""
+    p_before, p_after = before.next_token_probs(), after.next_token_probs()  # [vocab] each
+    a, b = p_before.topk(2).indices.tolist()
+    top = int(p_after.argmax())
+    labels = next_token_labels(before.explorer.tokenizer, before.ids, [a, b, top])
+    first, second, new = (quoted_token(label) for label in labels)
+    was, now = f"{float(p_before[a]):.1%}", f"{float(p_after[a]):.1%}"
+    if top == a:
+        change = f"the next token stays {first} ({was} → {now})"
+    else:
+        change = f"the next token {first} ({was} → {now}) gives way to {new} ({float(p_after[top]):.1%})"
+    diffs = [float(run.logits_at(-1)[a] - run.logits_at(-1)[b]) for run in (before, after)]
+    return (
+        f"{str(knocked).capitalize()}: {change}; logit {first} − logit {second} {diffs[0]:+.3f} → "
+        f"{diffs[1]:+.3f}. The maps show the knocked-out run."
     )
 
 

@@ -139,8 +139,7 @@ class ViewEvents:
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
             return self.views_cleared()
-        cached = self.workspace.cached_run(model, text)
-        run = cached.run
+        run = (cached := self.workspace.cached_run(model, text)).run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
         cut = truncation_message(run, self.workspace.policy)
         if cut:
@@ -369,6 +368,7 @@ class ViewEvents:
             redraw=redraw,
         )
         t.intervene.wire(s, parts, runs)
+        t.attention.why.wire_knockout(s, t.intervene.stale, intervene.redraw_if)
         AfterRuns.wired(s, [t.lens, t.flow]).chain(runs)
         t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
         t.attention.wire_style(s, self.stale)

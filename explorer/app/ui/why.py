@@ -8,7 +8,9 @@ query and key, to change and split again ("Split", `/score_attribution`). A clic
 that head (page.js); a new run hides the panel, whose positions were the old prompt's. Under the split,
 one of its largest sources is tested causally ("Test it", `views.source_test`): its write taken out of
 the key's or the query's stream, zeroed or mean-replaced, the real score and weight beside the split's
-prediction."""
+prediction. "Knock it out" blocks the cell (its score −∞ before the softmax): the next token before and
+after, and every view redrawn from the knocked-out run (`shown` holds the `Knockout`); "Put it back"
+shows the plain run again. The panel stays while `shown` is the run its split was read from."""
 
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app import limits
+from explorer.app import limits, markup
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, gpu, guarded, index, picked_head, plot
 from explorer.app.ui.layer_view import CellAskedData, CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.engine.edits import Knockout
 
 HINT = (
     "Each cell is one query-side source × one key-side source: what the embedding, an earlier head, an "
@@ -45,18 +48,24 @@ class WhyPanel:
     test: gr.Button
     tested: gr.HTML  # the test's line
     row: PlotView
+    split_of: gr.State  # the `shown` the split on screen was read from
+    knock: gr.Button  # "Knock it out": the numbers' cell blocked, every view redrawn
+    restore: gr.Button  # "Put it back": the plain run again
+    knocked: gr.HTML  # what the knockout did, in a line
+    knock_bars: PlotView  # the next token before and after
+    knock_area: gr.Column  # the two, shown while a cell is knocked out
 
     def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers, self.cell]
-        outputs += [self.source, self.tested]
+        outputs += [self.source, self.tested, self.split_of]
 
         def draw(request: gr.Request, layer, head, query, key, shown):
             if shown is None:
                 return {}
             run = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.why_cost(run), run):
-                return split_and_row(run, layer, head, query, key)
+                return split_and_row(run, layer, head, query, key) | {self.split_of: shown}
 
         def split_and_row(run, layer, head, query, key):
             layer, head = picked_head(run, layer, head)
@@ -108,12 +117,17 @@ class WhyPanel:
         self.ask.click(
             handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution", **COSTLY
         )
-        shared.shown.change(
-            lambda: (gr.Accordion(visible=False), None, None, None, ""),
-            None,
-            [self.panel, self.split, self.row, self.cell, self.tested],
-            api_name=False,
-        )
+        hidden = [self.panel, self.split, self.row, self.cell, self.tested, self.knocked, self.knock_bars]
+        hidden += [self.knock_area, self.restore]
+
+        def hide_unless_read(shown, split_of):
+            """A new prompt, or another run of it than the split's (an ablation shown): the panel goes."""
+            if shown is not None and split_of is not None and tuple(shown) == tuple(split_of):
+                return {}
+            gone = gr.update(visible=False)  # (an update: a component made here would join the page)
+            return dict(zip(hidden, (gone, None, None, None, "", "", None, gone, gone), strict=True))
+
+        shared.shown.change(hide_unless_read, [shared.shown, self.split_of], hidden, api_name=False)
 
         def test(request: gr.Request, cell, choice, mode, shown):
             """The source picked removed from its side of the cell on screen."""
@@ -132,6 +146,57 @@ class WhyPanel:
             **COSTLY,
         )
 
+    def wire_knockout(self, shared: Shared, stale: gr.State, redraw_if) -> None:
+        """ "Knock it out" and "Put it back", which change `shown` and so `stale` (the views redrawn)."""
+        outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown, self.split_of]
+        outputs += [self.knock_area, stale]
+
+        def knock(request: gr.Request, layer, head, query, key, shown):
+            if shown is None:
+                raise ValueError("Run a prompt first: a knockout blocks a cell of its attention.")
+            model, text, *on_screen = shown
+            cells = (index(layer, "layer"), index(head, "head"), index(query, "query"), index(key, "key"))
+            earlier = on_screen[0] if on_screen and isinstance(on_screen[0], Knockout) else None
+            knockout = Knockout.adding(earlier, cells)
+            before = shared.workspace.run(*shown)
+            with shared.readings.reading(request, limits.why_cost(before), before):
+                after = shared.workspace.run(model, text, knockout)
+                line = views.knockout_summary(before, after, knockout)
+                bars = plot(views.ablation_next_tokens(before, after), "knockout")
+            knocked = (model, text, knockout)
+            return {
+                shared.status: markup.status(line, "info"),
+                self.knocked: f'<p class="why-knockout-line">{html.escape(line)}</p>',
+                self.knock_bars: bars,
+                self.restore: gr.update(visible=True),
+                self.knock_area: gr.update(visible=True),
+                shared.shown: knocked,
+                self.split_of: knocked,
+            } | redraw_if(stale, True)
+
+        def restore(shown):
+            if shown is None or len(shown) < 3:
+                return {}
+            plain = tuple(shown[:2])
+            return {
+                shared.status: markup.status("The cells are back: the views show the plain run.", "info"),
+                self.knocked: "",
+                self.knock_bars: None,
+                self.restore: gr.update(visible=False),
+                self.knock_area: gr.update(visible=False),
+                shared.shown: plain,
+                self.split_of: plain,
+            } | redraw_if(stale, True)
+
+        self.knock.click(
+            gpu(guarded(shared.status)(knock)),
+            [*self.numbers, shared.shown],
+            outputs,
+            api_name="knockout",
+            **COSTLY,
+        )
+        self.restore.click(guarded(shared.status)(restore), [shared.shown], outputs, api_name="restore")
+
 
 def build() -> WhyPanel:
     """The panel, hidden until a cell is clicked: the cell's numbers and "Split", and its two charts."""
@@ -146,6 +211,13 @@ def build() -> WhyPanel:
                 for name in names
             )
             ask = gr.Button("Split", elem_id="score-ask", scale=0, min_width=100)
+            knock = gr.Button("Knock it out", elem_id="why-knockout-button", scale=0, min_width=150)
+            restore = gr.Button(
+                "Put it back", elem_id="why-restore-button", scale=0, min_width=150, visible=False
+            )
+        with gr.Column(visible=False, elem_id="why-knockout") as knock_area:  # shown once a cell is out
+            knocked = gr.HTML(elem_id="why-knockout-result")
+            knock_bars = figure_view(elem_id="why-knockout-plot")
         split = figure_view(elem_id="why-split-plot")
         with gr.Row(elem_id="why-test"):
             source = checked.Dropdown(
@@ -177,4 +249,10 @@ def build() -> WhyPanel:
         test=test,
         tested=tested,
         row=row,
+        split_of=gr.State(None),
+        knock=knock,
+        restore=restore,
+        knocked=knocked,
+        knock_bars=knock_bars,
+        knock_area=knock_area,
     )
