@@ -179,3 +179,37 @@ def test_at_phone_width_no_generate_labels_overlap_and_the_page_never_scrolls_si
         assert phone.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     finally:
         context.close()
+
+
+def test_steer_shows_the_plain_steered_and_prompted_continuations(app, browser_workspace):
+    """The prompt on screen steered with the panel's defaults: three rows, as the engine reads them."""
+    from explorer.app.ui import steer
+    from explorer.engine import steering
+
+    app.page.get_by_role("tab", name="Generate", exact=True).click()  # the page's first prompt on screen
+    assert app.page.locator("#prompt textarea").input_value() == SHAKESPEARE_LINE
+    app.page.locator("#steer").get_by_text("Steer", exact=True).first.click()  # the accordion opens
+    app.page.locator("#steer-button").click()
+    rows = app.page.locator("#steer-table tr.steer-row")
+    rows.nth(2).wait_for(timeout=120_000)
+    ex = browser_workspace.explorer(None)
+    vector = ex.steering_vector(steer.POSITIVE.splitlines(), steer.NEGATIVE.splitlines(), 2)
+    words = [word.strip() for word in steer.WORDS.split(",")]
+    readings = steering.compare(
+        ex,
+        SHAKESPEARE_LINE,
+        words,
+        steer.HELD_OUT,
+        vector,
+        2,
+        (0.0, 4.0),
+        steer.INSTRUCTION,
+        steer.NEW_TOKENS,
+    )
+    for i, reading in enumerate(readings):
+        cells = rows.nth(i).locator("td").all_text_contents()
+        assert cells[0] == reading.label
+        assert float(cells[2]) == pytest.approx(reading.concept_probability, abs=2e-4)
+        assert float(cells[3].replace(",", "")) == pytest.approx(reading.held_out_perplexity, rel=1e-3)
+    assert "Steered at layer 2 with strength 4" in app.status()
+    assert not app.problems()

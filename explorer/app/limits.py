@@ -89,6 +89,12 @@ def why_cost(run: Run) -> Cost:
     return Cost(f"a score's sources at {n:,} tokens", layer + TILE_BYTES)
 
 
+def steering_cost(config: ModelConfig, new_tokens: int) -> Cost:
+    """Steering beside its baseline: three short generations and their forwards, each holding the
+    softmax of the vocabulary at every new position ([new tokens, vocab] twice), and a block of rows."""
+    return Cost("steering and its baseline", 2 * 4 * new_tokens * config.vocab_size + TILE_BYTES)
+
+
 def composition_cost(explorer) -> Cost:
     """The composition of every pair of heads, from the weights (kept once computed): every head's
     Grams as two hidden × d factors on each side, one band of their rows, the pairs' sums."""

@@ -235,3 +235,17 @@ def pairs_table(rows: list, title: str) -> str:
     note = '<div class="pairs-note">Marked: the words the corrupted prompt changes.</div>'
     title = f'<div class="pairs-title">{escape(title)}</div>'
     return f'<div id="circuit-pairs-content">{title}{table}{note}</div>'
+
+
+def steering_table(readings: list) -> str:
+    """Steering beside the plain and the prompted continuations, a row each: the continuation, the
+    probability of the concept's words at each new position (mean) and the held-out text's perplexity.
+    # readings [engine.steering.Reading]"""
+    body = "".join(
+        f'<tr class="steer-row"><td><b>{escape(r.label)}</b></td><td>{escape(printable(r.continuation))}</td>'
+        f"<td>{r.concept_probability:.4f}</td><td>{r.held_out_perplexity:,.1f}</td></tr>"
+        for r in readings
+    )
+    names = ("condition", "continuation", "p(concept word next)", "held-out perplexity")
+    head = "<tr>" + "".join(f"<th>{name}</th>" for name in names) + "</tr>"
+    return f'<div id="steer-table"><table><thead>{head}</thead><tbody>{body}</tbody></table></div>'

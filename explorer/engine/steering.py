@@ -54,10 +54,15 @@ def read(
     edits: Sequence[Edit] = (),
     instruction: str = "",
     max_new_tokens: int = 24,
+    max_tokens: int | None = None,
 ) -> Reading:
-    """The prompt (behind `instruction` where given) continued greedily under `edits`, and its measures."""
+    """The prompt (behind `instruction` where given) continued greedily under `edits`, and its measures;
+    the prompt and new tokens within `max_tokens` (default: the model's context)."""
     prefix = f"{instruction.strip()}\n" if instruction.strip() else ""
-    generation = explorer.generate(prefix + prompt, max_new_tokens=max_new_tokens, edits=list(edits) or None)
+    edited = list(edits) or None
+    generation = explorer.generate(
+        prefix + prompt, max_new_tokens=max_new_tokens, edits=edited, max_tokens=max_tokens
+    )
     steps = list(generation)
     whole = explorer.run(ids=generation.ids[:-1] if steps else generation.ids, edits=list(edits) or None)
     first = len(generation.prompt_ids) - 1  # the position whose logits chose the first new token
@@ -67,17 +72,20 @@ def read(
         label,
         "".join(step.token for step in steps),
         concept_probability,
-        perplexity(explorer, held_out, edits, prefix),
+        perplexity(explorer, held_out, edits, prefix, max_tokens),
     )
 
 
-def perplexity(explorer, text: str, edits: Sequence[Edit] = (), prefix: str = "") -> float:
+def perplexity(
+    explorer, text: str, edits: Sequence[Edit] = (), prefix: str = "", max_tokens: int | None = None
+) -> float:
     """exp(mean −log p) of `text`'s tokens after `prefix` (its first token's too, where there is a
-    prefix), under `edits`."""
+    prefix), under `edits`; the prefix and text cut to `max_tokens`."""
     tokenizer = explorer.tokenizer
     before = tokenizer.encode(prefix).ids if prefix else []
     ids = before + tokenizer.encode(text, add_special_tokens=False).ids
-    run = explorer.run(ids=ids, edits=list(edits) or None)
+    run = explorer.run(ids=ids, edits=list(edits) or None, max_tokens=max_tokens)
+    ids = run.ids
     start = max(len(before), 1)  # the first token read is one some position predicts
     logits = run.logits_at(list(range(start - 1, run.n_tokens - 1)))  # [T, vocab]
     targets = torch.tensor(ids[start:])
@@ -95,6 +103,7 @@ def compare(
     strengths: Sequence[float],
     instruction: str,
     max_new_tokens: int = 24,
+    max_tokens: int | None = None,
 ) -> list[Reading]:
     """The plain continuation, one steered by `strength × vector` added to the stream entering `layer`
     at every position for each strength, and the prompt behind `instruction`: a Reading each."""
@@ -104,17 +113,10 @@ def compare(
         edits = [Edit("resid", layer, op="add", value=float(strength) * vector)] if strength else []
         label = f"steered ×{strength:g}" if strength else "plain"
         readings.append(
-            read(explorer, label, prompt, concept, held_out, edits, max_new_tokens=max_new_tokens)
+            read(explorer, label, prompt, concept, held_out, edits, "", max_new_tokens, max_tokens)
         )
-    readings.append(
-        read(
-            explorer,
-            "prompted",
-            prompt,
-            concept,
-            held_out,
-            instruction=instruction,
-            max_new_tokens=max_new_tokens,
-        )
+    prompted = read(
+        explorer, "prompted", prompt, concept, held_out, (), instruction, max_new_tokens, max_tokens
     )
+    readings.append(prompted)
     return readings

@@ -21,6 +21,7 @@ from explorer.app import markup
 from explorer.app.jobs import time_left
 from explorer.app.kept import GenerationKey
 from explorer.app.ui import inputs as checked
+from explorer.app.ui import steer
 from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.engine.generate import Generation
@@ -149,6 +150,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         rows = figure_view(elem_id="generation-plot")
         candidates = figure_view(elem_id="candidates-plot")
         kv_cache = figure_view(elem_id="generation-kv-plot")
+        steer.build(shared, prompt, model)
 
     figures = [rows, candidates, kv_cache]
     stream_outputs = [shared.status, text, *figures, step, generated, show, stop]
