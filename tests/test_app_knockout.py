@@ -72,3 +72,19 @@ def test_a_cell_that_cannot_be_knocked_out_is_a_clear_message(client, cell, mess
     status, line, *_ = client.predict(*cell, api_name="/knockout")
     assert message in status_text(status)
     assert not line or line.get("__type__") == "update"
+
+
+def test_a_link_carries_the_cells_knocked_out_in_its_prompts_run_and_no_others():
+    from explorer.app.ui import share
+
+    on_screen = share.ViewState.on_page(
+        layer=2, head=3, prompt=PROMPT, knockout=(PROMPT, "2.3:14-9,2.3:14-8")
+    )
+    link = share.query_string(on_screen)
+    assert "knockout=2.3%3A14-9%2C2.3%3A14-8" in link
+    assert share.read(link).knockout == "2.3:14-8,2.3:14-9"  # as Knockout.spelled writes it: sorted
+    other = share.ViewState.on_page(layer=2, head=3, prompt="another prompt", knockout=(PROMPT, "2.3:14-9"))
+    assert "knockout" not in share.query_string(other)  # the cells were of another prompt's run
+    for wrong in ("2.3:14", "x.3:14-9", "2.3:14-9;2.3:1-0", "1" * 12 + ".0:1-0"):
+        assert share.read(f"?prompt=a&knockout={wrong}").knockout == ""
+    assert Knockout.read(" 2.3:14-9 , 2.3:14-9").cells == ((2, 3, 14, 9),)

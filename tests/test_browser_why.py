@@ -203,3 +203,33 @@ def test_a_cell_knocked_out_says_what_it_did_and_the_maps_show_it_until_put_back
     np.testing.assert_allclose(again[14], before[14], atol=1e-6)
     app.page.locator("#why-knockout-result").wait_for(state="hidden")  # the line and its chart go
     assert not app.problems()
+
+
+def test_a_link_carries_the_cells_knocked_out_and_opens_with_them_out(browser, app_url, browser_workspace):
+    from test_browser_intervene import settle
+
+    from explorer.engine.edits import Knockout
+
+    context = browser.new_context(**CONTEXT)
+    try:
+        app = AppPage(context.new_page(), app_url)
+        cells = f"{LAYER}.0:14-9,{LAYER}.0:14-8"
+        app.page.goto(
+            f"{app_url}?__theme=light&prompt={quote(PROMPT)}&layer={LAYER}&head=0&knockout={quote(cells)}"
+        )
+        app.page.locator("#status", has_text="Knockout of").wait_for(timeout=60_000)  # the link's run, then
+        settle(app)
+        knocked = browser_workspace.run("", PROMPT, Knockout.read(cells))
+        drawn = np.array(app.page.evaluate(JS_PANEL, ["pipeline-plot", f"x{SOFTMAX_PANEL}"]))
+        assert drawn[14, 8] == 0 and drawn[14, 9] == 0
+        np.testing.assert_allclose(drawn[14], knocked.attention(LAYER).probs[0, 14].numpy(), atol=1e-5)
+        app.page.locator("#copy-link").click()
+        app.page.wait_for_function(
+            "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value",
+            timeout=30_000,
+        )
+        link = app.page.locator("#share-link textarea, #share-link input").first.input_value()
+        assert parse_qs(urlparse(link).query)["knockout"] == [Knockout.read(cells).spelled()]  # sorted
+        assert not app.problems()
+    finally:
+        context.close()

@@ -29,6 +29,7 @@ message, and nothing is applied.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -256,6 +257,22 @@ class Knockout:
         """`knockout`'s cells (none where None) and `cell`."""
         cells = set(knockout.cells if knockout else ()) | {tuple(int(value) for value in cell)}
         return cls(tuple(sorted(cells)))
+
+    @classmethod
+    def read(cls, spelled: str) -> Knockout:
+        """The knockout `spelled` names ("2.3:14-9,2.3:14-8": layer.head:query-key, as a link carries
+        it); ValueError where it is not that."""
+        cells = []
+        for part in spelled.split(","):
+            found = re.fullmatch(r"\s*(\d{1,6})\.(\d{1,6}):(\d{1,9})-(\d{1,9})\s*", part)
+            if found is None:
+                raise ValueError(f"a knocked-out cell is layer.head:query-key, e.g. 2.3:14-9; got {part!r}")
+            cells.append(tuple(int(value) for value in found.groups()))
+        return cls(tuple(sorted(set(cells))))
+
+    def spelled(self) -> str:
+        """The cells as `read` takes them."""
+        return ",".join(f"{layer}.{head}:{query}-{key}" for layer, head, query, key in self.cells)
 
     def run_options(self) -> dict:
         """`Explorer.run`'s keywords that make a run knock these cells out."""

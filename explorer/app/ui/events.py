@@ -368,7 +368,7 @@ class ViewEvents:
             redraw=redraw,
         )
         t.intervene.wire(s, parts, runs)
-        t.attention.why.wire_knockout(s, t.intervene.stale, intervene.redraw_if)
+        t.attention.why.wire_knockout(s, t.intervene.stale, intervene.redraw_if, runs)
         AfterRuns.wired(s, [t.lens, t.flow]).chain(runs)
         t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
         t.attention.wire_style(s, self.stale)
@@ -395,6 +395,6 @@ class ViewEvents:
             **patching,
             target=t.lens.target,
             against=t.lens.distractor,
-            cell=t.attention.why.cell,
+            **t.attention.why.linked,
             circuit=t.circuit.linked,
         )

@@ -1,7 +1,8 @@
 """Links that restore a view: `?prompt=…&layer=…&head=…&model=…&tab=…` opens exactly that (and, when
 set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` and `k`, the heads to
 `ablate` with their `mode` and `views`, the patching prompts `clean`, `corrupted`, `answer`,
-`distractor`, the lens' `target` and `against`, the `cell` whose score is split: "query,key", and the
+`distractor`, the lens' `target` and `against`, the `cell` whose score is split: "query,key", the
+attention cells knocked out: `knockout=layer.head:query-key,…`, and the
 Circuit tab's dataset and settings: `circuit`, `pairs_n`, `seed` or the typed `pairs`, `metric`,
 `methods`, `positions`), and
 "Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
@@ -14,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
+from explorer.engine.edits import Knockout
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.values import brief
 from explorer.errors import CheckpointError
@@ -63,11 +65,12 @@ class ViewState:
     target: str = ""  # the lens' target token, and what it is read against
     against: str = ""
     cell: tuple[int, int] | None = None  # (query, key) of the head's score split ("why this score")
+    knockout: str = ""  # the attention cells knocked out, as `Knockout.spelled` writes them
     circuit: str = ""  # the Circuit tab's dataset and settings, as a query (`circuit.settings`)
 
     @classmethod
     def on_page(
-        cls, *, layer, head, model: str = "", query=None, key=None, ablate=(), cell=None, **values
+        cls, *, layer, head, model="", query=None, key=None, ablate=(), cell=None, knockout=None, **values
     ) -> ViewState:
         """The view state of the page's controls: the model by its source, the heads to ablate as the
         picker lists them ("3.1 · kv 0"), and the cell whose score is split, (layer, head, query, key)
@@ -83,6 +86,7 @@ class ViewState:
             key=None if query is None or key is None else int(key),
             ablate=tuple(str(value).split(" ")[0] for value in ablate or ()),  # "3.1 · kv 0" -> "3.1"
             cell=(int(cell[2]), int(cell[3])) if on_head else None,
+            knockout=knockout[1] if knockout and knockout[0] == values.get("prompt") else "",
             **values,
         )
 
@@ -106,10 +110,19 @@ class ViewState:
             mode=params["mode"] if params.get("mode") in ABLATE_MODES else "zero",
             in_views=flag(params, "views"),
             cell=(int(cell[0]), int(cell[1])) if len(cell) == 2 and whole(cell) else None,
+            knockout=spelled_knockout(params.get("knockout", "")),
             circuit=urlencode({k: params[k] for k in CIRCUIT_KEYS if k in params})
             if tab == "circuit"
             else "",
         )
+
+
+def spelled_knockout(text: str) -> str:
+    """A link's knocked-out cells as `Knockout.spelled` writes them, or '' where it names none."""
+    try:
+        return Knockout.read(text).spelled() if text.strip() else ""
+    except ValueError:
+        return ""
 
 
 def whole(parts: list[str]) -> bool:
@@ -141,6 +154,8 @@ def query_string(state: ViewState) -> str:
     params.update({name: getattr(state, name) for name in texts if getattr(state, name)})
     if state.cell is not None:
         params["cell"] = f"{state.cell[0]},{state.cell[1]}"
+    if state.knockout:
+        params["knockout"] = state.knockout
     query = urlencode(params)
     if state.circuit and state.tab == "circuit":
         query += "&" + state.circuit
@@ -224,6 +239,7 @@ def restore_view(workspace, model: str, request: gr.Request) -> tuple[ViewState,
     named |= {"ablate"} if state.ablate else set()
     named |= {"mode"} if params.get("mode") in ABLATE_MODES else set()
     named |= {"in_views"} if "views" in params else set()
+    named |= {"knockout"} if state.knockout else set()
     return state, frozenset(named), " ".join(filter(None, (layer_note, head_note)))
 
 
@@ -253,6 +269,7 @@ class LinkedControls:
     target: gr.Textbox
     against: gr.Textbox
     cell: gr.State
+    knockout: gr.State  # (prompt, cells knocked out in its run on screen), or None
     circuit: gr.Textbox
 
     def wire_copy(self, button: gr.Button, link: gr.Textbox) -> None:
@@ -279,7 +296,7 @@ class RestoredControls:
     log_box: gr.Checkbox
     weighted_box: gr.Checkbox
 
-    RESTORED = (*TEXTS, "layer", "head", "tab", "style", "ablate", "mode", "in_views")
+    RESTORED = (*TEXTS, "layer", "head", "tab", "style", "ablate", "mode", "in_views", "knockout")
 
     @property
     def outputs(self) -> list:
@@ -295,6 +312,8 @@ class RestoredControls:
             updates |= {self.log_box: state.style.log, self.weighted_box: state.style.weighted}
         if "ablate" in named:
             updates[self.linked.ablate] = list(state.ablate)
+        if "knockout" in named:  # knocked out in the prompt's run, once it has run (`WhyPanel`)
+            updates[self.linked.knockout] = (state.prompt, state.knockout)
         return updates | {self.notes: notes, self.overview_open: state.tab == "overview"}
 
     def wire(self, event, workspace, model: gr.State):

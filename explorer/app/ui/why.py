@@ -54,6 +54,7 @@ class WhyPanel:
     knocked: gr.HTML  # what the knockout did, in a line
     knock_bars: PlotView  # the next token before and after
     knock_area: gr.Column  # the two, shown while a cell is knocked out
+    knocked_cells: gr.State  # (prompt, `Knockout.spelled`) of the knockout on screen, or a link's; or None
 
     def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
@@ -146,18 +147,19 @@ class WhyPanel:
             **COSTLY,
         )
 
-    def wire_knockout(self, shared: Shared, stale: gr.State, redraw_if) -> None:
-        """ "Knock it out" and "Put it back", which change `shown` and so `stale` (the views redrawn)."""
-        outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown, self.split_of]
-        outputs += [self.knock_area, stale]
+    @property
+    def linked(self) -> dict:
+        """What of the panel a link carries: the cell split, the cells knocked out (`share`)."""
+        return {"cell": self.cell, "knockout": self.knocked_cells}
 
-        def knock(request: gr.Request, layer, head, query, key, shown):
-            if shown is None:
-                raise ValueError("Run a prompt first: a knockout blocks a cell of its attention.")
-            model, text, *on_screen = shown
-            cells = (index(layer, "layer"), index(head, "head"), index(query, "query"), index(key, "key"))
-            earlier = on_screen[0] if on_screen and isinstance(on_screen[0], Knockout) else None
-            knockout = Knockout.adding(earlier, cells)
+    def wire_knockout(self, shared: Shared, stale: gr.State, redraw_if, runs: list) -> None:
+        """ "Knock it out" and "Put it back", which change `shown` and so `stale` (the views redrawn); and
+        after each run, the cells a link knocks out, when the run is of its prompt."""
+        outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown, self.split_of]
+        outputs += [self.knock_area, self.knocked_cells, stale]
+
+        def knocked_out(request: gr.Request, shown, knockout: Knockout) -> dict:
+            model, text = shown[:2]
             before = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.why_cost(before), before):
                 after = shared.workspace.run(model, text, knockout)
@@ -172,7 +174,23 @@ class WhyPanel:
                 self.knock_area: gr.update(visible=True),
                 shared.shown: knocked,
                 self.split_of: knocked,
+                self.knocked_cells: (text, knockout.spelled()),
             } | redraw_if(stale, True)
+
+        def knock(request: gr.Request, layer, head, query, key, shown):
+            if shown is None:
+                raise ValueError("Run a prompt first: a knockout blocks a cell of its attention.")
+            on_screen = shown[2] if len(shown) > 2 and isinstance(shown[2], Knockout) else None
+            cells = (index(layer, "layer"), index(head, "head"), index(query, "query"), index(key, "key"))
+            return knocked_out(request, shown, Knockout.adding(on_screen, cells))
+
+        def linked(request: gr.Request, cells, shown):
+            """A link's cells, knocked out once its prompt has run; another prompt's run forgets them."""
+            if not cells or shown is None or len(shown) > 2:
+                return {}
+            if shown[1] != cells[0]:
+                return {self.knocked_cells: None}
+            return knocked_out(request, shown, Knockout.read(cells[1]))
 
         def restore(shown):
             if shown is None or len(shown) < 3:
@@ -186,6 +204,7 @@ class WhyPanel:
                 self.knock_area: gr.update(visible=False),
                 shared.shown: plain,
                 self.split_of: plain,
+                self.knocked_cells: None,
             } | redraw_if(stale, True)
 
         self.knock.click(
@@ -196,6 +215,13 @@ class WhyPanel:
             **COSTLY,
         )
         self.restore.click(guarded(shared.status)(restore), [shared.shown], outputs, api_name="restore")
+        for event in runs:
+            event.then(
+                gpu(guarded(shared.status)(linked)),
+                [self.knocked_cells, shared.shown],
+                outputs,
+                api_name=False,
+            )
 
 
 def build() -> WhyPanel:
@@ -255,4 +281,5 @@ def build() -> WhyPanel:
         knocked=knocked,
         knock_bars=knock_bars,
         knock_area=knock_area,
+        knocked_cells=gr.State(None),
     )
