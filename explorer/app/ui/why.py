@@ -36,6 +36,14 @@ HINT = (
 )
 
 
+@dataclass
+class SplitOf:
+    """The `shown` the split on screen was read from. A State reaches every handler of its session as
+    the same object, so the panel's hide step sees a split drawn after `shown` changed."""
+
+    shown: tuple | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class WhyPanel:
     numbers: tuple[gr.Number, gr.Number, gr.Number, gr.Number]  # the cell's layer, head, query, key
@@ -48,7 +56,7 @@ class WhyPanel:
     test: gr.Button
     tested: gr.HTML  # the test's line
     row: PlotView
-    split_of: gr.State  # the `shown` the split on screen was read from
+    split_of: gr.State  # SplitOf: the `shown` the split on screen was read from
     knock: gr.Button  # "Knock it out": the numbers' cell blocked, every view redrawn
     restore: gr.Button  # "Put it back": the plain run again
     knocked: gr.HTML  # what the knockout did, in a line
@@ -59,14 +67,16 @@ class WhyPanel:
     def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
         outputs = [shared.status, self.panel, self.split, self.row, *self.numbers, self.cell]
-        outputs += [self.source, self.tested, self.split_of]
+        outputs += [self.source, self.tested]
 
-        def draw(request: gr.Request, layer, head, query, key, shown):
+        def draw(request: gr.Request, layer, head, query, key, shown, split_of: SplitOf):
             if shown is None:
                 return {}
             run = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.why_cost(run), run):
-                return split_and_row(run, layer, head, query, key) | {self.split_of: shown}
+                drawn = split_and_row(run, layer, head, query, key)
+            split_of.shown = tuple(shown)
+            return drawn
 
         def split_and_row(run, layer, head, query, key):
             layer, head = picked_head(run, layer, head)
@@ -92,16 +102,16 @@ class WhyPanel:
                 self.cell: (layer, head, query, key),
             }
 
-        def from_page(request: gr.Request, shown, cell: CellAskedData):
-            return draw(request, cell.layer, cell.head, cell.query, cell.key, shown)
+        def from_page(request: gr.Request, shown, split_of, cell: CellAskedData):
+            return draw(request, cell.layer, cell.head, cell.query, cell.key, shown, split_of)
 
-        def from_view(request: gr.Request, layer, head, shown, cell: CellData):
-            return draw(request, layer, head, cell.query, cell.key, shown)
+        def from_view(request: gr.Request, layer, head, shown, split_of, cell: CellData):
+            return draw(request, layer, head, cell.query, cell.key, shown, split_of)
 
         handled = gpu(guarded(shared.status)(draw))
         view.select_cell(
             gpu(guarded(shared.status)(from_view)),
-            [shared.layer, shared.head, shared.shown],
+            [shared.layer, shared.head, shared.shown, self.split_of],
             outputs,
             api_name=False,
             **EACH_TRIGGER,
@@ -109,21 +119,27 @@ class WhyPanel:
         )
         view.cell_asked(
             gpu(guarded(shared.status)(from_page)),
-            [shared.shown],
+            [shared.shown, self.split_of],
             outputs,
             api_name=False,
             **EACH_TRIGGER,
             **COSTLY,
         )
         self.ask.click(
-            handled, [*self.numbers, shared.shown], outputs, api_name="score_attribution", **COSTLY
+            handled,
+            [*self.numbers, shared.shown, self.split_of],
+            outputs,
+            api_name="score_attribution",
+            **COSTLY,
         )
         hidden = [self.panel, self.split, self.row, self.cell, self.tested, self.knocked, self.knock_bars]
         hidden += [self.knock_area, self.restore]
 
-        def hide_unless_read(shown, split_of):
-            """A new prompt, or another run of it than the split's (an ablation shown): the panel goes."""
-            if shown is not None and split_of is not None and tuple(shown) == tuple(split_of):
+        def hide_unless_read(shown, split_of: SplitOf):
+            """A new prompt, or another run of it than the split's (an ablation shown): the panel goes.
+            `split_of` is read as it is now, not as it was when `shown` changed: a split the page asked
+            for since (a link's cell, drawn once the run's maps are) stays."""
+            if shown is not None and split_of.shown == tuple(shown):
                 return {}
             gone = gr.update(visible=False)  # (an update: a component made here would join the page)
             return dict(zip(hidden, (gone, None, None, None, "", "", None, gone, gone), strict=True))
@@ -155,17 +171,17 @@ class WhyPanel:
     def wire_knockout(self, shared: Shared, stale: gr.State, redraw_if, runs: list) -> None:
         """ "Knock it out" and "Put it back", which change `shown` and so `stale` (the views redrawn); and
         after each run, the cells a link knocks out, when the run is of its prompt."""
-        outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown, self.split_of]
+        outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown]
         outputs += [self.knock_area, self.knocked_cells, stale]
 
-        def knocked_out(request: gr.Request, shown, knockout: Knockout) -> dict:
+        def knocked_out(request: gr.Request, shown, split_of: SplitOf, knockout: Knockout) -> dict:
             model, text = shown[:2]
             before = shared.workspace.run(*shown)
             with shared.readings.reading(request, limits.why_cost(before), before):
                 after = shared.workspace.run(model, text, knockout)
                 line = views.knockout_summary(before, after, knockout)
                 bars = plot(views.ablation_next_tokens(before, after), "knockout")
-            knocked = (model, text, knockout)
+            knocked = split_of.shown = (model, text, knockout)
             return {
                 shared.status: markup.status(line, "info"),
                 self.knocked: f'<p class="why-knockout-line">{html.escape(line)}</p>',
@@ -173,29 +189,28 @@ class WhyPanel:
                 self.restore: gr.update(visible=True),
                 self.knock_area: gr.update(visible=True),
                 shared.shown: knocked,
-                self.split_of: knocked,
                 self.knocked_cells: (text, knockout.spelled()),
             } | redraw_if(stale, True)
 
-        def knock(request: gr.Request, layer, head, query, key, shown):
+        def knock(request: gr.Request, layer, head, query, key, shown, split_of):
             if shown is None:
                 raise ValueError("Run a prompt first: a knockout blocks a cell of its attention.")
             on_screen = shown[2] if len(shown) > 2 and isinstance(shown[2], Knockout) else None
             cells = (index(layer, "layer"), index(head, "head"), index(query, "query"), index(key, "key"))
-            return knocked_out(request, shown, Knockout.adding(on_screen, cells))
+            return knocked_out(request, shown, split_of, Knockout.adding(on_screen, cells))
 
-        def linked(request: gr.Request, cells, shown):
+        def linked(request: gr.Request, cells, shown, split_of):
             """A link's cells, knocked out once its prompt has run; another prompt's run forgets them."""
             if not cells or shown is None or len(shown) > 2:
                 return {}
             if shown[1] != cells[0]:
                 return {self.knocked_cells: None}
-            return knocked_out(request, shown, Knockout.read(cells[1]))
+            return knocked_out(request, shown, split_of, Knockout.read(cells[1]))
 
-        def restore(shown):
+        def restore(shown, split_of):
             if shown is None or len(shown) < 3:
                 return {}
-            plain = tuple(shown[:2])
+            plain = split_of.shown = tuple(shown[:2])
             return {
                 shared.status: markup.status("The cells are back: the views show the plain run.", "info"),
                 self.knocked: "",
@@ -203,22 +218,23 @@ class WhyPanel:
                 self.restore: gr.update(visible=False),
                 self.knock_area: gr.update(visible=False),
                 shared.shown: plain,
-                self.split_of: plain,
                 self.knocked_cells: None,
             } | redraw_if(stale, True)
 
         self.knock.click(
             gpu(guarded(shared.status)(knock)),
-            [*self.numbers, shared.shown],
+            [*self.numbers, shared.shown, self.split_of],
             outputs,
             api_name="knockout",
             **COSTLY,
         )
-        self.restore.click(guarded(shared.status)(restore), [shared.shown], outputs, api_name="restore")
+        self.restore.click(
+            guarded(shared.status)(restore), [shared.shown, self.split_of], outputs, api_name="restore"
+        )
         for event in runs:
             event.then(
                 gpu(guarded(shared.status)(linked)),
-                [self.knocked_cells, shared.shown],
+                [self.knocked_cells, shared.shown, self.split_of],
                 outputs,
                 api_name=False,
             )
@@ -275,7 +291,7 @@ def build() -> WhyPanel:
         test=test,
         tested=tested,
         row=row,
-        split_of=gr.State(None),
+        split_of=gr.State(SplitOf()),
         knock=knock,
         restore=restore,
         knocked=knocked,
