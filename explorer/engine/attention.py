@@ -109,12 +109,12 @@ class Projections:
             positions = picked = torch.as_tensor(list(queries), dtype=torch.long)
         if head is not None and not 0 <= head < self.n_heads:
             raise ValueError(f"head must be in [0, {self.n_heads - 1}], got {head}")
-        if head is None or taps.knockout or taps.stagewise_at(self.layer):  # the taps see every head
+        if head is None or taps.stagewise_at(self.layer):  # the taps read (and edit) every head at once
             q, k = self.q_rot[:, picked], self.k_rot[:, :n_keys]  # [H, Q, d], [H_kv, K, d]
             rows = attention_rows(q, k, positions, self.scale, self.window, self.layer, taps)
             return rows if head is None else rows.of_head(head, int(self.kv_head[head]))
         q, k = self.q_rot[head, picked][None], self.k_rot[self.kv_head[head], :n_keys][None]
-        return attention_rows(q, k, positions, self.scale, self.window, self.layer, taps)
+        return attention_rows(q, k, positions, self.scale, self.window, self.layer, taps, head=head)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {name: value for name, value in vars(self).items() if isinstance(value, torch.Tensor)}

@@ -205,10 +205,12 @@ def attention_rows(
     layer: int = 0,
     taps: Taps = NO_TAPS,
     allowed: torch.Tensor | None = None,
+    head: int | None = None,
 ) -> AttentionRows:
     """The rows of queries `q` standing at `positions` over keys `k` (key j at position j), masked as
     a layer with `window` masks them (None: causal), or with one window per leading index (a generation
-    step's layers); `allowed`: that mask, already built (the layers of one forward share it).
+    step's layers); `allowed`: that mask, already built (the layers of one forward share it); `head`:
+    the one head `q` holds, whose cells alone a knockout blocks.
     # q [..., H, Q, d], k [..., H_kv, K, d], positions [Q]"""
     n_keys = k.shape[-2]
     if len(positions) and int(positions.max()) >= n_keys:
@@ -219,7 +221,8 @@ def attention_rows(
     else:
         band = window
         if allowed is None:  # [Q, K], less the cells the taps knock out: [H, Q, K]
-            allowed = knocked_out(
-                attention_mask(positions, n_keys, window), taps.blocked(layer, positions, n_keys)
-            )
+            blocked = taps.blocked(layer, positions, n_keys)  # [H, Q, K] or None
+            if blocked is not None and head is not None:
+                blocked = blocked[head]
+            allowed = knocked_out(attention_mask(positions, n_keys, window), blocked)
     return AttentionRows(q, k, positions, scale, allowed, band, layer, taps)

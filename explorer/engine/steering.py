@@ -64,9 +64,9 @@ def read(
         prefix + prompt, max_new_tokens=max_new_tokens, edits=edited, max_tokens=max_tokens
     )
     steps = list(generation)
-    whole = explorer.run(ids=generation.ids[:-1] if steps else generation.ids, edits=list(edits) or None)
     first = len(generation.prompt_ids) - 1  # the position whose logits chose the first new token
-    probs = whole.logits_at(list(range(first, whole.n_tokens))).softmax(-1)  # [steps, vocab]
+    chose = list(range(first, first + len(steps)))  # the positions whose logits chose each new token
+    probs = generation.run.logits_at(chose).softmax(-1)  # [steps, vocab], from the generation's own stream
     concept_probability = float(probs[:, concept].sum(-1).mean())
     return Reading(
         label,

@@ -68,12 +68,8 @@ class Taps:
             joined[name] = _chained(first, second) if first and second else first or second
         if self.knockout and other.knockout:
             raise ValueError("two knockouts on one forward: give their cells as one")
-        stagewise = None
-        if self.stagewise and other.stagewise:
-            if self.stagewise_layers is not None and other.stagewise_layers is not None:
-                stagewise = self.stagewise_layers | other.stagewise_layers
-        elif self.stagewise or other.stagewise:
-            stagewise = self.stagewise_layers if self.stagewise else other.stagewise_layers
+        layers = [taps.stagewise_layers for taps in (self, other) if taps.stagewise]  # None: every layer
+        stagewise = None if not layers or None in layers else frozenset().union(*layers)
         return Taps(**joined, knockout=self.knockout or other.knockout, stagewise_layers=stagewise)
 
 

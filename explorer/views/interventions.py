@@ -51,6 +51,7 @@ def knockout_summary(before: Run, after: Run, knocked) -> str:
     """What a knockout (`engine.edits.Knockout`) did to the run on screen, in a line: the next token and
     its probability before and after, and logit(a) − logit(b) of the two likeliest tokens before it."""
     p_before, p_after = before.next_token_probs(), after.next_token_probs()  # [vocab] each
+    last = [run.logits_at(-1) for run in (before, after)]  # [vocab] each
     a, b = p_before.topk(2).indices.tolist()
     top = int(p_after.argmax())
     labels = next_token_labels(before.explorer.tokenizer, before.ids, [a, b, top])
@@ -60,7 +61,7 @@ def knockout_summary(before: Run, after: Run, knocked) -> str:
         change = f"the next token stays {first} ({was} → {now})"
     else:
         change = f"the next token {first} ({was} → {now}) gives way to {new} ({float(p_after[top]):.1%})"
-    diffs = [float(run.logits_at(-1)[a] - run.logits_at(-1)[b]) for run in (before, after)]
+    diffs = [float(logits[a] - logits[b]) for logits in last]
     return (
         f"{str(knocked).capitalize()}: {change}; logit {first} − logit {second} {diffs[0]:+.3f} → "
         f"{diffs[1]:+.3f}. The maps show the knocked-out run."

@@ -174,6 +174,7 @@ class WhyPanel:
         outputs = [shared.status, self.knocked, self.knock_bars, self.restore, shared.shown]
         outputs += [self.knock_area, self.knocked_cells, stale]
 
+        @gpu
         def knocked_out(request: gr.Request, shown, split_of: SplitOf, knockout: Knockout) -> dict:
             model, text = shown[:2]
             before = shared.workspace.run(*shown)
@@ -200,7 +201,8 @@ class WhyPanel:
             return knocked_out(request, shown, split_of, Knockout.adding(on_screen, cells))
 
         def linked(request: gr.Request, cells, shown, split_of):
-            """A link's cells, knocked out once its prompt has run; another prompt's run forgets them."""
+            """A link's cells, knocked out once its prompt has run; another prompt's run forgets them.
+            Most runs name none: the check itself asks for no GPU."""
             if not cells or shown is None or len(shown) > 2:
                 return {}
             if shown[1] != cells[0]:
@@ -222,7 +224,7 @@ class WhyPanel:
             } | redraw_if(stale, True)
 
         self.knock.click(
-            gpu(guarded(shared.status)(knock)),
+            guarded(shared.status)(knock),
             [*self.numbers, shared.shown, self.split_of],
             outputs,
             api_name="knockout",
@@ -233,7 +235,7 @@ class WhyPanel:
         )
         for event in runs:
             event.then(
-                gpu(guarded(shared.status)(linked)),
+                guarded(shared.status)(linked),
                 [self.knocked_cells, shared.shown, self.split_of],
                 outputs,
                 api_name=False,
