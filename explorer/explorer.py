@@ -162,19 +162,32 @@ class Explorer:
         `progress(fraction)` is called as the sweep goes; prompts past `max_tokens` are refused."""
         return patch_heads(self, clean, corrupted, answer, distractor, progress, max_tokens, metrics)
 
-    def patch_nodes(self, clean, corrupted, answer, distractor=None, nodes=(), metric="logit_diff"):
+    def patch_nodes(
+        self, clean, corrupted, answer, distractor=None, nodes=(), metric="logit_diff", edits=None
+    ):
         """Each node (`explorer.engine.nodes`: z, q, k, v, resid, mlp at a position or every one) patched
         alone from the clean run into the corrupted one; the metric averaged over the pairs (one pair, or
-        lists of prompts, answers, distractors).  # -> [len(nodes)] float32"""
-        return circuits.patch_nodes(self, clean, corrupted, answer, distractor, nodes, metric)
+        lists of prompts, answers, distractors). `edits` (`Edit`s, positions read against each pair)
+        change the model every run reads: the clean, the corrupted and each patched one.
+        # -> [len(nodes)] float32"""
+        return circuits.patch_nodes(self, clean, corrupted, answer, distractor, nodes, metric, edits)
 
     def attribution_patching(
-        self, clean, corrupted, answer, distractor=None, nodes=(), metric="logit_diff", qk_fix=False
+        self,
+        clean,
+        corrupted,
+        answer,
+        distractor=None,
+        nodes=(),
+        metric="logit_diff",
+        qk_fix=False,
+        edits=None,
     ):
         """Attribution patching of each node: (a_clean − a_corrupted) · ∂M/∂a at the corrupted run (AtP);
-        `qk_fix`: q and k nodes through the exact attention pattern (AtP*).  # -> [len(nodes)] float32"""
+        `qk_fix`: q and k nodes through the exact attention pattern (AtP*); `edits` as `patch_nodes`
+        takes them.  # -> [len(nodes)] float32"""
         return circuits.attribution_patching(
-            self, clean, corrupted, answer, distractor, nodes, metric, qk_fix
+            self, clean, corrupted, answer, distractor, nodes, metric, qk_fix, edits
         )
 
     def edge_attribution(self, clean, corrupted, answers, distractors=None, steps=5, metric="logit_diff"):

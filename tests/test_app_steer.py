@@ -10,6 +10,8 @@ import re
 import pytest
 from gradio_client import Client
 
+from explorer.app.ui import share
+from explorer.app.ui.steer import settings
 from explorer.app.workspace import Workspace
 from explorer.engine import steering
 from explorer.engine.tokens import printable
@@ -67,5 +69,37 @@ def test_steering_shows_the_plain_steered_and_prompted_continuations_as_the_engi
     ],
 )
 def test_bad_steering_settings_are_a_clear_message(client, settings, message):
-    status, _ = steer(client, **settings)
+    status, *_ = steer(client, **settings)
     assert message in html.unescape(status_text(status))
+
+
+def test_a_link_carries_the_steering_on_screen_and_restores_it_into_the_panel_opened():
+    from explorer.app.ui.steer import SteerPanel
+
+    class Box:  # a component as the panel's restore names it
+        def __init__(self, name):
+            self.name = name
+
+    linked = settings(TOWARD, AWAY, 3, -2.5, WORDS, INSTRUCTION, HELD_OUT)
+    query = share.query_string(share.ViewState(prompt=PROMPT, tab="generate", steer=linked))
+    assert "steer_layer=3" in query and "strength=-2.5" in query
+    assert "steer_layer" not in share.query_string(share.ViewState(prompt=PROMPT, tab="lens", steer=linked))
+    state = share.read(query)
+    assert state.steer == linked
+    names = [f.name for f in SteerPanel.__dataclass_fields__.values()]
+    panel = SteerPanel(**{name: Box(name) for name in names})
+    restored = {box.name: value for box, value in panel.restored(state.steer).items()}
+    assert restored.pop("accordion").open is True
+    assert restored == dict(
+        positive=TOWARD,
+        negative=AWAY,
+        layer=3,
+        strength=-2.5,
+        words=WORDS,
+        instruction=INSTRUCTION,
+        held_out=HELD_OUT,
+    )
+    # a setting named wrongly is kept as it is on the page; a link naming none changes nothing
+    wrong = share.read("?prompt=a&tab=generate&steer_layer=-1&strength=3.3&words=w").steer
+    assert {box.name for box in panel.restored(wrong)} == {"words", "accordion"}
+    assert panel.restored(share.read("?prompt=a&tab=generate").steer) == {}

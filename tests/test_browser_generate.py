@@ -5,6 +5,7 @@ baseline screenshot at 1,200 px, and no overlapping labels or sideways scroll at
 from __future__ import annotations
 
 import time
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import CONTEXT, GENERATE_PLOTS, JS_OVERLAPS, TABS, AppPage, match_baseline
@@ -212,4 +213,29 @@ def test_steer_shows_the_plain_steered_and_prompted_continuations(app, browser_w
         assert float(cells[2]) == pytest.approx(reading.concept_probability, abs=2e-4)
         assert float(cells[3].replace(",", "")) == pytest.approx(reading.held_out_perplexity, rel=1e-3)
     assert "Steered at layer 2 with strength 4" in app.status()
+    # the link carries the steering on screen, and opens with the panel open and its settings in place
+    app.page.locator("#copy-link").click()
+    app.page.wait_for_function(
+        "() => (document.querySelector('#share-link textarea, #share-link input') || {}).value",
+        timeout=30_000,
+    )
+    link = app.page.locator("#share-link textarea, #share-link input").first.input_value()
+    params = parse_qs(urlparse(link).query)
+    assert params["tab"] == ["generate"] and params["steer_layer"] == ["2"] and params["strength"] == ["4"]
+    assert params["towards"] == [steer.POSITIVE] and params["instruction"] == [steer.INSTRUCTION]
     assert not app.problems()
+    changed = link.replace("strength=4", "strength=-2.5").replace("steer_layer=2", "steer_layer=3")
+    opened = AppPage(app.page.context.new_page(), app.url)
+    try:
+        opened.page.goto(changed)
+        strength = opened.page.locator("#steer-strength input[type=number]")
+        strength.wait_for(timeout=60_000)  # visible: the panel opened
+        opened.page.wait_for_function(
+            "() => document.querySelector('#steer-strength input[type=number]').value === '-2.5'",
+            timeout=30_000,
+        )
+        assert opened.page.locator("#steer-layer input").input_value() == "3"
+        assert opened.page.locator("#steer-positive textarea").input_value() == steer.POSITIVE
+        assert not opened.problems()
+    finally:
+        opened.page.close()

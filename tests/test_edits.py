@@ -32,14 +32,14 @@ def region_of(tensor: torch.Tensor, edit: Edit, d: int) -> tuple:
     return (0, positions, slice(edit.head * d, (edit.head + 1) * d))
 
 
-def hooked_logits(hf_model, ids: list[int], edits: list[Edit], n_layers: int, d: int) -> torch.Tensor:
-    """transformers' logits with each edit written where its hook reads the same tensor."""
+def edit_hook(edits: list[Edit], n_layers: int, d: int):
+    """A hook function writing each edit where transformers' hook reads the same tensor."""
 
     def edit_at(point, layer, value):
         done = None
         for edit in edits:
             want = ("final", n_layers) if edit.tap == "resid" and edit.layer == n_layers else None
-            want = want or ("resid" if edit.tap == "resid" else POINTS[edit.tap], edit.layer)
+            want = want or ("resid" if edit.tap == "resid" else POINTS.get(edit.tap), edit.layer)
             if (point, layer) != want:
                 continue
             value = (done if done is not None else value).clone()
@@ -60,7 +60,12 @@ def hooked_logits(hf_model, ids: list[int], edits: list[Edit], n_layers: int, d:
             done = value
         return done
 
-    with torch.no_grad(), hf.hooks(hf_model, edit_at):
+    return edit_at
+
+
+def hooked_logits(hf_model, ids: list[int], edits: list[Edit], n_layers: int, d: int) -> torch.Tensor:
+    """transformers' logits with each edit written where its hook reads the same tensor."""
+    with torch.no_grad(), hf.hooks(hf_model, edit_hook(edits, n_layers, d)):
         return hf_model(torch.tensor([ids])).logits[0]
 
 
@@ -170,9 +175,23 @@ def test_a_knockout_keeps_the_fast_path_and_every_view_shows_the_edited_model(hf
     z = Edit("z", 0, head=1, op="scale", value=0.0)
     zeroed = ex.run(ids=ids, edits=[z])
     assert torch.allclose(zeroed.attention(0).output, zeroed.sdpa_output(0), atol=1e-5)
-    steered = ex.run(ids=ids, edits=[Edit("resid", 1, op="add", value=torch.ones(ex.config.hidden_size))])
-    with pytest.raises(ValueError, match="Logit attribution does not yet read a run with edits of resid"):
-        steered.logit_attribution(ex.tokenizer.decode([ids[1]]))
+    # an edit of the stream is a part of its own, at the layer it writes (L: the final norm's input)
+    g = torch.Generator().manual_seed(5)
+    stream = [
+        Edit("resid", layer, op="add", value=torch.randn(ex.config.hidden_size, generator=g))
+        for layer in (0, 1)
+    ]
+    stream.append(Edit("resid", ex.config.n_layers, position=-1, op="scale", value=1.5))
+    steered = ex.run(ids=ids, edits=stream)
+    answer = ex.tokenizer.decode([ids[1]])
+    split = steered.logit_attribution(answer)
+    parts = (
+        split.heads.sum() + split.mlps.sum() + split.biases.sum() + split.embedding + split.stream_edits.sum()
+    )
+    assert float(parts) == pytest.approx(split.total, abs=1e-3)
+    assert split.total == pytest.approx(float(steered.logits[-1, ids[1]]), abs=1e-4)
+    assert split.stream_edits[[0, 1, ex.config.n_layers]].abs().min() > 1e-3
+    assert split.stream_edits[2 : ex.config.n_layers].abs().max() < 1e-4
     # the QK readings redo knockouts: the heads' writes they split the stream into are the knocked run's
     from explorer.engine import qk
 
@@ -249,8 +268,68 @@ def test_greedy_generation_under_an_edit_equals_transformers_generate_with_that_
     # the sequence as a Run is the edited model's: its logits are the steered forward's
     again = ex.run(ids=steered.ids, edits=steer)
     assert torch.allclose(steered.run.logits, again.logits, atol=1e-4)
-    with pytest.raises(ValueError, match="no score edits"):
-        ex.generate(prompt, edits=[Edit("scores", 0, position=(3, 1), op="block")])
+
+
+def masked_in_generation(monkeypatch, hf_model, changes: dict) -> None:
+    """transformers' eager attention replaced by one that changes the additive mask at each
+    (layer, head, query, key) of `changes` (query an absolute position: a decode step's one query is the
+    last key's), by the function given there."""
+    module = sys.modules[type(hf_model.model.layers[0].self_attn).__module__]
+    original = module.eager_attention_forward
+
+    def attention(attn, query_states, key_states, value_states, attention_mask, *args, **kwargs):
+        mine = [(h, q, k, change) for (layer, h, q, k), change in changes.items() if layer == attn.layer_idx]
+        if mine:
+            (b, heads, n_queries, _), n_keys = query_states.shape, key_states.shape[-2]
+            if attention_mask is None:
+                attention_mask = query_states.new_zeros(b, 1, n_queries, n_keys)
+            attention_mask = attention_mask[:, :, :, :n_keys].expand(-1, heads, -1, -1).clone()
+            for head, query, key, change in mine:
+                row = query - (n_keys - n_queries)
+                if 0 <= row < n_queries:
+                    attention_mask[:, head, row, key] = change(attention_mask[:, head, row, key])
+        return original(attn, query_states, key_states, value_states, attention_mask, *args, **kwargs)
+
+    monkeypatch.setattr(module, "eager_attention_forward", attention)
+
+
+def test_greedy_generation_under_score_edits_equals_transformers_generate_with_that_mask(
+    hf_pair, monkeypatch
+):
+    hf_model, ex = hf_pair
+    prompt, new = "To be, or not to be", 6
+    n = len(ids_of(ex, prompt))
+    cells = [(n - 1, 0), (n + 2, 1), (n + 2, n)]  # a prompt query's cell, and a new position's two
+    edits = [
+        Edit("scores", 1, head=2, position=cells, op="block"),
+        Edit("scores", 2, head=0, position=(n + 3, 2), op="add", value=3.0),
+    ]
+    edited = ex.generate(prompt, max_new_tokens=new, stop_at_eos=False, edits=edits)
+    steps = list(edited)
+    changes = {(1, 2, q, k): (lambda m: m - torch.inf) for q, k in cells}
+    changes[2, 0, n + 3, 2] = lambda m: m + 3.0
+    masked_in_generation(monkeypatch, hf_model, changes)
+    with torch.no_grad():
+        out = hf_model.generate(
+            torch.tensor([edited.prompt_ids]),
+            do_sample=False,
+            max_new_tokens=new,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
+    assert edited.ids == out[0].tolist()
+    # each step's rows are those the forward attended with: the blocked cells 0, the row renormalised
+    assert steps[0].attention[1, 2, 0] == 0 and steps[3].attention[1, 2, [1, n]].eq(0).all()
+    run = edited.run
+    for layer, head, step in ((1, 2, 0), (1, 2, 3), (2, 0, 4)):
+        query = steps[step].position
+        expected = run.attention(layer).probs[head, query, : query + 1]
+        assert torch.allclose(steps[step].attention[layer, head], expected, atol=1e-5)
+    plain = ex.generate(prompt, max_new_tokens=new, stop_at_eos=False)
+    plain_steps = list(plain)
+    moved = [abs(a.probability - b.probability) for a, b in zip(plain_steps, steps, strict=True)]
+    assert moved[0] > 1e-4 and moved[3] > 1e-4  # the edits change what it says at those steps
+    assert not torch.allclose(plain_steps[0].attention[1, 2], steps[0].attention[1, 2], atol=1e-3)
 
 
 def test_the_steering_vector_is_the_difference_of_mean_hidden_states(hf_pair):
@@ -295,3 +374,91 @@ def test_steering_readings_equal_transformers_with_the_same_hook(hf_pair):
     assert all(0 <= r.concept_probability <= 1 and r.continuation for r in readings)
     with pytest.raises(ValueError, match="the concept's words"):
         steering.concept_ids(ex.tokenizer, [])
+
+
+def around(edit_at, node_at):
+    """One hook: `node_at` (a recorder or a patch) reads and writes after the edits, but the stream
+    entering a block before its edit (what `ex.patch_nodes` patches: a resid node is the stream the
+    edit then writes on)."""
+
+    def hook(point, layer, value):
+        first, second = (node_at, edit_at) if point == "resid" else (edit_at, node_at)
+        done = first(point, layer, value)
+        after = second(point, layer, value if done is None else done)
+        return done if after is None else after
+
+    return hook
+
+
+def test_nodes_patched_and_attributed_on_an_edited_model_equal_transformers_with_those_hooks(
+    hf_pair, monkeypatch
+):
+    from tests.test_circuits import ANSWER, CORRUPTED, DISTRACTOR, MIDDLE, PAIR, patch_edit, reference_diff
+
+    hf_model, ex = hf_pair
+    c = ex.config
+    n = len(ids_of(ex, CORRUPTED))
+    direction = torch.randn(c.hidden_size, generator=torch.Generator().manual_seed(3))
+    edits = [
+        Edit("resid", 1, op="add", value=direction),
+        Edit("z", 0, head=2, position=MIDDLE, op="scale", value=0.0),
+        Edit("scores", 1, head=6, position=(n - 1, 3), op="block"),
+    ]
+    nodes = [("resid", 1, MIDDLE), ("resid", 2, None), ("z", 1, 6, -1), ("q", 1, 6, -1), ("k", 1, 1, MIDDLE)]
+    nodes += [("mlp", 0, MIDDLE), ("v", 0, 1, None)]
+    ours = ex.patch_nodes(*PAIR, nodes=nodes, edits=edits)
+    plain = ex.patch_nodes(*PAIR, nodes=nodes)
+    assert (ours - plain).abs().max() > 1e-2  # the edits change what the patches read
+
+    patched_attention(monkeypatch, hf_model, 1, 6, n - 1, 3, lambda m: m - torch.inf)  # the knockout
+    edit_at = edit_hook(edits, c.n_layers, c.head_dim)
+    clean_seen = {}
+
+    def record(point, layer, value):
+        clean_seen[point, layer] = value[0].detach().clone()
+
+    with torch.no_grad(), hf.hooks(hf_model, around(edit_at, record)):
+        hf_model(torch.tensor([ids_of(ex, PAIR[0])]))
+    corrupted = ids_of(ex, CORRUPTED)
+    for node, value in zip(nodes, ours.tolist(), strict=True):
+        reference = reference_diff(
+            hf_model, ex, corrupted, around(edit_at, patch_edit(hf_model, clean_seen, node))
+        )
+        assert abs(value - reference) <= 1e-5, node
+
+    # attribution patching on the edited model: gradient × difference, the gradient through the edits
+    corrupted_seen = {}
+
+    def record_corrupted(point, layer, value):
+        corrupted_seen[point, layer] = value[0].detach().clone()
+
+    with torch.no_grad(), hf.hooks(hf_model, around(edit_at, record_corrupted)):
+        hf_model(torch.tensor([corrupted]))
+    leaves = {key: torch.zeros_like(value, requires_grad=True) for key, value in corrupted_seen.items()}
+
+    def leaf(point, layer, value):
+        return value + leaves[point, layer][None] if (point, layer) in leaves else None
+
+    with hf.hooks(hf_model, around(edit_at, leaf)):
+        logits = hf_model(torch.tensor([corrupted])).logits[0]
+    (answer,), (distractor,) = ids_of(ex, ANSWER), ids_of(ex, DISTRACTOR)
+    metric = hf.logit_diff(logits, answer, distractor)
+    grads = dict(
+        zip(leaves, torch.autograd.grad(metric, list(leaves.values()), allow_unused=True), strict=True)
+    )
+    estimated = ex.attribution_patching(*PAIR, nodes=nodes, edits=edits)
+    for node, value in zip(nodes, estimated.tolist(), strict=True):
+        kind, layer, *head, pos = node
+        where = slice(None) if pos is None else pos
+        difference, grad = clean_seen[kind, layer] - corrupted_seen[kind, layer], grads[kind, layer]
+        if head:
+            part = slice(head[0] * c.head_dim, (head[0] + 1) * c.head_dim)
+            if kind in ("k", "v"):
+                part = hf.head_slice(hf_model, head[0])
+            difference, grad = difference[..., part], grad[..., part]
+        assert abs(value - float((difference[where] * grad[where]).sum())) <= 1e-4, node
+    # AtP* recomputes the knocked-out layer's pattern with its cell blocked: never farther from the
+    # exact effect than AtP by more than rounding
+    exact = float(ours[3]) - reference_diff(hf_model, ex, corrupted, edit_at)
+    fixed = ex.attribution_patching(*PAIR, nodes=[nodes[3]], qk_fix=True, edits=edits)
+    assert abs(float(fixed[0]) - exact) <= abs(float(estimated[3]) - exact) + 1e-3

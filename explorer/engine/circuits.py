@@ -12,14 +12,14 @@ from explorer.engine import exact_circuits, graph, pairs, scorecard
 from explorer.engine import nodes as node_module
 
 
-def patch_nodes(explorer, clean, corrupted, answer, distractor, nodes, metric) -> torch.Tensor:
+def patch_nodes(explorer, clean, corrupted, answer, distractor, nodes, metric, edits) -> torch.Tensor:
     data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
-    return node_module.patch_nodes(explorer, data, list(nodes))
+    return node_module.patch_nodes(explorer, data, list(nodes), edits)
 
 
-def attribution_patching(explorer, clean, corrupted, answer, distractor, nodes, metric, qk_fix):
+def attribution_patching(explorer, clean, corrupted, answer, distractor, nodes, metric, qk_fix, edits):
     data = pairs.dataset(explorer, clean, corrupted, answer, distractor, metric)
-    return node_module.attribution_patching(explorer, data, list(nodes), qk_fix)
+    return node_module.attribution_patching(explorer, data, list(nodes), qk_fix, edits)
 
 
 def edge_attribution(explorer, clean, corrupted, answers, distractors, steps, metric):

@@ -33,7 +33,7 @@ from explorer.engine.edits import Edits
 from explorer.engine.kv_cache import KVCache
 from explorer.engine.rows import attention_rows
 from explorer.engine.run import Run
-from explorer.engine.taps import Taps
+from explorer.engine.taps import NO_TAPS, Taps
 from explorer.engine.tokens import display_tokens, encode, next_token_labels
 from explorer.errors import PromptError
 
@@ -60,19 +60,27 @@ class Step:
 
 
 def step_rows(
-    queries: torch.Tensor, keys: torch.Tensor, scale: float, windows: list[int | None]
+    queries: torch.Tensor, keys: torch.Tensor, scale: float, windows: list[int | None], taps: Taps = NO_TAPS
 ) -> torch.Tensor:
     """The last query's softmax row in every layer and head, from the cached keys of the kv heads: the
     one attention (`explorer.engine.rows`) over every layer at once, each layer masked by its own
-    window (None: causal). # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
+    window (None: causal); a layer whose scores `taps` edit or knock out, again alone with them, as the
+    forward attended. # queries [L, H, d] after RoPE, keys [L, H_kv, N, d] -> [L, H, N] float32
 
     Each kv head's group of queries meets its keys in one product over every layer, no key copied: one
     product and one softmax a step, not one per layer (at a step's sizes each enters a parallel region,
     which on a busy machine costs a scheduler tick).
     """
     position = torch.tensor([keys.shape[-2] - 1], device=keys.device)
-    rows = attention_rows(queries.float()[:, :, None], keys.float(), position, scale, windows)
-    return rows.probs[:, :, 0]
+    rows = attention_rows(queries.float()[:, :, None], keys.float(), position, scale, windows).probs[:, :, 0]
+    for layer in range(len(windows)):
+        if taps.stagewise_at(layer) or taps.blocked(layer, position, keys.shape[-2]) is not None:
+            q, k = (
+                queries[layer, None, :, None].float(),
+                keys[layer, None].float(),
+            )  # [1, H, 1, d], [1, H_kv, N, d]
+            rows[layer] = attention_rows(q, k, position, scale, windows[layer], layer, taps).probs[0, :, 0]
+    return rows
 
 
 def sampling_probs(
@@ -155,11 +163,6 @@ class Generation:
         self.max_tokens = context
         # checked against the prompt (negative positions count from its end), then at every new position
         self.edits = Edits.parse(config, edits, len(encoded.ids), growing=True)
-        if self.edits is not None and any(edit.tap == "scores" for edit in self.edits.edits):
-            raise ValueError(
-                "a generation takes no score edits yet: the attention rows it shows for each step would "
-                "not see them. Edit the scores of the finished sequence with ex.run(ids=..., edits=...)."
-            )
         self.explorer = explorer  # the Explorer that generates
         self.prompt_ids: list[int] = encoded.ids  # [P]
         self.ids: list[int] = list(encoded.ids)  # [P + steps so far]
@@ -273,14 +276,16 @@ class Generation:
 
         ids = torch.tensor([new_ids], device=self.explorer.device)  # [1, n]
         taps = Taps(block_input=keep_input, queries=keep_query)
-        if self.edits is not None:  # the edits first: the block inputs kept are the edited ones
-            taps = self.edits.taps(range(start, end)).then(taps)
+        written = NO_TAPS if self.edits is None else self.edits.taps(range(start, end))
+        taps = written.then(taps)  # the edits first: the block inputs kept are the edited ones
         hidden = model.hidden_states(ids, positions=range(start, end), cache=self.cache, taps=taps)[0]
         self.final_hidden[start:end] = hidden  # [n, hidden]
         self.cache.length = end
         self._logits = model.logits(hidden[-1]).float()  # [vocab]
         scale, windows = model.layers[0].self_attn.scale, [block.self_attn.window for block in model.layers]
-        self._rows = step_rows(queries, self.cache.k[:, :, :end], scale, windows).cpu()  # [L, H, end]
+        self._rows = step_rows(
+            queries, self.cache.k[:, :, :end], scale, windows, written
+        ).cpu()  # [L, H, end]
 
     @property
     def run(self) -> Run:

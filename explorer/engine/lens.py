@@ -201,7 +201,7 @@ def _lens_block(run, positions: list[int], top_k: int, slab: int, tiles: LensTil
 @dataclass(frozen=True, eq=False)
 class Attribution:
     """The direct effect of every part of the model on one logit (or logit difference) at one position:
-    `embedding + heads.sum() + mlps.sum() + biases.sum() == total` up to float error."""
+    `embedding + heads.sum() + mlps.sum() + biases.sum() + stream_edits.sum() == total` up to float error."""
 
     heads: torch.Tensor  # [L, H] head h's output z_h · W_O[h] at the position, read as a logit
     mlps: torch.Tensor  # [L]
@@ -213,6 +213,9 @@ class Attribution:
     answer_id: int
     distractor: str | int | None = None
     distractor_id: int | None = None
+    # [L+1] what an edited run's edits of the stream entering block l added (L: the final norm's
+    # input), read as a logit; zeros where nothing edits the stream
+    stream_edits: torch.Tensor | None = None
 
 
 @torch.inference_mode()
@@ -253,7 +256,8 @@ def logit_attribution(
     unembed = model.lm_head.weight[answer_id].float()
     if distractor_id is not None:
         unembed = unembed - model.lm_head.weight[distractor_id].float()
-    h_last = _pre_norm(run, position, head_outputs, mlps)  # [hidden] the final stream before the norm
+    added = _stream_edits(run, position, head_outputs, mlps)  # [L+1, hidden]
+    h_last = _pre_norm(run, position, head_outputs, mlps) + added[-1]  # [hidden] before the final norm
     direction = model.norm.scale(h_last) * unembed  # [hidden]: a part's dot with it is its logit
     per_head, biases = [], []
     for layer, block in enumerate(model.layers):
@@ -269,14 +273,44 @@ def logit_attribution(
         heads=torch.stack(per_head).cpu(),
         mlps=(mlps.float() @ direction).cpu(),
         biases=biases.cpu(),
-        embedding=float(run.layer_inputs[0, position].float() @ direction),
+        embedding=float((run.layer_inputs[0, position].float() - added[0]) @ direction),
         total=float(run.final_hidden[position].float() @ unembed),
         position=position,
         answer=answer,
         answer_id=answer_id,
         distractor=distractor,
         distractor_id=distractor_id,
+        stream_edits=(added @ direction).cpu(),
     )
+
+
+def _stream_edits(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:
+    """What the run's edits of the stream added at `position` where each block is entered (L: the final
+    norm's input): the stream entered less the one the block before left (the first: less the
+    embedding); zeros at the layers no edit writes.  # -> [L+1, hidden] float32"""
+    model, config = run.explorer.model, run.config
+    added = torch.zeros(config.n_layers + 1, config.hidden_size, device=run.layer_inputs.device)
+    edited = {e.layer for e in (run.edits.edits if run.edits else []) if e.tap == "resid"}
+    for layer in sorted(edited):
+        if layer == 0:
+            left = model.embed(torch.tensor([[run.ids[position]]], device=added.device))[0, 0]
+        else:
+            left = _block_output(run, layer - 1, position, head_outputs, mlps)
+        if layer < config.n_layers:
+            entered = run.layer_inputs[layer, position]
+        else:  # the final norm's input, edited as the forward edited it
+            entered = run.edits.taps(range(position, position + 1)).block_output(layer - 1, left[None, None])
+            entered = entered[0, 0]
+        added[layer] = entered.float() - left.float()
+    return added
+
+
+def _block_output(run, layer: int, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor):
+    """The stream leaving block `layer` at `position`: its input plus what its attention and MLP wrote.
+    # -> [hidden] (model dtype)"""
+    block = run.explorer.model.layers[layer]
+    written = block.attention_written(block.self_attn.merge_heads(head_outputs[layer][None, :, None])[0, 0])
+    return run.layer_inputs[layer, position] + written + mlps[layer]
 
 
 def resolve_token(run, token: str | int, role: str) -> int:
@@ -290,11 +324,9 @@ def resolve_token(run, token: str | int, role: str) -> int:
 
 
 def _pre_norm(run, position: int, head_outputs: torch.Tensor, mlps: torch.Tensor) -> torch.Tensor:
-    """The stream leaving the last block at `position`, before the final norm: the last block's input
-    plus what its attention and MLP wrote.  # -> [hidden] float32"""
-    last = run.explorer.model.layers[-1]
-    attention = last.attention_written(last.self_attn.merge_heads(head_outputs[-1][None, :, None])[0, 0])
-    return (run.layer_inputs[-1, position] + attention + mlps[-1]).float()
+    """The stream leaving the last block at `position`, before the final norm (and its edits).
+    # -> [hidden] float32"""
+    return _block_output(run, run.config.n_layers - 1, position, head_outputs, mlps).float()
 
 
 @torch.inference_mode()

@@ -26,12 +26,14 @@ pos None: every position at once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from explorer.engine import deadline, pairs, rope
 from explorer.engine.attention import kv_head_map
+from explorer.engine.edits import Edits
 from explorer.engine.kv_cache import KVCache, PrefixCache
 from explorer.engine.rows import attention_rows
 from explorer.engine.taps import NO_TAPS, Taps
@@ -104,11 +106,18 @@ class Trace:
         return self.resid if kind == "resid" else getattr(self, kind)
 
 
-def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=(), kinds=RECORDED) -> Trace:
+def trace(
+    model,
+    ids: torch.Tensor,
+    keep_cache: bool = False,
+    grad_kinds=(),
+    kinds=RECORDED,
+    edits: Edits | None = None,
+) -> Trace:
     """One forward of `ids` [B, N] with each of `kinds` recorded (every one by default); its rotated keys
     and values too for a single prompt with `keep_cache`. The kinds in `grad_kinds` (recorded too) get a
     zero leaf added by their taps (`Trace.leaves`), the forward recorded by autograd, `Trace.final` its
-    output."""
+    output. `edits` are written on the forward as `under` places them."""
     c, weight = model.config, model.embed_tokens.weight
     (b, n), options = ids.shape, dict(dtype=weight.dtype, device=weight.device)
     heads, kv = (c.n_layers, b, c.n_heads, n, c.head_dim), (c.n_layers, b, c.n_kv_heads, n, c.head_dim)
@@ -139,14 +148,26 @@ def trace(model, ids: torch.Tensor, keep_cache: bool = False, grad_kinds=(), kin
     )
     cache = KVCache(c, n, **options) if keep_cache else None
     with torch.set_grad_enabled(bool(leaves)):
-        final = model.hidden_states(ids, taps=taps, cache=cache)
+        final = model.hidden_states(ids, taps=under(edits, range(n), taps), cache=cache)
     records = {name: stores.get(name) for name in shapes}
     return Trace(**records, final=final, cache=cache, leaves=leaves)
 
 
-def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
-    """Each node patched alone from the clean run into the corrupted one: the metric averaged over the
-    dataset's pairs (see the module doc).  # -> [len(nodes)] float32 CPU"""
+def under(edits: Edits | None, positions: range, taps: Taps) -> Taps:
+    """`taps` (recorders, patches) on a forward over `positions` that `edits` write on: each point's
+    edit first, so they read and patch the edited model's values; but the stream entering a block is
+    read and patched before its edit, which then writes on it as on the run's own."""
+    if edits is None:
+        return taps
+    written = edits.taps(positions)
+    after = Taps(block_input=written.block_input)
+    return dataclasses.replace(written, block_input=None).then(taps).then(after)
+
+
+def patch_nodes(explorer, data: pairs.Dataset, nodes: list, edits=None) -> torch.Tensor:
+    """Each node patched alone from the clean run into the corrupted one, on the model `edits` change
+    (every run of the pair and every patched one): the metric averaged over the dataset's pairs (see the
+    module doc).  # -> [len(nodes)] float32 CPU"""
     model = explorer.model
     parsed = [parse_node(model.config, node) for node in nodes]
     total = torch.zeros(len(parsed))
@@ -154,10 +175,12 @@ def patch_nodes(explorer, data: pairs.Dataset, nodes: list) -> torch.Tensor:
         each = [(batch, b) for batch in data.batches for b in range(batch.size)]  # every pair
         for batch, b in deadline.steps(each, [batch.n_tokens for batch, _ in each]):
             one = _pair(batch, b)
-            clean, corrupted = trace(model, one.clean, True), trace(model, one.corrupted, True)
+            edited = Edits.parse(model.config, edits, one.n_tokens)
+            clean = trace(model, one.clean, True, edits=edited)
+            corrupted = trace(model, one.corrupted, True, edits=edited)
             explorer.forward_count += 2
             reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
-            total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference).cpu()
+            total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference, edited).cpu()
     return total / data.size
 
 
@@ -169,7 +192,9 @@ def _pair(batch: pairs.Batch, b: int) -> pairs.Batch:
     )
 
 
-def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metric, reference) -> torch.Tensor:
+def _sweep(
+    model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metric, reference, written: Edits | None
+) -> torch.Tensor:
     """The patched metric of each node for one pair (module doc).  # -> [len(parsed)] float32"""
     n, last = one.n_tokens, model.config.n_layers - 1
     result = torch.zeros(len(parsed), device=clean.final.device)
@@ -205,7 +230,7 @@ def _sweep(model, one, parsed: list[Node], clean: Trace, corrupted: Trace, metri
                 layers=range(layer, layer + 1),
                 positions=range(start, n),
                 cache=prefix,
-                taps=taps,
+                taps=under(written, range(start, n), taps),
                 last_only=layer == last,
             )
         result[order] = pairs.metric_of(model, rows[:, -1], one, metric, reference)
@@ -244,9 +269,11 @@ def _patch_taps(clean: Trace, layer: int, edits: list[tuple[int, Node, int | Non
     return Taps(q=tap_for("q"), k=tap_for("k"), v=tap_for("v"), heads=tap_for("z"), mlp_output=tap_for("mlp"))
 
 
-def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: bool = False) -> torch.Tensor:
-    """AtP of each node, averaged over the dataset's pairs; with `qk_fix`, AtP*'s exact attention for q
-    and k nodes (see the module doc).  # -> [len(nodes)] float32 CPU"""
+def attribution_patching(
+    explorer, data: pairs.Dataset, nodes: list, qk_fix: bool = False, edits=None
+) -> torch.Tensor:
+    """AtP of each node on the model `edits` change, averaged over the dataset's pairs; with `qk_fix`,
+    AtP*'s exact attention for q and k nodes (see the module doc).  # -> [len(nodes)] float32 CPU"""
     model = explorer.model
     parsed = [parse_node(model.config, node) for node in nodes]
     fixed = [qk_fix and node.kind in ("q", "k") for node in parsed]
@@ -256,10 +283,13 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
     values = {"v"} if any(fixed) else set()
     total = torch.zeros(len(parsed))
     for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
-        clean = trace(model, batch.clean, kinds=set(linear) | patterns)
+        edited = Edits.parse(model.config, edits, batch.n_tokens)
+        clean = trace(model, batch.clean, kinds=set(linear) | patterns, edits=edited)
         reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
         # its activations and the graph
-        corrupted = trace(model, batch.corrupted, grad_kinds=grad_kinds, kinds=patterns | values)
+        corrupted = trace(
+            model, batch.corrupted, grad_kinds=grad_kinds, kinds=patterns | values, edits=edited
+        )
         metric = pairs.metric_of(model, corrupted.final[:, -1], batch, data.metric, reference).sum()
         found = torch.autograd.grad(metric, [corrupted.leaves[kind] for kind in grad_kinds])
         grads = dict(zip(grad_kinds, found, strict=True))
@@ -277,7 +307,8 @@ def attribution_patching(explorer, data: pairs.Dataset, nodes: list, qk_fix: boo
             total += _read_nodes(parsed, fixed, products, batch.n_tokens)
             for i in (i for i, exact in enumerate(fixed) if exact):
                 pos = _position(parsed[i], batch.n_tokens)
-                total[i] += float(_pattern_effect(model, parsed[i], pos, clean, corrupted, grads["z"]))
+                found = _pattern_effect(model, parsed[i], pos, clean, corrupted, grads["z"], edited)
+                total[i] += float(found)
     return total / data.size
 
 
@@ -301,9 +332,10 @@ def _read_nodes(parsed: list[Node], fixed: list[bool], products: dict, n: int) -
     return found
 
 
-def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad_z: torch.Tensor):
+def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad_z: torch.Tensor, edits):
     """AtP*'s estimate for a q or k node: Σ (pattern patched − pattern) · ∂M/∂pattern over the heads it
-    reaches, the pattern recomputed exactly through QK-norm, RoPE, the mask and the softmax."""
+    reaches, the pattern recomputed exactly through QK-norm, RoPE, the mask (less `edits`' knockout) and
+    the softmax (of the scores `edits` write)."""
     layer, c = node.layer, model.config
     attn = model.layers[layer].self_attn
     n = corrupted.q.shape[3]
@@ -318,11 +350,16 @@ def _pattern_effect(model, node: Node, pos, clean: Trace, corrupted: Trace, grad
         heads = (kv_head_map(c.n_heads, c.n_kv_heads) == node.head).nonzero().flatten().tolist()
     cos, sin = model.pass_over(range(n), torch.float32).rope(attn.window is not None)
     positions = torch.arange(n, device=q.device)
+    written = NO_TAPS if edits is None else edits.taps(range(n))
+    scoring = Taps(
+        scores=written.scores, knockout=written.knockout, stagewise_layers=written.stagewise_layers
+    )
 
     def pattern(q_proj, k_proj):
         q_normed, k_normed = attn.qk_normed(q_proj, k_proj)
         q_rot, k_rot = rope.apply_rope(q_normed, cos, sin), rope.apply_rope(k_normed, cos, sin)
-        return attention_rows(q_rot, k_rot, positions, attn.scale, attn.window, layer).probs  # [B, H, N, N]
+        rows = attention_rows(q_rot, k_rot, positions, attn.scale, attn.window, layer, scoring)
+        return rows.probs  # [B, H, N, N]
 
     change = (pattern(patched_q, patched_k) - pattern(q, k))[:, heads]  # [B, h, N, N]
     kv = kv_head_map(c.n_heads, c.n_kv_heads)[heads]

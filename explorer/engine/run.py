@@ -143,8 +143,7 @@ class Run:
     ) -> lens.Attribution:
         """The direct effect of each head, MLP and the embedding on logit(answer) (− logit(distractor))
         at `position`; the parts sum to the total (`explorer.engine.lens`). An edited run's parts are
-        its edited heads and MLPs; an edit of the stream itself is no part, so it is refused."""
-        self.require_unedited("Logit attribution", ("z", "q", "k", "v", "mlp", "scores"))
+        its edited heads and MLPs, and what each edit of the stream added (`.stream_edits`)."""
         return lens.logit_attribution(self, answer, distractor, position)
 
     def attention_to(self, key: int, query: int = -1) -> torch.Tensor:

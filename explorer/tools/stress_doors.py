@@ -263,8 +263,12 @@ class RoundFour:
         stress = self.stress
         visit = self.loaded("doors")
         estimates = []
-        for pairs in (16, 15, 16):  # each past the 60 s bound on SmolLM2 here: refused, saying its time
-            data = ["built-in", "ioi", pairs, 0, "", None, "logit_diff", ["exact", "atp", "eap"], "heads"]
+        # each past the 60 s bound on SmolLM2 several times over (every method, each head patched at
+        # each position from the first difference on), so even a much faster machine refuses it, saying
+        # its time
+        for pairs in (16, 15, 16):
+            methods = ["exact", "atp", "eap", "graph"]
+            data = ["built-in", "ioi", pairs, 0, "", None, "logit_diff", methods, "differ"]
             result = stress.request("doors", f"circuit of {pairs} pairs", "circuit", data, _any, **visit)
             found = re.search(r"about (\d+) s", result.detail)
             if found:

@@ -287,11 +287,12 @@ class ViewEvents:
         loader = model_loading.Loader(self.workspace, c.picker, model_views, link_refusal, s.jobs)
         link_notes = gr.State("")  # what of a link's layer and head the model could not take
         restored = share.RestoredControls(
-            linked=self.linked_controls(),
+            linked=share.LinkedControls.of_page(s, c, t),
             notes=link_notes,
             overview_open=t.overview.is_open,
             log_box=t.attention.log_box,
             weighted_box=t.attention.weighted_box,
+            steer=t.generate.steer,
         ).wire(
             demo.load(loader.restore, c.model, loader.restore_outputs, api_name=False),
             self.workspace,
@@ -374,27 +375,4 @@ class ViewEvents:
         t.attention.wire_style(s, self.stale)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
-        self.linked_controls().wire_copy(copy_link, link)
-
-    def linked_controls(self) -> share.LinkedControls:
-        """The controls a link is made of."""
-        s, c, t = self.shared, self.controls, self.tabs
-        patching = dict(zip(("clean", "corrupted", "answer", "distractor"), t.intervene.prompts, strict=True))
-        return share.LinkedControls(
-            prompt=c.prompt,
-            model=c.model,
-            tab=c.current_tab,
-            layer=s.layer,
-            head=s.head,
-            style=s.map_style,
-            query=t.rope.query,
-            key=t.rope.key,
-            ablate=t.intervene.heads,
-            mode=t.intervene.mode,
-            in_views=t.intervene.in_views,
-            **patching,
-            target=t.lens.target,
-            against=t.lens.distractor,
-            **t.attention.why.linked,
-            circuit=t.circuit.linked,
-        )
+        share.LinkedControls.of_page(s, c, t).wire_copy(copy_link, link)

@@ -71,6 +71,7 @@ class GenerateTab:
     kv_cache: PlotView  # the live cache's bytes beside MHA and MQA
     generated: gr.State  # this session's GenerationKey, or None
     follower: Follower  # the rows (and the head a stream draws) follow the layout's layer and head
+    steer: steer.SteerPanel
 
     def show_with(self, shared: Shared, run_views, run_inputs: list, run_outputs: list):
         """Wire "Show in every view" to the page's run handler `run_views`, with the generation's key
@@ -150,7 +151,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         rows = figure_view(elem_id="generation-plot")
         candidates = figure_view(elem_id="candidates-plot")
         kv_cache = figure_view(elem_id="generation-kv-plot")
-        steer.build(shared, prompt, model)
+        steering = steer.build(shared, prompt, model)
 
     figures = [rows, candidates, kv_cache]
     stream_outputs = [shared.status, text, *figures, step, generated, show, stop]
@@ -271,4 +272,5 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
         kv_cache=kv_cache,
         generated=generated,
         follower=follower,
+        steer=steering,
     )

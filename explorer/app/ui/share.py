@@ -4,7 +4,8 @@ set, how softmax maps are drawn: `log` and `weighted`, the RoPE positions `q` an
 `distractor`, the lens' `target` and `against`, the `cell` whose score is split: "query,key", the
 attention cells knocked out: `knockout=layer.head:query-key,…`, and the
 Circuit tab's dataset and settings: `circuit`, `pairs_n`, `seed` or the typed `pairs`, `metric`,
-`methods`, `positions`), and
+`methods`, `positions`), and the Generate tab's steering (`towards`, `away`, `steer_layer`, `strength`,
+`words`, `instruction`, `held_out`), and
 "Copy link" gives the link of what is on screen. A link names a picker model by its label, so it works on
 any machine that has that model; any other model by its source as typed."""
 
@@ -15,6 +16,8 @@ from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
+from explorer.app.ui.steer import LINK_KEYS as STEER_KEYS
+from explorer.app.ui.steer import SteerPanel
 from explorer.engine.edits import Knockout
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.values import brief
@@ -67,6 +70,7 @@ class ViewState:
     cell: tuple[int, int] | None = None  # (query, key) of the head's score split ("why this score")
     knockout: str = ""  # the attention cells knocked out, as `Knockout.spelled` writes them
     circuit: str = ""  # the Circuit tab's dataset and settings, as a query (`circuit.settings`)
+    steer: str = ""  # the Generate tab's steering settings, as a query (`steer.settings`)
 
     @classmethod
     def on_page(
@@ -114,6 +118,9 @@ class ViewState:
             circuit=urlencode({k: params[k] for k in CIRCUIT_KEYS if k in params})
             if tab == "circuit"
             else "",
+            steer=urlencode({k: params[k] for k in STEER_KEYS.values() if k in params})
+            if tab == "generate"
+            else "",
         )
 
 
@@ -159,6 +166,8 @@ def query_string(state: ViewState) -> str:
     query = urlencode(params)
     if state.circuit and state.tab == "circuit":
         query += "&" + state.circuit
+    if state.steer and state.tab == "generate":
+        query += "&" + state.steer
     return "?" + query
 
 
@@ -240,6 +249,7 @@ def restore_view(workspace, model: str, request: gr.Request) -> tuple[ViewState,
     named |= {"mode"} if params.get("mode") in ABLATE_MODES else set()
     named |= {"in_views"} if "views" in params else set()
     named |= {"knockout"} if state.knockout else set()
+    named |= {"steer"} if state.steer else set()
     return state, frozenset(named), " ".join(filter(None, (layer_note, head_note)))
 
 
@@ -271,6 +281,32 @@ class LinkedControls:
     cell: gr.State
     knockout: gr.State  # (prompt, cells knocked out in its run on screen), or None
     circuit: gr.Textbox
+    steer: gr.State
+
+    @classmethod
+    def of_page(cls, shared, controls, tabs) -> LinkedControls:
+        """The controls of the page (`common.Shared`, `common.Controls`, `layout.Tabs`) a link is made of."""
+        s, c, t = shared, controls, tabs
+        patching = dict(zip(("clean", "corrupted", "answer", "distractor"), t.intervene.prompts, strict=True))
+        return cls(
+            prompt=c.prompt,
+            model=c.model,
+            tab=c.current_tab,
+            layer=s.layer,
+            head=s.head,
+            style=s.map_style,
+            query=t.rope.query,
+            key=t.rope.key,
+            ablate=t.intervene.heads,
+            mode=t.intervene.mode,
+            in_views=t.intervene.in_views,
+            **patching,
+            target=t.lens.target,
+            against=t.lens.distractor,
+            **t.attention.why.linked,
+            circuit=t.circuit.linked,
+            steer=t.generate.steer.linked,
+        )
 
     def wire_copy(self, button: gr.Button, link: gr.Textbox) -> None:
         """ "Copy link": the view state read from the controls (given as a set, Gradio hands the
@@ -288,9 +324,10 @@ class RestoredControls:
     """What a link writes before its run (`restore_view`): what the page says of it, and the controls
     of the fields it names (among `linked`, and the map style's boxes), with whether the Overview is
     open. The model is the loader's, the RoPE positions follow the run, the cell is the page's (once
-    its pipeline is drawn) and the circuit the Circuit tab's."""
+    its pipeline is drawn) and the circuit the Circuit tab's; the steering panel's settings (`steer`)."""
 
     linked: LinkedControls
+    steer: SteerPanel
     notes: gr.State
     overview_open: gr.State  # the Overview fills at once when the link opens it
     log_box: gr.Checkbox
@@ -301,7 +338,8 @@ class RestoredControls:
     @property
     def outputs(self) -> list:
         linked = [getattr(self.linked, name) for name in self.RESTORED]
-        return [self.notes, self.overview_open, self.log_box, self.weighted_box, *linked]
+        steering = [self.steer.accordion, *self.steer.settings_inputs]
+        return [self.notes, self.overview_open, self.log_box, self.weighted_box, *linked, *steering]
 
     def updates(self, state: ViewState, named: frozenset[str], notes: str) -> dict:
         """The controls' updates for a link's state, those of fields it does not name left out."""
@@ -314,6 +352,8 @@ class RestoredControls:
             updates[self.linked.ablate] = list(state.ablate)
         if "knockout" in named:  # knocked out in the prompt's run, once it has run (`WhyPanel`)
             updates[self.linked.knockout] = (state.prompt, state.knockout)
+        if "steer" in named:
+            updates |= self.steer.restored(state.steer)
         return updates | {self.notes: notes, self.overview_open: state.tab == "overview"}
 
     def wire(self, event, workspace, model: gr.State):

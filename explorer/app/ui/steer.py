@@ -3,11 +3,15 @@ the mean stream entering a layer over the first list less over the second), adde
 strength; the steered continuation of the prompt above beside the plain one and beside the same prompt
 behind a typed instruction, the prompting baseline that AxBench (2025) found beats most steering. Each
 with the probability the model gives the concept's words at each new position and the perplexity of a
-held-out text under the same condition (`explorer.engine.steering`). The API endpoint `/steer`."""
+held-out text under the same condition (`explorer.engine.steering`). The API endpoint `/steer`.
+
+The page's link carries the settings of the steering on screen (`settings`, `linked`), and a link's
+settings come back into the panel, opened, as the page loads (`restored`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
@@ -35,8 +39,22 @@ INTRO = (
 )
 
 
+STRENGTHS = (-16.0, 16.0, 0.5)  # the slider's least, most and step
+# a link's name for each setting, by the panel's field that holds it
+LINK_KEYS = dict(
+    positive="towards",
+    negative="away",
+    layer="steer_layer",
+    strength="strength",
+    words="words",
+    instruction="instruction",
+    held_out="held_out",
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SteerPanel:
+    accordion: gr.Accordion
     positive: gr.Textbox  # the texts the direction points to, a line each
     negative: gr.Textbox  # and away from
     layer: gr.Number
@@ -46,6 +64,54 @@ class SteerPanel:
     held_out: gr.Textbox
     button: gr.Button
     table: gr.HTML
+    linked: gr.State  # the link's part naming the steering on screen ('' before one)
+
+    @property
+    def settings_inputs(self) -> list:
+        """The inputs a link restores, in `LINK_KEYS`' order."""
+        return [getattr(self, name) for name in LINK_KEYS]
+
+    def restored(self, linked: str) -> dict:
+        """The inputs a link's steering settings (`settings`) name, by input, the panel opened; a
+        setting the link leaves out, or names wrongly, kept as it is."""
+        params = dict(parse_qsl(linked))
+        updates = {
+            getattr(self, name): params[key][:MAX_SETTING_CHARS]
+            for name, key in LINK_KEYS.items()
+            if name not in ("layer", "strength") and key in params
+        }
+        if (layer := params.get(LINK_KEYS["layer"], "")).isdecimal() and len(layer) <= 6:
+            updates[self.layer] = int(layer)
+        strength = number(params.get(LINK_KEYS["strength"], ""))
+        low, high, step = STRENGTHS
+        if strength is not None and low <= strength <= high and (strength / step).is_integer():
+            updates[self.strength] = strength
+        return updates | {self.accordion: gr.Accordion(open=True)} if updates else {}
+
+
+MAX_SETTING_CHARS = 4000  # a setting read from a link, at most
+
+
+def number(text: str) -> float | None:
+    try:
+        value = float(text[:32])
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def settings(positive, negative, layer, strength, words, instruction, held_out) -> str:
+    """The link's part naming the steering on screen (`SteerPanel.restored` reads it back)."""
+    values = dict(
+        positive=positive,
+        negative=negative,
+        layer=int(layer),
+        strength=f"{float(strength):g}",
+        words=words,
+        instruction=instruction,
+        held_out=held_out,
+    )
+    return urlencode({LINK_KEYS[name]: value for name, value in values.items()})
 
 
 def lines(text: str, what: str) -> list[str]:
@@ -57,7 +123,7 @@ def lines(text: str, what: str) -> list[str]:
 
 def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
     """The panel, in an accordion of the tab it is built in, wired."""
-    with gr.Accordion("Steer", open=False, elem_id="steer"):
+    with gr.Accordion("Steer", open=False, elem_id="steer") as accordion:
         gr.Markdown(INTRO)
         with gr.Row():
             positive = gr.Textbox(
@@ -68,7 +134,10 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
             )
         with gr.Row():
             layer = checked.Number(2, label="Layer", precision=0, minimum=0, elem_id="steer-layer")
-            strength = checked.Slider(-16, 16, value=4, step=0.5, label="Strength", elem_id="steer-strength")
+            low, high, step = STRENGTHS
+            strength = checked.Slider(
+                low, high, value=4, step=step, label="Strength", elem_id="steer-strength"
+            )
             words = gr.Textbox(WORDS, label="The concept's words", elem_id="steer-words")
         with gr.Row():
             instruction = gr.Textbox(
@@ -78,6 +147,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
         button = gr.Button("Steer", variant="primary", elem_id="steer-button")
         table = gr.HTML(elem_id="steer-result")
     panel = SteerPanel(
+        accordion=accordion,
         positive=positive,
         negative=negative,
         layer=layer,
@@ -87,6 +157,7 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
         held_out=held_out,
         button=button,
         table=table,
+        linked=gr.State(""),
     )
 
     def steer(
@@ -119,10 +190,14 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
                 shared.workspace.policy.max_tokens,
             )
         said = f"Steered at layer {layer} with strength {float(strength):g}: {NEW_TOKENS} new tokens each."
-        return {shared.status: markup.status(said, "info"), table: markup.steering_table(readings)}
+        linked = settings(positive, negative, layer, strength, words, instruction, held)
+        return {
+            shared.status: markup.status(said, "info"),
+            table: markup.steering_table(readings),
+            panel.linked: linked,
+        }
 
     inputs = [prompt, model, positive, negative, layer, strength, words, instruction, held_out]
-    button.click(
-        gpu(guarded(shared.status)(steer)), inputs, [shared.status, table], api_name="steer", **COSTLY
-    )
+    outputs = [shared.status, table, panel.linked]
+    button.click(gpu(guarded(shared.status)(steer)), inputs, outputs, api_name="steer", **COSTLY)
     return panel
