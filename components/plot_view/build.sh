@@ -11,3 +11,5 @@ gradio_frontend="$(python -c 'import gradio, os; print(os.path.join(os.path.dirn
 PYTHONPATH="$repo" node node_modules/@gradio/preview/dist/index.js \
   --component-directory "$here" --root "$gradio_frontend" --mode build --python-path python
 git -C "$repo" checkout -- components/plot_view/pyproject.toml 2>/dev/null || true  # the build writes its artifacts there
+# What the build was made from, beside it: tests/test_component_build.py fails when a source changes without a rebuild.
+(cd "$repo" && python -m explorer.app.ui.component_build --write)
