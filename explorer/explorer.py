@@ -59,10 +59,14 @@ class Explorer:
         self.device = torch.device(device) if device else default_device()
         # read, never trained: a backward asks for the stream's gradients alone, never keeps the weights'
         self.model = checkpoint.model.to(self.device).eval().requires_grad_(False)
-        self.forward_count = 0  # fast forwards run so far: the app proves switches don't add one
         self._composition: Composition | None = None
         # the corrupted runs of the latest circuits' pairs, kept for the next circuit of the same pairs
         self.corrupted_runs = CorruptedRuns()
+
+    @property
+    def forward_count(self) -> int:
+        """The forwards the model has run (`Transformer.hidden_states`): the app proves a switch adds none."""
+        return self.model.forward_count
 
     @property
     def dtype(self) -> torch.dtype:
@@ -109,7 +113,6 @@ class Explorer:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        self.forward_count += 1
         return Run(
             self,
             ids=encoded.ids,
@@ -287,7 +290,6 @@ class Explorer:
             taps = Taps(block_output=lambda at, x: kept.append(x) if at == layer - 1 else None)
             self.model.hidden_states(ids, taps=taps)
             stream = kept[0]
-        self.forward_count += 1
         return stream[0].float().mean(0).cpu()
 
 

@@ -772,15 +772,18 @@ def test_show_puts_the_generated_sequence_in_every_view_under_a_key_of_its_own(c
     list(expected)
     before = forwards()
     _, strip, *plots = session.predict(1, 2, api_name="/show_generation")
+    # the generated Run is the generation's: its last token fed as a step feeds one (a forward of one
+    # position, counted as one), never a forward of the whole sequence
+    assert forwards() == before + 1, "the generated Run came from the generation, not a forward"
     assert f"{len(expected.ids)} tokens" in strip
     assert all(is_plot(p) for p in plots[4 : 4 + N_LAYER_PLOTS])
     _, pipeline, *_ = session.predict(3, 2, 0, 0, api_name="/layer")
     _, overview, _, next_tokens = session.predict(api_name="/overview")
     assert is_plot(pipeline) and is_plot(overview) and is_plot(next_tokens)
-    assert forwards() == before, "the generated Run came from the generation, not a forward"
+    shown = forwards()
     text = GENERATE_PROMPT + workspace.explorer("").tokenizer.decode(expected.ids[expected.n_prompt :])
     run(session, text)  # typed, the same text is a prompt of its own: one forward of its own
-    assert forwards() == before + 1
+    assert forwards() == shown + 1
 
 
 def test_generate_refuses_a_prompt_it_cannot_continue_and_the_views_stay(client, workspace):

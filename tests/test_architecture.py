@@ -288,3 +288,56 @@ def test_the_control_finder_finds_each_way_of_building_one():
         assert any(builds_a_plain_control(node) for node in ast.walk(ast.parse(code))), code
     for code in ("metric: gr.Radio = None", "gr.update(choices=[])", "checked.Radio(['a'])", "gr.Textbox()"):
         assert not any(builds_a_plain_control(node) for node in ast.walk(ast.parse(code))), code
+
+
+def writes_through_attributes(path: Path) -> set[str]:
+    """Every assignment in a module through another object's attribute (`a.b = …`, `a.b += …`,
+    `a.b[k] = …`, the root not `self` or `cls`), as its target's text."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            base = target
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            root = base
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if isinstance(base, ast.Attribute) and getattr(root, "id", None) not in ("self", "cls"):
+                found.add(ast.unparse(target))
+    return found
+
+
+def test_no_writes_run_back_up_from_the_engine_views_and_figures():
+    """Below the app, no code writes into an object it was handed: a view keeps what it derives from a
+    run through `Run.memo`, and the model counts its own forwards (`Transformer.forward_count`, which the
+    Explorer reads). The writes left are into objects the function made itself."""
+    made_here = {  # module -> its writes into an object it made itself
+        "engine/tokens.py": {"text.hover"},  # the Encoded it builds
+        "engine/deadline.py": {"outer.at"},  # the bound it opened, as the context closes
+        "engine/rows.py": {"one.__dict__[stage]"},  # a head's rows, their stages cut from its layer's
+        "engine/run.py": {"moved.__dict__['probs']"},  # a copy on the CPU, its computed stage kept
+        "figures/attention.py": {"pipeline_figure.plot.__signature__", "pipeline_figure.__signature__"},
+    }
+    found = {}
+    for layer in ("engine", "views", "figures"):
+        for path in (PACKAGE / layer).rglob("*.py"):
+            name = path.relative_to(PACKAGE).as_posix()
+            if writes := writes_through_attributes(path) - made_here.get(name, set()):
+                found[name] = writes
+    assert found == {}
+    assert writes_through_attributes(PACKAGE / "explorer.py") == set()  # its forward count is the model's
+
+
+def test_the_write_finder_finds_each_way_of_writing():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "m.py"
+        path.write_text("run.kept[1] = 2\nex.forward_count += 1\nx.a: int = 0\nself.b = 1\nc = 2\n")
+        assert writes_through_attributes(path) == {"run.kept[1]", "ex.forward_count", "x.a"}

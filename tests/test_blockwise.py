@@ -117,7 +117,7 @@ def test_a_layer_shown_again_is_drawn_from_what_the_run_kept(ex, monkeypatch):
     monkeypatch.setattr(view_attention, "VIEW_MAP_BYTES", 8 * 702 * 702 * 4 // 10)
     run = ex.run(PROMPT)
     first = views.layer_figures(run, LAYER)
-    kept = sum(value.nbytes for value in run.kept.values())
+    kept = run.recalled(("layer views", LAYER)).nbytes
     assert 0 < kept < 100_000 and run.cache_nbytes() == run.cached_eager_bytes + kept + sum(
         t.numel() * t.element_size() for t in (run.layer_inputs, run.final_hidden)
     )
@@ -147,7 +147,8 @@ def test_a_layer_prepared_ahead_is_drawn_with_no_pass_and_equal_to_one_drawn_col
         views.prepare_layer(run, run.config.n_layers)
     monkeypatch.undo()
     short = ex.run(TEXT)
-    assert views.maps_fit(short) and not views.prepare_layer(short, LAYER) and not short.kept
+    assert views.maps_fit(short) and not views.prepare_layer(short, LAYER)
+    assert short.recalled(("layer views", LAYER)) is None
 
 
 def test_no_block_of_maps_passes_the_budget(blockwise_run, monkeypatch):

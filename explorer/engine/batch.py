@@ -69,7 +69,6 @@ def run_batch(explorer, items: Sequence, batch_size: int = 16, max_tokens: int |
         if explorer.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        explorer.forward_count += 1
         tokens = sum(len(every[i].ids) for i in group)
         for row, i in enumerate(group):
             e, m = every[i], len(every[i].ids)
@@ -157,7 +156,6 @@ def cache(
         model.hidden_states(
             ids, layers=range(deepest + 1), taps=Taps(**{p: _all(t) for p, t in fields.items()})
         )
-        explorer.forward_count += 1
         bar(len(group))
     bar(None)
     return out

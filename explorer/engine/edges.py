@@ -262,7 +262,6 @@ def edge_scores(
     )
     for batch in deadline.steps(data.batches, [batch.size for batch in data.batches]):
         clean, corrupted = trace(model, batch.clean), trace(model, batch.corrupted)
-        explorer.forward_count += 2
         reference = None
         if data.metric == "kl":
             reference = pairs.log_probs(model, clean.final[:, -1])
@@ -272,7 +271,6 @@ def edge_scores(
                 baselines[name] = baselines.get(name, 0.0) + float(metric.sum()) / data.size
         difference = writes(model, clean).sub_(writes(model, corrupted))  # [U, B, N, hidden]
         gradients = _input_gradients(model, batch, clean, corrupted, steps, data.metric, reference)
-        explorer.forward_count += steps
         for layer, grad in enumerate(gradients[:-1]):  # [B, readers, N, hidden]
             count, mlp_count = written_before(config, layer), written_before(config, layer, mlp=True)
             columns = slice(layer * readers_per_layer(config), (layer + 1) * readers_per_layer(config))

@@ -94,18 +94,18 @@ class CorruptedRuns:
     def clear(self) -> None:
         self._kept.clear()
 
-    def of(self, model, batch: pairs.Batch, metric: str) -> tuple[CorruptedRun, bool]:
-        """The batch's corrupted run, and whether it was recorded now (a forward) or kept from before."""
+    def of(self, model, batch: pairs.Batch, metric: str) -> CorruptedRun:
+        """The batch's corrupted run: kept from before, or recorded now (a forward)."""
         key = _key(batch, metric)
         if key in self._kept:
             self._kept.move_to_end(key)
-            return self._kept[key], False
+            return self._kept[key]
         run = record(model, batch, metric)
         if run.nbytes <= self.max_bytes:
             self._kept[key] = run
             while self.nbytes > self.max_bytes:
                 self._kept.popitem(last=False)
-        return run, True
+        return run
 
 
 def _key(batch: pairs.Batch, metric: str) -> tuple:
@@ -145,10 +145,9 @@ def pair_metrics(explorer, data: pairs.Dataset, ranked, counts: list[int], indic
                 edges.valid_positional(config, n) if positional else edges.edge_index(config)[2][..., None]
             )
             if kept_runs is None:
-                corrupted, fresh = record(model, batch, data.metric), True
+                corrupted = record(model, batch, data.metric)
             else:
-                corrupted, fresh = kept_runs.of(model, batch, data.metric)
-            explorer.forward_count += int(fresh) * (2 if data.metric == "kl" else 1) + len(counts)
+                corrupted = kept_runs.of(model, batch, data.metric)
             for i, count in deadline.steps(enumerate(counts)):
                 kept = edges.kept_mask(config, tuple(index[:count] for index in at), valid.shape[-1])
                 removed = (valid & ~kept).to(corrupted.z.device)

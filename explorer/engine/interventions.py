@@ -241,7 +241,6 @@ def patch_heads(
         raise PromptError("The clean and corrupted prompts are the same tokens: there is nothing to patch.")
 
     clean_trace, corrupted_trace = _trace(model, clean_encoded.ids), _trace(model, corrupted_encoded.ids)
-    explorer.forward_count += 2
     states = _sweep(model, corrupted_trace, clean_trace.heads, differ[0], progress)  # [L, H, hidden]
     ends = (clean_trace.last_hidden, corrupted_trace.last_hidden)
     unknown = set(metrics) - set(METRICS)

@@ -284,6 +284,7 @@ class Transformer(nn.Module):
         self.register_buffer("inv_freq", rope.config_inverse_frequencies(config), persistent=False)
         sliding = rope.sliding_inverse_frequencies(config)  # None: the sliding layers turn as the rest
         self.register_buffer("sliding_inv_freq", sliding, persistent=False)
+        self.forward_count = 0  # the forwards run so far (`hidden_states`): the app proves a switch adds none
 
     def layer_inv_freq(self, layer: int) -> torch.Tensor:
         """The θ_i `layer` turns its queries and keys by (a sliding layer's own base).  # [d/2]"""
@@ -366,7 +367,8 @@ class Transformer(nn.Module):
         - `kept`: the last of `layers` computes these of the M positions (indices, in order) alone from
           its queries on (no later block reads the others); the stream returned is then [B, R, hidden].
           The keys and values of every position are still computed. `last_only`: the last one alone.
-        """
+        A pass that embeds `ids`, or takes a stream through every block, is a forward (`forward_count`); a
+        block rerun from a kept input is not."""
         layers = range(self.config.n_layers) if layers is None else layers
         if stream is None:
             if layers.start != 0:
@@ -377,6 +379,7 @@ class Transformer(nn.Module):
             raise ValueError(f"{len(positions)} positions for a stream of {stream.shape[1]}")
         p = self.pass_over(positions, stream.dtype, cache, taps)
         last = self.config.n_layers - 1
+        self.forward_count += ids is not None or (layers.start == 0 and layers.stop == last + 1)
         if last_only:
             kept = [stream.shape[1] - 1]
         rows = None if kept is None else torch.tensor(kept, device=stream.device)
@@ -395,6 +398,3 @@ class Transformer(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits for every position.  # [B, N] -> [B, N, vocab]"""
         return self.logits(self.hidden_states(ids))
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

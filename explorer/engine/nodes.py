@@ -178,7 +178,6 @@ def patch_nodes(explorer, data: pairs.Dataset, nodes: list, edits=None) -> torch
             edited = Edits.parse(model.config, edits, one.n_tokens)
             clean = trace(model, one.clean, True, edits=edited)
             corrupted = trace(model, one.corrupted, True, edits=edited)
-            explorer.forward_count += 2
             reference = pairs.log_probs(model, clean.final[:, -1]) if data.metric == "kl" else None
             total += _sweep(model, one, parsed, clean, corrupted, data.metric, reference, edited).cpu()
     return total / data.size
@@ -293,7 +292,6 @@ def attribution_patching(
         metric = pairs.metric_of(model, corrupted.final[:, -1], batch, data.metric, reference).sum()
         found = torch.autograd.grad(metric, [corrupted.leaves[kind] for kind in grad_kinds])
         grads = dict(zip(grad_kinds, found, strict=True))
-        explorer.forward_count += 2
         with torch.no_grad():
             # (a_clean − a_corrupted) · ∂M/∂a over the head size (or hidden), summed over the pairs
             # -> [L, H, N] for a head kind, [L, N] for a stream kind, on CPU

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -68,13 +68,26 @@ class Run:
         self.eager_cache_bytes = DEFAULT_EAGER_CACHE_BYTES
         self._eager: OrderedDict[int, AttentionInternals] = OrderedDict()
         self._projections: OrderedDict[int, Projections] = OrderedDict()
-        # Small results the views derive from this run and keep with it (`views.pooled`: a layer's
-        # pooled maps past the view budget, some 60 KB a layer); each has `nbytes`, counted below.
-        self.kept: dict[Hashable, Any] = {}
+        # Small results the views derive from this run and keep with it (`memo`; `views.pooled`: a
+        # layer's pooled maps past the view budget, some 60 KB a layer); each has `nbytes`, counted below.
+        self._memos: dict[Hashable, Any] = {}
 
     @property
     def config(self) -> ModelConfig:
         return self.explorer.config
+
+    def memo(self, key: Hashable, compute: Callable[[Any], Any], stale: Callable[[Any], bool] | None = None):
+        """A reading derived from this run, kept with it under `key`: computed by `compute(kept)` (kept:
+        what was kept before, or None) where nothing is kept yet or `stale(kept)`, else the one kept.
+        What it keeps has `nbytes` (counted in `cache_nbytes`)."""
+        kept = self._memos.get(key)
+        if kept is None or (stale is not None and stale(kept)):
+            kept = self._memos[key] = compute(kept)
+        return kept
+
+    def recalled(self, key: Hashable):
+        """The reading `memo` keeps under `key`, or None."""
+        return self._memos.get(key)
 
     @property
     def n_tokens(self) -> int:
@@ -292,7 +305,7 @@ class Run:
         """Memory this run holds: cached layer inputs, cached eager layers, and what the views keep."""
         own = self.layer_inputs.numel() * self.layer_inputs.element_size()
         own += self.final_hidden.numel() * self.final_hidden.element_size()
-        return own + self.cached_eager_bytes + sum(value.nbytes for value in self.kept.values())
+        return own + self.cached_eager_bytes + sum(value.nbytes for value in self._memos.values())
 
 
 def _to_cpu(internals: AttentionInternals | Projections) -> AttentionInternals | Projections:

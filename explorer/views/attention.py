@@ -221,12 +221,12 @@ def eager_check(run: Run, layer: int) -> Faithfulness:
     block when its maps do not fit; computed once per run and layer, then kept with the run."""
     if not maps_fit(run):
         return pooled.layer_views(run, layer, block_bytes()).check
-    kept = run.kept.get(("faithfulness", layer))
-    if kept is None:
+
+    def compute(_) -> Faithfulness:
         eager = run.attention(layer).output
-        kept = check_outputs(eager, run.sdpa_output(layer), run.eager_seconds[layer])
-        run.kept[("faithfulness", layer)] = kept
-    return kept
+        return check_outputs(eager, run.sdpa_output(layer), run.eager_seconds[layer])
+
+    return run.memo(("faithfulness", layer), compute)
 
 
 def faithfulness(run: Run, layer: int) -> Plot:

@@ -215,25 +215,25 @@ def _maps_nbytes(maps: np.ndarray | list[codec.EncodedMap] | None) -> int:
 
 def layer_views(run: Run, layer: int, block_bytes: int, weighted: bool = False) -> LayerViews:
     """The layer's pass with its output, checked against the fast path's output and reduced to what
-    the views show; computed once per run and layer, then kept (`Run.kept`). `weighted`: with the
+    the views show; computed once per run and layer, then kept (`Run.memo`). `weighted`: with the
     weighted maps too, from another pass (without the output) if the kept one had none."""
-    kept = kept_layer_views(run, layer)
-    if kept is None:
+
+    def compute(kept: LayerViews | None) -> LayerViews:
+        if kept is not None:  # kept without the weighted maps asked for now
+            passed = layer_pass(run, layer, block_bytes, output=False, weighted=True)
+            return replace(kept, weighted_maps=passed.weighted_maps)
         passed = layer_pass(run, layer, block_bytes, weighted=weighted)
-        kept = LayerViews(
+        return LayerViews(
             head_maps=passed.head_maps,
             weighted_maps=passed.weighted_maps,
             similarity=passed.similarity,
             check=check_outputs(passed.output, run.sdpa_output(layer), passed.seconds),
         )
-    elif weighted and kept.weighted_maps is None:
-        passed = layer_pass(run, layer, block_bytes, output=False, weighted=True)
-        kept = replace(kept, weighted_maps=passed.weighted_maps)
-    else:
-        return kept
-    run.kept[("layer views", layer)] = kept
-    return kept
+
+    return run.memo(
+        ("layer views", layer), compute, stale=lambda kept: weighted and kept.weighted_maps is None
+    )
 
 
 def kept_layer_views(run: Run, layer: int) -> LayerViews | None:
-    return run.kept.get(("layer views", layer))
+    return run.recalled(("layer views", layer))

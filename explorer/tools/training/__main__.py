@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> None:
     model = Transformer(model_config(config, tokenizer))
     model.init_weights(generator=torch.Generator().manual_seed(config.seed))
     model.to(config.device)
-    print(f"{model.num_parameters():,} parameters; {len(train_tokens):,} training tokens", file=sys.stderr)
+    print(
+        f"{sum(p.numel() for p in model.parameters()):,} parameters; {len(train_tokens):,} training tokens",
+        file=sys.stderr,
+    )
 
     work_dir = args.work_dir or Path(tempfile.gettempdir()) / "explorer-train" / args.out.name
     heldout_batches = heads.token_windows(heldout_tokens, config.context + 1, count=config.eval_windows)
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             folder,
             model_card.CardFacts(
                 config=saved.config,
-                n_parameters=saved.model.num_parameters(),
+                n_parameters=saved.sum(p.numel() for p in model.parameters()),
                 corpus=args.corpus.name,
                 corpus_chars=len(train_text) + len(heldout_text),
                 train_tokens=len(train_tokens),
