@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.app import head_switch, payload
+from explorer.app import payload
 from explorer.figures import KeyWrites, MapStyle, codec, pipeline_parts, rope_angles_figure, sendable
 from explorer.figures.codec import encode_mask, encode_probs, encode_signed
 
@@ -104,7 +104,7 @@ def _heads_case(n: int, heads: int) -> dict:
     figures = [payload.sent_figure(_pipeline(n, 10 + h), f"head-{h}") for h in range(heads)]
     shown, others = figures[0], dict(enumerate(figures))
     others.pop(0)
-    differences = head_switch.differences(shown, others)
+    differences = codec.differences(shown, others)
     return dict(version=codec.WIRE_VERSION, name="heads", shown=shown, differences=differences, heads=figures)
 
 

@@ -60,9 +60,18 @@ def test_the_encoder_still_writes_each_fixture(name):
     assert_same(written, on_disk, name)
 
 
-def test_both_ends_read_one_version():
-    declared = re.search(r"export const VERSION = (\d+);", DECODER.read_text(encoding="utf-8"))
-    assert declared and int(declared[1]) == codec.WIRE_VERSION
+def test_the_page_reads_the_constants_the_server_writes():
+    """The page's shared.mjs is what explorer/figures/page_constants.py writes (the wire format's
+    version, SHORT_END): written once, never by hand; the decoder and the labels import it."""
+    from explorer.figures import page_constants
+
+    assert page_constants.PAGE_MODULE.read_text(encoding="utf-8") == page_constants.page_module(), (
+        "write it again: python -m explorer.figures.page_constants, then rebuild the component"
+    )
+    assert page_constants.CONSTANTS["VERSION"][0] == codec.WIRE_VERSION
+    for module, name in ((DECODER, "VERSION"), (DECODER.with_name("labels.mjs"), "SHORT_END")):
+        text = module.read_text(encoding="utf-8")
+        assert f'import {{ {name} }} from "./shared.mjs";' in text and f"export const {name}" not in text
 
 
 def test_every_fixture_has_a_map_to_rebuild_of_each_rule():

@@ -1,6 +1,7 @@
-"""Every head's pipeline rides with a layer's update (explorer/app/head_switch.py). Each other head's
-figure, built from its parts against the shown head's, is the one the server sends for that head, and
-the update rebuilt as the page rebuilds it gives every head's figure back, key for key."""
+"""Every head's pipeline rides with a layer's update (`payload.pipelines_payload`, each other head's as
+`codec.differences` writes it). Each other head's figure, built from its parts against the shown head's,
+is the one the server sends for that head, and the update rebuilt as the page rebuilds it gives every
+head's figure back, key for key."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 import explorer
 from explorer import views
-from explorer.app import head_switch, payload
+from explorer.app import payload
 from explorer.figures import json_text
 from tests.codec_fixtures import inflated
 
@@ -42,7 +43,7 @@ def test_another_heads_figure_built_from_its_parts_is_the_one_sent_for_it(bundle
     for head in range(1, run.config.n_heads):
         parts = views.pipeline_parts(run, LAYER, head, style)
         sent = payload.sent_figure(views.pipeline(run, LAYER, head, style), name(head))
-        assert json_text(head_switch.head_figure(shown, parts, name(head))) == json_text(sent)
+        assert json_text(payload.head_figure(shown, parts, name(head))) == json_text(sent)
 
 
 def applied(base: dict, difference: dict) -> dict:

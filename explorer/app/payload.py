@@ -1,5 +1,7 @@
 """What the app sends for a figure (Gradio's plot data: the figure's compact JSON and its export
-settings), and the bytes of a layer switch's update."""
+settings), and the bytes of a layer switch's update: every head's pipeline in one update where they
+fit, each other head's as what differs from the shown head's (`codec.differences`), so the page
+switches heads without asking the server."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from collections.abc import Callable
 from pathlib import PurePath
 
 from explorer import figures
-from explorer.app import head_switch
 from explorer.engine.run import Run
-from explorer.figures.codec import MAP_BUDGET_BYTES
+from explorer.figures import PipelineParts
+from explorer.figures.codec import MAP_BUDGET_BYTES, differences
 from explorer.figures.plot import Plot
 from explorer.views.attention import layer_figures, pipeline, pipeline_parts
 from explorer.views.rope import default_positions, rope_rotation, rope_score_split
@@ -34,7 +36,7 @@ NEIGHBOUR_BYTES = 4 << 20
 
 
 def every_head_rides(run: Run) -> bool:
-    """Whether a layer's update carries every head's pipeline (`head_switch`): the page then switches
+    """Whether a layer's update carries every head's pipeline (`pipelines_payload`): the page then switches
     heads itself; else a head switch asks the server, until the other heads follow (`others_follow`)."""
     n = run.n_tokens
     return run.config.n_heads * (n * n + n * (n + 1) // 2) <= EVERY_HEAD_BYTES
@@ -67,15 +69,15 @@ def pipeline_payload(
     others_later: bool = False,
 ) -> dict[str, str]:
     """Head `head`'s pipeline as the app sends it, carrying every other head's of the layer while
-    `every_head_rides` (`head_switch`); past it, or with `others_later` (a layer the page waits for:
+    `every_head_rides` (`pipelines_payload`); past it, or with `others_later` (a layer the page waits for:
     the shown head is drawn first), marked with what the page asks for the others by once it has drawn
     it ("layer,head,fingerprint": `other_heads`) while `others_follow`. Each head's downloads are named
     `name(head)`."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
     if every_head_rides(run) and not others_later:
-        return head_switch.pipelines_payload(shown, _others(run, layer, head, style, name, shown))
+        return pipelines_payload(shown, _others(run, layer, head, style, name, shown))
     if others_follow(run):  # what the page asks for: this layer and head, and this very figure
-        return head_switch.marked(shown, others=f"{layer},{head},{_fingerprint(shown)}")
+        return marked(shown, others=f"{layer},{head},{_fingerprint(shown)}")
     return {"type": "plotly", "plot": figures.json_text(shown)}
 
 
@@ -88,20 +90,20 @@ def other_heads(
     name: Callable[[int], str] = lambda head: "attention-explorer",
 ) -> str | None:
     """The other heads' pipelines of the layer the page shows (head `head`'s, whose figure as sent has
-    `fingerprint`: `asked_heads`), as what differs from it (`head_switch.differences`), JSON:
+    `fingerprint`: `asked_heads`), as what differs from it (`codec.differences`), JSON:
     {"others": "layer,head,fingerprint", "heads": [...]}. None when the page's figure is not the one
     this run and style draw (another prompt, model or style since)."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
     if not others_follow(run) or _fingerprint(shown) != fingerprint:
         return None
-    heads = head_switch.differences(shown, _others(run, layer, head, style, name, shown))
+    heads = differences(shown, _others(run, layer, head, style, name, shown))
     return json.dumps({"others": f"{layer},{head},{fingerprint}", "heads": heads}, separators=(",", ":"))
 
 
 def _others(run: Run, layer: int, head: int, style, name, shown: dict) -> dict[int, dict]:
-    """Every other head's pipeline as sent, built against the shown head's (`head_switch.head_figure`)."""
+    """Every other head's pipeline as sent, built against the shown head's (`head_figure`)."""
     return {
-        h: head_switch.head_figure(shown, pipeline_parts(run, layer, h, style), name(h))
+        h: head_figure(shown, pipeline_parts(run, layer, h, style), name(h))
         for h in range(run.config.n_heads)
         if h != head
     }
@@ -148,7 +150,7 @@ def update_payload_bytes(
 ) -> int:
     """Bytes of the JSON one layer switch sends, figures as the app sends them (softmax maps drawn in
     `style`): every head's pipeline while `every_head_rides` (head `head`'s, carrying the others':
-    `head_switch`; past it, the head's alone), the RoPE rotation and score split, and `layer_figures`
+    `pipelines_payload`; past it, the head's alone), the RoPE rotation and score split, and `layer_figures`
     (all heads, head similarity, faithfulness). A head switch within it sends nothing: the page draws
     the head from this update."""
     query, key = default_positions(run)
@@ -156,3 +158,28 @@ def update_payload_bytes(
     rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]
     sent = [every_head, *(plot_payload(fig) for fig in rope + layer_figures(run, layer, style))]
     return sum(len(json.dumps(each, ensure_ascii=False).encode()) for each in sent)
+
+
+def pipelines_payload(shown: dict, others: dict[int, dict]) -> dict[str, str]:
+    """Gradio's plot data of the shown head's figure (as `sent_figure` gives it), carrying each other
+    head's (`others`, by head: `head_figure`) as a difference (`codec.differences`)."""
+    heads = differences(shown, others)
+    return marked(shown, heads=heads, head=heads.index(None))
+
+
+def marked(shown: dict, **meta) -> dict[str, str]:
+    """Gradio's plot data of a figure as sent, with `meta` added to its layout's meta (for the page)."""
+    layout = shown["layout"] | {"meta": shown["layout"].get("meta", {}) | meta}
+    return {"type": "plotly", "plot": figures.json_text(shown | {"layout": layout})}
+
+
+def head_figure(shown: dict, parts: PipelineParts, filename: str) -> dict:
+    """Another head's figure as sent, from the shown head's and the other's parts (its traces and
+    title; every head's layout is alike): what `sent_figure` would give for it, without building its
+    layout again. Its downloads are named `filename`."""
+    options = shown["config"]["toImageButtonOptions"] | {"filename": filename}
+    return {
+        "data": figures.sendable_traces(parts.data),
+        "layout": shown["layout"] | {"title": {"text": parts.title}},
+        "config": shown["config"] | {"toImageButtonOptions": options},
+    }

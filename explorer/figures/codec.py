@@ -7,6 +7,12 @@ as nested lists): exact float32 while the map fits a byte budget, else one byte 
 into blocks of positions (to half as many cells), with a note saying so. Pooling takes the largest
 (or smallest) of each block as a few elementwise passes over strided views, one per position of a
 block along each axis, never a reduction over a small axis.
+
+A layer's update carries every other head's pipeline as what differs from the shown head's
+(`differences`): the traces that differ, whole, and the layout's and config's keys that differ (its
+title, its downloads' name), arrays of those traces deflated (zlib, which the page inflates with the
+browser's DecompressionStream): every head of a 256-token layer in 8-bit codes stays under 1 MB. Rebuilt
+in the page (`pack.mjs`), head h's figure is the one the server would send for it, byte for byte.
 """
 
 from __future__ import annotations
@@ -261,3 +267,26 @@ def deflated(value):
         packed = zlib.compress(base64.b64decode(bdata), 6)
         return value | {"bdata": base64.b64encode(packed).decode(), "deflate": True}
     return {key: deflated(v) for key, v in value.items()}
+
+
+def differences(shown: dict, others: dict[int, dict]) -> list[dict | None]:
+    """Each head's figure (`others`, by head, as sent) as what differs from the shown head's, deflated;
+    None for the shown head."""
+    heads = [None] * (len(others) + 1)
+    for h, plot in others.items():
+        heads[h] = deflated(difference(shown, plot))
+    return heads
+
+
+def difference(base: dict, other: dict) -> dict:
+    """What turns figure `base` into `other` (both as sent): each trace that differs, whole, by its
+    index; the layout's and config's top-level keys that differ (a key gone from `other` as None)."""
+    if len(base["data"]) != len(other["data"]):
+        raise ValueError("every head's pipeline has the same traces")
+    data = {str(i): b for i, (a, b) in enumerate(zip(base["data"], other["data"], strict=True)) if a != b}
+    return {"data": data, **{part: _keys(base[part], other[part]) for part in ("layout", "config")}}
+
+
+def _keys(base: dict, other: dict) -> dict:
+    changed = {key: value for key, value in other.items() if base.get(key) != value}
+    return changed | {key: None for key in base.keys() - other.keys()}

@@ -61,9 +61,9 @@ def pipeline_plot(
     run, layer: int, head: int, style: views.MapStyle, thumbnails=None, others_later: bool = False
 ) -> dict:
     """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
-    the view to switch to (`head_switch`) while `payload.every_head_rides` and not `others_later` (else
-    the view asks for them once it has drawn the head), each download named by the model, layer, head
-    and figure; with the layer's thumbnails where given (their plot data: `plots`)."""
+    the view to switch to (`payload.pipelines_payload`) while `payload.every_head_rides` and not
+    `others_later` (else the view asks for them once it has drawn the head), each download named by the
+    model, layer, head and figure; with the layer's thumbnails where given (their plot data: `plots`)."""
     sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer), others_later)
     thumbnails = None if thumbnails is None else thumbnails.plot
     return layer_view.layer_value(

@@ -15,8 +15,9 @@
 // hover), before Plotly draws it. Pure functions of their arguments, tested by `node --test` against
 // the fixtures under tests/fixtures/codec (written by the Python encoder).
 
-/** The format's version: explorer/figures/codec.py's WIRE_VERSION, and the fixtures'. */
-export const VERSION = 1;
+import { VERSION } from "./shared.mjs";
+
+export { VERSION };
 
 /** @typedef {{dtype: string, bdata: string | ArrayBuffer, shape?: string, deflate?: boolean}} TypedArraySpec */
 

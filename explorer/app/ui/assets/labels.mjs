@@ -2,8 +2,9 @@
 // Token labels as the page draws them: ticks cut to what they show, and a cell's text cut to its width.
 // Pure functions of their arguments (tested by `node --test`: tests/labels.test.mjs).
 
-/** Where a token's tick label ends and its hover part goes on (figures/common.py `SHORT_END`). */
-export const SHORT_END = "\u2063";
+import { SHORT_END } from "./shared.mjs";
+
+export { SHORT_END };
 
 // Plotly sizes a plot's margins to its tick labels as it draws them: a tick cut after drawing would
 // leave a split character's whole hover text ("—¹⁣ (byte 1 of 3 of “—”)") pushing the margin out as
