@@ -6,11 +6,9 @@ recently used dropped first once everything together passes it.
   one model), a hub id in lower case (the hub ignores case), '' and the bundled model's label and path
   all the default model; a prompt by the text the run reads (cut before tokenizing), so a 50 MB paste
   keeps 32 KB.
-- The budget counts models' weights and tokenizers, runs (layer inputs, cached eager layers, the
-  overview's scores, ids and tokens) and the prompt text held in keys. A run grows as its layers are
-  looked at, so sizes are measured again whenever the cache is trimmed.
-- Dropping a model drops its runs and generations, which hold it: an evicted model is freed, not kept
-  alive by them.
+- The budget (`explorer.app.budget`) counts models' weights and tokenizers, runs (layer inputs,
+  cached eager layers, the overview's scores, ids and tokens) and the prompt text held in keys; dropping
+  a model drops its runs and generations, which hold it.
 - A generation is kept under a `GenerationKey` of its own, and its sequence's Run under (model, that
   key) beside the prompts' runs: no prompt is a GenerationKey, so a typed prompt never finds a
   generated run (whose ids need not be the prompt's tokenization of its text), and every view reads
@@ -19,35 +17,30 @@ recently used dropped first once everything together passes it.
   a model whose weights would not fit the budget is refused before a weight is read, and one that fits
   is counted from then on, older entries dropped to make room before its weights are read.
 - An expensive reading's working memory (the flow graph's shares, a patching sweep's two traces) is
-  reserved in the budget while it runs (`reserve`): what it needs is made room for, as a run would be,
-  and a reading that would not fit beside the model and run it reads is refused before it starts.
+  reserved in the budget while it runs (`reserve`, `Budget.reserve`).
 - Other parts of the app keep what they hold in the budget, under keys of their own (`keep`).
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import logging
 import os
-import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from explorer.app import memory
-from explorer.app.kept import CachedRun, GenerationKey, KeptGeneration, holds, model_nbytes
+from explorer.app.budget import Budget
+from explorer.app.kept import CachedRun, GenerationKey, KeptGeneration
 from explorer.app.policy import UNREADABLE, Policy, normalised
 from explorer.engine.edits import Knockout
 from explorer.engine.generate import Generation, Step
 from explorer.engine.interventions import Ablation
 from explorer.engine.run import Run
 from explorer.engine.tokens import char_budget
-from explorer.errors import CheckpointError, LimitError
+from explorer.errors import CheckpointError
 from explorer.explorer import Explorer, load
 from explorer.loading.checkpoints import BUNDLED_MODEL
 from explorer.loading.weights import ModelSize
@@ -73,16 +66,18 @@ class Workspace:
         self.default_model = default_model
         self.device = device
         self.policy = policy or Policy.from_environment()
-        self.max_bytes = max_bytes or self.policy.memory_bytes
         # models by key; runs by (model key, text), (model key, text, ablation) or (model key, a
-        # GenerationKey); generations by GenerationKey
-        self._entries: OrderedDict[str | tuple | GenerationKey, Explorer | CachedRun | KeptGeneration] = (
-            OrderedDict()
-        )
-        self._serials = itertools.count()
-        self._reserved: dict[int, int] = {}  # bytes of the readings running now, by a serial of their own
-        self._lock = threading.RLock()
+        # GenerationKey); generations by GenerationKey; what others keep under keys of their own
+        self.budget = Budget(max_bytes or self.policy.memory_bytes)
         self._loading = threading.Lock()  # one model load at a time
+
+    @property
+    def max_bytes(self) -> int:
+        return self.budget.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.budget.max_bytes = value
 
     # --- names ---
 
@@ -115,8 +110,7 @@ class Workspace:
             self.policy.check(source)
         except CheckpointError:
             return False
-        with self._lock:
-            return self.key(source) in self._entries
+        return self.key(source) in self.budget
 
     def explorer(self, model: str | None, progress=None, load: bool = True) -> Explorer:
         """The loaded model, loading it first if needed (telling `progress(fraction, message)` each
@@ -126,7 +120,7 @@ class Workspace:
         source = self.source(model)
         self.policy.check(source)
         key = self.key(source)
-        found = self._touch(key)
+        found = self.budget.touch(key)
         if found is not None:
             return found
         if not load and source != "":
@@ -136,23 +130,23 @@ class Workspace:
         if not self._loading.acquire(timeout=LOAD_WAIT_SECONDS):
             raise CheckpointError("Another model is loading and the wait ran long; try again in a minute.")
         try:
-            found = self._touch(key)  # loaded by the request this one waited for
+            found = self.budget.touch(key)  # loaded by the request this one waited for
             if found is not None:
                 return found
             explorer = self._load(source, progress)
-            self._insert({key: explorer})
+            self.budget.insert({key: explorer})
             return explorer
         finally:
             self._loading.release()
 
     def _load(self, source: str, progress) -> Explorer:
-        serial = next(self._serials)
+        serial = self.budget.serial()
 
         def make_room(size: ModelSize) -> None:
             """A model past the budget refused; else its size counted while it loads, older entries
             dropped first (a model being loaded does not sit beside a full cache)."""
             size.refuse_past(self.max_bytes)
-            self._make_room(serial, size.nbytes, keep=set(), what="the model")
+            self.budget.make_room(serial, size.nbytes, keep=set(), what="the model")
 
         try:
             explorer = load(source or self.default_model, self.device, progress, fits=make_room)
@@ -165,8 +159,7 @@ class Workspace:
                 raise CheckpointError(UNREADABLE) from None
             raise
         finally:
-            with self._lock:
-                self._reserved.pop(serial, None)
+            self.budget.release(serial)
         # A model found on this machine is named as the picker names it ("qwen3:0.6b (Ollama)"), not by
         # its file (an Ollama blob is "sha256-…") or its snapshot folder.
         local = {found: label for label, found in self.policy.local_choices()}
@@ -187,14 +180,14 @@ class Workspace:
         if isinstance(text, GenerationKey):
             return self._generated_run(explorer, key, text)
         run_key, read = self._run_key(explorer, key, text, ablation)
-        found = self._touch(key, run_key)
+        found = self.budget.touch(key, run_key)
         if found is not None:
             return found
         run = explorer.run(
             text, max_tokens=self.policy.max_tokens, **(ablation.run_options() if ablation else {})
         )
         run.eager_cache_bytes = EAGER_BYTES_PER_RUN
-        return self._insert({key: explorer, run_key: CachedRun(run, read)})
+        return self.budget.insert({key: explorer, run_key: CachedRun(run, read)})
 
     def _run_key(
         self, explorer: Explorer, key: str, text: str, ablation: Ablation | Knockout | None
@@ -214,24 +207,24 @@ class Workspace:
         it, else None: nothing is loaded or run (what is made ready ahead of a person's next step never
         costs a forward)."""
         key = self.key(model)
-        explorer = self._touch(key)
+        explorer = self.budget.touch(key)
         if explorer is None:
             return None
         generated = isinstance(text, GenerationKey)
         run_key = (key, text) if generated else self._run_key(explorer, key, text, ablation)[0]
-        found = self._touch(key, run_key)
+        found = self.budget.touch(key, run_key)
         return None if found is None else found.run
 
     def _generated_run(self, explorer: Explorer, key: str, generated: GenerationKey) -> CachedRun:
         if generated.model != key:
             raise ValueError("That generation was made with another model: generate again with this one.")
-        found = self._touch(key, (key, generated))
+        found = self.budget.touch(key, (key, generated))
         if found is not None:
             return found
         with self.generation(generated) as generation:
             run = generation.run
         run.eager_cache_bytes = EAGER_BYTES_PER_RUN
-        return self._insert({key: explorer, (key, generated): CachedRun(run, generated)})
+        return self.budget.insert({key: explorer, (key, generated): CachedRun(run, generated)})
 
     # --- generations ---
 
@@ -242,8 +235,8 @@ class Workspace:
         stay within the tokens a run may have (`Policy.max_tokens`)."""
         explorer = self.explorer(model, load=False)
         generation = explorer.generate(prompt, **settings, max_tokens=self.policy.max_tokens)
-        key = GenerationKey(self.key(model), next(self._serials))
-        self._insert({key.model: explorer, key: KeptGeneration(generation)})
+        key = GenerationKey(self.key(model), self.budget.serial())
+        self.budget.insert({key.model: explorer, key: KeptGeneration(generation)})
         return key
 
     def steps(self, key: GenerationKey) -> Iterator[Step]:
@@ -257,7 +250,7 @@ class Workspace:
                 step = next(steps, None)
             if step is None:
                 return
-            self._insert({key.model: kept.generation.explorer, key: kept})  # it grew: trim around it
+            self.budget.insert({key.model: kept.generation.explorer, key: kept})  # it grew: trim around it
             yield step
 
     @contextmanager
@@ -268,7 +261,7 @@ class Workspace:
             yield kept.generation
 
     def _kept(self, key: GenerationKey) -> KeptGeneration:
-        kept = self._touch(key.model, key) if isinstance(key, GenerationKey) else None
+        kept = self.budget.touch(key.model, key) if isinstance(key, GenerationKey) else None
         if kept is None:
             raise ValueError(
                 "That generation is no longer in memory (the app keeps the most recent ones): generate again."
@@ -279,122 +272,27 @@ class Workspace:
 
     def keep(self, key, value) -> None:
         """`value` (with an `nbytes()`) kept under a key of its own kind, in the budget as a run is."""
-        self._insert({key: value})
+        self.budget.insert({key: value})
 
     def kept(self, key):
         """What `keep` kept under `key`, marked most recently used; None once dropped."""
-        return self._touch(key)
+        return self.budget.touch(key)
 
     def forget(self, which: Callable[[object], bool]) -> None:
         """What `keep` kept under the keys `which` picks, dropped (never a model or a run)."""
-        with self._lock:
-            for key in [k for k in self._entries if which(k) and not isinstance(k, str | tuple)]:
-                del self._entries[key]
+        self.budget.forget(which)
 
     # --- the budget ---
 
-    @contextmanager
-    def reserve(self, nbytes: int, what: str, run: Run | None = None) -> Iterator[Callable[[int], None]]:
-        """`nbytes` of working memory counted in the budget while the block inside runs: older entries
-        dropped to make room (never `run` and its model, which the reading reads); LimitError, naming
-        both sizes, if it cannot fit beside what must stay. Yields `resize(nbytes)`, for a reading whose
-        size grows as it goes (the same rules; a size that cannot fit leaves the one before)."""
-        serial = next(self._serials)
-        with self._lock:
-            keep = {key for key, value in self._entries.items() if holds(value, run)}
-            keep |= {self._model_of(key) for key in keep}
-        resize = functools.partial(self._make_room, serial, keep=keep, what=what)
-        resize(nbytes)
-        try:
-            yield resize
-        finally:
-            with self._lock:
-                self._reserved.pop(serial, None)
-
-    def _make_room(self, serial: int, nbytes: int, keep: set, what: str) -> None:
-        """Reservation `serial` set to `nbytes`, entries not in `keep` dropped to make room; refused
-        (LimitError, the reservation as it was) if it cannot fit."""
-        with self._lock:
-            before = self._reserved.get(serial)
-            self._reserved[serial] = nbytes
-            dropped = self._trim(keep)
-            if self._total() > self.max_bytes:
-                if before is None:
-                    del self._reserved[serial]
-                else:
-                    self._reserved[serial] = before
-                beside = sum(self._size(key, self._entries[key]) for key in keep if key in self._entries)
-                raise LimitError(
-                    f"{what[:1].upper()}{what[1:]} needs about {nbytes / 1e9:.2f} GB of working memory; "
-                    f"this app's memory budget is {self.max_bytes / 1e9:.2f} GB (EXPLORER_MEMORY_GB), "
-                    f"{beside / 1e9:.2f} GB of it the model and run it reads: use a shorter prompt."
-                )
-        if dropped:
-            memory.release()
+    def reserve(self, nbytes: int, what: str, run: Run | None = None):
+        """`nbytes` of working memory counted in the budget while the block inside runs
+        (`Budget.reserve`): never dropping `run` and its model, which the reading reads."""
+        return self.budget.reserve(nbytes, what, run)
 
     def nbytes(self) -> int:
         """Everything held: models, runs (and the text of their keys) and generations, and the working
         memory reserved by readings running now."""
-        with self._lock:
-            return self._total()
-
-    def _total(self) -> int:
-        held = sum(self._size(key, value) for key, value in self._entries.items())
-        return held + sum(self._reserved.values())
+        return self.budget.nbytes()
 
     def __contains__(self, key: str | tuple | GenerationKey) -> bool:
-        return key in self._entries
-
-    def _insert(self, entries: dict):
-        """Add entries not already held (a run's model first: it may have been dropped meanwhile, and
-        a run must not hold a model the budget no longer counts), mark them most recently used, trim
-        around them; the last entry's value as held."""
-        with self._lock:
-            for key, value in entries.items():
-                self._entries.setdefault(key, value)
-            held = self._touch(*entries)
-            dropped = self._trim(keep=set(entries))
-        if dropped:
-            memory.release()  # outside the lock: collecting and trimming the heap takes a moment
-        return held
-
-    def _touch(self, *keys):
-        """The last of `keys`' values, each marked most recently used (a run's model before it); None if
-        one is missing."""
-        with self._lock:
-            if not all(key in self._entries for key in keys):
-                return None
-            for key in keys:
-                self._entries.move_to_end(key)
-            return self._entries[keys[-1]]
-
-    @staticmethod
-    def _model_of(key) -> str:
-        if isinstance(key, GenerationKey):
-            return key.model
-        return key[0] if isinstance(key, tuple) else key
-
-    def _size(self, key, value) -> int:
-        if isinstance(value, Explorer):
-            return model_nbytes(value) + sys.getsizeof(key)
-        return value.nbytes()  # its text is the key's: one string, counted once
-
-    def _trim(self, keep: set) -> bool:
-        """Drop least recently used entries while the total (readings' reservations included) passes
-        the budget; what the request in hand uses (`keep`) stays. A model goes with its runs. Whether
-        anything was dropped."""
-        sizes = {key: self._size(key, value) for key, value in self._entries.items()}
-        total, dropped = sum(sizes.values()) + sum(self._reserved.values()), False
-        for key in list(self._entries):
-            if total <= self.max_bytes:
-                break
-            if key in keep or key not in self._entries:
-                continue
-            going = [key]
-            if isinstance(key, str):  # a model: its runs and generations go with it
-                going += [k for k in self._entries if self._model_of(k) == key and k != key]
-            for k in going:
-                total -= sizes[k]
-                del self._entries[k]
-            dropped = True
-        return dropped
+        return key in self.budget
