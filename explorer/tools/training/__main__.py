@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             folder,
             model_card.CardFacts(
                 config=saved.config,
-                n_parameters=saved.sum(p.numel() for p in model.parameters()),
+                n_parameters=sum(p.numel() for p in saved.model.parameters()),
                 corpus=args.corpus.name,
                 corpus_chars=len(train_text) + len(heldout_text),
                 train_tokens=len(train_tokens),
