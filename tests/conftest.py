@@ -19,6 +19,13 @@ from explorer.tools.training.data import train_tokenizer
 # tests that move HOME or XDG_CACHE_HOME, so they neither join Gemma's parts again nor rebuild tokenizers.
 os.environ.setdefault(user_cache.CACHE_ENV, str(user_cache.cache_dir()))
 
+# The README's test command runs the tests in parallel processes (pytest-xdist): each worker's torch
+# takes its share of the cores, so two workers on two cores do not each run two threads against the
+# other's (what a test computes is the same at any thread count, within its tolerance).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
     "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles. "
