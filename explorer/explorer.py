@@ -126,10 +126,13 @@ class Explorer:
             edits=edited,
         )
 
-    def run_batch(self, items: Sequence, batch_size: int = 16, max_tokens: int | None = None) -> list[Run]:
+    def run_batch(
+        self, items: Sequence, batch_size: int = 16, max_tokens: int | None = None, edits=None
+    ) -> list[Run]:
         """A Run for each text or token-id list, in order, as `run` makes it, from one padded forward
-        per batch of `batch_size` (`explorer.engine.batch`)."""
-        return batch.run_batch(self, items, batch_size, max_tokens)
+        per batch of `batch_size` (`explorer.engine.batch`); `edits` read against each item (a
+        negative position from its own end)."""
+        return batch.run_batch(self, items, batch_size, max_tokens, edits)
 
     def cache(self, texts, taps, positions=-1, batch_size: int = 16, max_tokens=None, progress=True):
         """Activations over a dataset, streamed: each tap, ("resid", 10) or ("z", 23) …, at `positions` of

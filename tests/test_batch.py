@@ -93,3 +93,40 @@ def test_cache_equals_hidden_states_and_hooked_activations_at_each_texts_positio
         ex.cache(TEXTS, [("resid", 1)], positions=-2, progress=False)
     with pytest.raises(ValueError, match="unknown tap 'scores'"):
         ex.cache(TEXTS, [("scores", 1)], progress=False)
+
+
+def test_run_batch_with_edits_equals_each_single_run_under_the_same_edits(hf_pair):
+    from explorer import Edit
+
+    _, ex = hf_pair
+    c = ex.config
+    direction = torch.randn(c.hidden_size, generator=torch.Generator().manual_seed(2))
+    edits = [
+        Edit("resid", 1, op="add", value=direction),  # every position of every text
+        Edit("z", 0, head=2, position=-1, op="scale", value=0.0),  # each text's own last position
+        Edit("scores", 2, head=1, position=(-1, 0), op="block"),  # a knockout from each last position
+    ]
+    texts = [text for text in TEXTS if len(ids_of(ex, text)) > 1]  # a knockout leaves a key to see
+    before = ex.forward_count
+    runs = ex.run_batch(texts, batch_size=2, edits=edits)
+    lengths = {len(ids_of(ex, text)) for text in texts}
+    assert ex.forward_count - before == len(lengths)  # one batch a length: the last position differs
+    for run, text in zip(runs, texts, strict=True):
+        alone = ex.run(text, edits=edits)
+        assert torch.allclose(run.logits, alone.logits, atol=1e-4)
+        assert torch.allclose(run.layer_inputs, alone.layer_inputs, atol=1e-5)
+        assert torch.allclose(run.attention(2).probs, alone.attention(2).probs, atol=1e-5)
+        assert run.attention(2).probs[1, -1, 0] == 0
+        assert not torch.allclose(run.logits, ex.run(text).logits, atol=1e-3)
+    # edits at fixed positions share one batch whatever the lengths
+    fixed = [Edit("mlp", 0, position=0, op="scale", value=0.5)]
+    before = ex.forward_count
+    runs = ex.run_batch(texts, batch_size=len(texts), edits=fixed)
+    assert ex.forward_count - before == 1
+    for run, text in zip(runs, texts, strict=True):
+        assert torch.allclose(run.logits, ex.run(text, edits=fixed).logits, atol=1e-4)
+    short = next(i for i, text in enumerate(TEXTS) if len(ids_of(ex, text)) <= 3)  # the first too short
+    before = ex.forward_count
+    with pytest.raises(ValueError, match=rf"item {short}: .*position 3 is outside the sequence's"):
+        ex.run_batch(TEXTS, edits=[Edit("mlp", 0, position=3, op="scale", value=0.0)])
+    assert ex.forward_count == before  # refused before any batch ran

@@ -5,7 +5,9 @@ Padding goes on the right of each row, and rows are grouped by length (longest f
 little. The model is causal: a real token never attends to a pad after it, and RoPE counts from 0 in
 every row, so each real position computes what it computes alone; the pads' own outputs are dropped.
 That is padding masked in every layer with no mask tensor, and SDPA stays causal (one kernel call per
-layer for the whole batch).
+layer for the whole batch). Edits are read against each item (a negative position from its own end);
+items whose edits write the same positions share a batch, which the edits' taps write on as one
+(`edit_groups`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from explorer.engine.edits import Edits
 from explorer.engine.run import Run
-from explorer.engine.taps import Taps, recorder
+from explorer.engine.taps import NO_TAPS, Taps, recorder
 from explorer.engine.tokens import Encoded, encode, encode_ids
 
 CACHE_TAPS = ("resid", "z", "q", "k", "v", "mlp")  # what `cache` reads: [hidden] or [heads, d] a position
@@ -52,36 +55,67 @@ def padded(id_lists: list[list[int]], device) -> torch.Tensor:
     return torch.tensor([ids + [0] * (width - len(ids)) for ids in id_lists], device=device)
 
 
+def edit_groups(config, every: list[Encoded], edits) -> list[tuple[list[int], list[Edits | None]]]:
+    """The items in groups whose edits write the same positions (and, where a value has a position
+    dimension, of one length), each item's edits read against it: (indices, their edits). A bad edit
+    raises ValueError naming the item."""
+    groups: dict[tuple, list[int]] = {}
+    parsed: list[Edits | None] = []
+    for i, e in enumerate(every):
+        try:
+            item = Edits.parse(config, edits, len(e.ids))
+        except ValueError as error:
+            raise ValueError(f"item {i}: {error}") from None
+        parsed.append(item)
+        resolved = item.resolved if item is not None else []
+        by_position = any(isinstance(r.value, torch.Tensor) and r.value.shape[-2] > 1 for r in resolved)
+        key = (tuple(r.positions for r in resolved), len(e.ids) if by_position else None)
+        groups.setdefault(key, []).append(i)
+    return [(members, [parsed[i] for i in members]) for members in groups.values()]
+
+
 @torch.inference_mode()
-def run_batch(explorer, items: Sequence, batch_size: int = 16, max_tokens: int | None = None) -> list[Run]:
-    """A Run for each item (in order), from one padded forward per batch (module doc)."""
+def run_batch(
+    explorer, items: Sequence, batch_size: int = 16, max_tokens: int | None = None, edits=None
+) -> list[Run]:
+    """A Run for each item (in order), from one padded forward per batch (module doc); `edits` as
+    `Explorer.run` takes them, read against each item."""
     every = encoded(explorer, items, max_tokens)
     config, model = explorer.config, explorer.model
     runs: list[Run | None] = [None] * len(every)
-    for group in batches([len(e.ids) for e in every], batch_size):
-        ids = padded([every[i].ids for i in group], explorer.device)  # [B, N]
-        b, n = ids.shape
-        inputs = torch.empty(
-            config.n_layers, b, n, config.hidden_size, dtype=explorer.dtype, device=ids.device
-        )
-        start = time.perf_counter()
-        final = model.hidden_states(ids, taps=Taps(block_input=recorder(inputs)))  # [B, N, hidden]
-        if explorer.device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        tokens = sum(len(every[i].ids) for i in group)
-        for row, i in enumerate(group):
-            e, m = every[i], len(every[i].ids)
-            runs[i] = Run(  # each holds its own rows, not a view keeping the batch alive
-                explorer,
-                ids=e.ids,
-                tokens=e.tokens,
-                layer_inputs=inputs[:, row, :m].clone(),
-                final_hidden=final[row, :m].clone(),
-                forward_seconds=seconds * m / tokens,  # its share of the batch's forward
-                n_dropped=e.n_dropped,
-                n_chars_dropped=e.n_chars_dropped,
+    for members, parsed in edit_groups(config, every, edits):
+        edits_of = dict(zip(members, parsed, strict=True))
+        for group in batches([len(every[i].ids) for i in members], batch_size):
+            group = [members[j] for j in group]
+            ids = padded([every[i].ids for i in group], explorer.device)  # [B, N]
+            b, n = ids.shape
+            inputs = torch.empty(
+                config.n_layers, b, n, config.hidden_size, dtype=explorer.dtype, device=ids.device
             )
+            written = edits_of[group[0]]  # the group's: the same positions in every row
+            # the edits first: the block inputs kept are the edited ones
+            taps = (NO_TAPS if written is None else written.taps(range(n))).then(
+                Taps(block_input=recorder(inputs))
+            )
+            start = time.perf_counter()
+            final = model.hidden_states(ids, taps=taps)  # [B, N, hidden]
+            if explorer.device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            tokens = sum(len(every[i].ids) for i in group)
+            for row, i in enumerate(group):
+                e, m = every[i], len(every[i].ids)
+                runs[i] = Run(  # each holds its own rows, not a view keeping the batch alive
+                    explorer,
+                    ids=e.ids,
+                    tokens=e.tokens,
+                    layer_inputs=inputs[:, row, :m].clone(),
+                    final_hidden=final[row, :m].clone(),
+                    forward_seconds=seconds * m / tokens,  # its share of the batch's forward
+                    n_dropped=e.n_dropped,
+                    n_chars_dropped=e.n_chars_dropped,
+                    edits=edits_of[i],
+                )
     return runs
 
 
