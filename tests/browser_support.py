@@ -185,6 +185,9 @@ def close_settled(page: Page, timeout_ms: int = 20_000) -> None:
     page.close()
 
 
+STILL_MS = 300  # between two screenshots that must match for either to count
+
+
 @dataclass
 class AppPage:
     """One browser tab on the app, with what it has seen go wrong (dialogs, script errors)."""
@@ -390,7 +393,8 @@ class AppPage:
     # --- screenshots --------------------------------------------------------------------------
 
     def screenshot(self, element: Locator, mask: list[Locator]) -> Image.Image:
-        """The element as a still image: the same twice in a row, so nothing is mid-draw."""
+        """The element as a still image: the same twice in a row, STILL_MS apart, so nothing is
+        mid-draw (on a busy machine a plot laid out again as its card settles comes a moment later)."""
         self.move_mouse_away()
         previous = None
         for _ in range(10):
@@ -400,6 +404,7 @@ class AppPage:
             if shot == previous:
                 return Image.open(io.BytesIO(shot)).convert("RGB")
             previous = shot
+            self.page.wait_for_timeout(STILL_MS)
         raise AssertionError(f"{element} kept changing: ten screenshots in a row all differ")
 
 

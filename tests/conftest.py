@@ -19,12 +19,15 @@ from explorer.tools.training.data import train_tokenizer
 # tests that move HOME or XDG_CACHE_HOME, so they neither join Gemma's parts again nor rebuild tokenizers.
 os.environ.setdefault(user_cache.CACHE_ENV, str(user_cache.cache_dir()))
 
-# The README's test command runs the tests in parallel processes (pytest-xdist): each worker's torch
-# takes its share of the cores, so two workers on two cores do not each run two threads against the
-# other's (what a test computes is the same at any thread count, within its tolerance).
+# The README's test command runs the tests in parallel processes (pytest-xdist): each worker, and the
+# processes its tests start (a bench's contenders, a served app), takes its share of the cores, so two
+# workers on two cores do not each run two threads against the other's (what a test computes is the
+# same at any thread count, within its tolerance).
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKERS > 1:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+    THREADS = max(1, (os.cpu_count() or 1) // WORKERS)
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
