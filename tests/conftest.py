@@ -19,15 +19,6 @@ from explorer.tools.training.data import train_tokenizer
 # tests that move HOME or XDG_CACHE_HOME, so they neither join Gemma's parts again nor rebuild tokenizers.
 os.environ.setdefault(user_cache.CACHE_ENV, str(user_cache.cache_dir()))
 
-# The README's test command runs the tests in parallel processes (pytest-xdist): each worker, and the
-# processes its tests start (a bench's contenders, a served app), takes its share of the cores, so two
-# workers on two cores do not each run two threads against the other's (what a test computes is the
-# same at any thread count, within its tolerance).
-WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if WORKERS > 1:
-    THREADS = max(1, (os.cpu_count() or 1) // WORKERS)
-    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 TEXT = (
     "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
@@ -224,6 +215,18 @@ def gqa_checkpoint(tmp_path_factory, tiny_tokenizer):
     directory = tmp_path_factory.mktemp("llama-gqa")
     make_hf_checkpoint(directory, tiny_tokenizer, "llama", num_hidden_layers=4)
     return directory
+
+
+def pytest_configure(config):
+    """The README's test command runs the tests in parallel processes (pytest-xdist). Computing tests
+    then take each worker's share of the cores, the processes they start too (a bench's contenders,
+    a wheel's fresh environment), so two workers on two cores do not each run two threads against the
+    other's; what a test computes is the same at any thread count, within its tolerance. The browser
+    tier keeps every core for its served app, which the page mostly waits on."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and (config.option.markexpr or "").strip() != "browser":
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 # --- the app in a browser (tests/test_browser*.py): one server and one Chromium per session ---

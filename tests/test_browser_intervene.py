@@ -73,7 +73,7 @@ def click_example(app: AppPage, examples_id: str, label: str) -> None:
 
 
 def ablation_example(app: AppPage) -> None:
-    app.open_tab("Intervene")
+    open_intervene(app)  # the tab's own events landed before the example's (a busy machine delays them)
     app.remember_plots()
     click_example(app, "ablation-examples", examples.ABLATION_LABELS[0])
     app.wait_redrawn(["ablation-plot"])
