@@ -140,7 +140,7 @@ class WhyPanel:
             `split_of` is read as it is now, not as it was when `shown` changed: a split the page asked
             for since (a link's cell, drawn once the run's maps are) stays."""
             if shown is not None and split_of.shown == tuple(shown):
-                return {}
+                return gr.skip()  # every output as it is
             gone = gr.update(visible=False)  # (an update: a component made here would join the page)
             return dict(zip(hidden, (gone, None, None, None, "", "", None, gone, gone), strict=True))
 
