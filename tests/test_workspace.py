@@ -67,7 +67,7 @@ def test_an_evicted_model_is_freed_even_while_runs_of_it_were_cached(gqa_checkpo
     workspace.run(str(other_checkpoint), PROMPT)
     gc.collect()
     assert freed() is None and workspace.key("") not in workspace
-    assert not any(isinstance(k, tuple) and k[0] == workspace.key("") for k in workspace.budget.keys())
+    assert not any(isinstance(k, tuple) and k[0] == workspace.key("") for k in workspace.budget.held())
 
 
 def test_a_model_being_loaded_is_made_room_for_before_its_weights_are_read(

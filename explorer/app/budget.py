@@ -43,7 +43,8 @@ class Budget:
         """A number no other caller gets: a generation's, or a reservation's."""
         return next(self._serials)
 
-    def keys(self) -> list:
+    def held(self) -> list:
+        """Every key held, least recently used first."""
         with self._lock:
             return list(self._entries)
 
