@@ -10,6 +10,7 @@ settings come back into the panel, opened, as the page loads (`restored`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
@@ -93,11 +94,12 @@ MAX_SETTING_CHARS = 4000  # a setting read from a link, at most
 
 
 def number(text: str) -> float | None:
+    """A finite number from a link's text, or None."""
     try:
         value = float(text[:32])
     except ValueError:
         return None
-    return value if value == value and abs(value) != float("inf") else None
+    return value if math.isfinite(value) else None
 
 
 def settings(positive, negative, layer, strength, words, instruction, held_out) -> str:
