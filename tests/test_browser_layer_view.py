@@ -122,7 +122,8 @@ def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
     """Once a layer is drawn and the page is idle, the view asks for the layers beside it, keeps them
     and draws them ahead, off screen: a step to one swaps its plots in, as built, with no switch on the
     server and nothing drawn; the layer's views on other tabs follow it when their tab opens; a layer
-    it does not keep is the server's to draw."""
+    it does not keep it asks the server for (`layer_pack`), its views on other tabs again following it
+    when their tab opens."""
     from browser_support import JS_VIEW_SETTLED
 
     from explorer.app.ui import events
@@ -151,6 +152,10 @@ def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
     app.page.get_by_role("tab", name="Attention", exact=True).click()
     app.set_layer(3)  # two layers on: not kept
     assert_drawn_as_built(app, run, 3, 0, views.MapStyle())
+    assert switched == [1]  # the GQA tab is not on screen
+    app.remember_plots()
+    app.page.get_by_role("tab", name="GQA", exact=True).click()
+    app.wait_redrawn(["similarity-plot"])
     assert switched == [1, 3]
     assert not app.problems()
 

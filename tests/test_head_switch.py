@@ -57,9 +57,9 @@ def applied(base: dict, difference: dict) -> dict:
 
 
 @pytest.mark.parametrize("prompt", [SHORT, LONG], ids=["exact", "8-bit"])
-def test_the_update_carries_every_heads_figure_and_stays_under_a_megabyte(bundled, prompt):
+def test_a_kept_layers_pack_carries_every_heads_figure_and_stays_under_a_megabyte(bundled, prompt):
     run, shown = bundled.run(prompt), 2
-    sent = payload.pipeline_payload(run, LAYER, shown, name=name)["plot"]
+    sent = payload.pipeline_payload(run, LAYER, shown, name=name, every_head=True)["plot"]
     assert len(sent.encode()) <= 1 << 20
     plot = json.loads(sent)
     meta = plot["layout"]["meta"]
@@ -80,7 +80,7 @@ def long_run(tmp_path_factory, tiny_tokenizer):
     directory = tmp_path_factory.mktemp("llama-1k-context")
     make_hf_checkpoint(directory, tiny_tokenizer, "llama", max_position_embeddings=1024)
     run = explorer.load(directory, device="cpu").run("To be, or not to be. " * 300, max_tokens=700)
-    assert not payload.every_head_rides(run) and payload.others_follow(run)
+    assert not payload.heads_fit(run) and payload.others_follow(run)
     return run
 
 

@@ -56,6 +56,17 @@ class Served:
             for block in self.demo.fns[index].inputs
         ]
 
+    def call(self, at: str, name: str, data, session: str) -> tuple[int, dict | str]:
+        """(HTTP status, answer) of server function `name` of the component `at`, as the page calls it."""
+        body = {
+            "session_hash": session,
+            "component_id": self.component(at)._id,
+            "fn_name": name,
+            "data": data,
+        }
+        answer = self.http.post(f"{self.url}/gradio_api/component_server", json=body)
+        return answer.status_code, answer.json()
+
     def send(self, at: str, event: str, handler: str, data: list | None, event_data=None, session="probe"):
         """(ok, the outputs or the error's message) of `event` of the component `at` (its elem_id) run
         by `handler`, as the page sends it: `data` the inputs' values (None: as the page starts)."""
@@ -128,68 +139,107 @@ def test_a_clean_prompt_naming_thousands_lists_a_few_of_them(served):
 # --- the layer view's events: their data read as strictly as any input -------------------------------
 
 
-def ran(served: Served, session: str) -> None:
-    """The session's views show a run of CLEAN (the model has 4 layers of 8 heads)."""
+def ran(served: Served, session: str) -> list:
+    """The session's views show a run of CLEAN (the model has 4 layers of 8 heads): the run's outputs."""
     ok, outputs = served.api.call("run", [CLEAN, 0, 0], session)
     assert ok, outputs
+    return outputs
 
 
 LAYER_VIEW = "pipeline-plot"
 
 
-def neighbours(served: Served, asked, session: str):
-    return served.send(LAYER_VIEW, "neighbours", "neighbours", None, asked, session)
+def view_of(outputs) -> str:
+    """The view key of the layer view's value among a run's or a switch's outputs."""
+    return next(o["view"] for o in outputs if isinstance(o, dict) and "view" in o)
 
 
-def test_a_neighbours_ask_past_64_bits_is_refused_by_name_and_the_session_goes_on(served):
+def pack(served: Served, asked, session: str):
+    """The layer view's server function `layer_pack`, called as the page calls it."""
+    return served.call(LAYER_VIEW, "layer_pack", asked, session)
+
+
+def test_a_pack_ask_past_64_bits_is_refused_by_name_and_the_session_goes_on(served):
     """A layer of 10**30 was sent back as the layer the answer is for, which no JSON writer takes: the
     session's stream ended, and every later event of the page with it."""
-    ran(served, "huge-layer")
-    ok, answer = neighbours(served, {"layer": 10**30, "head": 0, "layers": [0, 2]}, "huge-layer")
-    assert not ok and "The event's layer takes a whole number, got 1,000,000,000" in answer
-    ok, outputs = neighbours(served, {"layer": 1, "head": 0, "layers": [0, 2]}, "huge-layer")
-    assert ok and outputs[1]["around"] == 1 and len(outputs[1]["neighbours"]) == 2
+    view = view_of(ran(served, "huge-layer"))
+    asked = {"view": view, "part": "beside", "layer": 10**30, "head": 0, "layers": [0, 2]}
+    status, answer = pack(served, asked, "huge-layer")
+    assert status == 200 and "The event's layer takes a whole number, got 1,000,000,000" in answer["error"]
+    status, answer = pack(served, asked | {"layer": 1}, "huge-layer")
+    assert status == 200 and answer["around"] == 1 and len(answer["neighbours"]) == 2
 
 
-def test_a_neighbours_ask_of_a_head_the_model_lacks_is_refused_naming_it(served):
+def test_a_pack_ask_of_a_head_or_layer_the_model_lacks_is_refused_naming_it(served):
     """Head 99 of an 8-head model was "Something went wrong (IndexError)"."""
-    ran(served, "head-99")
-    ok, outputs = neighbours(served, {"layer": 1, "head": 99, "layers": [0, 2]}, "head-99")
-    status = status_of(outputs)
-    assert ok and "There is no layer 1, head 99 in this model (4 layers of 8 heads)." in status
-    ok, outputs = neighbours(served, {"layer": 1, "head": 0, "layers": [0, 7]}, "head-99")
-    assert ok and "There is no layer 7 in this model (4 layers) to send." in status_of(outputs)
+    view = view_of(ran(served, "head-99"))
+    asked = {"view": view, "part": "beside", "layer": 1, "head": 99, "layers": [0, 2]}
+    _, answer = pack(served, asked, "head-99")
+    assert "There is no layer 1, head 99 in this model (4 layers of 8 heads)." in answer["error"]
+    _, answer = pack(served, asked | {"head": 0, "layers": [0, 7]}, "head-99")
+    assert "There is no layer 7 in this model (4 layers)." in answer["error"]
+    _, answer = pack(served, {"view": view, "part": "layer", "layer": 4, "head": 0}, "head-99")
+    assert "There is no layer 4, head 0 in this model" in answer["error"]
+
+
+@pytest.mark.parametrize(
+    "asked, message",
+    [
+        ([1, 0], "An event's data is an object of named fields, got a list."),
+        ({"view": None, "part": "layer", "layer": 1, "head": 0}, "view takes the key of a view, got None."),
+        ({"part": "all", "layer": 1, "head": 0}, "part takes one of layer, heads, beside, got 'all'"),
+        ({"part": "beside", "layer": 1, "head": "0", "layers": []}, "head takes a whole number, got '0'"),
+        (
+            {"part": "beside", "layer": 1, "head": 0, "layers": [0, 2, 3]},
+            "at most two layers, got a list of 3",
+        ),
+        ({"part": "beside", "layer": 1, "head": 0, "layers": [0.5]}, "layers takes a whole number, got 0.5"),
+        ({"part": "beside", "layer": 1, "head": 0, "layers": "0,2"}, "layers takes a list"),
+        (
+            {"part": "heads", "layer": 1, "head": 0, "others": ["1", "0"]},
+            "others takes its mark of the other",
+        ),
+        ({"part": "heads", "layer": 1, "head": 0, "others": "1,0"}, "asked for as 'layer,head,fingerprint'"),
+        ({"part": "layer", "layer": 1e300, "head": 0}, "layer takes a whole number, got 1e+300"),
+        ({"part": "layer", "layer": 1, "head": 0, "view": "f" * 24}, "This view is no longer on the server"),
+    ],
+)
+def test_a_pack_ask_the_page_never_sends_is_refused_naming_the_field(served, asked, message):
+    view = view_of(ran(served, "pack-fields"))
+    asked = ({"view": view} | asked) if isinstance(asked, dict) else asked
+    status, answer = pack(served, asked, "pack-fields")
+    assert status == 200 and message in answer["error"] and len(answer["error"]) < 300, answer
+    assert served.api.call("run", ["To be", 0, 0], "pack-fields")[0]  # the session goes on
+
+
+def test_a_pack_ask_quoting_markup_is_answered_with_it_as_text(served):
+    _, answer = pack(served, {"view": MARKUP, "part": "layer", "layer": 0, "head": 0}, "pack-markup")
+    assert "<img" not in answer["error"] and "no longer on the server" in answer["error"]
+    _, answer = pack(served, {"view": "v", "part": MARKUP, "layer": 0, "head": 0}, "pack-markup")
+    assert "<img" not in answer["error"] and "&lt;img" in answer["error"]
 
 
 # The layer view's events that carry data, by the handler each runs on the server.
 HANDLERS = {
-    "neighbours": "neighbours",
-    "ask_others": "other_heads",
     "select_cell": "from_view",
-    "cell_asked": "from_page",
+    "cell_asked": "asked_cell",
     "head_picked": "pick",
     "follow": "follow_head",
-    "layer_wanted": "switch_layer",
 }
 
 
 @pytest.mark.parametrize(
     "event, asked, message",
     [
-        ("neighbours", [1, 0], "An event's data is an object of named fields, got a list."),
-        ("neighbours", {"layer": 1, "head": "0", "layers": []}, "head takes a whole number, got '0'"),
-        ("neighbours", {"layer": 1, "head": 0, "layers": [0, 2, 3]}, "at most two layers, got a list of 3"),
-        ("neighbours", {"layer": 1, "head": 0, "layers": [0.5]}, "layers takes a whole number, got 0.5"),
-        ("neighbours", {"layer": 1, "head": 0, "layers": "0,2"}, "layers takes a list"),
-        ("ask_others", {"ask": ["1", "0"]}, "ask takes text ('layer,head,fingerprint'), got a list"),
+        ("select_cell", [1, 0], "An event's data is an object of named fields, got a list."),
         ("select_cell", {"query": True, "key": 1}, "query takes a whole number, got True"),
         ("select_cell", {"query": 1}, "key takes a whole number, got None"),
         ("cell_asked", {"layer": 1, "head": 0, "query": 1.5}, "query takes a whole number, got 1.5"),
         ("cell_asked", {"layer": 1, "head": {}, "key": 1}, "head takes a whole number, got an object"),
         ("head_picked", {"layer": "1", "head": 0}, "layer takes a whole number, got '1'"),
         ("head_picked", {"layer": 1}, "head takes a whole number, got None"),
+        ("head_picked", {"layer": 1e300, "head": 0}, "layer takes a whole number, got 1e+300"),
         ("follow", {"layer": 1, "head": 0, "drawn": "yes"}, "drawn takes true or false, got 'yes'"),
-        ("layer_wanted", {"layer": 1e300, "head": 0}, "layer takes a whole number, got 1e+300"),
     ],
 )
 def test_event_data_the_page_never_sends_is_refused_naming_the_field(served, event, asked, message):

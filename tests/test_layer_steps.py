@@ -28,13 +28,13 @@ def test_the_layers_beside_one_are_the_values_a_switch_to_each_sends(bundled):
     last = run.config.n_layers - 1
     assert last >= 2
     values = neighbour_values(run, 1, 3, [0, 2], style, payload.NEIGHBOUR_BYTES)
-    assert values == [layer_view_value(run, layer, 3, style) for layer in (0, 2)]
+    assert values == [layer_view_value(run, layer, 3, style, every_head=True) for layer in (0, 2)]
     assert [value["layer"] for value in values] == [0, 2] and all(v["thumbnails"] for v in values)
     assert {value["view"] for value in values} == {layer_view_value(run, 1, 3, style)["view"]}
     assert all(value["n_layers"] == last + 1 and value["head"] == 3 for value in values)
     # Only layers a step away that the model has: an ask for others (an API call may send any) is left out.
     assert neighbour_values(run, 0, 0, [-1, 1, 2, 5], style, payload.NEIGHBOUR_BYTES) == [
-        layer_view_value(run, 1, 0, style)
+        layer_view_value(run, 1, 0, style, every_head=True)
     ]
     assert [v["layer"] for v in neighbour_values(run, last, 0, [last + 1, last - 1], style, 1 << 30)] == [
         last - 1
@@ -43,9 +43,9 @@ def test_the_layers_beside_one_are_the_values_a_switch_to_each_sends(bundled):
 
 def test_the_neighbours_sent_fit_the_byte_budget(bundled):
     run, style = bundled.run(PROMPT), views.MapStyle()
-    one = payload.value_bytes(layer_view_value(run, 0, 0, style))
-    assert one == len(json.dumps(layer_view_value(run, 0, 0, style), separators=(",", ":")).encode())
-    two = one + payload.value_bytes(layer_view_value(run, 2, 0, style))
+    one = payload.value_bytes(layer_view_value(run, 0, 0, style, every_head=True))
+    assert one == len(json.dumps(layer_view_value(run, 0, 0, style, True), separators=(",", ":")).encode())
+    two = one + payload.value_bytes(layer_view_value(run, 2, 0, style, every_head=True))
     assert len(neighbour_values(run, 1, 0, [0, 2], style, two)) == 2
     assert len(neighbour_values(run, 1, 0, [0, 2], style, two - 1)) == 1
     assert neighbour_values(run, 1, 0, [0, 2], style, one - 1) == []

@@ -1,7 +1,6 @@
 """What the app sends for a figure (Gradio's plot data: the figure's compact JSON and its export
-settings), and the bytes of a layer switch's update: every head's pipeline in one update where they
-fit, each other head's as what differs from the shown head's (`codec.differences`), so the page
-switches heads without asking the server."""
+settings), and the layer view's packs: a layer's shown head, and every other head's as what differs
+from it (`codec.differences`), so the page switches heads without asking the server."""
 
 from __future__ import annotations
 
@@ -19,14 +18,14 @@ from explorer.figures.plot import Plot
 from explorer.views.attention import layer_figures, pipeline, pipeline_parts
 from explorer.views.rope import default_positions, rope_rotation, rope_score_split
 
-# Every head's pipeline rides with the layer while their 8-bit scores and softmax lower triangles fit
-# this: SmolLM2's 9 heads up to 256 tokens (its update then 0.95 MB, deflated), the bundled model's 8.
+# A layer kept beside the one drawn carries every head's pipeline while their 8-bit scores and softmax
+# lower triangles fit this: SmolLM2's 9 heads up to 256 tokens (0.95 MB, deflated), the bundled model's 8.
 EVERY_HEAD_BYTES = 870 << 10
 
 
-# Past that, the layer's update carries the shown head's pipeline alone, and the page asks for the other
-# heads' once it has drawn it (`other_heads`: an update of their own, so the layer draws as soon as
-# before) while their 8-bit maps (three a head, each pooled to MAP_BUDGET_BYTES) fit this: 16 heads.
+# A layer drawn carries the shown head's pipeline alone, and the page asks for the other heads' once it
+# has drawn it (`other_heads`: an answer of their own, so the layer draws as soon as it can) while their
+# 8-bit maps (three a head, each pooled to MAP_BUDGET_BYTES) fit this: 16 heads.
 OTHER_HEADS_BYTES = 12 << 20
 
 
@@ -35,16 +34,16 @@ OTHER_HEADS_BYTES = 12 << 20
 NEIGHBOUR_BYTES = 4 << 20
 
 
-def every_head_rides(run: Run) -> bool:
-    """Whether a layer's update carries every head's pipeline (`pipelines_payload`): the page then switches
-    heads itself; else a head switch asks the server, until the other heads follow (`others_follow`)."""
+def heads_fit(run: Run) -> bool:
+    """Whether a layer's pack can carry every head's pipeline (`pipelines_payload`): a layer kept beside
+    the one drawn then switches heads with no request from the moment it is drawn."""
     n = run.n_tokens
     return run.config.n_heads * (n * n + n * (n + 1) // 2) <= EVERY_HEAD_BYTES
 
 
 def others_follow(run: Run) -> bool:
-    """Whether, past `every_head_rides`, the page asks for the other heads' pipelines once it has drawn
-    the layer (`other_heads`), to switch heads itself from then on."""
+    """Whether the page asks for the other heads' pipelines once it has drawn a layer (`other_heads`),
+    to switch heads itself from then on."""
     per_head = 3 * min(run.n_tokens**2, MAP_BUDGET_BYTES)
     return (run.config.n_heads - 1) * per_head <= OTHER_HEADS_BYTES
 
@@ -66,15 +65,14 @@ def pipeline_payload(
     head: int,
     style: figures.MapStyle = figures.MapStyle(),
     name: Callable[[int], str] = lambda head: "attention-explorer",
-    others_later: bool = False,
+    every_head: bool = False,
 ) -> dict[str, str]:
-    """Head `head`'s pipeline as the app sends it, carrying every other head's of the layer while
-    `every_head_rides` (`pipelines_payload`); past it, or with `others_later` (a layer the page waits for:
-    the shown head is drawn first), marked with what the page asks for the others by once it has drawn
-    it ("layer,head,fingerprint": `other_heads`) while `others_follow`. Each head's downloads are named
-    `name(head)`."""
+    """Head `head`'s pipeline as the app sends it, marked with what the page asks for the other heads by
+    once it has drawn it ("layer,head,fingerprint": `other_heads`) while `others_follow`; with
+    `every_head` (a layer kept beside the one drawn), carrying every other head's instead while they
+    fit (`heads_fit`, `pipelines_payload`). Each head's downloads are named `name(head)`."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
-    if every_head_rides(run) and not others_later:
+    if every_head and heads_fit(run):
         return pipelines_payload(shown, _others(run, layer, head, style, name, shown))
     if others_follow(run):  # what the page asks for: this layer and head, and this very figure
         return marked(shown, others=f"{layer},{head},{_fingerprint(shown)}")
@@ -148,13 +146,13 @@ def file_name(model: str, *parts) -> str:
 def update_payload_bytes(
     run: Run, layer: int, head: int, style: figures.MapStyle = figures.MapStyle()
 ) -> int:
-    """Bytes of the JSON one layer switch sends, figures as the app sends them (softmax maps drawn in
-    `style`): every head's pipeline while `every_head_rides` (head `head`'s, carrying the others':
-    `pipelines_payload`; past it, the head's alone), the RoPE rotation and score split, and `layer_figures`
-    (all heads, head similarity, faithfulness). A head switch within it sends nothing: the page draws
-    the head from this update."""
+    """Bytes of the JSON a layer kept beside the one drawn costs, figures as the app sends them (softmax
+    maps drawn in `style`): every head's pipeline while `heads_fit` (head `head`'s, carrying the
+    others': `pipelines_payload`; past it, the head's alone), the RoPE rotation and score split, and
+    `layer_figures` (all heads, head similarity, faithfulness). A head switch within it sends nothing:
+    the page draws the head from this pack."""
     query, key = default_positions(run)
-    every_head = pipeline_payload(run, layer, head, style)
+    every_head = pipeline_payload(run, layer, head, style, every_head=True)
     rope = [rope_rotation(run, layer, head, query, key), rope_score_split(run, layer, head, query, key)]
     sent = [every_head, *(plot_payload(fig) for fig in rope + layer_figures(run, layer, style))]
     return sum(len(json.dumps(each, ensure_ascii=False).encode()) for each in sent)

@@ -7,7 +7,10 @@
 - the event streams (`GET …/queue/data?session_hash=…`, `GET …/call/<api>/<event_id>`) say that a
   place's event is read, when it completes, and when the stream ends;
 - the events of places that went while nothing reads them are cancelled through Gradio's own
-  `POST …/cancel`, at the next join or within SWEEP_SECONDS.
+  `POST …/cancel`, at the next join or within SWEEP_SECONDS;
+- a call of a component's server function (`POST …/component_server`: the layer view's `layer_pack`)
+  is admitted as a join is, as a function of its own (COMPONENT_KIND and the function's name), and its
+  place goes when its answer has been sent.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from explorer.app.fair_queue import Function, Place, QueueShares
 from explorer.app.visitors import MAX_SESSION_CHARS, Proxies, Visitor, address_of
 
 JOIN = re.compile(r"/gradio_api/(queue/join|call/(v2/)?(?P<api>[^/]+))/?$")
+COMPONENT_CALL = re.compile(r"/gradio_api/component_server/?$")
+COMPONENT_KIND = "component:"  # a server function's kind: this and its name ("component:layer_pack")
 SESSION_STREAM = re.compile(r"/gradio_api/queue/data/?$")
 EVENT_STREAM = re.compile(r"/gradio_api/call/(v2/)?[^/]+/(?P<event>[^/]+)/?$")
 # The head of a message of the session stream: Gradio writes each as `data: {"msg":…,"event_id":…,…}`
@@ -52,6 +57,8 @@ class FairQueue:
         path, method = scope["path"], scope["method"]
         if method == "POST" and JOIN.search(path):
             return await self._join(scope, receive, send)
+        if method == "POST" and COMPONENT_CALL.search(path):
+            return await self._component_call(scope, receive, send)
         if method == "GET" and SESSION_STREAM.search(path):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             session = (query.get("session_hash") or [""])[0][:MAX_SESSION_CHARS]
@@ -62,28 +69,16 @@ class FairQueue:
         return await self.app(scope, receive, send)
 
     async def _join(self, scope, receive, send):
-        body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await _body(receive)
+        if body is None:
+            return
         self._template = scope
         visitor, function = self._asked(scope, body)
         place = self.shares.admit(visitor, function.kind, function.index)
         await self._cancel_dropped()
         if isinstance(place, str):
             return await _refuse(send, place)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
+        replay = _replayed(body, receive)
         status, answer, answered = 0, b"", False
 
         async def capture(message):
@@ -105,22 +100,45 @@ class FairQueue:
                 self.shares.joined(place, None)
             await self._cancel_dropped()
 
-    def _asked(self, scope, body: bytes) -> tuple[Visitor, Function]:
-        """Who joins (address and session), and for which function (by its index, or its API name)."""
+    async def _component_call(self, scope, receive, send):
+        """A server function's call, admitted as a join (its session's and address's places, and PER_KIND
+        of its function); its place goes once its answer is sent, or the call ends without one."""
+        body = await _body(receive)
+        if body is None:
+            return
+        asked = _json_object(body)
+        name = asked.get("fn_name")
+        kind = COMPONENT_KIND + (name[:40] if isinstance(name, str) else "")
+        place = self.shares.admit(self._visitor(scope, asked), kind)
+        if isinstance(place, str):
+            return await _refuse(send, place)
+
+        async def answer(message):
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.shares.joined(place, None)  # before the client has it: its next call finds room
+            await send(message)
+
+        try:
+            await self.app(scope, _replayed(body, receive), answer)
+        finally:
+            self.shares.joined(place, None)
+
+    def _visitor(self, scope, asked: dict) -> Visitor:
+        """Who asks: the address (past the proxies the app trusts) and the session the request names."""
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
         client = scope.get("client")
-        try:
-            asked = json.loads(body)
-        except (ValueError, RecursionError):
-            asked = None
-        asked = asked if isinstance(asked, dict) else {}
         session = asked.get("session_hash")
         session = session[:MAX_SESSION_CHARS] if isinstance(session, str) else ""
+        peer = client[0] if client else None
+        return Visitor(address_of(headers, peer, self.proxies), session)
+
+    def _asked(self, scope, body: bytes) -> tuple[Visitor, Function]:
+        """Who joins (address and session), and for which function (by its index, or its API name)."""
+        asked = _json_object(body)
         named = JOIN.search(scope["path"])["api"]
         key = named or str(asked.get("fn_index", asked.get("trigger_id", "")))[:40]
         function = self.functions.get(key) or Function(-1, key)
-        peer = client[0] if client else None
-        return Visitor(address_of(headers, peer, self.proxies), session), function
+        return self._visitor(scope, asked), function
 
     async def _stream(self, scope, receive, send, session: str = "", event_id: str = ""):
         """Pass a stream on, giving back each event's place as it completes; when it ends, what is
@@ -219,6 +237,41 @@ class _Lines:
             if len(self.partial) > HEAD_BYTES:
                 self.partial, self.long = self.partial[:HEAD_BYTES], True
         return self.partial
+
+
+async def _body(receive) -> bytes | None:
+    """A request's whole body (None: the client left before sending it)."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
+def _replayed(body: bytes, receive):
+    """A `receive` that gives the app the body read already, then whatever the client sends next."""
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _json_object(body: bytes) -> dict:
+    """A request's JSON body as an object ({} where it is not one)."""
+    try:
+        asked = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    return asked if isinstance(asked, dict) else {}
 
 
 def _event_id(answer: bytes) -> str | None:

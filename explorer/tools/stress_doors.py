@@ -33,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from explorer.loading import catalog
+from explorer.tools.stress_client import App
 from explorer.tools.stress_page import Page
 
 LINE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. "
@@ -240,25 +241,27 @@ class RoundFour:
         stress.record("doors", f"markup in a toast ({len(raw)} raw of {len(heard.toasts)})", start, not raw)
 
     def _event_data(self) -> None:
+        """What the layer view asks through its server function, past what the page sends: refused by
+        name, never a broken answer."""
         stress = self.stress
         for name, data in (
-            ("layer 10³⁰", {"layer": 10**30, "head": 0, "layers": [1]}),
-            ("head 99", {"layer": 1, "head": 99, "layers": [0, 2]}),
+            ("layer 10³⁰", {"part": "beside", "layer": 10**30, "head": 0, "layers": [1]}),
+            ("head 99", {"part": "beside", "layer": 1, "head": 99, "layers": [0, 2]}),
         ):
             visit = dict(session=uuid.uuid4().hex, address=stress.address())
-            stress.request("doors", "run", "run", [LINE, 0, 0], _ran, **visit)
-            page = self.page(visit["address"])
-            neighbours = page.event("pipeline-plot", "neighbours")
             start = time.monotonic()
-            _, event = page.join(neighbours, page.values(neighbours), visit["session"], event_data=data)
-            listening, heard = page.listen(visit["session"], 60)
-            listening.join()
-            refused = heard.done.get(event, (0, {}))[1].get("output", {}).get("error") or ""
-            said = " ".join([*heard.toasts, *heard.errors, refused])
-            broken = any(s in said for s in ("64-bit", "Something went wrong", "IndexError"))
-            answered = event in heard.done and not heard.errors
-            told = _first([*heard.toasts, refused]) or f"no answer; {_first(heard.errors)}"
-            stress.record("doors", f"neighbours with {name}: {told}", start, answered and not broken)
+            app = App(stress.url, self.timeout, visit["address"])
+            ran, outputs = app.call("run", [LINE, 0, 0], visit["session"])
+            views = [o["view"] for o in outputs if isinstance(o, dict) and "view" in o] if ran else []
+            page = self.page(visit["address"])
+            status, answer = page.call_server(
+                "pipeline-plot", "layer_pack", {"view": (views or [""])[0], **data}, visit["session"]
+            )
+            told = answer.get("error", "") if isinstance(answer, dict) else str(answer)
+            broken = any(s in told for s in ("64-bit", "Something went wrong", "IndexError"))
+            answered = ran and status == 200 and bool(told)
+            said = f"layer_pack with {name}: {told or 'no refusal'}"[:200]
+            stress.record("doors", said, start, answered and not broken)
 
     def _estimate(self) -> None:
         stress = self.stress

@@ -94,6 +94,20 @@ class Page:
             said = {"detail": answer.text[:200]}
         return answer.status_code, said.get("event_id") or str(said.get("detail", ""))
 
+    def call_server(self, elem_id: str, name: str, data, session: str) -> tuple[int, dict | str]:
+        """(HTTP status, answer or the refusal's text) of server function `name` of the component
+        `elem_id` (the layer view's `layer_pack`), called as the page calls it."""
+        (component,) = self.ids(elem_id)
+        body = {"session_hash": session, "component_id": component, "fn_name": name, "data": data}
+        try:
+            answer = self.http.post(f"{self.url}/gradio_api/component_server", json=body)
+        except httpx.HTTPError as error:
+            return 0, f"{type(error).__name__}: {error}"[:200]
+        try:
+            return answer.status_code, answer.json()
+        except ValueError:
+            return answer.status_code, answer.text[:200]
+
     def listen(self, session: str, seconds: float) -> tuple[threading.Thread, Heard]:
         """Read the session's stream for at most `seconds` in a thread of its own."""
         heard = Heard()

@@ -10,23 +10,20 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup, payload
+from explorer.app import markup
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import why
 from explorer.app.ui.common import (
-    EACH_TRIGGER,
     Follower,
     Shared,
     gpu,
     guarded,
     index,
     layer_view_value,
-    neighbour_values,
-    picked_head,
-    pipeline_names,
     plot,
 )
-from explorer.app.ui.layer_view import AskData, NeighbourData, layer_view, neighbours_value, others_value
+from explorer.app.ui.layer_packs import LayerPacks
+from explorer.app.ui.layer_view import layer_view
 from explorer.app.ui.plot_view import PlotView, figure_view
 from explorer.app.visitors import visitor
 from explorer.engine.run import Run
@@ -65,10 +62,10 @@ class AttentionTab:
         inputs = [*self.window, self.zoom_open, shared.shown, shared.map_style]
         return Follower(inputs, [self.zoom], follow)
 
-    def wire_style(self, shared: Shared, stale: list) -> None:
+    def wire_style(self, shared: Shared, stale: list, packs: LayerPacks) -> None:
         """Either box redraws the softmax maps in the style they set (`shared.map_style`): the head's
-        pipeline, every head's map, and the zoom when open. What was offered for the view before (a
-        file, a link: `stale`) goes."""
+        pipeline (its view remembered by `packs`), every head's map, and the zoom when open. What was
+        offered for the view before (a file, a link: `stale`) goes."""
 
         @gpu
         @guarded(shared.status)
@@ -80,7 +77,8 @@ class AttentionTab:
             run, layer, head = shared.workspace.run(*shown), index(layer, "layer"), index(head, "head")
             if zoom_open:
                 updates[self.zoom] = plot(views.zoom(run, layer, head, _window(*window), style))
-            return updates | {self.pipeline: layer_view_value(run, layer, head, style)}
+            value = packs.remember(layer_view_value(run, layer, head, style), shown, style)
+            return updates | {self.pipeline: value}
 
         inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
         outputs = [shared.status, shared.map_style, self.pipeline, self.zoom, *stale]
@@ -100,10 +98,9 @@ def _window(q0, q1, k0, k1) -> tuple[int, int, int, int]:
 
 
 def build(shared: Shared) -> AttentionTab:
-    """The tab. A long prompt's layer view asks for the layer's other heads once it has drawn the
-    shown one's (`ask_others`: "layer,head,fingerprint"), answered into the view (`payload.other_heads`);
-    then, with its heads in and the page idle, for the layers beside it (`neighbours`), which it keeps
-    and draws when the picker steps to one."""
+    """The tab. Its layer view asks for what it lacks through its server function (`layer_packs`):
+    the layer's other heads once it has drawn the shown one's, then, with its heads in and the page
+    idle, the layers beside it, which it keeps and draws when the picker steps to one."""
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         with gr.Row():  # side by side; on a phone one above the other
             with gr.Column(min_width=300):
@@ -152,50 +149,6 @@ def build(shared: Shared) -> AttentionTab:
         run = shared.workspace.run(*shown)
         window = _window(q0, q1, k0, k1)
         return {zoom: plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))}
-
-    @gpu
-    @guarded(shared.status)
-    def other_heads(shown, style, asked: AskData):
-        if shown is None:
-            return {pipeline: others_value(None)}
-        run = shared.workspace.run(*shown)
-        layer, head, fingerprint = payload.asked_heads(run, asked.ask)
-        sent = payload.other_heads(run, layer, head, fingerprint, style, pipeline_names(run, layer))
-        return {pipeline: others_value(sent)}  # None where the view's layer is stale: it stops asking
-
-    pipeline.ask_others(
-        other_heads,
-        [shared.shown, shared.map_style],
-        [shared.status, pipeline],
-        api_name=False,
-        show_progress="hidden",
-        **EACH_TRIGGER,
-    )
-
-    @gpu
-    @guarded(shared.status)
-    def neighbours(shown, style, asked: NeighbourData):
-        """The layers beside the one drawn (`neighbour_values`) for the run on screen, if the workspace
-        still holds it: never a forward for it. The layers and head asked for are the run's model's."""
-        run = None if shown is None else shared.workspace.held_run(*shown)
-        if run is None:
-            return {pipeline: neighbours_value(asked.layer, [])}
-        layer, head = picked_head(run, asked.layer, asked.head)
-        n_layers = run.config.n_layers
-        for beside in asked.layers:
-            if not 0 <= beside < n_layers:
-                raise ValueError(f"There is no layer {beside:,} in this model ({n_layers} layers) to send.")
-        values = neighbour_values(run, layer, head, asked.layers, style, payload.NEIGHBOUR_BYTES)
-        return {pipeline: neighbours_value(layer, values)}
-
-    pipeline.neighbours(
-        neighbours,
-        [shared.shown, shared.map_style],
-        [shared.status, pipeline],
-        api_name=False,
-        show_progress="hidden",
-        **EACH_TRIGGER,
-    )
 
     inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]
     gr.on(

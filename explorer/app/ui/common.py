@@ -57,14 +57,12 @@ def plots(figures: list, run, layer: int) -> list[PlotData]:
     ]
 
 
-def pipeline_plot(
-    run, layer: int, head: int, style: views.MapStyle, thumbnails=None, others_later: bool = False
-) -> dict:
-    """Head `head`'s pipeline as the layer view's value, carrying every other head's of the layer for
-    the view to switch to (`payload.pipelines_payload`) while `payload.every_head_rides` and not
-    `others_later` (else the view asks for them once it has drawn the head), each download named by the
-    model, layer, head and figure; with the layer's thumbnails where given (their plot data: `plots`)."""
-    sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer), others_later)
+def pipeline_plot(run, layer: int, head: int, style: views.MapStyle, thumbnails=None, every_head=False):
+    """Head `head`'s pipeline as the layer view's value (`payload.pipeline_payload`: marked with what the
+    view asks the other heads by once drawn, or with `every_head` carrying them while they fit), each
+    download named by the model, layer, head and figure; with the layer's thumbnails where given (their
+    plot data: `plots`)."""
+    sent = payload.pipeline_payload(run, layer, head, style, pipeline_names(run, layer), every_head)
     thumbnails = None if thumbnails is None else thumbnails.plot
     return layer_view.layer_value(
         sent,
@@ -76,25 +74,26 @@ def pipeline_plot(
     )
 
 
-def layer_view_value(run, layer: int, head: int, style: views.MapStyle) -> dict:
-    """Layer `layer`'s whole value for the layer view: head `head`'s pipeline and every head's
-    thumbnails."""
+def layer_view_value(run, layer: int, head: int, style: views.MapStyle, every_head=False) -> dict:
+    """Layer `layer`'s whole value for the layer view: head `head`'s pipeline (`pipeline_plot`) and every
+    head's thumbnails."""
     (thumbnails,) = plots([views.all_heads(run, layer, style)], run, layer)
-    return pipeline_plot(run, layer, head, style, thumbnails)
+    return pipeline_plot(run, layer, head, style, thumbnails, every_head)
 
 
 def neighbour_values(
     run, layer: int, head: int, asked: list[int], style: views.MapStyle, budget: int
 ) -> list[dict]:
-    """The layer view's values (`layer_view_value`, head `head`) of the layers `asked` that are beside
-    `layer` in the model, in order, while their JSON fits `budget` bytes: the layers the page keeps
-    to step to with no request. Past the view budget each one's pass is kept with the run (its
-    thumbnails, `views.all_heads`, keep it), for the other heads the page asks for once it draws one."""
+    """The layer view's values (`layer_view_value`, head `head`, every head while they fit) of the
+    layers `asked` that are beside `layer` in the model, in order, while their JSON fits `budget` bytes:
+    the layers the page keeps to step to with no request. Past the view budget each one's pass is kept
+    with the run (its thumbnails, `views.all_heads`, keep it), for the other heads the page asks for
+    once it draws one."""
     values = []
     for beside in asked:
         if abs(beside - layer) != 1 or not 0 <= beside < run.config.n_layers:
             continue
-        value = layer_view_value(run, beside, head, style)
+        value = layer_view_value(run, beside, head, style, every_head=True)
         budget -= payload.value_bytes(value)
         if budget < 0:
             break
@@ -151,10 +150,10 @@ def top(count: int) -> int:
     return max(count - 1, 1)
 
 
-def warn(error: Exception, where: str) -> str:
-    """What a person is told of an error (a toast, and the words for the status line): its message
-    when it is theirs to fix, else that something went wrong, its trace kept in the log. Work they
-    stopped (the page's Stop) is said on the status line alone."""
+def warn(error: Exception, where: str, toast: bool = True) -> str:
+    """What a person is told of an error (a toast unless `toast` is false, and the words for the status
+    line): its message when it is theirs to fix, else that something went wrong, its trace kept in the
+    log. Work they stopped (the page's Stop) is said on the status line alone."""
     if isinstance(error, StoppedError):
         return str(error)
     if isinstance(error, (PromptError, CheckpointError, LimitError, ValueError)):
@@ -162,7 +161,8 @@ def warn(error: Exception, where: str) -> str:
     else:
         log.exception("handler %s failed", where)
         message = f"Something went wrong ({type(error).__name__}); the views on screen are unchanged."
-    toasts.warning(message)
+    if toast:
+        toasts.warning(message)
     return message
 
 

@@ -1,16 +1,16 @@
 """What every view shares, wired: Run, a layer or head switch, a picked head, how maps are drawn, links.
 
 Run (or an example, Enter in the prompt, a model loaded, a link) runs the prompt: one fast forward per
-(model, prompt). A layer switch to a layer the layer view keeps (one beside the layer drawn, asked for
-once the page is idle: attention.build) is the page's alone; any other re-sends the head's and the
-layer's figures (one eager layer at most, never a forward), every head's pipeline among them while
-they fit (`payload.every_head_rides`): a head switch is then the page's alone. Either asks the server
-only for the views that follow the layer and head on screen (RoPE's, the zoom, the generation's rows,
-the layer's similarity and faithfulness). Past them the other heads follow once the page has drawn
-the layer (attention.build); a head picked before asks for its figures too. A click on an Overview
-cell or a head's thumbnail does a switch too. Each switch is one event at most: the views of
-other tabs that follow the layer and head are redrawn by the same handler. A link (`?prompt=…&layer=…`)
-opens that view. A rejected input warns and leaves what is on screen in place (`guarded`).
+(model, prompt). A layer switch is the layer view's (`layer_packs`): a layer it keeps (one beside the
+layer drawn, asked for once the page is idle) it draws with no request; any other it asks for through
+its one server function, which computes one eager layer at most, never a forward. Each layer drawn
+asks for its other heads once drawn, so a head switch is then the page's alone. The page then asks the
+server only for the views that follow the layer and head on screen (RoPE's, the zoom, the generation's
+rows, the layer's similarity and faithfulness: `follow`), one event for all of them. A click on an
+Overview cell or a head's thumbnail does a switch too; a head of another layer picked in the page is
+one event (`head_picked`) for its figures and their followers. A link (`?prompt=…&layer=…`) opens that
+view. The API's /layer and /head redraw a switch's views in one call. A rejected input warns and leaves
+what is on screen in place (`guarded`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup, payload
+from explorer.app import markup
 from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
@@ -56,7 +56,8 @@ from explorer.app.ui.common import (
     rope_plots,
     top,
 )
-from explorer.app.ui.layer_view import FollowData, HeadData, asked_in_page
+from explorer.app.ui.layer_packs import LayerPacks
+from explorer.app.ui.layer_view import FollowData, HeadData
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -104,6 +105,7 @@ class ViewEvents:
     ):
         self.workspace, self.shared, self.controls, self.tabs = workspace, shared, controls, tabs
         self.link = link
+        self.packs = LayerPacks(workspace)  # what the layer view asks of the views sent to it
         s, t = shared, tabs
         # What was offered for the view before: a link (downloads go at once). Whatever changes the view
         # takes them away, so nothing on screen belongs to another view.
@@ -132,9 +134,9 @@ class ViewEvents:
         """The updates that take away a link: it belongs to a view gone."""
         return dict.fromkeys(self.stale, "")
 
-    def run_prompt(self, asked: gr.EventData, text, model, layer, head, overview_on, shown, style, zoom_open):
-        """Every view of the prompt: its run (one fast forward, or none when cached), drawn; in the page
-        the head's pipeline alone (its other heads once drawn), to an API caller every head that rides."""
+    def run_prompt(self, text, model, layer, head, overview_on, shown, style, zoom_open):
+        """Every view of the prompt: its run (one fast forward, or none when cached), drawn; the head's
+        pipeline alone, its other heads asked for by the page once drawn."""
         if shown == (model, text):
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
@@ -157,7 +159,7 @@ class ViewEvents:
             t.rope.key: gr.update(maximum=top(run.n_tokens), value=key),
             t.rope.angles: plot(views.rope_angles(run)),
             t.rope.wavelengths: plot(views.rope_wavelengths(run)),
-            **self._layer_figures(run, layer, head, query, key, style, others_later=asked_in_page(asked)),
+            **self._layer_figures(run, (model, cached.text), layer, head, query, key, style),
             **dict(zip(t.overview.outputs, drawn_overview, strict=True)),
             **t.attention.after_run(run, layer, head, zoom_open, style),
             **self.offers_taken_away(),
@@ -172,20 +174,15 @@ class ViewEvents:
         updates[self.shared.status] = markup.status(EMPTY_PROMPT, "info")
         return updates | {self.controls.token_strip: "", t.overview.top: "", self.link: ""}
 
-    def switch_layer(self, asked: HeadData, layer, head, query, key, shown, style, *followed) -> dict:
-        """A layer the view does not keep (`layer_wanted`, and /layer): `redraw_layer`, the layer's
-        other heads following once the view has drawn the head where the page asked."""
-        values = (layer, head, query, key, shown, style, *followed)
-        return self.redraw_layer(*values, others_later=asked.from_page)
-
-    def redraw_layer(self, layer, head, query, key, shown, style, *followed, others_later=False) -> dict:
-        """The head's and the layer's figures, and the followers', for another layer."""
+    def redraw_layer(self, layer, head, query, key, shown, style, *followed) -> dict:
+        """The head's and the layer's figures, and the followers', for another layer (/layer, and the
+        views redrawn for another run)."""
         if shown is None:
             return {}
         layer, head = index(layer, "layer"), index(head, "head")
         run = self.workspace.run(*shown)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = self._layer_figures(run, layer, head, query, key, style, others_later)
+        figures = self._layer_figures(run, shown, layer, head, query, key, style)
         return figures | self.followers.update(layer, head, followed)
 
     def follow_head(self, asked: FollowData, layer, head, query, key, shown, style, *followed) -> dict:
@@ -199,10 +196,10 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         layer, head = picked_head(run, *asked.override(layer, head))
         query, key = index(query, "query position"), index(key, "key position")
-        # the page says whether the view drew the head; an API caller was sent every head that rides
-        drawn = asked.drawn if asked.from_page else payload.every_head_rides(run)
         pipeline, rotation, split = self.head_plots
-        updates = {} if drawn else {pipeline: pipeline_plot(run, layer, head, style)}
+        updates = {}
+        if not asked.drawn:  # the page says whether the view drew the head (an API call: it did not)
+            updates[pipeline] = self.packs.remember(pipeline_plot(run, layer, head, style), shown, style)
         updates |= dict(zip((rotation, split), rope_plots(run, layer, head, query, key), strict=True))
         if asked.layer_changed:  # the page drew the layer: its own views follow it too
             layer_figures = plots(views.layer_figures(run, layer, style), run, layer)[1:]
@@ -217,7 +214,7 @@ class ViewEvents:
         run = self.workspace.run(*shown)
         layer, head = picked_head(run, asked.layer, asked.head)
         query, key = index(query, "query position"), index(key, "key position")
-        figures = self._layer_figures(run, layer, head, query, key, style, others_later=asked.from_page)
+        figures = self._layer_figures(run, shown, layer, head, query, key, style)
         picked = {self.shared.layer: layer, self.shared.head: head}
         return picked | figures | self.followers.update(layer, head, followed)
 
@@ -246,12 +243,11 @@ class ViewEvents:
             rope.split: plot(views.rope_score_split(run, layer, head, query, key)),
         }
 
-    def _layer_figures(
-        self, run: Run, layer: int, head: int, query: int, key: int, style, others_later: bool = False
-    ) -> dict:
-        """The head's and the layer's figures, by their plots (`others_later`: `pipeline_plot`'s)."""
+    def _layer_figures(self, run: Run, shown, layer: int, head: int, query: int, key: int, style) -> dict:
+        """The head's and the layer's figures, by their plots; the layer view's (`pipeline_plot`) with
+        its view remembered, for what the page asks of it (`layer_packs`), as `shown` in `style`."""
         thumbnails, *layer_figures = plots(views.layer_figures(run, layer, style), run, layer)
-        pipeline = pipeline_plot(run, layer, head, style, thumbnails, others_later)
+        pipeline = self.packs.remember(pipeline_plot(run, layer, head, style, thumbnails), shown, style)
         figures = [pipeline, *rope_plots(run, layer, head, query, key), *layer_figures]
         return dict(zip([*self.head_plots, *self.layer_plots], figures, strict=True))
 
@@ -321,19 +317,15 @@ class ViewEvents:
             ),
             t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
         ]
-        # A move of the layer picker is the layer view's first: a layer it keeps (one beside the layer
-        # drawn) it draws with no request, and the views that follow the layer ask when on screen; any
-        # other it asks the server for (`layer_wanted`), whose switch reads the picker.
-        switch_layer = gpu(guarded(s.status)(self.switch_layer))
+        # A move of the layer picker is the layer view's: a layer it keeps (one beside the layer drawn)
+        # it draws with no request, any other it asks for through its server function (`layer_packs`);
+        # either way the views that follow the layer ask, when on screen. The API's /layer redraws the
+        # layer's views in one call, from a trigger of its own that the page never shows.
+        self.packs.serve(t.attention.pipeline)
         s.layer.input(None, [s.layer, s.head], link, js=layer_view.SHOW_LAYER_JS, api_name=False)
-        t.attention.pipeline.layer_wanted(
-            switch_layer,
-            self.switch_inputs,
-            self.layer_outputs,
-            api_name="layer",
-            trigger_mode="always_last",  # dragging the slider: compute only where it stops
-            **progress,
-        )
+        layer_api = gr.Button(visible=False, elem_id="layer-api")
+        redraw_layer = gpu(guarded(s.status)(self.redraw_layer))
+        layer_api.click(redraw_layer, self.switch_inputs, self.layer_outputs, api_name="layer", **progress)
         # A pick in the dropdown (`select`, fired once; its `input` fires again on the blur after it), a
         # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
         # from the layer's update, with no request, and takes the old view's link away. The head lives in
@@ -358,7 +350,7 @@ class ViewEvents:
             api_name=False,
             **page_asks,
         )
-        redraw = Handler(gpu(guarded(s.status)(self.redraw_layer)), self.switch_inputs, self.layer_outputs)
+        redraw = Handler(redraw_layer, self.switch_inputs, self.layer_outputs)
         parts = intervene.PageParts(
             prompt=c.prompt,
             picker=c.picker,
@@ -372,7 +364,7 @@ class ViewEvents:
         t.attention.why.wire_knockout(s, t.intervene.stale, intervene.redraw_if, runs)
         AfterRuns.wired(s, [t.lens, t.flow]).chain(runs)
         t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
-        t.attention.wire_style(s, self.stale)
+        t.attention.wire_style(s, self.stale, self.packs)
         # Moving the RoPE positions changes the view a link names: the page takes the old link away.
         gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
         share.LinkedControls.of_page(s, c, t).wire_copy(copy_link, link)

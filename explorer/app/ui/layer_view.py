@@ -2,17 +2,17 @@
 what it is sent and what its events carry.
 
 Its value is a layer's pack: the shown head's pipeline as sent (`payload.pipeline_payload`'s figure,
-carrying every other head's as what differs from it), with the layer and head it shows, every head's
-thumbnails and the view it belongs to (run and map style); or, for a long prompt, the answer to its
-`ask_others` event (the other heads, joined to the pack on screen); or the answer to its `neighbours`
-event (the packs of the layers beside the one drawn, which it keeps). It draws with its own Plotly
-into two plots, updated in place, and switches heads from the pack, and layers from the packs it
-keeps, with no request; a layer it does not keep it asks for (`layer_wanted`).
+marked with what the other heads are asked by, or carrying every other head's as what differs from
+it), with the layer and head it shows, every head's thumbnails and the view it belongs to (run and map
+style). It draws with its own Plotly into two plots, updated in place, and switches heads from the
+pack, and layers from the packs it keeps, with no request. What it lacks (a layer, a layer's other
+heads, the layers beside the one drawn) it asks for through its one server function, `layer_pack`
+(`explorer.app.ui.layer_packs`).
 """
 
 from __future__ import annotations
 
-import json
+import uuid
 from typing import Any
 
 import gradio as gr
@@ -26,7 +26,11 @@ from explorer.engine.config import brief
 def layer_view(*, elem_id: str, thumbnails_elem_id: str, elem_classes: str = "wide-plot") -> PlotView:
     """The layer view: the pipeline in the card `elem_id`, every head's thumbnails in `thumbnails_elem_id`."""
     return PlotView(
-        kind="layer", elem_id=elem_id, thumbnails_elem_id=thumbnails_elem_id, elem_classes=elem_classes
+        kind="layer",
+        elem_id=elem_id,
+        thumbnails_elem_id=thumbnails_elem_id,
+        pack_server=f"{elem_id}-{uuid.uuid4().hex}",  # one page's: tests build several in one process
+        elem_classes=elem_classes,
     )
 
 
@@ -40,18 +44,6 @@ def layer_value(
     they stay as they are (another head of the layer on screen)."""
     value = {**plot_data, "layer": layer, "head": head, "n_layers": n_layers, "view": view}
     return value | ({"thumbnails": thumbnails} if thumbnails is not None else {})
-
-
-def others_value(answer: str | None) -> dict:
-    """The view's value answering its `ask_others` (`payload.other_heads`' JSON text; None where the
-    layer it asked for is no longer on screen: the view stops asking)."""
-    return {"answer": None if answer is None else json.loads(answer)}
-
-
-def neighbours_value(around: int, values: list[dict]) -> dict:
-    """The view's value answering its `neighbours` for layer `around`: the layers' values (`layer_value`,
-    thumbnails included) for the view to keep, and draw when the picker steps to one."""
-    return {"neighbours": values, "around": around}
 
 
 # The pickers' scripts: the layer or head picked is the view's to draw (it asks the server where it
@@ -78,23 +70,32 @@ SHOW_HEAD_JS = """(head) => {
 MOST_NEIGHBOURS = 2  # the layers beside one: the one before and the one after
 
 
-def _told(value) -> str:
+def layers_beside(data: dict) -> list[int]:
+    """Field `layers`: at most the two layers beside one, each a whole number."""
+    layers = data.get("layers")
+    if not isinstance(layers, list) or len(layers) > MOST_NEIGHBOURS:
+        said = f"a list of {len(layers):,}" if isinstance(layers, list) else told(layers)
+        raise toasts.error(f"The pack's layers takes a list of at most two layers, got {said}.")
+    return [_whole_number(layer, "layers") for layer in layers]
+
+
+def told(value) -> str:
     """A field's value as a refusal quotes it: a number or text briefly, anything else by its kind."""
     if value is None or isinstance(value, bool | int | float | str):
         return brief(value)
     return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
-def _fields(data) -> dict:
+def fields_of(data) -> dict:
     """The event's data as its fields; an API call sends none (every field then absent)."""
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise toasts.error(f"An event's data is an object of named fields, got {_told(data)}.")
+        raise toasts.error(f"An event's data is an object of named fields, got {told(data)}.")
     return data
 
 
-def _whole(data: dict, name: str, *, optional: bool = False) -> int | None:
+def whole(data: dict, name: str, *, optional: bool = False) -> int | None:
     """Field `name` as a whole number (None where it may be absent or null)."""
     value = data.get(name)
     return None if value is None and optional else _whole_number(value, name)
@@ -103,7 +104,7 @@ def _whole(data: dict, name: str, *, optional: bool = False) -> int | None:
 def _whole_number(value, name: str) -> int:
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or not abs(value) <= LARGEST or value != int(value):  # (NaN fails the comparison)
-        raise toasts.error(f"The event's {name} takes a whole number, got {_told(value)}.")
+        raise toasts.error(f"The event's {name} takes a whole number, got {told(value)}.")
     return int(value)
 
 
@@ -111,7 +112,7 @@ def _flag(data: dict, name: str) -> bool:
     """Field `name` as true or false (false where absent)."""
     value = data.get(name, False)
     if not isinstance(value, bool):
-        raise toasts.error(f"The event's {name} takes true or false, got {_told(value)}.")
+        raise toasts.error(f"The event's {name} takes true or false, got {told(value)}.")
     return value
 
 
@@ -120,40 +121,8 @@ class CellData(gr.EventData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = _fields(data)
-        self.query, self.key = _whole(data, "query"), _whole(data, "key")
-
-
-class AskData(gr.EventData):
-    """What a drawn layer asks its other heads by: "layer,head,fingerprint"."""
-
-    def __init__(self, target, data: Any):
-        super().__init__(target, data)
-        ask = _fields(data).get("ask")
-        if not isinstance(ask, str):
-            raise toasts.error(f"The event's ask takes text ('layer,head,fingerprint'), got {_told(ask)}.")
-        self.ask = ask
-
-
-class NeighbourData(gr.EventData):
-    """What a drawn view asks of the layers beside it: the layer drawn, its head, and the layers it
-    does not keep yet (at most the two beside it)."""
-
-    def __init__(self, target, data: Any):
-        super().__init__(target, data)
-        data = _fields(data)
-        self.layer, self.head = _whole(data, "layer"), _whole(data, "head")
-        layers = data.get("layers")
-        if not isinstance(layers, list) or len(layers) > MOST_NEIGHBOURS:
-            told = f"a list of {len(layers):,}" if isinstance(layers, list) else _told(layers)
-            raise toasts.error(f"The event's layers takes a list of at most two layers, got {told}.")
-        self.layers = [_whole_number(layer, "layers") for layer in layers]
-
-
-def asked_in_page(asked: gr.EventData) -> bool:
-    """Whether an event came from the page (a click, a key: Gradio's page names the component that
-    triggered it), not from an API call, which names none."""
-    return asked.target is not None
+        data = fields_of(data)
+        self.query, self.key = whole(data, "query"), whole(data, "key")
 
 
 class HeadData(gr.EventData):
@@ -162,14 +131,9 @@ class HeadData(gr.EventData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = _fields(data)
-        self.layer = _whole(data, "layer", optional=True)
-        self.head = _whole(data, "head", optional=self.layer is None)
-
-    @property
-    def from_page(self) -> bool:
-        """Whether the page asked (an API call sends no layer)."""
-        return self.layer is not None
+        data = fields_of(data)
+        self.layer = whole(data, "layer", optional=True)
+        self.head = whole(data, "head", optional=self.layer is None)
 
     def override(self, layer, head) -> tuple:
         """The event's layer and head, or those given where it sent none (an API call)."""
@@ -184,7 +148,7 @@ class FollowData(HeadData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = _fields(data)
+        data = fields_of(data)
         self.drawn, self.layer_changed = _flag(data, "drawn"), _flag(data, "layer_changed")
 
 
@@ -194,5 +158,5 @@ class CellAskedData(HeadData):
 
     def __init__(self, target, data: Any):
         super().__init__(target, data)
-        data = _fields(data)
-        self.query, self.key = _whole(data, "query", optional=True), _whole(data, "key", optional=True)
+        data = fields_of(data)
+        self.query, self.key = whole(data, "query", optional=True), whole(data, "key", optional=True)

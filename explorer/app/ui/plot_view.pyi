@@ -26,21 +26,18 @@ from gradio.events import Dependency
 class PlotView(base.Component):
     """A plot the page draws itself: one figure (`kind="figure"`), or a layer's pipeline and thumbnails
     (`kind="layer"`). The layer's events (explorer/app/ui/layer_view.py): `select_cell` (a cell of the
-    head's maps clicked: `CellData`), `ask_others` (a long prompt's layer drawn: `AskData`),
-    `neighbours` (a layer drawn, its heads in and the page idle: `NeighbourData`), `layer_wanted` (the
-    layer picker moved to a layer the view does not keep: the switch is the server's, read from the
-    picker), `head_shown` (it drew another head of its layer: the head picker follows, in the page),
+    head's maps clicked: `CellData`), `head_shown` (it drew another head of its layer: the head picker
+    follows, in the page),
     `follow` (the views that follow the head are due, asked by the page script: `FollowData`),
     `head_picked` (a head of another layer picked in the page: `HeadData`), `cell_asked` (a cell the
-    page asks to split: `CellAskedData`). A figure's clicks go to the page script ("plot-click")."""
+    page asks to split: `CellAskedData`). What the layer view lacks it asks for through its server
+    function `layer_pack` (explorer/app/ui/layer_packs.py), answered by what `serve_packs` was given.
+    A figure's clicks go to the page script ("plot-click")."""
 
     # Built from components/plot_view/frontend into ./templates (components/plot_view/README.md).
     FRONTEND_DIR = "../../../components/plot_view/frontend/"
     EVENTS: ClassVar[list] = [
         EventListener("select_cell", doc="A cell of the head's maps clicked: {query, key}."),
-        EventListener("ask_others", doc="A long prompt's layer drawn: {ask: 'layer,head,fingerprint'}."),
-        EventListener("neighbours", doc="A layer drawn, the page idle: {layer, head, layers} it asks for."),
-        EventListener("layer_wanted", doc="The layer picker moved to a layer the view does not keep."),
         EventListener("head_shown", doc="The view drew another head of its layer: {layer, head}."),
         EventListener(
             "follow", doc="The views that follow the head are due: {layer, head, drawn, layer_changed}."
@@ -59,16 +56,19 @@ class PlotView(base.Component):
         elem_id: str | None = None,
         elem_classes: list[str] | str | None = None,
         thumbnails_elem_id: str | None = None,
+        pack_server: str | None = None,
         scale: int | None = None,
         visible: bool = True,
         render: bool = True,
     ):
         # Each parameter named here reaches the page: Gradio sends a component the arguments its
-        # __init__ declares. `elem_id` names the (pipeline's) card, `thumbnails_elem_id` the thumbnails'.
+        # __init__ declares. `elem_id` names the (pipeline's) card, `thumbnails_elem_id` the thumbnails';
+        # `pack_server` names what answers the layer view's `layer_pack` (`serve_packs`).
         if kind not in ("figure", "layer"):
             raise ValueError(f"kind must be 'figure' or 'layer', not {kind!r}")
         self.kind = kind
         self.thumbnails_elem_id = thumbnails_elem_id
+        self.pack_server = pack_server
         super().__init__(
             value=value,
             elem_id=elem_id,
@@ -77,6 +77,24 @@ class PlotView(base.Component):
             visible=visible,
             render=render,
         )
+
+    def serve_packs(self, answer: Callable[[Any], dict]) -> None:
+        """Answer the layer view's `layer_pack` calls with `answer(asked)`, a function its caller keeps
+        alive (held here weakly, by the view's `pack_server`: a session's update of the view's props
+        makes Gradio build another instance from the same arguments, which finds it by that name)."""
+        if self.pack_server is None:
+            raise ValueError("a plot serves packs once given its pack_server name")
+        PACK_SERVERS[self.pack_server] = answer
+
+    def packs_served(self) -> Callable[[Any], dict] | None:
+        """What answers the view's `layer_pack` (None: nothing, or what did has gone)."""
+        return PACK_SERVERS.get(self.pack_server) if self.pack_server else None
+
+    @server
+    def layer_pack(self, asked: Any) -> dict:
+        """What the layer view lacks, asked by the page (`explorer.app.ui.layer_packs`)."""
+        answer = self.packs_served() if self.kind == "layer" else None
+        return {"error": "This plot answers no packs."} if answer is None else answer(asked)
 
     def preprocess(self, payload: Any) -> Any:
         return payload
@@ -110,171 +128,6 @@ class PlotView(base.Component):
 
     
     def select_cell(self,
-        fn: Callable[..., Any] | None = None,
-        inputs: Block | Sequence[Block] | set[Block] | None = None,
-        outputs: Block | Sequence[Block] | None = None,
-        api_name: str | None = None,
-        scroll_to_output: bool = False,
-        show_progress: Literal["full", "minimal", "hidden"] = "full",
-        show_progress_on: Component | Sequence[Component] | None = None,
-        queue: bool | None = None,
-        batch: bool = False,
-        max_batch_size: int = 4,
-        preprocess: bool = True,
-        postprocess: bool = True,
-        cancels: dict[str, Any] | list[dict[str, Any]] | None = None,
-        every: Timer | float | None = None,
-        trigger_mode: Literal["once", "multiple", "always_last"] | None = None,
-        js: str | Literal[True] | None = None,
-        concurrency_limit: int | None | Literal["default"] = "default",
-        concurrency_id: str | None = None,
-        api_visibility: Literal["public", "private", "undocumented"] = "public",
-        key: int | str | tuple[int | str, ...] | None = None,
-        api_description: str | None | Literal[False] = None,
-        validator: Callable[..., Any] | None = None,
-        inputs_kwargs: dict[str, Block] | None = None,
-    
-        ) -> Dependency:
-        """
-        Parameters:
-            fn: the function to call when this event is triggered. Often a machine learning model's prediction function. Each parameter of the function corresponds to one input component, and the function should return a single value or a tuple of values, with each element in the tuple corresponding to one output component.
-            inputs: list of gradio.components to use as inputs. If the function takes no inputs, this should be an empty list.
-            inputs_kwargs: dictionary mapping function parameter names to gradio.components. The component values are passed to the function as keyword arguments.
-            outputs: list of gradio.components to use as outputs. If the function returns no outputs, this should be an empty list.
-            api_name: defines how the endpoint appears in the API docs. Can be a string or None. If set to a string, the endpoint will be exposed in the API docs with the given name. If None (default), the name of the function will be used as the API endpoint.
-            scroll_to_output: if True, will scroll to output component on completion
-            show_progress: how to show the progress animation while event is running: "full" shows a spinner which covers the output component area as well as a runtime display in the upper right corner, "minimal" only shows the runtime display, "hidden" shows no progress animation at all
-            show_progress_on: Component or list of components to show the progress animation on. If None, will show the progress animation on all of the output components.
-            queue: if True, will place the request on the queue, if the queue has been enabled. If False, will not put this event on the queue, even if the queue has been enabled. If None, will use the queue setting of the gradio app.
-            batch: if True, then the function should process a batch of inputs, meaning that it should accept a list of input values for each parameter. The lists should be of equal length (and be up to length `max_batch_size`). The function is then *required* to return a tuple of lists (even if there is only 1 output component), with each list in the tuple corresponding to one output component.
-            max_batch_size: maximum number of inputs to batch together if this is called from the queue (only relevant if batch=True)
-            preprocess: if False, will not run preprocessing of component data before running 'fn' (e.g. leaving it as a base64 string if this method is called with the `Image` component).
-            postprocess: if False, will not run postprocessing of component data before returning 'fn' output to the browser.
-            cancels: a list of other events to cancel when this listener is triggered. For example, setting cancels=[click_event] will cancel the click_event, where click_event is the return value of another components .click method. Functions that have not yet run (or generators that are iterating) will be cancelled, but functions that are currently running will be allowed to finish.
-            every: continuously calls `value` to recalculate it if `value` is a function (has no effect otherwise). Can provide a Timer whose tick resets `value`, or a float that provides the regular interval for the reset Timer.
-            trigger_mode: if "once" (default for all events except `.change()`) would not allow any submissions while an event is pending. If set to "multiple", unlimited submissions are allowed while pending, and "always_last" (default for `.change()` and `.key_up()` events) would allow a second submission after the pending event is complete.
-            js: optional frontend JavaScript to run before 'fn', provided as either a function or a raw code string. A function receives the values of 'inputs' and 'outputs' as arguments; raw code can access them through `arguments`. Return a list of values for the output components.
-            concurrency_limit: if set, this is the maximum number of this event that can be running simultaneously. Can be set to None to mean no concurrency_limit (any number of this event can be running simultaneously). Set to "default" to use the default concurrency limit (defined by the `default_concurrency_limit` parameter in `Blocks.queue()`, which itself is 1 by default).
-            concurrency_id: if set, this is the id of the concurrency group. Events with the same concurrency_id will be limited by the lowest set concurrency_limit.
-            api_visibility: controls the visibility and accessibility of this endpoint. Can be "public" (shown in API docs and callable by clients), "private" (hidden from API docs and not callable by the Gradio client libraries), or "undocumented" (hidden from API docs but callable by clients and via gr.load). If fn is None, api_visibility will automatically be set to "private".
-            key: A unique key for this event listener to be used in @gr.render(). If set, this value identifies an event as identical across re-renders when the key is identical.
-            api_description: Description of the API endpoint. Can be a string, None, or False. If set to a string, the endpoint will be exposed in the API docs with the given description. If None, the function's docstring will be used as the API endpoint description. If False, then no description will be displayed in the API docs.
-            validator: Optional validation function to run before the main function. If provided, this function will be executed first with queue=False, and only if it completes successfully will the main function be called. The validator receives the same inputs as the main function, including the same keyword arguments when `inputs_kwargs` is used, so its signature must accept those keyword names.
-        
-        """
-        ...
-    
-    def ask_others(self,
-        fn: Callable[..., Any] | None = None,
-        inputs: Block | Sequence[Block] | set[Block] | None = None,
-        outputs: Block | Sequence[Block] | None = None,
-        api_name: str | None = None,
-        scroll_to_output: bool = False,
-        show_progress: Literal["full", "minimal", "hidden"] = "full",
-        show_progress_on: Component | Sequence[Component] | None = None,
-        queue: bool | None = None,
-        batch: bool = False,
-        max_batch_size: int = 4,
-        preprocess: bool = True,
-        postprocess: bool = True,
-        cancels: dict[str, Any] | list[dict[str, Any]] | None = None,
-        every: Timer | float | None = None,
-        trigger_mode: Literal["once", "multiple", "always_last"] | None = None,
-        js: str | Literal[True] | None = None,
-        concurrency_limit: int | None | Literal["default"] = "default",
-        concurrency_id: str | None = None,
-        api_visibility: Literal["public", "private", "undocumented"] = "public",
-        key: int | str | tuple[int | str, ...] | None = None,
-        api_description: str | None | Literal[False] = None,
-        validator: Callable[..., Any] | None = None,
-        inputs_kwargs: dict[str, Block] | None = None,
-    
-        ) -> Dependency:
-        """
-        Parameters:
-            fn: the function to call when this event is triggered. Often a machine learning model's prediction function. Each parameter of the function corresponds to one input component, and the function should return a single value or a tuple of values, with each element in the tuple corresponding to one output component.
-            inputs: list of gradio.components to use as inputs. If the function takes no inputs, this should be an empty list.
-            inputs_kwargs: dictionary mapping function parameter names to gradio.components. The component values are passed to the function as keyword arguments.
-            outputs: list of gradio.components to use as outputs. If the function returns no outputs, this should be an empty list.
-            api_name: defines how the endpoint appears in the API docs. Can be a string or None. If set to a string, the endpoint will be exposed in the API docs with the given name. If None (default), the name of the function will be used as the API endpoint.
-            scroll_to_output: if True, will scroll to output component on completion
-            show_progress: how to show the progress animation while event is running: "full" shows a spinner which covers the output component area as well as a runtime display in the upper right corner, "minimal" only shows the runtime display, "hidden" shows no progress animation at all
-            show_progress_on: Component or list of components to show the progress animation on. If None, will show the progress animation on all of the output components.
-            queue: if True, will place the request on the queue, if the queue has been enabled. If False, will not put this event on the queue, even if the queue has been enabled. If None, will use the queue setting of the gradio app.
-            batch: if True, then the function should process a batch of inputs, meaning that it should accept a list of input values for each parameter. The lists should be of equal length (and be up to length `max_batch_size`). The function is then *required* to return a tuple of lists (even if there is only 1 output component), with each list in the tuple corresponding to one output component.
-            max_batch_size: maximum number of inputs to batch together if this is called from the queue (only relevant if batch=True)
-            preprocess: if False, will not run preprocessing of component data before running 'fn' (e.g. leaving it as a base64 string if this method is called with the `Image` component).
-            postprocess: if False, will not run postprocessing of component data before returning 'fn' output to the browser.
-            cancels: a list of other events to cancel when this listener is triggered. For example, setting cancels=[click_event] will cancel the click_event, where click_event is the return value of another components .click method. Functions that have not yet run (or generators that are iterating) will be cancelled, but functions that are currently running will be allowed to finish.
-            every: continuously calls `value` to recalculate it if `value` is a function (has no effect otherwise). Can provide a Timer whose tick resets `value`, or a float that provides the regular interval for the reset Timer.
-            trigger_mode: if "once" (default for all events except `.change()`) would not allow any submissions while an event is pending. If set to "multiple", unlimited submissions are allowed while pending, and "always_last" (default for `.change()` and `.key_up()` events) would allow a second submission after the pending event is complete.
-            js: optional frontend JavaScript to run before 'fn', provided as either a function or a raw code string. A function receives the values of 'inputs' and 'outputs' as arguments; raw code can access them through `arguments`. Return a list of values for the output components.
-            concurrency_limit: if set, this is the maximum number of this event that can be running simultaneously. Can be set to None to mean no concurrency_limit (any number of this event can be running simultaneously). Set to "default" to use the default concurrency limit (defined by the `default_concurrency_limit` parameter in `Blocks.queue()`, which itself is 1 by default).
-            concurrency_id: if set, this is the id of the concurrency group. Events with the same concurrency_id will be limited by the lowest set concurrency_limit.
-            api_visibility: controls the visibility and accessibility of this endpoint. Can be "public" (shown in API docs and callable by clients), "private" (hidden from API docs and not callable by the Gradio client libraries), or "undocumented" (hidden from API docs but callable by clients and via gr.load). If fn is None, api_visibility will automatically be set to "private".
-            key: A unique key for this event listener to be used in @gr.render(). If set, this value identifies an event as identical across re-renders when the key is identical.
-            api_description: Description of the API endpoint. Can be a string, None, or False. If set to a string, the endpoint will be exposed in the API docs with the given description. If None, the function's docstring will be used as the API endpoint description. If False, then no description will be displayed in the API docs.
-            validator: Optional validation function to run before the main function. If provided, this function will be executed first with queue=False, and only if it completes successfully will the main function be called. The validator receives the same inputs as the main function, including the same keyword arguments when `inputs_kwargs` is used, so its signature must accept those keyword names.
-        
-        """
-        ...
-    
-    def neighbours(self,
-        fn: Callable[..., Any] | None = None,
-        inputs: Block | Sequence[Block] | set[Block] | None = None,
-        outputs: Block | Sequence[Block] | None = None,
-        api_name: str | None = None,
-        scroll_to_output: bool = False,
-        show_progress: Literal["full", "minimal", "hidden"] = "full",
-        show_progress_on: Component | Sequence[Component] | None = None,
-        queue: bool | None = None,
-        batch: bool = False,
-        max_batch_size: int = 4,
-        preprocess: bool = True,
-        postprocess: bool = True,
-        cancels: dict[str, Any] | list[dict[str, Any]] | None = None,
-        every: Timer | float | None = None,
-        trigger_mode: Literal["once", "multiple", "always_last"] | None = None,
-        js: str | Literal[True] | None = None,
-        concurrency_limit: int | None | Literal["default"] = "default",
-        concurrency_id: str | None = None,
-        api_visibility: Literal["public", "private", "undocumented"] = "public",
-        key: int | str | tuple[int | str, ...] | None = None,
-        api_description: str | None | Literal[False] = None,
-        validator: Callable[..., Any] | None = None,
-        inputs_kwargs: dict[str, Block] | None = None,
-    
-        ) -> Dependency:
-        """
-        Parameters:
-            fn: the function to call when this event is triggered. Often a machine learning model's prediction function. Each parameter of the function corresponds to one input component, and the function should return a single value or a tuple of values, with each element in the tuple corresponding to one output component.
-            inputs: list of gradio.components to use as inputs. If the function takes no inputs, this should be an empty list.
-            inputs_kwargs: dictionary mapping function parameter names to gradio.components. The component values are passed to the function as keyword arguments.
-            outputs: list of gradio.components to use as outputs. If the function returns no outputs, this should be an empty list.
-            api_name: defines how the endpoint appears in the API docs. Can be a string or None. If set to a string, the endpoint will be exposed in the API docs with the given name. If None (default), the name of the function will be used as the API endpoint.
-            scroll_to_output: if True, will scroll to output component on completion
-            show_progress: how to show the progress animation while event is running: "full" shows a spinner which covers the output component area as well as a runtime display in the upper right corner, "minimal" only shows the runtime display, "hidden" shows no progress animation at all
-            show_progress_on: Component or list of components to show the progress animation on. If None, will show the progress animation on all of the output components.
-            queue: if True, will place the request on the queue, if the queue has been enabled. If False, will not put this event on the queue, even if the queue has been enabled. If None, will use the queue setting of the gradio app.
-            batch: if True, then the function should process a batch of inputs, meaning that it should accept a list of input values for each parameter. The lists should be of equal length (and be up to length `max_batch_size`). The function is then *required* to return a tuple of lists (even if there is only 1 output component), with each list in the tuple corresponding to one output component.
-            max_batch_size: maximum number of inputs to batch together if this is called from the queue (only relevant if batch=True)
-            preprocess: if False, will not run preprocessing of component data before running 'fn' (e.g. leaving it as a base64 string if this method is called with the `Image` component).
-            postprocess: if False, will not run postprocessing of component data before returning 'fn' output to the browser.
-            cancels: a list of other events to cancel when this listener is triggered. For example, setting cancels=[click_event] will cancel the click_event, where click_event is the return value of another components .click method. Functions that have not yet run (or generators that are iterating) will be cancelled, but functions that are currently running will be allowed to finish.
-            every: continuously calls `value` to recalculate it if `value` is a function (has no effect otherwise). Can provide a Timer whose tick resets `value`, or a float that provides the regular interval for the reset Timer.
-            trigger_mode: if "once" (default for all events except `.change()`) would not allow any submissions while an event is pending. If set to "multiple", unlimited submissions are allowed while pending, and "always_last" (default for `.change()` and `.key_up()` events) would allow a second submission after the pending event is complete.
-            js: optional frontend JavaScript to run before 'fn', provided as either a function or a raw code string. A function receives the values of 'inputs' and 'outputs' as arguments; raw code can access them through `arguments`. Return a list of values for the output components.
-            concurrency_limit: if set, this is the maximum number of this event that can be running simultaneously. Can be set to None to mean no concurrency_limit (any number of this event can be running simultaneously). Set to "default" to use the default concurrency limit (defined by the `default_concurrency_limit` parameter in `Blocks.queue()`, which itself is 1 by default).
-            concurrency_id: if set, this is the id of the concurrency group. Events with the same concurrency_id will be limited by the lowest set concurrency_limit.
-            api_visibility: controls the visibility and accessibility of this endpoint. Can be "public" (shown in API docs and callable by clients), "private" (hidden from API docs and not callable by the Gradio client libraries), or "undocumented" (hidden from API docs but callable by clients and via gr.load). If fn is None, api_visibility will automatically be set to "private".
-            key: A unique key for this event listener to be used in @gr.render(). If set, this value identifies an event as identical across re-renders when the key is identical.
-            api_description: Description of the API endpoint. Can be a string, None, or False. If set to a string, the endpoint will be exposed in the API docs with the given description. If None, the function's docstring will be used as the API endpoint description. If False, then no description will be displayed in the API docs.
-            validator: Optional validation function to run before the main function. If provided, this function will be executed first with queue=False, and only if it completes successfully will the main function be called. The validator receives the same inputs as the main function, including the same keyword arguments when `inputs_kwargs` is used, so its signature must accept those keyword names.
-        
-        """
-        ...
-    
-    def layer_wanted(self,
         fn: Callable[..., Any] | None = None,
         inputs: Block | Sequence[Block] | set[Block] | None = None,
         outputs: Block | Sequence[Block] | None = None,

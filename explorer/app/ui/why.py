@@ -102,7 +102,7 @@ class WhyPanel:
                 self.cell: (layer, head, query, key),
             }
 
-        def from_page(request: gr.Request, shown, split_of, cell: CellAskedData):
+        def asked_cell(request: gr.Request, shown, split_of, cell: CellAskedData):
             return draw(request, cell.layer, cell.head, cell.query, cell.key, shown, split_of)
 
         def from_view(request: gr.Request, layer, head, shown, split_of, cell: CellData):
@@ -118,7 +118,7 @@ class WhyPanel:
             **COSTLY,
         )
         view.cell_asked(
-            gpu(guarded(shared.status)(from_page)),
+            gpu(guarded(shared.status)(asked_cell)),
             [shared.shown, self.split_of],
             outputs,
             api_name=False,

@@ -98,9 +98,9 @@ JS_DRAWN = """(ids) => {
 }"""
 
 
-# The handlers the layer view calls once it has drawn a layer, on its own: a long prompt's other heads,
-# then the layers beside it, which it keeps.
-FOLLOW_UPS = ("other_heads", "neighbours")
+# What the layer view asks for once it has drawn a layer, on its own (its server function's parts): a
+# long prompt's other heads, then the layers beside it, which it keeps.
+FOLLOW_UPS = ("layer_pack:heads", "layer_pack:beside")
 
 
 # A drawn layer: the page asks for a long prompt's other heads once it has drawn it (and is idle), then
@@ -118,6 +118,7 @@ class ServerLog:
     threads."""
 
     calls: list[tuple[float, float, int, str]] = field(default_factory=list)
+    kept: list = field(default_factory=list)  # the timed functions the app holds weakly
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def since(self, start: float, follow_up: bool = False) -> tuple[float, int]:
@@ -164,6 +165,23 @@ def instrument(demo, log: ServerLog) -> None:
             return result
 
         block_fn.fn = functools.wraps(block_fn.fn)(timed)
+    for block in demo.blocks.values():
+        served = getattr(block, "packs_served", None)  # the layer view's server function (`layer_packs`)
+        answer = served() if served else None
+        if answer is None:
+            continue
+
+        def packed(asked, __answer=answer):
+            start = time.perf_counter()
+            result = __answer(asked)
+            part = asked.get("part") if isinstance(asked, dict) else None
+            with log.lock:
+                seconds = time.perf_counter() - start
+                log.calls.append((start, seconds, payload_bytes(result), f"layer_pack:{part}"))
+            return result
+
+        log.kept.append(packed)  # held weakly by the view
+        block.serve_packs(packed)
 
 
 def free_port() -> int:

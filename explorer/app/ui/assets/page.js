@@ -272,9 +272,9 @@ if (!window.__attentionExplorerPage) {
     }
   });
   let drawnLayer = null; // the layer the view drew last
-  document.addEventListener("layer-drawn", ({ detail: { layer, head, kept } }) => {
-    if (kept) follow(layer, head, true); // drawn from the layers the view keeps: what follows is the page's to ask
-    else if (layer !== drawnLayer) unfollowed = null; // the server's switch drew what follows it
+  document.addEventListener("layer-drawn", ({ detail: { layer, head, followed } }) => {
+    if (!followed) follow(layer, head, true); // kept or asked for by the view: what follows is the page's to ask
+    else if (layer !== drawnLayer) unfollowed = null; // the event that sent the layer drew what follows it
     drawnLayer = layer;
     // A head picked while the layer's update was on its way is drawn from it; a link's cell opens.
     if (currentHead() !== head) showHead(currentHead());
