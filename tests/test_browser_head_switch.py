@@ -94,6 +94,47 @@ def test_a_head_switch_sends_no_request_and_draws_what_the_server_would(
     assert not app.problems()
 
 
+# A press on an option of the head picker, or Enter on the option the keys reached, with Gradio's own
+# handling of it held back (propagation stopped before it reaches the picker): only the page's listener
+# hears it.
+JS_PRESS_UNHEARD = """([kind, label]) => {
+  const picker = document.querySelector('#head-picker');
+  const option = [...picker.querySelectorAll('li.item')].find((li) => li.ariaLabel === label);
+  const stop = (event) => event.stopPropagation();
+  picker.addEventListener(kind, stop, { capture: true, once: true });
+  if (kind === 'mousedown') {
+    option.dispatchEvent(new MouseEvent('mousedown', { bubbles: true, button: 0 }));
+  } else {
+    for (const li of picker.querySelectorAll('li.item.active')) li.classList.remove('active');
+    option.classList.add('active');
+    const enter = new KeyboardEvent('keydown', { key: 'Enter', bubbles: true });
+    picker.querySelector('input').dispatchEvent(enter);
+  }
+}"""
+
+
+@pytest.mark.parametrize("kind", ["mousedown", "keydown"])
+def test_a_head_picked_in_the_picker_reaches_the_view_without_gradios_event(app, browser_workspace, kind):
+    """The press on an option (or Enter) is the layer view's at once, not a round through Gradio's
+    select event: with Gradio's handling held back the view still draws the head, and the picker,
+    which Gradio updates, still shows the head before."""
+    config = browser_workspace.explorer("").config
+    head = config.n_heads - 3
+    label = f"head {head} · kv {head // (config.n_heads // config.n_kv_heads)}"
+    app.run(SHORT)
+    app.wait_view_settled()
+    before = app.page.locator("#head-picker input").input_value()
+    app.page.locator("#head-picker input").click()
+    app.page.locator("#head-picker").get_by_role("option", name=label, exact=True).wait_for()
+    app.remember_plots()
+    app.page.evaluate(JS_PRESS_UNHEARD, [kind, label])
+    app.wait_redrawn(["pipeline-plot"])
+    assert app.page.evaluate("() => document.querySelector('#pipeline-plot').dataset.head") == str(head)
+    assert app.page.evaluate(JS_DRAWN_MAPS)["title"].startswith(f"Layer 0 · {label}")
+    assert app.page.locator("#head-picker input").input_value() == before
+    assert not app.problems()
+
+
 def test_a_thumbnail_of_the_layer_on_screen_is_opened_in_the_page(app):
     app.run(SHORT)
     asked = work_asked_for(app)

@@ -255,6 +255,20 @@ if (!window.__attentionExplorerPage) {
     layerView()?.dispatchEvent(new CustomEvent("show-head", { detail: { head } }));
   }
 
+  // A head picked in the head picker is the view's to draw from the press on its option (or Enter on
+  // the option the keys reached), before Gradio's event path hears of it: its `select` then finds the
+  // head drawn (the picker's options are the heads in order, so an option's index is its head).
+  const pickedOption = (target) => target.closest?.("#head-picker li.item[data-index]");
+  document.addEventListener("mousedown", (event) => {
+    const option = event.button === 0 && pickedOption(event.target);
+    if (option) showHead(Number(option.dataset.index));
+  }, true);
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || !event.target.closest?.("#head-picker")) return;
+    const option = document.querySelector("#head-picker li.item.active[data-index]");
+    if (option) showHead(Number(option.dataset.index));
+  }, true);
+
   function ask(where, event, data) {
     // The server asked through a plot's typed event (`where`: the plot's card, or the element itself).
     const plot = typeof where === "string" ? document.querySelector(where) : where;
