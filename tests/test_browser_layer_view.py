@@ -6,6 +6,8 @@ component's own Plotly change nothing on the way."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from browser_support import CONTEXT, AppPage
@@ -15,6 +17,7 @@ from explorer import views
 pytestmark = pytest.mark.browser
 
 SHORT = "To be, or not to be, that is the question"  # exact float32 maps
+IDLE = ("heads", "beside")  # what the layer view asks for on its own once a layer is drawn and idle
 LONG = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 9)
 # Each heatmap as the layer view drew it: Plotly's laid-out cells and its full trace's settings.
 JS_DRAWN = """() => {
@@ -150,8 +153,18 @@ def test_a_step_to_a_layer_beside_the_one_drawn_draws_what_the_view_keeps(
     )
     assert switched == [1]
     app.page.get_by_role("tab", name="Attention", exact=True).click()
+    app.wait_view_settled()
+    posts = []
+    app.page.on("request", lambda request: posts.append(request) if request.method == "POST" else None)
     app.set_layer(3)  # two layers on: not kept
     assert_drawn_as_built(app, run, 3, 0, views.MapStyle())
+    # one request: the layer's pack (what the view asks for once it is drawn and idle aside)
+    asks = [(r.url.rsplit("/gradio_api/", 1)[-1], json.loads(r.post_data or "{}")) for r in posts]
+    tab = {"value": "Attention", "index": 0}  # the tab's own select events, which may come in late
+    asks = [(url, ask) for url, ask in asks if ask.get("event_data") != tab]
+    not_idle = [(url, ask.get("data")) for url, ask in asks if ask.get("data", {}).get("part") not in IDLE]
+    assert len(not_idle) == 1 and not_idle[0][0].startswith("component_server"), not_idle
+    assert not_idle[0][1]["part"] == "layer" and not_idle[0][1]["layer"] == 3
     assert switched == [1]  # the GQA tab is not on screen
     app.remember_plots()
     app.page.get_by_role("tab", name="GQA", exact=True).click()
