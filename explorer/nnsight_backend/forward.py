@@ -31,9 +31,10 @@ import torch
 from explorer.engine.taps import POINTS, Taps
 from explorer.nnsight_backend.families import Family, at
 
-INSIDE_ATTENTION = ("queries", "scores", "pattern")
+INSIDE_ATTENTION = ("scores", "pattern")
 REMOTE_POINTS = ("block_input", "final")
-Keys = Callable[[int, torch.Tensor], torch.Tensor]  # (layer, k_proj's output as heads) -> keys to cache
+# (layer, q_proj's or k_proj's output as heads, "q" or "k") -> queries or keys QK-normed and turned by RoPE
+Turn = Callable[[int, torch.Tensor, str], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,15 @@ class Shapes:
         return value.transpose(1, 2).reshape(self.batch, self.positions, -1)
 
 
+def unmapped(taps: Taps) -> list[str]:
+    """The taps' points inside the attention call (scores, pattern, knockout), which nnsight sees whole."""
+    named = [name for name in INSIDE_ATTENTION if getattr(taps, name) is not None]
+    return named + (["knockout"] if taps.knockout is not None else [])
+
+
 def refuse_unmapped(taps: Taps, remote: bool) -> None:
     """Refuse taps this backend cannot honour (ValueError naming them and the backend)."""
-    named = [name for name in INSIDE_ATTENTION if getattr(taps, name) is not None]
-    named += ["knockout"] if taps.knockout is not None else []
-    if named:
+    if named := unmapped(taps):
         raise ValueError(
             f"The nnsight backend cannot read or edit {', '.join(named)} in a forward: they are inside "
             "the model's attention call, which nnsight sees whole. A layer's eager rerun "
@@ -68,7 +73,7 @@ def refuse_unmapped(taps: Taps, remote: bool) -> None:
         if others:
             raise ValueError(
                 f"A forward on NDIF (remote) reads the stream entering each block and the final one alone; "
-                f"{', '.join(others)} (edits, ablations, patching) run with remote=False."
+                f"{', '.join(others)} (edits, ablations, patching, generation) run with remote=False."
             )
 
 
@@ -83,9 +88,9 @@ def written(tap, layer: int, value: torch.Tensor) -> torch.Tensor | None:
 class LocalForward:
     """The body of one local trace: the model runs in this process, our taps inside it."""
 
-    def __init__(self, family: Family, taps: Taps, shapes: Shapes, cache=None, keys: Keys | None = None):
+    def __init__(self, family: Family, taps: Taps, shapes: Shapes, cache=None, turned: Turn | None = None):
         self.family, self.taps, self.shapes = family, taps, shapes
-        self.cache, self.keys = cache, keys
+        self.cache, self.turned = cache, turned
         self.read_bytes = 0  # what the taps read out of the model
 
     def written(self, tap, layer: int, value: torch.Tensor) -> torch.Tensor | None:
@@ -106,11 +111,19 @@ class LocalForward:
             if edited is not None:
                 block.input = x = edited
         attn = block.self_attn
-        self.projection(attn.q_proj, taps.q, layer, s.n_heads)
+        q = self.projection(attn.q_proj, taps.q, layer, s.n_heads, taps.queries is not None)
+        if (
+            taps.queries is not None
+            and self.written(taps.queries, layer, self.turned(layer, q, "q")) is not None
+        ):
+            raise ValueError(
+                "The nnsight backend reads the queries after RoPE but cannot edit them: the model turns "
+                "them inside its attention call. Edit q (before RoPE) instead."
+            )
         k = self.projection(attn.k_proj, taps.k, layer, s.n_kv_heads)
         v = self.projection(attn.v_proj, taps.v, layer, s.n_kv_heads)
         if self.cache is not None:
-            self.cache.update(layer, 0, self.keys(layer, k), v)
+            self.cache.update(layer, 0, self.turned(layer, k, "k"), v)
         if taps.heads is not None:
             z = s.split(attn.o_proj.input, s.n_heads)
             edited = self.written(taps.heads, layer, z)
@@ -119,7 +132,8 @@ class LocalForward:
         attention = self.output(attn.o_proj, taps.attention_output, layer)
         if taps.after_attention is not None:
             writer = at(block, family.attention_writer)
-            write = attention if writer is attn.o_proj else writer.output
+            reread = attention is None or family.attention_writer != "self_attn.o_proj"
+            write = writer.output if reread else attention
             edited = self.written(taps.after_attention, layer, x + write)
             if edited is not None:
                 writer.output = write + (edited - (x + write))
@@ -131,10 +145,10 @@ class LocalForward:
         self.output(at(block, family.mlp_writer), taps.mlp_output, layer)
         self.output(block, taps.block_output, layer)
 
-    def projection(self, module, tap, layer: int, heads: int) -> torch.Tensor | None:
-        """A q, k or v projection's output as heads, tapped (None where neither a tap nor the cache
-        reads it).  # -> [B, heads, M, d]"""
-        if tap is None and self.cache is None:
+    def projection(self, module, tap, layer: int, heads: int, wanted: bool = False) -> torch.Tensor | None:
+        """A q, k or v projection's output as heads, tapped (None where neither a tap, the cache nor
+        `wanted` reads it).  # -> [B, heads, M, d]"""
+        if tap is None and self.cache is None and not wanted:
             return None
         value = self.shapes.split(module.output, heads)
         edited = self.written(tap, layer, value)
@@ -155,41 +169,54 @@ class LocalForward:
         return value
 
 
-def run_trace(lm, family: Family, config, inputs, *, stream, stop, taps, cache=None, keys=None, remote=False):
+def run_trace(
+    lm, family: Family, config, inputs, *, stream, stop, taps, cache=None, turned=None, remote=False
+):
     """The stream leaving block `stop` − 1 (the final normed stream when `stop` is every block), from
     token ids `inputs` [B, M] (or, with `stream`, what enters the first block instead), as one trace;
-    with a KV `cache`, each layer's keys (`keys(layer, k)`: QK-normed and turned) and values kept in it.
+    with a KV `cache`, each layer's keys (`turned`: QK-normed and turned by RoPE) and values kept in it.
     # -> [B, M, hidden], and the bytes the trace handed back"""
+    refuse_unmapped(taps, bool(remote))
+    if remote:
+        return _remote_trace(lm, family.decoder, inputs, stream, stop, config.n_layers, taps, remote)
     import nnsight
 
-    refuse_unmapped(taps, bool(remote))
     batch, positions = inputs.shape
     shapes = Shapes(batch, positions, config.n_heads, config.n_kv_heads, config.head_dim)
     last = stop == config.n_layers
     # made before the trace: of what its body assigns, only what it saves is seen after it
-    body = LocalForward(family, taps, shapes, cache, keys)
-    with lm.trace(inputs, use_cache=False, remote=remote) as tracer:
+    body = LocalForward(family, taps, shapes, cache, turned)
+    with lm.trace(inputs, use_cache=False) as tracer:
         decoder = at(lm, family.decoder)
-        if remote:
-            inputs_kept = nnsight.save(
-                [decoder.layers[layer].input for layer in range(stop)] if taps.block_input else []
-            )
-            out = nnsight.save(decoder.norm.output if last else decoder.layers[stop - 1].output)
+        for layer in range(stop):
+            body.block(layer, decoder.layers[layer], stream if layer == 0 else None)
+        if last:
+            final = body.output(decoder.norm, taps.final, config.n_layers)
+            out = decoder.norm.output if final is None else final
         else:
-            for layer in range(stop):
-                body.block(layer, decoder.layers[layer], stream if layer == 0 else None)
-            out = decoder.norm.output if last else decoder.layers[stop - 1].output
-            if last:
-                out = body.output(decoder.norm, taps.final, config.n_layers) if taps.final else out
-            out = nnsight.save(out)
+            out = decoder.layers[stop - 1].output
+        out = nnsight.save(out)
         tracer.stop()  # what follows (the LM head's [B, M, vocab]) is computed from `out` when read
-    if remote:
-        for layer, kept in enumerate(inputs_kept):
-            if written(taps.block_input, layer, kept) is not None:
-                raise ValueError("A forward on NDIF (remote) cannot edit the stream; run with remote=False.")
-        if last and written(taps.final, config.n_layers, out) is not None:
-            raise ValueError("A forward on NDIF (remote) cannot edit the stream; run with remote=False.")
-        moved = sum(t.numel() * t.element_size() for t in (*inputs_kept, out))
-    else:
-        moved = body.read_bytes + out.numel() * out.element_size()
-    return out, moved
+    return out, body.read_bytes + out.numel() * out.element_size()
+
+
+def _remote_trace(lm, decoder_path: str, inputs, stream, stop: int, n_layers: int, taps: Taps, remote):
+    """`run_trace` on NDIF: the body, sent to the server, saves each layer's input (where the taps read
+    it) and the stream out; the taps then read what came back, here.  # -> [B, M, hidden], bytes"""
+    import nnsight
+
+    read_inputs = taps.block_input is not None
+    last = stop == n_layers
+    with lm.trace(inputs, use_cache=False, remote=remote) as tracer:
+        decoder = at(lm, decoder_path)
+        if stream is not None:
+            decoder.layers[0].input = stream
+        inputs_kept = nnsight.save(
+            [decoder.layers[layer].input for layer in range(stop)] if read_inputs else []
+        )
+        out = nnsight.save(decoder.norm.output if last else decoder.layers[stop - 1].output)
+        tracer.stop()
+    edits = [written(taps.block_input, layer, kept) for layer, kept in enumerate(inputs_kept)]
+    if any(edit is not None for edit in edits) or (last and written(taps.final, n_layers, out) is not None):
+        raise ValueError("A forward on NDIF (remote) cannot edit the stream; run with remote=False.")
+    return out, sum(t.numel() * t.element_size() for t in (*inputs_kept, out))

@@ -120,8 +120,15 @@ def _remote(source: str, remote: bool | str, key: str | None, max_moved: float |
         from nnsight import CONFIG
 
         CONFIG.API.APIKEY = key  # this process alone: set_default_api_key would write nnsight's config file
+    tokenizer = None
+    if Path(source).is_dir():  # a folder (nnsight's simulation of a remote run): its checked tokenizer
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=read_tokenizer(Path(source))[0])
     try:
-        lm = transformers_model(source, task="text-generation", dtype=torch.float32, use_safetensors=True)
+        lm = transformers_model(
+            source, task="text-generation", tokenizer=tokenizer, dtype=torch.float32, use_safetensors=True
+        )
         config = ModelConfig.from_hf_config(lm.config.to_dict())
     except UnsupportedConfigError as error:
         raise CheckpointError(f"{source}: {error}") from None

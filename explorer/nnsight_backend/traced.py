@@ -22,7 +22,7 @@ from explorer.engine.model import Transformer
 from explorer.engine.taps import NO_TAPS, Taps
 from explorer.errors import LimitError
 from explorer.nnsight_backend.families import family
-from explorer.nnsight_backend.forward import run_trace
+from explorer.nnsight_backend.forward import run_trace, unmapped
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class TracedTransformer(nn.Module):
 
     def traced(self, positions: range | None, layers: range, last_only: bool, kept) -> bool:
         """Whether a pass is a forward the trace runs: from position 0 and the first block, every
-        position kept."""
+        position kept. (Run here, a forward whose taps read or edit inside the attention call, scores,
+        patterns or knockouts, runs our blocks instead; on NDIF it is refused.)"""
         return (
             layers.start == 0
             and (positions is None or positions.start == 0)
@@ -102,7 +103,7 @@ class TracedTransformer(nn.Module):
         # ids [B, M] or stream [B, M, hidden] -> [B, M, hidden]"""
         c = self.inner.config
         layers = range(c.n_layers) if layers is None else layers
-        if not self.traced(positions, layers, last_only, kept):
+        if not self.traced(positions, layers, last_only, kept) or (not self.remote and unmapped(taps)):
             return self.inner.hidden_states(
                 ids,
                 stream=stream,
@@ -130,7 +131,7 @@ class TracedTransformer(nn.Module):
             stop=layers.stop,
             taps=taps,
             cache=cache,
-            keys=None if cache is None else self._cache_keys(ids.shape[1]),
+            turned=self._turned(ids.shape[1]),
             remote=self.remote,
         )
         self.traces += 1
@@ -138,31 +139,40 @@ class TracedTransformer(nn.Module):
         self.moved_bytes += moved
         return out
 
-    def _cache_keys(self, n: int):
-        """Keys as a KV cache keeps them (QK-normed where the model norms them, then turned by RoPE),
-        from k_proj's output, by our model's layers: the HF attention does both inside one call.
-        # (layer, [B, H_kv, M, d]) -> [B, H_kv, M, d]"""
+    def _turned(self, n: int):
+        """Queries or keys as the attention turns them (QK-normed where the model norms them, then by
+        RoPE), from q_proj's or k_proj's output, by our model's layers: the HF attention does both inside
+        one call. # (layer, [B, heads, M, d], "q" or "k") -> [B, heads, M, d]"""
         p = self.inner.pass_over(range(n), self.inner.embed_tokens.weight.dtype)
 
-        def keys(layer: int, k: torch.Tensor) -> torch.Tensor:
+        def turned(layer: int, x: torch.Tensor, which: str) -> torch.Tensor:
             attention = self.inner.layers[layer].self_attn
-            if attention.k_norm is not None:
-                k = attention.k_norm(k)
-            return rope.apply_rope(k, *p.rope(attention.window is not None))
+            norm = attention.q_norm if which == "q" else attention.k_norm
+            if norm is not None:
+                x = norm(x)
+            return rope.apply_rope(x, *p.rope(attention.window is not None))
 
-        return keys
+        return turned
 
     def _check_moved(self, shape: torch.Size, layers_read: int) -> None:
         """Say what a remote forward will save, and refuse it past `max_moved_bytes`."""
         estimate = self.estimate_bytes(shape[1], shape[0], layers_read)
-        log.info("NDIF forward of %d × %d tokens: about %.1f MB to move", shape[0], shape[1], estimate / 1e6)
+        log.info("NDIF forward of %d × %d tokens: about %s to move", shape[0], shape[1], size(estimate))
         if self.max_moved_bytes is not None and estimate > self.max_moved_bytes:
             raise LimitError(
-                f"This run would move about {estimate / 1e6:,.1f} MB back from NDIF "
-                f"({layers_read} layers' inputs and the final stream, {shape[1]:,} tokens), above the limit "
-                f"of {self.max_moved_bytes / 1e6:,.1f} MB: shorten the prompt, or raise the limit."
+                f"This run would move about {size(estimate)} back from NDIF ({layers_read} layers' inputs "
+                f"and the final stream, {shape[1]:,} tokens), above the limit of "
+                f"{size(self.max_moved_bytes)} (EXPLORER_NDIF_MAX_MB): shorten the prompt, or raise it."
             )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits for every position.  # [B, N] -> [B, N, vocab]"""
         return self.inner.logits(self.hidden_states(ids))
+
+
+def size(n_bytes: float) -> str:
+    """A byte count as people read it: 30 KB, 1.2 MB, 3.4 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:,.1f} {unit}"
+    return f"{n_bytes:,.0f} bytes"
