@@ -331,7 +331,7 @@ def load(
     if backend == "nnsight":
         from explorer.nnsight_backend.loader import load_checkpoint as load_traced
 
-        checkpoint = load_traced(source, remote=remote, fits=fits)
+        checkpoint = load_traced(source, remote=remote, fits=fits, device=device or default_device())
     else:
         checkpoint = load_checkpoint(source, progress=progress, fits=fits)
     explorer = Explorer(checkpoint, device)

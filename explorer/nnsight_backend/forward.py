@@ -134,9 +134,11 @@ class LocalForward:
             writer = at(block, family.attention_writer)
             reread = attention is None or family.attention_writer != "self_attn.o_proj"
             write = writer.output if reread else attention
-            edited = self.written(taps.after_attention, layer, x + write)
-            if edited is not None:
-                writer.output = write + (edited - (x + write))
+            after = x + write
+            edited = self.written(taps.after_attention, layer, after)
+            # the change (0 where the tap only read; an edit in place of `after` included) goes to the
+            # write, as the stream after attention is no module's output
+            writer.output = write + ((after if edited is None else edited) - (x + write))
         if taps.mlp_input is not None:
             reader = at(block, family.mlp_reader)
             edited = self.written(taps.mlp_input, layer, reader.input)

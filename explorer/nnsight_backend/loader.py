@@ -62,21 +62,23 @@ def load_checkpoint(
     source: str | Path,
     remote: bool | str = False,
     fits: Fits | None = None,
+    device: torch.device | str = "cpu",
     max_moved: float | None = None,
     block_budget: int = DEFAULT_BLOCK_BUDGET_BYTES,
 ) -> Checkpoint:
     """The model `source` names, run through nnsight: here (remote=False), on NDIF (True; a hub id), or
-    in nnsight's local simulation of a remote request ("local": a folder, for tests)."""
+    in nnsight's local simulation of a remote request ("local": a folder, for tests). A local model is
+    put on `device` before our model takes its tensors, so the two share them there."""
     if remote is True:
         key = ndif_key()
     if source is None or not str(source).strip():
         raise CheckpointError("The nnsight backend runs a Hugging Face model: give its folder or hub id.")
     if remote:
         return _remote(str(source).strip(), remote, key if remote is True else None, max_moved, block_budget)
-    return _local(resolve(source), str(source).strip(), fits)
+    return _local(resolve(source), str(source).strip(), fits, torch.device(device))
 
 
-def _local(path: Path, name: str, fits: Fits | None) -> Checkpoint:
+def _local(path: Path, name: str, fits: Fits | None, device: torch.device) -> Checkpoint:
     if path.is_file():
         raise CheckpointError(
             f"{name}: the nnsight backend runs Hugging Face folders (safetensors), not GGUF."
@@ -99,7 +101,7 @@ def _local(path: Path, name: str, fits: Fits | None) -> Checkpoint:
         )
     except CheckpointError as error:
         raise CheckpointError(f"{name}: {error}") from None
-    hf_model.eval().requires_grad_(False)
+    hf_model.to(device).eval().requires_grad_(False)
     model = build_model(config, hf_model.state_dict())  # the same tensors, under our names
     lm = transformers_model(
         hf_model, task="text-generation", tokenizer=PreTrainedTokenizerFast(tokenizer_object=tokenizer)

@@ -35,6 +35,7 @@ class FetchedBlocks(nn.ModuleList):
         self.fetch, self.max_bytes = fetch, max_bytes
         self.held: OrderedDict[int, int] = OrderedDict()  # layer -> bytes, least recently read first
         self.fetches = 0  # blocks fetched so far (a block dropped and read again counts twice)
+        self.device = torch.device("cpu")  # where fetched weights go: where the model was last moved
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -45,7 +46,7 @@ class FetchedBlocks(nn.ModuleList):
             self.held.move_to_end(layer)
             return block
         state = self.fetch(f"layers.{layer}")
-        block.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
+        block.load_state_dict({k: v.to(self.device, torch.float32) for k, v in state.items()}, assign=True)
         block.requires_grad_(False)
         self.fetches += 1
         self.held[layer] = nbytes(block)
@@ -58,7 +59,9 @@ class FetchedBlocks(nn.ModuleList):
         return (self[layer] for layer in range(len(self)))
 
     def _apply(self, fn, recurse=True):
-        """Moves or casts the blocks that hold weights; the others have none to move yet."""
+        """Moves or casts the blocks that hold weights; the others have none to move yet, and will be
+        fetched where the move took the rest."""
+        self.device = fn(torch.empty(0, device=self.device)).device
         for layer in self.held:
             super().__getitem__(layer)._apply(fn, recurse)
         return self

