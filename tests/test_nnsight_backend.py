@@ -213,3 +213,25 @@ def test_an_edit_at_every_point_changes_the_forward_as_our_engines_does(trio):
         mine, theirs = ours.model.hidden_states(ids, taps=taps), traced.model.hidden_states(ids, taps=taps)
         assert (mine - plain).abs().max().item() > 1e-3, name
         assert (mine - theirs).abs().max().item() <= 1e-4, name
+
+
+def test_batches_cached_activations_and_gradient_readings_equal_our_engines(trio):
+    """A padded batch, `ex.cache`, and the readings that take a backward through the traced forward
+    (attribution patching, EAP-IG) equal our engine's."""
+    _, ours, traced = trio
+    texts = ["To be, or not to be", "that is the question: whether the", "Now"]
+    batch = [run.logits_at(-1) for run in ours.run_batch(texts)]
+    traced_batch = [run.logits_at(-1) for run in traced.run_batch(texts)]
+    assert (torch.stack(batch) - torch.stack(traced_batch)).abs().max().item() <= 1e-4
+    taps = [("resid", 1), ("z", 2)]
+    kept, traced_kept = ours.cache(texts, taps, progress=False), traced.cache(texts, taps, progress=False)
+    for tap in taps:
+        assert abs(kept[tap] - traced_kept[tap]).max() <= 1e-5
+    nodes = [("z", 1, 2, -1), ("resid", 1, -1), ("k", 0, 1, None)]
+    atp = ours.attribution_patching(CLEAN, CORRUPTED, ANSWER, DISTRACTOR, nodes=nodes)
+    traced_atp = traced.attribution_patching(CLEAN, CORRUPTED, ANSWER, DISTRACTOR, nodes=nodes)
+    assert (atp - traced_atp).abs().max().item() <= 1e-4
+    edges = ours.edge_attribution([CLEAN], [CORRUPTED], [ANSWER], [DISTRACTOR], steps=2).edges
+    traced_edges = traced.edge_attribution([CLEAN], [CORRUPTED], [ANSWER], [DISTRACTOR], steps=2).edges
+    scores = torch.tensor([edge[-1] for edge in edges])
+    assert (scores - torch.tensor([edge[-1] for edge in traced_edges])).abs().max().item() <= 1e-4
