@@ -52,6 +52,19 @@ def test_logits_and_every_layers_maps_equal_transformers_eager(trio):
         assert (att.probs - expected.attentions[layer][0]).abs().max().item() <= maps_tolerance(att)
 
 
+@pytest.mark.parametrize("family", ["mistral", "qwen2-bias"])
+def test_mistral_and_qwen2_logits_and_maps_equal_transformers_eager(family, tmp_path, tiny_tokenizer):
+    model_type, overrides = HF_CONFIGS[family]
+    hf_model = make_hf_checkpoint(tmp_path, tiny_tokenizer, model_type, **overrides)
+    run = explorer.load(tmp_path, device="cpu", backend="nnsight").run(PROMPT)
+    with torch.no_grad():
+        expected = hf_model(torch.tensor([run.ids]), output_attentions=True)
+    assert (run.logits - expected.logits[0]).abs().max().item() <= logits_tolerance(expected.logits)
+    for layer, hf_maps in enumerate(expected.attentions):
+        att = run.attention(layer)
+        assert (att.probs - hf_maps[0]).abs().max().item() <= maps_tolerance(att)
+
+
 def test_the_lens_attribution_and_patching_equal_our_engine(trio):
     _, ours, traced = trio
     mine, theirs = ours.run(TEXT[:90]), traced.run(TEXT[:90])
