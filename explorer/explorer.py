@@ -80,7 +80,7 @@ class Explorer:
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.model.embed_tokens.weight.dtype
+        return self.model.norm.weight.dtype  # (the embedding's: a remote model's is fetched when first read)
 
     @torch.inference_mode()
     def run(

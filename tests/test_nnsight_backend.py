@@ -169,7 +169,9 @@ def test_a_remote_run_moves_each_layers_input_and_the_final_stream_alone(simulat
     assert "remote" in remote.runs_where and remote.backend == "nnsight"
 
 
-def test_a_remote_models_weights_are_fetched_once_a_layer_when_first_read(simulated):
+def test_a_remote_models_weights_are_fetched_a_part_at_a_time_when_first_read(simulated):
+    """A layer view fetches that layer's attention alone, once; the lens and attribution, which rerun
+    blocks, fetch the MLPs too, and equal our engine's."""
     ours, remote = simulated
     blocks = remote.model.layers
     before = blocks.fetches
@@ -177,7 +179,27 @@ def test_a_remote_models_weights_are_fetched_once_a_layer_when_first_read(simula
     for _ in range(2):
         att = run.attention(1)
         assert (att.probs - mine.attention(1).probs).abs().max().item() <= maps_tolerance(att)
-    assert blocks.fetches - before <= 1 and 1 in blocks.held
+    assert blocks.fetches - before == 1 and (1, "attention") in blocks.held and (1, "mlp") not in blocks.held
+    lens, remote_lens = mine.logit_lens(), run.logit_lens()
+    assert (lens.top_probs - remote_lens.top_probs).abs().max().item() <= 1e-4
+    attribution, remote_attribution = mine.logit_attribution(ANSWER), run.logit_attribution(ANSWER)
+    assert (attribution.heads - remote_attribution.heads).abs().max().item() <= 1e-4
+
+
+def test_a_remote_models_parts_past_the_budget_are_given_back_and_fetched_again(simulated):
+    from explorer.nnsight_backend.loader import load_checkpoint
+
+    ours, _ = simulated
+    remote = Explorer(load_checkpoint(ours.path, remote="local", block_budget=1), "cpu")  # a block at a time
+    blocks = remote.model.layers
+    run, mine = remote.run(PROMPT), ours.run(PROMPT)
+    for layer in (0, 2, 0):
+        remote_attribution = run.logit_attribution(ANSWER, DISTRACTOR)
+        assert len({held_layer for held_layer, _ in blocks.held}) == 1
+        att = run.attention(layer, remember=False)
+        assert (att.probs - mine.attention(layer).probs).abs().max().item() <= maps_tolerance(att)
+    attribution = mine.logit_attribution(ANSWER, DISTRACTOR)
+    assert (attribution.heads - remote_attribution.heads).abs().max().item() <= 1e-4
 
 
 def test_a_remote_run_past_the_limit_or_with_edits_is_refused_before_it_is_sent(simulated, monkeypatch):

@@ -152,7 +152,7 @@ class Workspace:
         try:
             hub_id = remote.model_of(source)  # a model NDIF runs (the policy checked it is offered)
             if hub_id is not None:
-                explorer = load(hub_id, self.device, progress, backend="nnsight", remote=True)
+                explorer = load(hub_id, self.device, progress, fits=make_room, backend="nnsight", remote=True)
             else:
                 explorer = load(source or self.default_model, self.device, progress, fits=make_room)
         except CheckpointError as error:

@@ -210,7 +210,7 @@ def _remote_trace(lm, decoder_path: str, inputs, stream, stop: int, n_layers: in
     read_inputs = taps.block_input is not None
     last = stop == n_layers
     with lm.trace(inputs, use_cache=False, remote=remote) as tracer:
-        decoder = at(lm, decoder_path)
+        decoder = getattr(lm, decoder_path)  # the body is sent to NDIF: it calls nothing of ours
         if stream is not None:
             decoder.layers[0].input = stream
         inputs_kept = nnsight.save(

@@ -10,6 +10,7 @@ missing key fails at once, naming it, with no network asked.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from explorer.engine.config import ModelConfig
 from explorer.errors import CheckpointError, UnsupportedConfigError
 from explorer.loading.checkpoints import resolve
 from explorer.loading.folders import read_config, read_tokenizer, safetensors_files, tensor_shapes
-from explorer.loading.weights import Checkpoint, Fits, build_model, check_fits, check_shapes
+from explorer.loading.weights import (
+    Checkpoint,
+    Fits,
+    ModelSize,
+    build_model,
+    check_fits,
+    check_shapes,
+    expected_shapes,
+)
 from explorer.nnsight_backend.families import family
 from explorer.nnsight_backend.traced import TracedTransformer
 from explorer.nnsight_backend.weights import DEFAULT_BLOCK_BUDGET_BYTES, fetched_model, remote_fetch
@@ -74,7 +83,9 @@ def load_checkpoint(
     if source is None or not str(source).strip():
         raise CheckpointError("The nnsight backend runs a Hugging Face model: give its folder or hub id.")
     if remote:
-        return _remote(str(source).strip(), remote, key if remote is True else None, max_moved, block_budget)
+        return _remote(
+            str(source).strip(), remote, key if remote is True else None, max_moved, block_budget, fits
+        )
     return _local(resolve(source), str(source).strip(), fits, torch.device(device))
 
 
@@ -116,7 +127,9 @@ def _local(path: Path, name: str, fits: Fits | None, device: torch.device) -> Ch
     )
 
 
-def _remote(source: str, remote: bool | str, key: str | None, max_moved: float | None, block_budget: int):
+def _remote(
+    source: str, remote: bool | str, key: str | None, max_moved: float | None, block_budget: int, fits
+) -> Checkpoint:
     transformers_model = _nnsight()
     if key is not None:
         from nnsight import CONFIG
@@ -128,16 +141,25 @@ def _remote(source: str, remote: bool | str, key: str | None, max_moved: float |
 
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=read_tokenizer(Path(source))[0])
     try:
+        # NDIF serves its own dtype (the checkpoint's); the simulation runs here, in float32 as our engine
+        dtype = {"dtype": torch.float32} if remote == "local" else {}
         lm = transformers_model(
-            source, task="text-generation", tokenizer=tokenizer, dtype=torch.float32, use_safetensors=True
+            source, task="text-generation", tokenizer=tokenizer, use_safetensors=True, **dtype
         )
         config = ModelConfig.from_hf_config(lm.config.to_dict())
     except UnsupportedConfigError as error:
         raise CheckpointError(f"{source}: {error}") from None
     except Exception as error:  # the hub and nnsight raise many types; the person needs one message
         raise CheckpointError(f"{source} could not be opened through nnsight: {error}") from None
+    if (
+        fits is not None
+    ):  # what may be held here: the embedding, final norm and LM head, and the blocks' budget
+        shapes = expected_shapes(config)
+        held = [name for name in shapes if not name.startswith("model.layers.")]
+        n_held = sum(math.prod(shapes[name]) for name in held) + block_budget // 4
+        fits(ModelSize(n_held, torch.float32))
     fam = family(config.model_type)
-    model = fetched_model(config, remote_fetch(lm, fam, remote), block_budget)
+    model = fetched_model(config, remote_fetch(lm, fam.decoder, remote), block_budget)
     limit = max_moved_bytes() if max_moved is None else max_moved
     return Checkpoint(
         name=f"{source} ({'NDIF' if remote is True else 'nnsight, remote simulated'})",

@@ -134,6 +134,7 @@ class TracedTransformer(nn.Module):
             turned=self._turned(ids.shape[1]),
             remote=self.remote,
         )
+        out = out.to(self.inner.norm.weight.dtype)  # NDIF's dtype (bfloat16) to ours
         self.traces += 1
         self.last_moved_bytes = moved
         self.moved_bytes += moved
@@ -143,7 +144,7 @@ class TracedTransformer(nn.Module):
         """Queries or keys as the attention turns them (QK-normed where the model norms them, then by
         RoPE), from q_proj's or k_proj's output, by our model's layers: the HF attention does both inside
         one call. # (layer, [B, heads, M, d], "q" or "k") -> [B, heads, M, d]"""
-        p = self.inner.pass_over(range(n), self.inner.embed_tokens.weight.dtype)
+        p = self.inner.pass_over(range(n), self.inner.norm.weight.dtype)
 
         def turned(layer: int, x: torch.Tensor, which: str) -> torch.Tensor:
             attention = self.inner.layers[layer].self_attn
