@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from explorer.nnsight_backend.weights import PARTS
 from explorer.tools.bench.common import machine, prompt_ids, write_tables
 
 LENGTHS = (256, 2048)
@@ -78,9 +79,10 @@ def markdown(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"A layer view moves nothing more (the layer's input was saved by the run). On NDIF the first view "
-        f"of a layer fetches its weights once: {results['block_bytes'] / 1e6:.1f} MB a block in float32; "
-        f"the embedding, final norm and LM head at load: {results['head_bytes'] / 1e6:.1f} MB.",
+        "A layer view moves nothing more (the layer's input was saved by the run). On NDIF the first view "
+        f"of a layer fetches its attention's weights once: {results['attention_bytes'] / 1e6:.1f} MB in "
+        f"float32 (its MLP, {results['mlp_bytes'] / 1e6:.1f} MB, when a reading reruns the block); the final "
+        f"norm and LM head at load: {results['head_bytes'] / 1e6:.1f} MB.",
         "",
     ]
     return "\n".join(lines)
@@ -109,17 +111,25 @@ def main(args) -> dict[str, Any]:
         traced = contenders["nnsight"].model
         for row in rows:
             row["remote_bytes"] = traced.estimate_bytes(row["n"])
-        block = sum(p.numel() * 4 for p in traced.layers[0].parameters())
-        head = sum(
-            p.numel() * 4 for name, p in traced.inner.named_parameters() if not name.startswith("layers.")
-        )
+        block = traced.layers[0]
+        parts = {
+            part: sum(
+                p.numel() * 4
+                for name in names
+                if name in block._modules
+                for p in block._modules[name].parameters()
+            )
+            for part, names in PARTS.items()
+        }
+        head = sum(p.numel() * 4 for p in (*traced.norm.parameters(), *traced.lm_head.parameters()))
     results = {
         "model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantized)",
         "machine": machine(args.device, args.threads),
         "warmups": args.warmups,
         "repeats": args.repeats,
         "rows": rows,
-        "block_bytes": block,
+        "attention_bytes": parts["attention"],
+        "mlp_bytes": parts["mlp"],
         "head_bytes": head,
     }
     return write_tables(args.out, f"nnsight-{args.device}", results, markdown(results))
