@@ -112,6 +112,8 @@ def _local(path: Path, name: str, fits: Fits | None, device: torch.device) -> Ch
         )
     except CheckpointError as error:
         raise CheckpointError(f"{name}: {error}") from None
+    except Exception as error:  # transformers raises many types; the person needs one message
+        raise CheckpointError(f"{name}: transformers could not load it: {error}") from None
     hf_model.to(device).eval().requires_grad_(False)
     model = build_model(config, hf_model.state_dict())  # the same tensors, under our names
     lm = transformers_model(
@@ -151,9 +153,8 @@ def _remote(
         raise CheckpointError(f"{source}: {error}") from None
     except Exception as error:  # the hub and nnsight raise many types; the person needs one message
         raise CheckpointError(f"{source} could not be opened through nnsight: {error}") from None
-    if (
-        fits is not None
-    ):  # what may be held here: the embedding, final norm and LM head, and the blocks' budget
+    if fits is not None:
+        # what may be held here: the embedding, final norm and LM head, and the blocks' budget
         shapes = expected_shapes(config)
         held = [name for name in shapes if not name.startswith("model.layers.")]
         n_held = sum(math.prod(shapes[name]) for name in held) + block_budget // 4
