@@ -65,3 +65,16 @@ def test_a_remote_pick_loads_through_nnsight_on_ndif_and_needs_the_key_at_once(m
     workspace = Workspace(device="cpu", policy=Policy(remote=True))
     with pytest.raises(CheckpointError, match="NDIF_API_KEY"):
         workspace.explorer(remote.CHOICES[0][0])
+
+
+def test_a_runs_status_says_where_nnsight_ran_it_and_what_it_moved(gqa_checkpoint):
+    import explorer
+
+    pytest.importorskip("nnsight")
+    assert remote.moved_note(explorer.load(gqa_checkpoint, device="cpu").run("To be")) == ""
+    run = explorer.load(gqa_checkpoint, device="cpu", backend="nnsight").run("To be")
+    assert run.moved_bytes > 0
+    assert (
+        remote.moved_note(run)
+        == f" Run here, through nnsight: {run.moved_bytes / 1e6:,.2f} MB moved back from the model."
+    )
