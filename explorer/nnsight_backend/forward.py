@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from explorer.engine import deadline
 from explorer.engine.taps import POINTS, Taps
 from explorer.nnsight_backend.families import Family, at
 
@@ -101,6 +102,7 @@ class LocalForward:
 
     def block(self, layer: int, block, stream: torch.Tensor | None) -> None:
         """Layer `layer`'s points, in the order the model passes them; `stream`: what enters it instead."""
+        deadline.check()  # a request's time bound or its page's Stop ends the forward between blocks
         taps, s, family = self.taps, self.shapes, self.family
         if stream is not None:
             block.input = stream

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from pathlib import Path
 
 import torch
@@ -160,12 +161,13 @@ def _remote(
         n_held = sum(math.prod(shapes[name]) for name in held) + block_budget // 4
         fits(ModelSize(n_held, torch.float32))
     fam = family(config.model_type)
-    model = fetched_model(config, remote_fetch(lm, fam.decoder, remote), block_budget)
+    tracing = threading.RLock()
+    model = fetched_model(config, remote_fetch(lm, fam.decoder, remote, tracing), block_budget)
     limit = max_moved_bytes() if max_moved is None else max_moved
     return Checkpoint(
         name=f"{source} ({'NDIF' if remote is True else 'nnsight, remote simulated'})",
         path=Path(source),
         config=config,
-        model=TracedTransformer(lm, model, remote=remote, max_moved_bytes=limit),
+        model=TracedTransformer(lm, model, remote=remote, max_moved_bytes=limit, tracing=tracing),
         tokenizer=lm.tokenizer.backend_tokenizer,
     )

@@ -13,6 +13,8 @@ Everything else (the LM head, the final norm for the lens, RoPE tables) is our m
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import AbstractContextManager
 
 import torch
 from torch import nn
@@ -32,10 +34,15 @@ class TracedTransformer(nn.Module):
 
     `remote`: False (in this process), True (NDIF) or "local" (nnsight's serialising dry run of a remote
     request, in this process). `max_moved_bytes`: a remote forward estimated to save more is refused
-    before it is sent (None: any)."""
+    before it is sent (None: any). `tracing`: the lock every trace of the model holds."""
 
     def __init__(
-        self, lm, model: Transformer, remote: bool | str = False, max_moved_bytes: float | None = None
+        self,
+        lm,
+        model: Transformer,
+        remote: bool | str = False,
+        max_moved_bytes: float | None = None,
+        tracing: AbstractContextManager | None = None,
     ):
         super().__init__()
         self.inner = model
@@ -46,6 +53,8 @@ class TracedTransformer(nn.Module):
         self.traces = 0  # nnsight traces run for forwards (weight fetches are not counted)
         self.moved_bytes = 0  # bytes the traces handed back, all told
         self.last_moved_bytes = 0  # and the latest one's
+        # one trace of the model at a time (the app serves requests in threads; weight fetches share it)
+        self.tracing = tracing or threading.RLock()
 
     def __getattr__(self, name: str):
         try:
@@ -122,18 +131,19 @@ class TracedTransformer(nn.Module):
             if cache is not None:
                 raise ValueError("Patching and generation keep keys and values here: run with remote=False.")
             self._check_moved(ids.shape, layers.stop if taps.block_input else 0)
-        out, moved = run_trace(
-            self.lm,
-            self.family,
-            c,
-            ids,
-            stream=stream,
-            stop=layers.stop,
-            taps=taps,
-            cache=cache,
-            turned=self._turned(ids.shape[1]),
-            remote=self.remote,
-        )
+        with self.tracing:
+            out, moved = run_trace(
+                self.lm,
+                self.family,
+                c,
+                ids,
+                stream=stream,
+                stop=layers.stop,
+                taps=taps,
+                cache=cache,
+                turned=self._turned(ids.shape[1]),
+                remote=self.remote,
+            )
         out = out.to(self.inner.norm.weight.dtype)  # NDIF's dtype (bfloat16) to ours
         self.traces += 1
         self.last_moved_bytes = moved

@@ -122,15 +122,15 @@ class FetchedTransformer(Transformer):
         return super().__getattr__(name)
 
 
-def remote_fetch(lm, decoder: str, remote) -> Fetch:
+def remote_fetch(lm, decoder: str, remote, tracing) -> Fetch:
     """Parameters of modules of block `layer` (or, with None, of the decoder itself: `embed_tokens`,
     `norm`; `lm_head` beside it), as saved tensors of a trace of one token that stops at once. The body
-    is sent to NDIF: it calls nothing of ours."""
+    is sent to NDIF: it calls nothing of ours. `tracing`: the model's lock, held through the trace."""
 
     def fetch(layer: int | None, names: list[str]) -> dict[str, torch.Tensor]:
         import nnsight
 
-        with lm.trace(torch.zeros(1, 1, dtype=torch.long), use_cache=False, remote=remote) as tracer:
+        with tracing, lm.trace(torch.zeros(1, 1, dtype=torch.long), use_cache=False, remote=remote) as tracer:
             owner = getattr(lm, decoder) if layer is None else getattr(lm, decoder).layers[layer]
             saved = nnsight.save(
                 {
