@@ -270,3 +270,19 @@ def test_batches_cached_activations_and_gradient_readings_equal_our_engines(trio
     traced_edges = traced.edge_attribution([CLEAN], [CORRUPTED], [ANSWER], [DISTRACTOR], steps=2).edges
     scores = torch.tensor([edge[-1] for edge in edges])
     assert (scores - torch.tensor([edge[-1] for edge in traced_edges])).abs().max().item() <= 1e-4
+
+
+def test_a_traced_forward_stops_at_its_time_bound_and_at_a_stop(trio):
+    import threading
+
+    from explorer.engine import deadline
+    from explorer.errors import StoppedError
+
+    _, _, traced = trio
+    with pytest.raises(LimitError), deadline.bounded(1e-9, "the run"):
+        traced.run(PROMPT)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(StoppedError), deadline.job(stop, "the run", lambda fraction: None):
+        traced.run(PROMPT)
+    assert traced.run(PROMPT).n_tokens > 0  # the model traces again after a stopped trace

@@ -23,6 +23,7 @@ a remote forward that would edit, or read any other point, is refused.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,6 +94,7 @@ class LocalForward:
         self.family, self.taps, self.shapes = family, taps, shapes
         self.cache, self.turned = cache, turned
         self.read_bytes = 0  # what the taps read out of the model
+        self.context = contextvars.copy_context()  # the caller's: its time bound and its job's stop
 
     def written(self, tap, layer: int, value: torch.Tensor) -> torch.Tensor | None:
         """`written`, counting what the tap reads."""
@@ -102,7 +104,9 @@ class LocalForward:
 
     def block(self, layer: int, block, stream: torch.Tensor | None) -> None:
         """Layer `layer`'s points, in the order the model passes them; `stream`: what enters it instead."""
-        deadline.check()  # a request's time bound or its page's Stop ends the forward between blocks
+        # a request's time bound or its page's Stop ends the forward between blocks; nnsight runs the body
+        # outside the caller's context, so the check runs in the context the trace began in
+        self.context.run(deadline.check)
         taps, s, family = self.taps, self.shapes, self.family
         if stream is not None:
             block.input = stream
