@@ -4,6 +4,7 @@ explorer   `Explorer` and `load`: a checkpoint loaded and run through the engine
 engine/    the model and its one forward with taps, the eager rerun, runs, generation, interventions
 loading/   checkpoints: safetensors folders, GGUF files, the hub, the picker's catalogue, the models
            already on this machine (`local_models`)
+nnsight_backend/  a Hugging Face model run through nnsight, here or on NDIF (`load(..., backend="nnsight")`)
 views/     what each view of the app shows, pulled from a Run
 figures/   numpy and token strings -> Plotly figures
 app/       the Gradio app: its workspace, policy and one module per tab

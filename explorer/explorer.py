@@ -69,8 +69,18 @@ class Explorer:
         return self.model.forward_count
 
     @property
+    def backend(self) -> str:
+        """What runs the model's forwards: "engine" (ours) or "nnsight"."""
+        return "nnsight" if hasattr(self.model, "lm") else "engine"
+
+    @property
+    def runs_where(self) -> str:
+        """Where the model runs, for status lines: "on cpu", "on NDIF (remote, through nnsight)" …"""
+        return getattr(self.model, "where", None) or f"on {self.device}"
+
+    @property
     def dtype(self) -> torch.dtype:
-        return self.model.embed_tokens.weight.dtype
+        return self.model.norm.weight.dtype  # (the embedding's: a remote model's is fetched when first read)
 
     @torch.inference_mode()
     def run(
@@ -120,6 +130,7 @@ class Explorer:
             layer_inputs=layer_inputs[:, 0],
             final_hidden=final_hidden[0],
             forward_seconds=seconds,
+            moved_bytes=getattr(self.model, "last_moved_bytes", 0),
             n_dropped=encoded.n_dropped,
             n_chars_dropped=encoded.n_chars_dropped,
             ablation=ablation,
@@ -302,13 +313,28 @@ def load(
     progress=None,
     max_bytes: float | None = None,
     fits: Fits | None = None,
+    backend: str = "engine",
+    remote: bool = False,
 ) -> Explorer:
     """The bundled model (no argument), a local HF-layout directory, a .gguf file, or a hub id
     ("org/name"). `progress(fraction, message)`, if given, hears each stage of loading; a model whose
     float32 weights would pass `max_bytes` is refused before any is read (`fits`, if given, is told
-    the model's size instead: `loading.weights.Fits`)."""
+    the model's size instead: `loading.weights.Fits`).
+
+    `backend="nnsight"`: a Hugging Face model run through nnsight (`explorer.nnsight_backend`), in this
+    process, or with `remote=True` on NDIF (the key read from NDIF_API_KEY)."""
+    if backend not in ("engine", "nnsight"):
+        raise ValueError(f"backend is 'engine' or 'nnsight', got {backend!r}")
+    if remote and backend != "nnsight":
+        raise ValueError("remote=True runs a model on NDIF through nnsight: give backend='nnsight' too")
     fits = fits or within(max_bytes)
-    explorer = Explorer(load_checkpoint(source, progress=progress, fits=fits), device)
+    if backend == "nnsight":
+        from explorer.nnsight_backend.loader import load_checkpoint as load_traced
+
+        checkpoint = load_traced(source, remote=remote, fits=fits, device=device or default_device())
+    else:
+        checkpoint = load_checkpoint(source, progress=progress, fits=fits)
+    explorer = Explorer(checkpoint, device)
     if progress is not None:
-        progress(1.0, f"Loaded {explorer.name} on {explorer.device}")
+        progress(1.0, f"Loaded {explorer.name} {explorer.runs_where}")
     return explorer

@@ -20,6 +20,8 @@ from the environment (docs/deploying.md):
     EXPLORER_TRUSTED_PROXIES   the proxies' networks: a visitor's address is the      private on a Space,
                                rightmost X-Forwarded-For entry outside them            else none
     EXPLORER_PROXY_HOPS        or their number: the entry the outermost one added      (the socket's peer)
+    EXPLORER_REMOTE            1, with NDIF_API_KEY set: the picker offers models NDIF  off
+                               runs (`explorer.app.remote`)
 
 It is applied where the app loads a model (`explorer.app.workspace.Workspace`), never in `explorer.load`: a
 Python user loads whatever they like. A refused source gets one message whatever it names, so the
@@ -36,6 +38,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from explorer.app import remote
 from explorer.app.visitors import NO_PROXY, Proxies
 from explorer.errors import CheckpointError
 from explorer.loading import catalog
@@ -71,6 +74,7 @@ class Policy:
     loads_per_minute: int = 3  # from one client address
     server_loads_per_minute: int = 12  # from all of them together
     proxies: Proxies = NO_PROXY  # who stands between visitors and the app (`explorer.app.visitors`)
+    remote: bool = False  # models NDIF runs offered (`explorer.app.remote`): the operator's key, and asked
 
     def __post_init__(self):
         if self.models not in MODES:
@@ -112,6 +116,7 @@ class Policy:
             proxies=Proxies.parse(
                 environ.get("EXPLORER_PROXY_HOPS", ""), environ.get("EXPLORER_TRUSTED_PROXIES", ""), public
             ),
+            remote=remote.offered(environ),
         )
 
     @property
@@ -126,6 +131,7 @@ class Policy:
         ready = catalog.choices(with_local=self.lists_local)
         if self.models == "bundled":
             return ready[:1]
+        ready += list(remote.CHOICES) if self.remote else []
         if self.models == "listed":
             return ready + [(source, source) for source in self.allowed]
         return ready
@@ -141,11 +147,13 @@ class Policy:
     def source_of(self, choice: str | None) -> str:
         """What `explorer.load` takes for a picker value: a choice's source (a label typed or picked), or
         the text typed."""
-        return catalog.source_of(choice, with_local=self.lists_local)
+        remote_source = dict(remote.CHOICES).get((choice or "").strip()) if self.remote else None
+        return remote_source or catalog.source_of(choice, with_local=self.lists_local)
 
     def label_of(self, source: str) -> str:
         """How the picker names a source: a choice's label, or the source itself."""
-        return catalog.label_of(source, with_local=self.lists_local)
+        labels = {found: label for label, found in remote.CHOICES} if self.remote else {}
+        return labels.get(source) or catalog.label_of(source, with_local=self.lists_local)
 
     def is_listed(self, source: str) -> bool:
         """Whether `source` names one of the choices or the allow-list, spelled as listed (a hub id in
@@ -167,6 +175,11 @@ class Policy:
             raise CheckpointError(
                 "The model source holds a lone surrogate, which is not a character."
             ) from None
+        if remote.model_of(source) is not None:
+            listed = source.strip() in dict(remote.CHOICES).values() or self.models == "any"
+            if self.remote and listed and self.models != "bundled":
+                return
+            raise CheckpointError(remote.REFUSED if not self.remote else REFUSED[self.models])
         if self.models == "any" or source.strip() == "":
             return
         if self.models == "listed" and self.is_listed(source):

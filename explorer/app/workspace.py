@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from explorer.app import remote
 from explorer.app.budget import Budget
 from explorer.app.kept import CachedRun, GenerationKey, KeptGeneration
 from explorer.app.policy import UNREADABLE, Policy, normalised
@@ -149,7 +150,11 @@ class Workspace:
             self.budget.make_room(serial, size.nbytes, keep=set(), what="the model")
 
         try:
-            explorer = load(source or self.default_model, self.device, progress, fits=make_room)
+            hub_id = remote.model_of(source)  # a model NDIF runs (the policy checked it is offered)
+            if hub_id is not None:
+                explorer = load(hub_id, self.device, progress, fits=make_room, backend="nnsight", remote=True)
+            else:
+                explorer = load(source or self.default_model, self.device, progress, fits=make_room)
         except CheckpointError as error:
             if self.policy.public:
                 # One message whatever failed, a typed source or a listed one: whether it names a file,

@@ -42,6 +42,7 @@ class Run:
         layer_inputs: torch.Tensor,
         final_hidden: torch.Tensor,
         forward_seconds: float,
+        moved_bytes: int = 0,
         n_dropped: int = 0,
         n_chars_dropped: int = 0,
         ablation: Ablation | None = None,
@@ -55,6 +56,7 @@ class Run:
         self.layer_inputs = layer_inputs  # [L, N, hidden] input of each block (model dtype, device)
         self.final_hidden = final_hidden  # [N, hidden] after the final norm
         self.forward_seconds: float = forward_seconds
+        self.moved_bytes = moved_bytes  # what its forward handed back from the model (nnsight's trace)
         self.ablation: Ablation | None = ablation  # heads this run's forward (and eager reruns) ablate
         self.edits: Edits | None = edits  # what its forward (and eager reruns) wrote on its taps
         ablating = Taps(heads=ablation.tap if ablation else None)

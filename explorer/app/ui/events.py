@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from explorer import views
-from explorer.app import markup
+from explorer.app import markup, remote
 from explorer.app.policy import Policy
 from explorer.app.ui import (
     attention,
@@ -143,6 +143,7 @@ class ViewEvents:
             return self.views_cleared()
         run = (cached := self.workspace.cached_run(model, text)).run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
+        message += remote.moved_note(run)
         cut = truncation_message(run, self.workspace.policy)
         if cut:
             message = cut

