@@ -110,7 +110,7 @@ def test_a_streaming_handler_stays_a_generator_that_streams():
     assert called(demo, [2, 5]) == [2, 3, 4]
 
 
-def test_keys_that_name_no_parameter_and_parameters_no_key_fills_are_refused_as_wired():
+def test_keys_naming_no_parameter_parameters_no_key_fills_and_async_are_refused_as_wired():
     def handler(layer, head):
         return {}
 
@@ -120,3 +120,9 @@ def test_keys_that_name_no_parameter_and_parameters_no_key_fills_are_refused_as_
         named(handler, {"layer": gr.Number(render=False)})
     with pytest.raises(TypeError, match="not a component"):
         named(handler, {"layer": gr.Number(render=False), "head": 3})
+
+    async def later(layer):
+        return {}
+
+    with pytest.raises(TypeError, match="async"):
+        named(later, {"layer": gr.Number(render=False)})

@@ -71,7 +71,8 @@ def special_parameters(fn: Callable) -> list[inspect.Parameter]:
 def named(handler: Callable, inputs: Inputs) -> tuple[Callable, list[Component]]:
     """`handler`, which takes each of `inputs`' values by its key (and any of Gradio's own parameters
     by its name), as the function and inputs list an event takes. A generator handler (one that
-    streams) stays a generator. The function's `named_inputs` are its inputs' parameter names."""
+    streams) stays a generator. The function's `named_inputs` are its inputs' parameter names. A key
+    that names no parameter, a parameter no key fills, or an async handler is refused as wired."""
     layout = Layout(inputs)
     # Gradio fills these in by their place after the inputs; those with defaults (progress) go last.
     specials = sorted(
@@ -92,6 +93,8 @@ def named(handler: Callable, inputs: Inputs) -> tuple[Callable, list[Component]]
         raise TypeError(
             f"{getattr(handler, '__name__', handler)} takes {list(takes)}; its inputs are {list(inputs)}"
         )
+    if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
+        raise TypeError(f"{handler.__name__} is async: the page's handlers run in Gradio's threads")
     count = len(layout.components)
 
     def arguments(args: tuple) -> dict:
