@@ -14,7 +14,7 @@ from gradio.utils import get_positional_input_parameters
 
 from explorer.app import limits
 from explorer.app.ui.common import guarded
-from explorer.app.ui.wiring import named
+from explorer.app.ui.wiring import grouped_by_handler, named
 
 
 def called(demo: gr.Blocks, values: list, event_data=None):
@@ -126,3 +126,20 @@ def test_keys_naming_no_parameter_parameters_no_key_fills_and_async_are_refused_
 
     with pytest.raises(TypeError, match="async"):
         named(later, {"layer": gr.Number(render=False)})
+
+
+def test_the_events_of_one_handler_share_its_concurrency_group_and_no_other_handlers():
+    def handler(a, b):
+        return a
+
+    def other(a, b):
+        return b
+
+    with gr.Blocks() as demo:
+        a, b, out = gr.Number(), gr.Number(), gr.Number()
+        for fn in (handler, handler, other):
+            gr.Button().click(*named(fn, {"a": a, "b": b}), out)
+        gr.Button().click(*named(handler, {"a": a, "b": b}), out, concurrency_id="kept")
+    grouped_by_handler(demo)
+    first, second, third, kept = (event.concurrency_id for event in demo.fns.values())
+    assert first == second != third and kept == "kept"

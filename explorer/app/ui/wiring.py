@@ -15,6 +15,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 
+from gradio.blocks import Blocks
 from gradio.caching import Cache
 from gradio.components import Component
 from gradio.helpers import Progress
@@ -119,3 +120,13 @@ def named(handler: Callable, inputs: Inputs) -> tuple[Callable, list[Component]]
     fn.__annotations__ = {p.name: p.annotation for p in specials if p.annotation is not p.empty}
     fn.named_inputs = tuple(layout.names)
     return fn, layout.components
+
+
+def grouped_by_handler(demo: Blocks) -> None:
+    """The events of one handler in one concurrency group of the queue, as when each was given the
+    handler itself: Gradio's default group is the event's function (`id(fn)`), and `named` gives each
+    event a function of its own. Run once the page is wired, before its functions are wrapped again."""
+    for event in demo.fns.values():
+        handler = getattr(event.fn, "__wrapped__", None)
+        if hasattr(event.fn, "named_inputs") and event.concurrency_id == str(id(event.fn)):
+            event.concurrency_id = str(id(handler))
