@@ -341,3 +341,23 @@ def test_the_write_finder_finds_each_way_of_writing():
         path = Path(directory) / "m.py"
         path.write_text("run.kept[1] = 2\nex.forward_count += 1\nx.a: int = 0\nself.b = 1\nc = 2\n")
         assert writes_through_attributes(path) == {"run.kept[1]", "ex.forward_count", "x.a"}
+
+
+def test_every_event_of_more_than_one_input_is_wired_by_name(gqa_checkpoint):
+    """No handler reads an input's value by its place in a list: an event of several inputs calls a
+    function of `wiring.named`, which hands the handler each value under its key, and Gradio (and the
+    API) sees one parameter per input, named by it."""
+    from gradio.utils import get_positional_input_parameters
+
+    from explorer.app.ui import build_demo
+    from explorer.app.workspace import Workspace
+
+    demo = build_demo(Workspace(gqa_checkpoint, device="cpu"))
+    several = [event for event in demo.fns.values() if event.fn is not None and len(event.inputs) > 1]
+    assert len(several) > 50  # the page's events were read
+    by_place = [event.fn.__name__ for event in several if not hasattr(event.fn, "named_inputs")]
+    assert by_place == []
+    for event in several:
+        names = [parameter.name for parameter in get_positional_input_parameters(event.fn)]
+        assert names == list(event.fn.named_inputs), event.fn.__name__
+        assert len(names) == len(event.inputs), event.fn.__name__

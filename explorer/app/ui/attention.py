@@ -25,6 +25,7 @@ from explorer.app.ui.common import (
 from explorer.app.ui.layer_packs import LayerPacks
 from explorer.app.ui.layer_view import layer_view
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.app.visitors import visitor
 from explorer.engine.run import Run
 from explorer.views import export
@@ -53,13 +54,18 @@ class AttentionTab:
     def follower(self, shared: Shared) -> Follower:
         """The zoom follows a layer or head switch when it is open, over the same window."""
 
-        def follow(layer, head, q0, q1, k0, k1, is_open, shown, style):
+        def follow(layer, head, window, is_open, shown, style):
             if not is_open or shown is None:
                 return {}
             run = shared.workspace.run(*shown)
-            return {self.zoom: plot(views.zoom(run, layer, head, _window(q0, q1, k0, k1), style))}
+            return {self.zoom: plot(views.zoom(run, layer, head, _window(*window), style))}
 
-        inputs = [*self.window, self.zoom_open, shared.shown, shared.map_style]
+        inputs = {
+            "window": self.window,
+            "is_open": self.zoom_open,
+            "shown": shared.shown,
+            "style": shared.map_style,
+        }
         return Follower(inputs, [self.zoom], follow)
 
     def wire_style(self, shared: Shared, stale: list, packs: LayerPacks) -> None:
@@ -69,7 +75,7 @@ class AttentionTab:
 
         @gpu
         @guarded(shared.status)
-        def restyle(log, weighted, layer, head, shown, zoom_open, *window):
+        def restyle(log, weighted, layer, head, shown, zoom_open, window):
             style = views.MapStyle(log=bool(log), weighted=bool(weighted))
             updates = {shared.map_style: style, **dict.fromkeys(stale, "")}
             if shown is None:
@@ -80,10 +86,16 @@ class AttentionTab:
             value = packs.remember(layer_view_value(run, layer, head, style), shown, style)
             return updates | {self.pipeline: value}
 
-        inputs = [self.log_box, self.weighted_box, shared.layer, shared.head, shared.shown, self.zoom_open]
+        inputs = {
+            "log": self.log_box,
+            "weighted": self.weighted_box,
+            "layer": shared.layer,
+            "head": shared.head,
+        }
+        inputs |= {"shown": shared.shown, "zoom_open": self.zoom_open, "window": self.window}
         outputs = [shared.status, shared.map_style, self.pipeline, self.zoom, *stale]
         boxes = [self.log_box.input, self.weighted_box.input]
-        gr.on(boxes, restyle, [*inputs, *self.window], outputs, api_name=False)
+        gr.on(boxes, *named(restyle, inputs), outputs, api_name=False)
 
 
 # One click downloads: the file the handler wrote goes to the hidden download button, which the page
@@ -150,11 +162,11 @@ def build(shared: Shared) -> AttentionTab:
         window = _window(q0, q1, k0, k1)
         return {zoom: plot(views.zoom(run, index(layer, "layer"), index(head, "head"), window, style))}
 
-    inputs = [shared.layer, shared.head, *window, shared.shown, shared.map_style]
+    picked = {"layer": shared.layer, "head": shared.head}
+    inputs = {**picked, **dict(zip(("q0", "q1", "k0", "k1"), window, strict=True))}
     gr.on(
         [show.click, accordion.expand, *(n.submit for n in window)],
-        show_window,
-        inputs,
+        *named(show_window, inputs | {"shown": shared.shown, "style": shared.map_style}),
         [shared.status, zoom],
         api_name="zoom",
     )
@@ -187,12 +199,14 @@ def build(shared: Shared) -> AttentionTab:
         path = downloads.path(visitor(request, policy.proxies), name, size, what)
         return {download: str(export.write_head_csv(run, layer, head, path, views.VIEW_MAP_BYTES))}
 
-    npz_button.click(layer_npz, [shared.layer, shared.shown], [shared.status, download], api_name="npz").then(
+    npz = named(layer_npz, {"layer": shared.layer, "shown": shared.shown})
+    npz_button.click(*npz, [shared.status, download], api_name="npz").then(
         None, None, download, js=DOWNLOAD_JS, api_name=False
     )
-    csv_button.click(
-        head_csv, [shared.layer, shared.head, shared.shown], [shared.status, download], api_name="csv"
-    ).then(None, None, download, js=DOWNLOAD_JS, api_name=False)
+    csv = named(head_csv, {**picked, "shown": shared.shown})
+    csv_button.click(*csv, [shared.status, download], api_name="csv").then(
+        None, None, download, js=DOWNLOAD_JS, api_name=False
+    )
     why_panel.wire(shared, pipeline)
     return AttentionTab(
         tab=tab,

@@ -30,6 +30,7 @@ from explorer.app.ui.circuit_link import settings
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.app.workspace import Workspace
 from explorer.engine import pairs, prompt_sets
 from explorer.engine.graph import NODE_THRESHOLD
@@ -195,47 +196,43 @@ class CircuitEvents:
 
     def wire(self, demo: gr.Blocks, model, prompt, run, runs: list) -> None:
         t, s = self.tab, self.shared
-        dataset = [
-            t.source,
-            t.name,
-            t.size,
-            t.seed,
-            t.typed,
-            t.upload,
-            t.metric,
-            t.methods,
-            t.positions,
-            model,
-        ]
+        pair_set = {"source": t.source, "name": t.name, "size": t.size, "seed": t.seed}
+        dataset = {**pair_set, "typed": t.typed, "upload": t.upload, "metric": t.metric}
+        dataset |= {"methods": t.methods, "positions": t.positions, "model": model}
         drawn = [s.status, t.nodes, t.position_graph, t.graph_heads, t.graph, t.curve, t.edges, t.influence]
         drawn += [t.shown, t.linked, t.typed, t.pairs]
         self.prompt = prompt
-        t.find.click(on_gpu(self.circuit, s.status), dataset, drawn, api_name="circuit", **COSTLY)
-        t.patch.click(on_gpu(self.patch_nodes, s.status), dataset, drawn, api_name="patch_nodes", **COSTLY)
+        find = named(on_gpu(self.circuit, s.status), dataset)
+        t.find.click(*find, drawn, api_name="circuit", **COSTLY)
+        patch = named(on_gpu(self.patch_nodes, s.status), dataset)
+        t.patch.click(*patch, drawn, api_name="patch_nodes", **COSTLY)
         chosen = [t.name, t.size, t.seed, t.typed, t.upload]  # the source's inputs show (a link's too)
         t.source.change(self.show_source, t.source, chosen, api_name=False)
         gr.on(  # a built-in set's pairs as soon as picked (a link's too), for the model loaded
             [t.source.change, t.name.change, t.size.change, t.seed.change, model.change],
-            guarded(s.status)(self.preview),
-            [t.source, t.name, t.size, t.seed, model],
+            *named(guarded(s.status)(self.preview), {**pair_set, "model": model}),
             t.pairs,
             api_name=False,
         )
-        for slider, show, redrawn in (  # each redraws from the circuit on screen, with no new reading
-            (t.edges, self.show_edges, [t.graph, t.curve]),
-            (t.influence, self.show_influence, [t.position_graph, t.graph_heads]),
+        on_screen = {"key": t.shown, "linked": t.linked}
+        for (
+            slider,
+            read_as,
+            show,
+            redrawn,
+        ) in (  # each redraws from the circuit on screen, with no new reading
+            (t.edges, "kept", self.show_edges, [t.graph, t.curve]),
+            (t.influence, "influence", self.show_influence, [t.position_graph, t.graph_heads]),
         ):
             slider.input(
-                guarded(s.status)(show),
-                [t.shown, t.linked, slider],
+                *named(guarded(s.status)(show), {**on_screen, read_as: slider}),
                 [s.status, *redrawn],
                 api_name=False,
                 trigger_mode="always_last",
             )
         clicked = gr.on(
             [t.nodes.head_picked, t.position_graph.head_picked, t.graph.head_picked],
-            guarded(s.status)(self.open_head),
-            [t.shown, t.linked, model],
+            *named(guarded(s.status)(self.open_head), {**on_screen, "model": model}),
             [s.status, prompt, s.layer, s.head, s.shown],
             api_name=False,
             **EACH_TRIGGER,

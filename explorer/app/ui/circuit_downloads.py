@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.app.ui.common import on_gpu
+from explorer.app.ui.wiring import named
 from explorer.app.visitors import visitor
 from explorer.views import circuits as circuit_views
 
@@ -22,11 +23,12 @@ class CircuitDownloads:
 
     def wire(self) -> None:
         t, s = self.tab, self.shared
+        on_screen = {"key": t.shown, "linked": t.linked}
         for button, export, read in (
-            (t.csv, self.export, [t.shown, t.linked]),
-            (t.graph_json, self.export_graph, [t.shown, t.linked, t.influence]),
+            (t.csv, self.export, on_screen),
+            (t.graph_json, self.export_graph, {**on_screen, "influence": t.influence}),
         ):
-            button.click(on_gpu(export, s.status), read, [s.status, t.download], api_name=False).then(
+            button.click(*named(on_gpu(export, s.status), read), [s.status, t.download], api_name=False).then(
                 None, None, t.download, js=DOWNLOAD_JS, api_name=False
             )
 

@@ -19,6 +19,7 @@ from explorer.app.downloads import Downloads
 from explorer.app.jobs import Jobs
 from explorer.app.limits import Readings
 from explorer.app.ui import layer_view, toasts
+from explorer.app.ui.wiring import Inputs, named
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError, LimitError, PromptError, StoppedError
 
@@ -248,17 +249,18 @@ class Shared:
 @dataclass(frozen=True)
 class Handler:
     """A handler of the layout's (running the prompt, redrawing the views) that a tab's own events
-    chain after theirs: the function with its inputs and outputs."""
+    chain after theirs: the function, which takes its inputs' values by their keys, with its inputs
+    and outputs."""
 
     fn: Callable
-    inputs: list
+    inputs: Inputs
     outputs: list
 
     def after(self, event):
         """Chained after `event`, its progress shown on the status line (every handler's first output)
         alone, not as a timer on each of its plots."""
         return event.then(
-            self.fn, self.inputs, self.outputs, api_name=False, show_progress_on=self.outputs[0]
+            *named(self.fn, self.inputs), self.outputs, api_name=False, show_progress_on=self.outputs[0]
         )
 
 
@@ -269,30 +271,31 @@ class Follower:
     trip per switch, where a listener of its own would add another (in Gradio's page each event costs
     its request and every component's loading status, about 0.1-0.2 s at 256 tokens)."""
 
-    inputs: list
+    inputs: Inputs
     outputs: list
-    update: Callable  # (layer, head, *values of `inputs`) -> {output: update}, those that change
+    update: Callable  # (layer, head, **values of `inputs` by key) -> {output: update}, those that change
 
 
 @dataclass(frozen=True)
 class Followers:
-    """Several followers as one: their inputs and outputs in a row, and their updates."""
+    """Several followers as one, by name: their inputs (each follower's under its name) and outputs,
+    and their updates."""
 
-    each: tuple[Follower, ...]
+    each: dict[str, Follower]
 
     @property
-    def inputs(self) -> list:
-        return [component for follower in self.each for component in follower.inputs]
+    def inputs(self) -> dict:
+        return {name: follower.inputs for name, follower in self.each.items()}
 
     @property
     def outputs(self) -> list:
-        return [component for follower in self.each for component in follower.outputs]
+        return [component for follower in self.each.values() for component in follower.outputs]
 
-    def update(self, layer: int, head: int, values) -> dict:
-        updates, at = {}, 0
-        for follower in self.each:
-            updates |= follower.update(layer, head, *values[at : at + len(follower.inputs)])
-            at += len(follower.inputs)
+    def update(self, layer: int, head: int, values: dict) -> dict:
+        """Each follower's updates, from its inputs' values (`values`, as `inputs` keys them)."""
+        updates = {}
+        for name, follower in self.each.items():
+            updates |= follower.update(layer, head, **values[name])
         return updates
 
 
@@ -310,7 +313,7 @@ class AfterRuns:
     """What the tabs drawn by expensive readings do after a run (the open one redrawn, a typed target
     forgotten), chained as one event per run in the readings' turn: a visitor's run takes one turn of
     the expensive readings, whichever tabs there are, and at most one tab is open to draw. Each handler
-    takes the request, then its inputs' values, and returns its updates."""
+    takes the request and its inputs' values by their keys, and returns its updates."""
 
     def __init__(self):
         self.handlers: list[Handler] = []
@@ -323,43 +326,42 @@ class AfterRuns:
             tab.wire(shared, after_runs)
         return after_runs
 
-    def add(self, fn: Callable, inputs: list, outputs: list) -> None:
+    def add(self, fn: Callable, inputs: Inputs, outputs: list) -> None:
         self.handlers.append(Handler(fn, inputs, outputs))
 
     def chain(self, runs: list) -> None:
-        inputs = [block for handler in self.handlers for block in handler.inputs]
+        inputs = {f"handler_{n}": handler.inputs for n, handler in enumerate(self.handlers)}
         outputs = list(dict.fromkeys(block for handler in self.handlers for block in handler.outputs))
 
-        def after_run(request: gr.Request, *values):
-            updates, at = {}, 0
-            for handler in self.handlers:
-                done = handler.fn(request, *values[at : at + len(handler.inputs)])
+        def after_run(request: gr.Request, **values):
+            updates = {}
+            for n, handler in enumerate(self.handlers):
+                done = handler.fn(request=request, **values[f"handler_{n}"])
                 updates |= done if isinstance(done, dict) else {}
-                at += len(handler.inputs)
             return sent(updates)
 
         for event in runs:
-            event.then(after_run, inputs, outputs, api_name=False, **COSTLY)
+            event.then(*named(after_run, inputs), outputs, api_name=False, **COSTLY)
 
 
 def draw_while_open(
     tab: gr.Tab,
     is_open: gr.State,
     draw: Callable,
-    reads: list,
+    reads: dict,
     outputs: list,
     after_runs: AfterRuns,
     api_name,
 ):
-    """`draw(request, *reads)` when `tab` opens, and after each run while it is open (a tab drawn only
+    """`draw(request, **reads)` when `tab` opens, and after each run while it is open (a tab drawn only
     when on screen, by an expensive reading; `outputs` start with the status line and `is_open`, which
-    `draw` sets). The request comes first: Gradio passes it to a parameter before any `*values`."""
+    `draw` sets)."""
 
-    def after_run(request: gr.Request, opened, *values):
-        return draw(request, *values) if opened else {}
+    def after_run(request: gr.Request, opened, **values):
+        return draw(request=request, **values) if opened else {}
 
-    tab.select(draw, reads, outputs, api_name=api_name, **COSTLY)
-    after_runs.add(after_run, [is_open, *reads], outputs)
+    tab.select(*named(draw, reads), outputs, api_name=api_name, **COSTLY)
+    after_runs.add(after_run, {"opened": is_open, **reads}, outputs)
 
 
 def close_when(is_open: gr.State, tabs: list[gr.Tab]) -> None:

@@ -12,6 +12,7 @@ from explorer import views
 from explorer.app import limits
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index, plot
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 
 HINT = (
     "Rows: earlier heads; columns: later heads, in layer order. K: the later head's keys read what the "
@@ -38,8 +39,8 @@ class CompositionCard:
                 figure = views.composition(run.explorer, picked)
             return {self.plot: plot(figure, "composition")}
 
-        inputs, outputs = [shared.layer, shared.head, shared.shown], [shared.status, self.plot]
-        self.panel.expand(draw, inputs, outputs, api_name="composition", **COSTLY)
+        inputs = {"layer": shared.layer, "head": shared.head, "shown": shared.shown}
+        self.panel.expand(*named(draw, inputs), [shared.status, self.plot], api_name="composition", **COSTLY)
 
 
 def build() -> CompositionCard:

@@ -58,6 +58,7 @@ from explorer.app.ui.common import (
 )
 from explorer.app.ui.layer_packs import LayerPacks
 from explorer.app.ui.layer_view import FollowData, HeadData
+from explorer.app.ui.wiring import named
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -114,17 +115,29 @@ class ViewEvents:
         # views.layer_figures less every head's thumbnails, which the layer view draws with the pipeline
         self.layer_plots = [t.gqa.similarity, t.faithfulness.check]
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
-        stale = Follower([], self.stale, lambda layer, head: self.offers_taken_away())
-        self.followers = Followers((t.attention.follower(s), t.generate.follower, stale))
+        stale = Follower({}, self.stale, lambda layer, head: self.offers_taken_away())
+        self.followers = Followers(
+            {"zoom": t.attention.follower(s), "generation": t.generate.follower, "stale": stale}
+        )
         self.run_outputs = [s.status, controls.token_strip, s.shown, t.rope.query, t.rope.key, t.rope.angles]
         self.run_outputs += [t.rope.wavelengths, *self.head_plots, *self.layer_plots]
         self.run_outputs += t.overview.outputs
         self.run_outputs += [*t.attention.window, t.attention.zoom]  # the zoom's window moves to the new run
         self.run_outputs += self.stale
-        self.run_inputs = [controls.prompt, controls.model, s.layer, s.head, t.overview.is_open, s.shown]
-        self.run_inputs += [s.map_style, t.attention.zoom_open]
-        self.switch_inputs = [s.layer, s.head, t.rope.query, t.rope.key, s.shown, s.map_style]
-        self.switch_inputs += self.followers.inputs
+        self.run_inputs = {
+            "text": controls.prompt,
+            "model": controls.model,
+            "layer": s.layer,
+            "head": s.head,
+            "overview_on": t.overview.is_open,
+            "shown": s.shown,
+            "style": s.map_style,
+            "zoom_open": t.attention.zoom_open,
+        }
+        # What the head's views read (`asked_by`), and the layer's and head's pickers before them.
+        self.asked_by = {"query": t.rope.query, "key": t.rope.key, "shown": s.shown, "style": s.map_style}
+        self.asked_by["followed"] = self.followers.inputs
+        self.switch_inputs = {"layer": s.layer, "head": s.head, **self.asked_by}
         self.layer_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
         self.follow_outputs = [s.status, *self.head_plots, *self.layer_plots, *self.followers.outputs]
 
@@ -175,7 +188,7 @@ class ViewEvents:
         updates[self.shared.status] = markup.status(EMPTY_PROMPT, "info")
         return updates | {self.controls.token_strip: "", t.overview.top: "", self.link: ""}
 
-    def redraw_layer(self, layer, head, query, key, shown, style, *followed) -> dict:
+    def redraw_layer(self, layer, head, query, key, shown, style, followed) -> dict:
         """The head's and the layer's figures, and the followers', for another layer (/layer, and the
         views redrawn for another run)."""
         if shown is None:
@@ -186,7 +199,7 @@ class ViewEvents:
         figures = self._layer_figures(run, shown, layer, head, query, key, style)
         return figures | self.followers.update(layer, head, followed)
 
-    def follow_head(self, asked: FollowData, layer, head, query, key, shown, style, *followed) -> dict:
+    def follow_head(self, asked: FollowData, layer, head, query, key, shown, style, followed) -> dict:
         """After a head or layer switch in the page: the views that follow them elsewhere, when one is
         on screen (the page asks, through the layer view's `follow`): RoPE's view of q and k, the zoom,
         the generation's rows; the layer's similarity and faithfulness where the layer changed in the
@@ -207,7 +220,7 @@ class ViewEvents:
             updates |= dict(zip(self.layer_plots, layer_figures, strict=True))
         return updates | self.followers.update(layer, head, followed)
 
-    def pick(self, asked: HeadData, query, key, shown, style, *followed) -> dict:
+    def pick(self, asked: HeadData, query, key, shown, style, followed) -> dict:
         """A head of another layer than the view's picked in the page (an Overview cell, a listed top
         head, a head in a chart): its layer's figures and the pickers, through the view's `head_picked`."""
         if shown is None:
@@ -302,8 +315,7 @@ class ViewEvents:
         runs = [
             gr.on(
                 [c.run_button.click, c.prompt.submit],
-                run_prompt,
-                self.run_inputs,
+                *named(run_prompt, self.run_inputs),
                 self.run_outputs,
                 api_name="run",
                 **progress,
@@ -311,42 +323,52 @@ class ViewEvents:
             run_handler.after(c.examples.load_input_event),
             *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
             run_handler.after(restored).then(
-                gpu(guarded(s.status)(self.restore_positions)),
-                [s.layer, s.head, s.shown, link_refusal, link_notes],
+                *named(
+                    gpu(guarded(s.status)(self.restore_positions)),
+                    {
+                        "layer": s.layer,
+                        "head": s.head,
+                        "shown": s.shown,
+                        "refusal": link_refusal,
+                        "notes": link_notes,
+                    },
+                ),
                 [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
                 api_name=False,
             ),
-            t.generate.show_with(s, run_prompt, self.run_inputs, self.run_outputs),
+            t.generate.show_with(s, run_handler),
         ]
         # A move of the layer picker is the layer view's: a layer it keeps (one beside the layer drawn)
         # it draws with no request, any other it asks for through its server function (`layer_packs`);
         # either way the views that follow the layer ask, when on screen. The API's /layer redraws the
         # layer's views in one call, from a trigger of its own that the page never shows.
         self.packs.serve(t.attention.pipeline)
+        # The page's function takes its inputs' values in the list's order: (layer, head).
         s.layer.input(None, [s.layer, s.head], link, js=layer_view.SHOW_LAYER_JS, api_name=False)
         layer_api = gr.Button(visible=False, elem_id="layer-api")
         redraw_layer = gpu(guarded(s.status)(self.redraw_layer))
-        layer_api.click(redraw_layer, self.switch_inputs, self.layer_outputs, api_name="layer", **progress)
+        layer_api.click(
+            *named(redraw_layer, self.switch_inputs), self.layer_outputs, api_name="layer", **progress
+        )
         # A pick in the dropdown (`select`, fired once; its `input` fires again on the blur after it), a
         # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
         # from the layer's update, with no request, and takes the old view's link away. The head lives in
         # the picker, which every later event reads.
         pipeline = t.attention.pipeline
         s.head.select(None, s.head, link, js=layer_view.SHOW_HEAD_JS, api_name=False)
-        pipeline.head_shown(None, None, [s.head, link], js=layer_view.SHOWN_HEAD_JS, api_name=False)
+        pipeline.head_shown(  # the page's function returns its outputs in the list's order: (head, link)
+            None, None, [s.head, link], js=layer_view.SHOWN_HEAD_JS, api_name=False
+        )
         # What the page asks of a head, as the layer view's events: what follows it, or a pick elsewhere.
-        asked_by = [t.rope.query, t.rope.key, s.shown, s.map_style, *self.followers.inputs]
         page_asks = dict(**EACH_TRIGGER, **progress)
         pipeline.follow(
-            gpu(guarded(s.status)(self.follow_head)),
-            [s.layer, s.head, *asked_by],
+            *named(gpu(guarded(s.status)(self.follow_head)), self.switch_inputs),
             self.follow_outputs,
             api_name="head",
             **page_asks,
         )
         pipeline.head_picked(
-            gpu(guarded(s.status)(self.pick)),
-            asked_by,
+            *named(gpu(guarded(s.status)(self.pick)), self.asked_by),
             [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
             api_name=False,
             **page_asks,

@@ -26,6 +26,7 @@ from explorer.app.ui.common import (
     top,
 )
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 
 ABOUT = (
     "What reaches the output at one position, and by which route: every part a block adds to the stream "
@@ -96,7 +97,7 @@ class FlowTab:
             self.tab,
             self.is_open,
             open_flow,
-            [shared.shown, self.threshold],
+            {"shown": shared.shown, "threshold": self.threshold},
             opened,
             after_runs,
             api_name="flow",
@@ -111,8 +112,7 @@ class FlowTab:
 
         gr.on(
             [self.threshold.release, self.position.release],
-            redraw,
-            [shared.shown, self.threshold, self.position],
+            *named(redraw, {"shown": shared.shown, "threshold": self.threshold, "position": self.position}),
             [shared.status, self.graph, self.rollout],
             api_name="flow_at",
             **COSTLY,

@@ -22,8 +22,9 @@ from explorer.app.jobs import time_left
 from explorer.app.kept import GenerationKey
 from explorer.app.ui import inputs as checked
 from explorer.app.ui import steer
-from explorer.app.ui.common import Follower, Shared, gpu, guarded, plot, top
+from explorer.app.ui.common import Follower, Handler, Shared, gpu, guarded, plot, top
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.engine.generate import Generation
 from explorer.engine.tokens import printable
 from explorer.views import generation as generation_views
@@ -73,10 +74,9 @@ class GenerateTab:
     follower: Follower  # the rows (and the head a stream draws) follow the layout's layer and head
     steer: steer.SteerPanel
 
-    def show_with(self, shared: Shared, run_views, run_inputs: list, run_outputs: list):
+    def show_with(self, shared: Shared, run_views: Handler):
         """Wire "Show in every view" to the page's run handler `run_views`, with the generation's key
-        where it takes the prompt: the workspace hands back the generated Run (no forward)."""
-        model = run_inputs[1]
+        as the prompt it takes (`text`): the workspace hands back the generated Run (no forward)."""
 
         @guarded(shared.status)
         def say_shown(generated, model, shown):
@@ -87,11 +87,15 @@ class GenerateTab:
             message = f"Every view shows the generated sequence ({n_tokens} tokens, {n_new} of them new)"
             return {shared.status: markup.status(f"{message}; Run goes back to the prompt alone.", "info")}
 
-        inputs = [self.generated, *run_inputs[1:]]
+        inputs = run_views.inputs | {"text": self.generated}  # (the API's order stays the run's)
         show = self.show.click(
-            run_views, inputs, run_outputs, api_name="show_generation", show_progress_on=shared.status
+            *named(run_views.fn, inputs),
+            run_views.outputs,
+            api_name="show_generation",
+            show_progress_on=shared.status,
         )
-        return show.then(say_shown, [self.generated, model, shared.shown], [shared.status], api_name=False)
+        said = {"generated": self.generated, "model": inputs["model"], "shown": shared.shown}
+        return show.then(*named(say_shown, said), [shared.status], api_name=False)
 
 
 def new_tokens(n: int, seconds: float) -> str:
@@ -108,6 +112,9 @@ def step_figures(generation: Generation, layer: int, head: int, n_steps: int | N
         plot(generation_views.step_candidates(generation.steps[n_steps - 1])),
         plot(generation_views.generation_kv_cache(generation, n_steps)),
     )
+
+
+SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")  # `GenerateTab.settings`, by name
 
 
 def settings_of(max_new_tokens, temperature, top_k, top_p, seed) -> dict:
@@ -238,27 +245,29 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> GenerateTab:
             n_steps = generation_views.clamp_steps(generation, int(index) + 1)
             return {rows: plot(generation_views.generation_map(generation, layer, head, n_steps))}
 
-    inputs = [prompt, model, shared.layer, shared.head, *settings, chosen]
-    generate.click(stream, inputs, stream_outputs, api_name="generate").then(
+    picked = {"layer": shared.layer, "head": shared.head}
+    inputs = {"prompt": prompt, "model": model, **picked, **dict(zip(SETTINGS, settings, strict=True))}
+    generate.click(*named(stream, inputs | {"chosen": chosen}), stream_outputs, api_name="generate").then(
         lambda: gr.Button(interactive=False), None, stop, api_name=False, queue=False
     )  # Stop is disabled again however the stream ended (an error, too)
     stop.click(stopped, [chosen], None, api_name=False)
     step.input(
-        look_back,
-        [step, shared.layer, shared.head, generated],
+        *named(look_back, {"index": step, **picked, "generated": generated}),
         [shared.status, *figures],
         api_name="generation_step",
         trigger_mode="always_last",
     )
-    follower = Follower([step, generated, model, chosen], [rows], follow)
+    follower = Follower(
+        {"index": step, "generated": generated, "model": model, "chosen": chosen}, [rows], follow
+    )
 
     @guarded(shared.status)
-    def opened(layer, head, *values):
+    def opened(layer, head, **values):
         """The tab opened: its rows follow a layer or head set while it was closed (by a link, or a
         head opened from the Intervene tab)."""
-        return follow(int(layer), int(head), *values)
+        return follow(int(layer), int(head), **values)
 
-    tab.select(opened, [shared.layer, shared.head, *follower.inputs], [shared.status, rows], api_name=False)
+    tab.select(*named(opened, picked | follower.inputs), [shared.status, rows], api_name=False)
     return GenerateTab(
         tab=tab,
         settings=settings,

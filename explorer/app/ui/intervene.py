@@ -28,6 +28,7 @@ from explorer.app.ui.common import Handler, Shared, gpu, guarded, on_gpu, plot, 
 from explorer.app.ui.model_loading import Loader
 from explorer.app.ui.overview import OverviewTab
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.engine.config import ModelConfig
 from explorer.engine.interventions import ABLATE_MODES, Ablation, single_token
 from explorer.engine.tokens import quoted
@@ -184,26 +185,36 @@ class _Events:
         answer, distractor = t.prompts[2:]
         gr.on(
             [answer.change, distractor.change],
-            lambda a, d: (a, d),
-            [answer, distractor],
+            *named(
+                lambda answer, distractor: (answer, distractor), {"answer": answer, "distractor": distractor}
+            ),
             pair,
             api_name=False,
         )
-        ablation_inputs = [t.heads, t.mode, t.in_views, s.shown, pair]
+        ablation_inputs = {
+            "heads": t.heads,
+            "mode": t.mode,
+            "in_views": t.in_views,
+            "shown": s.shown,
+            "pair": pair,
+        }
         ablation_outputs = [s.status, t.bars, s.shown, t.stale]
-        t.ablate.click(on_gpu(self.ablate, s.status), ablation_inputs, ablation_outputs, api_name="ablate")
-        t.in_views.input(on_gpu(self.toggle, s.status), ablation_inputs, ablation_outputs, api_name=False)
-        t.add.click(self.add, [t.heads, s.layer, s.head], t.heads, api_name=False)
+        ablate = named(on_gpu(self.ablate, s.status), ablation_inputs)
+        t.ablate.click(*ablate, ablation_outputs, api_name="ablate")
+        t.in_views.input(
+            *named(on_gpu(self.toggle, s.status), ablation_inputs), ablation_outputs, api_name=False
+        )
+        add = named(self.add, {"heads": t.heads, "layer": s.layer, "head": s.head})
+        t.add.click(*add, t.heads, api_name=False)
 
         examples = t.ablation_examples.load_input_event
-        runs.append(
-            p.run.after(examples.then(self.load_for, [p.picker, p.model], p.loader.outputs, api_name=False))
-        )
+        load_for = named(self.load_for, {"choice": p.picker, "model": p.model})
+        runs.append(p.run.after(examples.then(*load_for, p.loader.outputs, api_name=False)))
         patching.PatchingEvents(t.patching, s, p).wire(t.tab, runs, self.load_for)
-        follow_inputs = [*ablation_inputs, p.model, t.listed_for]
+        follow_inputs = {**ablation_inputs, "model": p.model, "listed_for": t.listed_for}
         follow_outputs = [s.status, t.heads, t.listed_for, t.bars, s.shown, t.stale]
         for event in runs:
-            event.then(on_gpu(self.follow, s.status), follow_inputs, follow_outputs, api_name=False)
+            event.then(*named(on_gpu(self.follow, s.status), follow_inputs), follow_outputs, api_name=False)
         self.redraw_when_stale()
 
     def redraw_when_stale(self):
@@ -223,18 +234,23 @@ class _Events:
             return dict(zip(p.overview.outputs, drawn, strict=True))
 
         # Gradio sends a State's change when a page opens too: its first value (0) redraws nothing.
-        def redraw(stale, *inputs):
-            return p.redraw.fn(*inputs) if stale else sent({})
+        def redraw(stale, redrawn):
+            return p.redraw.fn(**redrawn) if stale else sent({})
 
         def overview_if_stale(stale, is_open, shown):
             return overview_again(is_open, shown) if stale else sent({})
 
         stale = self.tab.stale
         stale.change(
-            overview_if_stale, [stale, p.overview.is_open, s.shown], overview_outputs, api_name=False
+            *named(overview_if_stale, {"stale": stale, "is_open": p.overview.is_open, "shown": s.shown}),
+            overview_outputs,
+            api_name=False,
         )
         stale.change(
-            redraw, [stale, *p.redraw.inputs], p.redraw.outputs, api_name=False, show_progress_on=s.status
+            *named(redraw, {"stale": stale, "redrawn": p.redraw.inputs}),
+            p.redraw.outputs,
+            api_name=False,
+            show_progress_on=s.status,
         )
 
     # --- ablation ---------------------------------------------------------------------------------

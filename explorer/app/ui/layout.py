@@ -34,6 +34,7 @@ from explorer.app.ui import (
     page,
     rope,
     sessions,
+    wiring,
 )
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Controls, Shared, show_progress, top
@@ -100,6 +101,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         sessions.end_when_closed(demo, workspace, shared.downloads)
         stop_when_asked(shared)
         progress_on_status(demo, shared.status)
+        wiring.grouped_by_handler(demo)
         bound_every_request(demo, policy.request_seconds)
     # A bounded queue that every event goes through (api_open=False: no REST call skips it, and with it
     # the fair shares): past `queue_size` waiting requests, a new one is told the queue is full.

@@ -15,6 +15,7 @@ from explorer.app import limits
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, AfterRuns, Shared, close_when, gpu, guarded, index, plot, top
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 
 INFO_TARGET = (
     "A single token of the model's vocabulary (mind the leading space); empty: the model's prediction."
@@ -57,7 +58,8 @@ class LensTab:
             self.rank,
             self.attribution,
         ]
-        reads = [shared.shown, self.start, self.target, self.distractor, self.position]
+        reads = {"shown": shared.shown, "start": self.start, "target": self.target}
+        reads |= {"distractor": self.distractor, "position": self.position}
 
         @gpu
         @guarded(shared.status)
@@ -87,12 +89,14 @@ class LensTab:
         ):
             emptied = forgets(shown, pinned, typed_for)
             target, distractor = ("", "") if emptied else (target, distractor)
-            drawn = open_lens(request, shown, start, target, distractor, position) if opened else {}
+            read = dict(shown=shown, start=start, target=target, distractor=distractor, position=position)
+            drawn = open_lens(request, **read) if opened else {}
             boxes = {self.target: "", self.distractor: ""} if emptied else {}
             return {**drawn, **boxes, self.typed_for: shown}
 
-        self.tab.select(open_lens, reads, everything, api_name="lens", **COSTLY)
-        after_runs.add(after_run, [self.is_open, self.pinned, self.typed_for, *reads], [*everything, *kept])
+        self.tab.select(*named(open_lens, reads), everything, api_name="lens", **COSTLY)
+        forgetting = {"opened": self.is_open, "pinned": self.pinned, "typed_for": self.typed_for}
+        after_runs.add(after_run, forgetting | reads, [*everything, *kept])
 
         @gpu
         @guarded(shared.status)
@@ -103,9 +107,8 @@ class LensTab:
             with shared.readings.reading(request, limits.lens_cost(run), run):
                 return {self.grid: plot(views.lens_grid(run, index(start, "first position")), "lens")}
 
-        self.start.release(
-            move_window, [shared.shown, self.start], [shared.status, self.grid], api_name=False, **COSTLY
-        )
+        moved = named(move_window, {"shown": shared.shown, "start": self.start})
+        self.start.release(*moved, [shared.status, self.grid], api_name=False, **COSTLY)
 
         @gpu
         @guarded(shared.status)
@@ -122,11 +125,10 @@ class LensTab:
                     ),
                 }
 
-        targets = [shared.shown, self.target, self.distractor, self.position]
+        targets = {key: reads[key] for key in ("shown", "target", "distractor", "position")}
         gr.on(
             [self.target.submit, self.distractor.submit, self.position.release],
-            read_target,
-            targets,
+            *named(read_target, targets),
             [shared.status, self.rank, self.attribution],
             api_name="attribution",
             **COSTLY,

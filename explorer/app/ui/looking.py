@@ -14,6 +14,7 @@ from explorer import views
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import EACH_TRIGGER, Shared, gpu, guarded, index, plot
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 
 HINT = (
     "Click a token above: every head's attention weight from the last position to it, one cell per layer "
@@ -65,8 +66,7 @@ class HeadsLookingAt:
             **EACH_TRIGGER,
         )
         self.position.submit(
-            gpu(guarded(shared.status)(draw)),
-            [shared.shown, self.position],
+            *named(gpu(guarded(shared.status)(draw)), {"shown": shared.shown, "position": self.position}),
             outputs,
             api_name="attention_to",
             trigger_mode="always_last",

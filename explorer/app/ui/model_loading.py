@@ -21,6 +21,7 @@ from explorer.app.policy import LoadLimit, Policy
 from explorer.app.ui import share
 from explorer.app.ui.common import plot, sent, top, warn
 from explorer.app.ui.plot_view import PlotView
+from explorer.app.ui.wiring import named
 from explorer.app.visitors import address, visitor
 from explorer.app.workspace import Workspace
 from explorer.explorer import Explorer
@@ -130,8 +131,8 @@ class Loader:
 
     def refused(self, message: str, loaded: str, **picker) -> dict:
         """A model that could not load: why, on the status line, and the picker naming the one loaded."""
-        named = gr.update(value=self.workspace.policy.label_of(loaded), **picker)
-        return {self.views.status: markup.status(message, "warning"), self.picker: named}
+        naming = gr.update(value=self.workspace.policy.label_of(loaded), **picker)
+        return {self.views.status: markup.status(message, "warning"), self.picker: naming}
 
     def wire(self, button: gr.Button, model: gr.State):
         """A model picked in the picker (or typed, then Enter or a click elsewhere) is loaded at once,
@@ -153,10 +154,10 @@ class Loader:
             return load_model(choice, loaded, request, again=False)
 
         one_at_a_time = dict(concurrency_id="load", concurrency_limit=1)
-        inputs = [self.picker, model]
+        inputs = {"choice": self.picker, "loaded": model}
         return [
-            button.click(load_model, inputs, outputs, api_name="load_model", **one_at_a_time),
-            self.picker.input(pick_model, inputs, outputs, api_name=False, **one_at_a_time),
+            button.click(*named(load_model, inputs), outputs, api_name="load_model", **one_at_a_time),
+            self.picker.input(*named(pick_model, inputs), outputs, api_name=False, **one_at_a_time),
         ]
 
     def restore(self, loaded: str, request: gr.Request) -> dict:

@@ -26,6 +26,7 @@ from explorer.app.ui import sessions
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, guarded, head_of, on_gpu, plot, sent
 from explorer.app.ui.layer_view import HeadData
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.app.visitors import visitor
 from explorer.app.workspace import Workspace
 from explorer.engine.interventions import PatchResult, single_token
@@ -162,48 +163,47 @@ class PatchingEvents:
         """Wire the section's events; the runs they start join `runs`. `load_for` loads an example's
         model first (the tab's)."""
         s, p, shared = self.section, self.page, self.shared
-        patch_inputs = [*s.prompts, p.model]
+        prompts = dict(zip(("clean", "corrupted", "answer", "distractor"), s.prompts, strict=True))
+        patch_inputs = {**prompts, "model": p.model}
         drawn = [shared.status, s.heatmap, s.direct, s.ranked, s.patched, s.sweep]
-        swept = s.patch.click(
-            on_gpu(self.patch, shared.status), patch_inputs, drawn, api_name="patch", **COSTLY
-        )
+        patch = named(on_gpu(self.patch, shared.status), patch_inputs)
+        swept = s.patch.click(*patch, drawn, api_name="patch", **COSTLY)
         redrawn = [shared.status, s.heatmap, s.ranked]
-        on_screen = [s.sweep, s.patched, s.metric]
-        swept.then(self.metric_shown(), [*on_screen, gr.State(True)], redrawn, api_name=False)
-        s.metric.input(self.metric_shown(), on_screen, redrawn, api_name=False)
+        on_screen = {"key": s.sweep, "patched": s.patched, "metric": s.metric}
+        after_sweep = {**on_screen, "after_sweep": gr.State(True)}
+        swept.then(*named(self.metric_shown(), after_sweep), redrawn, api_name=False)
+        s.metric.input(*named(self.metric_shown(), on_screen), redrawn, api_name=False)
         s.swap.click(
-            guarded(shared.status)(self.swap),
-            [s.prompts[0], p.model],
+            *named(guarded(shared.status)(self.swap), {"clean": prompts["clean"], "model": p.model}),
             [shared.status, *s.prompts[1:]],
             api_name=False,
         )
         # queue=False: the boxes fill as the tab opens, before a click on an example can fill them
         tab.select(
-            self.prefill, [p.prompt, *s.prompts, p.model], list(s.prompts), api_name=False, queue=False
+            *named(self.prefill, {"prompt": p.prompt, **patch_inputs}),
+            list(s.prompts),
+            api_name=False,
+            queue=False,
         )
         clicked = gr.on(  # a cell of either chart, or a ranked head (the page asks through the map)
             [s.heatmap.head_picked, s.direct.head_picked],
-            guarded(shared.status)(self.open_patched),
-            [s.patched, p.model],
+            *named(guarded(shared.status)(self.open_patched), {"patched": s.patched, "model": p.model}),
             [shared.status, p.prompt, shared.layer, shared.head, shared.shown],
             api_name=False,
             **EACH_TRIGGER,
         )
-        example_run = p.run.after(
-            s.examples.load_input_event.then(load_for, [p.picker, p.model], p.loader.outputs, api_name=False)
-        )
+        loaded = named(load_for, {"choice": p.picker, "model": p.model})
+        example_run = p.run.after(s.examples.load_input_event.then(*loaded, p.loader.outputs, api_name=False))
         example_run.then(
-            on_gpu(self.patch_example, shared.status),
-            [*patch_inputs, p.picker],
+            *named(on_gpu(self.patch_example, shared.status), {**patch_inputs, "choice": p.picker}),
             drawn,
             api_name=False,
             **COSTLY,
-        ).then(self.metric_shown(), [*on_screen, gr.State(True)], redrawn, api_name=False)
+        ).then(*named(self.metric_shown(), after_sweep), redrawn, api_name=False)
         runs += [example_run, p.run.after(clicked)]
         for button, write in ((s.npz, sweep_export.write_sweep_npz), (s.csv, sweep_export.write_sweep_csv)):
             button.click(
-                on_gpu(self.exporter(write), shared.status),
-                [s.sweep, s.patched],
+                *named(on_gpu(self.exporter(write), shared.status), {"key": s.sweep, "patched": s.patched}),
                 [shared.status, s.download],
                 api_name=False,
             ).then(None, None, s.download, js=DOWNLOAD_JS, api_name=False)

@@ -11,6 +11,7 @@ from explorer import views
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Shared, gpu, guarded, index, plot
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +53,10 @@ def build(shared: Shared) -> RopeTab:
 
     gr.on(
         [query.input, key.input],
-        move_positions,
-        [shared.layer, shared.head, query, key, shared.shown],
+        *named(
+            move_positions,
+            {"layer": shared.layer, "head": shared.head, "query": query, "key": key, "shown": shared.shown},
+        ),
         [shared.status, rotation, split],
         api_name="positions",
         trigger_mode="always_last",

@@ -18,6 +18,7 @@ import gradio as gr
 
 from explorer.app.ui.steer import LINK_KEYS as STEER_KEYS
 from explorer.app.ui.steer import SteerPanel
+from explorer.app.ui.wiring import named
 from explorer.engine.edits import Knockout
 from explorer.engine.interventions import ABLATE_MODES
 from explorer.engine.values import brief
@@ -309,14 +310,14 @@ class LinkedControls:
         )
 
     def wire_copy(self, button: gr.Button, link: gr.Textbox) -> None:
-        """ "Copy link": the view state read from the controls (given as a set, Gradio hands the
-        handler their values keyed by component), its link shown and copied."""
-        field_of = {getattr(self, name.name): name.name for name in fields(self)}
+        """ "Copy link": the view state read from the controls, by their fields' names, its link shown
+        and copied."""
 
-        def copy(values: dict) -> str:
-            return query_string(ViewState.on_page(**{field_of[c]: value for c, value in values.items()}))
+        def copy(**values) -> str:
+            return query_string(ViewState.on_page(**values))
 
-        button.click(copy, set(field_of), link, api_name=False).then(None, link, link, js=COPY_JS)
+        controls = {name.name: getattr(self, name.name) for name in fields(self)}
+        button.click(*named(copy, controls), link, api_name=False).then(None, link, link, js=COPY_JS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ import gradio as gr
 from explorer.app import limits, markup
 from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, Shared, gpu, guarded, index
+from explorer.app.ui.wiring import named
 from explorer.engine import steering
 
 NEW_TOKENS = 24  # each continuation's
@@ -199,7 +200,8 @@ def build(shared: Shared, prompt: gr.Textbox, model: gr.State) -> SteerPanel:
             panel.linked: linked,
         }
 
-    inputs = [prompt, model, positive, negative, layer, strength, words, instruction, held_out]
+    inputs = {"text": prompt, "source": model, "positive": positive, "negative": negative, "layer": layer}
+    inputs |= {"strength": strength, "words": words, "instruction": instruction, "held": held_out}
     outputs = [shared.status, table, panel.linked]
-    button.click(gpu(guarded(shared.status)(steer)), inputs, outputs, api_name="steer", **COSTLY)
+    button.click(*named(gpu(guarded(shared.status)(steer)), inputs), outputs, api_name="steer", **COSTLY)
     return panel

@@ -25,6 +25,7 @@ from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import COSTLY, EACH_TRIGGER, Shared, gpu, guarded, index, picked_head, plot
 from explorer.app.ui.layer_view import CellAskedData, CellData
 from explorer.app.ui.plot_view import PlotView, figure_view
+from explorer.app.ui.wiring import named
 from explorer.engine.edits import Knockout
 
 HINT = (
@@ -63,6 +64,11 @@ class WhyPanel:
     knock_bars: PlotView  # the next token before and after
     knock_area: gr.Column  # the two, shown while a cell is knocked out
     knocked_cells: gr.State  # (prompt, `Knockout.spelled`) of the knockout on screen, or a link's; or None
+
+    @property
+    def cell_numbers(self) -> dict:
+        """The cell's numbers by the names the handlers (and the API) take them by."""
+        return dict(zip(("layer", "head", "query", "key"), self.numbers, strict=True))
 
     def wire(self, shared: Shared, view: PlotView) -> None:
         """Wired to the layer view's clicks (`view.select_cell`) and the page's asks (`view.cell_asked`)."""
@@ -109,25 +115,25 @@ class WhyPanel:
             return draw(request, layer, head, cell.query, cell.key, shown, split_of)
 
         handled = gpu(guarded(shared.status)(draw))
+        read = {"shown": shared.shown, "split_of": self.split_of}
         view.select_cell(
-            gpu(guarded(shared.status)(from_view)),
-            [shared.layer, shared.head, shared.shown, self.split_of],
+            *named(
+                gpu(guarded(shared.status)(from_view)), {"layer": shared.layer, "head": shared.head, **read}
+            ),
             outputs,
             api_name=False,
             **EACH_TRIGGER,
             **COSTLY,
         )
         view.cell_asked(
-            gpu(guarded(shared.status)(asked_cell)),
-            [shared.shown, self.split_of],
+            *named(gpu(guarded(shared.status)(asked_cell)), read),
             outputs,
             api_name=False,
             **EACH_TRIGGER,
             **COSTLY,
         )
         self.ask.click(
-            handled,
-            [*self.numbers, shared.shown, self.split_of],
+            *named(handled, {**self.cell_numbers, **read}),
             outputs,
             api_name="score_attribution",
             **COSTLY,
@@ -144,7 +150,7 @@ class WhyPanel:
             gone = gr.update(visible=False)  # (an update: a component made here would join the page)
             return dict(zip(hidden, (gone, None, None, None, "", "", None, gone, gone), strict=True))
 
-        shared.shown.change(hide_unless_read, [shared.shown, self.split_of], hidden, api_name=False)
+        shared.shown.change(*named(hide_unless_read, read), hidden, api_name=False)
 
         def test(request: gr.Request, cell, choice, mode, shown):
             """The source picked removed from its side of the cell on screen."""
@@ -156,8 +162,10 @@ class WhyPanel:
             return {self.tested: f'<p class="why-test-line">{html.escape(line)}</p>'}
 
         self.test.click(
-            gpu(guarded(shared.status)(test)),
-            [self.cell, self.source, self.mode, shared.shown],
+            *named(
+                gpu(guarded(shared.status)(test)),
+                {"cell": self.cell, "choice": self.source, "mode": self.mode, "shown": shared.shown},
+            ),
             [shared.status, self.tested],
             api_name="source_effect",
             **COSTLY,
@@ -223,20 +231,17 @@ class WhyPanel:
                 self.knocked_cells: None,
             } | redraw_if(stale, True)
 
+        read = {"shown": shared.shown, "split_of": self.split_of}
         self.knock.click(
-            guarded(shared.status)(knock),
-            [*self.numbers, shared.shown, self.split_of],
+            *named(guarded(shared.status)(knock), {**self.cell_numbers, **read}),
             outputs,
             api_name="knockout",
             **COSTLY,
         )
-        self.restore.click(
-            guarded(shared.status)(restore), [shared.shown, self.split_of], outputs, api_name="restore"
-        )
+        self.restore.click(*named(guarded(shared.status)(restore), read), outputs, api_name="restore")
         for event in runs:
             event.then(
-                guarded(shared.status)(linked),
-                [self.knocked_cells, shared.shown, self.split_of],
+                *named(guarded(shared.status)(linked), {"cells": self.knocked_cells, **read}),
                 outputs,
                 api_name=False,
             )
