@@ -78,3 +78,23 @@ def test_a_runs_status_says_where_nnsight_ran_it_and_what_it_moved(gqa_checkpoin
         remote.moved_note(run)
         == f" Run here, through nnsight: {run.moved_bytes / 1e6:,.2f} MB moved back from the model."
     )
+
+
+def test_a_remote_runs_estimate_is_said_before_it_is_sent_and_is_what_it_moves(gqa_checkpoint):
+    """nnsight's serialising dry run of a remote request stands in for NDIF, which this machine cannot
+    reach: the note said before the run names the bytes the run then moves."""
+    import explorer
+
+    pytest.importorskip("nnsight")
+    text = "To be, or not to be, that is the question"
+    assert remote.estimate_note(explorer.load(gqa_checkpoint, device="cpu"), text, 256) == ""
+    here = explorer.load(gqa_checkpoint, device="cpu", backend="nnsight")
+    assert remote.estimate_note(here, text, 256) == ""  # in this process: nothing crosses a network
+    simulated = explorer.load(gqa_checkpoint, device="cpu", backend="nnsight")
+    simulated.model.remote = "local"
+    note = remote.estimate_note(simulated, text, 256)
+    run = simulated.run(text)
+    assert note == (
+        f"This run sends {run.n_tokens:,} tokens to NDIF and moves about {run.moved_bytes / 1e6:,.1f} MB "
+        f"back ({simulated.runs_where})."
+    )

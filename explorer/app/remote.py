@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from explorer.engine.tokens import encode
+
 PREFIX = "ndif:"
 SWITCH = "EXPLORER_REMOTE"
 KEY = "NDIF_API_KEY"
@@ -30,6 +32,20 @@ def model_of(source: str) -> str | None:
     """The hub id a remote source names ("ndif:org/name" -> "org/name"), or None for any other."""
     text = source.strip()
     return text[len(PREFIX) :].strip() if text.startswith(PREFIX) else None
+
+
+def estimate_note(explorer, text, max_tokens: int) -> str:
+    """What a run of `text` will move back from NDIF, said before it is sent ('' where the model runs
+    in this process, or `text` is no prompt: a generation's key)."""
+    model = explorer.model
+    if explorer.backend == "engine" or not getattr(model, "remote", False) or not isinstance(text, str):
+        return ""
+    limit = min(max_tokens, explorer.config.context_length)
+    n_tokens = len(encode(explorer.tokenizer, text, limit).ids)
+    return (
+        f"This run sends {n_tokens:,} tokens to NDIF and moves about "
+        f"{model.estimate_bytes(n_tokens) / 1e6:,.1f} MB back ({explorer.runs_where})."
+    )
 
 
 def moved_note(run) -> str:

@@ -30,24 +30,17 @@ from explorer.app.ui import (
     generate,
     gqa,
     intervene,
-    layer_view,
     lens,
-    model_loading,
     overview,
     rope,
     share,
     toasts,
 )
 from explorer.app.ui.common import (
-    EACH_TRIGGER,
-    AfterRuns,
     Controls,
     Follower,
     Followers,
-    Handler,
     Shared,
-    gpu,
-    guarded,
     index,
     picked_head,
     pipeline_plot,
@@ -58,7 +51,6 @@ from explorer.app.ui.common import (
 )
 from explorer.app.ui.layer_packs import LayerPacks
 from explorer.app.ui.layer_view import FollowData, HeadData
-from explorer.app.ui.wiring import named
 from explorer.app.workspace import Workspace
 from explorer.engine.run import Run
 
@@ -91,7 +83,7 @@ def truncation_message(run: Run, policy: Policy) -> str:
 
 
 class ViewEvents:
-    """The handlers of what every view shares, and their wiring. Outputs, in order:
+    """The handlers of what every view shares (wired on the page by `page_wiring`). Outputs, in order:
 
     - a run: status, token strip, what is shown, the RoPE positions and model views, the head's and the
       layer's figures (`views.head_figures`, `views.layer_figures`), the Overview, the zoom's window;
@@ -115,7 +107,7 @@ class ViewEvents:
         # views.layer_figures less every head's thumbnails, which the layer view draws with the pipeline
         self.layer_plots = [t.gqa.similarity, t.faithfulness.check]
         # Views of other tabs that follow the layer and head, redrawn by the switch's own event.
-        stale = Follower({}, self.stale, lambda layer, head: self.offers_taken_away())
+        stale = Follower({}, self.stale, lambda layer, head: self.link_taken_away())
         self.followers = Followers(
             {"zoom": t.attention.follower(s), "generation": t.generate.follower, "stale": stale}
         )
@@ -143,8 +135,8 @@ class ViewEvents:
 
     # --- handlers -----------------------------------------------------------------------------------
 
-    def offers_taken_away(self) -> dict:
-        """The updates that take away a link: it belongs to a view gone."""
+    def link_taken_away(self) -> dict:
+        """The updates that take away the view's link: it belongs to a view gone."""
         return dict.fromkeys(self.stale, "")
 
     def run_prompt(self, text, model, layer, head, overview_on, shown, style, zoom_open):
@@ -154,6 +146,10 @@ class ViewEvents:
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
             return self.views_cleared()
+        if self.workspace.held_run(model, text) is None:  # a forward to come: on NDIF, what it moves
+            explorer = self.workspace.explorer(model, load=False)
+            if note := remote.estimate_note(explorer, text, self.workspace.policy.max_tokens):
+                toasts.info(note)
         run = (cached := self.workspace.cached_run(model, text)).run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
         message += remote.moved_note(run)
@@ -176,7 +172,7 @@ class ViewEvents:
             **self._layer_figures(run, (model, cached.text), layer, head, query, key, style),
             **dict(zip(t.overview.outputs, drawn_overview, strict=True)),
             **t.attention.after_run(run, layer, head, zoom_open, style),
-            **self.offers_taken_away(),
+            **self.link_taken_away(),
         }
 
     def views_cleared(self) -> dict:
@@ -264,130 +260,3 @@ class ViewEvents:
         pipeline = self.packs.remember(pipeline_plot(run, layer, head, style, thumbnails), shown, style)
         figures = [pipeline, *rope_plots(run, layer, head, query, key), *layer_figures]
         return dict(zip([*self.head_plots, *self.layer_plots], figures, strict=True))
-
-    # --- wiring -------------------------------------------------------------------------------------
-
-    def wire(self, demo: gr.Blocks, copy_link: gr.Button) -> None:
-        link = self.link
-        s, c, t = self.shared, self.controls, self.tabs
-        every_tab = t.each()
-        t.overview.close_when([tab for tab in every_tab if tab is not t.overview.tab])
-        for drawn_open in (t.lens, t.flow):
-            drawn_open.close_when([tab for tab in every_tab if tab is not drawn_open.tab])
-        for tab, name in zip(every_tab, share.TABS, strict=True):
-            tab.select(None, None, link, js="() => ''", api_name=False)  # in the page: the old link goes
-            tab.select(lambda name=name: name, None, c.current_tab, api_name=False, queue=False)
-
-        run_prompt = gpu(guarded(s.status)(self.run_prompt))
-        run_handler = Handler(run_prompt, self.run_inputs, self.run_outputs)
-        # Progress shows on the status line alone: on every plot, each would run a timer of its own,
-        # redrawn every frame while the plots are being drawn.
-        progress = dict(show_progress_on=s.status)
-        model_views = model_loading.ModelViews(
-            status=s.status,
-            model=c.model,
-            card=c.model_card,
-            layer=s.layer,
-            head=s.head,
-            gqa=t.gqa.diagram,
-            kv_cache=t.gqa.kv_cache,
-            shown=s.shown,
-        )
-        link_refusal = gr.State(None)  # why the model a link names could not load
-        loader = model_loading.Loader(self.workspace, c.picker, model_views, link_refusal, s.jobs)
-        link_notes = gr.State("")  # what of a link's layer and head the model could not take
-        restored = share.RestoredControls(
-            linked=share.LinkedControls.of_page(s, c, t),
-            notes=link_notes,
-            overview_open=t.overview.is_open,
-            log_box=t.attention.log_box,
-            weighted_box=t.attention.weighted_box,
-            steer=t.generate.steer,
-        ).wire(
-            demo.load(loader.restore, c.model, loader.restore_outputs, api_name=False),
-            self.workspace,
-            c.model,
-        )
-        # The link's tab is opened in the page, as a click would: were the tabs an output of any event,
-        # Gradio would copy the state of every component inside them at each of every later event's
-        # status messages (~15 ms of a layer switch at 256 tokens).
-        restored.then(None, js=share.OPEN_TAB_JS)
-        runs = [
-            gr.on(
-                [c.run_button.click, c.prompt.submit],
-                *named(run_prompt, self.run_inputs),
-                self.run_outputs,
-                api_name="run",
-                **progress,
-            ),
-            run_handler.after(c.examples.load_input_event),
-            *(run_handler.after(loaded) for loaded in loader.wire(c.load_button, c.model)),
-            run_handler.after(restored).then(
-                *named(
-                    gpu(guarded(s.status)(self.restore_positions)),
-                    {
-                        "layer": s.layer,
-                        "head": s.head,
-                        "shown": s.shown,
-                        "refusal": link_refusal,
-                        "notes": link_notes,
-                    },
-                ),
-                [s.status, t.rope.query, t.rope.key, t.rope.rotation, t.rope.split],
-                api_name=False,
-            ),
-            t.generate.show_with(s, run_handler),
-        ]
-        # A move of the layer picker is the layer view's: a layer it keeps (one beside the layer drawn)
-        # it draws with no request, any other it asks for through its server function (`layer_packs`);
-        # either way the views that follow the layer ask, when on screen. The API's /layer redraws the
-        # layer's views in one call, from a trigger of its own that the page never shows.
-        self.packs.serve(t.attention.pipeline)
-        # The page's function takes its inputs' values in the list's order: (layer, head).
-        s.layer.input(None, [s.layer, s.head], link, js=layer_view.SHOW_LAYER_JS, api_name=False)
-        layer_api = gr.Button(visible=False, elem_id="layer-api")
-        redraw_layer = gpu(guarded(s.status)(self.redraw_layer))
-        layer_api.click(
-            *named(redraw_layer, self.switch_inputs), self.layer_outputs, api_name="layer", **progress
-        )
-        # A pick in the dropdown (`select`, fired once; its `input` fires again on the blur after it), a
-        # thumbnail's or an Overview cell's of the layer on screen: the page draws the head's pipeline
-        # from the layer's update, with no request, and takes the old view's link away. The head lives in
-        # the picker, which every later event reads.
-        pipeline = t.attention.pipeline
-        s.head.select(None, s.head, link, js=layer_view.SHOW_HEAD_JS, api_name=False)
-        pipeline.head_shown(  # the page's function returns its outputs in the list's order: (head, link)
-            None, None, [s.head, link], js=layer_view.SHOWN_HEAD_JS, api_name=False
-        )
-        # What the page asks of a head, as the layer view's events: what follows it, or a pick elsewhere.
-        page_asks = dict(**EACH_TRIGGER, **progress)
-        pipeline.follow(
-            *named(gpu(guarded(s.status)(self.follow_head)), self.switch_inputs),
-            self.follow_outputs,
-            api_name="head",
-            **page_asks,
-        )
-        pipeline.head_picked(
-            *named(gpu(guarded(s.status)(self.pick)), self.asked_by),
-            [s.status, s.layer, s.head, *self.head_plots, *self.layer_plots, *self.followers.outputs],
-            api_name=False,
-            **page_asks,
-        )
-        redraw = Handler(redraw_layer, self.switch_inputs, self.layer_outputs)
-        parts = intervene.PageParts(
-            prompt=c.prompt,
-            picker=c.picker,
-            model=c.model,
-            loader=loader,
-            overview=t.overview,
-            run=run_handler,
-            redraw=redraw,
-        )
-        t.intervene.wire(s, parts, runs)
-        t.attention.why.wire_knockout(s, t.intervene.stale, intervene.redraw_if, runs)
-        AfterRuns.wired(s, [t.lens, t.flow]).chain(runs)
-        t.circuit.wire(s, demo, c.model, c.prompt, run_handler, runs)
-        t.attention.wire_style(s, self.stale, self.packs)
-        # Moving the RoPE positions changes the view a link names: the page takes the old link away.
-        gr.on([t.rope.query.input, t.rope.key.input], None, None, link, js="() => ''", api_name=False)
-        share.LinkedControls.of_page(s, c, t).wire_copy(copy_link, link)

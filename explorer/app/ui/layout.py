@@ -40,6 +40,7 @@ from explorer.app.ui import inputs as checked
 from explorer.app.ui.common import Controls, Shared, show_progress, top
 from explorer.app.ui.events import Tabs, ViewEvents
 from explorer.app.ui.model_loading import ModelPanel
+from explorer.app.ui.page_wiring import PageWiring
 from explorer.app.visitors import visitor
 from explorer.app.workspace import Workspace
 from explorer.errors import CheckpointError
@@ -97,7 +98,7 @@ def build_demo(workspace: Workspace | None = None) -> gr.Blocks:
         with gr.Row():
             copy_link = gr.Button("Copy link to this view", size="sm", scale=0, elem_id="copy-link")
             link = gr.Textbox(show_label=False, interactive=False, elem_id="share-link", scale=3)
-        ViewEvents(workspace, shared, controls, tabs, link).wire(demo, copy_link)
+        PageWiring(ViewEvents(workspace, shared, controls, tabs, link), demo, copy_link).wire()
         sessions.end_when_closed(demo, workspace, shared.downloads)
         stop_when_asked(shared)
         progress_on_status(demo, shared.status)

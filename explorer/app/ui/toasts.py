@@ -17,6 +17,11 @@ def warning(message: str) -> None:
     gr.Warning(markup.toast(message))
 
 
+def info(message: str) -> None:
+    """A note toast, shown while the event it belongs to is still running."""
+    gr.Info(markup.toast(message))
+
+
 def error(message: str) -> gr.Error:
     """The error to raise where a value is refused before its handler runs (Gradio's own check of an
     input, the data of an event): Gradio shows its message as an error toast and the app stays up."""
