@@ -101,7 +101,7 @@ def test_a_long_prompts_other_heads_follow_as_differences_from_the_shown_one(
     assert "heads" not in meta
     layer, head, fingerprint = payload.asked_heads(long_run, f"{others},1733000000000")
     assert (layer, head) == (LAYER, shown)
-    sent = json.loads(payload.other_heads(long_run, layer, head, fingerprint, style, name))
+    sent = payload.other_heads(long_run, layer, head, fingerprint, style, name)
     assert sent["others"] == others and sent["heads"][shown] is None
     for h in range(long_run.config.n_heads):
         if h != shown:

@@ -86,16 +86,16 @@ def other_heads(
     fingerprint: str,
     style: figures.MapStyle = figures.MapStyle(),
     name: Callable[[int], str] = lambda head: "attention-explorer",
-) -> str | None:
+) -> dict | None:
     """The other heads' pipelines of the layer the page shows (head `head`'s, whose figure as sent has
-    `fingerprint`: `asked_heads`), as what differs from it (`codec.differences`), JSON:
+    `fingerprint`: `asked_heads`), as what differs from it (`codec.differences`):
     {"others": "layer,head,fingerprint", "heads": [...]}. None when the page's figure is not the one
     this run and style draw (another prompt, model or style since)."""
     shown = sent_figure(pipeline(run, layer, head, style), name(head))
     if not others_follow(run) or _fingerprint(shown) != fingerprint:
         return None
     heads = differences(shown, _others(run, layer, head, style, name, shown))
-    return json.dumps({"others": f"{layer},{head},{fingerprint}", "heads": heads}, separators=(",", ":"))
+    return {"others": f"{layer},{head},{fingerprint}", "heads": heads}
 
 
 def _others(run: Run, layer: int, head: int, style, name, shown: dict) -> dict[int, dict]:

@@ -57,11 +57,17 @@ def download(repo_id: str) -> Path:
 
 def max_download_bytes() -> float:
     """The largest hub download allowed, from $EXPLORER_MAX_DOWNLOAD_GB (default 5 GB)."""
-    value = os.environ.get(MAX_DOWNLOAD_GB_VARIABLE, "")
+    return bytes_from_environment(MAX_DOWNLOAD_GB_VARIABLE, DEFAULT_MAX_DOWNLOAD_GB, "GB", 1e9)
+
+
+def bytes_from_environment(variable: str, default: float, unit: str, unit_bytes: float) -> float:
+    """A size in bytes read from $`variable`, given there in `unit`s of `unit_bytes` (`default` where
+    unset); CheckpointError where it is no number."""
+    value = os.environ.get(variable, "")
     try:
-        return float(value or DEFAULT_MAX_DOWNLOAD_GB) * 1e9
+        return float(value or default) * unit_bytes
     except ValueError:
-        raise CheckpointError(f"{MAX_DOWNLOAD_GB_VARIABLE}={value!r} is not a number of GB.") from None
+        raise CheckpointError(f"{variable}={value!r} is not a number of {unit}.") from None
 
 
 def canonical(repo_id: str, info=None) -> str:

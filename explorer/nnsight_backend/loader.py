@@ -21,6 +21,7 @@ from explorer.engine.config import ModelConfig
 from explorer.errors import CheckpointError, UnsupportedConfigError
 from explorer.loading.checkpoints import resolve
 from explorer.loading.folders import read_config, read_tokenizer, safetensors_files, tensor_shapes
+from explorer.loading.hub import bytes_from_environment
 from explorer.loading.weights import (
     Checkpoint,
     Fits,
@@ -53,11 +54,7 @@ def ndif_key() -> str:
 
 def max_moved_bytes() -> float:
     """The most a remote forward may move back, from $EXPLORER_NDIF_MAX_MB (default 512 MB)."""
-    value = os.environ.get(MAX_MOVED_MB_VARIABLE, "")
-    try:
-        return float(value or DEFAULT_MAX_MOVED_MB) * 1e6
-    except ValueError:
-        raise CheckpointError(f"{MAX_MOVED_MB_VARIABLE}={value!r} is not a number of MB.") from None
+    return bytes_from_environment(MAX_MOVED_MB_VARIABLE, DEFAULT_MAX_MOVED_MB, "MB", 1e6)
 
 
 def _nnsight():

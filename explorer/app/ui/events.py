@@ -146,10 +146,11 @@ class ViewEvents:
             return {}
         if isinstance(text, str) and not text.strip():  # (a generation's key, from Show, is no text)
             return self.views_cleared()
-        if self.workspace.held_run(model, text) is None:  # a forward to come: on NDIF, what it moves
-            explorer = self.workspace.explorer(model, load=False)
-            if note := remote.estimate_note(explorer, text, self.workspace.policy.max_tokens):
-                toasts.info(note)
+        # a forward to come on NDIF: what it will move is said before it is sent ('' for a model here)
+        explorer = self.workspace.explorer(model, load=False)
+        note = remote.estimate_note(explorer, text, self.workspace.policy.max_tokens)
+        if note and self.workspace.held_run(model, text) is None:
+            toasts.info(note)
         run = (cached := self.workspace.cached_run(model, text)).run
         message = f"{run.n_tokens} tokens, one fast forward in {run.forward_seconds * 1e3:.0f} ms."
         message += remote.moved_note(run)

@@ -30,7 +30,6 @@ An error is answered as {"error": message}: the view shows it as a warning, and 
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -99,7 +98,7 @@ class LayerPacks:
         self._views: OrderedDict[str, ViewShown] = OrderedDict()
         self._lock = threading.Lock()
         self._answer = bounded(self._answered, policy.request_seconds)
-        self._served = lambda asked: self.answer(asked)  # what the view calls, alive while this is
+        self._served = self.answer  # what the view calls (held weakly there), alive while this is
 
     def remember(self, value: dict | None, shown, style: views.MapStyle) -> dict | None:
         """A layer view's value as sent (`common.pipeline_plot`), its view remembered for what the page
@@ -143,8 +142,7 @@ class LayerPacks:
         if asked.part == "heads":
             layer, head, fingerprint = payload.asked_heads(run, asked.others)
             names = pipeline_names(run, layer)
-            sent = payload.other_heads(run, layer, head, fingerprint, view.style, names)
-            return {"answer": None if sent is None else json.loads(sent)}
+            return {"answer": payload.other_heads(run, layer, head, fingerprint, view.style, names)}
         layer, head = picked_head(run, asked.layer, asked.head)
         return layer_view_value(run, layer, head, view.style)
 
