@@ -361,3 +361,27 @@ def test_every_event_of_more_than_one_input_is_wired_by_name(gqa_checkpoint):
         names = [parameter.name for parameter in get_positional_input_parameters(event.fn)]
         assert names == list(event.fn.named_inputs), event.fn.__name__
         assert len(names) == len(event.inputs), event.fn.__name__
+
+
+def has_anchors(css: str) -> list[str]:
+    """The compound selector each `:has(` in `css` is anchored on (what stands before it, back to the
+    last combinator, comma or brace), comments left aside."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    return [re.split(r"[\s,{}>+~()]", css[: m.start()])[-1] for m in re.finditer(r":has\(", css)]
+
+
+def test_every_has_in_the_pages_css_is_anchored_on_one_element():
+    """A `:has()` anchored on the body (or any element matched by tag or class) is checked again against
+    its whole subtree on every change to the page: each text Plotly measures then costs a walk of the
+    page. Anchored on an element by id, it is checked only when that element's own content changes."""
+    styles = [*(PACKAGE / "app" / "ui" / "assets").glob("*.css")]
+    styles += (PACKAGE.parent / "components" / "plot_view" / "frontend").glob("*.svelte")
+    anchors = {path.name: has_anchors(path.read_text()) for path in styles}
+    assert anchors["page.css"], "page.css anchors Stop's `:has()` on the status line"
+    for name, found in anchors.items():
+        assert all(re.fullmatch(r"#[\w-]+", anchor) for anchor in found), (name, found)
+
+
+def test_the_anchor_finder_reads_each_kind_of_anchor():
+    css = "body:has(#s .p) #x { } /* a:has() */ #status:has(.p) + #y { } a, div.c:not(:has(> b)) { }"
+    assert has_anchors(css) == ["body", "#status", ""]
