@@ -156,7 +156,9 @@ def test_each_lens_cell_shows_as_much_of_its_token_as_it_holds(browser, app_url,
         app.page.wait_for_function(
             "() => document.querySelector('#lens-plot .js-plotly-plot')._fullLayout.width < 1000"
         )
-        app.page.wait_for_timeout(300)  # the redraw's labels fitted again
+        fitted = f"() => {{ const cells = ({JS_LENS_CELLS})(); return cells.length > 0 && "
+        fitted += "cells.every((c) => c[3] <= c[4]) && cells.some((c) => c[2].endsWith('…')); }"
+        app.page.wait_for_function(fitted)  # the redraw's labels fitted again
         cut = [(row, col, text) for row, col, text, _, _ in lens_cells(app) if text != whole[row][col]]
         assert cut and all(text.endswith("…") and whole[r][c].startswith(text[:-1]) for r, c, text in cut)
         assert all(width <= room for *_, width, room in lens_cells(app))
