@@ -38,7 +38,7 @@ def estimate_note(explorer, text, max_tokens: int) -> str:
     """What a run of `text` will move back from NDIF, said before it is sent ('' where the model runs
     in this process, or `text` is no prompt: a generation's key)."""
     model = explorer.model
-    if explorer.backend == "engine" or not getattr(model, "remote", False) or not isinstance(text, str):
+    if not getattr(model, "remote", False) or not isinstance(text, str):  # our engine's model: never remote
         return ""
     limit = min(max_tokens, explorer.config.context_length)
     n_tokens = len(encode(explorer.tokenizer, text, limit).ids)

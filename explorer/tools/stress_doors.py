@@ -106,9 +106,9 @@ class RoundFour:
         )
         swap = page.event("patch-swap", "click")
         start = time.monotonic()
-        status, event = page.join(swap, [NAMES * (100_000 // len(NAMES)), None], "swap")
-        listening, heard = page.listen("swap", self.timeout)
-        listening.join()
+        status, event, heard = page.answered(
+            swap, [NAMES * (100_000 // len(NAMES)), None], "swap", self.timeout
+        )
         stress.record("outside", "Swap names of 100 KB", start, status == 200 and event in heard.done)
 
     def kinds(self) -> None:
@@ -151,9 +151,7 @@ class RoundFour:
         victim = self.page(stress.address())
         run = victim.named("run")
         waited = time.monotonic()
-        status, event = victim.join(run, victim.values(run, prompt=LINE), "victim")
-        listening, heard = victim.listen("victim", 900)
-        listening.join()
+        status, event, heard = victim.answered(run, victim.values(run, prompt=LINE), "victim", 900)
         rank = max((r for r, _ in heard.ranks.get(event, [])), default=0)
         waited = heard.done.get(event, (time.monotonic(), {}))[0] - waited
         stress.record(
@@ -236,9 +234,7 @@ class RoundFour:
         start = time.monotonic()
         values = page.values(attribution)
         values[1] = MARKUP  # the target, after the run on screen
-        page.join(attribution, values, visit["session"])
-        listening, heard = page.listen(visit["session"], 60)
-        listening.join()
+        _, _, heard = page.answered(attribution, values, visit["session"], 60)
         raw = [t for t in heard.toasts if "<img" in t or "<a " in t]
         stress.record("doors", f"markup in a toast ({len(raw)} raw of {len(heard.toasts)})", start, not raw)
 
@@ -319,14 +315,11 @@ class Joined:
 
 def _joined(page: Page, dependency: dict, values: list, session: str, headers: dict) -> Joined:
     """Join one event and, if admitted, read the session's stream until it is answered."""
-    status, event = page.join(dependency, values, session, headers=headers)
+    status, event, heard = page.answered(dependency, values, session, 300, headers)
     if status != 200:
         return Joined()
-    admitted = time.monotonic()
-    listening, heard = page.listen(session, 300)
-    listening.join()
     answered, message = heard.done.get(event, (float("inf"), {}))
-    return Joined((admitted, answered), json.dumps(message, ensure_ascii=False))
+    return Joined((heard.opened, answered), json.dumps(message, ensure_ascii=False))
 
 
 def _most_at_once(spans: list[tuple[float, float]]) -> int:

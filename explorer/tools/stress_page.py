@@ -21,6 +21,7 @@ class Heard:
     toasts: list[str] = field(default_factory=list)  # the text of each toast (`log` message)
     done: dict[str, tuple[float, dict]] = field(default_factory=dict)  # when it completed, its message
     errors: list[str] = field(default_factory=list)  # the stream's own failures
+    opened: float = 0.0  # when it began to be read (time.monotonic)
 
 
 class Page:
@@ -108,9 +109,21 @@ class Page:
         except ValueError:
             return answer.status_code, answer.text[:200]
 
+    def answered(
+        self, dependency: dict, data: list, session: str, seconds: float, headers: dict | None = None
+    ) -> tuple[int, str, Heard]:
+        """(HTTP status, event id or the refusal's text, what the stream said) of one join whose session's
+        stream is then read until it ends, for at most `seconds` (not read where the join is refused)."""
+        status, event = self.join(dependency, data, session, headers=headers)
+        if status != 200:
+            return status, event, Heard()
+        listening, heard = self.listen(session, seconds)
+        listening.join()
+        return status, event, heard
+
     def listen(self, session: str, seconds: float) -> tuple[threading.Thread, Heard]:
         """Read the session's stream for at most `seconds` in a thread of its own."""
-        heard = Heard()
+        heard = Heard(opened=time.monotonic())
 
         def read():
             deadline = time.monotonic() + seconds
