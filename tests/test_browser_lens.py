@@ -177,7 +177,10 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.page.wait_for_function(JS_RANK_OF_BE, timeout=DRAW_TIMEOUT_MS)
     against.fill(" to")
     against.press("Enter")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=DRAW_TIMEOUT_MS)
+    app.page.wait_for_function(  # read against " to" (the rank's title already named " be")
+        "() => document.querySelector('#lens-attribution-plot .gtitle')?.textContent.includes('“ to”')",
+        timeout=DRAW_TIMEOUT_MS,
+    )
 
     app.run("Now is the winter of our discontent")
     app.page.wait_for_function(

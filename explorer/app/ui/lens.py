@@ -31,7 +31,7 @@ class LensTab:
     target: gr.Textbox
     distractor: gr.Textbox
     pinned: gr.Checkbox  # keep the target and "Against" for new prompts
-    typed_for: gr.State  # what was shown when they were typed (None: not yet known, e.g. from a link)
+    typed_for: gr.State  # the run they were last read for (None: none yet, e.g. from a link)
     position: gr.Slider  # where the target is read and attributed
     rank: PlotView
     attribution: PlotView
@@ -113,6 +113,7 @@ class LensTab:
         @gpu
         @guarded(shared.status)
         def read_target(request: gr.Request, shown, target, distractor, position):
+            """The rank and attribution of the target, which from now belongs to the prompt read."""
             if shown is None:
                 return {}
             run = shared.workspace.run(*shown)
@@ -123,18 +124,17 @@ class LensTab:
                     self.attribution: plot(
                         attribution(run, target, distractor, position), "lens-attribution"
                     ),
+                    self.typed_for: shown,
                 }
 
         targets = {key: reads[key] for key in ("shown", "target", "distractor", "position")}
         gr.on(
             [self.target.submit, self.distractor.submit, self.position.release],
             *named(read_target, targets),
-            [shared.status, self.rank, self.attribution],
+            [shared.status, self.rank, self.attribution, self.typed_for],
             api_name="attribution",
             **COSTLY,
         )
-        typed = [self.target.submit, self.distractor.submit]  # what they were typed for
-        gr.on(typed, lambda shown: shown, shared.shown, self.typed_for, api_name=False, queue=False)
 
 
 def attribution(run, target: str, distractor: str, position: int):
