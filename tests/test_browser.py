@@ -162,6 +162,37 @@ def test_an_empty_prompt_clears_the_views_and_the_page_keeps_working(app, worksp
 JS_PREFILLED = "() => document.querySelector('#patch-clean textarea')?.value !== ''"
 
 
+# Each overview panel's axis ranges and its cells' image box, as drawn.
+JS_OVERVIEW_BOXES = """() => {
+    const gd = document.querySelector('#overview-plot .js-plotly-plot');
+    return [...gd.querySelectorAll('.heatmaplayer image')].map((image, i) => {
+        const n = i === 0 ? '' : String(i + 1);
+        const box = ['x', 'y', 'width', 'height'].map((name) => Number(image.getAttribute(name)));
+        return [gd._fullLayout['xaxis' + n].range, gd._fullLayout['yaxis' + n].range, box];
+    });
+}"""
+
+
+def test_a_run_drawn_under_the_picked_heads_frame_leaves_the_overviews_cells_on_its_axes(app):
+    """The Overview drawn while a head is framed (a run with the tab open) draws its cells from the
+    axes' edges, as one drawn before the frame came."""
+    app.run(PROMPT)
+    app.open_tab("Overview")
+    app.page.evaluate(
+        "() => document.querySelector('#overview-plot').dispatchEvent("
+        "new CustomEvent('frame-cell', {detail: {x: 0, y: 0}}))"
+    )
+    framed = app.page.evaluate(JS_OVERVIEW_BOXES)
+    app.remember_plots()
+    app.type_prompt("To be, or not to be: to be is the question")  # a repeat: every panel drawn
+    app.press_run()
+    app.wait_redrawn(["overview-plot"])
+    drawn = app.page.evaluate(JS_OVERVIEW_BOXES)
+    assert [box[:2] for _, _, box in drawn] == [[0, 0]] * len(drawn)
+    assert [ranges[:2] for ranges in drawn] == [ranges[:2] for ranges in framed]
+    assert not app.problems()
+
+
 @pytest.mark.parametrize("tab", list(TABS))
 def test_view_matches_its_baseline_screenshot(shown, tab):
     app = shown

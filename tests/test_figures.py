@@ -348,6 +348,17 @@ def test_overview_bars_sit_at_its_foot_under_axes_titled_head(figures):
         assert axis["title"]["text"] == "head" and axis["automargin"]
 
 
+def test_the_overviews_axes_are_its_cells_so_the_picked_heads_frame_cannot_move_them(run, figures):
+    """The page frames the picked head with a shape; an autoranged axis made room for its line (1.25 px
+    each side on a corner head), moving every panel's cells once the frame came after the draw."""
+    layout = figures["overview"].layout
+    n_layers, n_heads = run.config.n_layers, run.config.n_heads
+    for trace in traces(figures["overview"]):
+        x, y = layout[f"xaxis{trace['xaxis'][1:]}"], layout[f"yaxis{trace['yaxis'][1:]}"]
+        assert tuple(x["range"]) == (-0.5, n_heads - 0.5) and tuple(y["range"]) == (n_layers - 0.5, -0.5)
+        assert "autorange" not in x and "autorange" not in y
+
+
 def test_an_overview_bar_of_three_digit_labels_keeps_them_level_and_few():
     """A mean distance in the hundreds (Gemma 3 over a 1k-token prompt): Plotly stood five labels on end
     below the figure's foot, where the container cut them; three level ones fit under the bar."""

@@ -61,12 +61,21 @@ def profile_figure(
                 "<extra></extra>",
             )
         )
+        # Ranges named, not autoranged: the frame the page draws around the picked head (a shape, whose
+        # line Plotly's autorange would make room for) must not move the cells.
         integers = dict(tickmode="linear", tick0=0, showgrid=False, zeroline=False)
         layout[f"xaxis{x[1:]}"].update(
-            integers, dtick=math.ceil(n_heads / 12), title=axis_title("head"), automargin=True
+            integers,
+            dtick=math.ceil(n_heads / 12),
+            range=[-0.5, n_heads - 0.5],
+            title=axis_title("head"),
+            automargin=True,
         )
         layout[f"yaxis{y[1:]}"].update(
-            integers, dtick=1, autorange="reversed", title=dict(text="layer") if y == "y" else None
+            integers,
+            dtick=1,
+            range=[n_layers - 0.5, -0.5],  # layer 0 on top
+            title=dict(text="layer") if y == "y" else None,
         )
         if global_layers:  # in bold on every panel's layer axis, their rows outlined (the title names them)
             named = {str(layer): f"<b>{layer}</b>" for layer in global_layers}
