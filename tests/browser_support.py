@@ -15,6 +15,7 @@ import contextlib
 import io
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,13 +177,32 @@ class NeverDrawn(AssertionError):
 
 
 def close_settled(page: Page, timeout_ms: int = 20_000) -> None:
-    """Close a page once its layer view's own asks (other heads, neighbours) are answered, or after
-    `timeout_ms`: every test's page comes from one address, which the server lets hold two requests of
-    one kind at a time, and a page closed with one in flight holds its place until the server sees the
-    page gone."""
+    """Close a page once its events and its layer view's own asks (other heads, neighbours) are
+    answered, or after `timeout_ms`: every test's page comes from one address, which the server lets
+    hold two requests of one kind and one expensive reading at a time, and a page closed with one in
+    flight holds its place until the server sees the page gone."""
+    answered = f"() => ({JS_PAGE_IDLE})() && ({JS_VIEW_ANSWERED})()"
     with contextlib.suppress(PlaywrightError):  # still asking after the timeout: closed as it is
-        page.wait_for_function(JS_VIEW_ANSWERED, timeout=timeout_ms, polling=100)
+        page.wait_for_function(answered, timeout=timeout_ms, polling=100)
     page.close()
+
+
+QUIET_S = 1.0  # idle this long: the chain of events an action started has finished
+
+
+def settle(app: AppPage, timeout_s: float = 60.0, quiet_s: float = QUIET_S) -> None:
+    """Wait until no event has been pending for `quiet_s`, so nothing moves the page before a click
+    (Gradio marks the outputs an event is computing as pending)."""
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        if not app.page.evaluate(JS_PAGE_IDLE):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
 
 
 STILL_MS = 300  # between two screenshots that must match for either to count

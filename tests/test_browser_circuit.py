@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
-from browser_support import AppPage, match_baseline
-from test_browser_intervene import JS_HEATMAP, settle
+from browser_support import AppPage, match_baseline, settle
+from test_browser_intervene import JS_HEATMAP
 
 from explorer.app import circuit_pairs
 from explorer.engine import pairs
@@ -223,11 +223,13 @@ def test_the_graph_per_position_names_its_nodes_and_an_attention_edge_opens_why_
     app.remember_plots()
     row.click()
     app.wait_for_tab("Attention")
+    app.wait_redrawn(["why-split-plot"])  # the head's top cell split (the title may name it already)
     app.page.wait_for_function(
         "(want) => document.querySelector('#pipeline-plot .gtitle')?.textContent.startsWith(want)",
         arg=f"Layer {layer} · head {head} ",
         timeout=60_000,
     )
+    settle(app)
     assert not app.problems()
 
 

@@ -4,7 +4,7 @@ and a click on it opens its layer and top head."""
 from __future__ import annotations
 
 import pytest
-from browser_support import TABS
+from browser_support import TABS, settle
 
 pytestmark = pytest.mark.browser
 
@@ -23,8 +23,6 @@ JS_ATTENTION_EDGE = """() => {
 
 
 def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, browser_workspace):
-    from test_browser_intervene import settle
-
     app.run(PROMPT)
     app.open_tab("Flow")
     settle(app)
@@ -58,8 +56,6 @@ def test_the_graph_is_the_engines_and_an_attention_edge_opens_its_head(app, brow
 
 
 def test_a_new_threshold_redraws_the_graph_with_fewer_routes(app, browser_workspace):
-    from test_browser_intervene import settle
-
     app.run(PROMPT)
     app.open_tab("Flow")
     settle(app)

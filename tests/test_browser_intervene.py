@@ -6,11 +6,9 @@ labels, no sideways scroll)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
-from browser_support import CONTEXT, JS_OVERLAPS, AppPage, match_baseline
+from browser_support import CONTEXT, JS_OVERLAPS, AppPage, match_baseline, settle
 from playwright.sync_api import expect
 from test_browser_readable import PHONE
 
@@ -31,24 +29,7 @@ JS_HEATMAP = """([id, trace]) => {
     const gd = document.querySelector(`#${id} .js-plotly-plot`);
     return gd.calcdata[trace][0].z.map((row) => Array.from(row));
 }"""
-# Whether an event is still on its way: Gradio marks the outputs it is computing as pending.
-JS_BUSY = "() => document.querySelectorAll('.pending').length > 0"
 SMOLLM2_TIMEOUT_MS = 300_000
-QUIET_S = 1.0  # idle this long: the chain of events an action started has finished
-
-
-def settle(app: AppPage, timeout_s: float = 60.0) -> None:
-    """Wait until no event has been pending for QUIET_S, so nothing moves the page before a click."""
-    deadline, quiet_since = time.monotonic() + timeout_s, None
-    while time.monotonic() < deadline:
-        if app.page.evaluate(JS_BUSY):
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= QUIET_S:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the page was still busy after {timeout_s:.0f} s; toasts: {app.toasts()}")
 
 
 def open_head_by_click(app: AppPage, plot: str, layer: int, head: int, back_to: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, TABS, AppPage
+from browser_support import CONTEXT, TABS, AppPage, settle
 from PIL import Image
 
 from explorer import figures
@@ -102,6 +102,7 @@ def wide(browser, app_url):
     context.close()
 
 
+DRAWN_AS_OPENED = ("Lens", "Flow")  # tabs computed as they open (closed, they keep the last figures)
 # A tab opened draws the plots it held back while hidden and lays out again at its card's width any
 # drawn while it was hidden (page.js: a click, then a draw, each a task later, then Plotly's resize):
 # the labels are measured once no resize is pending.
@@ -113,8 +114,14 @@ JS_SETTLED = """(ids) => ids.every((id) => {
 
 
 def open_tab(app: AppPage, tab: str) -> None:
-    """Open a tab and wait until its plots are drawn for the last run, at their cards' width."""
+    """Open a tab and wait until its plots are drawn for the last run, at their cards' width: those the
+    tab computes as it opens redrawn (the last run's figures stay drawn until then), and every event
+    the opening started answered."""
+    app.remember_plots()
     app.open_tab(tab)
+    if tab in DRAWN_AS_OPENED:
+        app.wait_redrawn(TABS[tab])
+    settle(app, quiet_s=0.5)
     app.page.evaluate(JS_TASKS_LATER)
     app.page.wait_for_function(JS_SETTLED, arg=TABS[tab], polling=50)
 
@@ -141,9 +148,7 @@ def set_log_colours(app: AppPage, on: bool) -> None:
         return
     app.remember_plots()
     box.set_checked(on)
-    app.wait_redrawn(TABS["Attention"])
-    app.page.locator("#zoom-button").click()  # the zoom keeps its colours until it is shown again
-    app.wait_redrawn(["zoom-plot"])
+    app.wait_redrawn([*TABS["Attention"], "zoom-plot"])  # the open zoom restyled with the pipeline
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, DRAW_TIMEOUT_MS, TABS, AppPage
+from browser_support import CONTEXT, DRAW_TIMEOUT_MS, TABS, AppPage, settle
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +90,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
     app, browser_workspace
 ):
     """Beside the patching map, each head's direct effect on the clean prompt; its cells open heads too."""
-    from test_browser_intervene import COPY_PAIR, JS_HEATMAP, open_head_by_click, patching_example, settle
+    from test_browser_intervene import COPY_PAIR, JS_HEATMAP, open_head_by_click, patching_example
 
     app.run("Now is the winter of our discontent")
     patching_example(app)
@@ -109,7 +109,7 @@ def test_a_sweeps_direct_effect_is_the_attribution_and_a_head_cell_click_opens_t
 def test_a_click_on_a_strip_token_draws_the_heads_looking_at_it_and_a_cell_opens_that_head(
     app, browser_workspace
 ):
-    from test_browser_intervene import JS_HEATMAP, open_head_by_click, settle
+    from test_browser_intervene import JS_HEATMAP, open_head_by_click
 
     prompt = "To be, or not to be, that is the question"
     app.run(prompt)
@@ -174,7 +174,7 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.open_tab("Lens")
     target.fill(" be")
     target.press("Enter")
-    app.page.wait_for_function(JS_RANK_OF_BE, timeout=DRAW_TIMEOUT_MS)
+    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=DRAW_TIMEOUT_MS)
     against.fill(" to")
     against.press("Enter")
     app.page.wait_for_function(  # read against " to" (the rank's title already named " be")
@@ -201,7 +201,7 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
 
 
 def test_a_head_clicked_in_the_attribution_opens_in_the_attention_tab_and_the_button_comes_back(app):
-    from test_browser_intervene import open_head_by_click, settle
+    from test_browser_intervene import open_head_by_click
 
     app.run("To be, or not to be, that is the question")
     app.open_tab("Lens")

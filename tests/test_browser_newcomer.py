@@ -9,7 +9,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, JS_CELL_CENTRE, TABS, AppPage
+from browser_support import CONTEXT, JS_CELL_CENTRE, TABS, AppPage, settle
 from playwright.sync_api import Error as PlaywrightError
 
 from explorer.loading import catalog
@@ -286,6 +286,8 @@ def set_number(app: AppPage, box: str, value: int) -> None:
 def test_a_copied_link_restores_log_colours_rope_positions_ablated_heads_and_patching_prompts(
     app, browser, app_url
 ):
+    from test_browser_intervene import open_intervene
+
     app.run(LONG)
     app.remember_plots()
     app.page.locator("#log-colours input").check()
@@ -293,13 +295,14 @@ def test_a_copied_link_restores_log_colours_rope_positions_ablated_heads_and_pat
     app.set_layer(1)
     app.pick_head("head 2 · kv 0")
     app.open_tab("RoPE")
+    settle(app)  # the tab's views follow layer 1, head 2 once it opens
     app.remember_plots()
     set_number(app, "#rope-query", 60)
     app.wait_redrawn(["rope-rotation-plot"])
     app.remember_plots()
     set_number(app, "#rope-key", 4)
     app.wait_redrawn(["rope-rotation-plot"])
-    app.page.get_by_role("tab", name="Intervene", exact=True).click()
+    open_intervene(app)  # its boxes filled from the prompt before they are typed in
     app.page.locator("#ablate-add").click()
     app.page.locator("#ablate-heads").get_by_text("1.2 · kv 0").wait_for()
     app.page.locator("#ablate-mode").get_by_text("mean").click()
@@ -439,7 +442,6 @@ JS_TOAST_MESSAGES = "() => [...document.querySelectorAll('[data-testid=toast-tex
 def test_a_default_model_that_cannot_load_is_warned_of_once(browser):
     """Each message of a toast counts ("Warning (2)" holds two): the run warned, and the Intervene tab's
     step after every run tried the model again and warned a second time."""
-    from test_browser_intervene import settle
 
     from explorer.app.policy import Policy
     from explorer.app.workspace import Workspace

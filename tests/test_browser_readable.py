@@ -8,7 +8,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from browser_support import CONTEXT, JS_OVERLAPS, TABS, AppPage, match_baseline
+from browser_support import CONTEXT, JS_OVERLAPS, TABS, AppPage, match_baseline, settle
 
 from explorer.views.export import LAYER_FIELDS
 
@@ -194,7 +194,6 @@ def test_on_a_phone_a_long_model_name_stops_before_the_arrow_and_a_load_covers_n
     """SmolLM2 picked at 390 px: its label (longer than the picker) is cut before the dropdown's arrow,
     and what was loaded in how long is said on the card, with no toast over the page's header
     (baseline screenshot of the picker and card)."""
-    from test_browser_intervene import settle  # it imports PHONE from here
 
     from explorer.loading.catalog import SMOLLM2_LABEL
 

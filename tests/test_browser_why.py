@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline
+from browser_support import CHROMIUM, CONTEXT, AppPage, match_baseline, settle
 
 from explorer import views
 
@@ -43,7 +43,6 @@ JS_HEAD_BAR = """([id, trace]) => {
 
 
 def open_why(app: AppPage, query: int, key: int) -> None:
-    from test_browser_intervene import settle
 
     app.remember_plots()
     app.click_cell("pipeline-plot", SOFTMAX_PANEL, query, key)
@@ -52,7 +51,7 @@ def open_why(app: AppPage, query: int, key: int) -> None:
 
 
 def test_a_pipeline_cell_click_splits_its_score_and_a_head_bar_opens_that_head(app, browser_workspace):
-    from test_browser_intervene import JS_HEATMAP, settle
+    from test_browser_intervene import JS_HEATMAP
 
     app.run(PROMPT)
     app.set_layer(LAYER)
@@ -90,8 +89,6 @@ def test_a_pipeline_cell_click_splits_its_score_and_a_head_bar_opens_that_head(a
 
 
 def test_the_shown_heads_thumbnail_opens_a_cell_and_anothers_switches_to_it(app):
-    from test_browser_intervene import settle
-
     app.run(PROMPT)
     settle(app)
     app.remember_plots()
@@ -121,7 +118,7 @@ def test_a_link_carries_the_cell_and_opens_its_split(browser, app_url):
 
 
 def test_the_composition_card_draws_every_pair_and_a_cell_opens_its_later_head(app, browser_workspace):
-    from test_browser_intervene import JS_HEATMAP, settle
+    from test_browser_intervene import JS_HEATMAP
 
     app.run(PROMPT)
     app.open_tab("Overview")
@@ -143,8 +140,6 @@ def test_the_composition_card_draws_every_pair_and_a_cell_opens_its_later_head(a
 
 
 def test_a_head_opened_from_the_overview_shows_why_it_looks_where_it_looks_most(app, browser_workspace):
-    from test_browser_intervene import settle
-
     app.run(PROMPT)
     app.open_tab("Overview")
     settle(app)
@@ -170,8 +165,6 @@ JS_PANEL = """([id, axis]) => {  // the heatmap of one subplot (its x axis: "x5"
 
 
 def test_a_cell_knocked_out_says_what_it_did_and_the_maps_show_it_until_put_back(app, browser_workspace):
-    from test_browser_intervene import settle
-
     from explorer.engine.edits import Knockout
 
     app.run(PROMPT)
@@ -206,8 +199,6 @@ def test_a_cell_knocked_out_says_what_it_did_and_the_maps_show_it_until_put_back
 
 
 def test_a_link_carries_the_cells_knocked_out_and_opens_with_them_out(browser, app_url, browser_workspace):
-    from test_browser_intervene import settle
-
     from explorer.engine.edits import Knockout
 
     context = browser.new_context(**CONTEXT)

@@ -241,7 +241,7 @@ def test_the_lens_tab_draws_the_grid_the_rank_and_the_attribution_the_engine_com
             "(the model's prediction there) after every block"
             in json.loads(rank["plot"])["layout"]["title"]["text"]
         )
-        ok, (status, rank, attribution) = app.call("attribution", [ANSWER, DISTRACTOR, 5], "lens")
+        ok, (status, rank, attribution, _) = app.call("attribution", [ANSWER, DISTRACTOR, 5], "lens")
         a = run.logit_attribution(ANSWER, DISTRACTOR, 5)
         title = json.loads(attribution["plot"])["layout"]["title"]["text"]
         assert ok and f"{a.total:+.3f} in all" in title and lens.top_probs.shape[1] == run.n_tokens
