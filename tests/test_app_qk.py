@@ -9,6 +9,7 @@ import json
 import re
 from types import SimpleNamespace
 
+import gradio as gr
 import numpy as np
 import pytest
 import torch
@@ -155,3 +156,47 @@ def test_a_split_and_composition_are_expensive_readings_counted_in_the_budget(cl
         workspace.max_bytes = budget
     client.predict(1, 5, api_name="/composition")
     assert fresh > 0 and limits.composition_cost(ex).nbytes == 0  # kept: asking again costs nothing
+
+
+def test_a_split_drawn_while_shown_changes_is_not_hidden_by_the_change(workspace, monkeypatch):
+    """The page asks for a link's cell once the run's maps are drawn, while the run's change of `shown`
+    is still to hide the panel: the hide step reads whether the split is of `shown` after a split under
+    way is drawn, so the split it would have hidden stays."""
+    import inspect
+    import threading
+    import time
+
+    from explorer.app.ui import build_demo
+    from explorer.app.ui.why import SplitOf
+    from tests.test_limits import request_from
+
+    demo = build_demo(workspace)
+    handlers = {event.fn.__name__: event.fn for event in demo.fns.values() if event.fn is not None}
+
+    def call(name: str, **values):
+        bound = inspect.signature(handlers[name]).bind(**values)
+        return handlers[name](*bound.args, **bound.kwargs)
+
+    workspace.run("", PROMPT)
+    shown, split_of = ("", PROMPT), SplitOf()
+    begun, slow_split = threading.Event(), views.why_score
+
+    def why_score(*args, **kwargs):
+        begun.set()
+        time.sleep(0.5)  # the hide step asks while the split is being drawn
+        return slow_split(*args, **kwargs)
+
+    monkeypatch.setattr(views, "why_score", why_score)
+    drawn = {}
+    cell = CellAskedData(None, {"layer": 2, "head": 3, "query": 14, "key": 9})
+    asking = threading.Thread(
+        target=lambda: drawn.update(
+            call("asked_cell", request=request_from("10.0.0.1"), shown=shown, split_of=split_of, cell=cell)
+        )
+    )
+    asking.start()
+    assert begun.wait(30)
+    hidden = call("hide_unless_read", shown=shown, split_of=split_of)
+    asking.join()
+    assert sum(getattr(value, "type", None) == "plotly" for value in drawn.values()) == 2  # split, row
+    assert split_of.shown == shown and hidden == gr.skip()

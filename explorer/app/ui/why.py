@@ -14,7 +14,9 @@ shows the plain run again. The panel stays while `shown` is the run its split wa
 
 from __future__ import annotations
 
+import copy
 import html
+import threading
 from dataclasses import dataclass
 
 import gradio as gr
@@ -37,12 +39,21 @@ HINT = (
 )
 
 
-@dataclass
 class SplitOf:
     """The `shown` the split on screen was read from. A State reaches every handler of its session as
-    the same object, so the panel's hide step sees a split drawn after `shown` changed."""
+    the same object, so the panel's hide step sees a split drawn after `shown` changed. A split is drawn
+    holding `lock`, and the hide step reads under it: it reads after the split is drawn and skips, or
+    answers before the split begins, never reading "no split" while one is being drawn and hiding it
+    once drawn. (Not a dataclass: Gradio would copy its fields, the lock among them, into the page's
+    config.)"""
 
-    shown: tuple | None = None
+    def __init__(self, shown: tuple | None = None):
+        self.shown = shown
+        self.lock = threading.Lock()
+
+    def __deepcopy__(self, memo) -> SplitOf:
+        """Gradio copies a State's first value for each session: a lock of its own for each."""
+        return SplitOf(copy.deepcopy(self.shown, memo))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,9 +90,9 @@ class WhyPanel:
             if shown is None:
                 return {}
             run = shared.workspace.run(*shown)
-            with shared.readings.reading(request, limits.why_cost(run), run):
+            with split_of.lock, shared.readings.reading(request, limits.why_cost(run), run):
                 drawn = split_and_row(run, layer, head, query, key)
-            split_of.shown = tuple(shown)
+                split_of.shown = tuple(shown)
             return drawn
 
         def split_and_row(run, layer, head, query, key):
@@ -145,7 +156,9 @@ class WhyPanel:
             """A new prompt, or another run of it than the split's (an ablation shown): the panel goes.
             `split_of` is read as it is now, not as it was when `shown` changed: a split the page asked
             for since (a link's cell, drawn once the run's maps are) stays."""
-            if shown is not None and split_of.shown == tuple(shown):
+            with split_of.lock:
+                split_is_of_it = shown is not None and split_of.shown == tuple(shown)
+            if split_is_of_it:
                 return gr.skip()  # every output as it is
             gone = gr.update(visible=False)  # (an update: a component made here would join the page)
             return dict(zip(hidden, (gone, None, None, None, "", "", None, gone, gone), strict=True))
