@@ -17,9 +17,7 @@ pytestmark = pytest.mark.browser
 JS_RANK_OF_BE = (
     "() => (document.querySelector('#lens-rank-plot .gtitle') || {}).textContent?.startsWith('“ be”')"
 )
-JS_RANK_TITLE_HAS = (
-    "(text) => (document.querySelector('#lens-rank-plot .gtitle') || {}).textContent?.includes(text)"
-)
+JS_TITLE_HAS = "([id, text]) => document.querySelector(`#${id} .gtitle`)?.textContent.includes(text)"
 # Each drawn cell of the lens' grid: its row and column, its text, and how wide it is drawn beside the
 # cell's width.
 JS_LENS_CELLS = """() => {
@@ -174,17 +172,15 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.open_tab("Lens")
     target.fill(" be")
     target.press("Enter")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ be” (typed)", timeout=DRAW_TIMEOUT_MS)
+    app.page.wait_for_function(JS_TITLE_HAS, arg=["lens-rank-plot", "“ be” (typed)"], timeout=DRAW_TIMEOUT_MS)
     against.fill(" to")
     against.press("Enter")
-    app.page.wait_for_function(  # read against " to" (the rank's title already named " be")
-        "() => document.querySelector('#lens-attribution-plot .gtitle')?.textContent.includes('“ to”')",
-        timeout=DRAW_TIMEOUT_MS,
-    )
+    # read against " to" (the rank's title already named " be")
+    app.page.wait_for_function(JS_TITLE_HAS, arg=["lens-attribution-plot", "“ to”"], timeout=DRAW_TIMEOUT_MS)
 
     app.run("Now is the winter of our discontent")
     app.page.wait_for_function(
-        JS_RANK_TITLE_HAS, arg="(the model's prediction there)", timeout=DRAW_TIMEOUT_MS
+        JS_TITLE_HAS, arg=["lens-rank-plot", "(the model's prediction there)"], timeout=DRAW_TIMEOUT_MS
     )
     assert target.input_value() == "" and against.input_value() == ""
     assert "−" not in app.title("lens-attribution-plot")
@@ -192,7 +188,9 @@ def test_a_new_prompt_empties_the_target_unless_it_is_pinned(app):
     app.page.locator("#lens-pinned input").check()
     target.fill(" the")
     target.press("Enter")
-    app.page.wait_for_function(JS_RANK_TITLE_HAS, arg="“ the” (typed)", timeout=DRAW_TIMEOUT_MS)
+    app.page.wait_for_function(
+        JS_TITLE_HAS, arg=["lens-rank-plot", "“ the” (typed)"], timeout=DRAW_TIMEOUT_MS
+    )
     app.remember_plots()
     app.run("Now is the winter of our discontent made glorious summer")
     app.wait_redrawn(["lens-rank-plot"])
